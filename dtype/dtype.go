@@ -1,0 +1,99 @@
+// Package dtype names the element types a tensor can hold and converts between the
+// 16-bit float formats and float32.
+//
+// Invariants:
+//   - The zero DType is Invalid; every valid DType has a fixed Size in bytes and a
+//     stable String name (the names PyTorch uses without the "torch." prefix).
+//   - Conversions to F16 and BF16 round to nearest, ties to even; values beyond the
+//     format's range become ±Inf, NaN stays NaN (quiet) and the sign of zero is kept.
+//   - Conversions from F16 and BF16 to float32 are exact.
+//
+// F16 and BF16 values travel as their bit patterns in uint16; they have no arithmetic of
+// their own: compute in float32 and convert at the edges.
+package dtype
+
+import "fmt"
+
+// DType is the element type of a tensor.
+type DType uint8
+
+const (
+	// Invalid is the zero DType; no tensor has it.
+	Invalid DType = iota
+	// F32 is IEEE 754 binary32 (float32).
+	F32
+	// F16 is IEEE 754 binary16 ("half"), stored as its bits in a uint16.
+	F16
+	// BF16 is bfloat16 (float32's upper 16 bits), stored as its bits in a uint16.
+	BF16
+	// I32 is int32.
+	I32
+	// I64 is int64; class labels and embedding indices are I64.
+	I64
+	// Bool is one byte per element, 0 or 1; masks (dropout) are Bool.
+	Bool
+)
+
+// All lists every valid DType in declaration order.
+func All() []DType { return []DType{F32, F16, BF16, I32, I64, Bool} }
+
+// Size is the number of bytes one element takes; 0 for Invalid or unknown values.
+func (d DType) Size() int {
+	switch d {
+	case F32, I32:
+		return 4
+	case F16, BF16:
+		return 2
+	case I64:
+		return 8
+	case Bool:
+		return 1
+	}
+	return 0
+}
+
+// IsFloat reports whether d is a floating-point type (F32, F16, BF16).
+func (d DType) IsFloat() bool { return d == F32 || d == F16 || d == BF16 }
+
+// IsValid reports whether d is one of the declared types other than Invalid.
+func (d DType) IsValid() bool { return d >= F32 && d <= Bool }
+
+func (d DType) String() string {
+	switch d {
+	case Invalid:
+		return "invalid"
+	case F32:
+		return "float32"
+	case F16:
+		return "float16"
+	case BF16:
+		return "bfloat16"
+	case I32:
+		return "int32"
+	case I64:
+		return "int64"
+	case Bool:
+		return "bool"
+	}
+	return fmt.Sprintf("dtype.DType(%d)", uint8(d))
+}
+
+// Parse returns the DType whose String is s; it also accepts the short names f32, f16,
+// bf16, i32, i64 and the aliases half and float.
+func Parse(s string) (DType, error) {
+	switch s {
+	case "float32", "f32", "float":
+		return F32, nil
+	case "float16", "f16", "half":
+		return F16, nil
+	case "bfloat16", "bf16":
+		return BF16, nil
+	case "int32", "i32":
+		return I32, nil
+	case "int64", "i64":
+		return I64, nil
+	case "bool":
+		return Bool, nil
+	}
+	return Invalid, fmt.Errorf("dtype: unknown dtype %q; use one of float32, float16, bfloat16, int32, int64, bool", s)
+}
