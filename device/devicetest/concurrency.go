@@ -1,0 +1,77 @@
+package devicetest
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/subletml/sublet/device"
+)
+
+// concurrency: goroutines allocating, copying, checking and freeing at once, each on a
+// stream and event of its own, leave the device as they found it.
+func (s suite) concurrency(t *testing.T) {
+	x := s.open(t)
+	d := x.d
+	const workers, rounds = 8, 40
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			if err := worker(d, x.c.KeepsData, w, rounds); err != nil {
+				errs <- fmt.Errorf("worker %d: %w", w, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	x.expectUsed(0)
+}
+
+func worker(d device.Device, keepsData bool, w, rounds int) error {
+	st, err := d.NewStream()
+	if err != nil {
+		return err
+	}
+	ev, err := d.NewEvent()
+	if err != nil {
+		return err
+	}
+	for i := range rounds {
+		n := 512 + (w*131+i*977)%20000
+		p, err := d.Malloc(int64(n))
+		if err != nil {
+			return err
+		}
+		want := pattern(n, byte(w*rounds+i))
+		got := make([]byte, n)
+		if err := d.CopyToDevice(p, want, st); err != nil {
+			return err
+		}
+		if err := d.RecordEvent(ev, st); err != nil {
+			return err
+		}
+		if err := d.SynchronizeEvent(ev); err != nil {
+			return err
+		}
+		if err := d.CopyToHost(got, p, st); err != nil {
+			return err
+		}
+		if keepsData && !bytes.Equal(want, got) {
+			return fmt.Errorf("round %d: %d bytes at %#x came back different", i, n, uintptr(p))
+		}
+		if err := d.Free(p); err != nil {
+			return err
+		}
+	}
+	if err := d.DestroyEvent(ev); err != nil {
+		return err
+	}
+	return d.DestroyStream(st)
+}

@@ -1,0 +1,283 @@
+// Package sim is a simulated accelerator for tests, CI and what-if studies: a fixed
+// capacity, a cost model for raw allocations charged to a virtual clock (or really
+// slept), fault injection, controllable event completion, driver-like address placement
+// (or a recorded driver's exact addresses), and an optional backing store. Without one it
+// is a "meta" device: addresses and bytes are accounted, copies and memsets only check
+// their ranges, so a 140 GiB trace replays on a laptop.
+//
+// Invariants:
+//   - Bytes in use (Stats().InUse) is the sum of the sizes of live Malloc allocations
+//     and mapped pieces, never more than the capacity; MemInfo reports
+//     (capacity - in use, capacity).
+//   - Malloc addresses and reserved ranges come from disjoint regions of the simulated
+//     address space; no two live ranges overlap.
+//   - With a backing store, every live allocation and mapped piece is host memory from
+//     internal/hostmem, returned to the OS by Free and Unmap.
+//   - Every method is safe for concurrent use. Lock order: mu, then the table's lock;
+//     streamMu is never held with either.
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/internal/hostmem"
+)
+
+// DefaultCapacity is the total memory the H200's driver reports: 150109880320 bytes.
+const DefaultCapacity int64 = 150109880320
+
+// Granularity is the unit of VirtualMemory's Map and Unmap, as on the H200.
+const Granularity int64 = 2 << 20
+
+// Options configures a simulated device. The zero Options is a meta H200: 150109880320
+// bytes, no backing store, the H200 cost model on the virtual clock, the top-down
+// placement, no faults.
+type Options struct {
+	// Capacity is the device's total memory in bytes; 0 means DefaultCapacity.
+	Capacity int64
+	// Backing keeps real data in host memory: copies move bytes and Bytes works.
+	Backing bool
+	// Cost prices Malloc, Free, Map and Unmap; nil means H200Cost(), &CostModel{} is free.
+	Cost *CostModel
+	// Sleep really sleeps each call's cost instead of only adding it to Elapsed.
+	Sleep bool
+	// Faults injects allocation failures (see SetFaults).
+	Faults Faults
+	// Segments, when not nil, replaces the top-down placement with a recorded one: the
+	// Nth Malloc gets Segments[N-1].Addr and must ask for Segments[N-1].Size bytes, or it
+	// fails naming the index; so does a Malloc beyond the recording. See LoadSegments.
+	Segments []Segment
+}
+
+// Stats are the device's counters.
+type Stats struct {
+	// InUse is the bytes of live allocations and mapped pieces; Peak its maximum.
+	InUse, Peak int64
+	// Successful calls.
+	Mallocs, Frees, Maps, Unmaps, Reserves, Unreserves int64
+	// Faults counts injected failures; OOMs failures for lack of capacity.
+	Faults, OOMs int64
+	// Synchronizations and event queries.
+	StreamSyncs, DeviceSyncs, EventSyncs, EventQueries int64
+}
+
+// Device is a simulated accelerator. It implements device.Device, device.VirtualMemory
+// and device.HostMemory.
+type Device struct {
+	capacity int64
+	backing  bool
+	cost     CostModel
+	sleep    bool
+
+	// table records live ranges; it has its own lock, taken after mu.
+	table hostmem.Table
+
+	// mu guards the fields below it up to streamMu, and the counters of stats other than
+	// those streamMu guards.
+	mu       sync.Mutex
+	place    placer
+	reserved spans
+	faults   faultState
+	elapsed  time.Duration
+
+	// streamMu guards the stream and event state and the stats fields StreamSyncs,
+	// DeviceSyncs, EventSyncs and EventQueries.
+	streamMu   sync.Mutex
+	streams    map[device.Stream]*stream
+	events     map[device.Event]*event
+	lastStream device.Stream
+	lastEvent  device.Event
+
+	stats Stats
+}
+
+var (
+	_ device.Device        = (*Device)(nil)
+	_ device.VirtualMemory = (*Device)(nil)
+	_ device.HostMemory    = (*Device)(nil)
+)
+
+// New creates a simulated device.
+func New(o Options) (*Device, error) {
+	if o.Capacity < 0 {
+		return nil, fmt.Errorf("sim.New: Capacity is %d; want 0 (DefaultCapacity) or a positive byte count", o.Capacity)
+	}
+	if o.Capacity == 0 {
+		o.Capacity = DefaultCapacity
+	}
+	if err := o.Faults.validate(); err != nil {
+		return nil, err
+	}
+	cost := H200Cost()
+	if o.Cost != nil {
+		cost = *o.Cost
+	}
+	if cost.PairBase < 0 || cost.PerGiB < 0 || cost.Knee < 0 {
+		return nil, fmt.Errorf("sim.New: cost model %+v has a negative field", cost)
+	}
+	d := &Device{
+		capacity: o.Capacity,
+		backing:  o.Backing,
+		cost:     cost,
+		sleep:    o.Sleep,
+		reserved: spans{free: []span{{reserveBase, reserveTop}}},
+		faults:   newFaultState(o.Faults),
+		streams:  map[device.Stream]*stream{0: {}},
+		events:   map[device.Event]*event{},
+	}
+	if o.Segments != nil {
+		if err := checkSegments(o.Segments); err != nil {
+			return nil, fmt.Errorf("sim.New: Options.Segments: %w", err)
+		}
+		d.place = &recorded{segs: o.Segments}
+	} else {
+		d.place = newTopDown(o.Capacity)
+	}
+	return d, nil
+}
+
+// Name is "sim".
+func (d *Device) Name() string { return "sim" }
+
+// Kind is device.Sim.
+func (d *Device) Kind() device.Kind { return device.Sim }
+
+// Capacity is the device's total memory in bytes.
+func (d *Device) Capacity() int64 { return d.capacity }
+
+// SetFaults replaces the fault injection; the count of raw allocations restarts, and the
+// generator is seeded again.
+func (d *Device) SetFaults(f Faults) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.faults = newFaultState(f)
+	return nil
+}
+
+// Elapsed is the simulated driver time charged so far (slept too when Options.Sleep).
+func (d *Device) Elapsed() time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.elapsed
+}
+
+// Stats returns the counters.
+func (d *Device) Stats() Stats {
+	d.mu.Lock()
+	s := d.stats
+	d.mu.Unlock()
+	d.streamMu.Lock()
+	defer d.streamMu.Unlock()
+	s.StreamSyncs, s.DeviceSyncs = d.stats.StreamSyncs, d.stats.DeviceSyncs
+	s.EventSyncs, s.EventQueries = d.stats.EventSyncs, d.stats.EventQueries
+	return s
+}
+
+// MemInfo reports (capacity - bytes in use, capacity).
+func (d *Device) MemInfo() (free, total int64, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.capacity - d.stats.InUse, d.capacity, nil
+}
+
+// charge adds cost to the virtual clock. Caller holds mu; it sleeps after unlocking,
+// for the returned duration.
+func (d *Device) charge(cost time.Duration) time.Duration {
+	d.elapsed += cost
+	if d.sleep {
+		return cost
+	}
+	return 0
+}
+
+// admit decides whether a raw allocation of size bytes may proceed: not an injected
+// fault, and within capacity. On success the bytes are counted in use. Caller holds mu.
+func (d *Device) admit(op string, size int64) error {
+	if fail, call := d.faults.next(); fail {
+		d.stats.Faults++
+		return fmt.Errorf("sim: %s(%d): injected failure of raw allocation %d: %w", op, size, call, device.ErrOutOfMemory)
+	}
+	if size > d.capacity-d.stats.InUse {
+		d.stats.OOMs++
+		return fmt.Errorf("sim: %s(%d): %d of %d bytes in use: %w", op, size, d.stats.InUse, d.capacity, device.ErrOutOfMemory)
+	}
+	d.stats.InUse += size
+	d.stats.Peak = max(d.stats.Peak, d.stats.InUse)
+	return nil
+}
+
+// Malloc places size bytes (see Options.Segments and the top-down policy), backs them
+// with host memory when the device has a backing store, and charges half a pair's cost.
+func (d *Device) Malloc(size int64) (device.Ptr, error) {
+	if size <= 0 {
+		return 0, fmt.Errorf("sim: Malloc(%d): size must be positive", size)
+	}
+	p, sleep, err := d.malloc(size)
+	time.Sleep(sleep)
+	return p, err
+}
+
+func (d *Device) malloc(size int64) (device.Ptr, time.Duration, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.admit("Malloc", size); err != nil {
+		return 0, 0, err
+	}
+	addr, err := d.place.place(size)
+	if err != nil {
+		d.stats.InUse -= size
+		return 0, 0, fmt.Errorf("sim: Malloc(%d): %w", size, err)
+	}
+	var mem []byte
+	if d.backing {
+		if mem, err = hostmem.Alloc(size); err != nil {
+			d.place.release(addr, size)
+			d.stats.InUse -= size
+			return 0, 0, fmt.Errorf("sim: Malloc(%d): backing store: %w: %w", size, device.ErrOutOfMemory, err)
+		}
+	}
+	p := device.Ptr(addr)
+	if err := d.table.AddAllocation(p, size, mem); err != nil {
+		d.place.release(addr, size)
+		d.stats.InUse -= size
+		if mem != nil {
+			err = errors.Join(err, hostmem.Free(mem))
+		}
+		return 0, 0, fmt.Errorf("sim: Malloc(%d): %w", size, err)
+	}
+	d.stats.Mallocs++
+	return p, d.charge(d.cost.half(size)), nil
+}
+
+// Free gives back an allocation from Malloc, and charges half a pair's cost.
+func (d *Device) Free(p device.Ptr) error {
+	sleep, err := d.free(p)
+	time.Sleep(sleep)
+	return err
+}
+
+func (d *Device) free(p device.Ptr) (time.Duration, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	size, mem, err := d.table.RemoveAllocation(p)
+	if err != nil {
+		return 0, fmt.Errorf("sim: Free(%#x): %w", uintptr(p), err)
+	}
+	d.place.release(uint64(p), size)
+	d.stats.InUse -= size
+	d.stats.Frees++
+	sleep := d.charge(d.cost.half(size))
+	if mem != nil {
+		if err := hostmem.Free(mem); err != nil {
+			return sleep, fmt.Errorf("sim: Free(%#x): backing store: %w", uintptr(p), err)
+		}
+	}
+	return sleep, nil
+}
