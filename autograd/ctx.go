@@ -1,0 +1,41 @@
+package autograd
+
+// Ctx is one run of a node's Function inside a backward. It is used by one
+// goroutine and dies when the Function returns.
+type Ctx struct {
+	node     *Node
+	unpacked []unpacked // what Saved.Get unpacked in this run; released after it
+}
+
+type unpacked struct {
+	s *Saved
+	v Value
+}
+
+// Node returns the node being run.
+func (c *Ctx) Node() *Node { return c.node }
+
+// NeedsGrad reports whether forward input i wants a gradient (its edge is
+// not the zero Edge); a Function skips computing the others.
+func (c *Ctx) NeedsGrad(i int) bool { return c.node.inputs[i].Node != nil }
+
+func (c *Ctx) unpackedOf(s *Saved) Value {
+	for _, u := range c.unpacked {
+		if u.s == s {
+			return u.v
+		}
+	}
+	return nil
+}
+
+func (c *Ctx) keepUnpacked(s *Saved, v Value) {
+	c.unpacked = append(c.unpacked, unpacked{s, v})
+}
+
+// end releases what was unpacked during the run.
+func (c *Ctx) end() {
+	for _, u := range c.unpacked {
+		u.v.Release()
+	}
+	c.unpacked = nil
+}

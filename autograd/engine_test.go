@@ -1,0 +1,217 @@
+package autograd_test
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/subletml/sublet/autograd"
+)
+
+func TestGradientOfAExpA(t *testing.T) {
+	w := newWorld()
+	tp := newTape(t, w)
+	a := tp.param(2)
+	y := tp.mul(a, tp.exp(a))
+	require.NoError(t, tp.backward(y, autograd.Options{}))
+	assert.InDelta(t, 3*math.Exp(2), a.grad(), 1e-12)
+	assert.Zero(t, w.count("grad"), "intermediate gradients left after backward")
+	assert.Equal(t, 1, w.count("leafgrad"))
+	assert.Zero(t, w.count("saved"), "saved values left after backward")
+	tp.close()
+	w.requireEmpty(t)
+}
+
+func TestDiamondAccumulates(t *testing.T) {
+	w := newWorld()
+	tp := newTape(t, w)
+	a := tp.param(0.5)
+	b := tp.tanh(a)
+	c := tp.mul(b, b)            // two edges to the same slot of b's node
+	d := tp.pow(b, 3)            // a third use of b
+	y := tp.add(c, tp.add(d, a)) // a reaches the accumulator twice
+	require.NoError(t, tp.backward(y, autograd.Options{}))
+	tb := math.Tanh(0.5)
+	want := (2*tb+3*tb*tb)*(1-tb*tb) + 1
+	assert.InDelta(t, want, a.grad(), 1e-12)
+	tp.close()
+	w.requireEmpty(t)
+}
+
+func TestMultipleOutputsSumBeforeRun(t *testing.T) {
+	w := newWorld()
+	tp := newTape(t, w)
+	a := tp.param(0.7)
+	s, c := tp.sincos(a)
+	y := tp.add(tp.mul(s, c), tp.pow(c, 2))
+	fn := s.edge.Node
+	var calls int
+	require.NoError(t, fn.AddPostHook(func(*autograd.Node) error { calls++; return nil }))
+	require.NoError(t, tp.backward(y, autograd.Options{}))
+	// d/da [sin·cos + cos²] = cos²−sin² − 2 cos sin
+	sa, ca := math.Sin(0.7), math.Cos(0.7)
+	assert.InDelta(t, ca*ca-sa*sa-2*ca*sa, a.grad(), 1e-12)
+	assert.Equal(t, 1, calls, "a two-output node runs once")
+	tp.close()
+	w.requireEmpty(t)
+}
+
+func TestOnlyOneOutputOfMultiOutputNodeUsed(t *testing.T) {
+	w := newWorld()
+	tp := newTape(t, w)
+	a := tp.param(0.3)
+	_, c := tp.sincos(a)
+	require.NoError(t, tp.backward(tp.mul(c, c), autograd.Options{}))
+	assert.InDelta(t, -2*math.Cos(0.3)*math.Sin(0.3), a.grad(), 1e-12)
+	tp.close()
+	w.requireEmpty(t)
+}
+
+func TestInputsWithoutGradGetNone(t *testing.T) {
+	w := newWorld()
+	tp := newTape(t, w)
+	a := tp.param(3)
+	k := tp.constant(5)
+	y := tp.mul(a, k)
+	require.False(t, y.edge.Node.Input(1).Node != nil)
+	require.NoError(t, tp.backward(y, autograd.Options{}))
+	assert.Equal(t, 5.0, a.grad())
+	tp.close()
+	w.requireEmpty(t)
+}
+
+func TestGradientsAccumulateAcrossBackwards(t *testing.T) {
+	w := newWorld()
+	tp := newTape(t, w)
+	x := tp.param(2)
+	for range 2 {
+		require.NoError(t, tp.backward(tp.mul(x, x), autograd.Options{}))
+	}
+	assert.Equal(t, 8.0, x.grad(), "x·x twice: 4 then 8")
+	tp.close()
+	w.requireEmpty(t)
+}
+
+func TestBackwardFromLeaf(t *testing.T) {
+	w := newWorld()
+	tp := newTape(t, w)
+	x := tp.param(2)
+	require.NoError(t, tp.backward(x, autograd.Options{}))
+	assert.Equal(t, 1.0, x.grad())
+	tp.close()
+	w.requireEmpty(t)
+}
+
+func TestSeveralRoots(t *testing.T) {
+	w := newWorld()
+	tp := newTape(t, w)
+	a := tp.param(1.5)
+	b := tp.exp(a)
+	c := tp.mul(b, a)
+	roots := []autograd.Root{
+		{Edge: c.edge, Grad: w.newVal("grad", "seed", 2)},
+		{Edge: b.edge, Grad: w.newVal("grad", "seed", 1)}, // b also feeds c
+		{Edge: c.edge, Grad: w.newVal("grad", "seed", 1)}, // same root twice: seeds sum
+	}
+	require.NoError(t, autograd.Backward(roots, autograd.Options{Arith: arith{}}))
+	e := math.Exp(1.5)
+	assert.InDelta(t, 3*(e*1.5+e)+e, a.grad(), 1e-12)
+	tp.close()
+	w.requireEmpty(t)
+}
+
+func TestBackwardEntryErrors(t *testing.T) {
+	w := newWorld()
+	tp := newTape(t, w)
+	a := tp.param(1)
+	y := tp.exp(a)
+	seed := func() autograd.Value { return w.newVal("grad", "seed", 1) }
+	cases := []struct {
+		name string
+		root autograd.Root
+		opts autograd.Options
+		msg  string
+	}{
+		{"no node", autograd.Root{Grad: seed()}, autograd.Options{Arith: arith{}}, "does not require grad"},
+		{"nil grad", autograd.Root{Edge: y.edge}, autograd.Options{Arith: arith{}}, "nil gradient"},
+		{"bad slot", autograd.Root{Edge: autograd.Edge{Node: y.edge.Node, Slot: 1}, Grad: seed()}, autograd.Options{Arith: arith{}}, "slot 1"},
+		{"no arith", autograd.Root{Edge: y.edge, Grad: seed()}, autograd.Options{}, "Arith"},
+	}
+	for _, c := range cases {
+		err := autograd.Backward([]autograd.Root{c.root}, c.opts)
+		require.ErrorContains(t, err, c.msg, c.name)
+	}
+	require.ErrorContains(t, autograd.Backward(nil, autograd.Options{Arith: arith{}}), "no roots")
+	assert.Zero(t, w.count("grad"), "seeds are released on error")
+	assert.False(t, y.edge.Node.Released(), "a failed entry check consumes nothing")
+	require.NoError(t, tp.backward(y, autograd.Options{}))
+	assert.InDelta(t, math.E, a.grad(), 1e-12)
+	tp.close()
+	w.requireEmpty(t)
+}
+
+func TestNewNodeErrors(t *testing.T) {
+	w := newWorld()
+	tp := newTape(t, w)
+	a := tp.param(1)
+	fn := &toyFn{w: w}
+	cases := []struct {
+		spec autograd.NodeSpec
+		msg  string
+	}{
+		{autograd.NodeSpec{Fn: fn, Outputs: 1}, "empty name"},
+		{autograd.NodeSpec{Name: "X", Outputs: 1}, "nil Fn"},
+		{autograd.NodeSpec{Name: "X", Fn: fn}, "0 outputs"},
+		{autograd.NodeSpec{Name: "X", Fn: fn, Outputs: 1, Kind: 7}, "unknown kind"},
+		{autograd.NodeSpec{Name: "X", Fn: fn, Outputs: 2, Kind: autograd.KindAccumulate}, "accumulate node"},
+		{autograd.NodeSpec{Name: "X", Fn: fn, Outputs: 1, Inputs: []autograd.Edge{{Node: a.edge.Node, Slot: 1}}}, "slot 1"},
+	}
+	for _, c := range cases {
+		_, err := autograd.NewNode(c.spec)
+		require.ErrorContains(t, err, c.msg)
+	}
+	assert.Equal(t, 1, a.edge.Node.Refs(), "failed NewNode holds no reference")
+	tp.close()
+	w.requireEmpty(t)
+}
+
+// badFn returns n fresh gradients and err.
+type badFn struct {
+	w   *world
+	n   int
+	err error
+}
+
+func (f *badFn) Backward(*autograd.Ctx, []autograd.Value) ([]autograd.Value, error) {
+	outs := make([]autograd.Value, f.n)
+	for i := range outs {
+		outs[i] = f.w.newVal("grad", "bad", 1)
+	}
+	return outs, f.err
+}
+
+func TestFunctionErrorsReleaseEverything(t *testing.T) {
+	w := newWorld()
+	tp := newTape(t, w)
+	a := tp.param(1)
+	for _, f := range []*badFn{{w: w, n: 1, err: errBoom}, {w: w, n: 2}} {
+		n, err := autograd.NewNode(autograd.NodeSpec{Name: "Bad", Outputs: 1, Fn: f, Inputs: []autograd.Edge{a.edge}})
+		require.NoError(t, err)
+		s, err := n.Save(w.newVal("saved", "bad", 1), nil)
+		require.NoError(t, err)
+		err = autograd.Backward([]autograd.Root{{Edge: autograd.Edge{Node: n}, Grad: w.newVal("grad", "seed", 1)}}, autograd.Options{Arith: arith{}})
+		require.ErrorContains(t, err, "backward of Bad#0")
+		assert.Zero(t, w.count("grad"))
+		assert.False(t, s.Released(), "a failed node keeps its saved values")
+		require.NoError(t, n.Release())
+		assert.True(t, s.Released())
+	}
+	assert.Zero(t, a.grad())
+	tp.close()
+	w.requireEmpty(t)
+}
+
+var errBoom = errors.New("boom")

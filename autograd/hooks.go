@@ -1,0 +1,58 @@
+package autograd
+
+import "fmt"
+
+// GradHook sees the gradient of one output slot of a node, summed over all
+// its uses, before the node runs: the register_hook of the tensor that is
+// that output (slot 0 of a leaf's accumulate node for a leaf). It returns nil
+// to keep g, or a replacement, which the engine then owns (it releases g).
+// g stays the engine's: a hook that keeps it (retain_grad) takes its own
+// reference, and never returns g itself.
+type GradHook func(g Value) (Value, error)
+
+// PostHook runs after the node's Function returned, before its saved values
+// are released. On an accumulate node that is after the gradient was folded
+// into the leaf: the post-accumulate-grad hook.
+type PostHook func(n *Node) error
+
+// AddGradHook adds h to the hooks of output slot; hooks run in the order
+// they were added.
+func (n *Node) AddGradHook(slot int, h GradHook) error {
+	if slot < 0 || slot >= n.outputs {
+		return fmt.Errorf("autograd: AddGradHook on %s: slot %d, node has %d outputs", n, slot, n.outputs)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.fn == nil {
+		return freed(n, "AddGradHook")
+	}
+	n.gradHooks[slot] = append(n.gradHooks[slot], h)
+	return nil
+}
+
+// AddPostHook adds h to the node's post hooks, run in the order added.
+func (n *Node) AddPostHook(h PostHook) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.fn == nil {
+		return freed(n, "AddPostHook")
+	}
+	n.postHooks = append(n.postHooks, h)
+	return nil
+}
+
+// runGradHooks passes g through the hooks of slot and returns what the
+// engine owns afterwards (g or its replacement), also on error.
+func runGradHooks(hooks []GradHook, g Value) (Value, error) {
+	for _, h := range hooks {
+		r, err := h(g)
+		if err != nil {
+			return g, err
+		}
+		if r != nil {
+			g.Release()
+			g = r
+		}
+	}
+	return g, nil
+}
