@@ -75,6 +75,8 @@ type Device struct {
 
 	// table records live ranges; it has its own lock, taken after mu.
 	table hostmem.Table
+	// copier implements the copies over table; set by New.
+	copier hostmem.Copier
 
 	// mu guards the fields below it up to streamMu, and the counters of stats other than
 	// those streamMu guards.
@@ -137,6 +139,7 @@ func New(o Options) (*Device, error) {
 	} else {
 		d.place = newTopDown(o.Capacity)
 	}
+	d.copier = hostmem.Copier{Table: &d.table, Name: "sim", CheckStream: d.checkStream}
 	return d, nil
 }
 

@@ -1,0 +1,25 @@
+package cpu
+
+import "github.com/subletml/sublet/device"
+
+// The copies are hostmem.Copier's, over the device's table.
+
+// CopyToDevice copies src to dst.
+func (d *Device) CopyToDevice(dst device.Ptr, src []byte, s device.Stream) error {
+	return d.copier.CopyToDevice(dst, src, s)
+}
+
+// CopyToHost copies len(dst) bytes from src to dst.
+func (d *Device) CopyToHost(dst []byte, src device.Ptr, s device.Stream) error {
+	return d.copier.CopyToHost(dst, src, s)
+}
+
+// CopyOnDevice copies n bytes from src to dst.
+func (d *Device) CopyOnDevice(dst, src device.Ptr, n int64, s device.Stream) error {
+	return d.copier.CopyOnDevice(dst, src, n, s)
+}
+
+// Memset sets n bytes at dst to value.
+func (d *Device) Memset(dst device.Ptr, value byte, n int64, s device.Stream) error {
+	return d.copier.Memset(dst, value, n, s)
+}
