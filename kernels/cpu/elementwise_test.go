@@ -1,0 +1,334 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/subletml/sublet/dtype"
+)
+
+var unaryOps = []UnaryOp{Neg, Abs, Exp, Log, Sqrt, Tanh, Sigmoid, Relu, GeluTanh, GeluErf}
+
+func refUnary(op UnaryOp, x float64) float64 {
+	switch op {
+	case Neg:
+		return -x
+	case Abs:
+		return math.Abs(x)
+	case Exp:
+		return math.Exp(x)
+	case Log:
+		return math.Log(x)
+	case Sqrt:
+		return math.Sqrt(x)
+	case Tanh:
+		return math.Tanh(x)
+	case Sigmoid:
+		return 1 / (1 + math.Exp(-x))
+	case Relu:
+		return math.Max(x, 0)
+	case GeluTanh:
+		return 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x)))
+	case GeluErf:
+		return 0.5 * x * (1 + math.Erf(x/math.Sqrt2))
+	}
+	panic(op)
+}
+
+// refUnaryGrad differentiates refUnary numerically-free: closed forms in float64.
+func refUnaryGrad(op UnaryOp, x float64) float64 {
+	switch op {
+	case Neg:
+		return -1
+	case Abs:
+		switch {
+		case x > 0:
+			return 1
+		case x < 0:
+			return -1
+		}
+		return 0
+	case Exp:
+		return math.Exp(x)
+	case Log:
+		return 1 / x
+	case Sqrt:
+		return 0.5 / math.Sqrt(x)
+	case Tanh:
+		t := math.Tanh(x)
+		return 1 - t*t
+	case Sigmoid:
+		s := 1 / (1 + math.Exp(-x))
+		return s * (1 - s)
+	case Relu:
+		if x > 0 {
+			return 1
+		}
+		return 0
+	case GeluTanh:
+		k := math.Sqrt(2 / math.Pi)
+		t := math.Tanh(k * (x + 0.044715*x*x*x))
+		return 0.5*(1+t) + 0.5*x*(1-t*t)*k*(1+3*0.044715*x*x)
+	case GeluErf:
+		return 0.5*(1+math.Erf(x/math.Sqrt2)) + x*math.Exp(-x*x/2)/math.Sqrt(2*math.Pi)
+	}
+	panic(op)
+}
+
+func domain(op UnaryOp, r *rand.Rand) func() float64 {
+	if op == Log || op == Sqrt {
+		return func() float64 { return 0.05 + 4*r.Float64() }
+	}
+	return func() float64 { return 6*r.Float64() - 3 }
+}
+
+func TestUnaryAgainstReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(10, 11))
+	for trial := range 300 {
+		op := unaryOps[trial%len(unaryOps)]
+		shape := randShape(r, r.IntN(5), 7)
+		xt, dt := pick(r, floatTypes), pick(r, floatTypes)
+		x := randView(r, xt, shape, domain(op, r))
+		if r.IntN(4) == 0 {
+			x = randView(r, xt, broadcastShape(r, shape), domain(op, r))
+		}
+		dst := randView(r, dt, shape, func() float64 { return 99 })
+		Unary(op, dst.op(), x.op())
+		forEachIndex(shape, func(idx []int) {
+			want := roundTo(dt, refUnary(op, x.get(idx)))
+			requireClose(t, dt, want, dst.get(idx), "%v %v->%v at %v", op, xt, dt, idx)
+		})
+
+		// backward: g·op'(x), with the saved tensor op asks for
+		g := randView(r, pick(r, floatTypes), shape, func() float64 { return 2*r.Float64() - 1 })
+		saved := x
+		if op.SavesOutput() {
+			saved = contiguousView(dtype.F32, shape, func() float64 { return 0 })
+			Unary(op, saved.op(), x.op())
+		}
+		dx := randView(r, dt, shape, func() float64 { return 99 })
+		UnaryBackward(op, dx.op(), g.op(), saved.op())
+		forEachIndex(shape, func(idx []int) {
+			xv := x.get(idx)
+			want := g.get(idx) * refUnaryGrad(op, xv)
+			if op.SavesOutput() { // the kernel sees y rounded to float32
+				want = g.get(idx) * refUnaryGrad(op, xv)
+			}
+			requireClose(t, dt, roundTo(dt, want), dx.get(idx), "%v backward %v at %v (x=%v)", op, dt, idx, xv)
+		})
+	}
+}
+
+func TestUnaryEdges(t *testing.T) {
+	in := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), -100, 100}
+	out := make([]float32, len(in))
+	l := Contiguous(len(in))
+	Unary(Sigmoid, F32(out, l), F32(in, l))
+	assert.Equal(t, []float32{0.5, 0.5, 1, 0}, out[:4])
+	assert.True(t, math.IsNaN(float64(out[4])))
+	assert.Equal(t, float32(0), out[5], "sigmoid(-100) underflows to 0, not NaN")
+	assert.Equal(t, float32(1), out[6])
+	Unary(Relu, F32(out, l), F32(in, l))
+	assert.Equal(t, float32(math.Inf(1)), out[2])
+	assert.True(t, math.IsNaN(float64(out[4])), "relu keeps NaN")
+	Unary(GeluTanh, F32(out, l), F32(in, l))
+	assert.Equal(t, []float32{0, 0}, out[:2])
+	assert.Equal(t, float32(-0), out[5])
+	assert.Equal(t, float32(100), out[6])
+}
+
+func TestUnaryInPlaceAndLarge(t *testing.T) {
+	// Large enough to run on several goroutines; in place (dst is x).
+	n := 3*grain + 17
+	x := make([]float32, n)
+	want := make([]float32, n)
+	for i := range x {
+		x[i] = float32(i%1000) / 100
+		want[i] = float32(math.Tanh(float64(x[i])))
+	}
+	l := Contiguous(n)
+	Unary(Tanh, F32(x, l), F32(x, l))
+	for i := range x {
+		require.InDelta(t, want[i], x[i], 2e-6, "at %d", i)
+	}
+}
+
+var binaryOps = []BinaryOp{Add, Sub, Mul, Div, Pow, Maximum, Minimum}
+
+func refBinary(op BinaryOp, a, b float64) float64 {
+	switch op {
+	case Add:
+		return a + b
+	case Sub:
+		return a - b
+	case Mul:
+		return a * b
+	case Div:
+		return a / b
+	case Pow:
+		return math.Pow(a, b)
+	case Maximum:
+		return math.Max(a, b)
+	case Minimum:
+		return math.Min(a, b)
+	}
+	panic(op)
+}
+
+func refBinaryGrad(op BinaryOp, wrt Arg, a, b float64) float64 {
+	half := func(win bool, tie bool) float64 {
+		switch {
+		case tie:
+			return 0.5
+		case win:
+			return 1
+		}
+		return 0
+	}
+	switch op {
+	case Add:
+		return 1
+	case Sub:
+		if wrt == ArgA {
+			return 1
+		}
+		return -1
+	case Mul:
+		if wrt == ArgA {
+			return b
+		}
+		return a
+	case Div:
+		if wrt == ArgA {
+			return 1 / b
+		}
+		return -a / (b * b)
+	case Pow:
+		if wrt == ArgA {
+			return b * math.Pow(a, b-1)
+		}
+		return math.Pow(a, b) * math.Log(a)
+	case Maximum:
+		if wrt == ArgA {
+			return half(a > b, a == b)
+		}
+		return half(b > a, a == b)
+	case Minimum:
+		if wrt == ArgA {
+			return half(a < b, a == b)
+		}
+		return half(b < a, a == b)
+	}
+	panic(op)
+}
+
+func TestBinaryAgainstReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(12, 13))
+	for trial := range 400 {
+		op := binaryOps[trial%len(binaryOps)]
+		shape := randShape(r, r.IntN(5), 6)
+		at, bt, dt := pick(r, floatTypes), pick(r, floatTypes), pick(r, floatTypes)
+		gen := func() float64 {
+			if op == Pow {
+				return 0.2 + 2*r.Float64()
+			}
+			if op == Maximum || op == Minimum {
+				return float64(r.IntN(3)) // ties happen
+			}
+			return 4*r.Float64() - 2
+		}
+		genB := gen
+		if op == Div {
+			genB = func() float64 { return 0.5 + r.Float64() }
+		}
+		aShape, bShape := shape, shape
+		switch r.IntN(3) {
+		case 0:
+			aShape = broadcastShape(r, shape)
+		case 1:
+			bShape = broadcastShape(r, shape)
+		}
+		a := randView(r, at, aShape, gen)
+		b := randView(r, bt, bShape, genB)
+		if r.IntN(5) == 0 { // a scalar operand: a rank-0 layout
+			b = contiguousView(bt, nil, genB)
+		}
+		dst := randView(r, dt, shape, func() float64 { return 99 })
+		Binary(op, dst.op(), a.op(), b.op())
+		forEachIndex(shape, func(idx []int) {
+			want := roundTo(dt, refBinary(op, a.get(idx), b.get(idx)))
+			requireClose(t, dt, want, dst.get(idx), "%v %v,%v->%v at %v", op, at, bt, dt, idx)
+		})
+		g := randView(r, pick(r, floatTypes), shape, func() float64 { return 2*r.Float64() - 1 })
+		for _, wrt := range []Arg{ArgA, ArgB} {
+			d := randView(r, dt, shape, func() float64 { return 99 })
+			BinaryBackward(op, wrt, d.op(), g.op(), a.op(), b.op())
+			forEachIndex(shape, func(idx []int) {
+				want := roundTo(dt, g.get(idx)*refBinaryGrad(op, wrt, a.get(idx), b.get(idx)))
+				requireClose(t, dt, want, d.get(idx), "%v backward %d at %v", op, wrt, idx)
+			})
+		}
+	}
+}
+
+func TestBinaryInPlaceBroadcast(t *testing.T) {
+	// x += bias over rows, in place, bias broadcast from shape [n].
+	rows, n := 5, 7
+	x := make([]float32, rows*n)
+	bias := make([]float32, n)
+	for i := range x {
+		x[i] = float32(i)
+	}
+	for j := range bias {
+		bias[j] = float32(100 * j)
+	}
+	l := Contiguous(rows, n)
+	Binary(Add, F32(x, l), F32(x, l), F32(bias, Contiguous(n)))
+	for i := range x {
+		assert.Equal(t, float32(i+100*(i%n)), x[i])
+	}
+}
+
+func TestPowBackwardZeros(t *testing.T) {
+	a := []float32{0, 0, 2}
+	b := []float32{0, 2, 0}
+	g := []float32{1, 1, 1}
+	d := make([]float32, 3)
+	l := Contiguous(3)
+	BinaryBackward(Pow, ArgA, F32(d, l), F32(g, l), F32(a, l), F32(b, l))
+	assert.Equal(t, []float32{0, 0, 0}, d, "d/da a^0 is 0 everywhere; d/da a^2 at 0 is 0")
+	BinaryBackward(Pow, ArgB, F32(d, l), F32(g, l), F32(a, l), F32(b, l))
+	assert.Equal(t, float32(0), d[0], "d/db 0^b is 0 for b >= 0, not NaN")
+	assert.Equal(t, float32(0), d[1])
+	assert.InDelta(t, math.Log(2), d[2], 1e-6)
+}
+
+func TestMaximumNaNAndInf(t *testing.T) {
+	inf := float32(math.Inf(1))
+	nan := float32(math.NaN())
+	a := []float32{inf, nan, 1}
+	b := []float32{inf, 1, nan}
+	g := []float32{1, 1, 1}
+	d := make([]float32, 3)
+	l := Contiguous(3)
+	Binary(Maximum, F32(d, l), F32(a, l), F32(b, l))
+	assert.Equal(t, inf, d[0])
+	assert.True(t, math.IsNaN(float64(d[1])) && math.IsNaN(float64(d[2])), "maximum propagates NaN: %v", d)
+	BinaryBackward(Maximum, ArgA, F32(d, l), F32(g, l), F32(a, l), F32(b, l))
+	assert.Equal(t, float32(0.5), d[0], "equal infinities are a tie")
+	assert.True(t, math.IsNaN(float64(d[1])) && math.IsNaN(float64(d[2])))
+}
+
+func TestBroadcastMismatchPanics(t *testing.T) {
+	a := make([]float32, 6)
+	b := make([]float32, 4)
+	assert.PanicsWithValue(t,
+		"kernels/cpu: add: input 1 of shape [4] does not broadcast to [2 3]",
+		func() { Binary(Add, F32(a, Contiguous(2, 3)), F32(a, Contiguous(2, 3)), F32(b, Contiguous(4))) })
+	assert.Panics(t, func() { F32(a, Contiguous(7)) }, "layout past the buffer")
+	assert.Panics(t, func() { Unary(Exp, I32(make([]int32, 6), Contiguous(6)), F32(a, Contiguous(6))) }, "int output")
+}

@@ -1,0 +1,134 @@
+package cpu
+
+import "fmt"
+
+// maxOperands is the most operands one elementwise kernel touches (output included).
+const maxOperands = 4
+
+// iter walks the elements of an output shape in row-major order together with the
+// matching elements of up to three inputs broadcast to it. Dimensions of size 1 are
+// dropped and neighbours that are dense for every operand are merged, so a contiguous
+// walk is a single run.
+type iter struct {
+	ops   int                       // operands: 0 is the output
+	rank  int                       // dimensions after merging, ≥ 1
+	shape [MaxRank]int              // shape[rank-1] is the innermost
+	st    [maxOperands][MaxRank]int // strides per operand and dimension
+	off   [maxOperands]int          // Offset per operand
+	size  int                       // elements in the output
+}
+
+// newIter builds the walk over out.Shape; each input must broadcast to it (numpy rules:
+// shapes align at the right, a missing or size-1 dimension repeats).
+func newIter(op string, out Layout, ins ...Layout) iter {
+	it := iter{ops: 1 + len(ins), size: out.Size()}
+	r := len(out.Shape)
+	var shape [MaxRank]int
+	var st [maxOperands][MaxRank]int
+	copy(shape[:], out.Shape)
+	copy(st[0][:], out.Strides)
+	it.off[0] = out.Offset
+	for k, in := range ins {
+		d := r - len(in.Shape)
+		if d < 0 {
+			panic(fmt.Sprintf("kernels/cpu: %s: input %d (%v) has more dimensions than the output %v", op, k, in.Shape, out.Shape))
+		}
+		for i, n := range in.Shape {
+			switch {
+			case n == 1: // stride stays 0: repeat along this dimension
+			case n == shape[d+i]:
+				st[k+1][d+i] = in.Strides[i]
+			default:
+				panic(fmt.Sprintf("kernels/cpu: %s: input %d of shape %v does not broadcast to %v", op, k, in.Shape, out.Shape))
+			}
+		}
+		it.off[k+1] = in.Offset
+	}
+	// Merge from the innermost dimension outwards, skipping size-1 dimensions.
+	for i := r - 1; i >= 0; i-- {
+		if shape[i] == 1 {
+			continue
+		}
+		if it.rank > 0 {
+			j := it.rank - 1 // the dimension just inside i, already placed
+			dense := true
+			for k := range it.ops {
+				if st[k][i] != it.st[k][j]*it.shape[j] {
+					dense = false
+					break
+				}
+			}
+			if dense {
+				it.shape[j] *= shape[i]
+				continue
+			}
+		}
+		it.shape[it.rank] = shape[i]
+		for k := range it.ops {
+			it.st[k][it.rank] = st[k][i]
+		}
+		it.rank++
+	}
+	// Built innermost first; reverse so index rank-1 is the innermost.
+	if it.rank == 0 {
+		it.shape[0], it.rank = 1, 1
+	}
+	for a, b := 0, it.rank-1; a < b; a, b = a+1, b-1 {
+		it.shape[a], it.shape[b] = it.shape[b], it.shape[a]
+		for k := range it.ops {
+			it.st[k][a], it.st[k][b] = it.st[k][b], it.st[k][a]
+		}
+	}
+	return it
+}
+
+// walk calls fn for the elements [lo, hi) of the row-major order in runs along the
+// innermost dimension, each at most chunk long: offs holds each operand's element
+// offset of the run's first element, inner each operand's stride along the run.
+func (it *iter) walk(lo, hi int, fn func(offs *[maxOperands]int, inner *[maxOperands]int, n int)) {
+	if lo >= hi {
+		return
+	}
+	r := it.rank
+	last := r - 1
+	var idx [MaxRank]int
+	var offs, inner [maxOperands]int
+	rem := lo
+	for d := last; d >= 0; d-- {
+		idx[d] = rem % it.shape[d]
+		rem /= it.shape[d]
+	}
+	for k := range it.ops {
+		o := it.off[k]
+		for d := range r {
+			o += idx[d] * it.st[k][d]
+		}
+		offs[k] = o
+		inner[k] = it.st[k][last]
+	}
+	for pos := lo; pos < hi; {
+		n := min(it.shape[last]-idx[last], hi-pos, chunk)
+		fn(&offs, &inner, n)
+		pos += n
+		idx[last] += n
+		for k := range it.ops {
+			offs[k] += n * inner[k]
+		}
+		// Carry into outer dimensions when the innermost one wrapped.
+		for d := last; d > 0 && idx[d] == it.shape[d]; d-- {
+			idx[d] = 0
+			idx[d-1]++
+			for k := range it.ops {
+				offs[k] += it.st[k][d-1] - it.shape[d]*it.st[k][d]
+			}
+		}
+	}
+}
+
+// grain is the fewest elements an elementwise kernel hands to one goroutine.
+const grain = 1 << 14
+
+// forEach runs fn over every run of the walk, split across goroutines by element range.
+func (it *iter) forEach(fn func(offs *[maxOperands]int, inner *[maxOperands]int, n int)) {
+	parallelFor(it.size, grain, func(lo, hi int) { it.walk(lo, hi, fn) })
+}

@@ -1,0 +1,168 @@
+package cpu
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/subletml/sublet/dtype"
+)
+
+// Operand is a strided view of typed memory: what the elementwise, copy and reduction
+// kernels read and write. Build one with F32, F16, BF16, I32, I64, Bool or FromBytes;
+// they check that the Layout stays inside the buffer.
+type Operand struct {
+	Layout
+	dt   dtype.DType
+	data unsafe.Pointer // element 0 of the buffer; nil when the buffer is empty
+	n    int            // elements in the buffer
+}
+
+func newOperand[T any](dt dtype.DType, data []T, l Layout) Operand {
+	l.check("operand "+dt.String(), len(data))
+	return Operand{Layout: l, dt: dt, data: unsafe.Pointer(unsafe.SliceData(data)), n: len(data)}
+}
+
+// F32 views data as float32 elements placed by l.
+func F32(data []float32, l Layout) Operand { return newOperand(dtype.F32, data, l) }
+
+// F16 views data as IEEE half elements (bits) placed by l.
+func F16(data []uint16, l Layout) Operand { return newOperand(dtype.F16, data, l) }
+
+// BF16 views data as bfloat16 elements (bits) placed by l.
+func BF16(data []uint16, l Layout) Operand { return newOperand(dtype.BF16, data, l) }
+
+// I32 views data as int32 elements placed by l.
+func I32(data []int32, l Layout) Operand { return newOperand(dtype.I32, data, l) }
+
+// I64 views data as int64 elements placed by l.
+func I64(data []int64, l Layout) Operand { return newOperand(dtype.I64, data, l) }
+
+// Bool views data as bool elements (one byte each, 0 or 1) placed by l.
+func Bool(data []uint8, l Layout) Operand { return newOperand(dtype.Bool, data, l) }
+
+// FromBytes views raw bytes as elements of dt placed by l (Offset and Strides count
+// elements). b must be aligned to dt.Size(), as allocator blocks are.
+func FromBytes(dt dtype.DType, b []byte, l Layout) Operand {
+	size := dt.Size()
+	if size == 0 {
+		panic(fmt.Sprintf("kernels/cpu: FromBytes: invalid dtype %v", dt))
+	}
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	if uintptr(p)%uintptr(size) != 0 {
+		panic(fmt.Sprintf("kernels/cpu: FromBytes: %v buffer at %p is not %d-byte aligned", dt, p, size))
+	}
+	l.check("FromBytes "+dt.String(), len(b)/size)
+	return Operand{Layout: l, dt: dt, data: p, n: len(b) / size}
+}
+
+// DType is the element type of the operand.
+func (o Operand) DType() dtype.DType { return o.dt }
+
+// f32s and the others below return the whole buffer as a typed slice.
+func (o Operand) f32s() []float32 { return unsafe.Slice((*float32)(o.data), o.n) }
+func (o Operand) u16s() []uint16  { return unsafe.Slice((*uint16)(o.data), o.n) }
+func (o Operand) i32s() []int32   { return unsafe.Slice((*int32)(o.data), o.n) }
+func (o Operand) i64s() []int64   { return unsafe.Slice((*int64)(o.data), o.n) }
+func (o Operand) u8s() []uint8    { return unsafe.Slice((*uint8)(o.data), o.n) }
+
+// chunk is how many elements the kernels convert through stack scratch at a time.
+const chunk = 256
+
+// load returns the n ≤ chunk elements at off, off+s, … as float32: a view of the
+// buffer when it holds float32 with stride 1, else a conversion into buf.
+func (o *Operand) load(off, s, n int, buf *[chunk]float32) []float32 {
+	if o.dt == dtype.F32 && s == 1 {
+		return o.f32s()[off : off+n : off+n]
+	}
+	dst := buf[:n]
+	switch o.dt {
+	case dtype.F32:
+		src := o.f32s()
+		for i := range dst {
+			dst[i] = src[off+i*s]
+		}
+	case dtype.F16:
+		src := o.u16s()
+		for i := range dst {
+			dst[i] = dtype.F16ToF32(src[off+i*s])
+		}
+	case dtype.BF16:
+		src := o.u16s()
+		for i := range dst {
+			dst[i] = dtype.BF16ToF32(src[off+i*s])
+		}
+	case dtype.I32:
+		src := o.i32s()
+		for i := range dst {
+			dst[i] = float32(src[off+i*s])
+		}
+	case dtype.I64:
+		src := o.i64s()
+		for i := range dst {
+			dst[i] = float32(src[off+i*s])
+		}
+	case dtype.Bool:
+		src := o.u8s()
+		for i := range dst {
+			dst[i] = float32(src[off+i*s])
+		}
+	}
+	return dst
+}
+
+// out returns where a float kernel should write n ≤ chunk results for off, off+s, …:
+// the buffer itself when it holds float32 with stride 1 (then flush is a no-op), else
+// buf, which flush then stores.
+func (o *Operand) out(off, s, n int, buf *[chunk]float32) []float32 {
+	if o.dt == dtype.F32 && s == 1 {
+		return o.f32s()[off : off+n : off+n]
+	}
+	return buf[:n]
+}
+
+// flush stores v (from out) at off, off+s, … converting to the operand's float type.
+func (o *Operand) flush(off, s int, v []float32) {
+	switch o.dt {
+	case dtype.F32:
+		if s == 1 {
+			return
+		}
+		dst := o.f32s()
+		for i, x := range v {
+			dst[off+i*s] = x
+		}
+	case dtype.F16:
+		dst := o.u16s()
+		for i, x := range v {
+			dst[off+i*s] = dtype.F32ToF16(x)
+		}
+	case dtype.BF16:
+		dst := o.u16s()
+		for i, x := range v {
+			dst[off+i*s] = dtype.F32ToBF16(x)
+		}
+	}
+}
+
+// requireFloat panics unless o can be written by a float kernel.
+func (o *Operand) requireFloat(op string) {
+	if !o.dt.IsFloat() {
+		panic(fmt.Sprintf("kernels/cpu: %s: output must be float32, float16 or bfloat16, not %v", op, o.dt))
+	}
+}
+
+// toInt converts a float to an integer range [lo, hi] the same way on every
+// architecture: truncation toward zero, NaN to 0, saturation at the ends. float64(hi)
+// may round up (2^63 for MaxInt64); every float below it converts exactly.
+func toInt(v float32, lo, hi int64) int64 {
+	f := float64(v)
+	switch {
+	case f != f:
+		return 0
+	case f <= float64(lo):
+		return lo
+	case f >= float64(hi):
+		return hi
+	}
+	return int64(f)
+}

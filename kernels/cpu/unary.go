@@ -1,0 +1,195 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/chewxy/math32"
+)
+
+// UnaryOp names an elementwise function of one tensor.
+type UnaryOp uint8
+
+const (
+	Neg      UnaryOp = iota + 1 // -x
+	Abs                         // |x|; gradient 0 at 0
+	Exp                         // e^x
+	Log                         // ln x
+	Sqrt                        // √x
+	Tanh                        // tanh x
+	Sigmoid                     // 1/(1+e^-x)
+	Relu                        // max(x, 0); gradient 0 at 0
+	GeluTanh                    // x/2·(1+tanh(√(2/π)(x+0.044715x³)))
+	GeluErf                     // x/2·(1+erf(x/√2))
+)
+
+func (op UnaryOp) String() string {
+	switch op {
+	case Neg:
+		return "neg"
+	case Abs:
+		return "abs"
+	case Exp:
+		return "exp"
+	case Log:
+		return "log"
+	case Sqrt:
+		return "sqrt"
+	case Tanh:
+		return "tanh"
+	case Sigmoid:
+		return "sigmoid"
+	case Relu:
+		return "relu"
+	case GeluTanh:
+		return "gelu_tanh"
+	case GeluErf:
+		return "gelu"
+	}
+	return fmt.Sprintf("cpu.UnaryOp(%d)", uint8(op))
+}
+
+// SavesOutput reports which tensor UnaryBackward needs besides the gradient: the
+// output y (true) or the input x (false). Neg needs neither.
+func (op UnaryOp) SavesOutput() bool {
+	switch op {
+	case Exp, Sqrt, Tanh, Sigmoid, Relu:
+		return true
+	}
+	return false
+}
+
+// Unary writes op(x) into dst. x broadcasts to dst's shape; dst may be x itself (same
+// buffer and layout) but must not otherwise overlap it.
+func Unary(op UnaryOp, dst, x Operand) {
+	name := op.String()
+	dst.requireFloat(name)
+	it := newIter(name, dst.Layout, x.Layout)
+	it.forEach(func(offs, inner *[maxOperands]int, n int) {
+		var bx, bd [chunk]float32
+		xs := x.load(offs[1], inner[1], n, &bx)
+		ds := dst.out(offs[0], inner[0], n, &bd)
+		unaryRun(op, ds, xs)
+		dst.flush(offs[0], inner[0], ds)
+	})
+}
+
+// UnaryBackward writes the gradient of op's input into dx given the output's gradient
+// g and saved, which is op's output y when op.SavesOutput() and its input x otherwise
+// (any operand for Neg). g and saved broadcast to dx's shape; dx may be g itself.
+func UnaryBackward(op UnaryOp, dx, g, saved Operand) {
+	name := op.String() + " backward"
+	dx.requireFloat(name)
+	it := newIter(name, dx.Layout, g.Layout, saved.Layout)
+	it.forEach(func(offs, inner *[maxOperands]int, n int) {
+		var bg, bs, bd [chunk]float32
+		gs := g.load(offs[1], inner[1], n, &bg)
+		ss := saved.load(offs[2], inner[2], n, &bs)
+		ds := dx.out(offs[0], inner[0], n, &bd)
+		unaryGradRun(op, ds, gs, ss)
+		dx.flush(offs[0], inner[0], ds)
+	})
+}
+
+const (
+	sqrt2OverPi = 0.7978845608028654 // √(2/π)
+	geluCoef    = 0.044715
+	invSqrt2    = 0.7071067811865476
+	invSqrt2Pi  = 0.3989422804014327 // 1/√(2π)
+)
+
+func unaryRun(op UnaryOp, dst, x []float32) {
+	switch op {
+	case Neg:
+		mapRun(dst, x, func(v float32) float32 { return -v })
+	case Abs:
+		mapRun(dst, x, math32.Abs)
+	case Exp:
+		mapRun(dst, x, math32.Exp)
+	case Log:
+		mapRun(dst, x, math32.Log)
+	case Sqrt:
+		mapRun(dst, x, math32.Sqrt)
+	case Tanh:
+		mapRun(dst, x, math32.Tanh)
+	case Sigmoid:
+		mapRun(dst, x, sigmoid)
+	case Relu:
+		mapRun(dst, x, func(v float32) float32 { return max(v, 0) })
+	case GeluTanh:
+		mapRun(dst, x, func(v float32) float32 {
+			return 0.5 * v * (1 + math32.Tanh(sqrt2OverPi*(v+geluCoef*v*v*v)))
+		})
+	case GeluErf:
+		mapRun(dst, x, func(v float32) float32 { return 0.5 * v * (1 + math32.Erf(v*invSqrt2)) })
+	default:
+		panic(fmt.Sprintf("kernels/cpu: unknown %v", op))
+	}
+}
+
+// mapRun writes f(x[i]) into dst[i]; it inlines, and f with it.
+func mapRun(dst, x []float32, f func(float32) float32) {
+	dst = dst[:len(x)]
+	for i, v := range x {
+		dst[i] = f(v)
+	}
+}
+
+// zipRun writes f(a[i], b[i]) into dst[i]; it inlines, and f with it.
+func zipRun(dst, a, b []float32, f func(x, y float32) float32) {
+	dst = dst[:len(a)]
+	b = b[:len(a)]
+	for i, v := range a {
+		dst[i] = f(v, b[i])
+	}
+}
+
+func sigmoid(v float32) float32 { return 1 / (1 + math32.Exp(-v)) }
+
+// unaryGradRun writes dst[i] = g[i]·op'(x) where s is y or x as SavesOutput says.
+func unaryGradRun(op UnaryOp, dst, g, s []float32) {
+	switch op {
+	case Neg:
+		mapRun(dst, g, func(gv float32) float32 { return -gv })
+	case Abs:
+		zipRun(dst, g, s, func(gv, x float32) float32 {
+			switch {
+			case x > 0:
+				return gv
+			case x < 0:
+				return -gv
+			}
+			return 0 * gv
+		})
+	case Exp:
+		zipRun(dst, g, s, func(gv, y float32) float32 { return gv * y })
+	case Log:
+		zipRun(dst, g, s, func(gv, x float32) float32 { return gv / x })
+	case Sqrt:
+		zipRun(dst, g, s, func(gv, y float32) float32 { return gv / (2 * y) })
+	case Tanh:
+		zipRun(dst, g, s, func(gv, y float32) float32 { return gv * (1 - y*y) })
+	case Sigmoid:
+		zipRun(dst, g, s, func(gv, y float32) float32 { return gv * y * (1 - y) })
+	case Relu:
+		zipRun(dst, g, s, func(gv, y float32) float32 {
+			if y > 0 {
+				return gv
+			}
+			return 0
+		})
+	case GeluTanh:
+		zipRun(dst, g, s, func(gv, x float32) float32 {
+			t := math32.Tanh(sqrt2OverPi * (x + geluCoef*x*x*x))
+			du := sqrt2OverPi * (1 + 3*geluCoef*x*x)
+			return gv * (0.5*(1+t) + 0.5*x*(1-t*t)*du)
+		})
+	case GeluErf:
+		zipRun(dst, g, s, func(gv, x float32) float32 {
+			cdf := 0.5 * (1 + math32.Erf(x*invSqrt2))
+			pdf := invSqrt2Pi * math32.Exp(-0.5*x*x)
+			return gv * (cdf + x*pdf)
+		})
+	default:
+		panic(fmt.Sprintf("kernels/cpu: unknown %v", op))
+	}
+}
