@@ -12,8 +12,7 @@ import (
 )
 
 func TestGradientOfAExpA(t *testing.T) {
-	w := newWorld()
-	tp := newTape(t, w)
+	w, tp := toy(t)
 	a := tp.param(2)
 	y := tp.mul(a, tp.exp(a))
 	require.NoError(t, tp.backward(y, autograd.Options{}))
@@ -21,13 +20,10 @@ func TestGradientOfAExpA(t *testing.T) {
 	assert.Zero(t, w.count("grad"), "intermediate gradients left after backward")
 	assert.Equal(t, 1, w.count("leafgrad"))
 	assert.Zero(t, w.count("saved"), "saved values left after backward")
-	tp.close()
-	w.requireEmpty(t)
 }
 
 func TestDiamondAccumulates(t *testing.T) {
-	w := newWorld()
-	tp := newTape(t, w)
+	_, tp := toy(t)
 	a := tp.param(0.5)
 	b := tp.tanh(a)
 	c := tp.mul(b, b)            // two edges to the same slot of b's node
@@ -37,13 +33,10 @@ func TestDiamondAccumulates(t *testing.T) {
 	tb := math.Tanh(0.5)
 	want := (2*tb+3*tb*tb)*(1-tb*tb) + 1
 	assert.InDelta(t, want, a.grad(), 1e-12)
-	tp.close()
-	w.requireEmpty(t)
 }
 
 func TestMultipleOutputsSumBeforeRun(t *testing.T) {
-	w := newWorld()
-	tp := newTape(t, w)
+	_, tp := toy(t)
 	a := tp.param(0.7)
 	s, c := tp.sincos(a)
 	y := tp.add(tp.mul(s, c), tp.pow(c, 2))
@@ -55,59 +48,44 @@ func TestMultipleOutputsSumBeforeRun(t *testing.T) {
 	sa, ca := math.Sin(0.7), math.Cos(0.7)
 	assert.InDelta(t, ca*ca-sa*sa-2*ca*sa, a.grad(), 1e-12)
 	assert.Equal(t, 1, calls, "a two-output node runs once")
-	tp.close()
-	w.requireEmpty(t)
 }
 
 func TestOnlyOneOutputOfMultiOutputNodeUsed(t *testing.T) {
-	w := newWorld()
-	tp := newTape(t, w)
+	_, tp := toy(t)
 	a := tp.param(0.3)
 	_, c := tp.sincos(a)
 	require.NoError(t, tp.backward(tp.mul(c, c), autograd.Options{}))
 	assert.InDelta(t, -2*math.Cos(0.3)*math.Sin(0.3), a.grad(), 1e-12)
-	tp.close()
-	w.requireEmpty(t)
 }
 
 func TestInputsWithoutGradGetNone(t *testing.T) {
-	w := newWorld()
-	tp := newTape(t, w)
+	_, tp := toy(t)
 	a := tp.param(3)
 	k := tp.constant(5)
 	y := tp.mul(a, k)
 	require.False(t, y.edge.Node.Input(1).Node != nil)
 	require.NoError(t, tp.backward(y, autograd.Options{}))
 	assert.Equal(t, 5.0, a.grad())
-	tp.close()
-	w.requireEmpty(t)
 }
 
 func TestGradientsAccumulateAcrossBackwards(t *testing.T) {
-	w := newWorld()
-	tp := newTape(t, w)
+	_, tp := toy(t)
 	x := tp.param(2)
 	for range 2 {
 		require.NoError(t, tp.backward(tp.mul(x, x), autograd.Options{}))
 	}
 	assert.Equal(t, 8.0, x.grad(), "x·x twice: 4 then 8")
-	tp.close()
-	w.requireEmpty(t)
 }
 
 func TestBackwardFromLeaf(t *testing.T) {
-	w := newWorld()
-	tp := newTape(t, w)
+	_, tp := toy(t)
 	x := tp.param(2)
 	require.NoError(t, tp.backward(x, autograd.Options{}))
 	assert.Equal(t, 1.0, x.grad())
-	tp.close()
-	w.requireEmpty(t)
 }
 
 func TestSeveralRoots(t *testing.T) {
-	w := newWorld()
-	tp := newTape(t, w)
+	w, tp := toy(t)
 	a := tp.param(1.5)
 	b := tp.exp(a)
 	c := tp.mul(b, a)
@@ -119,13 +97,10 @@ func TestSeveralRoots(t *testing.T) {
 	require.NoError(t, autograd.Backward(roots, autograd.Options{Arith: arith{}}))
 	e := math.Exp(1.5)
 	assert.InDelta(t, 3*(e*1.5+e)+e, a.grad(), 1e-12)
-	tp.close()
-	w.requireEmpty(t)
 }
 
 func TestBackwardEntryErrors(t *testing.T) {
-	w := newWorld()
-	tp := newTape(t, w)
+	w, tp := toy(t)
 	a := tp.param(1)
 	y := tp.exp(a)
 	seed := func() autograd.Value { return w.newVal("grad", "seed", 1) }
@@ -149,13 +124,10 @@ func TestBackwardEntryErrors(t *testing.T) {
 	assert.False(t, y.edge.Node.Released(), "a failed entry check consumes nothing")
 	require.NoError(t, tp.backward(y, autograd.Options{}))
 	assert.InDelta(t, math.E, a.grad(), 1e-12)
-	tp.close()
-	w.requireEmpty(t)
 }
 
 func TestNewNodeErrors(t *testing.T) {
-	w := newWorld()
-	tp := newTape(t, w)
+	w, tp := toy(t)
 	a := tp.param(1)
 	fn := &toyFn{w: w}
 	cases := []struct {
@@ -174,8 +146,6 @@ func TestNewNodeErrors(t *testing.T) {
 		require.ErrorContains(t, err, c.msg)
 	}
 	assert.Equal(t, 1, a.edge.Node.Refs(), "failed NewNode holds no reference")
-	tp.close()
-	w.requireEmpty(t)
 }
 
 // badFn returns n fresh gradients and err.
@@ -194,8 +164,7 @@ func (f *badFn) Backward(*autograd.Ctx, []autograd.Value) ([]autograd.Value, err
 }
 
 func TestFunctionErrorsReleaseEverything(t *testing.T) {
-	w := newWorld()
-	tp := newTape(t, w)
+	w, tp := toy(t)
 	a := tp.param(1)
 	for _, f := range []*badFn{{w: w, n: 1, err: errBoom}, {w: w, n: 2}} {
 		n, err := autograd.NewNode(autograd.NodeSpec{Name: "Bad", Outputs: 1, Fn: f, Inputs: []autograd.Edge{a.edge}})
@@ -210,8 +179,6 @@ func TestFunctionErrorsReleaseEverything(t *testing.T) {
 		assert.True(t, s.Released())
 	}
 	assert.Zero(t, a.grad())
-	tp.close()
-	w.requireEmpty(t)
 }
 
 var errBoom = errors.New("boom")

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -107,6 +108,18 @@ type tape struct {
 
 func newTape(t testing.TB, w *world) *tape { return &tape{t: t, w: w} }
 
+// toy returns a world and a tape whose handles are released when the test
+// ends, after which every toy value must have been released exactly once.
+func toy(t *testing.T) (*world, *tape) {
+	w := newWorld()
+	tp := newTape(t, w)
+	t.Cleanup(func() {
+		tp.close()
+		w.requireEmpty(t)
+	})
+	return w, tp
+}
+
 // scalar is a toy tensor handle.
 type scalar struct {
 	x        float64
@@ -198,11 +211,11 @@ type toyFn struct {
 	w     *world
 	saved []*autograd.Saved
 	rule  rule
-	calls int
+	calls atomic.Int32 // concurrent backwards may share a retained node
 }
 
 func (f *toyFn) Backward(c *autograd.Ctx, grads []autograd.Value) ([]autograd.Value, error) {
-	f.calls++
+	f.calls.Add(1)
 	sv := make([]float64, len(f.saved))
 	for i, s := range f.saved {
 		v, err := s.Get(c)
