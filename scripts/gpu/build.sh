@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# build.sh: prepare .gpu/ on the dev machine for a run on the GPU machine (which has no
+# Go). Run from the repository root, then pass carry [".gpu"] to the device `run`.
+#
+#   scripts/gpu/build.sh
+#
+# Produces (.gpu/ is git-ignored):
+#   .gpu/bin/sublet          the CLI, CGO_ENABLED=0 GOOS=linux GOARCH=amd64
+#   .gpu/bin/PKG.test        test binary of each package in GPU_PKGS that has tests
+#                            (PKG is the import path below the module, '/' -> '_')
+#   .gpu/tests.txt           one line per test binary: "PACKAGE_DIR BINARY"; the binary
+#                            must run with PACKAGE_DIR as working directory (testdata)
+#   .gpu/bench/              a copy of /work/shared/bench (PyTorch scripts)
+#
+# A package whose tests do not compile is reported and left out (exit status 1).
+# GPU_PKGS (environment) lists the packages whose tests mean something on a GPU
+# (default below); packages that do not exist yet are skipped with a note.
+set -euo pipefail
+cd "$(git rev-parse --show-toplevel)"
+
+GPU_PKGS=${GPU_PKGS:-"device/cuda alloc alloc/replay kernels tensor cmd/sublet"}
+BENCH_SRC=${BENCH_SRC:-/work/shared/bench}
+export CGO_ENABLED=0 GOOS=linux GOARCH=amd64
+# stripped: the binaries travel within the 64 MiB carry limit
+FLAGS=(-trimpath "-ldflags=-s -w")
+
+rm -rf .gpu/bin .gpu/bench .gpu/tests.txt
+mkdir -p .gpu/bin
+go build "${FLAGS[@]}" -o .gpu/bin/sublet ./cmd/sublet
+: >.gpu/tests.txt
+failed=""
+for pkg in $GPU_PKGS; do
+	if ! ls "$pkg"/*_test.go >/dev/null 2>&1; then
+		echo "build.sh: $pkg has no tests (yet); skipped" >&2
+		continue
+	fi
+	bin=.gpu/bin/${pkg//\//_}.test
+	if go test -c "${FLAGS[@]}" -o "$bin" "./$pkg"; then
+		echo "$pkg $bin" >>.gpu/tests.txt
+	else
+		failed="$failed $pkg"
+	fi
+done
+cp -r "$BENCH_SRC" .gpu/bench
+chmod -R u+w .gpu/bench
+du -sh .gpu | awk '{print "build.sh: .gpu is " $1 " (carry limit: 64 MiB with the working tree)"}' >&2
+if [[ -n $failed ]]; then
+	echo "build.sh: test binaries of$failed did not build; the rest are in .gpu/" >&2
+	exit 1
+fi
