@@ -1,0 +1,292 @@
+package cuda
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/subletml/sublet/device"
+)
+
+// Properties describes a GPU as the driver reports it.
+type Properties struct {
+	Name        string
+	Ordinal     int
+	TotalMemory int64
+	// ComputeMajor and ComputeMinor are the compute capability (9.0 on the H200).
+	ComputeMajor, ComputeMinor int
+	Multiprocessors            int
+	MaxThreadsPerBlock         int
+	MaxThreadsPerSM            int
+	MaxSharedMemoryPerBlock    int
+	WarpSize                   int
+	L2CacheSize                int
+	// PCI location: domain:bus:device.
+	PCIDomain, PCIBus, PCIDevice int
+	UnifiedAddressing            bool
+	// VirtualMemory tells whether the VMM API (cuMemCreate/cuMemMap) works on this GPU,
+	// which the allocator's expandable segments need.
+	VirtualMemory bool
+}
+
+// Usage counts what a Device has handed out and not yet taken back.
+type Usage struct {
+	Mallocs       int   // live Malloc allocations
+	MallocBytes   int64 // their bytes
+	Mappings      int   // live Map calls
+	MappedBytes   int64 // their bytes
+	Reservations  int   // live Reserve ranges
+	ReservedBytes int64 // their bytes
+	HostAllocs    int   // live HostAlloc allocations
+	HostBytes     int64 // their bytes
+}
+
+// Device is one GPU in its primary context. It implements device.Device,
+// device.VirtualMemory and device.PinnedHost.
+type Device struct {
+	// Immutable after Open.
+	drv   *driver
+	dev   int32   // CUdevice
+	ctx   uintptr // CUcontext: the primary context, retained until Close
+	name  string
+	props Properties
+	// allocProp and access describe VMM allocations on this GPU (cuMemCreate,
+	// cuMemSetAccess); granularity is cuMemGetAllocationGranularity for allocProp, or 0
+	// when props.VirtualMemory is false.
+	allocProp   memAllocationProp
+	access      memAccessDesc
+	granularity int64
+
+	// params recycles kernel parameter blocks across launches (see Launch).
+	params sync.Pool
+
+	mu sync.Mutex
+	// Guarded by mu: everything handed out and not yet taken back, by base address.
+	allocs   map[device.Ptr]int64 // Malloc: size
+	host     map[uintptr]int64    // HostAlloc: size
+	reserved map[device.Ptr]*reservation
+	mapped   map[device.Ptr]mapping
+	closed   bool
+}
+
+var (
+	_ device.Device        = (*Device)(nil)
+	_ device.VirtualMemory = (*Device)(nil)
+	_ device.PinnedHost    = (*Device)(nil)
+)
+
+// Open makes GPU ordinal usable: it loads the driver on first use and retains the GPU's
+// primary context. A machine without the driver gives an error wrapping ErrNoDriver, one
+// without that GPU an error wrapping ErrNoDevice. Each Open needs its own Close.
+func Open(ordinal int) (*Device, error) {
+	drv, err := load()
+	if err != nil {
+		return nil, err
+	}
+	n, err := Count()
+	if err != nil {
+		return nil, err
+	}
+	if ordinal < 0 || ordinal >= n {
+		return nil, fmt.Errorf("cuda: %w cuda:%d: the driver sees %d GPU(s)", ErrNoDevice, ordinal, n)
+	}
+	d := &Device{
+		drv:      drv,
+		name:     fmt.Sprintf("cuda:%d", ordinal),
+		allocs:   make(map[device.Ptr]int64),
+		host:     make(map[uintptr]int64),
+		reserved: make(map[device.Ptr]*reservation),
+		mapped:   make(map[device.Ptr]mapping),
+	}
+	d.params.New = newLaunchParams
+	if r := syscallN(drv.cuDeviceGet, uintptr(unsafe.Pointer(&d.dev)), uintptr(ordinal)); r != success {
+		return nil, drv.errorf(r, "cuDeviceGet(%d)", ordinal)
+	}
+	if d.props, err = d.queryProperties(ordinal); err != nil {
+		return nil, err
+	}
+	if r := syscallN(drv.cuDevicePrimaryCtxRetain, uintptr(unsafe.Pointer(&d.ctx)), uintptr(d.dev)); r != success {
+		return nil, drv.errorf(r, "cuDevicePrimaryCtxRetain(%s)", d.name)
+	}
+	if err := d.initVirtualMemory(); err != nil {
+		syscallN(drv.cuDevicePrimaryCtxRelease, uintptr(d.dev))
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *Device) queryProperties(ordinal int) (Properties, error) {
+	p := Properties{Ordinal: ordinal}
+	name := make([]byte, 256)
+	if r := syscallN(d.drv.cuDeviceGetName, uintptr(unsafe.Pointer(&name[0])), uintptr(len(name)), uintptr(d.dev)); r != success {
+		return p, d.drv.errorf(r, "cuDeviceGetName(%s)", d.name)
+	}
+	p.Name = cString(&name[0])
+	var total uintptr
+	if r := syscallN(d.drv.cuDeviceTotalMem, uintptr(unsafe.Pointer(&total)), uintptr(d.dev)); r != success {
+		return p, d.drv.errorf(r, "cuDeviceTotalMem(%s)", d.name)
+	}
+	p.TotalMemory = int64(total)
+	var unified, vmm int
+	for _, a := range []struct {
+		attr int
+		dst  *int
+	}{
+		{attrComputeMajor, &p.ComputeMajor},
+		{attrComputeMinor, &p.ComputeMinor},
+		{attrMultiprocessors, &p.Multiprocessors},
+		{attrMaxThreadsPerBlock, &p.MaxThreadsPerBlock},
+		{attrMaxThreadsPerSM, &p.MaxThreadsPerSM},
+		{attrMaxSharedPerBlock, &p.MaxSharedMemoryPerBlock},
+		{attrWarpSize, &p.WarpSize},
+		{attrL2CacheSize, &p.L2CacheSize},
+		{attrPCIDomainID, &p.PCIDomain},
+		{attrPCIBusID, &p.PCIBus},
+		{attrPCIDeviceID, &p.PCIDevice},
+		{attrUnifiedAddressing, &unified},
+		{attrVirtualMemory, &vmm},
+	} {
+		var v int32
+		if r := syscallN(d.drv.cuDeviceGetAttribute, uintptr(unsafe.Pointer(&v)), uintptr(a.attr), uintptr(d.dev)); r != success {
+			return p, d.drv.errorf(r, "cuDeviceGetAttribute(%d, %s)", a.attr, d.name)
+		}
+		*a.dst = int(v)
+	}
+	p.UnifiedAddressing, p.VirtualMemory = unified != 0, vmm != 0
+	return p, nil
+}
+
+// Close releases the primary context. It refuses, keeping everything, while memory this
+// Device handed out is still live: that memory would vanish with the context.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return fmt.Errorf("cuda: %s: Close called twice", d.name)
+	}
+	if u := d.usageLocked(); u != (Usage{}) {
+		return fmt.Errorf("cuda: %s: Close with memory still live (%+v); free it first", d.name, u)
+	}
+	if r := syscallN(d.drv.cuDevicePrimaryCtxRelease, uintptr(d.dev)); r != success {
+		return d.drv.errorf(r, "cuDevicePrimaryCtxRelease(%s)", d.name)
+	}
+	d.closed = true
+	return nil
+}
+
+// Name returns "cuda:N".
+func (d *Device) Name() string { return d.name }
+
+// Kind returns device.CUDA.
+func (d *Device) Kind() device.Kind { return device.CUDA }
+
+// Properties returns what the driver reported about the GPU at Open.
+func (d *Device) Properties() Properties { return d.props }
+
+// Usage reports what this Device has handed out and not yet taken back.
+func (d *Device) Usage() Usage {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.usageLocked()
+}
+
+func (d *Device) usageLocked() Usage {
+	u := Usage{Mallocs: len(d.allocs), Mappings: len(d.mapped), Reservations: len(d.reserved), HostAllocs: len(d.host)}
+	for _, n := range d.allocs {
+		u.MallocBytes += n
+	}
+	for _, m := range d.mapped {
+		u.MappedBytes += m.size
+	}
+	for _, r := range d.reserved {
+		u.ReservedBytes += r.size
+	}
+	for _, n := range d.host {
+		u.HostBytes += n
+	}
+	return u
+}
+
+// call makes the primary context current on this OS thread and calls fn.
+//
+// The driver keeps the current context per OS thread, and a goroutine may move to
+// another thread between any two calls (seen as CUDA_ERROR_INVALID_CONTEXT), so the
+// goroutine is locked to its thread for the pair. Setting the context on every call was
+// chosen over a per-thread cache of "context already current here": Go offers no thread
+// identity short of a gettid system call, which costs about what cuCtxSetCurrent costs
+// (a store to the driver's thread-local slot behind one more foreign call), and a cache
+// would also go stale whenever other code on the thread (another Device, a library)
+// changes the current context. Measured costs are in the package's benchmarks
+// (BenchmarkContextSwitch*).
+//
+//go:uintptrescapes
+func (d *Device) call(fn uintptr, args ...uintptr) result {
+	runtime.LockOSThread()
+	r := syscallN(d.drv.cuCtxSetCurrent, d.ctx)
+	if r == success {
+		r = syscallN(fn, args...)
+	}
+	runtime.UnlockOSThread()
+	return r
+}
+
+// enter locks the goroutine to its thread and makes the primary context current, for
+// a sequence of driver calls made with syscallN; exit must follow, whatever enter
+// returned.
+func (d *Device) enter() result {
+	runtime.LockOSThread()
+	return syscallN(d.drv.cuCtxSetCurrent, d.ctx)
+}
+
+func (d *Device) exit() { runtime.UnlockOSThread() }
+
+// Malloc returns size bytes of device memory from cuMemAlloc.
+func (d *Device) Malloc(size int64) (device.Ptr, error) {
+	if size <= 0 {
+		return 0, fmt.Errorf("cuda: %s: Malloc(%d): size must be positive", d.name, size)
+	}
+	var p device.Ptr
+	if r := d.call(d.drv.cuMemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(size)); r != success {
+		return 0, d.drv.errorf(r, "cuMemAlloc(%d bytes)", size)
+	}
+	d.mu.Lock()
+	d.allocs[p] = size
+	d.mu.Unlock()
+	return p, nil
+}
+
+// Free returns memory from Malloc with cuMemFree.
+func (d *Device) Free(p device.Ptr) error {
+	d.mu.Lock()
+	size, ok := d.allocs[p]
+	delete(d.allocs, p)
+	d.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("cuda: %s: Free(%#x): not a live Malloc allocation of this device", d.name, uintptr(p))
+	}
+	if r := d.call(d.drv.cuMemFree, uintptr(p)); r != success {
+		d.mu.Lock()
+		d.allocs[p] = size
+		d.mu.Unlock()
+		return d.drv.errorf(r, "cuMemFree(%#x, %d bytes)", uintptr(p), size)
+	}
+	return nil
+}
+
+// MemInfo reports cuMemGetInfo: free and total bytes of the GPU, all processes counted.
+func (d *Device) MemInfo() (free, total int64, err error) {
+	var f, t uintptr
+	if r := d.call(d.drv.cuMemGetInfo, uintptr(unsafe.Pointer(&f)), uintptr(unsafe.Pointer(&t))); r != success {
+		return 0, 0, d.drv.errorf(r, "cuMemGetInfo(%s)", d.name)
+	}
+	return int64(f), int64(t), nil
+}
+
+// Synchronize waits for all work in the context (cuCtxSynchronize).
+func (d *Device) Synchronize() error {
+	if r := d.call(d.drv.cuCtxSynchronize); r != success {
+		return d.drv.errorf(r, "cuCtxSynchronize(%s)", d.name)
+	}
+	return nil
+}
