@@ -50,16 +50,8 @@ const (
 // Binary writes op(a, b) into dst. a and b broadcast to dst's shape; dst may be a or b
 // itself (same buffer and layout) but must not otherwise overlap them.
 func Binary(op BinaryOp, dst, a, b Operand) {
-	name := op.String()
-	dst.requireFloat(name)
-	it := newIter(name, dst.Layout, a.Layout, b.Layout)
-	it.forEach(func(offs, inner *[maxOperands]int, n int) {
-		var ba, bb, bd [chunk]float32
-		as := a.load(offs[1], inner[1], n, &ba)
-		bs := b.load(offs[2], inner[2], n, &bb)
-		ds := dst.out(offs[0], inner[0], n, &bd)
-		binaryRun(op, ds, as, bs)
-		dst.flush(offs[0], inner[0], ds)
+	elementwise(op.String(), dst, []Operand{a, b}, func(out []float32, in [][]float32) {
+		binaryRun(op, out, in[0], in[1])
 	})
 }
 
@@ -68,17 +60,8 @@ func Binary(op BinaryOp, dst, a, b Operand) {
 // broadcast in the forward op, reduce dst to its shape with Sum. dst may be g itself.
 // At ties Maximum and Minimum give each side half the gradient.
 func BinaryBackward(op BinaryOp, wrt Arg, dst, g, a, b Operand) {
-	name := op.String() + " backward"
-	dst.requireFloat(name)
-	it := newIter(name, dst.Layout, g.Layout, a.Layout, b.Layout)
-	it.forEach(func(offs, inner *[maxOperands]int, n int) {
-		var bg, ba, bb, bd [chunk]float32
-		gs := g.load(offs[1], inner[1], n, &bg)
-		as := a.load(offs[2], inner[2], n, &ba)
-		bs := b.load(offs[3], inner[3], n, &bb)
-		ds := dst.out(offs[0], inner[0], n, &bd)
-		binaryGradRun(op, wrt, ds, gs, as, bs)
-		dst.flush(offs[0], inner[0], ds)
+	elementwise(op.String()+" backward", dst, []Operand{g, a, b}, func(out []float32, in [][]float32) {
+		binaryGradRun(op, wrt, out, in[0], in[1], in[2])
 	})
 }
 

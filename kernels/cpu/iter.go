@@ -1,6 +1,9 @@
 package cpu
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 // maxOperands is the most operands one elementwise kernel touches (output included).
 const maxOperands = 4
@@ -128,7 +131,32 @@ func (it *iter) walk(lo, hi int, fn func(offs *[maxOperands]int, inner *[maxOper
 // grain is the fewest elements an elementwise kernel hands to one goroutine.
 const grain = 1 << 14
 
-// forEach runs fn over every run of the walk, split across goroutines by element range.
-func (it *iter) forEach(fn func(offs *[maxOperands]int, inner *[maxOperands]int, n int)) {
-	parallelFor(it.size, grain, func(lo, hi int) { it.walk(lo, hi, fn) })
+// scratch holds one chunk of float32 per operand of an elementwise kernel.
+type scratch [maxOperands][chunk]float32
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// elementwise computes a float output from inputs that broadcast to it, a chunk at a
+// time: fn gets each input's chunk as float32 (converted if need be) and writes the
+// chunk's results into out, which is then stored in dst's type.
+func elementwise(name string, dst Operand, ins []Operand, fn func(out []float32, in [][]float32)) {
+	dst.requireFloat(name)
+	var ls [maxOperands - 1]Layout
+	for k, in := range ins {
+		ls[k] = in.Layout
+	}
+	it := newIter(name, dst.Layout, ls[:len(ins)]...)
+	parallelFor(it.size, grain, func(lo, hi int) {
+		s := scratchPool.Get().(*scratch)
+		defer scratchPool.Put(s)
+		var in [maxOperands - 1][]float32
+		it.walk(lo, hi, func(offs, inner *[maxOperands]int, n int) {
+			for k := range ins {
+				in[k] = ins[k].load(offs[k+1], inner[k+1], n, &s[k+1])
+			}
+			out := dst.out(offs[0], inner[0], n, &s[0])
+			fn(out, in[:len(ins)])
+			dst.flush(offs[0], inner[0], out)
+		})
+	})
 }

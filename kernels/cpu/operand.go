@@ -150,19 +150,3 @@ func (o *Operand) requireFloat(op string) {
 		panic(fmt.Sprintf("kernels/cpu: %s: output must be float32, float16 or bfloat16, not %v", op, o.dt))
 	}
 }
-
-// toInt converts a float to an integer range [lo, hi] the same way on every
-// architecture: truncation toward zero, NaN to 0, saturation at the ends. float64(hi)
-// may round up (2^63 for MaxInt64); every float below it converts exactly.
-func toInt(v float32, lo, hi int64) int64 {
-	f := float64(v)
-	switch {
-	case f != f:
-		return 0
-	case f <= float64(lo):
-		return lo
-	case f >= float64(hi):
-		return hi
-	}
-	return int64(f)
-}

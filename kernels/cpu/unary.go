@@ -61,15 +61,8 @@ func (op UnaryOp) SavesOutput() bool {
 // Unary writes op(x) into dst. x broadcasts to dst's shape; dst may be x itself (same
 // buffer and layout) but must not otherwise overlap it.
 func Unary(op UnaryOp, dst, x Operand) {
-	name := op.String()
-	dst.requireFloat(name)
-	it := newIter(name, dst.Layout, x.Layout)
-	it.forEach(func(offs, inner *[maxOperands]int, n int) {
-		var bx, bd [chunk]float32
-		xs := x.load(offs[1], inner[1], n, &bx)
-		ds := dst.out(offs[0], inner[0], n, &bd)
-		unaryRun(op, ds, xs)
-		dst.flush(offs[0], inner[0], ds)
+	elementwise(op.String(), dst, []Operand{x}, func(out []float32, in [][]float32) {
+		unaryRun(op, out, in[0])
 	})
 }
 
@@ -77,16 +70,8 @@ func Unary(op UnaryOp, dst, x Operand) {
 // g and saved, which is op's output y when op.SavesOutput() and its input x otherwise
 // (any operand for Neg). g and saved broadcast to dx's shape; dx may be g itself.
 func UnaryBackward(op UnaryOp, dx, g, saved Operand) {
-	name := op.String() + " backward"
-	dx.requireFloat(name)
-	it := newIter(name, dx.Layout, g.Layout, saved.Layout)
-	it.forEach(func(offs, inner *[maxOperands]int, n int) {
-		var bg, bs, bd [chunk]float32
-		gs := g.load(offs[1], inner[1], n, &bg)
-		ss := saved.load(offs[2], inner[2], n, &bs)
-		ds := dx.out(offs[0], inner[0], n, &bd)
-		unaryGradRun(op, ds, gs, ss)
-		dx.flush(offs[0], inner[0], ds)
+	elementwise(op.String()+" backward", dx, []Operand{g, saved}, func(out []float32, in [][]float32) {
+		unaryGradRun(op, out, in[0], in[1])
 	})
 }
 

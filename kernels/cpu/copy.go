@@ -1,0 +1,190 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/subletml/sublet/dtype"
+)
+
+// Copy writes src into dst, converting the element type when they differ. src
+// broadcasts to dst's shape, so Copy also materializes views: transpose, permute,
+// slice, expand, and the pieces of concat and stack (copy each input into its slice of
+// the output; their backward copies the slices out). dst must not overlap src.
+//
+// Conversions: float to float rounds to nearest even; float to integer truncates toward
+// zero, saturates at the type's range and sends NaN to 0; integer to integer wraps as
+// Go's conversions do; anything to Bool is (x != 0), so NaN is true.
+func Copy(dst, src Operand) {
+	it := newIter("copy", dst.Layout, src.Layout)
+	parallelFor(it.size, grain, func(lo, hi int) {
+		var buf [chunk]float32
+		var ibuf [chunk]int64
+		it.walk(lo, hi, func(offs, inner *[maxOperands]int, n int) {
+			d, s := offs[0], offs[1]
+			ds, ss := inner[0], inner[1]
+			switch {
+			case dst.dt == src.dt:
+				copySame(dst, d, ds, src, s, ss, n)
+			case isInt(dst.dt) && isInt(src.dt):
+				storeInts(dst, d, ds, loadInts(src, s, ss, n, &ibuf))
+			default:
+				storeFloats(dst, d, ds, src.load(s, ss, n, &buf))
+			}
+		})
+	})
+}
+
+// Fill sets every element of dst to v, converted to dst's type as Copy converts a
+// float64 (NaN to 0 for integers, x != 0 for Bool).
+func Fill(dst Operand, v float64) {
+	it := newIter("fill", dst.Layout)
+	parallelFor(it.size, grain, func(lo, hi int) {
+		it.walk(lo, hi, func(offs, inner *[maxOperands]int, n int) {
+			o, s := offs[0], inner[0]
+			switch dst.dt {
+			case dtype.F32:
+				fillRun(dst.f32s(), o, s, n, float32(v))
+			case dtype.F16:
+				fillRun(dst.u16s(), o, s, n, dtype.F32ToF16(float32(v)))
+			case dtype.BF16:
+				fillRun(dst.u16s(), o, s, n, dtype.F32ToBF16(float32(v)))
+			case dtype.I32:
+				fillRun(dst.i32s(), o, s, n, int32(f64ToInt(v, math.MinInt32, math.MaxInt32)))
+			case dtype.I64:
+				fillRun(dst.i64s(), o, s, n, f64ToInt(v, math.MinInt64, math.MaxInt64))
+			case dtype.Bool:
+				fillRun(dst.u8s(), o, s, n, boolByte(v != 0))
+			}
+		})
+	})
+}
+
+// Axpy adds alpha·x into dst elementwise (gradient accumulation: dst += x). x
+// broadcasts to dst's shape and must not overlap dst.
+func Axpy(dst Operand, alpha float32, x Operand) {
+	elementwise("axpy", dst, []Operand{dst, x}, func(out []float32, in [][]float32) {
+		zipRun(out, in[0], in[1], func(d, v float32) float32 { return d + alpha*v })
+	})
+}
+
+func isInt(d dtype.DType) bool { return d == dtype.I32 || d == dtype.I64 || d == dtype.Bool }
+
+func boolByte(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func fillRun[T any](dst []T, off, s, n int, v T) {
+	for i := range n {
+		dst[off+i*s] = v
+	}
+}
+
+func copyRun[T any](dst []T, d, ds int, src []T, s, ss, n int) {
+	if ds == 1 && ss == 1 {
+		copy(dst[d:d+n], src[s:s+n])
+		return
+	}
+	for i := range n {
+		dst[d+i*ds] = src[s+i*ss]
+	}
+}
+
+func copySame(dst Operand, d, ds int, src Operand, s, ss, n int) {
+	switch dst.dt.Size() {
+	case 1:
+		copyRun(dst.u8s(), d, ds, src.u8s(), s, ss, n)
+	case 2:
+		copyRun(dst.u16s(), d, ds, src.u16s(), s, ss, n)
+	case 4:
+		copyRun(dst.i32s(), d, ds, src.i32s(), s, ss, n)
+	case 8:
+		copyRun(dst.i64s(), d, ds, src.i64s(), s, ss, n)
+	}
+}
+
+func loadInts(o Operand, off, s, n int, buf *[chunk]int64) []int64 {
+	v := buf[:n]
+	switch o.dt {
+	case dtype.I32:
+		src := o.i32s()
+		for i := range v {
+			v[i] = int64(src[off+i*s])
+		}
+	case dtype.I64:
+		src := o.i64s()
+		for i := range v {
+			v[i] = src[off+i*s]
+		}
+	case dtype.Bool:
+		src := o.u8s()
+		for i := range v {
+			v[i] = int64(src[off+i*s])
+		}
+	}
+	return v
+}
+
+func storeInts(o Operand, off, s int, v []int64) {
+	switch o.dt {
+	case dtype.I32:
+		dst := o.i32s()
+		for i, x := range v {
+			dst[off+i*s] = int32(x)
+		}
+	case dtype.I64:
+		dst := o.i64s()
+		for i, x := range v {
+			dst[off+i*s] = x
+		}
+	case dtype.Bool:
+		dst := o.u8s()
+		for i, x := range v {
+			dst[off+i*s] = boolByte(x != 0)
+		}
+	}
+}
+
+// storeFloats stores float32 values into any dtype.
+func storeFloats(o Operand, off, s int, v []float32) {
+	switch o.dt {
+	case dtype.F32, dtype.F16, dtype.BF16:
+		if o.dt == dtype.F32 && s == 1 {
+			copy(o.f32s()[off:off+len(v)], v)
+			return
+		}
+		o.flush(off, s, v)
+	case dtype.I32:
+		dst := o.i32s()
+		for i, x := range v {
+			dst[off+i*s] = int32(f64ToInt(float64(x), math.MinInt32, math.MaxInt32))
+		}
+	case dtype.I64:
+		dst := o.i64s()
+		for i, x := range v {
+			dst[off+i*s] = f64ToInt(float64(x), math.MinInt64, math.MaxInt64)
+		}
+	case dtype.Bool:
+		dst := o.u8s()
+		for i, x := range v {
+			dst[off+i*s] = boolByte(x != 0)
+		}
+	}
+}
+
+// f64ToInt converts a float to an integer range [lo, hi] the same way on every
+// architecture: truncation toward zero, NaN to 0, saturation at the ends. float64(hi)
+// may round up (to 2^63 for MaxInt64); every float below it converts exactly.
+func f64ToInt(f float64, lo, hi int64) int64 {
+	switch {
+	case f != f:
+		return 0
+	case f <= float64(lo):
+		return lo
+	case f >= float64(hi):
+		return hi
+	}
+	return int64(f)
+}
