@@ -31,5 +31,8 @@ func (c CostModel) Pair(size int64) time.Duration {
 	return d
 }
 
-// half is what Malloc (or Map) is charged, and also Free (or Unmap): half a pair.
-func (c CostModel) half(size int64) time.Duration { return c.Pair(size) / 2 }
+// acquire is what Malloc (or Map) is charged: half a pair.
+func (c CostModel) acquire(size int64) time.Duration { return c.Pair(size) / 2 }
+
+// release is what Free (or Unmap) is charged: the rest of the pair.
+func (c CostModel) release(size int64) time.Duration { return c.Pair(size) - c.acquire(size) }

@@ -17,6 +17,8 @@ type placer interface {
 	place(size int64) (uint64, error)
 	// release gives back the range of an allocation place returned.
 	release(addr uint64, size int64)
+	// unplace takes back the last place, whose allocation failed after all.
+	unplace(addr uint64, size int64)
 }
 
 // Address layout of the simulated device. Malloc addresses come top-down from below
@@ -97,6 +99,8 @@ func (t *topDown) place(size int64) (uint64, error) {
 	return base, nil
 }
 
+func (t *topDown) unplace(addr uint64, size int64) { t.release(addr, size) }
+
 func (t *topDown) release(addr uint64, size int64) {
 	s := alignUp(uint64(size), placeAlign)
 	i := sort.Search(len(t.runs), func(i int) bool { return t.runs[i].base > addr }) - 1
@@ -131,3 +135,5 @@ func (r *recorded) place(size int64) (uint64, error) {
 }
 
 func (r *recorded) release(uint64, int64) {}
+
+func (r *recorded) unplace(uint64, int64) { r.next-- }

@@ -241,14 +241,14 @@ func (d *Device) malloc(size int64) (device.Ptr, time.Duration, error) {
 	var mem []byte
 	if d.backing {
 		if mem, err = hostmem.Alloc(size); err != nil {
-			d.place.release(addr, size)
+			d.place.unplace(addr, size)
 			d.stats.InUse -= size
 			return 0, 0, fmt.Errorf("sim: Malloc(%d): backing store: %w: %w", size, device.ErrOutOfMemory, err)
 		}
 	}
 	p := device.Ptr(addr)
 	if err := d.table.AddAllocation(p, size, mem); err != nil {
-		d.place.release(addr, size)
+		d.place.unplace(addr, size)
 		d.stats.InUse -= size
 		if mem != nil {
 			err = errors.Join(err, hostmem.Free(mem))
@@ -256,7 +256,7 @@ func (d *Device) malloc(size int64) (device.Ptr, time.Duration, error) {
 		return 0, 0, fmt.Errorf("sim: Malloc(%d): %w", size, err)
 	}
 	d.stats.Mallocs++
-	return p, d.charge(d.cost.half(size)), nil
+	return p, d.charge(d.cost.acquire(size)), nil
 }
 
 // Free gives back an allocation from Malloc, and charges half a pair's cost.
@@ -276,7 +276,7 @@ func (d *Device) free(p device.Ptr) (time.Duration, error) {
 	d.place.release(uint64(p), size)
 	d.stats.InUse -= size
 	d.stats.Frees++
-	sleep := d.charge(d.cost.half(size))
+	sleep := d.charge(d.cost.release(size))
 	if mem != nil {
 		if err := hostmem.Free(mem); err != nil {
 			return sleep, fmt.Errorf("sim: Free(%#x): backing store: %w", uintptr(p), err)

@@ -70,7 +70,7 @@ func (d *Device) mapPiece(addr device.Ptr, size int64) (time.Duration, error) {
 		return 0, fmt.Errorf("sim: Map(%#x, %d): %w", uintptr(addr), size, err)
 	}
 	d.stats.Maps++
-	return d.charge(d.cost.half(size)), nil
+	return d.charge(d.cost.acquire(size)), nil
 }
 
 // Unmap releases the memory behind a piece given to Map.
@@ -88,7 +88,7 @@ func (d *Device) unmapPiece(addr device.Ptr, size int64) (time.Duration, error) 
 	}
 	d.stats.InUse -= size
 	d.stats.Unmaps++
-	return d.charge(d.cost.half(size)), nil
+	return d.charge(d.cost.release(size)), nil
 }
 
 // Unreserve gives back a reservation with nothing mapped in it.

@@ -1,0 +1,102 @@
+package hostmem
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/subletml/sublet/device"
+)
+
+// An unbacked table: ranges are checked, bytes are nil.
+func TestTableRanges(t *testing.T) {
+	var tb Table
+	require.NoError(t, tb.AddAllocation(0x1000, 0x1000, nil))
+	require.NoError(t, tb.AddAllocation(0x3000, 0x800, nil))
+	require.Error(t, tb.AddAllocation(0x3400, 0x1000, nil), "overlap")
+	require.Error(t, tb.AddAllocation(0x0800, 0x1000, nil), "overlap from below")
+	require.NoError(t, tb.AddAllocation(0x2000, 0x1000, nil), "adjacent on both sides")
+
+	b, err := tb.Resolve(0x1000, 0x1000)
+	require.NoError(t, err)
+	assert.Nil(t, b)
+	_, err = tb.Resolve(0x1800, 0x1000)
+	require.Error(t, err, "runs into the adjacent allocation")
+	_, err = tb.Resolve(0x3800, 1)
+	require.Error(t, err, "past the end")
+	_, err = tb.Resolve(0x0fff, 1)
+	require.Error(t, err, "below the first")
+	_, err = tb.Resolve(0x1000, 0)
+	require.Error(t, err, "empty")
+	_, err = tb.Resolve(0x1000, -1<<62)
+	require.Error(t, err, "negative")
+	_, err = tb.Resolve(0x1000, 1<<62)
+	require.Error(t, err, "huge")
+	_, ok := tb.Bytes(0x1000, 1)
+	assert.False(t, ok, "no host memory")
+
+	size, mem, err := tb.RemoveAllocation(0x2000)
+	require.NoError(t, err)
+	assert.Equal(t, int64(0x1000), size)
+	assert.Nil(t, mem)
+	_, _, err = tb.RemoveAllocation(0x2000)
+	require.Error(t, err)
+	_, _, err = tb.RemoveAllocation(0x1800)
+	require.Error(t, err, "not a start")
+}
+
+func TestTableReservations(t *testing.T) {
+	var tb Table
+	const g = 0x100
+	require.NoError(t, tb.AddReservation(0x1000, 8*g, nil))
+	require.NoError(t, tb.AddAllocation(0x2000, g, nil))
+	require.Error(t, tb.Map(0x2000, g, g), "Map into an allocation")
+	require.Error(t, tb.Map(0x1000+8*g, g, g), "Map past the reservation")
+	require.NoError(t, tb.Map(0x1000+2*g, g, g))
+	require.NoError(t, tb.Map(0x1000, g, g))
+	require.NoError(t, tb.Map(0x1000+g, g, g), "between two pieces")
+	require.Error(t, tb.CheckMap(0x1000+2*g, g, g), "mapped already")
+	_, err := tb.Resolve(0x1000+10, 3*g-10)
+	require.NoError(t, err, "three adjacent pieces")
+	_, err = tb.Resolve(0x1000+10, 3*g-9)
+	require.Error(t, err, "one byte into an unmapped granule")
+	_, _, err = tb.RemoveAllocation(0x1000)
+	require.Error(t, err, "a reservation is not an allocation")
+	_, err = tb.RemoveReservation(0x1000, 8*g)
+	require.Error(t, err, "pieces mapped")
+	for _, off := range []device.Ptr{g, 0, 2 * g} {
+		require.NoError(t, tb.Unmap(0x1000+off, g))
+	}
+	_, err = tb.RemoveReservation(0x1000, 8*g)
+	require.NoError(t, err)
+	_, _, err = tb.RemoveAllocation(0x2000)
+	require.NoError(t, err)
+	assert.Empty(t, tb.regions)
+}
+
+func TestCopierFill(t *testing.T) {
+	mem, err := Alloc(3*PageSize() + 5)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, Free(mem)) }()
+	var tb Table
+	require.NoError(t, tb.AddAllocation(0x10000, int64(len(mem)), mem))
+	c := Copier{Table: &tb, Name: "test", CheckStream: func(string, device.Stream) error { return nil }}
+	for _, n := range []int64{1, 2, 3, 1000, int64(len(mem)) - 1} {
+		clear(mem)
+		require.NoError(t, c.Memset(0x10001, 0xab, n, 0))
+		assert.Zero(t, mem[0])
+		assert.True(t, bytes.Equal(bytes.Repeat([]byte{0xab}, int(n)), mem[1:1+n]), "n = %d", n)
+		if int(1+n) < len(mem) {
+			assert.Zero(t, mem[1+n])
+		}
+	}
+	// Overlapping copies within a device behave like memmove.
+	copy(mem, "abcdefgh")
+	require.NoError(t, c.CopyOnDevice(0x10002, 0x10000, 6, 0))
+	assert.Equal(t, "ababcdef", string(mem[:8]))
+	err = c.Memset(0x20000, 0, 1, 0)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "test: Memset(0x20000")
+}
