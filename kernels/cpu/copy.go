@@ -76,12 +76,6 @@ func boolByte(b bool) uint8 {
 	return 0
 }
 
-func fillRun[T any](dst []T, off, s, n int, v T) {
-	for i := range n {
-		dst[off+i*s] = v
-	}
-}
-
 func copyRun[T any](dst []T, d, ds int, src []T, s, ss, n int) {
 	if ds == 1 && ss == 1 {
 		copy(dst[d:d+n], src[s:s+n])
@@ -89,6 +83,12 @@ func copyRun[T any](dst []T, d, ds int, src []T, s, ss, n int) {
 	}
 	for i := range n {
 		dst[d+i*ds] = src[s+i*ss]
+	}
+}
+
+func fillRun[T any](dst []T, off, s, n int, v T) {
+	for i := range n {
+		dst[off+i*s] = v
 	}
 }
 
@@ -109,20 +109,11 @@ func loadInts(o Operand, off, s, n int, buf *[chunk]int64) []int64 {
 	v := buf[:n]
 	switch o.dt {
 	case dtype.I32:
-		src := o.i32s()
-		for i := range v {
-			v[i] = int64(src[off+i*s])
-		}
+		gather(v, o.i32s(), off, s, func(x int32) int64 { return int64(x) })
 	case dtype.I64:
-		src := o.i64s()
-		for i := range v {
-			v[i] = src[off+i*s]
-		}
+		gather(v, o.i64s(), off, s, func(x int64) int64 { return x })
 	case dtype.Bool:
-		src := o.u8s()
-		for i := range v {
-			v[i] = int64(src[off+i*s])
-		}
+		gather(v, o.u8s(), off, s, func(x uint8) int64 { return int64(x) })
 	}
 	return v
 }
@@ -130,20 +121,11 @@ func loadInts(o Operand, off, s, n int, buf *[chunk]int64) []int64 {
 func storeInts(o Operand, off, s int, v []int64) {
 	switch o.dt {
 	case dtype.I32:
-		dst := o.i32s()
-		for i, x := range v {
-			dst[off+i*s] = int32(x)
-		}
+		scatter(o.i32s(), off, s, v, func(x int64) int32 { return int32(x) })
 	case dtype.I64:
-		dst := o.i64s()
-		for i, x := range v {
-			dst[off+i*s] = x
-		}
+		scatter(o.i64s(), off, s, v, func(x int64) int64 { return x })
 	case dtype.Bool:
-		dst := o.u8s()
-		for i, x := range v {
-			dst[off+i*s] = boolByte(x != 0)
-		}
+		scatter(o.u8s(), off, s, v, func(x int64) uint8 { return boolByte(x != 0) })
 	}
 }
 
@@ -157,20 +139,15 @@ func storeFloats(o Operand, off, s int, v []float32) {
 		}
 		o.flush(off, s, v)
 	case dtype.I32:
-		dst := o.i32s()
-		for i, x := range v {
-			dst[off+i*s] = int32(f64ToInt(float64(x), math.MinInt32, math.MaxInt32))
-		}
+		scatter(o.i32s(), off, s, v, func(x float32) int32 {
+			return int32(f64ToInt(float64(x), math.MinInt32, math.MaxInt32))
+		})
 	case dtype.I64:
-		dst := o.i64s()
-		for i, x := range v {
-			dst[off+i*s] = f64ToInt(float64(x), math.MinInt64, math.MaxInt64)
-		}
+		scatter(o.i64s(), off, s, v, func(x float32) int64 {
+			return f64ToInt(float64(x), math.MinInt64, math.MaxInt64)
+		})
 	case dtype.Bool:
-		dst := o.u8s()
-		for i, x := range v {
-			dst[off+i*s] = boolByte(x != 0)
-		}
+		scatter(o.u8s(), off, s, v, func(x float32) uint8 { return boolByte(x != 0) })
 	}
 }
 

@@ -77,37 +77,33 @@ func (o *Operand) load(off, s, n int, buf *[chunk]float32) []float32 {
 	dst := buf[:n]
 	switch o.dt {
 	case dtype.F32:
-		src := o.f32s()
-		for i := range dst {
-			dst[i] = src[off+i*s]
-		}
+		gather(dst, o.f32s(), off, s, func(v float32) float32 { return v })
 	case dtype.F16:
-		src := o.u16s()
-		for i := range dst {
-			dst[i] = dtype.F16ToF32(src[off+i*s])
-		}
+		gather(dst, o.u16s(), off, s, dtype.F16ToF32)
 	case dtype.BF16:
-		src := o.u16s()
-		for i := range dst {
-			dst[i] = dtype.BF16ToF32(src[off+i*s])
-		}
+		gather(dst, o.u16s(), off, s, dtype.BF16ToF32)
 	case dtype.I32:
-		src := o.i32s()
-		for i := range dst {
-			dst[i] = float32(src[off+i*s])
-		}
+		gather(dst, o.i32s(), off, s, func(v int32) float32 { return float32(v) })
 	case dtype.I64:
-		src := o.i64s()
-		for i := range dst {
-			dst[i] = float32(src[off+i*s])
-		}
+		gather(dst, o.i64s(), off, s, func(v int64) float32 { return float32(v) })
 	case dtype.Bool:
-		src := o.u8s()
-		for i := range dst {
-			dst[i] = float32(src[off+i*s])
-		}
+		gather(dst, o.u8s(), off, s, func(v uint8) float32 { return float32(v) })
 	}
 	return dst
+}
+
+// gather writes f(src[off+i·s]) into dst[i] for every i; it inlines, and f with it.
+func gather[S, D any](dst []D, src []S, off, s int, f func(S) D) {
+	for i := range dst {
+		dst[i] = f(src[off+i*s])
+	}
+}
+
+// scatter writes f(src[i]) into dst[off+i·s] for every i; it inlines, and f with it.
+func scatter[S, D any](dst []D, off, s int, src []S, f func(S) D) {
+	for i, v := range src {
+		dst[off+i*s] = f(v)
+	}
 }
 
 // out returns where a float kernel should write n ≤ chunk results for off, off+s, …:
@@ -124,23 +120,13 @@ func (o *Operand) out(off, s, n int, buf *[chunk]float32) []float32 {
 func (o *Operand) flush(off, s int, v []float32) {
 	switch o.dt {
 	case dtype.F32:
-		if s == 1 {
-			return
-		}
-		dst := o.f32s()
-		for i, x := range v {
-			dst[off+i*s] = x
+		if s != 1 {
+			scatter(o.f32s(), off, s, v, func(x float32) float32 { return x })
 		}
 	case dtype.F16:
-		dst := o.u16s()
-		for i, x := range v {
-			dst[off+i*s] = dtype.F32ToF16(x)
-		}
+		scatter(o.u16s(), off, s, v, dtype.F32ToF16)
 	case dtype.BF16:
-		dst := o.u16s()
-		for i, x := range v {
-			dst[off+i*s] = dtype.F32ToBF16(x)
-		}
+		scatter(o.u16s(), off, s, v, dtype.F32ToBF16)
 	}
 }
 
