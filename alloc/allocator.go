@@ -1,0 +1,311 @@
+// Package alloc is a caching allocator over any device.Device whose decisions are those
+// of PyTorch 2.11's native CUDA caching allocator (spec/allocator.md §1–2): request
+// rounding, small and large pools, segment sizes, best fit by (stream, size, address),
+// splitting and merging, max_split_size, garbage collection, expandable segments,
+// per-stream pools with deferred frees through events, the release-and-retry path,
+// and the same statistics.
+//
+// Invariants, all under Allocator.mu:
+//   - The blocks of a segment tile it exactly: linked by prev/next in address order,
+//     each starting where the previous ends, the first at the segment's base.
+//   - A block is in exactly one state: allocated (in ptrs); pending (freed, waiting for
+//     eventCount stream events); free (mapped, in its stream's freeSet of its pool);
+//     or unmapped (expandable segments only, in its stream's unmapped list).
+//   - Two free blocks, or two unmapped blocks, are never adjacent: freeing merges.
+//   - Every statistic equals a recount of the blocks and segments it describes, except
+//     the cumulative Allocated/Freed/Peak values and the counters.
+//   - totalAllocated is the device memory held: the sizes of the raw segments plus the
+//     mapped pages of expandable segments; it equals ReservedBytes[all].Current.
+//
+// A size-0 request returns the null pointer 0 and touches nothing; Free(0) and
+// RecordStream(0, s) do nothing, as in PyTorch.
+package alloc
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"sync"
+
+	"github.com/subletml/sublet/device"
+)
+
+// Allocator is a caching allocator over one device. It is safe for concurrent use.
+type Allocator struct {
+	// Immutable after New.
+	dev device.Device
+	// vm is the device's virtual memory interface when expandable segments are on.
+	vm  device.VirtualMemory
+	cfg Config
+	// maxSplit is Config.MaxSplitSize, math.MaxInt64 when unlimited (PyTorch: SIZE_MAX).
+	maxSplit int64
+	// maxNonSplitRounding is R of the oversize reuse rule.
+	maxNonSplitRounding int64
+	divisions           [RoundupIntervals]int
+	gcThreshold         float64
+	expandable          bool
+	// total is the device's total memory, read at New when expandable segments are on:
+	// it sizes their address reservations.
+	total int64
+
+	mu sync.Mutex
+	// ptrs maps the address of every allocated block to it. Guarded by mu.
+	ptrs map[device.Ptr]*block
+	// streams holds the pools of every stream seen, sorted by stream. Guarded by mu.
+	streams []*streamState
+	// lastStream is the streamState of the latest request. Guarded by mu.
+	lastStream *streamState
+	// segments lists every segment. Guarded by mu.
+	segments []*segment
+	// freeSearches counts free-block searches per pool while garbage collection is
+	// armed (PyTorch's get_free_blocks_call_count). Guarded by mu.
+	freeSearches [3]int64
+	// totalAllocated is the device memory held (PyTorch's total_allocated_memory).
+	// Guarded by mu.
+	totalAllocated int64
+	// fractionSet and allowed are the memory fraction's cap. Guarded by mu.
+	fractionSet bool
+	allowed     int64
+	// stats are the statistics. Guarded by mu.
+	stats Stats
+	// events holds the pending frees and the event pool. Guarded by mu.
+	events eventState
+	// spareBlocks are released block structs kept for reuse. Guarded by mu.
+	spareBlocks []*block
+}
+
+// New returns a caching allocator over dev. cfg is checked as ParseConfig checks a
+// string; expandable segments are turned off (see Config) when dev does not implement
+// device.VirtualMemory or its granularity does not divide 2 MiB.
+func New(dev device.Device, cfg Config) (*Allocator, error) {
+	if dev == nil {
+		return nil, errors.New("alloc.New: nil device")
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	a := &Allocator{
+		dev:                 dev,
+		cfg:                 cfg,
+		maxSplit:            maxUnlimited,
+		maxNonSplitRounding: LargeBuffer,
+		divisions:           cfg.RoundupPower2Divisions,
+		gcThreshold:         cfg.GarbageCollectionThreshold,
+		ptrs:                make(map[device.Ptr]*block),
+	}
+	if cfg.MaxSplitSize != 0 {
+		a.maxSplit = cfg.MaxSplitSize
+	}
+	if cfg.MaxNonSplitRounding != 0 {
+		a.maxNonSplitRounding = cfg.MaxNonSplitRounding
+	}
+	a.stats.MaxSplitSize = -1
+	if cfg.MaxSplitSize != 0 {
+		a.stats.MaxSplitSize = cfg.MaxSplitSize
+	}
+	if cfg.ExpandableSegments {
+		vm, ok := dev.(device.VirtualMemory)
+		if ok && vm.Granularity() > 0 && SmallBuffer%vm.Granularity() == 0 {
+			_, total, err := dev.MemInfo()
+			if err != nil {
+				return nil, fmt.Errorf("alloc.New on %s: reading total memory for expandable segments: %w", dev.Name(), err)
+			}
+			a.vm, a.expandable, a.total = vm, true, total
+		} else {
+			a.cfg.ExpandableSegments = false
+		}
+	}
+	if f := cfg.PerProcessMemoryFraction; f > 0 {
+		if err := a.SetMemoryFraction(f); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// maxUnlimited is maxSplit when MaxSplitSize is unlimited.
+const maxUnlimited = math.MaxInt64
+
+// registry holds the allocator of each device For has seen.
+var registry struct {
+	sync.Mutex
+	m map[device.Device]*Allocator
+}
+
+// For returns dev's allocator, creating it on first use with ConfigFromEnv. dev must be
+// a comparable value (device implementations are pointers).
+func For(dev device.Device) (*Allocator, error) {
+	if dev == nil {
+		return nil, errors.New("alloc.For: nil device")
+	}
+	if !reflect.TypeOf(dev).Comparable() {
+		return nil, fmt.Errorf("alloc.For: device type %T is not comparable; pass a pointer", dev)
+	}
+	registry.Lock()
+	defer registry.Unlock()
+	if a, ok := registry.m[dev]; ok {
+		return a, nil
+	}
+	cfg, err := ConfigFromEnv()
+	if err != nil {
+		return nil, fmt.Errorf("alloc.For(%s): %s: %w", dev.Name(), ConfigEnv, err)
+	}
+	a, err := New(dev, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if registry.m == nil {
+		registry.m = make(map[device.Device]*Allocator)
+	}
+	registry.m[dev] = a
+	return a, nil
+}
+
+// Device returns the allocator's device.
+func (a *Allocator) Device() device.Device { return a.dev }
+
+// Config returns the configuration in force (ExpandableSegments false when the device
+// cannot support them).
+func (a *Allocator) Config() Config { return a.cfg }
+
+// RoundSize returns the block size a request of n bytes gets (n > 0).
+func (a *Allocator) RoundSize(n int64) int64 { return roundSize(n, &a.divisions) }
+
+// Alloc returns size bytes of device memory whose use is ordered on stream s. Size 0
+// returns 0 and touches nothing. When no cached block fits and the device has no memory
+// left even after the cache is released, the error is an *OOMError.
+func (a *Allocator) Alloc(size int64, s device.Stream) (device.Ptr, error) {
+	if size <= 0 {
+		if size == 0 {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("alloc: Alloc(%d) on %s: negative size", size, a.dev.Name())
+	}
+	if size >= MaxRequest {
+		return 0, &OOMError{Device: a.dev.Name(), Requested: size, Stream: s,
+			Hint: "the request is larger than any device; check the size computation"}
+	}
+	a.mu.Lock()
+	if a.events.pending > 0 {
+		if err := a.processEvents(); err != nil {
+			a.mu.Unlock()
+			return 0, fmt.Errorf("alloc: Alloc(%d) on %s: %w", size, a.dev.Name(), err)
+		}
+	}
+	r := request{size: size, rounded: roundSize(size, &a.divisions), ss: a.streamState(s)}
+	r.kind = kindOf(r.rounded)
+	b := a.getFreeBlock(&r)
+	if b == nil {
+		var err error
+		if b, err = a.mallocSlow(&r); err != nil {
+			a.mu.Unlock()
+			return 0, err
+		}
+	}
+	b = a.allocFoundBlock(&r, b)
+	a.ptrs[b.addr] = b
+	a.mu.Unlock()
+	return b.addr, nil
+}
+
+// Free returns an allocation to the cache. If RecordStream named other streams, the
+// block is reused only once the work queued on them so far has completed. Freeing 0
+// does nothing; anything else that is not a live allocation of this allocator is an
+// error.
+func (a *Allocator) Free(p device.Ptr) error {
+	if p == 0 {
+		return nil
+	}
+	a.mu.Lock()
+	b, ok := a.ptrs[p]
+	if !ok {
+		a.mu.Unlock()
+		return fmt.Errorf("alloc: Free(%#x) on %s: not a live allocation of this allocator (never allocated, already freed, or from another allocator)", uintptr(p), a.dev.Name())
+	}
+	delete(a.ptrs, p)
+	b.allocated = false
+	k := b.kind()
+	a.stats.Allocation.decrease(k, 1)
+	a.stats.AllocatedBytes.decrease(k, b.size)
+	if b.size >= a.maxSplit {
+		a.stats.OversizeAllocations.decrease(1)
+	}
+	var err error
+	if len(b.streamUses) > 0 {
+		err = a.insertEvents(b)
+	} else {
+		a.freeBlock(b)
+	}
+	a.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("alloc: Free(%#x) on %s: %w", uintptr(p), a.dev.Name(), err)
+	}
+	return nil
+}
+
+// streamState returns the pools of stream s, creating them on first use.
+func (a *Allocator) streamState(s device.Stream) *streamState {
+	if ss := a.lastStream; ss != nil && ss.stream == s {
+		return ss
+	}
+	i := 0
+	for i < len(a.streams) && a.streams[i].stream < s {
+		i++
+	}
+	if i == len(a.streams) || a.streams[i].stream != s {
+		a.streams = append(a.streams, nil)
+		copy(a.streams[i+1:], a.streams[i:])
+		a.streams[i] = &streamState{stream: s}
+	}
+	a.lastStream = a.streams[i]
+	return a.streams[i]
+}
+
+// SetMemoryFraction caps the memory the allocator may hold at f × the device's total
+// memory (torch.cuda.set_per_process_memory_fraction): a new segment that would take
+// reserved memory over the cap fails as out of memory without asking the device. It
+// also arms GarbageCollectionThreshold. f must be in [0, 1].
+func (a *Allocator) SetMemoryFraction(f float64) error {
+	if !(f >= 0 && f <= 1) {
+		return fmt.Errorf("alloc: SetMemoryFraction(%v) on %s: the fraction must be in [0, 1]", f, a.dev.Name())
+	}
+	_, total, err := a.dev.MemInfo()
+	if err != nil {
+		return fmt.Errorf("alloc: SetMemoryFraction(%v) on %s: %w", f, a.dev.Name(), err)
+	}
+	a.mu.Lock()
+	a.allowed = int64(f * float64(total))
+	a.fractionSet = true
+	a.mu.Unlock()
+	return nil
+}
+
+// Stats returns a copy of the statistics.
+func (a *Allocator) Stats() Stats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stats
+}
+
+// StatsMap returns the statistics under PyTorch 2.11's memory_stats() keys.
+func (a *Allocator) StatsMap() map[string]int64 {
+	st := a.Stats()
+	return st.Map()
+}
+
+// ResetPeakStats sets every peak to the current value (reset_peak_memory_stats).
+func (a *Allocator) ResetPeakStats() {
+	a.mu.Lock()
+	a.stats.resetPeak()
+	a.mu.Unlock()
+}
+
+// ResetAccumulatedStats zeroes the cumulative allocated/freed values and the counters
+// num_alloc_retries, num_ooms, num_sync_all_streams, num_device_alloc and
+// num_device_free (reset_accumulated_memory_stats).
+func (a *Allocator) ResetAccumulatedStats() {
+	a.mu.Lock()
+	a.stats.resetAccumulated()
+	a.mu.Unlock()
+}

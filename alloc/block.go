@@ -1,0 +1,110 @@
+package alloc
+
+import "github.com/subletml/sublet/device"
+
+// block is a piece of a segment: allocated, free (cached), awaiting stream events, or
+// (expandable segments only) unmapped address space. All fields are guarded by
+// Allocator.mu.
+type block struct {
+	addr device.Ptr
+	size int64
+	// requested is the caller's unrounded size while the block is active.
+	requested int64
+	// seg is the segment the block lies in; blocks never change segment.
+	seg *segment
+	// prev and next are the physically adjacent blocks of the same segment.
+	prev, next *block
+	// gcBase is the pool's free-block search count when the block became free; the
+	// difference to the current count is its age for garbage collection.
+	gcBase int64
+	// eventCount is the number of stream events still pending before a freed block
+	// can be reused.
+	eventCount int32
+	allocated  bool
+	// mapped is false only for unmapped address space of an expandable segment.
+	mapped bool
+	// streamUses are the streams other than the allocation stream that RecordStream
+	// named since the block was allocated (a set; usually empty).
+	streamUses []device.Stream
+}
+
+// isSplit reports whether the block is not its segment's only block.
+func (b *block) isSplit() bool { return b.prev != nil || b.next != nil }
+
+// kind is the pool of the block's segment.
+func (b *block) kind() poolKind { return b.seg.kind }
+
+// allocatable reports whether b may be merged or handed out: not allocated and with no
+// pending stream use.
+func (b *block) allocatable() bool {
+	return b != nil && !b.allocated && b.eventCount == 0 && len(b.streamUses) == 0
+}
+
+// segment is one raw allocation from the device, or the reserved address range of an
+// expandable segment. All fields are guarded by Allocator.mu.
+type segment struct {
+	// base and size are the raw allocation, or the whole reservation.
+	base device.Ptr
+	size int64
+	// stream is the stream whose requests created the segment; ss its pools.
+	stream device.Stream
+	ss     *streamState
+	kind   poolKind
+	// head is the block at base.
+	head *block
+	// index is the segment's position in Allocator.segments.
+	index int
+	// expandable marks a reserved range that is mapped page by page.
+	expandable bool
+	// page is the unit of mapping of an expandable segment: 2 MiB small, 20 MiB large.
+	page int64
+}
+
+// streamState holds the pools of one stream: PyTorch keys its free sets by stream
+// first, so a stream's blocks are a contiguous range of each pool; here each stream
+// owns its range. Guarded by Allocator.mu.
+type streamState struct {
+	stream device.Stream
+	// free holds the cached free (mapped) blocks, indexed by poolKind.
+	free [3]freeSet
+	// unmapped holds the unmapped blocks of this stream's expandable segments, by
+	// poolKind, sorted by address.
+	unmapped [3][]*block
+}
+
+// newBlock returns a zeroed block, reusing a released one when there is one.
+func (a *Allocator) newBlock() *block {
+	if n := len(a.spareBlocks); n > 0 {
+		b := a.spareBlocks[n-1]
+		a.spareBlocks = a.spareBlocks[:n-1]
+		return b
+	}
+	return &block{}
+}
+
+// dropBlock keeps b for reuse.
+func (a *Allocator) dropBlock(b *block) {
+	uses := b.streamUses[:0]
+	*b = block{streamUses: uses}
+	a.spareBlocks = append(a.spareBlocks, b)
+}
+
+// spliceAfter links nb into b's segment right after b.
+func spliceAfter(b, nb *block) {
+	nb.prev, nb.next = b, b.next
+	if b.next != nil {
+		b.next.prev = nb
+	}
+	b.next = nb
+}
+
+// spliceBefore links nb into b's segment right before b.
+func spliceBefore(b, nb *block) {
+	nb.prev, nb.next = b.prev, b
+	if b.prev != nil {
+		b.prev.next = nb
+	} else {
+		b.seg.head = nb
+	}
+	b.prev = nb
+}

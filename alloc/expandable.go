@@ -1,0 +1,203 @@
+package alloc
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/subletml/sublet/device"
+)
+
+// Expandable segments (PyTorch's expandable_segments:True): one reserved address range
+// per (pool, stream), 1.125 × the device's memory, backed page by page (2 MiB pages for
+// the small pool, 20 MiB for the large) as requests need. Pages are mapped one Map call
+// each so that any page can be unmapped alone. Mapping and unmapping count in
+// ReservedBytes, NumDeviceAlloc and NumDeviceFree (once per map or unmap step, whatever
+// its number of pages), never in Segment or InactiveSplit.
+
+// pageSize is the mapping unit of an expandable segment of pool k.
+func pageSize(k poolKind) int64 {
+	if k == smallPool {
+		return SmallBuffer
+	}
+	return LargeBuffer
+}
+
+// tryAllocateExpandable is PyTorch's try_allocate_expandable_block: find room for
+// r.rounded bytes in this stream's expandable segments of the pool (or make a new
+// segment), map the pages it needs, and return the resulting free block, taken out of
+// its free set. It returns nil, nil when the device is out of memory; pages mapped
+// before that stay mapped, as free blocks.
+func (a *Allocator) tryAllocateExpandable(r *request) (*block, error) {
+	c, err := a.findExpandableBlock(r)
+	if err != nil {
+		return nil, err
+	}
+	if !c.mapped {
+		if ok, err := a.mapBlock(r, c, min(c.size, r.rounded)); !ok {
+			return nil, err
+		}
+	}
+	// c is now free and mapped, followed by unmapped space where it is too small.
+	for c.size < r.rounded {
+		n := c.next
+		if ok, err := a.mapBlock(r, n, min(r.rounded-c.size, n.size)); !ok {
+			return nil, err
+		}
+		c = n // n absorbed c when it was mapped
+	}
+	c.seg.ss.free[c.kind()].remove(c)
+	return c, nil
+}
+
+// findExpandableBlock is PyTorch's find_expandable_block: the lowest-address unmapped
+// block of this (pool, stream), together with a free block right before it, whose run
+// of unallocated blocks holds r.rounded bytes; otherwise the whole unmapped range of a
+// new segment.
+func (a *Allocator) findExpandableBlock(r *request) (*block, error) {
+	for _, c := range r.ss.unmapped[r.kind] {
+		if c.prev.allocatable() {
+			c = c.prev
+		}
+		var room int64
+		for b := c; room < r.rounded && b.allocatable(); b = b.next {
+			room += b.size
+		}
+		if room >= r.rounded {
+			return c, nil
+		}
+	}
+	page := pageSize(r.kind)
+	// PyTorch reserves page × ceil((total + total/8) / page): the extra eighth lets
+	// holes left by unmapping be refilled further up.
+	size := (a.total + a.total/8 + page - 1) / page * page
+	base, err := a.vm.Reserve(size)
+	if err != nil {
+		return nil, fmt.Errorf("reserving %d bytes of address space for an expandable segment: %w", size, err)
+	}
+	seg := a.addSegment(&segment{base: base, size: size, stream: r.ss.stream, ss: r.ss, kind: r.kind, expandable: true, page: page})
+	b := a.newBlock()
+	b.addr, b.size, b.seg = base, size, seg
+	seg.head = b
+	a.insertUnmapped(b)
+	return b, nil
+}
+
+// mapBlock is PyTorch's map_block: back the first size bytes of unmapped block b (whole
+// pages) with memory, merge them with free neighbours and put the result in the free
+// set. It reports false with a nil error when the device is out of memory; then nothing
+// new stays mapped.
+func (a *Allocator) mapBlock(r *request, b *block, size int64) (bool, error) {
+	seg := b.seg
+	pages := (size + seg.page - 1) / seg.page
+	mapped := pages * seg.page
+	for i := int64(0); i < pages; i++ {
+		if err := a.vm.Map(b.addr+device.Ptr(i*seg.page), seg.page); err != nil {
+			var uerr error
+			for j := int64(0); j < i; j++ {
+				uerr = errors.Join(uerr, a.vm.Unmap(b.addr+device.Ptr(j*seg.page), seg.page))
+			}
+			if uerr != nil {
+				return false, fmt.Errorf("mapping page %#x: %w; unmapping the pages mapped before it: %w", uintptr(b.addr)+uintptr(i*seg.page), err, uerr)
+			}
+			if errors.Is(err, device.ErrOutOfMemory) {
+				r.devErr = err
+				return false, nil
+			}
+			return false, err
+		}
+	}
+	a.removeUnmapped(b)
+	b.mapped = true
+	if mapped < b.size {
+		rest := a.newBlock()
+		rest.addr, rest.size, rest.seg = b.addr+device.Ptr(mapped), b.size-mapped, seg
+		spliceAfter(b, rest)
+		a.insertUnmapped(rest)
+		b.size = mapped
+	}
+	a.tryMerge(b, b.prev)
+	a.tryMerge(b, b.next)
+	a.insertFree(b)
+	a.totalAllocated += mapped
+	a.stats.ReservedBytes.increase(seg.kind, mapped)
+	a.stats.NumDeviceAlloc++
+	return true, nil
+}
+
+// unmapBlock is PyTorch's unmap_block: give back the whole pages inside free block b,
+// after the segment's stream has finished with them. The partial pages at either end
+// stay mapped as free blocks.
+func (a *Allocator) unmapBlock(b *block) error {
+	seg := b.seg
+	lo := (b.addr - seg.base + device.Ptr(seg.page) - 1) / device.Ptr(seg.page) * device.Ptr(seg.page)
+	hi := (b.addr + device.Ptr(b.size) - seg.base) / device.Ptr(seg.page) * device.Ptr(seg.page)
+	if lo >= hi {
+		return nil
+	}
+	// Unmapping does not wait for the device, unlike a raw Free.
+	if err := a.dev.SynchronizeStream(seg.stream); err != nil {
+		return fmt.Errorf("synchronizing stream %d before unmapping: %w", seg.stream, err)
+	}
+	for p := lo; p < hi; p += device.Ptr(seg.page) {
+		if err := a.vm.Unmap(seg.base+p, seg.page); err != nil {
+			return fmt.Errorf("unmapping page %#x of an expandable segment: %w", uintptr(seg.base+p), err)
+		}
+	}
+	ulo, usize := seg.base+lo, int64(hi-lo)
+	seg.ss.free[seg.kind].remove(b)
+	if before := int64(ulo - b.addr); before > 0 {
+		f := a.newBlock()
+		f.addr, f.size, f.seg, f.mapped = b.addr, before, seg, true
+		spliceBefore(b, f)
+		a.insertFree(f)
+	}
+	if after := b.size - int64(ulo-b.addr) - usize; after > 0 {
+		f := a.newBlock()
+		f.addr, f.size, f.seg, f.mapped = ulo+device.Ptr(usize), after, seg, true
+		spliceAfter(b, f)
+		a.insertFree(f)
+	}
+	b.addr, b.size, b.mapped = ulo, usize, false
+	a.tryMerge(b, b.prev)
+	a.tryMerge(b, b.next)
+	a.insertUnmapped(b)
+	a.totalAllocated -= usize
+	a.stats.ReservedBytes.decrease(seg.kind, usize)
+	a.stats.NumDeviceFree++
+	return nil
+}
+
+// releaseExpandableSegment gives back the address range of a segment that is one
+// unmapped block.
+func (a *Allocator) releaseExpandableSegment(b *block) error {
+	seg := b.seg
+	if err := a.vm.Unreserve(seg.base, seg.size); err != nil {
+		return fmt.Errorf("releasing the address range of an expandable segment: %w", err)
+	}
+	a.removeUnmapped(b)
+	a.removeSegment(seg)
+	a.dropBlock(b)
+	return nil
+}
+
+// insertUnmapped adds unmapped block b to its stream's address-ordered list.
+func (a *Allocator) insertUnmapped(b *block) {
+	l := &b.seg.ss.unmapped[b.kind()]
+	i := sort.Search(len(*l), func(i int) bool { return (*l)[i].addr >= b.addr })
+	*l = append(*l, nil)
+	copy((*l)[i+1:], (*l)[i:])
+	(*l)[i] = b
+}
+
+// removeUnmapped removes unmapped block b from its list.
+func (a *Allocator) removeUnmapped(b *block) {
+	l := &b.seg.ss.unmapped[b.kind()]
+	i := sort.Search(len(*l), func(i int) bool { return (*l)[i].addr >= b.addr })
+	if i == len(*l) || (*l)[i] != b {
+		panic("alloc: internal error: unmapped block missing from its list")
+	}
+	copy((*l)[i:], (*l)[i+1:])
+	(*l)[len(*l)-1] = nil
+	*l = (*l)[:len(*l)-1]
+}

@@ -1,0 +1,71 @@
+package alloc
+
+// freeBlock is PyTorch's free_block: b, no longer allocated and with no pending stream
+// use, merges with its free neighbours and goes back to its free set.
+func (a *Allocator) freeBlock(b *block) {
+	origSize, requested := b.size, b.requested
+	k := b.kind()
+	var netBlocks, netBytes int64
+	for _, c := range [2]*block{b.prev, b.next} {
+		if sub := a.tryMerge(b, c); sub > 0 {
+			netBlocks--
+			netBytes -= sub
+		}
+	}
+	b.requested = 0
+	a.insertFree(b)
+	if b.isSplit() {
+		netBlocks++
+		netBytes += b.size
+	}
+	st := &a.stats
+	// Expandable segments are left out of inactive_split: their whole free pages can
+	// always be released.
+	if !b.seg.expandable {
+		if netBlocks > 0 {
+			st.InactiveSplit.increase(k, netBlocks)
+		} else if netBlocks < 0 {
+			st.InactiveSplit.decrease(k, -netBlocks)
+		}
+		if netBytes > 0 {
+			st.InactiveSplitBytes.increase(k, netBytes)
+		} else if netBytes < 0 {
+			st.InactiveSplitBytes.decrease(k, -netBytes)
+		}
+	}
+	st.Active.decrease(k, 1)
+	st.ActiveBytes.decrease(k, origSize)
+	st.RequestedBytes.decrease(k, requested)
+}
+
+// tryMerge is PyTorch's try_merge_blocks: dst absorbs its neighbour src when src is
+// free (or, for unmapped dst, unmapped) with nothing pending. It returns the bytes
+// absorbed, 0 when src stays.
+func (a *Allocator) tryMerge(dst, src *block) int64 {
+	if !src.allocatable() || dst.mapped != src.mapped {
+		return 0
+	}
+	if src.mapped {
+		src.seg.ss.free[src.kind()].remove(src)
+	} else {
+		a.removeUnmapped(src)
+	}
+	if dst.prev == src {
+		dst.addr = src.addr
+		dst.prev = src.prev
+		if dst.prev != nil {
+			dst.prev.next = dst
+		} else {
+			dst.seg.head = dst
+		}
+	} else {
+		dst.next = src.next
+		if dst.next != nil {
+			dst.next.prev = dst
+		}
+	}
+	sub := src.size
+	dst.size += sub
+	a.dropBlock(src)
+	return sub
+}

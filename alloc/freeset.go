@@ -1,0 +1,171 @@
+package alloc
+
+import "github.com/subletml/sublet/device"
+
+// freeSet is the set of cached free blocks of one (pool, stream), ordered by
+// (size, address): PyTorch's BlockComparatorSize restricted to one stream, so that
+// lowerBound(s, 0) is best fit with ties going to the lowest address.
+//
+// It is a sorted sequence cut into chunks of at most chunkCap entries: searches are two
+// binary searches over contiguous memory, and an insert or removal moves at most one
+// chunk's entries. Entries copy their block's key so that searches touch no block.
+// Guarded by Allocator.mu.
+type freeSet struct {
+	chunks []*freeChunk
+	// n is the number of blocks in the set.
+	n int
+	// spare holds emptied chunks for reuse, so that the set settles into making no
+	// garbage.
+	spare []*freeChunk
+}
+
+const chunkCap = 64
+
+type freeChunk struct {
+	n int
+	e [chunkCap]freeEntry
+}
+
+type freeEntry struct {
+	size int64
+	addr device.Ptr
+	b    *block
+}
+
+// before reports whether entry e orders before the key (size, addr).
+func (e *freeEntry) before(size int64, addr device.Ptr) bool {
+	return e.size < size || (e.size == size && e.addr < addr)
+}
+
+// pos is a position in a freeSet: chunk c, entry i. It stays valid until the set is
+// modified.
+type pos struct{ c, i int }
+
+// lowerBound returns the position of the first block not ordered before (size, addr),
+// or end() when there is none.
+func (s *freeSet) lowerBound(size int64, addr device.Ptr) pos {
+	lo, hi := 0, len(s.chunks)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		ch := s.chunks[m]
+		if ch.e[ch.n-1].before(size, addr) {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo == len(s.chunks) {
+		return s.end()
+	}
+	ch := s.chunks[lo]
+	i, j := 0, ch.n-1 // the last entry is known not to be before the key
+	for i < j {
+		m := int(uint(i+j) >> 1)
+		if ch.e[m].before(size, addr) {
+			i = m + 1
+		} else {
+			j = m
+		}
+	}
+	return pos{lo, i}
+}
+
+func (s *freeSet) end() pos { return pos{len(s.chunks), 0} }
+
+func (s *freeSet) isEnd(p pos) bool { return p.c == len(s.chunks) }
+
+func (s *freeSet) at(p pos) *block { return s.chunks[p.c].e[p.i].b }
+
+func (s *freeSet) next(p pos) pos {
+	if p.i+1 < s.chunks[p.c].n {
+		return pos{p.c, p.i + 1}
+	}
+	return pos{p.c + 1, 0}
+}
+
+// prev returns the position before p; ok is false at the first block.
+func (s *freeSet) prev(p pos) (q pos, ok bool) {
+	if p.i > 0 {
+		return pos{p.c, p.i - 1}, true
+	}
+	if p.c == 0 {
+		return p, false
+	}
+	return pos{p.c - 1, s.chunks[p.c-1].n - 1}, true
+}
+
+// insert adds b, which must not be in the set.
+func (s *freeSet) insert(b *block) {
+	s.n++
+	if len(s.chunks) == 0 {
+		ch := s.newChunk()
+		ch.e[0] = freeEntry{b.size, b.addr, b}
+		ch.n = 1
+		s.chunks = append(s.chunks, ch)
+		return
+	}
+	p := s.lowerBound(b.size, b.addr)
+	if s.isEnd(p) {
+		p = pos{len(s.chunks) - 1, s.chunks[len(s.chunks)-1].n}
+	}
+	ch := s.chunks[p.c]
+	if ch.n == chunkCap {
+		// Split the full chunk in two halves and insert into the half that holds p.
+		half := s.newChunk()
+		half.n = copy(half.e[:], ch.e[chunkCap/2:])
+		ch.n = chunkCap / 2
+		s.chunks = append(s.chunks, nil)
+		copy(s.chunks[p.c+2:], s.chunks[p.c+1:])
+		s.chunks[p.c+1] = half
+		if p.i > chunkCap/2 {
+			ch = half
+			p.i -= chunkCap / 2
+		}
+	}
+	copy(ch.e[p.i+1:ch.n+1], ch.e[p.i:ch.n])
+	ch.e[p.i] = freeEntry{b.size, b.addr, b}
+	ch.n++
+}
+
+// removeAt removes the block at p.
+func (s *freeSet) removeAt(p pos) {
+	s.n--
+	ch := s.chunks[p.c]
+	copy(ch.e[p.i:], ch.e[p.i+1:ch.n])
+	ch.n--
+	ch.e[ch.n] = freeEntry{}
+	if ch.n == 0 {
+		copy(s.chunks[p.c:], s.chunks[p.c+1:])
+		s.chunks[len(s.chunks)-1] = nil
+		s.chunks = s.chunks[:len(s.chunks)-1]
+		s.spare = append(s.spare, ch)
+	}
+}
+
+// remove removes b, which must be in the set with its current size and address.
+func (s *freeSet) remove(b *block) {
+	p := s.lowerBound(b.size, b.addr)
+	if s.isEnd(p) || s.at(p) != b {
+		panic("alloc: internal error: free block missing from its free set")
+	}
+	s.removeAt(p)
+}
+
+func (s *freeSet) newChunk() *freeChunk {
+	if n := len(s.spare); n > 0 {
+		ch := s.spare[n-1]
+		s.spare = s.spare[:n-1]
+		return ch
+	}
+	return new(freeChunk)
+}
+
+// appendAll appends the blocks of the set in order to dst.
+func (s *freeSet) appendAll(dst []*block) []*block {
+	for _, ch := range s.chunks {
+		for i := 0; i < ch.n; i++ {
+			dst = append(dst, ch.e[i].b)
+		}
+	}
+	return dst
+}

@@ -1,0 +1,111 @@
+package alloc
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/subletml/sublet/device"
+)
+
+// OOMError is the error of an allocation that found no cached block and could not get
+// device memory even after releasing the cache. It carries what PyTorch's message says
+// and the fragmentation picture PyTorch leaves out. Test with errors.As; when the device
+// itself reported the lack of memory it also wraps device.ErrOutOfMemory.
+type OOMError struct {
+	// Device is the device's name.
+	Device string
+	// Requested is the size the caller asked for; Rounded its rounded size.
+	Requested, Rounded int64
+	// SegmentSize is the size of the segment the allocator tried to get (PyTorch's
+	// "Tried to allocate"); 0 for a request over MaxRequest, which tries nothing.
+	SegmentSize int64
+	// Pool is "small" or "large".
+	Pool string
+	// Stream is the stream of the request.
+	Stream device.Stream
+
+	// Capacity and DeviceFree are the device's total and free memory after the failure.
+	Capacity, DeviceFree int64
+	// Allowed is the cap set by a memory fraction; 0 when none is set.
+	Allowed int64
+	// Allocated is the rounded size of live allocations; Reserved the memory held from
+	// the device. Reserved − Allocated is cached but not allocated.
+	Allocated, Reserved int64
+	// InactiveSplitBytes is cached memory inside segments that also hold live blocks,
+	// which releasing the cache cannot give back.
+	InactiveSplitBytes int64
+	// LargestFreeSmall and LargestFreeLarge are the largest cached free blocks of each
+	// pool, all streams together; LargestFreeOnStream is the largest in the request's
+	// pool on its stream, the only ones it could have used.
+	LargestFreeSmall, LargestFreeLarge, LargestFreeOnStream int64
+	// Hint says what would most likely help, chosen from the numbers above.
+	Hint string
+
+	// Err is the device's error for the last raw allocation attempt, when the device
+	// reported the lack of memory; nil when the memory fraction refused it first.
+	Err error
+}
+
+// formatBytes is PyTorch's format_size: bytes up to 1 KiB, then KiB, MiB and GiB with
+// two decimals.
+func formatBytes(n int64) string {
+	switch {
+	case n <= 1024:
+		return fmt.Sprintf("%d bytes", n)
+	case n <= 1<<20:
+		return fmt.Sprintf("%.2f KiB", float64(n)/1024)
+	case n <= 1<<30:
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+}
+
+func (e *OOMError) Error() string {
+	var b strings.Builder
+	if e.SegmentSize == 0 {
+		fmt.Fprintf(&b, "alloc: out of memory on %s. Tried to allocate more than 1EB memory (%d bytes).", e.Device, e.Requested)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "alloc: out of memory on %s. Tried to allocate %s. Device %s has a total capacity of %s of which %s is free. ",
+		e.Device, formatBytes(e.SegmentSize), e.Device, formatBytes(e.Capacity), formatBytes(e.DeviceFree))
+	if e.Allowed > 0 {
+		fmt.Fprintf(&b, "%s allowed; ", formatBytes(e.Allowed))
+	}
+	fmt.Fprintf(&b, "Of the allocated memory %s is allocated by sublet, and %s is reserved by sublet but unallocated. "+
+		"If reserved but unallocated memory is large try setting %s=expandable_segments:True to avoid fragmentation.",
+		formatBytes(e.Allocated), formatBytes(e.Reserved-e.Allocated), ConfigEnv)
+	fmt.Fprintf(&b, "\n  request: %d bytes (rounded to %d) from the %s pool on stream %d",
+		e.Requested, e.Rounded, e.Pool, e.Stream)
+	fmt.Fprintf(&b, "\n  largest free block: %s on this stream's %s pool; %s small pool, %s large pool on all streams",
+		formatBytes(e.LargestFreeOnStream), e.Pool, formatBytes(e.LargestFreeSmall), formatBytes(e.LargestFreeLarge))
+	fmt.Fprintf(&b, "\n  cached inside segments with live blocks (not releasable): %s", formatBytes(e.InactiveSplitBytes))
+	if e.Err != nil {
+		fmt.Fprintf(&b, "\n  device: %v", e.Err)
+	}
+	fmt.Fprintf(&b, "\n  hint: %s", e.Hint)
+	return b.String()
+}
+
+func (e *OOMError) Unwrap() error { return e.Err }
+
+// hint picks the advice for an OOMError from its numbers. limit is what the allocator
+// may reserve (the fraction's cap, or the capacity); expandable and maxSplit describe
+// the configuration in force.
+func (e *OOMError) hint(limit int64, expandable, maxSplitSet bool) string {
+	cached := e.Reserved - e.Allocated
+	switch {
+	case e.Allocated >= limit-limit/10:
+		return fmt.Sprintf("live allocations hold %s of the %s this allocator may use: free tensors you no longer need or reduce the batch size",
+			formatBytes(e.Allocated), formatBytes(limit))
+	case cached >= e.Rounded && e.LargestFreeOnStream < e.Rounded && max(e.LargestFreeSmall, e.LargestFreeLarge) >= e.Rounded:
+		return "a cached block large enough exists on another stream or in the other pool, but blocks are only reused by the stream and pool that allocated them: allocate on one stream, or call EmptyCache"
+	case cached >= e.Rounded && !maxSplitSet && e.InactiveSplitBytes*2 >= cached:
+		return fmt.Sprintf("%s is cached inside split segments that still hold live blocks: set max_split_size_mb in %s to stop large blocks being split, or expandable_segments:True",
+			formatBytes(e.InactiveSplitBytes), ConfigEnv)
+	case cached >= e.Rounded && !expandable:
+		return fmt.Sprintf("%s is reserved but unallocated, more than the request, in pieces too small to use: set expandable_segments:True in %s",
+			formatBytes(cached), ConfigEnv)
+	}
+	return fmt.Sprintf("the request needs more memory than is free on the device (%s free, %s cached): free tensors, reduce the batch size, or free memory held by other processes",
+		formatBytes(e.DeviceFree), formatBytes(cached))
+}

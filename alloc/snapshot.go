@@ -1,0 +1,99 @@
+package alloc
+
+import (
+	"slices"
+
+	"github.com/subletml/sublet/device"
+)
+
+// BlockState is the state of a block in a Snapshot, PyTorch's snapshot "state".
+type BlockState uint8
+
+const (
+	// Inactive is a cached free block.
+	Inactive BlockState = iota
+	// ActiveAllocated is a live allocation.
+	ActiveAllocated
+	// ActivePendingFree is a freed block waiting for other streams' work to complete.
+	ActivePendingFree
+)
+
+func (s BlockState) String() string {
+	switch s {
+	case ActiveAllocated:
+		return "active_allocated"
+	case ActivePendingFree:
+		return "active_pending_free"
+	}
+	return "inactive"
+}
+
+// BlockInfo describes one block of a segment.
+type BlockInfo struct {
+	Address device.Ptr
+	Size    int64
+	// Requested is the caller's size for an active block, 0 for an inactive one.
+	Requested int64
+	State     BlockState
+}
+
+// SegmentInfo describes one segment, as in torch.cuda.memory_snapshot(): a raw device
+// allocation, or one contiguous mapped range of an expandable segment.
+type SegmentInfo struct {
+	Address   device.Ptr
+	TotalSize int64
+	// AllocatedSize, ActiveSize and RequestedSize sum the blocks' sizes (requested
+	// sizes) over the allocated and the active blocks.
+	AllocatedSize, ActiveSize, RequestedSize int64
+	Stream                                   device.Stream
+	// Pool is "small" or "large".
+	Pool       string
+	Expandable bool
+	// Blocks are the segment's blocks in address order; they tile it.
+	Blocks []BlockInfo
+}
+
+// Snapshot describes every segment and its blocks, sorted by address.
+func (a *Allocator) Snapshot() []SegmentInfo {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []SegmentInfo
+	for _, seg := range a.segments {
+		var cur *SegmentInfo
+		for b := seg.head; b != nil; b = b.next {
+			if !b.mapped {
+				cur = nil
+				continue
+			}
+			if cur == nil {
+				out = append(out, SegmentInfo{Address: b.addr, Stream: seg.stream, Pool: seg.kind.String(), Expandable: seg.expandable})
+				cur = &out[len(out)-1]
+			}
+			bi := BlockInfo{Address: b.addr, Size: b.size}
+			switch {
+			case b.allocated:
+				bi.State = ActiveAllocated
+				cur.AllocatedSize += b.size
+			case b.eventCount > 0:
+				bi.State = ActivePendingFree
+			}
+			if bi.State != Inactive {
+				bi.Requested = b.requested
+				cur.ActiveSize += b.size
+				cur.RequestedSize += b.requested
+			}
+			cur.TotalSize += b.size
+			cur.Blocks = append(cur.Blocks, bi)
+		}
+	}
+	slices.SortFunc(out, func(x, y SegmentInfo) int {
+		switch {
+		case x.Address < y.Address:
+			return -1
+		case x.Address > y.Address:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
