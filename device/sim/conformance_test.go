@@ -18,3 +18,9 @@ func TestConformanceBacked(t *testing.T) {
 		return newSim(t, Options{Backing: true, Capacity: 256 << 20, Cost: &CostModel{}})
 	}, devicetest.Config{KeepsData: true, ExactMemInfo: true})
 }
+
+func TestConformanceOccupied(t *testing.T) {
+	devicetest.Run(t, func(t *testing.T) device.Device {
+		return newSim(t, Options{Capacity: 64 << 20, Occupied: 10 << 20})
+	}, devicetest.Config{ExactMemInfo: true})
+}

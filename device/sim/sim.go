@@ -7,8 +7,8 @@
 //
 // Invariants:
 //   - Bytes in use (Stats().InUse) is the sum of the sizes of live Malloc allocations
-//     and mapped pieces, never more than the capacity; MemInfo reports
-//     (capacity - in use, capacity).
+//     and mapped pieces; in use + occupied (Options.Occupied) never exceeds the
+//     capacity. MemInfo reports (capacity - occupied - in use, capacity).
 //   - Malloc addresses and reserved ranges come from disjoint regions of the simulated
 //     address space; no two live ranges overlap.
 //   - With a backing store, every live allocation and mapped piece is host memory from
@@ -39,6 +39,10 @@ const Granularity int64 = 2 << 20
 type Options struct {
 	// Capacity is the device's total memory in bytes; 0 means DefaultCapacity.
 	Capacity int64
+	// Occupied is the part of Capacity held by others from the start (the CUDA context,
+	// other processes): never available, counted as used by MemInfo. On the H200 a
+	// fresh context leaves total - free_at_start of torch_replay.py occupied.
+	Occupied int64
 	// Backing keeps real data in host memory: copies move bytes and Bytes works.
 	Backing bool
 	// Cost prices Malloc, Free, Map and Unmap; nil means H200Cost(), &CostModel{} is free.
@@ -69,6 +73,7 @@ type Stats struct {
 // and device.HostMemory.
 type Device struct {
 	capacity int64
+	occupied int64
 	backing  bool
 	cost     CostModel
 	sleep    bool
@@ -111,6 +116,9 @@ func New(o Options) (*Device, error) {
 	if o.Capacity == 0 {
 		o.Capacity = DefaultCapacity
 	}
+	if o.Occupied < 0 || o.Occupied > o.Capacity {
+		return nil, fmt.Errorf("sim.New: Occupied is %d; want 0 up to the capacity %d", o.Occupied, o.Capacity)
+	}
 	if err := o.Faults.validate(); err != nil {
 		return nil, err
 	}
@@ -123,6 +131,7 @@ func New(o Options) (*Device, error) {
 	}
 	d := &Device{
 		capacity: o.Capacity,
+		occupied: o.Occupied,
 		backing:  o.Backing,
 		cost:     cost,
 		sleep:    o.Sleep,
@@ -183,11 +192,11 @@ func (d *Device) Stats() Stats {
 	return s
 }
 
-// MemInfo reports (capacity - bytes in use, capacity).
+// MemInfo reports (capacity - occupied - bytes in use, capacity).
 func (d *Device) MemInfo() (free, total int64, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.capacity - d.stats.InUse, d.capacity, nil
+	return d.capacity - d.occupied - d.stats.InUse, d.capacity, nil
 }
 
 // charge adds cost to the virtual clock. Caller holds mu; it sleeps after unlocking,
@@ -207,9 +216,9 @@ func (d *Device) admit(op string, size int64) error {
 		d.stats.Faults++
 		return fmt.Errorf("sim: %s(%d): injected failure of raw allocation %d: %w", op, size, call, device.ErrOutOfMemory)
 	}
-	if size > d.capacity-d.stats.InUse {
+	if size > d.capacity-d.occupied-d.stats.InUse {
 		d.stats.OOMs++
-		return fmt.Errorf("sim: %s(%d): %d of %d bytes in use: %w", op, size, d.stats.InUse, d.capacity, device.ErrOutOfMemory)
+		return fmt.Errorf("sim: %s(%d): %d bytes in use and %d occupied of %d: %w", op, size, d.stats.InUse, d.occupied, d.capacity, device.ErrOutOfMemory)
 	}
 	d.stats.InUse += size
 	d.stats.Peak = max(d.stats.Peak, d.stats.InUse)

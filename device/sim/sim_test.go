@@ -47,7 +47,7 @@ func TestOOMAtCapacity(t *testing.T) {
 	require.NoError(t, err)
 	_, err = d.Malloc(5 * mib)
 	require.ErrorIs(t, err, device.ErrOutOfMemory)
-	assert.Contains(t, err.Error(), "6291456 of 10485760 bytes in use")
+	assert.Contains(t, err.Error(), "6291456 bytes in use and 0 occupied of 10485760")
 	b, err := d.Malloc(4 * mib)
 	require.NoError(t, err, "exactly filling the capacity succeeds")
 	free, _, err := d.MemInfo()
@@ -80,6 +80,8 @@ func TestFreeErrors(t *testing.T) {
 func TestNewRejectsBadOptions(t *testing.T) {
 	for name, o := range map[string]Options{
 		"negative capacity": {Capacity: -1},
+		"negative occupied": {Occupied: -1},
+		"occupied too much": {Capacity: mib, Occupied: mib + 1},
 		"prob above one":    {Faults: Faults{Prob: 1.5}},
 		"negative nth":      {Faults: Faults{Nth: -2}},
 		"negative cost":     {Cost: &CostModel{PairBase: -1}},
@@ -89,4 +91,22 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		_, err := New(o)
 		assert.Error(t, err, name)
 	}
+}
+
+func TestOccupiedMemoryIsNeverAvailable(t *testing.T) {
+	d := newSim(t, Options{Capacity: 10 * mib, Occupied: 4 * mib})
+	free, total, err := d.MemInfo()
+	require.NoError(t, err)
+	assert.Equal(t, int64(6*mib), free)
+	assert.Equal(t, int64(10*mib), total)
+	_, err = d.Malloc(6*mib + 1)
+	require.ErrorIs(t, err, device.ErrOutOfMemory)
+	assert.Contains(t, err.Error(), "0 bytes in use and 4194304 occupied of 10485760")
+	p, err := d.Malloc(6 * mib)
+	require.NoError(t, err)
+	free, _, err = d.MemInfo()
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), free)
+	require.NoError(t, d.Free(p))
+	assert.Equal(t, int64(0), d.Stats().InUse)
 }
