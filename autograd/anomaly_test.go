@@ -80,3 +80,11 @@ func deep(n int) autograd.Site {
 	}
 	return deep(n - 1)
 }
+
+func TestAnomalyErrorOrdinals(t *testing.T) {
+	_, tp := toy(t)
+	n := tp.exp(tp.param(1)).edge.Node
+	for out, want := range map[int]string{0: "0th", 1: "1st", 2: "2nd", 3: "3rd", 4: "4th", 11: "11th", 12: "12th", 13: "13th", 21: "21st", 102: "102nd"} {
+		assert.Contains(t, (&autograd.AnomalyError{Node: n, Output: out}).Error(), "in its "+want+" output")
+	}
+}

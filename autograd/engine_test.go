@@ -182,3 +182,70 @@ func TestFunctionErrorsReleaseEverything(t *testing.T) {
 }
 
 var errBoom = errors.New("boom")
+
+// brokenArith fails Add (releasing both operands, as Add owns them) or
+// HasNonFinite.
+type brokenArith struct{ add, check bool }
+
+func (b brokenArith) Add(x, y autograd.Value) (autograd.Value, error) {
+	if b.add {
+		x.Release()
+		y.Release()
+		return nil, errBoom
+	}
+	return arith{}.Add(x, y)
+}
+
+func (b brokenArith) HasNonFinite(v autograd.Value) (bool, error) {
+	if b.check {
+		return false, errBoom
+	}
+	return arith{}.HasNonFinite(v)
+}
+
+func TestArithErrorsAbortAndRelease(t *testing.T) {
+	for _, c := range []struct {
+		arith brokenArith
+		msg   string
+	}{
+		{brokenArith{add: true}, "summing the gradients of output 0 of Tanh#2"},
+		{brokenArith{check: true}, "checking gradient 0 for NaN/Inf"},
+	} {
+		w, tp := toy(t)
+		a := tp.param(0.5)
+		h := tp.tanh(a)
+		y := tp.mul(h, h)
+		err := autograd.Backward([]autograd.Root{{Edge: y.edge, Grad: w.newVal("grad", "seed", 1)}},
+			autograd.Options{Arith: c.arith, DetectAnomaly: true})
+		require.ErrorIs(t, err, errBoom)
+		assert.ErrorContains(t, err, c.msg)
+		assert.Zero(t, w.count("grad"))
+		assert.Zero(t, a.grad())
+	}
+}
+
+func TestNodeAccessors(t *testing.T) {
+	w, tp := toy(t)
+	a := tp.param(1)
+	site := autograd.CaptureSite(0)
+	n, err := autograd.NewNode(autograd.NodeSpec{Name: "Pair", Seq: 42, Outputs: 2, Fn: &toyFn{w: w},
+		Inputs: []autograd.Edge{{}, a.edge}, Site: site})
+	require.NoError(t, err)
+	assert.Equal(t, "Pair", n.Name())
+	assert.Equal(t, "Pair#42", n.String())
+	assert.Equal(t, uint64(42), n.Seq())
+	assert.Equal(t, autograd.KindOp, n.Kind())
+	assert.Equal(t, "op", n.Kind().String())
+	assert.Equal(t, "accumulate", a.edge.Node.Kind().String())
+	assert.Equal(t, "Kind(9)", autograd.Kind(9).String())
+	assert.Equal(t, site, n.Site())
+	assert.Equal(t, 2, n.NumInputs())
+	assert.Equal(t, autograd.Edge{}, n.Input(0))
+	assert.Equal(t, a.edge, n.Input(1))
+	assert.Equal(t, 2, n.NumOutputs())
+	assert.Equal(t, 2, a.edge.Node.Refs(), "the leaf's handle and Pair's edge")
+	require.NoError(t, n.Release())
+	assert.Equal(t, 1, a.edge.Node.Refs())
+	var c autograd.Clock
+	assert.Equal(t, []uint64{1, 2, 3}, []uint64{c.Next(), c.Next(), c.Next()})
+}
