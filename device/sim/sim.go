@@ -53,7 +53,8 @@ type Options struct {
 	Faults Faults
 	// Segments, when not nil, replaces the top-down placement with a recorded one: the
 	// Nth Malloc gets Segments[N-1].Addr and must ask for Segments[N-1].Size bytes, or it
-	// fails naming the index; so does a Malloc beyond the recording. See LoadSegments.
+	// fails naming the index; so does a Malloc beyond the recording. A failed Malloc uses
+	// up no segment. Reservations still come from their own region. See LoadSegments.
 	Segments []Segment
 }
 
@@ -72,6 +73,7 @@ type Stats struct {
 // Device is a simulated accelerator. It implements device.Device, device.VirtualMemory
 // and device.HostMemory.
 type Device struct {
+	// Set by New, never changed.
 	capacity int64
 	occupied int64
 	backing  bool
@@ -99,6 +101,7 @@ type Device struct {
 	lastStream device.Stream
 	lastEvent  device.Event
 
+	// stats: the sync and query counters are guarded by streamMu, the rest by mu.
 	stats Stats
 }
 
@@ -210,7 +213,8 @@ func (d *Device) charge(cost time.Duration) time.Duration {
 }
 
 // admit decides whether a raw allocation of size bytes may proceed: not an injected
-// fault, and within capacity. On success the bytes are counted in use. Caller holds mu.
+// fault, and within capacity. On success the bytes are counted in use (the caller takes
+// them out again if the allocation fails after all). Caller holds mu.
 func (d *Device) admit(op string, size int64) error {
 	if fail, call := d.faults.next(); fail {
 		d.stats.Faults++
@@ -221,7 +225,6 @@ func (d *Device) admit(op string, size int64) error {
 		return fmt.Errorf("sim: %s(%d): %d bytes in use and %d occupied of %d: %w", op, size, d.stats.InUse, d.occupied, d.capacity, device.ErrOutOfMemory)
 	}
 	d.stats.InUse += size
-	d.stats.Peak = max(d.stats.Peak, d.stats.InUse)
 	return nil
 }
 
@@ -265,6 +268,7 @@ func (d *Device) malloc(size int64) (device.Ptr, time.Duration, error) {
 		return 0, 0, fmt.Errorf("sim: Malloc(%d): %w", size, err)
 	}
 	d.stats.Mallocs++
+	d.stats.Peak = max(d.stats.Peak, d.stats.InUse)
 	return p, d.charge(d.cost.acquire(size)), nil
 }
 

@@ -70,6 +70,7 @@ func (d *Device) mapPiece(addr device.Ptr, size int64) (time.Duration, error) {
 		return 0, fmt.Errorf("sim: Map(%#x, %d): %w", uintptr(addr), size, err)
 	}
 	d.stats.Maps++
+	d.stats.Peak = max(d.stats.Peak, d.stats.InUse)
 	return d.charge(d.cost.acquire(size)), nil
 }
 
