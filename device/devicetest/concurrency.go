@@ -32,6 +32,53 @@ func (s suite) concurrency(t *testing.T) {
 		require.NoError(t, err)
 	}
 	x.expectUsed(0)
+	if vm, ok := d.(device.VirtualMemory); ok {
+		concurrentPieces(t, d, vm, x.c.KeepsData)
+		x.expectUsed(0)
+	}
+}
+
+// concurrentPieces: goroutines mapping, using and unmapping pieces of one reservation at
+// once, each its own piece.
+func concurrentPieces(t *testing.T, d device.Device, vm device.VirtualMemory, keepsData bool) {
+	const workers, rounds = 4, 20
+	g := vm.Granularity()
+	r, err := vm.Reserve(workers * g)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			piece := r + device.Ptr(int64(w)*g)
+			want := pattern(4096, byte(w))
+			got := make([]byte, len(want))
+			for i := range rounds {
+				err := vm.Map(piece, g)
+				if err == nil {
+					err = d.CopyToDevice(piece+device.Ptr(g)-4096, want, 0)
+				}
+				if err == nil {
+					err = d.CopyToHost(got, piece+device.Ptr(g)-4096, 0)
+				}
+				if err == nil && keepsData && !bytes.Equal(want, got) {
+					err = fmt.Errorf("round %d: the piece's data came back different", i)
+				}
+				if err == nil {
+					err = vm.Unmap(piece, g)
+				}
+				if err != nil {
+					errs <- fmt.Errorf("piece %d: %w", w, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.NoError(t, vm.Unreserve(r, workers*g))
 }
 
 func worker(d device.Device, keepsData bool, w, rounds int) error {
