@@ -40,6 +40,10 @@
 // the node. This is stricter than PyTorch, which only fails on nodes that
 // saved something: here a backward consumes every op node it runs.
 // Accumulate nodes are never released by backward; they live with their leaf.
+// A saved Value must not hold a node reference (save the data, not the graph
+// handle): a node saving its own output would otherwise keep itself alive,
+// the cycle PyTorch avoids the same way. A saved Value that is Versioned is
+// checked at Get: a write in place since Save fails with ErrModifiedInPlace.
 //
 // Gradients flowing through the engine are Values the engine owns. Every
 // intermediate gradient is released (or consumed by Arith.Add) as soon as it
@@ -77,7 +81,7 @@
 // # Errors
 //
 // Every failure is a returned error naming the node: ErrBackwardTwice,
-// ErrFreed, *AnomalyError (a non-finite gradient under Options.DetectAnomaly,
+// ErrFreed, ErrModifiedInPlace, *AnomalyError (a non-finite gradient under Options.DetectAnomaly,
 // with the op's creation Site) and errors returned by Functions, hooks and
 // Arith, wrapped with the node that failed. The package never panics on
 // behalf of its callers.

@@ -19,6 +19,12 @@ var ErrBackwardTwice = errors.New("trying to backward through the graph a second
 var ErrFreed = errors.New("node was freed: the last reference to its graph was released; " +
 	"keep a handle to the graph's output (or Retain the node) while you still use it")
 
+// ErrModifiedInPlace is returned (wrapped, naming the node, the saved value
+// and both versions) by Saved.Get when a Versioned value was written in place
+// after it was saved.
+var ErrModifiedInPlace = errors.New("one of the variables needed for gradient computation " +
+	"has been modified by an inplace operation")
+
 func backwardTwice(n *Node) error {
 	return fmt.Errorf("autograd: node %s: %w", n, ErrBackwardTwice)
 }

@@ -86,6 +86,7 @@ type Node struct {
 	mu        sync.Mutex
 	fn        Function     // guarded by mu; nil once freed
 	saved     []*Saved     // guarded by mu; nil once released or freed
+	nsaved    int          // guarded by mu; Saves so far (numbers them)
 	released  bool         // guarded by mu; backward consumed the node
 	gradHooks [][]GradHook // guarded by mu; per output slot, nil once freed
 	postHooks []PostHook   // guarded by mu; nil once freed

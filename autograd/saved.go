@@ -24,8 +24,11 @@ type SavedHooks interface {
 // Saved is a value a node keeps for its backward, through the node's saved
 // hooks if it was saved under a pair.
 type Saved struct {
-	node  *Node      // owner; set by Save, never changed
-	hooks SavedHooks // set by Save, never changed; nil: v is the value itself
+	node    *Node      // owner; set by Save, never changed
+	index   int        // the how-manyth Save on node; set by Save, never changed
+	hooks   SavedHooks // set by Save, never changed; nil: v is the value itself
+	version uint64     // set by Save, never changed; v's version when saved
+	checked bool       // set by Save, never changed; v is Versioned and hooks nil
 
 	mu       sync.Mutex
 	v        Value // guarded by mu; the value or the packed object; nil once released
@@ -35,7 +38,8 @@ type Saved struct {
 // Save keeps v for the node's backward and returns its handle. Save owns v
 // from the call on, also on error. Under hooks, v goes through hooks.Pack now
 // and the stored object through hooks.Unpack at every Get; with nil hooks v
-// itself is stored.
+// itself is stored, and if it is Versioned its version is recorded (through
+// hooks it cannot be tracked, as in PyTorch).
 func (n *Node) Save(v Value, hooks SavedHooks) (*Saved, error) {
 	if v == nil {
 		return nil, fmt.Errorf("autograd: Save on %s: nil value", n)
@@ -55,12 +59,17 @@ func (n *Node) Save(v Value, hooks SavedHooks) (*Saved, error) {
 		v = p
 	}
 	s := &Saved{node: n, hooks: hooks, v: v}
+	if vv, ok := v.(Versioned); ok && hooks == nil {
+		s.version, s.checked = vv.Version(), true
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if err := n.acceptsSavedLocked(); err != nil {
 		v.Release()
 		return nil, err
 	}
+	s.index = n.nsaved
+	n.nsaved++
 	n.saved = append(n.saved, s)
 	return s, nil
 }
@@ -123,6 +132,13 @@ func (s *Saved) Get(c *Ctx) (Value, error) {
 		return nil, backwardTwice(s.node)
 	}
 	if s.hooks == nil {
+		if s.checked {
+			if now := s.v.(Versioned).Version(); now != s.version {
+				return nil, fmt.Errorf("autograd: saved value %d of %s is at version %d; expected version %d instead: %w. "+
+					"Do the in-place op on a copy, or after the backward",
+					s.index, s.node, now, s.version, ErrModifiedInPlace)
+			}
+		}
 		return s.v, nil
 	}
 	u, err := s.hooks.Unpack(s.v)

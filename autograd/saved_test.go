@@ -20,9 +20,9 @@ type offload struct {
 
 func (o *offload) Pack(v autograd.Value) (autograd.Value, error) {
 	o.packs++
-	d := v.(*val)
+	d := v.(interface{ base() *val }).base()
 	h := o.w.newVal("host", d.label, d.x)
-	d.Release()
+	v.Release()
 	return h, nil
 }
 
@@ -267,6 +267,41 @@ func TestSavedHookErrors(t *testing.T) {
 		n := getNode(t, tp, f, h)
 		err = runNode(tp, n, autograd.Options{})
 		assert.ErrorContains(t, err, "unpack hook")
+		require.NoError(t, n.Release())
+	}
+}
+
+// versioned is a toy value whose storage counts in-place writes.
+type versioned struct {
+	*val
+	version *uint64
+}
+
+func (v versioned) Version() uint64 { return *v.version }
+
+func TestInPlaceModificationOfSavedValue(t *testing.T) {
+	for _, offloaded := range []bool{false, true} {
+		w, tp := toy(t)
+		var hooks autograd.SavedHooks
+		if offloaded {
+			hooks = &offload{w: w}
+		}
+		var version uint64
+		f := &getFn{w: w, n: 1}
+		n, err := autograd.NewNode(autograd.NodeSpec{Name: "Get", Outputs: 1, Fn: f, Inputs: []autograd.Edge{tp.param(1).edge}})
+		require.NoError(t, err)
+		_, err = n.Save(w.newVal("saved", "first", 1), nil)
+		require.NoError(t, err)
+		f.s, err = n.Save(versioned{w.newVal("saved", "x", 1), &version}, hooks)
+		require.NoError(t, err)
+		version++ // an in-place op on the saved storage
+		err = runNode(tp, n, autograd.Options{})
+		if offloaded {
+			require.NoError(t, err, "through hooks versions are not tracked")
+		} else {
+			require.ErrorIs(t, err, autograd.ErrModifiedInPlace)
+			assert.ErrorContains(t, err, "saved value 1 of Get#0 is at version 1; expected version 0 instead")
+		}
 		require.NoError(t, n.Release())
 	}
 }

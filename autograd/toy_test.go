@@ -43,6 +43,9 @@ func (w *world) newVal(kind, label string, x float64) *val {
 	return &val{w: w, kind: kind, label: label, x: x}
 }
 
+// base returns the val itself (also when embedded).
+func (v *val) base() *val { return v }
+
 func (v *val) Release() {
 	v.w.mu.Lock()
 	defer v.w.mu.Unlock()

@@ -17,3 +17,11 @@ type Arith interface {
 	// it only under Options.DetectAnomaly; v stays the engine's.
 	HasNonFinite(v Value) (bool, error)
 }
+
+// Versioned is implemented by Values whose contents can change in place (a
+// tensor handle whose storage has a version counter). Save records the
+// version of such a value stored without hooks, and Get fails with
+// ErrModifiedInPlace if it changed since.
+type Versioned interface {
+	Version() uint64
+}
