@@ -27,11 +27,17 @@ func events(t *testing.T, d *Device, n int) []device.Event {
 	return es
 }
 
-func TestHeldStreamKeepsEventsPending(t *testing.T) {
-	d := newSim(t, Options{})
+func heldStream(t *testing.T, d *Device) device.Stream {
+	t.Helper()
 	s, err := d.NewStream()
 	require.NoError(t, err)
 	require.NoError(t, d.HoldStream(s))
+	return s
+}
+
+func TestHeldStreamKeepsEventsPending(t *testing.T) {
+	d := newSim(t, Options{})
+	s := heldStream(t, d)
 	e := events(t, d, 2)
 	require.NoError(t, d.RecordEvent(e[0], s))
 	require.NoError(t, d.RecordEvent(e[1], 0))
@@ -45,9 +51,7 @@ func TestHeldStreamKeepsEventsPending(t *testing.T) {
 
 func TestSynchronizationCompletesHeldEvents(t *testing.T) {
 	d := newSim(t, Options{})
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	require.NoError(t, d.HoldStream(s))
+	s := heldStream(t, d)
 	e := events(t, d, 3)
 	require.NoError(t, d.RecordEvent(e[0], s))
 	require.NoError(t, d.RecordEvent(e[1], s))
