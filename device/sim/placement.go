@@ -21,9 +21,9 @@ type placer interface {
 	unplace(addr uint64, size int64)
 }
 
-// Address layout of the simulated device. Malloc addresses come top-down from below
-// mallocTop; reservations come bottom-up from reserveBase, far below, so the two never
-// meet.
+// Address layout of the simulated device: Malloc addresses come from the region below
+// mallocTop (16 times the capacity, at least mallocMinVA, never below mallocLowest);
+// reservations from [reserveBase, reserveTop), below it, so the two never meet.
 const (
 	mallocTop    = 0x7f00_0000_0000
 	mallocMinVA  = 1 << 40
