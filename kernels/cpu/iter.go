@@ -24,13 +24,13 @@ type iter struct {
 // newIter builds the walk over out.Shape; each input must broadcast to it (numpy rules:
 // shapes align at the right, a missing or size-1 dimension repeats).
 func newIter(op string, out Layout, ins ...Layout) iter {
-	it := iter{ops: 1 + len(ins), size: out.Size()}
 	r := len(out.Shape)
+	var off [maxOperands]int
 	var shape [MaxRank]int
 	var st [maxOperands][MaxRank]int
 	copy(shape[:], out.Shape)
 	copy(st[0][:], out.Strides)
-	it.off[0] = out.Offset
+	off[0] = out.Offset
 	for k, in := range ins {
 		d := r - len(in.Shape)
 		if d < 0 {
@@ -45,7 +45,18 @@ func newIter(op string, out Layout, ins ...Layout) iter {
 				panic(fmt.Sprintf("kernels/cpu: %s: input %d of shape %v does not broadcast to %v", op, k, in.Shape, out.Shape))
 			}
 		}
-		it.off[k+1] = in.Offset
+		off[k+1] = in.Offset
+	}
+	return mergedIter(1+len(ins), r, &shape, &st, off)
+}
+
+// mergedIter builds the walk over the r dimensions of shape, operand k having strides
+// st[k] and offset off[k]: dimensions of size 1 are dropped and neighbours that are
+// dense for every operand merged, keeping the row-major order of the elements.
+func mergedIter(ops, r int, shape *[MaxRank]int, st *[maxOperands][MaxRank]int, off [maxOperands]int) iter {
+	it := iter{ops: ops, off: off, size: 1}
+	for i := range r {
+		it.size *= shape[i]
 	}
 	// Merge from the innermost dimension outwards, skipping size-1 dimensions.
 	for i := r - 1; i >= 0; i-- {
@@ -55,7 +66,7 @@ func newIter(op string, out Layout, ins ...Layout) iter {
 		if it.rank > 0 {
 			j := it.rank - 1 // the dimension just inside i, already placed
 			dense := true
-			for k := range it.ops {
+			for k := range ops {
 				if st[k][i] != it.st[k][j]*it.shape[j] {
 					dense = false
 					break
@@ -67,7 +78,7 @@ func newIter(op string, out Layout, ins ...Layout) iter {
 			}
 		}
 		it.shape[it.rank] = shape[i]
-		for k := range it.ops {
+		for k := range ops {
 			it.st[k][it.rank] = st[k][i]
 		}
 		it.rank++
@@ -78,7 +89,7 @@ func newIter(op string, out Layout, ins ...Layout) iter {
 	}
 	for a, b := 0, it.rank-1; a < b; a, b = a+1, b-1 {
 		it.shape[a], it.shape[b] = it.shape[b], it.shape[a]
-		for k := range it.ops {
+		for k := range ops {
 			it.st[k][a], it.st[k][b] = it.st[k][b], it.st[k][a]
 		}
 	}

@@ -1,0 +1,192 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/subletml/sublet/dtype"
+)
+
+// reducedShape returns a dst shape for src shape: some dimensions set to 1, maybe some
+// leading ones dropped.
+func reducedShape(r *rand.Rand, shape []int) []int {
+	out := broadcastShape(r, shape)
+	if len(out) == len(shape) && r.IntN(2) == 0 && len(out) > 0 {
+		out[r.IntN(len(out))] = 1
+	}
+	return out
+}
+
+// refReduce folds, for every dst index, the src elements that map to it in row-major
+// order of the reduced dimensions: it returns the float64 sum, count, and the first
+// maximum (NaN first) with its position among the reduced elements.
+func refReduce(src view, dstShape []int, dstIdx []int) (sum float64, count int, mx float64, arg int64) {
+	shape := src.l.Shape
+	d := len(shape) - len(dstShape)
+	var redShape []int
+	for i, n := range shape {
+		if i < d || dstShape[i-d] == 1 {
+			redShape = append(redShape, n)
+		}
+	}
+	arg = -1
+	forEachIndex(redShape, func(ridx []int) {
+		full := make([]int, len(shape))
+		k := 0
+		for i := range shape {
+			if i < d || dstShape[i-d] == 1 {
+				full[i] = ridx[k]
+				k++
+			} else {
+				full[i] = dstIdx[i-d]
+			}
+		}
+		x := src.get(full)
+		sum += x
+		if arg < 0 || !math.IsNaN(mx) && (x > mx || math.IsNaN(x)) {
+			mx, arg = x, int64(count)
+		}
+		count++
+	})
+	return sum, count, mx, arg
+}
+
+func checkReductions(t *testing.T, r *rand.Rand, src view, dstShape []int) {
+	t.Helper()
+	dt := pick(r, floatTypes)
+	sum := randView(r, dt, dstShape, func() float64 { return 99 })
+	mean := randView(r, dt, dstShape, func() float64 { return 99 })
+	mx := randView(r, dt, dstShape, func() float64 { return 99 })
+	n := Contiguous(dstShape...).Size()
+	idx := make([]int64, n)
+	Sum(sum.op(), src.op())
+	Mean(mean.op(), src.op())
+	Max(mx.op(), idx, src.op())
+	o := 0
+	forEachIndex(dstShape, func(di []int) {
+		s, c, m, a := refReduce(src, dstShape, di)
+		requireClose(t, dt, roundTo(dt, s), sum.get(di), "sum %v->%v at %v", src.l.Shape, dstShape, di)
+		requireClose(t, dt, roundTo(dt, s/float64(c)), mean.get(di), "mean at %v", di)
+		require.Equal(t, roundTo(dt, m), mx.get(di), "max at %v", di)
+		require.Equal(t, a, idx[o], "argmax at %v", di)
+		o++
+	})
+}
+
+func TestReduceAgainstReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(30, 31))
+	for trial := range 300 {
+		shape := randShape(r, 1+r.IntN(4), 6)
+		gen := func() float64 { return float64(r.IntN(7)) - 3 } // ties for max
+		if trial%2 == 0 {
+			gen = func() float64 { return r.NormFloat64() }
+		}
+		src := randView(r, pick(r, floatTypes), shape, gen)
+		checkReductions(t, r, src, reducedShape(r, shape))
+	}
+}
+
+func TestReduceLargePieces(t *testing.T) {
+	// Shapes whose reductions are cut into several pieces, for both the per-output and
+	// the per-row folds, and a full reduction to a scalar.
+	r := rand.New(rand.NewPCG(32, 33))
+	gen := func() float64 { return r.NormFloat64() }
+	cases := []struct{ src, dst []int }{
+		{[]int{3, reducePiece + 1001}, []int{3, 1}},
+		{[]int{2*reducePiece + 7, 3}, []int{1, 3}},
+		{[]int{reducePiece + 5}, nil},
+		{[]int{3, 300, 130}, []int{300, 1}},
+	}
+	for _, c := range cases {
+		src := contiguousView(dtype.F32, c.src, gen)
+		checkReductions(t, r, src, c.dst)
+	}
+}
+
+func TestReduceDeterministicAcrossGOMAXPROCS(t *testing.T) {
+	r := rand.New(rand.NewPCG(34, 35))
+	n := 3*reducePiece + 11
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64() * 1e3)
+	}
+	cols := make([]float32, 4*n)
+	for i := range cols {
+		cols[i] = float32(r.NormFloat64())
+	}
+	run := func() (float32, [4]float32) {
+		var s [1]float32
+		Sum(F32(s[:], Layout{}), F32(x, Contiguous(n)))
+		var c [4]float32
+		Sum(F32(c[:], Contiguous(4)), F32(cols, Contiguous(n, 4)))
+		return s[0], c
+	}
+	old := runtime.GOMAXPROCS(1)
+	defer runtime.GOMAXPROCS(old)
+	s1, c1 := run()
+	for _, p := range []int{2, 3, 8} {
+		runtime.GOMAXPROCS(p)
+		s, c := run()
+		assert.Equal(t, math.Float32bits(s1), math.Float32bits(s), "GOMAXPROCS=%d", p)
+		assert.Equal(t, c1, c, "GOMAXPROCS=%d", p)
+	}
+}
+
+func TestReduceEdges(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	src := []float32{1, nan, 5, -inf, -inf, -inf, 2, 2, 1}
+	var m [3]float32
+	idx := make([]int64, 3)
+	Max(F32(m[:], Contiguous(3, 1)), idx, F32(src, Contiguous(3, 3)))
+	assert.True(t, math.IsNaN(float64(m[0])))
+	assert.Equal(t, []int64{1, 0, 0}, idx, "first NaN, an all -Inf row, the first of equal maxima")
+	assert.Equal(t, float32(math.Inf(-1)), m[1])
+
+	var s [2]float32
+	Sum(F32(s[:], Contiguous(2, 1)), F32(nil, Contiguous(2, 0)))
+	assert.Equal(t, [2]float32{0, 0}, s, "empty sum is 0")
+	Mean(F32(s[:], Contiguous(2, 1)), F32(nil, Contiguous(2, 0)))
+	assert.True(t, math.IsNaN(float64(s[0])), "empty mean is NaN")
+	assert.Panics(t, func() { Max(F32(s[:], Contiguous(2, 1)), idx[:2], F32(nil, Contiguous(2, 0))) })
+	assert.Panics(t, func() { Sum(F32(s[:], Contiguous(2)), F32(src, Contiguous(3, 3))) }, "does not broadcast")
+}
+
+func TestMaxBackward(t *testing.T) {
+	r := rand.New(rand.NewPCG(36, 37))
+	for range 100 {
+		shape := randShape(r, 1+r.IntN(4), 5)
+		dstShape := reducedShape(r, shape)
+		src := randView(r, dtype.F32, shape, func() float64 { return r.NormFloat64() })
+		m := contiguousView(dtype.F32, dstShape, func() float64 { return 0 })
+		idx := make([]int64, m.l.Size())
+		Max(m.op(), idx, src.op())
+		g := randView(r, pick(r, floatTypes), dstShape, func() float64 { return r.Float64() + 1 })
+		dx := randView(r, pick(r, floatTypes), shape, func() float64 { return 99 })
+		MaxBackward(dx.op(), g.op(), idx)
+		// Every dx element is g where it was the max, else 0: summing dx back gives g
+		// and exactly one element per output is non-zero.
+		got := contiguousView(dtype.F32, dstShape, func() float64 { return 0 })
+		Sum(got.op(), dx.op())
+		nonzero := 0
+		forEachIndex(shape, func(i []int) {
+			if dx.get(i) != 0 {
+				nonzero++
+			}
+		})
+		require.Equal(t, m.l.Size(), nonzero)
+		forEachIndex(dstShape, func(i []int) {
+			requireClose(t, dx.dt, roundTo(dx.dt, g.get(i)), got.get(i), "at %v", i)
+		})
+		// The non-zero element is where the source has its max.
+		forEachIndex(shape, func(i []int) {
+			if dx.get(i) != 0 {
+				require.Equal(t, m.get(i), src.get(i))
+			}
+		})
+	}
+}
