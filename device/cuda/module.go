@@ -123,6 +123,9 @@ func (d *Device) Launch(f *Function, cfg LaunchConfig, args ...Arg) error {
 	if len(args) > MaxKernelArgs {
 		return fmt.Errorf("cuda: %s: Launch(%s): %d arguments, at most %d", d.name, f.name, len(args), MaxKernelArgs)
 	}
+	if err := d.live("Launch", cfg.Stream, 0); err != nil {
+		return err
+	}
 	g, b := cfg.Grid.orOnes(), cfg.Block.orOnes()
 	p := d.params.Get().(*launchParams)
 	for i, a := range args {

@@ -8,6 +8,23 @@ import (
 	"github.com/subletml/sublet/device"
 )
 
+// live checks that s (0, the default stream, always is) and e (0: none to check) are
+// live handles of this Device, before op hands them to the driver, which would
+// dereference a stale one.
+func (d *Device) live(op string, s device.Stream, e device.Event) error {
+	d.hmu.RLock()
+	_, sOK := d.streams[s]
+	_, eOK := d.events[e]
+	d.hmu.RUnlock()
+	switch {
+	case s != 0 && !sOK:
+		return fmt.Errorf("cuda: %s: %s: stream %#x is not a live stream of this device", d.name, op, uintptr(s))
+	case e != 0 && !eOK:
+		return fmt.Errorf("cuda: %s: %s: event %#x is not a live event of this device", d.name, op, uintptr(e))
+	}
+	return nil
+}
+
 // NewStream creates a stream that does not synchronize with the default stream
 // (CU_STREAM_NON_BLOCKING), as PyTorch's side streams do: ordering between streams comes
 // only from events.
@@ -16,6 +33,9 @@ func (d *Device) NewStream() (device.Stream, error) {
 	if r := d.call(d.drv.cuStreamCreate, uintptr(unsafe.Pointer(&s)), streamNonBlocking); r != success {
 		return 0, d.drv.errorf(r, "cuStreamCreate(%s, non-blocking)", d.name)
 	}
+	d.hmu.Lock()
+	d.streams[s] = struct{}{}
+	d.hmu.Unlock()
 	return s, nil
 }
 
@@ -24,7 +44,17 @@ func (d *Device) DestroyStream(s device.Stream) error {
 	if s == 0 {
 		return fmt.Errorf("cuda: %s: DestroyStream(0): the default stream cannot be destroyed", d.name)
 	}
+	d.hmu.Lock()
+	_, ok := d.streams[s]
+	delete(d.streams, s)
+	d.hmu.Unlock()
+	if !ok {
+		return fmt.Errorf("cuda: %s: DestroyStream(%#x): not a live stream of this device", d.name, uintptr(s))
+	}
 	if r := d.call(d.drv.cuStreamDestroy, uintptr(s)); r != success {
+		d.hmu.Lock()
+		d.streams[s] = struct{}{}
+		d.hmu.Unlock()
 		return d.drv.errorf(r, "cuStreamDestroy(%#x)", uintptr(s))
 	}
 	return nil
@@ -32,6 +62,9 @@ func (d *Device) DestroyStream(s device.Stream) error {
 
 // SynchronizeStream waits until all work ordered on s has completed.
 func (d *Device) SynchronizeStream(s device.Stream) error {
+	if err := d.live("SynchronizeStream", s, 0); err != nil {
+		return err
+	}
 	if r := d.call(d.drv.cuStreamSynchronize, uintptr(s)); r != success {
 		return d.drv.errorf(r, "cuStreamSynchronize(%#x)", uintptr(s))
 	}
@@ -40,6 +73,9 @@ func (d *Device) SynchronizeStream(s device.Stream) error {
 
 // StreamWaitEvent makes work ordered on s after this call wait for e's last record.
 func (d *Device) StreamWaitEvent(s device.Stream, e device.Event) error {
+	if err := d.live("StreamWaitEvent", s, e); err != nil {
+		return err
+	}
 	if r := d.call(d.drv.cuStreamWaitEvent, uintptr(s), uintptr(e), 0); r != success {
 		return d.drv.errorf(r, "cuStreamWaitEvent(%#x, %#x)", uintptr(s), uintptr(e))
 	}
@@ -58,11 +94,17 @@ func (d *Device) newEvent(flags uintptr, kind string) (device.Event, error) {
 	if r := d.call(d.drv.cuEventCreate, uintptr(unsafe.Pointer(&e)), flags); r != success {
 		return 0, d.drv.errorf(r, "cuEventCreate(%s, %s)", d.name, kind)
 	}
+	d.hmu.Lock()
+	d.events[e] = struct{}{}
+	d.hmu.Unlock()
 	return e, nil
 }
 
 // RecordEvent marks the current end of stream s with e.
 func (d *Device) RecordEvent(e device.Event, s device.Stream) error {
+	if err := d.live("RecordEvent", s, e); err != nil {
+		return err
+	}
 	if r := d.call(d.drv.cuEventRecord, uintptr(e), uintptr(s)); r != success {
 		return d.drv.errorf(r, "cuEventRecord(%#x, stream %#x)", uintptr(e), uintptr(s))
 	}
@@ -72,6 +114,9 @@ func (d *Device) RecordEvent(e device.Event, s device.Stream) error {
 // QueryEvent reports whether the work before e's last record has completed; an event
 // never recorded counts as completed, as in the driver.
 func (d *Device) QueryEvent(e device.Event) (bool, error) {
+	if err := d.live("QueryEvent", 0, e); err != nil {
+		return false, err
+	}
 	switch r := d.call(d.drv.cuEventQuery, uintptr(e)); r {
 	case success:
 		return true, nil
@@ -84,6 +129,9 @@ func (d *Device) QueryEvent(e device.Event) (bool, error) {
 
 // SynchronizeEvent waits until the work before e's last record has completed.
 func (d *Device) SynchronizeEvent(e device.Event) error {
+	if err := d.live("SynchronizeEvent", 0, e); err != nil {
+		return err
+	}
 	if r := d.call(d.drv.cuEventSynchronize, uintptr(e)); r != success {
 		return d.drv.errorf(r, "cuEventSynchronize(%#x)", uintptr(e))
 	}
@@ -93,6 +141,12 @@ func (d *Device) SynchronizeEvent(e device.Event) error {
 // ElapsedTime returns the GPU time between two completed records of timing events
 // (resolution about half a microsecond).
 func (d *Device) ElapsedTime(start, end device.Event) (time.Duration, error) {
+	if err := d.live("ElapsedTime", 0, start); err != nil {
+		return 0, err
+	}
+	if err := d.live("ElapsedTime", 0, end); err != nil {
+		return 0, err
+	}
 	var ms float32
 	if r := d.call(d.drv.cuEventElapsedTime, uintptr(unsafe.Pointer(&ms)), uintptr(start), uintptr(end)); r != success {
 		return 0, d.drv.errorf(r, "cuEventElapsedTime(%#x, %#x)", uintptr(start), uintptr(end))
@@ -102,7 +156,17 @@ func (d *Device) ElapsedTime(start, end device.Event) (time.Duration, error) {
 
 // DestroyEvent destroys an event; a record still pending completes normally.
 func (d *Device) DestroyEvent(e device.Event) error {
+	d.hmu.Lock()
+	_, ok := d.events[e]
+	delete(d.events, e)
+	d.hmu.Unlock()
+	if !ok {
+		return fmt.Errorf("cuda: %s: DestroyEvent(%#x): not a live event of this device", d.name, uintptr(e))
+	}
 	if r := d.call(d.drv.cuEventDestroy, uintptr(e)); r != success {
+		d.hmu.Lock()
+		d.events[e] = struct{}{}
+		d.hmu.Unlock()
 		return d.drv.errorf(r, "cuEventDestroy(%#x)", uintptr(e))
 	}
 	return nil

@@ -27,18 +27,10 @@ type memAccessDesc struct {
 	flags        uint32 // CUmemAccess_flags
 }
 
-// reservation is a range from Reserve. Guarded by Device.mu.
-type reservation struct {
-	size   int64
-	mapped int // live Map calls inside the range
-}
-
-// mapping is one Map call: the physical allocation behind [addr, addr+size) and the
-// reservation holding it. Guarded by Device.mu.
+// mapping is the physical allocation behind one Map call. Guarded by Device.mu.
 type mapping struct {
 	size   int64
 	handle uint64 // CUmemGenericAllocationHandle
-	in     *reservation
 }
 
 // initVirtualMemory prepares the VMM descriptions for this GPU: pinned device memory
@@ -76,57 +68,50 @@ func (d *Device) Reserve(size int64) (device.Ptr, error) {
 	if err := d.checkGranules("Reserve", 0, size); err != nil {
 		return 0, err
 	}
+	d.vmMu.Lock()
+	defer d.vmMu.Unlock()
 	var p device.Ptr
 	if r := d.call(d.drv.cuMemAddressReserve, uintptr(unsafe.Pointer(&p)), uintptr(size), 0, 0, 0); r != success {
 		return 0, d.drv.errorf(r, "cuMemAddressReserve(%d bytes)", size)
 	}
-	d.mu.Lock()
-	d.reserved[p] = &reservation{size: size}
-	d.mu.Unlock()
+	if err := d.table.AddReservation(p, size, nil); err != nil {
+		d.call(d.drv.cuMemAddressFree, uintptr(p), uintptr(size))
+		return 0, fmt.Errorf("cuda: %s: cuMemAddressReserve(%d bytes) returned %#x: %w", d.name, size, uintptr(p), err)
+	}
+	d.count(&d.usage.Reservations, &d.usage.ReservedBytes, 1, size)
 	return p, nil
 }
 
 // Unreserve frees a whole range from Reserve (cuMemAddressFree) once nothing in it is
 // mapped.
 func (d *Device) Unreserve(addr device.Ptr, size int64) error {
-	d.mu.Lock()
-	res, ok := d.reserved[addr]
-	switch {
-	case !ok || res.size != size:
-		d.mu.Unlock()
-		return fmt.Errorf("cuda: %s: Unreserve(%#x, %d bytes): not a whole live Reserve range of this device", d.name, uintptr(addr), size)
-	case res.mapped > 0:
-		d.mu.Unlock()
-		return fmt.Errorf("cuda: %s: Unreserve(%#x, %d bytes): %d mapping(s) still inside; Unmap them first", d.name, uintptr(addr), size, res.mapped)
+	d.vmMu.Lock()
+	defer d.vmMu.Unlock()
+	if _, err := d.table.RemoveReservation(addr, size); err != nil {
+		return fmt.Errorf("cuda: %s: Unreserve: %w", d.name, err)
 	}
-	delete(d.reserved, addr)
-	d.mu.Unlock()
 	if r := d.call(d.drv.cuMemAddressFree, uintptr(addr), uintptr(size)); r != success {
-		d.mu.Lock()
-		d.reserved[addr] = res
-		d.mu.Unlock()
+		if err := d.table.AddReservation(addr, size, nil); err != nil {
+			return fmt.Errorf("cuda: %s: Unreserve(%#x): %w, then %w", d.name, uintptr(addr), d.drv.errorf(r, "cuMemAddressFree"), err)
+		}
 		return d.drv.errorf(r, "cuMemAddressFree(%#x, %d bytes)", uintptr(addr), size)
 	}
+	d.count(&d.usage.Reservations, &d.usage.ReservedBytes, -1, size)
 	return nil
 }
 
-// Map backs [addr, addr+size), inside one reservation, with one new physical allocation
-// (cuMemCreate, cuMemMap, cuMemSetAccess read/write for this GPU). On any failure what
-// the call created is released, so nothing stays mapped; CUDA_ERROR_OUT_OF_MEMORY wraps
-// device.ErrOutOfMemory.
+// Map backs [addr, addr+size), inside one reservation and overlapping no mapped piece,
+// with one new physical allocation (cuMemCreate, cuMemMap, cuMemSetAccess read/write for
+// this GPU). On any failure what the call created is released, so nothing stays mapped;
+// CUDA_ERROR_OUT_OF_MEMORY wraps device.ErrOutOfMemory.
 func (d *Device) Map(addr device.Ptr, size int64) error {
 	if err := d.checkGranules("Map", addr, size); err != nil {
 		return err
 	}
-	d.mu.Lock()
-	res := d.reservationOf(addr, size)
-	_, taken := d.mapped[addr]
-	d.mu.Unlock()
-	switch {
-	case res == nil:
-		return fmt.Errorf("cuda: %s: Map(%#x, %d bytes): not inside one live Reserve range", d.name, uintptr(addr), size)
-	case taken:
-		return fmt.Errorf("cuda: %s: Map(%#x, %d bytes): already mapped", d.name, uintptr(addr), size)
+	d.vmMu.Lock()
+	defer d.vmMu.Unlock()
+	if err := d.table.CheckMap(addr, size, d.granularity); err != nil {
+		return fmt.Errorf("cuda: %s: Map: %w", d.name, err)
 	}
 	var h uint64
 	r := d.enter()
@@ -152,21 +137,15 @@ func (d *Device) Map(addr device.Ptr, size int64) error {
 	if r != success {
 		return d.drv.errorf(r, "%s(%#x, %d bytes) in Map", op, uintptr(addr), size)
 	}
-	d.mu.Lock()
-	d.mapped[addr] = mapping{size: size, handle: h, in: res}
-	res.mapped++
-	d.mu.Unlock()
-	return nil
-}
-
-// reservationOf returns the live reservation holding [addr, addr+size), or nil.
-// Reservations are few (one per expandable segment), so a scan is cheap. d.mu is held.
-func (d *Device) reservationOf(addr device.Ptr, size int64) *reservation {
-	for base, res := range d.reserved {
-		if addr >= base && int64(addr-base)+size <= res.size {
-			return res
-		}
+	if err := d.table.Map(addr, size, d.granularity); err != nil {
+		// CheckMap passed under vmMu, so only a bug gets here.
+		return fmt.Errorf("cuda: %s: Map(%#x, %d bytes) mapped but not recorded: %w", d.name, uintptr(addr), size, err)
 	}
+	d.mu.Lock()
+	d.handles[addr] = mapping{size: size, handle: h}
+	d.usage.Mappings++
+	d.usage.MappedBytes += size
+	d.mu.Unlock()
 	return nil
 }
 
@@ -174,11 +153,10 @@ func (d *Device) reservationOf(addr device.Ptr, size int64) *reservation {
 // memory (cuMemUnmap, cuMemRelease). It does not wait for the GPU: the caller makes sure
 // no work still uses the range.
 func (d *Device) Unmap(addr device.Ptr, size int64) error {
+	d.vmMu.Lock()
+	defer d.vmMu.Unlock()
 	d.mu.Lock()
-	m, ok := d.mapped[addr]
-	if ok && m.size == size {
-		delete(d.mapped, addr)
-	}
+	m, ok := d.handles[addr]
 	d.mu.Unlock()
 	if !ok || m.size != size {
 		return fmt.Errorf("cuda: %s: Unmap(%#x, %d bytes): not one whole live Map of this device", d.name, uintptr(addr), size)
@@ -189,21 +167,24 @@ func (d *Device) Unmap(addr device.Ptr, size int64) error {
 		op = "cuMemUnmap"
 		r = syscallN(d.drv.cuMemUnmap, uintptr(addr), uintptr(size))
 	}
-	unmapped := r == success
-	if unmapped {
-		op = "cuMemRelease"
-		r = syscallN(d.drv.cuMemRelease, uintptr(m.handle))
-	}
-	d.exit()
-	d.mu.Lock()
-	if unmapped {
-		m.in.mapped--
-	} else {
-		d.mapped[addr] = m
-	}
-	d.mu.Unlock()
 	if r != success {
+		d.exit()
 		return d.drv.errorf(r, "%s(%#x, %d bytes) in Unmap", op, uintptr(addr), size)
+	}
+	// Unmapped: the range is gone whatever cuMemRelease says.
+	rel := syscallN(d.drv.cuMemRelease, uintptr(m.handle))
+	d.exit()
+	err := d.table.Unmap(addr, size)
+	d.mu.Lock()
+	delete(d.handles, addr)
+	d.usage.Mappings--
+	d.usage.MappedBytes -= size
+	d.mu.Unlock()
+	switch {
+	case rel != success:
+		return d.drv.errorf(rel, "cuMemRelease(%#x, %d bytes) in Unmap", uintptr(addr), size)
+	case err != nil:
+		return fmt.Errorf("cuda: %s: Unmap(%#x, %d bytes) unmapped but not recorded: %w", d.name, uintptr(addr), size, err)
 	}
 	return nil
 }
