@@ -1,7 +1,8 @@
 package autograd
 
 // Ctx is one run of a node's Function inside a backward. It is used by one
-// goroutine and dies when the Function returns.
+// goroutine and is valid only until the Function returns (Backward reuses it
+// for the next node).
 type Ctx struct {
 	node     *Node
 	unpacked []unpacked // what Saved.Get unpacked in this run; released after it
@@ -34,8 +35,9 @@ func (c *Ctx) keepUnpacked(s *Saved, v Value) {
 
 // end releases what was unpacked during the run.
 func (c *Ctx) end() {
-	for _, u := range c.unpacked {
+	for i, u := range c.unpacked {
 		u.v.Release()
+		c.unpacked[i] = unpacked{}
 	}
-	c.unpacked = nil
+	c.unpacked = c.unpacked[:0]
 }

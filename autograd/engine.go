@@ -34,16 +34,16 @@ type Options struct {
 // released when. On error the nodes already run stay consumed; the others
 // keep their saved values and every gradient the engine held is released.
 func Backward(roots []Root, opts Options) (err error) {
-	b := &backward{opts: opts, tasks: make(map[*Node]*task)}
-	defer b.releaseGrads()
+	b := &backward{opts: opts, index: make(map[*Node]int32)}
+	defer releaseAll(b.grads)
 	retained, err := b.start(roots)
 	defer func() {
 		for _, n := range retained {
 			err = errors.Join(err, n.Release())
 		}
 	}()
-	for err == nil && b.ready.Len() > 0 {
-		err = b.step(b.ready.pop())
+	for err == nil && len(b.ready) > 0 {
+		err = b.step(b.pop())
 	}
 	return err
 }
@@ -51,8 +51,18 @@ func Backward(roots []Root, opts Options) (err error) {
 // backward is the state of one Backward call; one goroutine uses it.
 type backward struct {
 	opts  Options
-	tasks map[*Node]*task
-	ready readyQueue
+	index map[*Node]int32 // task of each reachable node
+	tasks []task          // in discovery order
+	grads []Value         // the gradients buffered for every task's slots
+	ready []int32         // heap of the tasks ready to run (see push)
+	ctx   Ctx             // reused by every run
+}
+
+// gradsOf returns the gradient slots of task i.
+func (b *backward) gradsOf(i int32) []Value {
+	t := &b.tasks[i]
+	end := t.grad + int32(t.node.outputs)
+	return b.grads[t.grad:end:end]
 }
 
 // start checks the roots, retains their nodes (returned, for release at the
@@ -87,14 +97,14 @@ func (b *backward) start(roots []Root) (retained []*Node, err error) {
 	}
 	for _, r := range roots {
 		seeded++
-		if err := b.deliver(b.tasks[r.Edge.Node], r.Edge.Slot, r.Grad); err != nil {
+		if err := b.deliver(b.index[r.Edge.Node], r.Edge.Slot, r.Grad); err != nil {
 			return retained, err
 		}
 	}
 	for _, r := range roots {
-		if t := b.tasks[r.Edge.Node]; t.deps == 0 && !t.queued {
-			t.queued = true // once, also when several roots share the node
-			b.ready.push(t)
+		// Once, also when several roots share the node.
+		if i := b.index[r.Edge.Node]; b.tasks[i].deps == 0 && !b.tasks[i].queued {
+			b.push(i)
 		}
 	}
 	return retained, nil
@@ -117,17 +127,19 @@ func checkRoot(i int, r Root) error {
 // into each, and fails before anything runs if one was consumed or freed.
 func (b *backward) discover(roots []Root) error {
 	var stack []*Node
-	visit := func(n *Node) (*task, error) {
-		if t := b.tasks[n]; t != nil {
-			return t, nil
+	visit := func(n *Node) (int32, error) {
+		if i, ok := b.index[n]; ok {
+			return i, nil
 		}
 		if err := n.checkRunnable(); err != nil {
-			return nil, fmt.Errorf("autograd: Backward: %w", err)
+			return 0, fmt.Errorf("autograd: Backward: %w", err)
 		}
-		t := &task{node: n, ord: len(b.tasks), grads: make([]Value, n.outputs)}
-		b.tasks[n] = t
+		i := int32(len(b.tasks))
+		b.index[n] = i
+		b.tasks = append(b.tasks, task{node: n, grad: int32(len(b.grads))})
+		b.grads = append(b.grads, make([]Value, n.outputs)...)
 		stack = append(stack, n)
-		return t, nil
+		return i, nil
 	}
 	for _, r := range roots {
 		if _, err := visit(r.Edge.Node); err != nil {
@@ -141,11 +153,11 @@ func (b *backward) discover(roots []Root) error {
 			if e.Node == nil {
 				continue
 			}
-			t, err := visit(e.Node)
+			i, err := visit(e.Node)
 			if err != nil {
 				return err
 			}
-			t.deps++
+			b.tasks[i].deps++
 		}
 	}
 	return nil
@@ -155,6 +167,10 @@ func (b *backward) discover(roots []Root) error {
 func (n *Node) checkRunnable() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	return n.runnableLocked()
+}
+
+func (n *Node) runnableLocked() error {
 	switch {
 	case n.fn == nil:
 		return freed(n, "backward")
@@ -164,45 +180,48 @@ func (n *Node) checkRunnable() error {
 	return nil
 }
 
-// deliver adds g (owned by the engine) to the gradient of slot of t's node.
-func (b *backward) deliver(t *task, slot int, g Value) error {
-	if t.grads[slot] == nil {
-		t.grads[slot] = g
+// deliver adds g (owned by the engine) to the gradient of slot of task i.
+func (b *backward) deliver(i int32, slot int, g Value) error {
+	grads := b.gradsOf(i)
+	if grads[slot] == nil {
+		grads[slot] = g
 		return nil
 	}
-	sum, err := b.opts.Arith.Add(t.grads[slot], g)
-	t.grads[slot] = sum
+	sum, err := b.opts.Arith.Add(grads[slot], g)
+	grads[slot] = sum
 	if err != nil {
-		return fmt.Errorf("autograd: summing the gradients of output %d of %s: %w", slot, t.node, err)
+		return fmt.Errorf("autograd: summing the gradients of output %d of %s: %w", slot, b.tasks[i].node, err)
 	}
 	return nil
 }
 
-// step runs one ready node and hands its input gradients on.
-func (b *backward) step(t *task) error {
-	n := t.node
-	outs, err := b.run(t)
+// step runs ready task i and hands its input gradients on.
+func (b *backward) step(i int32) error {
+	n := b.tasks[i].node
+	outs, err := b.run(i)
 	if err != nil {
 		return err
 	}
-	for i, e := range n.inputs {
-		g := outs[i]
-		outs[i] = nil
+	for k, e := range n.inputs {
+		var g Value
+		if outs != nil {
+			g, outs[k] = outs[k], nil
+		}
 		if e.Node == nil {
 			if g != nil {
 				g.Release()
 			}
 			continue
 		}
-		dst := b.tasks[e.Node]
+		dst := b.index[e.Node]
 		if g != nil {
 			if err := b.deliver(dst, e.Slot, g); err != nil {
 				releaseAll(outs)
 				return err
 			}
 		}
-		if dst.deps--; dst.deps == 0 {
-			b.ready.push(dst)
+		if b.tasks[dst].deps--; b.tasks[dst].deps == 0 {
+			b.push(dst)
 		}
 	}
 	if b.opts.AfterNode != nil {
@@ -211,17 +230,18 @@ func (b *backward) step(t *task) error {
 	return nil
 }
 
-// run calls the hooks and the Function of t's node, releases its incoming
-// gradients and (unless retained) its saved values, and returns one gradient
-// per input edge, owned by the engine.
-func (b *backward) run(t *task) ([]Value, error) {
-	n := t.node
+// run calls the hooks and the Function of task i's node, releases its
+// incoming gradients and (unless retained) its saved values, and returns one
+// gradient per input edge, owned by the engine. A node no gradient reached
+// is not run (no Function, no hooks) and returns nil, but is consumed all the
+// same.
+func (b *backward) run(i int32) ([]Value, error) {
+	n := b.tasks[i].node
 	fn, gradHooks, postHooks, err := n.begin()
 	if err != nil {
 		return nil, fmt.Errorf("autograd: Backward: %w", err)
 	}
-	grads := t.grads
-	t.grads = nil
+	grads := b.gradsOf(i)
 	defer releaseAll(grads)
 	arrived := false
 	for slot, g := range grads {
@@ -229,37 +249,47 @@ func (b *backward) run(t *task) ([]Value, error) {
 			continue
 		}
 		arrived = true
+		if gradHooks == nil {
+			continue
+		}
 		if grads[slot], err = runGradHooks(gradHooks[slot], g); err != nil {
 			return nil, nodeError(n, fmt.Errorf("gradient hook of output %d: %w", slot, err))
 		}
 	}
-	outs := make([]Value, len(n.inputs))
+	var outs []Value
 	if arrived {
-		c := &Ctx{node: n}
-		got, err := fn.Backward(c, grads)
-		c.end()
-		if err != nil {
-			releaseAll(got)
-			return nil, nodeError(n, err)
-		}
-		if len(got) != len(n.inputs) {
-			releaseAll(got)
-			return nil, nodeError(n, fmt.Errorf("returned %d gradients for %d inputs", len(got), len(n.inputs)))
-		}
-		copy(outs, got)
-		if err := b.checkFinite(n, outs); err != nil {
-			releaseAll(outs)
+		if outs, err = b.call(n, fn, grads); err != nil {
 			return nil, err
 		}
-	}
-	for _, h := range postHooks {
-		if err := h(n); err != nil {
-			releaseAll(outs)
-			return nil, nodeError(n, fmt.Errorf("post hook: %w", err))
+		for _, h := range postHooks {
+			if err := h(n); err != nil {
+				releaseAll(outs)
+				return nil, nodeError(n, fmt.Errorf("post hook: %w", err))
+			}
 		}
 	}
 	if n.kind == KindOp && !b.opts.RetainGraph {
 		n.releaseSaved()
+	}
+	return outs, nil
+}
+
+// call runs fn and checks what it returned; on error it has released it.
+func (b *backward) call(n *Node, fn Function, grads []Value) ([]Value, error) {
+	b.ctx.node = n
+	outs, err := fn.Backward(&b.ctx, grads)
+	b.ctx.end()
+	switch {
+	case err != nil:
+		err = nodeError(n, err)
+	case len(outs) != len(n.inputs):
+		err = nodeError(n, fmt.Errorf("returned %d gradients for %d inputs", len(outs), len(n.inputs)))
+	default:
+		err = b.checkFinite(n, outs)
+	}
+	if err != nil {
+		releaseAll(outs)
+		return nil, err
 	}
 	return outs, nil
 }
@@ -269,13 +299,14 @@ func (b *backward) run(t *task) ([]Value, error) {
 func (n *Node) begin() (Function, [][]GradHook, []PostHook, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	switch {
-	case n.fn == nil:
-		return nil, nil, nil, freed(n, "backward")
-	case n.kind == KindOp && n.released:
-		return nil, nil, nil, backwardTwice(n)
+	if err := n.runnableLocked(); err != nil {
+		return nil, nil, nil, err
 	}
-	return n.fn, append([][]GradHook(nil), n.gradHooks...), n.postHooks, nil
+	var gradHooks [][]GradHook
+	if n.gradHooks != nil {
+		gradHooks = append(gradHooks, n.gradHooks...)
+	}
+	return n.fn, gradHooks, n.postHooks, nil
 }
 
 func (b *backward) checkFinite(n *Node, outs []Value) error {
@@ -302,14 +333,6 @@ func nodeError(n *Node, err error) error {
 		return fmt.Errorf("autograd: backward of %s: %w", n, err)
 	}
 	return fmt.Errorf("autograd: backward of %s: %w%s", n, err, createdAt(n))
-}
-
-// releaseGrads releases the gradients still buffered after an error.
-func (b *backward) releaseGrads() {
-	for _, t := range b.tasks {
-		releaseAll(t.grads)
-		t.grads = nil
-	}
 }
 
 func releaseAll(vs []Value) {

@@ -249,3 +249,30 @@ func TestNodeAccessors(t *testing.T) {
 	var c autograd.Clock
 	assert.Equal(t, []uint64{1, 2, 3}, []uint64{c.Next(), c.Next(), c.Next()})
 }
+
+// stopFn returns no gradient at all (a detach-like op).
+type stopFn struct{}
+
+func (stopFn) Backward(*autograd.Ctx, []autograd.Value) ([]autograd.Value, error) {
+	return []autograd.Value{nil}, nil
+}
+
+func TestNodeReachedByNoGradientIsConsumedNotRun(t *testing.T) {
+	w, tp := toy(t)
+	a := tp.param(1)
+	h := tp.exp(a)
+	n, err := autograd.NewNode(autograd.NodeSpec{Name: "Stop", Outputs: 1, Fn: stopFn{}, Inputs: []autograd.Edge{h.edge}})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, n.Release()) }()
+	posts := 0
+	for _, m := range []*autograd.Node{h.edge.Node, a.edge.Node} {
+		require.NoError(t, m.AddPostHook(func(*autograd.Node) error { posts++; return nil }))
+	}
+	var ran []string
+	require.NoError(t, runNode(tp, n, autograd.Options{AfterNode: func(m *autograd.Node) { ran = append(ran, m.String()) }}))
+	assert.Equal(t, []string{"Stop#0", "Exp#2", "AccumulateGrad#1"}, ran)
+	assert.Zero(t, posts, "neither Exp's nor the leaf's hooks ran")
+	assert.True(t, h.edge.Node.Released())
+	assert.Zero(t, w.count("saved"))
+	assert.Zero(t, w.count("leafgrad"), "the leaf got no gradient")
+}

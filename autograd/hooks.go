@@ -26,6 +26,9 @@ func (n *Node) AddGradHook(slot int, h GradHook) error {
 	if n.fn == nil {
 		return freed(n, "AddGradHook")
 	}
+	if n.gradHooks == nil {
+		n.gradHooks = make([][]GradHook, n.outputs)
+	}
 	n.gradHooks[slot] = append(n.gradHooks[slot], h)
 	return nil
 }

@@ -1,41 +1,65 @@
 package autograd
 
-import "container/heap"
-
-// task is the per-backward state of one reachable node.
+// task is the per-backward state of one reachable node. Its index in
+// backward.tasks is its discovery order, which breaks ties between equal
+// priorities.
 type task struct {
 	node   *Node
-	ord    int     // discovery order; breaks ties between equal priorities
-	deps   int     // edges from reachable nodes that have not delivered yet
-	grads  []Value // per output slot, summed as contributions arrive
-	queued bool    // pushed on the ready queue (a node runs once)
+	deps   int32 // edges from reachable nodes that have not delivered yet
+	grad   int32 // its gradients, one per output slot, start at backward.grads[grad]
+	queued bool  // pushed on the ready queue (a node runs once)
 }
 
 // before is the run order of ready nodes (see the package doc).
-func (t *task) before(u *task) bool {
-	ta, ua := t.node.kind == KindAccumulate, u.node.kind == KindAccumulate
+func (b *backward) before(i, j int32) bool {
+	t, u := b.tasks[i].node, b.tasks[j].node
+	ta, ua := t.kind == KindAccumulate, u.kind == KindAccumulate
 	if ta != ua {
 		return ta
 	}
-	if !ta && t.node.seq != u.node.seq {
-		return t.node.seq > u.node.seq
+	if !ta && t.seq != u.seq {
+		return t.seq > u.seq
 	}
-	return t.ord < u.ord
+	return i < j
 }
 
-// readyQueue holds the nodes whose dependencies have all delivered.
-type readyQueue []*task
-
-func (q readyQueue) Len() int           { return len(q) }
-func (q readyQueue) Less(i, j int) bool { return q[i].before(q[j]) }
-func (q readyQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
-func (q *readyQueue) Push(x any)        { *q = append(*q, x.(*task)) }
-func (q *readyQueue) Pop() any {
-	old := *q
-	t := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return t
+// push queues task i, whose dependencies have all delivered (a binary heap
+// in b.ready ordered by before).
+func (b *backward) push(i int32) {
+	b.tasks[i].queued = true
+	q := append(b.ready, i)
+	for k := len(q) - 1; k > 0; {
+		p := (k - 1) / 2
+		if !b.before(q[k], q[p]) {
+			break
+		}
+		q[k], q[p] = q[p], q[k]
+		k = p
+	}
+	b.ready = q
 }
 
-func (q *readyQueue) push(t *task) { heap.Push(q, t) }
-func (q *readyQueue) pop() *task   { return heap.Pop(q).(*task) }
+// pop removes and returns the task to run next.
+func (b *backward) pop() int32 {
+	q := b.ready
+	top := q[0]
+	last := len(q) - 1
+	q[0] = q[last]
+	q = q[:last]
+	for k := 0; ; {
+		m, l, r := k, 2*k+1, 2*k+2
+		if l < len(q) && b.before(q[l], q[m]) {
+			m = l
+		}
+		if r < len(q) && b.before(q[r], q[m]) {
+			m = r
+		}
+		if m == k {
+			break
+		}
+		q[k], q[m] = q[m], q[k]
+		k = m
+	}
+	b.ready = q
+	return top
+}
