@@ -24,6 +24,8 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"demo", "show the caching allocator on a few generated traces", runDemo},
+		{"replay", "replay a trace through the caching allocator; print its statistics as JSON", runReplay},
 		{"trace", "generate, list and summarize allocation traces (sublet trace -h)", runTrace},
 	}
 }

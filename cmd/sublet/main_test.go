@@ -125,3 +125,139 @@ func TestTraceKinds(t *testing.T) {
 		assert.Contains(t, out, k+" ")
 	}
 }
+
+// replayOut is the JSON sublet replay prints.
+type replayOut struct {
+	Keys   []string         `json:"keys"`
+	Series [][]int64        `json:"series"`
+	Final  map[string]int64 `json:"final"`
+}
+
+func TestReplayCommittedTrace(t *testing.T) {
+	code, out, errs := sublet("replay", "-trace", "../../testdata/traces/blog.jsonl.gz", "-series")
+	require.Equal(t, 0, code, errs)
+	var r replayOut
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	assert.Equal(t, replay.SeriesKeys(), r.Keys)
+	events, err := replay.ReadFile("../../testdata/traces/blog.jsonl.gz")
+	require.NoError(t, err)
+	require.Len(t, r.Series, len(events))
+	// The trace opens with the blog's 8 x 16 MiB: eight 16 MiB segments.
+	assert.Equal(t, []int64{128 << 20, 128 << 20, 128 << 20, 0, 8, 0, 0, 8, 0, 128 << 20}, r.Series[7])
+	// Then 4 x 32 MiB after freeing them: four more segments, 256 MiB reserved.
+	assert.Equal(t, []int64{128 << 20, 256 << 20, 128 << 20, 0, 12, 0, 0, 12, 0, 128 << 20}, r.Series[19])
+	var peak int64
+	for _, row := range r.Series {
+		peak = max(peak, row[1])
+	}
+	assert.Equal(t, int64(0), r.Final["allocated_bytes.all.current"])
+	assert.Equal(t, int64(0), r.Final["reserved_bytes.all.current"], "the trace ends with empty_cache")
+	assert.Contains(t, r.Final, "oversize_segments.peak")
+
+	code, out, errs = sublet("replay", "-trace", "../../testdata/traces/blog.jsonl.gz")
+	require.Equal(t, 0, code, errs)
+	r = replayOut{}
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	assert.Nil(t, r.Series, "no series without -series")
+	assert.Equal(t, peak, r.Final["reserved_bytes.all.peak"])
+}
+
+func TestReplayConfFractionCapacity(t *testing.T) {
+	trace := "../../testdata/traces/oom_fraction.jsonl.gz"
+	final := func(args ...string) map[string]int64 {
+		t.Helper()
+		code, out, errs := sublet(append([]string{"replay", "-trace", trace}, args...)...)
+		require.Equal(t, 0, code, errs)
+		var r replayOut
+		require.NoError(t, json.Unmarshal([]byte(out), &r))
+		return r.Final
+	}
+	free := final()
+	assert.Equal(t, int64(0), free["num_ooms"], "an H200 holds the whole trace")
+	limited := final("-fraction", "0.0143")
+	assert.Greater(t, limited["num_ooms"], int64(0))
+	assert.LessOrEqual(t, limited["reserved_bytes.all.peak"], int64(2146571289) /* 0.0143 x 150109880320 */)
+	small := final("-capacity", "2147483648")
+	assert.Greater(t, small["num_ooms"], int64(0))
+	assert.LessOrEqual(t, small["reserved_bytes.all.peak"], int64(2147483648))
+	gc := final("-fraction", "0.0143", "-conf", "garbage_collection_threshold:0.6")
+	assert.NotEqual(t, limited["num_device_free"], gc["num_device_free"], "garbage collection frees segments early")
+}
+
+func TestReplaySegmentsFile(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "t.jsonl")
+	require.NoError(t, os.WriteFile(trace, []byte(`{"op":"alloc","id":1,"size":512}
+{"op":"alloc","id":2,"size":3000000}
+`), 0o644))
+	segs := filepath.Join(dir, "segs.json")
+	require.NoError(t, os.WriteFile(segs, []byte(`[{"size":2097152,"addr":140737488355328},{"size":20971520,"addr":140737454800896}]`), 0o644))
+	code, out, errs := sublet("replay", "-trace", trace, "-segments", segs)
+	require.Equal(t, 0, code, errs)
+	var r replayOut
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	assert.Equal(t, int64(22<<20), r.Final["reserved_bytes.all.current"])
+
+	// The recording says 2 MiB where the allocator asks for 20: the decisions diverged.
+	require.NoError(t, os.WriteFile(segs, []byte(`[{"size":2097152,"addr":140737488355328},{"size":2097152,"addr":140737454800896}]`), 0o644))
+	code, out, errs = sublet("replay", "-trace", trace, "-segments", segs)
+	assert.Equal(t, 1, code)
+	assert.Empty(t, out)
+	assert.Contains(t, errs, trace+": replay line 2 (alloc id 2 size 3000000)")
+	assert.Contains(t, errs, "segment index 1")
+}
+
+func TestReplayErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.jsonl")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"op":"alloc","id":1,"size":512}`+"\n"+`{"op":"frees","id":1}`+"\n"), 0o644))
+	good := "../../testdata/traces/blog.jsonl.gz"
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{}, 2, "-trace is required"},
+		{[]string{"-trace", bad}, 1, bad + " line 2: unknown op \"frees\""},
+		{[]string{"-trace", filepath.Join(dir, "none.jsonl")}, 1, "no such file"},
+		{[]string{"-trace", good, "-conf", "max_split_size_mb:x"}, 1, "max_split_size_mb"},
+		{[]string{"-trace", good, "-fraction", "1.5"}, 1, "fraction must be in [0, 1]"},
+		{[]string{"-trace", good, "-device", "tpu"}, 1, `unknown device "tpu": want sim, cpu or cuda:N`},
+		{[]string{"-trace", good, "-device", "cuda:x"}, 1, "want cuda:N"},
+		{[]string{"-trace", good, "-device", "cuda:-1"}, 1, "want cuda:N"},
+		{[]string{"-trace", good, "-device", "cuda:999"}, 1, "device cuda:999: "},
+		{[]string{"-trace", good, "-device", "cpu", "-segments", "x"}, 1, "simulated device only"},
+		{[]string{"-trace", good, "-capacity", "-5"}, 1, "Capacity is -5"},
+		{[]string{"-trace", good, "-segments", filepath.Join(dir, "none.json")}, 1, "no such file"},
+	} {
+		code, out, errs := sublet(append([]string{"replay"}, c.args...)...)
+		assert.Equal(t, c.code, code, "%v: %s", c.args, errs)
+		assert.Empty(t, out, "%v", c.args)
+		assert.Contains(t, errs, c.msg, "%v", c.args)
+	}
+}
+
+func TestReplayOnCPUDecidesAsOnSim(t *testing.T) {
+	finals := map[string]map[string]int64{}
+	for _, dev := range []string{"cpu", "sim"} {
+		code, out, errs := sublet("replay", "-trace", "../../testdata/traces/blog.jsonl.gz", "-device", dev)
+		require.Equal(t, 0, code, errs)
+		var r replayOut
+		require.NoError(t, json.Unmarshal([]byte(out), &r))
+		finals[dev] = r.Final
+	}
+	assert.Equal(t, finals["sim"], finals["cpu"])
+	assert.Equal(t, int64(0), finals["cpu"]["reserved_bytes.all.current"])
+}
+
+func TestDemo(t *testing.T) {
+	code, out, errs := sublet("demo")
+	require.Equal(t, 0, code, errs)
+	assert.Contains(t, out, "8 x 16 MiB, freed, then 4 x 32 MiB   reserved  256 MiB (default)")
+	assert.Contains(t, out, "4 x 32 MiB, freed, then 8 x 16 MiB   reserved  128 MiB (default)")
+	for _, r := range demoRuns {
+		assert.Contains(t, out, r.kind)
+	}
+	code, _, _ = sublet("demo", "extra")
+	assert.Equal(t, 2, code)
+}

@@ -1,0 +1,162 @@
+package replay
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/subletml/sublet/alloc"
+	"github.com/subletml/sublet/device"
+)
+
+// seriesKeys are the statistics recorded after every event, in torch_replay.py's KEYS
+// order, with where each lives in alloc.Stats. Reading the struct instead of building
+// StatsMap's ~120-entry map per event keeps a 10k-event replay in milliseconds; a test
+// checks every getter against StatsMap.
+var seriesKeys = [...]struct {
+	name string
+	get  func(s *alloc.Stats) int64
+}{
+	{"allocated_bytes.all.current", func(s *alloc.Stats) int64 { return s.AllocatedBytes[alloc.StatAll].Current }},
+	{"reserved_bytes.all.current", func(s *alloc.Stats) int64 { return s.ReservedBytes[alloc.StatAll].Current }},
+	{"active_bytes.all.current", func(s *alloc.Stats) int64 { return s.ActiveBytes[alloc.StatAll].Current }},
+	{"inactive_split_bytes.all.current", func(s *alloc.Stats) int64 { return s.InactiveSplitBytes[alloc.StatAll].Current }},
+	{"segment.all.current", func(s *alloc.Stats) int64 { return s.Segment[alloc.StatAll].Current }},
+	{"num_alloc_retries", func(s *alloc.Stats) int64 { return s.NumAllocRetries }},
+	{"num_ooms", func(s *alloc.Stats) int64 { return s.NumOOMs }},
+	{"num_device_alloc", func(s *alloc.Stats) int64 { return s.NumDeviceAlloc }},
+	{"num_device_free", func(s *alloc.Stats) int64 { return s.NumDeviceFree }},
+	{"requested_bytes.all.current", func(s *alloc.Stats) int64 { return s.RequestedBytes[alloc.StatAll].Current }},
+}
+
+// SeriesKeys returns the names of a Result's series columns, torch_replay.py's KEYS.
+func SeriesKeys() []string {
+	keys := make([]string, len(seriesKeys))
+	for i, k := range seriesKeys {
+		keys[i] = k.name
+	}
+	return keys
+}
+
+// Result is a replay's outcome, shaped like torch_replay.py's output.
+type Result struct {
+	// Keys names the columns of Series (SeriesKeys).
+	Keys []string `json:"keys"`
+	// Series has one row per event replayed, taken after the event; nil unless asked for.
+	Series [][]int64 `json:"series,omitempty"`
+	// Final is every statistic after the last event, under PyTorch's flat key names
+	// (num_ooms counts the allocs that ended in OOM).
+	Final map[string]int64 `json:"final"`
+	// Live are the blocks of the trace's ids still allocated after the last event
+	// replayed, for a caller that gives the device back (Free each, then EmptyCache).
+	Live []device.Ptr `json:"-"`
+}
+
+// EventError is a replay stopped at one event by an error that is not an OOM.
+type EventError struct {
+	// Index is the 0-based event index; the event is line Index+1 of its trace.
+	Index int
+	Event Event
+	Err   error
+}
+
+func (e *EventError) Error() string {
+	return fmt.Sprintf("replay line %d (%s id %d size %d): %v", e.Index+1, e.Event.Op, e.Event.ID, e.Event.Size, e.Err)
+}
+
+func (e *EventError) Unwrap() error { return e.Err }
+
+// Replay runs events through a, as torch_replay.py runs them through PyTorch: an alloc
+// that fails with *alloc.OOMError (counted by the allocator in num_ooms) leaves its id
+// not live, so the trace's later free of it is skipped; any other error
+// stops the replay with an *EventError, returning the rows recorded before it. Trace
+// streams other than 0 become device streams created on first use. With series, a row
+// of SeriesKeys is recorded after every event. Ids still live at the end stay allocated
+// (Result.Live).
+func Replay(a *alloc.Allocator, events []Event, series bool) (*Result, error) {
+	if err := Validate(events); err != nil {
+		return nil, err
+	}
+	res := &Result{Keys: SeriesKeys()}
+	if series {
+		res.Series = make([][]int64, 0, len(events))
+	}
+	r := replayer{a: a, ptrs: make(map[int64]device.Ptr), streams: map[int64]device.Stream{0: 0}}
+	for i, e := range events {
+		if err := r.apply(e); err != nil {
+			r.finish(res)
+			return res, &EventError{Index: i, Event: e, Err: err}
+		}
+		if series {
+			st := a.Stats()
+			row := make([]int64, len(seriesKeys))
+			for j, k := range seriesKeys {
+				row[j] = k.get(&st)
+			}
+			res.Series = append(res.Series, row)
+		}
+	}
+	r.finish(res)
+	return res, nil
+}
+
+// finish records the final statistics and the blocks still live, lowest id first.
+func (r *replayer) finish(res *Result) {
+	res.Final = r.a.StatsMap()
+	ids := slices.Sorted(maps.Keys(r.ptrs))
+	for _, id := range ids {
+		res.Live = append(res.Live, r.ptrs[id])
+	}
+}
+
+// replayer is the state of one Replay call.
+type replayer struct {
+	a *alloc.Allocator
+	// ptrs maps each live trace id to its block; an id whose alloc hit OOM is absent.
+	ptrs map[int64]device.Ptr
+	// streams maps trace stream numbers to device streams.
+	streams map[int64]device.Stream
+}
+
+func (r *replayer) apply(e Event) error {
+	switch e.Op {
+	case OpAlloc:
+		s, err := r.stream(e.Stream)
+		if err != nil {
+			return err
+		}
+		p, err := r.a.Alloc(e.Size, s)
+		var oom *alloc.OOMError
+		if errors.As(err, &oom) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		r.ptrs[e.ID] = p
+	case OpFree:
+		p, ok := r.ptrs[e.ID]
+		if !ok {
+			return nil
+		}
+		delete(r.ptrs, e.ID)
+		return r.a.Free(p)
+	case OpEmptyCache:
+		return r.a.EmptyCache()
+	}
+	return nil
+}
+
+// stream returns the device stream of trace stream n, creating it on first use.
+func (r *replayer) stream(n int64) (device.Stream, error) {
+	if s, ok := r.streams[n]; ok {
+		return s, nil
+	}
+	s, err := r.a.Device().NewStream()
+	if err != nil {
+		return 0, fmt.Errorf("create device stream for trace stream %d: %w", n, err)
+	}
+	r.streams[n] = s
+	return s, nil
+}
