@@ -98,3 +98,30 @@ func TestConcurrentReleaseOfLossesSharingAPrefix(t *testing.T) {
 	assert.True(t, e.edge.Node.Freed())
 	assert.Equal(t, 1, a.edge.Node.Refs())
 }
+
+func TestConcurrentConsumingBackwardsOnOneGraph(t *testing.T) {
+	for range 20 {
+		w, tp := toy(t)
+		a := tp.param(0.3)
+		y := tp.tanh(tp.mul(tp.exp(a), a))
+		const goroutines = 4
+		errs := make(chan error, goroutines)
+		var wg sync.WaitGroup
+		for range goroutines {
+			wg.Go(func() { errs <- tp.backward(y, autograd.Options{}) })
+		}
+		wg.Wait()
+		close(errs)
+		ok := 0
+		for err := range errs {
+			if err == nil {
+				ok++
+				continue
+			}
+			require.ErrorIs(t, err, autograd.ErrBackwardTwice)
+		}
+		assert.Positive(t, ok, "one backward at least got through")
+		assert.Zero(t, w.count("saved"))
+		assert.Zero(t, w.count("grad"))
+	}
+}

@@ -64,7 +64,9 @@
 // lead to it, and runs a node once all of them have delivered (gradients for
 // the same output slot are summed first). Among ready nodes it runs
 // accumulate nodes first (so a leaf's gradient is folded in and freed at
-// once), then the highest sequence number, then the node discovered first.
+// once), then the highest sequence number, then the node discovered first. A
+// node that no gradient reached (its consumers returned nil for it) is not
+// called, nor are its hooks, but it is consumed like the others.
 // The order of runs, and so of releases, is therefore a function of the graph
 // alone: memory at named moments is deterministic.
 //
@@ -72,15 +74,16 @@
 //
 // There is no package-level mutable state, no grad mode and no thread-local:
 // options travel in Options, saved hooks in the arguments of Save, sequence
-// numbers in an explicit Clock. Backward keeps its per-call state on its own
-// stack, so backwards over disjoint graphs run concurrently. Shared nodes
+// numbers in an explicit Clock. Backward keeps its per-call state in its own
+// frame, so backwards over disjoint graphs run concurrently. Shared nodes
 // (leaves used by two graphs, retained subgraphs) guard their state with a
 // per-node mutex; the Functions of shared nodes must be safe for concurrent
 // calls themselves.
 //
 // # Errors
 //
-// Every failure is a returned error naming the node: ErrBackwardTwice,
+// Every failure is a returned error, naming the node where there is one:
+// ErrBackwardTwice,
 // ErrFreed, ErrModifiedInPlace, *AnomalyError (a non-finite gradient under Options.DetectAnomaly,
 // with the op's creation Site) and errors returned by Functions, hooks and
 // Arith, wrapped with the node that failed. The package never panics on

@@ -83,14 +83,13 @@ type Node struct {
 	// when it drops to zero and never comes back. Changed only by CAS.
 	refs atomic.Int32
 
-	mu         sync.Mutex
-	fn         Function     // guarded by mu; nil once freed
-	saved      []*Saved     // guarded by mu; nil once released or freed
-	nsaved     int          // guarded by mu; Saves so far (numbers them)
-	released   bool         // guarded by mu; backward consumed the node
-	gradHooks  [][]GradHook // guarded by mu; per output slot, nil once freed
-	gradHooked bool         // guarded by mu; some slot has a hook
-	postHooks  []PostHook   // guarded by mu; nil once freed
+	mu        sync.Mutex
+	fn        Function     // guarded by mu; nil once freed
+	saved     []*Saved     // guarded by mu; nil once released or freed
+	nsaved    int          // guarded by mu; Saves so far (numbers them)
+	released  bool         // guarded by mu; backward consumed the node
+	gradHooks [][]GradHook // guarded by mu; per output slot; nil until the first, and once freed
+	postHooks []PostHook   // guarded by mu; nil once freed
 }
 
 // NewNode records a node. It takes a reference on every producer in

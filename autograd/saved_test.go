@@ -305,3 +305,15 @@ func TestInPlaceModificationOfSavedValue(t *testing.T) {
 		require.NoError(t, n.Release())
 	}
 }
+
+type nilPack struct{}
+
+func (nilPack) Pack(v autograd.Value) (autograd.Value, error) { v.Release(); return nil, nil }
+func (nilPack) Unpack(autograd.Value) (autograd.Value, error) { return nil, nil }
+
+func TestPackReturningNil(t *testing.T) {
+	w, tp := toy(t)
+	y := tp.exp(tp.param(1))
+	_, err := y.edge.Node.Save(w.newVal("saved", "x", 1), nilPack{})
+	require.ErrorContains(t, err, "pack hook returned nil")
+}
