@@ -24,7 +24,8 @@ export CGO_ENABLED=0 GOOS=linux GOARCH=amd64
 # stripped: the binaries travel within the 64 MiB carry limit
 FLAGS=(-trimpath "-ldflags=-s -w")
 
-rm -rf .gpu/bin .gpu/bench .gpu/tests.txt
+# outputs of earlier builds and runs would travel too
+rm -rf .gpu/bin .gpu/bench .gpu/tests.txt .gpu/out .gpu/oracle-work .gpu/traces .gpu/suite
 mkdir -p .gpu/bin
 go build "${FLAGS[@]}" -o .gpu/bin/sublet ./cmd/sublet
 : >.gpu/tests.txt
