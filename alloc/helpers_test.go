@@ -33,6 +33,17 @@ func newAlloc(t testing.TB, capacity int64, cfg Config) (*Allocator, *sim.Device
 	return a, d
 }
 
+// newStream creates a stream on d, held (its events stay pending) when held is true.
+func newStream(t testing.TB, d *sim.Device, held bool) device.Stream {
+	t.Helper()
+	s, err := d.NewStream()
+	require.NoError(t, err)
+	if held {
+		require.NoError(t, d.HoldStream(s))
+	}
+	return s
+}
+
 func mustAlloc(t testing.TB, a *Allocator, size int64, s device.Stream) device.Ptr {
 	t.Helper()
 	p, err := a.Alloc(size, s)
@@ -51,6 +62,7 @@ func mustFree(t testing.TB, a *Allocator, ps ...device.Ptr) {
 // EmptyCache the allocator holds nothing and the device has nothing in use.
 func requireDrained(t testing.TB, a *Allocator, d *sim.Device) {
 	t.Helper()
+	checkInvariants(t, a)
 	st := a.Stats()
 	require.Zero(t, st.AllocatedBytes[StatAll].Current, "allocated bytes at the end")
 	require.Zero(t, st.ActiveBytes[StatAll].Current, "active bytes at the end")
