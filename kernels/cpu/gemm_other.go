@@ -1,0 +1,6 @@
+//go:build !amd64
+
+package cpu
+
+// gemmKernels lists the micro-kernels this machine can run: the pure-Go one.
+func gemmKernels() []*gemmKernel { return []*gemmKernel{goGemmKernel()} }

@@ -1,0 +1,193 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// refGemm is the definition of Sgemm in float64 loops.
+func refGemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) []float64 {
+	out := make([]float64, m*n)
+	for i := range m {
+		for j := range n {
+			s := 0.0
+			for p := range k {
+				var av, bv float32
+				if transA {
+					av = a[p*lda+i]
+				} else {
+					av = a[i*lda+p]
+				}
+				if transB {
+					bv = b[j*ldb+p]
+				} else {
+					bv = b[p*ldb+j]
+				}
+				s += float64(av) * float64(bv)
+			}
+			s *= float64(alpha)
+			if beta != 0 {
+				s += float64(beta) * float64(c[i*ldc+j])
+			}
+			out[i*n+j] = s
+		}
+	}
+	return out
+}
+
+type gemmCase struct {
+	transA, transB bool
+	m, n, k        int
+	lda, ldb, ldc  int
+	alpha, beta    float32
+	a, b, c        []float32
+}
+
+func randGemmCase(r *rand.Rand, m, n, k int) gemmCase {
+	g := gemmCase{transA: r.IntN(2) == 0, transB: r.IntN(2) == 0, m: m, n: n, k: k}
+	ar, ac := m, k
+	if g.transA {
+		ar, ac = k, m
+	}
+	br, bc := k, n
+	if g.transB {
+		br, bc = n, k
+	}
+	g.lda, g.ldb, g.ldc = ac+r.IntN(3), bc+r.IntN(3), n+r.IntN(3)
+	fill := func(rows, ld int) []float32 {
+		s := make([]float32, max(rows*ld, 1))
+		for i := range s {
+			s[i] = float32(r.IntN(17)-8) / 8 // exact products and sums in float32
+		}
+		return s
+	}
+	g.a, g.b, g.c = fill(ar, g.lda), fill(br, g.ldb), fill(m, g.ldc)
+	g.alpha = []float32{1, -0.5, 2}[r.IntN(3)]
+	g.beta = []float32{0, 1, 0.5}[r.IntN(3)]
+	if g.beta == 0 {
+		for i := range g.c {
+			g.c[i] = float32(math.NaN()) // beta 0 must not read C
+		}
+	}
+	return g
+}
+
+func (g gemmCase) check(t *testing.T, kern *gemmKernel, batchOffset int) {
+	t.Helper()
+	want := refGemm(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc)
+	c := append([]float32(nil), g.c...)
+	kern.sgemm(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, c, g.ldc)
+	for i := range g.m {
+		for j := range g.n {
+			require.InDelta(t, want[i*g.n+j], c[i*g.ldc+j], 1e-5*(1+math.Abs(want[i*g.n+j])),
+				"%s %dx%dx%d tA=%v tB=%v alpha=%v beta=%v at (%d,%d)", kern.name, g.m, g.n, g.k, g.transA, g.transB, g.alpha, g.beta, i, j)
+		}
+		for j := g.n; j < g.ldc && i*g.ldc+j < len(c); j++ {
+			require.Equal(t, math.Float32bits(g.c[i*g.ldc+j]), math.Float32bits(c[i*g.ldc+j]), "wrote past n at (%d,%d)", i, j)
+		}
+	}
+}
+
+func TestSgemmAgainstReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(40, 41))
+	for _, kern := range gemmKernels() {
+		t.Run(kern.name, func(t *testing.T) {
+			for range 150 {
+				randGemmCase(r, r.IntN(40), r.IntN(70), r.IntN(40)).check(t, kern, 0)
+			}
+			// Sizes crossing the blocking: several kc slices, mc blocks and nr panels,
+			// with edges everywhere.
+			for _, s := range [][3]int{{kern.mc + 3, 2*kern.nr + 5, kern.kc + 7}, {2*kern.mr + 1, 300, 2*kern.kc + 1}, {130, 67, 3}, {1, 129, 513}} {
+				randGemmCase(r, s[0], s[1], s[2]).check(t, kern, 0)
+			}
+		})
+	}
+}
+
+func TestSgemmLargeNC(t *testing.T) {
+	// Crosses the nc blocking of the pure-Go kernel (the smallest), so jc loops run.
+	r := rand.New(rand.NewPCG(42, 43))
+	kern := goGemmKernel()
+	randGemmCase(r, 9, kern.nc+33, 17).check(t, kern, 0)
+}
+
+func TestSgemmEdgeSizes(t *testing.T) {
+	c := []float32{1, 2, 3, 4}
+	Sgemm(false, false, 2, 2, 0, 1, nil, 0, nil, 2, 3, c, 2)
+	assert.Equal(t, []float32{3, 6, 9, 12}, c, "k = 0 scales C by beta")
+	Sgemm(false, false, 2, 2, 3, 0, make([]float32, 6), 3, make([]float32, 6), 2, 0, c, 2)
+	assert.Equal(t, []float32{0, 0, 0, 0}, c, "alpha = 0, beta = 0 zeroes C")
+	Sgemm(false, false, 0, 5, 5, 1, nil, 5, make([]float32, 25), 5, 0, nil, 5)
+	assert.PanicsWithValue(t, "kernels/cpu: sgemm: A is 2×3 with lda = 3, needing 6 floats, but has 5", func() {
+		Sgemm(false, false, 2, 2, 3, 1, make([]float32, 5), 3, make([]float32, 6), 2, 0, c, 2)
+	})
+	assert.PanicsWithValue(t, "kernels/cpu: sgemm: B is 2×3 as stored but ldb = 2 < 3", func() {
+		Sgemm(false, true, 2, 2, 3, 1, make([]float32, 6), 3, make([]float32, 6), 2, 0, c, 2)
+	})
+}
+
+func TestSgemmBatched(t *testing.T) {
+	r := rand.New(rand.NewPCG(44, 45))
+	for _, big := range []bool{false, true} {
+		m, n, k, batch := 5, 7, 3, 9
+		if big {
+			m, n, k, batch = 70, 65, 66, 3
+		}
+		g := randGemmCase(r, m, n, k)
+		sizeA, sizeB := len(g.a), len(g.b)
+		strideA := []int{0, sizeA}[r.IntN(2)] // 0: one A shared by the batch
+		strideB := sizeB
+		strideC := len(g.c) + 2
+		a := make([]float32, sizeA+strideA*(batch-1))
+		b := make([]float32, sizeB+strideB*(batch-1))
+		c := make([]float32, len(g.c)+strideC*(batch-1))
+		for i := range a {
+			a[i] = float32(r.IntN(9) - 4)
+		}
+		for i := range b {
+			b[i] = float32(r.IntN(9) - 4)
+		}
+		for i := range c {
+			c[i] = float32(r.IntN(9) - 4)
+		}
+		before := append([]float32(nil), c...)
+		SgemmBatched(g.transA, g.transB, m, n, k, g.alpha, a, g.lda, strideA, b, g.ldb, strideB, 1, c, g.ldc, strideC, batch)
+		for i := range batch {
+			want := refGemm(g.transA, g.transB, m, n, k, g.alpha, a[i*strideA:], g.lda, b[i*strideB:], g.ldb, 1, before[i*strideC:], g.ldc)
+			for x := range m {
+				for y := range n {
+					require.InDelta(t, want[x*n+y], c[i*strideC+x*g.ldc+y], 1e-3, "batch %d (%d,%d)", i, x, y)
+				}
+			}
+		}
+	}
+}
+
+func TestSgemmDeterministic(t *testing.T) {
+	// Inputs whose sums round, computed twice in parallel: the same bits.
+	r := rand.New(rand.NewPCG(46, 47))
+	m, n, k := 150, 170, 600
+	a := make([]float32, m*k)
+	b := make([]float32, k*n)
+	for i := range a {
+		a[i] = float32(r.NormFloat64())
+	}
+	for i := range b {
+		b[i] = float32(r.NormFloat64())
+	}
+	c1 := make([]float32, m*n)
+	c2 := make([]float32, m*n)
+	Sgemm(false, false, m, n, k, 1, a, k, b, n, 0, c1, n)
+	Sgemm(false, false, m, n, k, 1, a, k, b, n, 0, c2, n)
+	assert.Equal(t, c1, c2)
+}
+
+func TestGemmKernelName(t *testing.T) {
+	ks := gemmKernels()
+	assert.Equal(t, ks[0].name, GemmKernel())
+	assert.Equal(t, "go", ks[len(ks)-1].name)
+}
