@@ -69,10 +69,10 @@ func (e *EventError) Unwrap() error { return e.Err }
 
 // Replay runs events through a, as torch_replay.py runs them through PyTorch: an alloc
 // that fails with *alloc.OOMError (counted by the allocator in num_ooms) leaves its id
-// not live, so the trace's later free of it is skipped; any other error
-// stops the replay with an *EventError, returning the rows recorded before it. Trace
-// streams other than 0 become device streams created on first use. With series, a row
-// of SeriesKeys is recorded after every event. Ids still live at the end stay allocated
+// not live, so the trace's later free of it is skipped; any other error stops the
+// replay with an *EventError, returning the rows recorded before it. Trace streams
+// other than 0 become device streams created on first use. With series, a row of
+// SeriesKeys is recorded after every event. Ids still live at the end stay allocated
 // (Result.Live).
 func Replay(a *alloc.Allocator, events []Event, series bool) (*Result, error) {
 	if err := Validate(events); err != nil {
