@@ -161,7 +161,7 @@ func (g *gemmKernel) run(transA, transB bool, m, n, k int, alpha float32, a []fl
 			kc := min(g.kc, k-pc)
 			packPanels := func(lo, hi int) {
 				for jp := lo; jp < hi; jp++ {
-					g.packBPanel(bPack[jp*kc*g.nr:], b, ldb, transB, pc, kc, jc+jp*g.nr, min(g.nr, nc-jp*g.nr))
+					packPanel(bPack[jp*kc*g.nr:], b, ldb, !transB, pc, kc, jc+jp*g.nr, min(g.nr, nc-jp*g.nr), g.nr)
 				}
 			}
 			if workers > 1 {
@@ -184,7 +184,7 @@ func (g *gemmKernel) run(transA, transB bool, m, n, k int, alpha float32, a []fl
 				aPack := *ap
 				mPanels := (mc + g.mr - 1) / g.mr
 				for ip := range mPanels {
-					g.packAPanel(aPack[ip*kc*g.mr:], a, lda, transA, pc, kc, ic+ip*g.mr, min(g.mr, mc-ip*g.mr))
+					packPanel(aPack[ip*kc*g.mr:], a, lda, transA, pc, kc, ic+ip*g.mr, min(g.mr, mc-ip*g.mr), g.mr)
 				}
 				for jp := j0; jp < j1; jp++ {
 					cols := min(g.nr, nc-jp*g.nr)
@@ -228,46 +228,25 @@ func (g *gemmKernel) tile(kc int, ap, bp *float32, c []float32, cOff, ldc, rows,
 	g.tiles.Put(tp)
 }
 
-// packAPanel packs rows [i0, i0+rows) × columns [p0, p0+kc) of op(A) into dst as kc
-// steps of mr floats, zero-padding rows past the matrix.
-func (g *gemmKernel) packAPanel(dst, a []float32, lda int, transA bool, p0, kc, i0, rows int) {
-	mr := g.mr
-	dst = dst[:kc*mr]
-	if rows < mr {
+// packPanel packs a kc×w panel of a matrix into dst as kc steps of w floats: element
+// (p, x) is src[(p0+p)·ld + x0+x] when steps are rows of src, else src[(x0+x)·ld +
+// p0+p]. Only x < cols is read; the rest is zero-padded. A panel of op(A) is the
+// transposed case of one of op(B).
+func packPanel(dst, src []float32, ld int, stepRows bool, p0, kc, x0, cols, w int) {
+	dst = dst[:kc*w]
+	if cols < w {
 		clear(dst)
 	}
-	if transA { // A stored k×m: a step is contiguous
+	if stepRows {
 		for p := range kc {
-			copy(dst[p*mr:p*mr+rows], a[(p0+p)*lda+i0:])
+			copy(dst[p*w:p*w+cols], src[(p0+p)*ld+x0:])
 		}
 		return
 	}
-	for r := range rows {
-		src := a[(i0+r)*lda+p0 : (i0+r)*lda+p0+kc]
-		for p, v := range src {
-			dst[p*mr+r] = v
-		}
-	}
-}
-
-// packBPanel packs rows [p0, p0+kc) × columns [j0, j0+cols) of op(B) into dst as kc
-// steps of nr floats, zero-padding columns past the matrix.
-func (g *gemmKernel) packBPanel(dst, b []float32, ldb int, transB bool, p0, kc, j0, cols int) {
-	nr := g.nr
-	dst = dst[:kc*nr]
-	if cols < nr {
-		clear(dst)
-	}
-	if !transB { // B stored k×n: a step is contiguous
-		for p := range kc {
-			copy(dst[p*nr:p*nr+cols], b[(p0+p)*ldb+j0:])
-		}
-		return
-	}
-	for j := range cols {
-		src := b[(j0+j)*ldb+p0 : (j0+j)*ldb+p0+kc]
-		for p, v := range src {
-			dst[p*nr+j] = v
+	for x := range cols {
+		row := src[(x0+x)*ld+p0 : (x0+x)*ld+p0+kc]
+		for p, v := range row {
+			dst[p*w+x] = v
 		}
 	}
 }
