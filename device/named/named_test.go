@@ -1,0 +1,93 @@
+package named
+
+import (
+	"errors"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/device/cuda"
+)
+
+func TestOpenReturnsOneValuePerName(t *testing.T) {
+	for name, kind := range map[string]device.Kind{"cpu": device.CPU, "sim": device.Sim} {
+		d, err := Open(name)
+		require.NoError(t, err)
+		assert.Equal(t, kind, d.Kind())
+		assert.Equal(t, name, d.Name())
+		again, err := Open(name)
+		require.NoError(t, err)
+		assert.Same(t, d, again, "Open(%q) twice", name)
+	}
+	cpuDev, err := Open("cpu")
+	require.NoError(t, err)
+	simDev, err := Open("sim")
+	require.NoError(t, err)
+	assert.NotSame(t, cpuDev, simDev)
+}
+
+func TestBadNames(t *testing.T) {
+	for _, name := range []string{"", "gpu", "CPU", "cuda:", "cuda:-1", "cuda:x", "cuda:01", "cuda:+1", "cuda:0:1", " cpu"} {
+		_, err := Open(name)
+		require.Error(t, err, "Open(%q)", name)
+		assert.Contains(t, err.Error(), `want "cpu", "sim", "cuda" or "cuda:N"`, "Open(%q)", name)
+	}
+}
+
+// gpu reports whether cuda:0 opens here; without a GPU, the cuda names must fail with
+// the driver's reason.
+func gpu(t *testing.T) bool {
+	_, err := Open("cuda:0")
+	if err == nil {
+		return true
+	}
+	require.True(t, errors.Is(err, cuda.ErrNoDriver) || errors.Is(err, cuda.ErrNoDevice), "%v", err)
+	assert.Contains(t, err.Error(), "named: opening cuda:0: cuda: ")
+	return false
+}
+
+func TestCUDANames(t *testing.T) {
+	if !gpu(t) {
+		_, err := Open("cuda")
+		require.Error(t, err)
+		t.Skip("no CUDA driver or GPU here: the cuda names fail with the reason, as checked")
+	}
+	d, err := Open("cuda")
+	require.NoError(t, err)
+	d0, err := Open("cuda:0")
+	require.NoError(t, err)
+	assert.Same(t, d0, d, `"cuda" is cuda:0`)
+	assert.Equal(t, device.CUDA, d.Kind())
+	n, err := cuda.Count()
+	require.NoError(t, err)
+	_, err = Open("cuda:" + strconv.Itoa(n))
+	assert.ErrorIs(t, err, cuda.ErrNoDevice)
+}
+
+func TestDefault(t *testing.T) {
+	t.Setenv(EnvVar, "")
+	d, err := Default()
+	require.NoError(t, err)
+	want := device.CPU
+	if gpu(t) {
+		want = device.CUDA
+	}
+	assert.Equal(t, want, d.Kind(), "cuda:0 when usable, else cpu")
+
+	t.Setenv(EnvVar, "sim")
+	d, err = Default()
+	require.NoError(t, err)
+	assert.Equal(t, device.Sim, d.Kind())
+	simDev, err := Open("sim")
+	require.NoError(t, err)
+	assert.Same(t, simDev, d)
+
+	t.Setenv(EnvVar, "tpu")
+	_, err = Default()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `SUBLET_DEVICE="tpu"`)
+	assert.Contains(t, err.Error(), `"cpu", "sim", "cuda" or "cuda:N"`)
+}
