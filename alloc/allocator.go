@@ -51,7 +51,7 @@ type Allocator struct {
 
 	mu sync.Mutex
 	// ptrs maps the address of every allocated block to it. Guarded by mu.
-	ptrs map[device.Ptr]*block
+	ptrs ptrMap
 	// streams holds the pools of every stream seen, sorted by stream. Guarded by mu.
 	streams []*streamState
 	// lastStream is the streamState of the latest request. Guarded by mu.
@@ -92,7 +92,6 @@ func New(dev device.Device, cfg Config) (*Allocator, error) {
 		maxNonSplitRounding: LargeBuffer,
 		divisions:           cfg.RoundupPower2Divisions,
 		gcThreshold:         cfg.GarbageCollectionThreshold,
-		ptrs:                make(map[device.Ptr]*block),
 	}
 	if cfg.MaxSplitSize != 0 {
 		a.maxSplit = cfg.MaxSplitSize
@@ -204,7 +203,7 @@ func (a *Allocator) Alloc(size int64, s device.Stream) (device.Ptr, error) {
 		}
 	}
 	b = a.allocFoundBlock(&r, b)
-	a.ptrs[b.addr] = b
+	a.ptrs.put(b.addr, b)
 	a.mu.Unlock()
 	return b.addr, nil
 }
@@ -218,12 +217,11 @@ func (a *Allocator) Free(p device.Ptr) error {
 		return nil
 	}
 	a.mu.Lock()
-	b, ok := a.ptrs[p]
-	if !ok {
+	b := a.ptrs.remove(p)
+	if b == nil {
 		a.mu.Unlock()
 		return fmt.Errorf("alloc: Free(%#x) on %s: not a live allocation of this allocator (never allocated, already freed, or from another allocator)", uintptr(p), a.dev.Name())
 	}
-	delete(a.ptrs, p)
 	b.allocated = false
 	k := b.kind()
 	a.stats.Allocation.decrease(k, 1)

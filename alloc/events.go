@@ -37,8 +37,8 @@ func (a *Allocator) RecordStream(p device.Ptr, s device.Stream) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	b, ok := a.ptrs[p]
-	if !ok {
+	b := a.ptrs.get(p)
+	if b == nil {
 		return fmt.Errorf("alloc: RecordStream(%#x, %d) on %s: not a live allocation of this allocator", uintptr(p), s, a.dev.Name())
 	}
 	if s == b.seg.stream {

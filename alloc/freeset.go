@@ -1,6 +1,10 @@
 package alloc
 
-import "github.com/subletml/sublet/device"
+import (
+	"math/bits"
+
+	"github.com/subletml/sublet/device"
+)
 
 // freeSet is the set of cached free blocks of one (pool, stream), ordered by
 // (size, address): PyTorch's BlockComparatorSize restricted to one stream, so that
@@ -32,42 +36,45 @@ type freeEntry struct {
 	b    *block
 }
 
-// before reports whether entry e orders before the key (size, addr).
-func (e *freeEntry) before(size int64, addr device.Ptr) bool {
-	return e.size < size || (e.size == size && e.addr < addr)
-}
-
 // pos is a position in a freeSet: chunk c, entry i. It stays valid until the set is
 // modified.
 type pos struct{ c, i int }
 
 // lowerBound returns the position of the first block not ordered before (size, addr),
-// or end() when there is none.
+// or end() when there is none. Both searches are branch-free: the comparisons are
+// random, so branches would mispredict half the time.
 func (s *freeSet) lowerBound(size int64, addr device.Ptr) pos {
-	lo, hi := 0, len(s.chunks)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		ch := s.chunks[m]
-		if ch.e[ch.n-1].before(size, addr) {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	if lo == len(s.chunks) {
+	chunks := s.chunks
+	if len(chunks) == 0 {
 		return s.end()
 	}
-	ch := s.chunks[lo]
-	i, j := 0, ch.n-1 // the last entry is known not to be before the key
-	for i < j {
-		m := int(uint(i+j) >> 1)
-		if ch.e[m].before(size, addr) {
-			i = m + 1
-		} else {
-			j = m
-		}
+	// Find the first chunk whose last entry is not before the key.
+	c, n := 0, len(chunks)
+	for n > 1 {
+		half := n >> 1
+		ch := chunks[c+half-1]
+		c += int(keyBefore(&ch.e[ch.n-1], size, addr)) * half
+		n -= half
 	}
-	return pos{lo, i}
+	if last := chunks[c]; keyBefore(&last.e[last.n-1], size, addr) == 1 {
+		return s.end()
+	}
+	ch := chunks[c]
+	i, n := 0, ch.n
+	for n > 1 {
+		half := n >> 1
+		i += int(keyBefore(&ch.e[i+half-1], size, addr)) * half
+		n -= half
+	}
+	return pos{c, i}
+}
+
+// keyBefore is 1 when entry e orders before (size, addr), else 0: a 128-bit
+// subtraction's borrow.
+func keyBefore(e *freeEntry, size int64, addr device.Ptr) uint64 {
+	_, borrow := bits.Sub64(uint64(e.addr), uint64(addr), 0)
+	_, borrow = bits.Sub64(uint64(e.size), uint64(size), borrow)
+	return borrow
 }
 
 func (s *freeSet) end() pos { return pos{len(s.chunks), 0} }

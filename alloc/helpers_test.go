@@ -144,7 +144,7 @@ func invariantError(a *Allocator) error {
 			active := b.allocated || b.eventCount > 0
 			if b.allocated {
 				allocated++
-				if a.ptrs[b.addr] != b {
+				if a.ptrs.get(b.addr) != b {
 					return fmt.Errorf("allocated block %#x missing from the pointer map", b.addr)
 				}
 				want.Allocation.increase(k, 1)
@@ -173,8 +173,8 @@ func invariantError(a *Allocator) error {
 			return fmt.Errorf("segment %#x of %d bytes: blocks end at %#x", seg.base, seg.size, addr)
 		}
 	}
-	if len(a.ptrs) != allocated {
-		return fmt.Errorf("pointer map holds %d blocks, segments %d allocated", len(a.ptrs), allocated)
+	if a.ptrs.len() != allocated {
+		return fmt.Errorf("pointer map holds %d blocks, segments %d allocated", a.ptrs.len(), allocated)
 	}
 	if pendingEvents != a.events.pending {
 		return fmt.Errorf("blocks wait for %d events, queues hold %d", pendingEvents, a.events.pending)
@@ -201,7 +201,7 @@ func invariantError(a *Allocator) error {
 						return fmt.Errorf("block %#x is in the wrong free set", b.addr)
 					case e.size != b.size || e.addr != b.addr:
 						return fmt.Errorf("free set entry (%d, %#x) does not match its block (%d, %#x)", e.size, e.addr, b.size, b.addr)
-					case last != nil && !last.before(e.size, e.addr):
+					case last != nil && keyBefore(last, e.size, e.addr) == 0:
 						return fmt.Errorf("free set out of order at %#x", e.addr)
 					}
 					freeSeen[b] = true
