@@ -408,7 +408,7 @@ type source interface {
 type pinnedSource struct{ dev device.PinnedHost }
 
 func (s pinnedSource) alloc(size int64) ([]byte, error) { return s.dev.HostAlloc(size) }
-func (s pinnedSource) free(b []byte) error               { return s.dev.HostFree(b) }
+func (s pinnedSource) free(b []byte) error              { return s.dev.HostFree(b) }
 
 // mmapSource is ordinary anonymous memory, rounded up to whole pages, for devices
 // without pinned memory. A failed mmap counts as a lack of memory.

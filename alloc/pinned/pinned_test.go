@@ -40,6 +40,26 @@ func requireEmpty(t *testing.T, a *Allocator) {
 	require.Equal(t, st.NumHostAlloc, st.NumHostFree)
 }
 
+// newStream creates a stream of d, held when held is set, destroyed when the test ends.
+func newStream(t *testing.T, d *sim.Device, held bool) device.Stream {
+	t.Helper()
+	s, err := d.NewStream()
+	require.NoError(t, err)
+	if held {
+		require.NoError(t, d.HoldStream(s))
+	}
+	t.Cleanup(func() { require.NoError(t, d.DestroyStream(s)) })
+	return s
+}
+
+// mustAlloc is Alloc that fails the test on error.
+func mustAlloc(t *testing.T, a *Allocator, size int64) []byte {
+	t.Helper()
+	b, err := a.Alloc(size)
+	require.NoError(t, err)
+	return b
+}
+
 // fakePinned is a simulated device that also hands out "pinned" host memory (mmap'd),
 // counting its calls, refusing beyond limit bytes live with ErrOutOfMemory.
 type fakePinned struct {
@@ -96,8 +116,7 @@ func TestFallbackIsPageableHostMemory(t *testing.T) {
 	d, a := newSim(t)
 	assert.False(t, a.Pinned(), "sim has no page-locked memory: mmap fallback")
 	assert.Same(t, d, a.Device())
-	b, err := a.Alloc(100)
-	require.NoError(t, err)
+	b := mustAlloc(t, a, 100)
 	require.Len(t, b, 100)
 	for i := range b {
 		b[i] = byte(i)
@@ -108,21 +127,17 @@ func TestFallbackIsPageableHostMemory(t *testing.T) {
 
 func TestRoundsToPowersOfTwoAndReusesBuckets(t *testing.T) {
 	_, a := newSim(t)
-	b1, err := a.Alloc(1000)
-	require.NoError(t, err)
+	b1 := mustAlloc(t, a, 1000)
 	assert.Equal(t, 1000, cap(b1), "the slice is the request, not the block")
 	require.NoError(t, a.Free(b1))
 	// 600 and 1000 both round to 1024: the cached block comes back.
-	b2, err := a.Alloc(600)
-	require.NoError(t, err)
+	b2 := mustAlloc(t, a, 600)
 	assert.Equal(t, base(b1), base(b2))
 	// 1025 rounds to 2048: another bucket, a new block.
-	b3, err := a.Alloc(1025)
-	require.NoError(t, err)
+	b3 := mustAlloc(t, a, 1025)
 	assert.NotEqual(t, base(b1), base(b3))
 	// 1024 exactly is the first bucket again, but its one block is in use.
-	b4, err := a.Alloc(1024)
-	require.NoError(t, err)
+	b4 := mustAlloc(t, a, 1024)
 	assert.NotEqual(t, base(b2), base(b4))
 	st := a.Stats()
 	assert.Equal(t, alloc.Stat{Current: 3, Peak: 3, Allocated: 3}, st.Allocations)
@@ -141,11 +156,10 @@ func TestRoundsToPowersOfTwoAndReusesBuckets(t *testing.T) {
 
 func TestSizes(t *testing.T) {
 	_, a := newSim(t)
-	b, err := a.Alloc(0)
-	require.NoError(t, err)
+	b := mustAlloc(t, a, 0)
 	assert.Nil(t, b)
 	require.NoError(t, a.Free(nil), "Free(nil) does nothing")
-	_, err = a.Alloc(-1)
+	_, err := a.Alloc(-1)
 	assert.Error(t, err)
 	for _, n := range []int64{1, 2, 3, 4095, 4096, 4097, 1 << 20} {
 		b, err := a.Alloc(n)
@@ -160,8 +174,7 @@ func TestSizes(t *testing.T) {
 
 func TestFreeErrors(t *testing.T) {
 	_, a := newSim(t)
-	b, err := a.Alloc(64)
-	require.NoError(t, err)
+	b := mustAlloc(t, a, 64)
 	assert.ErrorContains(t, a.Free(b[1:]), "not memory from this allocator")
 	assert.ErrorContains(t, a.Free(make([]byte, 64)), "not memory from this allocator")
 	require.NoError(t, a.Free(b))
@@ -171,12 +184,9 @@ func TestFreeErrors(t *testing.T) {
 
 func TestEventGuardedReuse(t *testing.T) {
 	d, a := newSim(t)
-	s, err := d.NewStream()
-	require.NoError(t, err)
-	require.NoError(t, d.HoldStream(s))
+	s := newStream(t, d, true)
 
-	b, err := a.Alloc(4096)
-	require.NoError(t, err)
+	b := mustAlloc(t, a, 4096)
 	require.NoError(t, a.RecordEvent(b, s))
 	require.NoError(t, a.RecordEvent(b, s), "recording a stream twice records one event")
 	require.NoError(t, a.Free(b))
@@ -184,39 +194,29 @@ func TestEventGuardedReuse(t *testing.T) {
 
 	// The stream may still be copying from b: a request of the same size gets a new
 	// block, and EmptyCache cannot release the parked one.
-	b2, err := a.Alloc(4096)
-	require.NoError(t, err)
+	b2 := mustAlloc(t, a, 4096)
 	assert.NotEqual(t, base(b), base(b2))
 	require.NoError(t, a.EmptyCache())
 	assert.Equal(t, int64(2), a.Stats().Allocations.Current)
 
 	require.NoError(t, d.ReleaseStream(s))
-	b3, err := a.Alloc(4096)
-	require.NoError(t, err)
+	b3 := mustAlloc(t, a, 4096)
 	assert.Equal(t, base(b), base(b3), "the parked block is reused once its event completed")
 	require.NoError(t, a.Free(b2))
 	require.NoError(t, a.Free(b3))
-	require.NoError(t, d.DestroyStream(s))
 }
 
 func TestEventPerStream(t *testing.T) {
 	d, a := newSim(t)
-	s1, err := d.NewStream()
-	require.NoError(t, err)
-	s2, err := d.NewStream()
-	require.NoError(t, err)
-	require.NoError(t, d.HoldStream(s1))
-	require.NoError(t, d.HoldStream(s2))
+	s1, s2 := newStream(t, d, true), newStream(t, d, true)
 
-	b, err := a.Alloc(100)
-	require.NoError(t, err)
+	b := mustAlloc(t, a, 100)
 	require.NoError(t, a.RecordEvent(b, s1))
 	require.NoError(t, a.RecordEvent(b, s2))
 	require.NoError(t, a.Free(b))
 
 	require.NoError(t, d.ReleaseStream(s2))
-	b2, err := a.Alloc(100)
-	require.NoError(t, err)
+	b2 := mustAlloc(t, a, 100)
 	assert.NotEqual(t, base(b), base(b2), "s1 may still use the block")
 	require.NoError(t, a.Free(b2))
 
@@ -225,72 +225,56 @@ func TestEventPerStream(t *testing.T) {
 	st := a.Stats()
 	assert.Zero(t, st.Allocations.Current, "both blocks were cached and released")
 	assert.Equal(t, int64(2), st.NumHostFree)
-	require.NoError(t, d.DestroyStream(s1))
-	require.NoError(t, d.DestroyStream(s2))
 }
 
 func TestEventsInRecordOrder(t *testing.T) {
 	// As in PyTorch, events are processed oldest first and processing stops at the first
 	// pending one: a block parked behind a held stream's event waits for it.
 	d, a := newSim(t)
-	slow, err := d.NewStream()
-	require.NoError(t, err)
-	fast, err := d.NewStream()
-	require.NoError(t, err)
-	require.NoError(t, d.HoldStream(slow))
+	slow, fast := newStream(t, d, true), newStream(t, d, false)
 
-	first, err := a.Alloc(64)
-	require.NoError(t, err)
-	second, err := a.Alloc(128)
-	require.NoError(t, err)
+	first := mustAlloc(t, a, 64)
+	second := mustAlloc(t, a, 128)
 	require.NoError(t, a.RecordEvent(first, slow))
 	require.NoError(t, a.RecordEvent(second, fast))
 	require.NoError(t, a.Free(first))
 	require.NoError(t, a.Free(second))
 
-	again, err := a.Alloc(128)
-	require.NoError(t, err)
+	again := mustAlloc(t, a, 128)
 	assert.NotEqual(t, base(second), base(again), "second's event completed but waits behind first's")
 	require.NoError(t, a.Free(again))
 
 	require.NoError(t, d.ReleaseStream(slow))
 	require.NoError(t, a.EmptyCache())
 	assert.Zero(t, a.Stats().Allocations.Current)
-	require.NoError(t, d.DestroyStream(slow))
-	require.NoError(t, d.DestroyStream(fast))
 }
 
 func TestFreeOnADestroyedStreamWaitsInstead(t *testing.T) {
 	d, a := newSim(t)
 	s, err := d.NewStream()
 	require.NoError(t, err)
-	b, err := a.Alloc(64)
-	require.NoError(t, err)
+	b := mustAlloc(t, a, 64)
 	require.NoError(t, a.RecordEvent(b, s))
 	require.NoError(t, d.DestroyStream(s))
 	err = a.Free(b)
 	assert.ErrorContains(t, err, "recording an event on stream")
 	assert.Zero(t, a.Stats().ActiveRequests.Current, "the block is freed all the same")
-	b2, err := a.Alloc(64)
-	require.NoError(t, err)
+	b2 := mustAlloc(t, a, 64)
 	assert.Equal(t, base(b), base(b2), "and cached, as nothing can still use it")
 	require.NoError(t, a.Free(b2))
 }
 
 func TestCloseRefusesWhileInUse(t *testing.T) {
 	_, a := newSim(t)
-	b, err := a.Alloc(64)
-	require.NoError(t, err)
+	b := mustAlloc(t, a, 64)
 	assert.ErrorContains(t, a.Close(), "1 block(s) in use")
 	require.NoError(t, a.Free(b))
 }
 
 func TestResetPeakStats(t *testing.T) {
 	_, a := newSim(t)
-	b, err := a.Alloc(1 << 10)
-	require.NoError(t, err)
-	c, err := a.Alloc(1 << 12)
-	require.NoError(t, err)
+	b := mustAlloc(t, a, 1<<10)
+	c := mustAlloc(t, a, 1<<12)
 	require.NoError(t, a.Free(c))
 	require.NoError(t, a.EmptyCache())
 	assert.Equal(t, int64(5<<10), a.Stats().AllocatedBytes.Peak)
@@ -302,8 +286,7 @@ func TestResetPeakStats(t *testing.T) {
 
 func TestStatsMapKeys(t *testing.T) {
 	_, a := newSim(t)
-	b, err := a.Alloc(3000)
-	require.NoError(t, err)
+	b := mustAlloc(t, a, 3000)
 	m := a.StatsMap()
 	assert.Len(t, m, 18)
 	want := map[string]int64{
@@ -324,8 +307,7 @@ func TestUsesTheDevicesPinnedMemory(t *testing.T) {
 	a, err := New(f)
 	require.NoError(t, err)
 	assert.True(t, a.Pinned())
-	b, err := a.Alloc(3000)
-	require.NoError(t, err)
+	b := mustAlloc(t, a, 3000)
 	assert.Equal(t, 1, f.allocs)
 	assert.Equal(t, int64(4096), f.live, "one power-of-two block")
 	require.NoError(t, a.Free(b))
@@ -341,15 +323,12 @@ func TestOutOfMemoryReleasesTheCacheAndRetries(t *testing.T) {
 	f := &fakePinned{Device: s, limit: 1 << 20}
 	a, err := New(f)
 	require.NoError(t, err)
-	big, err := a.Alloc(512 << 10)
-	require.NoError(t, err)
-	small, err := a.Alloc(256 << 10)
-	require.NoError(t, err)
+	big := mustAlloc(t, a, 512<<10)
+	small := mustAlloc(t, a, 256<<10)
 	require.NoError(t, a.Free(big))
 	require.NoError(t, a.Free(small))
 	// 1 MiB fits only once the two cached blocks are released.
-	b, err := a.Alloc(1 << 20)
-	require.NoError(t, err)
+	b := mustAlloc(t, a, 1<<20)
 	assert.Equal(t, int64(1), a.Stats().Allocations.Current)
 	assert.Equal(t, int64(2), a.Stats().NumHostFree)
 	_, err = a.Alloc(1)
