@@ -1,0 +1,153 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/chewxy/math32"
+)
+
+// NoIgnore is the ignore index that ignores no label.
+const NoIgnore int64 = math.MinInt64
+
+// CrossEntropy returns the mean over the rows whose label is not ignore of
+// -log softmax(logits[i])[labels[i]], for row-major logits [n, c] and n labels
+// (PyTorch's default ignore index is -100; pass NoIgnore to count every row). It
+// stores each row's log-sum-exp in lse (n floats) for CrossEntropyBackward. With every
+// row ignored the loss is NaN, as in PyTorch. A label outside [0, c) that is not
+// ignore is an *IndexError, and then nothing is written.
+func CrossEntropy(lse, logits []float32, labels []int64, n, c int, ignore int64) (float32, error) {
+	const op = "cross_entropy"
+	checkLen(op, "logits", len(logits), n*c)
+	checkLen(op, "labels", len(labels), n)
+	checkLen(op, "lse", len(lse), n)
+	if err := checkIndices(op, labels, c, ignore); err != nil {
+		return 0, err
+	}
+	parallelFor(n, max(1, grain/max(c, 1)), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			lse[i] = logSumExp(logits[i*c : (i+1)*c])
+		}
+	})
+	var sum float64
+	count := 0
+	for i, l := range labels {
+		if l == ignore {
+			continue
+		}
+		sum += float64(lse[i]) - float64(logits[i*c+int(l)])
+		count++
+	}
+	return float32(sum / float64(count)), nil
+}
+
+// CrossEntropyBackward writes the gradient of CrossEntropy's loss, scaled by g (the
+// loss's own gradient), into dlogits: (softmax(logits[i]) - onehot(labels[i]))·g/count
+// for counted rows, 0 for ignored ones. lse is what CrossEntropy stored; dlogits may
+// be logits (in place). The labels are those CrossEntropy accepted.
+func CrossEntropyBackward(dlogits, logits, lse []float32, labels []int64, n, c int, ignore int64, g float32) {
+	const op = "cross_entropy backward"
+	checkLen(op, "logits", len(logits), n*c)
+	checkLen(op, "dlogits", len(dlogits), n*c)
+	checkLen(op, "labels", len(labels), n)
+	checkLen(op, "lse", len(lse), n)
+	count := 0
+	for _, l := range labels {
+		if l != ignore {
+			count++
+		}
+	}
+	scale := g / float32(count)
+	parallelFor(n, max(1, grain/max(c, 1)), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			out := dlogits[i*c : (i+1)*c]
+			if labels[i] == ignore {
+				clear(out)
+				continue
+			}
+			row := logits[i*c : (i+1)*c]
+			m := lse[i]
+			for j, v := range row {
+				out[j] = math32.Exp(v-m) * scale
+			}
+			out[labels[i]] -= scale
+		}
+	})
+}
+
+// logSumExp is log Σ exp(x) computed stably, accumulating in float64.
+func logSumExp(x []float32) float32 {
+	mx := float32(math.Inf(-1))
+	for _, v := range x {
+		if v > mx || v != v {
+			mx = v
+		}
+	}
+	if math32.IsInf(mx, 0) {
+		return mx // all -Inf (or a +Inf): the sum is exp(mx)
+	}
+	var s float64
+	for _, v := range x {
+		s += float64(math32.Exp(v - mx))
+	}
+	return mx + float32(math.Log(s))
+}
+
+// MSE returns the mean of (a-b)² over len(a) elements, summed in float64 in pieces of a
+// fixed size added in order; NaN for empty inputs.
+func MSE(a, b []float32) float32 {
+	checkLen("mse", "b", len(b), len(a))
+	s := sumPieces(len(a), func(lo, hi int) float64 {
+		var s float64
+		for i := lo; i < hi; i++ {
+			d := float64(a[i]) - float64(b[i])
+			s += d * d
+		}
+		return s
+	})
+	return float32(s / float64(len(a)))
+}
+
+// MSEBackward writes the gradient of MSE, scaled by g, into da (2g(a-b)/n) and db (its
+// negation); either may be nil when not needed, and either may be its own input.
+func MSEBackward(da, db, a, b []float32, g float32) {
+	const op = "mse backward"
+	checkLen(op, "b", len(b), len(a))
+	if da != nil {
+		checkLen(op, "da", len(da), len(a))
+	}
+	if db != nil {
+		checkLen(op, "db", len(db), len(a))
+	}
+	scale := 2 * g / float32(len(a))
+	parallelFor(len(a), grain, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			d := (a[i] - b[i]) * scale
+			if da != nil {
+				da[i] = d
+			}
+			if db != nil {
+				db[i] = -d
+			}
+		}
+	})
+}
+
+// sumPieces returns Σ piece(lo, hi) over [0, n) cut into pieces of reducePiece, computed
+// in parallel and added in order, so the result does not depend on GOMAXPROCS.
+func sumPieces(n int, piece func(lo, hi int) float64) float64 {
+	pieces := (n + reducePiece - 1) / reducePiece
+	if pieces <= 1 {
+		return piece(0, n)
+	}
+	part := make([]float64, pieces)
+	parallelFor(pieces, 1, func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			part[p] = piece(p*reducePiece, min((p+1)*reducePiece, n))
+		}
+	})
+	var s float64
+	for _, v := range part {
+		s += v
+	}
+	return s
+}

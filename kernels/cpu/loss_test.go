@@ -1,0 +1,141 @@
+package cpu
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// refCE is cross entropy in float64 with a mean over counted rows.
+func refCE(logits []float64, labels []int64, n, c int, ignore int64) float64 {
+	s, count := 0.0, 0
+	for i := range n {
+		if labels[i] == ignore {
+			continue
+		}
+		mx := math.Inf(-1)
+		for j := range c {
+			mx = math.Max(mx, logits[i*c+j])
+		}
+		e := 0.0
+		for j := range c {
+			e += math.Exp(logits[i*c+j] - mx)
+		}
+		s += mx + math.Log(e) - logits[i*c+int(labels[i])]
+		count++
+	}
+	return s / float64(count)
+}
+
+func toF64(x []float32) []float64 {
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = float64(v)
+	}
+	return out
+}
+
+// numGrad is the central-difference gradient of f at x in float64.
+func numGrad(x []float64, f func([]float64) float64) []float64 {
+	g := make([]float64, len(x))
+	for i := range x {
+		old := x[i]
+		h := 1e-6 * math.Max(1, math.Abs(old))
+		x[i] = old + h
+		up := f(x)
+		x[i] = old - h
+		down := f(x)
+		x[i] = old
+		g[i] = (up - down) / (2 * h)
+	}
+	return g
+}
+
+func TestCrossEntropy(t *testing.T) {
+	r := rand.New(rand.NewPCG(60, 61))
+	for _, s := range [][2]int{{1, 1}, {4, 3}, {7, 10}, {33, 5}, {3, 1000}} {
+		n, c := s[0], s[1]
+		logits := randFloats(r, n*c, 3)
+		labels := make([]int64, n)
+		for i := range labels {
+			labels[i] = int64(r.IntN(c))
+		}
+		for _, ignore := range []int64{NoIgnore, -100, labels[0]} {
+			lse := make([]float32, n)
+			loss, err := CrossEntropy(lse, logits, labels, n, c, ignore)
+			require.NoError(t, err)
+			allIgnored := true
+			for _, l := range labels {
+				allIgnored = allIgnored && l == ignore
+			}
+			want := refCE(toF64(logits), labels, n, c, ignore)
+			if allIgnored {
+				assert.True(t, math.IsNaN(float64(loss)))
+				continue
+			}
+			require.InDelta(t, want, loss, 1e-5*(1+math.Abs(want)), "%v ignore %d", s, ignore)
+
+			dl := make([]float32, n*c)
+			CrossEntropyBackward(dl, logits, lse, labels, n, c, ignore, 2)
+			num := numGrad(toF64(logits), func(x []float64) float64 { return 2 * refCE(x, labels, n, c, ignore) })
+			for i := range dl {
+				require.InDelta(t, num[i], dl[i], 1e-4, "%v grad at %d", s, i)
+			}
+			// In place: dlogits is logits.
+			cp := append([]float32(nil), logits...)
+			CrossEntropyBackward(cp, cp, lse, labels, n, c, ignore, 2)
+			assert.Equal(t, dl, cp)
+		}
+	}
+}
+
+func TestCrossEntropyBadLabel(t *testing.T) {
+	logits := make([]float32, 6)
+	lse := []float32{7, 7}
+	_, err := CrossEntropy(lse, logits, []int64{0, 3}, 2, 3, -100)
+	var ie *IndexError
+	require.True(t, errors.As(err, &ie))
+	assert.Equal(t, IndexError{Op: "cross_entropy", Pos: 1, Index: 3, Limit: 3}, *ie)
+	assert.Equal(t, "kernels/cpu: cross_entropy: index 3 at position 1 is outside [0, 3)", err.Error())
+	assert.Equal(t, []float32{7, 7}, lse, "nothing written")
+	_, err = CrossEntropy(lse, logits, []int64{-100, -1}, 2, 3, -100)
+	require.Error(t, err, "-1 is not the ignore index")
+}
+
+func TestCrossEntropyExtremeLogits(t *testing.T) {
+	logits := []float32{1e4, 0, -1e4, float32(math.Inf(-1)), 0, 0}
+	lse := make([]float32, 2)
+	loss, err := CrossEntropy(lse, logits, []int64{1, 2}, 2, 3, NoIgnore)
+	require.NoError(t, err)
+	assert.InDelta(t, (1e4+math.Log(2))/2, loss, 1e-2)
+}
+
+func TestMSE(t *testing.T) {
+	r := rand.New(rand.NewPCG(62, 63))
+	for _, n := range []int{1, 17, 3*reducePiece + 5} {
+		a := randFloats(r, n, 1)
+		b := randFloats(r, n, 1)
+		want := 0.0
+		for i := range a {
+			d := float64(a[i]) - float64(b[i])
+			want += d * d
+		}
+		want /= float64(n)
+		got := MSE(a, b)
+		require.InDelta(t, want, got, 1e-6*want)
+		da := make([]float32, n)
+		db := make([]float32, n)
+		MSEBackward(da, db, a, b, 3)
+		for i := range a {
+			w := 6 * (float64(a[i]) - float64(b[i])) / float64(n)
+			require.InDelta(t, w, da[i], 1e-6*(1+math.Abs(w)))
+			require.Equal(t, -da[i], db[i])
+		}
+	}
+	assert.True(t, math.IsNaN(float64(MSE(nil, nil))))
+	MSEBackward(nil, nil, []float32{1}, []float32{2}, 1) // nothing wanted, nothing written
+}

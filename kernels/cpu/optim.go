@@ -1,0 +1,88 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/chewxy/math32"
+)
+
+// SGD holds the hyper-parameters of stochastic gradient descent as PyTorch's
+// torch.optim.SGD defines them.
+type SGD struct {
+	LR, Momentum, Dampening, WeightDecay float32
+	Nesterov                             bool
+}
+
+// Step updates the parameters p in place from their gradient g. buf is the momentum
+// buffer (len(p) floats; unused and may be nil when Momentum is 0); on the first step
+// (first) it is set to the gradient rather than decayed, as PyTorch does.
+func (c SGD) Step(p, g, buf []float32, first bool) {
+	const op = "sgd"
+	checkLen(op, "g", len(g), len(p))
+	if c.Momentum != 0 {
+		checkLen(op, "momentum buffer", len(buf), len(p))
+	}
+	parallelFor(len(p), grain, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			d := g[i]
+			if c.WeightDecay != 0 {
+				d += c.WeightDecay * p[i]
+			}
+			if c.Momentum != 0 {
+				b := d
+				if !first {
+					b = c.Momentum*buf[i] + (1-c.Dampening)*d
+				}
+				buf[i] = b
+				if c.Nesterov {
+					d += c.Momentum * b
+				} else {
+					d = b
+				}
+			}
+			p[i] -= c.LR * d
+		}
+	})
+}
+
+// Adam holds the hyper-parameters of Adam (and AdamW when Decoupled) as PyTorch's
+// torch.optim.Adam and AdamW define them.
+type Adam struct {
+	LR, Beta1, Beta2, Eps, WeightDecay float32
+	// Decoupled applies weight decay to the parameters directly (AdamW) instead of
+	// adding it to the gradient (Adam).
+	Decoupled bool
+}
+
+// Step runs update number step (1 for the first) on parameters p in place from their
+// gradient g, with the first and second moment buffers m and v (len(p) floats each,
+// zero before the first step), fused in one pass.
+func (c Adam) Step(step int, p, g, m, v []float32) {
+	const op = "adam"
+	checkLen(op, "g", len(g), len(p))
+	checkLen(op, "m", len(m), len(p))
+	checkLen(op, "v", len(v), len(p))
+	if step < 1 {
+		panic("kernels/cpu: adam: step numbers start at 1")
+	}
+	bc1 := 1 - math.Pow(float64(c.Beta1), float64(step))
+	bc2 := 1 - math.Pow(float64(c.Beta2), float64(step))
+	stepSize := float32(float64(c.LR) / bc1)
+	rbc2 := float32(1 / math.Sqrt(bc2))
+	decay := float32(1)
+	if c.Decoupled {
+		decay = 1 - c.LR*c.WeightDecay
+	}
+	parallelFor(len(p), grain, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			d := g[i]
+			if !c.Decoupled && c.WeightDecay != 0 {
+				d += c.WeightDecay * p[i]
+			}
+			mi := c.Beta1*m[i] + (1-c.Beta1)*d
+			vi := c.Beta2*v[i] + (1-c.Beta2)*d*d
+			m[i], v[i] = mi, vi
+			p[i] = p[i]*decay - stepSize*mi/(math32.Sqrt(vi)*rbc2+c.Eps)
+		}
+	})
+}

@@ -1,0 +1,145 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/chewxy/math32"
+)
+
+// The softmax kernels work along the middle axis of a contiguous float32 array viewed
+// as [outer, n, inner]: the axis a tensor's softmax(dim) names, with outer the product
+// of the dimensions before it and inner of those after. Sums accumulate in float64 in
+// index order. Every output may be the same slice as the input it replaces (in place).
+
+// Softmax writes exp(x - max) / Σ exp(x - max) into dst along the axis.
+func Softmax(dst, x []float32, outer, n, inner int) {
+	softmax("softmax", dst, x, outer, n, inner, false)
+}
+
+// LogSoftmax writes x - max - log Σ exp(x - max) into dst along the axis.
+func LogSoftmax(dst, x []float32, outer, n, inner int) {
+	softmax("log_softmax", dst, x, outer, n, inner, true)
+}
+
+// SoftmaxBackward writes dx = y·(g - Σ g·y) given Softmax's output y and the output's
+// gradient g; dx may be g.
+func SoftmaxBackward(dx, g, y []float32, outer, n, inner int) {
+	softmaxBackward("softmax backward", dx, g, y, outer, n, inner, false)
+}
+
+// LogSoftmaxBackward writes dx = g - exp(y)·Σ g given LogSoftmax's output y and the
+// output's gradient g; dx may be g.
+func LogSoftmaxBackward(dx, g, y []float32, outer, n, inner int) {
+	softmaxBackward("log_softmax backward", dx, g, y, outer, n, inner, true)
+}
+
+func checkAxis(op string, outer, n, inner int, slices ...[]float32) {
+	size := outer * n * inner
+	if outer < 0 || n < 0 || inner < 0 {
+		panic(fmt.Sprintf("kernels/cpu: %s: negative size [%d, %d, %d]", op, outer, n, inner))
+	}
+	for _, s := range slices {
+		if len(s) != size {
+			panic(fmt.Sprintf("kernels/cpu: %s: slice of %d floats for [%d, %d, %d] = %d", op, len(s), outer, n, inner, size))
+		}
+	}
+}
+
+// forAxis calls fn for every block of at most chunk consecutive inner positions of
+// every outer index, in parallel: fn handles the n·w elements base + p·inner + j for
+// p < n, j < w.
+func forAxis(outer, n, inner int, fn func(base, w int)) {
+	blocks := (inner + chunk - 1) / chunk
+	parallelFor(outer*blocks, max(1, grain/max(n*min(inner, chunk), 1)), func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			o, b := t/blocks, t%blocks
+			j0 := b * chunk
+			fn(o*n*inner+j0, min(chunk, inner-j0))
+		}
+	})
+}
+
+func softmax(op string, dst, x []float32, outer, n, inner int, log bool) {
+	checkAxis(op, outer, n, inner, dst, x)
+	if n == 0 {
+		return
+	}
+	forAxis(outer, n, inner, func(base, w int) {
+		var mx [chunk]float32
+		var sum [chunk]float64
+		for j := range w {
+			mx[j], sum[j] = float32(math.Inf(-1)), 0
+		}
+		for p := range n {
+			row := x[base+p*inner : base+p*inner+w]
+			for j, v := range row {
+				if v > mx[j] || v != v {
+					mx[j] = v
+				}
+			}
+		}
+		for p := range n {
+			row := x[base+p*inner : base+p*inner+w]
+			out := dst[base+p*inner : base+p*inner+w]
+			for j, v := range row {
+				e := math32.Exp(v - mx[j])
+				sum[j] += float64(e)
+				if !log {
+					out[j] = e
+				}
+			}
+		}
+		var scale [chunk]float32
+		for j := range w {
+			if log {
+				scale[j] = mx[j] + float32(math.Log(sum[j]))
+			} else {
+				scale[j] = float32(1 / sum[j])
+			}
+		}
+		for p := range n {
+			out := dst[base+p*inner : base+p*inner+w]
+			if log {
+				row := x[base+p*inner : base+p*inner+w]
+				for j, v := range row {
+					out[j] = v - scale[j]
+				}
+				continue
+			}
+			for j := range out {
+				out[j] *= scale[j]
+			}
+		}
+	})
+}
+
+func softmaxBackward(op string, dx, g, y []float32, outer, n, inner int, log bool) {
+	checkAxis(op, outer, n, inner, dx, g, y)
+	forAxis(outer, n, inner, func(base, w int) {
+		var dot [chunk]float64
+		for p := range n {
+			gr := g[base+p*inner : base+p*inner+w]
+			yr := y[base+p*inner : base+p*inner+w]
+			for j, gv := range gr {
+				if log {
+					dot[j] += float64(gv)
+				} else {
+					dot[j] += float64(gv) * float64(yr[j])
+				}
+			}
+		}
+		for p := range n {
+			gr := g[base+p*inner : base+p*inner+w]
+			yr := y[base+p*inner : base+p*inner+w]
+			out := dx[base+p*inner : base+p*inner+w]
+			for j, gv := range gr {
+				if log {
+					out[j] = gv - math32.Exp(yr[j])*float32(dot[j])
+				} else {
+					out[j] = yr[j] * (gv - float32(dot[j]))
+				}
+			}
+		}
+	})
+}
