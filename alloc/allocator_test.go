@@ -248,3 +248,40 @@ var errBroken = errors.New("device broken")
 type failingDevice struct{ device.Device }
 
 func (failingDevice) Malloc(int64) (device.Ptr, error) { return 0, errBroken }
+
+func TestSnapshot(t *testing.T) {
+	a, d := newAlloc(t, 0, Config{})
+	s1 := newStream(t, d, true)
+	p := mustAlloc(t, a, 1000, 0)
+	q := mustAlloc(t, a, 3000, 0)
+	big := mustAlloc(t, a, 12*MiB, s1)
+	require.NoError(t, a.RecordStream(q, s1))
+	mustFree(t, a, q)
+	segs := a.Snapshot()
+	require.Len(t, segs, 2)
+	small, large := segs[0], segs[1]
+	if small.Pool != "small" {
+		small, large = large, small
+	}
+	assert.Equal(t, SegmentInfo{
+		Address: p, TotalSize: SmallBuffer, AllocatedSize: 1024, ActiveSize: 1024 + 3072, RequestedSize: 1000 + 3000,
+		Stream: 0, Pool: "small",
+		Blocks: []BlockInfo{
+			{Address: p, Size: 1024, Requested: 1000, State: ActiveAllocated},
+			{Address: p + 1024, Size: 3072, Requested: 3000, State: ActivePendingFree},
+			{Address: p + 4096, Size: SmallBuffer - 4096, State: Inactive},
+		},
+	}, small)
+	assert.Equal(t, SegmentInfo{
+		Address: big, TotalSize: 12 * MiB, AllocatedSize: 12 * MiB, ActiveSize: 12 * MiB, RequestedSize: 12 * MiB,
+		Stream: s1, Pool: "large",
+		Blocks: []BlockInfo{{Address: big, Size: 12 * MiB, Requested: 12 * MiB, State: ActiveAllocated}},
+	}, large)
+	assert.Equal(t, "active_pending_free", ActivePendingFree.String())
+	assert.Equal(t, "active_allocated", ActiveAllocated.String())
+	assert.Equal(t, "inactive", Inactive.String())
+	assert.Equal(t, int64(1536), a.RoundSize(1025))
+	mustFree(t, a, p, big)
+	require.NoError(t, a.EmptyCache())
+	requireDrained(t, a, d)
+}

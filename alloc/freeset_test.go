@@ -1,0 +1,73 @@
+package alloc
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/subletml/sublet/device"
+)
+
+// freeSet against a sorted slice under random inserts, removals and searches, with
+// enough blocks to split and drop many chunks.
+func TestFreeSetMatchesSortedSlice(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	var s freeSet
+	var ref []*block
+	cmp := func(x, y *block) int {
+		if x.size != y.size {
+			return int(x.size - y.size)
+		}
+		return int(x.addr) - int(y.addr)
+	}
+	for step := range 6000 {
+		grow := step < 3000
+		if len(ref) > 0 && (r.IntN(3) == 0 || !grow && r.IntN(2) == 0) {
+			i := r.IntN(len(ref))
+			s.remove(ref[i])
+			ref = slices.Delete(ref, i, i+1)
+		} else {
+			b := &block{size: int64(1+r.IntN(50)) * 512, addr: device.Ptr(r.IntN(1<<20)) << 9}
+			if _, found := slices.BinarySearchFunc(ref, b, cmp); found {
+				continue
+			}
+			s.insert(b)
+			i, _ := slices.BinarySearchFunc(ref, b, cmp)
+			ref = slices.Insert(ref, i, b)
+		}
+		require.Equal(t, len(ref), s.n)
+		// Walk forwards and backwards.
+		if step%7 == 0 {
+			got := s.appendAll(nil)
+			require.Len(t, got, len(ref))
+			for i := range ref {
+				require.Same(t, ref[i], got[i], "step %d: position %d", step, i)
+			}
+			p, ok := s.prev(s.end())
+			for i := len(ref) - 1; i >= 0; i-- {
+				require.True(t, ok)
+				require.Same(t, ref[i], s.at(p))
+				p, ok = s.prev(p)
+			}
+			require.False(t, ok)
+		}
+		// Searches for random keys, present or not.
+		for range 4 {
+			key := &block{size: int64(r.IntN(52)) * 512, addr: device.Ptr(r.IntN(1<<20)) << 9}
+			i, _ := slices.BinarySearchFunc(ref, key, cmp)
+			p := s.lowerBound(key.size, key.addr)
+			if i == len(ref) {
+				require.True(t, s.isEnd(p))
+				continue
+			}
+			require.Same(t, ref[i], s.at(p), "step %d: lowerBound(%d, %#x)", step, key.size, key.addr)
+			if i+1 < len(ref) {
+				require.Same(t, ref[i+1], s.at(s.next(p)))
+			} else {
+				require.True(t, s.isEnd(s.next(p)))
+			}
+		}
+	}
+	require.Greater(t, len(s.spare), 0, "emptied chunks were kept for reuse")
+}
