@@ -17,7 +17,7 @@ import (
 // pure Go), parallel over blocks of C. Each element of C accumulates its k products in
 // the same order whatever GOMAXPROCS is, so results are deterministic.
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	bestGemmKernel().sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	bestGemmKernel().Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // SgemmBatched runs batch independent Sgemm calls: matrix i of A starts at
@@ -25,12 +25,21 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 // matrix across the batch (a weight multiplying a batch of activations); C's matrices
 // must not overlap each other.
 func SgemmBatched(transA, transB bool, m, n, k int, alpha float32, a []float32, lda, strideA int, b []float32, ldb, strideB int, beta float32, c []float32, ldc, strideC int, batch int) {
-	bestGemmKernel().sgemmBatched(transA, transB, m, n, k, alpha, a, lda, strideA, b, ldb, strideB, beta, c, ldc, strideC, batch)
+	bestGemmKernel().SgemmBatched(transA, transB, m, n, k, alpha, a, lda, strideA, b, ldb, strideB, beta, c, ldc, strideC, batch)
 }
 
-// GemmKernel names the micro-kernel Sgemm runs on this machine: "avx512", "avx2" or
-// "go".
-func GemmKernel() string { return bestGemmKernel().name }
+// Gemm is a single-precision matrix multiply following Sgemm's contract: the built-in
+// one (Builtin) or a system BLAS that package kernels/cpu/blas loads at run time.
+type Gemm interface {
+	// Name says which implementation runs: "builtin-avx512", "openblas", …
+	Name() string
+	Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)
+	SgemmBatched(transA, transB bool, m, n, k int, alpha float32, a []float32, lda, strideA int, b []float32, ldb, strideB int, beta float32, c []float32, ldc, strideC int, batch int)
+}
+
+// Builtin returns the built-in GEMM, the one Sgemm and SgemmBatched run: the fastest
+// micro-kernel this CPU has ("builtin-avx512", "builtin-avx2" or "builtin-go").
+func Builtin() Gemm { return bestGemmKernel() }
 
 var bestGemmKernel = sync.OnceValue(func() *gemmKernel { return gemmKernels()[0] })
 
@@ -69,7 +78,9 @@ func checkMatrix(name string, what string, rows, cols, ld, have int) {
 	}
 }
 
-func checkGemm(transA, transB bool, m, n, k, lda, ldb, ldc, la, lb, lc int) {
+// CheckSgemm panics, naming the bad argument, unless Sgemm's arguments describe
+// matrices inside slices of la, lb and lc floats. Every Gemm implementation runs it.
+func CheckSgemm(transA, transB bool, m, n, k, lda, ldb, ldc, la, lb, lc int) {
 	if m < 0 || n < 0 || k < 0 {
 		panic(fmt.Sprintf("kernels/cpu: sgemm: negative size m=%d n=%d k=%d", m, n, k))
 	}
@@ -86,21 +97,21 @@ func checkGemm(transA, transB bool, m, n, k, lda, ldb, ldc, la, lb, lc int) {
 	checkMatrix("c", "C", m, n, ldc, lc)
 }
 
-func (g *gemmKernel) sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	checkGemm(transA, transB, m, n, k, lda, ldb, ldc, len(a), len(b), len(c))
+// Name is "builtin-" and the micro-kernel's name.
+func (g *gemmKernel) Name() string { return "builtin-" + g.name }
+
+// Sgemm is the package's Sgemm on this micro-kernel.
+func (g *gemmKernel) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	CheckSgemm(transA, transB, m, n, k, lda, ldb, ldc, len(a), len(b), len(c))
 	g.run(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, m*n*k >= gemmSerial)
 }
 
-func (g *gemmKernel) sgemmBatched(transA, transB bool, m, n, k int, alpha float32, a []float32, lda, strideA int, b []float32, ldb, strideB int, beta float32, c []float32, ldc, strideC int, batch int) {
-	if batch < 0 || strideA < 0 || strideB < 0 || strideC < 0 {
-		panic(fmt.Sprintf("kernels/cpu: sgemm batched: negative batch %d or stride (%d, %d, %d)", batch, strideA, strideB, strideC))
-	}
+// SgemmBatched is the package's SgemmBatched on this micro-kernel.
+func (g *gemmKernel) SgemmBatched(transA, transB bool, m, n, k int, alpha float32, a []float32, lda, strideA int, b []float32, ldb, strideB int, beta float32, c []float32, ldc, strideC int, batch int) {
+	CheckSgemmBatched(transA, transB, m, n, k, lda, strideA, ldb, strideB, ldc, strideC, batch, len(a), len(b), len(c))
 	if batch == 0 {
 		return
 	}
-	last := batch - 1
-	checkGemm(transA, transB, m, n, k, lda, ldb, ldc,
-		len(a)-min(last*strideA, len(a)), len(b)-min(last*strideB, len(b)), len(c)-min(last*strideC, len(c)))
 	if m*n*k >= gemmSerial {
 		for i := range batch {
 			g.run(transA, transB, m, n, k, alpha, a[i*strideA:], lda, b[i*strideB:], ldb, beta, c[i*strideC:], ldc, true)
@@ -113,6 +124,19 @@ func (g *gemmKernel) sgemmBatched(transA, transB bool, m, n, k int, alpha float3
 			g.run(transA, transB, m, n, k, alpha, a[i*strideA:], lda, b[i*strideB:], ldb, beta, c[i*strideC:], ldc, false)
 		}
 	})
+}
+
+// CheckSgemmBatched is CheckSgemm for SgemmBatched: every matrix of the batch must
+// lie inside its slice.
+func CheckSgemmBatched(transA, transB bool, m, n, k, lda, strideA, ldb, strideB, ldc, strideC, batch, la, lb, lc int) {
+	if batch < 0 || strideA < 0 || strideB < 0 || strideC < 0 {
+		panic(fmt.Sprintf("kernels/cpu: sgemm batched: negative batch %d or stride (%d, %d, %d)", batch, strideA, strideB, strideC))
+	}
+	if batch == 0 {
+		return
+	}
+	last := batch - 1
+	CheckSgemm(transA, transB, m, n, k, lda, ldb, ldc, la-min(last*strideA, la), lb-min(last*strideB, lb), lc-min(last*strideC, lc))
 }
 
 // scaleC sets C = beta·C, writing zeros when beta is 0 so NaNs in C do not survive.

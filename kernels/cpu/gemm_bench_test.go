@@ -1,12 +1,17 @@
-package cpu
+package cpu_test
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"testing"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
+
+	"github.com/subletml/sublet/kernels/cpu"
+	sysblas "github.com/subletml/sublet/kernels/cpu/blas"
 )
 
 var gemmBenchSizes = []int{256, 1024, 2048}
@@ -30,11 +35,11 @@ func benchSquare(b *testing.B, gemm func(n int, a, bm, c []float32)) {
 	}
 }
 
-// BenchmarkSgemm measures the built-in GEMM (GemmKernel names the micro-kernel).
+// BenchmarkSgemm measures the built-in GEMM (Builtin().Name() names the micro-kernel).
 func BenchmarkSgemm(b *testing.B) {
-	b.Logf("micro-kernel %s", GemmKernel())
+	b.Logf("GEMM %s", cpu.Builtin().Name())
 	benchSquare(b, func(n int, a, bm, c []float32) {
-		Sgemm(false, false, n, n, n, 1, a, n, bm, n, 0, c, n)
+		cpu.Sgemm(false, false, n, n, n, 1, a, n, bm, n, 0, c, n)
 	})
 }
 
@@ -43,5 +48,25 @@ func BenchmarkSgemmGonum(b *testing.B) {
 	benchSquare(b, func(n int, a, bm, c []float32) {
 		g := func(s []float32) blas32.General { return blas32.General{Rows: n, Cols: n, Stride: n, Data: s} }
 		blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, g(a), g(bm), 0, g(c))
+	})
+}
+
+// BenchmarkSgemmSystemBLAS measures the system BLAS that SUBLET_BLAS names (default:
+// openblas), and skips when none can be loaded.
+func BenchmarkSgemmSystemBLAS(b *testing.B) {
+	choice := os.Getenv(sysblas.Env)
+	if choice == "" || choice == "auto" || choice == "builtin" {
+		choice = "openblas"
+	}
+	lib, err := sysblas.Load(choice)
+	if errors.Is(err, sysblas.ErrNotFound) {
+		b.Skip(err)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("GEMM %s", lib.Name())
+	benchSquare(b, func(n int, a, bm, c []float32) {
+		lib.Sgemm(false, false, n, n, n, 1, a, n, bm, n, 0, c, n)
 	})
 }

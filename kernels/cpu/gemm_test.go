@@ -80,7 +80,7 @@ func (g gemmCase) check(t *testing.T, kern *gemmKernel, batchOffset int) {
 	t.Helper()
 	want := refGemm(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc)
 	c := append([]float32(nil), g.c...)
-	kern.sgemm(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, c, g.ldc)
+	kern.Sgemm(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, c, g.ldc)
 	for i := range g.m {
 		for j := range g.n {
 			require.InDelta(t, want[i*g.n+j], c[i*g.ldc+j], 1e-5*(1+math.Abs(want[i*g.n+j])),
@@ -188,6 +188,6 @@ func TestSgemmDeterministic(t *testing.T) {
 
 func TestGemmKernelName(t *testing.T) {
 	ks := gemmKernels()
-	assert.Equal(t, ks[0].name, GemmKernel())
+	assert.Equal(t, "builtin-"+ks[0].name, Builtin().Name())
 	assert.Equal(t, "go", ks[len(ks)-1].name)
 }

@@ -1,0 +1,102 @@
+// Package blas loads a system BLAS (OpenBLAS, MKL, or any libblas with CBLAS) at run
+// time through purego and offers its cblas_sgemm as a cpu.Gemm. Nothing links against
+// it: the build stays CGO_ENABLED=0, and without a system BLAS everything runs on the
+// built-in GEMM.
+//
+// Choosing (FromEnv reads SUBLET_BLAS; Open takes the same words):
+//
+//	builtin (or unset)  the built-in pure-Go GEMM; deterministic and needs nothing
+//	auto                the first system BLAS found, else builtin
+//	openblas            libopenblas (LP64, then the 64-bit-integer libopenblas64)
+//	mkl                 Intel MKL's single dynamic library, libmkl_rt
+//	blas                the system's libblas.so.3 (Debian's alternative)
+//	/path/to/lib.so     that library file, which must export cblas_sgemm
+//
+// Invariants: a *Library is immutable after Open and safe for concurrent use; its
+// libraries stay loaded for the life of the process (never dlclosed, since calls may
+// be in flight). A system BLAS runs its own threads and may sum in another order than
+// the built-in GEMM, so results can differ in the last bits between implementations.
+package blas
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/subletml/sublet/kernels/cpu"
+)
+
+// Env is the environment variable FromEnv reads.
+const Env = "SUBLET_BLAS"
+
+// ErrNotFound is wrapped by Open's error when no library of the asked kind can be
+// loaded on this machine.
+var ErrNotFound = errors.New("system BLAS not found")
+
+// candidates lists, per kind, the library names tried in order, and whether each
+// uses 64-bit integers (and the symbol suffix that goes with it).
+var candidates = map[string][]libName{
+	"openblas": {{"libopenblas.so.0", false}, {"libopenblas.so", false}, {"libopenblas64.so.0", true}, {"libopenblas.dylib", false}},
+	"mkl":      {{"libmkl_rt.so.2", false}, {"libmkl_rt.so", false}, {"libmkl_rt.dylib", false}},
+	"blas":     {{"libblas.so.3", false}, {"libcblas.so.3", false}},
+}
+
+type libName struct {
+	file  string
+	ilp64 bool
+}
+
+// FromEnv returns the GEMM that SUBLET_BLAS asks for (see the package doc); unset
+// means builtin. Asking for a system BLAS that cannot be loaded is an error, except
+// with auto.
+func FromEnv() (cpu.Gemm, error) { return Open(os.Getenv(Env)) }
+
+// Open returns the GEMM that choice names (see the package doc).
+func Open(choice string) (cpu.Gemm, error) {
+	switch choice {
+	case "", "builtin":
+		return cpu.Builtin(), nil
+	case "auto":
+		for _, kind := range []string{"openblas", "mkl", "blas"} {
+			if lib, err := Load(kind); err == nil {
+				return lib, nil
+			}
+		}
+		return cpu.Builtin(), nil
+	}
+	lib, err := Load(choice)
+	if err != nil {
+		return nil, err
+	}
+	return lib, nil
+}
+
+// Load opens a system BLAS of the given kind ("openblas", "mkl", "blas") or at the
+// given path (anything containing a '/').
+func Load(kind string) (*Library, error) {
+	names, ok := candidates[kind]
+	if !ok {
+		if !containsSlash(kind) {
+			return nil, fmt.Errorf("blas: unknown %s value %q: use builtin, auto, openblas, mkl, blas or a library path", Env, kind)
+		}
+		names = []libName{{kind, false}}
+	}
+	var errs []error
+	for _, n := range names {
+		lib, err := open(n)
+		if err == nil {
+			return lib, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("blas: loading %s: %w (%w)", kind, ErrNotFound, errors.Join(errs...))
+}
+
+func containsSlash(s string) bool {
+	for _, c := range s {
+		if c == '/' {
+			return true
+		}
+	}
+	return false
+}

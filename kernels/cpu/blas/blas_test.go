@@ -1,0 +1,96 @@
+package blas
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/subletml/sublet/kernels/cpu"
+)
+
+func TestOpenChoices(t *testing.T) {
+	g, err := Open("")
+	require.NoError(t, err)
+	assert.Equal(t, cpu.Builtin(), g)
+	g, err = Open("builtin")
+	require.NoError(t, err)
+	assert.Equal(t, cpu.Builtin(), g)
+	g, err = Open("auto")
+	require.NoError(t, err, "auto never fails: it falls back to builtin")
+	assert.NotNil(t, g)
+
+	_, err = Open("cublas")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"cublas"`)
+	assert.Contains(t, err.Error(), "openblas")
+
+	_, err = Load("/nonexistent/libnothing.so")
+	require.ErrorIs(t, err, ErrNotFound)
+	assert.Contains(t, err.Error(), "/nonexistent/libnothing.so")
+
+	t.Setenv(Env, "builtin")
+	g, err = FromEnv()
+	require.NoError(t, err)
+	assert.Equal(t, cpu.Builtin(), g)
+}
+
+// systemBLAS loads the library SUBLET_BLAS names (a kind or a path; default openblas)
+// or skips the test when there is none.
+func systemBLAS(t *testing.T) *Library {
+	choice := os.Getenv(Env)
+	if choice == "" || choice == "auto" || choice == "builtin" {
+		choice = "openblas"
+	}
+	lib, err := Load(choice)
+	if errors.Is(err, ErrNotFound) {
+		t.Skipf("no system BLAS: %v", err)
+	}
+	require.NoError(t, err)
+	return lib
+}
+
+func TestSystemSgemmMatchesBuiltin(t *testing.T) {
+	lib := systemBLAS(t)
+	t.Logf("testing %s", lib.Name())
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 40 {
+		m, n, k := r.IntN(50), r.IntN(50), r.IntN(50)
+		transA, transB := r.IntN(2) == 0, r.IntN(2) == 0
+		ar, ac := m, k
+		if transA {
+			ar, ac = k, m
+		}
+		br, bc := k, n
+		if transB {
+			br, bc = n, k
+		}
+		lda, ldb, ldc := ac+r.IntN(3), bc+r.IntN(3), n+r.IntN(3)
+		rnd := func(size int) []float32 {
+			s := make([]float32, size)
+			for i := range s {
+				s[i] = float32(r.NormFloat64())
+			}
+			return s
+		}
+		a, b, c := rnd(ar*lda), rnd(br*ldb), rnd(m*ldc)
+		want := append([]float32(nil), c...)
+		got := append([]float32(nil), c...)
+		cpu.Sgemm(transA, transB, m, n, k, 0.5, a, lda, b, ldb, 2, want, ldc)
+		lib.Sgemm(transA, transB, m, n, k, 0.5, a, lda, b, ldb, 2, got, ldc)
+		for i := range want {
+			require.InDelta(t, want[i], got[i], 1e-4*(1+math.Abs(float64(want[i]))), "%dx%dx%d at %d", m, n, k, i)
+		}
+	}
+	// Batched, with A shared across the batch.
+	a := []float32{1, 2, 3, 4}
+	b := []float32{1, 0, 0, 1, 2, 0, 0, 2}
+	c := make([]float32, 8)
+	lib.SgemmBatched(false, false, 2, 2, 2, 1, a, 2, 0, b, 2, 4, 0, c, 2, 4, 2)
+	assert.Equal(t, []float32{1, 2, 3, 4, 2, 4, 6, 8}, c)
+	assert.Panics(t, func() { lib.Sgemm(false, false, 2, 2, 2, 1, a[:3], 2, b, 2, 0, c, 2) }, "checked before the call")
+}

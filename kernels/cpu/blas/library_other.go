@@ -1,0 +1,16 @@
+//go:build !((linux || darwin || freebsd || netbsd) && (amd64 || arm64))
+
+package blas
+
+import (
+	"errors"
+
+	"github.com/subletml/sublet/kernels/cpu"
+)
+
+// Library is a loaded system BLAS; on this platform none can be loaded.
+type Library struct{ cpu.Gemm }
+
+func open(n libName) (*Library, error) {
+	return nil, errors.New(n.file + ": loading libraries at run time is not supported on this platform")
+}
