@@ -214,9 +214,8 @@ func TestGoldenSeriesEqualPyTorch(t *testing.T) {
 			require.NoError(t, err, "%s: the rows before the error all equal PyTorch's", c.name)
 			differ, onlyOurs, onlyTheirs := finalDiff(ours.Final, c.res.Final)
 			assert.Empty(t, differ, "%s: final statistics", c.name)
-			if len(onlyOurs)+len(onlyTheirs) > 0 {
-				t.Logf("%s: final keys only sublet has: %v; only PyTorch has: %v", c.name, onlyOurs, onlyTheirs)
-			}
+			assert.Empty(t, onlyOurs, "%s: final keys only sublet has", c.name)
+			assert.Empty(t, onlyTheirs, "%s: final keys only PyTorch has", c.name)
 		})
 	}
 }
