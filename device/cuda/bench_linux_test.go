@@ -155,9 +155,8 @@ func BenchmarkContextSwitch(b *testing.B) {
 	d := openTest(b)
 	b.Run("SetCurrent", func(b *testing.B) {
 		for b.Loop() {
-			runtime.LockOSThread()
-			syscallN(d.drv.cuCtxSetCurrent, d.ctx)
-			runtime.UnlockOSThread()
+			d.enter()
+			d.exit()
 		}
 	})
 	b.Run("GetCurrent", func(b *testing.B) {

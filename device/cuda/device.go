@@ -57,6 +57,9 @@ type Device struct {
 	drv   *driver
 	dev   int32   // CUdevice
 	ctx   uintptr // CUcontext: the primary context, retained until Close
+	// ctxArgs is []uintptr{ctx}, built once: passed to the variadic syscallN as is, it
+	// spares every call a heap-allocated argument slice.
+	ctxArgs []uintptr
 	name  string
 	props Properties
 	// allocProp and access describe VMM allocations on this GPU (cuMemCreate,
@@ -129,6 +132,7 @@ func Open(ordinal int) (*Device, error) {
 	if r := syscallN(drv.cuDevicePrimaryCtxRetain, uintptr(unsafe.Pointer(&d.ctx)), uintptr(d.dev)); r != success {
 		return nil, drv.errorf(r, "cuDevicePrimaryCtxRetain(%s)", d.name)
 	}
+	d.ctxArgs = []uintptr{d.ctx}
 	if err := d.initVirtualMemory(); err != nil {
 		syscallN(drv.cuDevicePrimaryCtxRelease, uintptr(d.dev))
 		return nil, err
@@ -225,20 +229,20 @@ func (d *Device) count(counter *int, bytes *int64, n int, size int64) {
 // another thread between any two calls (seen as CUDA_ERROR_INVALID_CONTEXT), so the
 // goroutine is locked to its thread for the pair. Setting the context on every call was
 // chosen over a per-thread cache of "context already current here" by measurement
-// (BenchmarkContextSwitch, H200 machine, 2026-11-30): LockOSThread + cuCtxSetCurrent +
-// UnlockOSThread costs 105 ns, while the cache's lookup alone (gettid system call and a
-// sync.Map load) costs 173 ns and cuCtxGetCurrent 178 ns. A cache would also go stale
-// whenever other code on the thread (another Device, a library) changes the current
-// context. A whole Device.call costs 365 ns against 172 ns for the bare foreign call.
+// (BenchmarkContextSwitch and BenchmarkCall, H200 machine, 2026-11-30, two runs):
+// LockOSThread + cuCtxSetCurrent + UnlockOSThread costs 105-163 ns, while the cache's
+// lookup alone (a gettid system call and a sync.Map load) costs 173-183 ns and
+// cuCtxGetCurrent 174-178 ns; a cache would also go stale whenever other code on the
+// thread (another Device, a library) changes the current context. A whole Device.call
+// costs 365-463 ns against 168-172 ns for the bare foreign call (BenchmarkSyscall).
 //
 //go:uintptrescapes
 func (d *Device) call(fn uintptr, args ...uintptr) result {
-	runtime.LockOSThread()
-	r := syscallN(d.drv.cuCtxSetCurrent, d.ctx)
+	r := d.enter()
 	if r == success {
 		r = syscallN(fn, args...)
 	}
-	runtime.UnlockOSThread()
+	d.exit()
 	return r
 }
 
@@ -247,7 +251,7 @@ func (d *Device) call(fn uintptr, args ...uintptr) result {
 // returned.
 func (d *Device) enter() result {
 	runtime.LockOSThread()
-	return syscallN(d.drv.cuCtxSetCurrent, d.ctx)
+	return syscallN(d.drv.cuCtxSetCurrent, d.ctxArgs...)
 }
 
 func (d *Device) exit() { runtime.UnlockOSThread() }
