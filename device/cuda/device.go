@@ -54,14 +54,14 @@ type Usage struct {
 // frees it is the caller's race.
 type Device struct {
 	// Immutable after Open.
-	drv   *driver
-	dev   int32   // CUdevice
-	ctx   uintptr // CUcontext: the primary context, retained until Close
+	drv *driver
+	dev int32   // CUdevice
+	ctx uintptr // CUcontext: the primary context, retained until Close
 	// ctxArgs is []uintptr{ctx}, built once: passed to the variadic syscallN as is, it
 	// spares every call a heap-allocated argument slice.
 	ctxArgs []uintptr
-	name  string
-	props Properties
+	name    string
+	props   Properties
 	// allocProp and access describe VMM allocations on this GPU (cuMemCreate,
 	// cuMemSetAccess); granularity is cuMemGetAllocationGranularity for allocProp, or 0
 	// when props.VirtualMemory is false.
