@@ -45,7 +45,7 @@ func TestKernelArgEncoding(t *testing.T) {
 	assert.Equal(t, uint64(0xffffffff), ArgInt32(-1).bits)
 	assert.Equal(t, uint64(math.Float32bits(1.5)), ArgFloat32(1.5).bits)
 	assert.Equal(t, math.Float64bits(-2.25), ArgFloat64(-2.25).bits)
-	assert.Equal(t, uint64(1<<40), ArgPtr(1<<40).bits)
+	assert.Equal(t, uint64(0x7654_3210), ArgPtr(0x7654_3210).bits)
 	assert.Equal(t, uint64(math.MaxUint64), ArgInt64(-1).bits)
 
 	p := newLaunchParams().(*launchParams)
