@@ -38,33 +38,51 @@ const (
 	placeAlign = 2 << 20
 	// granule is the unit in which fresh address space is taken for a new allocation.
 	granule = 32 << 20
+	// freshTop is where fresh address space starts, going down.
+	freshTop = mallocTop - 512<<20
 )
 
-// topDown is the default placement, modelled on what the H200's driver was seen to do
-// (bench/README.md): allocations are placed top-down, each new one below the previous;
-// sizes are rounded up to 2 MiB; a fresh allocation takes a run of whole 32 MiB granules
-// (the highest free run that fits, its top granules) and sits at the bottom of the run,
-// so large allocations lie at 32 MiB multiples; the leftover of a run above its
-// allocation is filled by later allocations that fit (lowest address first), which is how
-// a 2 MiB segment lands in an earlier granule. A run goes back to the free address space
-// when its last allocation is freed; freed ranges inside a live run are reused the same
-// way as leftovers.
+// contextPieces are the free pieces the H200's driver has in address space it already
+// holds when a process's first allocation comes, relative to freshTop: a 2 MiB piece
+// 414 MiB above it and a 24 MiB piece 488 MiB above it (driver 580, CUDA 13, seen
+// identically in all 49 torch_replay.py runs of 2026-11-30).
+var contextPieces = [...]span{
+	{freshTop + 414<<20, freshTop + 416<<20},
+	{freshTop + 488<<20, freshTop + 512<<20},
+}
+
+// topDown is the default placement, calibrated on the segment addresses the H200's
+// driver returned to PyTorch (testdata/oracle, TestTopDownMatchesTheH200):
 //
-// Search order for a new allocation: runs from the highest address down, first fit in
-// their free ranges; then a fresh run.
+//   - Sizes round up to 2 MiB.
+//   - The driver first looks for room in address space it already holds: the free
+//     pieces of its runs (below) and the two pieces the context leaves (contextPieces),
+//     lowest address first, placing at the bottom of the first piece that fits.
+//   - Otherwise it takes a fresh run of whole 32 MiB granules, top-down from freshTop
+//     (the highest free range that fits, its top granules), and places the allocation at
+//     the run's bottom; the rest of the run is a free piece for later allocations. So
+//     large allocations lie at 32 MiB multiples, each new one below the previous, and
+//     small ones fill the leftovers of earlier runs.
+//   - A run whose last allocation is freed goes back to the fresh address space; its
+//     range is taken again top-down. The context's pieces are never given back.
 type topDown struct {
-	// va is the free address space in whole granules.
+	// va is the fresh address space, in whole granules.
 	va spans
-	// runs are the live granule runs, sorted by base.
+	// runs are the held ranges with their free pieces, sorted by base; the context's
+	// run is among them.
 	runs []*run
 }
 
-// run is a block of whole granules taken from va for one or more allocations.
+// run is a range of address space the driver holds: a block of whole granules taken from
+// va, or the context's range.
 type run struct {
 	base, size uint64
-	// used is the bytes of live allocations in the run; free is the rest.
+	// used is the bytes of live allocations in the run (and, for the context's run, of
+	// what the context keeps); free is the rest.
 	used uint64
 	free spans
+	// context marks the context's run, which is never given back.
+	context bool
 }
 
 func newTopDown(capacity int64) *topDown {
@@ -72,14 +90,20 @@ func newTopDown(capacity int64) *topDown {
 	// 2 MiB alone in a 32 MiB granule.
 	va := alignUp(uint64(capacity)*16, granule)
 	va = max(va, mallocMinVA)
-	va = min(va, mallocTop-mallocLowest)
-	return &topDown{va: spans{free: []span{{mallocTop - va, mallocTop}}}}
+	va = min(va, freshTop-mallocLowest)
+	ctx := &run{base: contextPieces[0].lo, context: true}
+	ctx.size = contextPieces[len(contextPieces)-1].hi - ctx.base
+	ctx.used = ctx.size
+	for _, p := range contextPieces {
+		ctx.free.give(p.lo, p.hi-p.lo)
+		ctx.used -= p.hi - p.lo
+	}
+	return &topDown{va: spans{free: []span{{freshTop - va, freshTop}}}, runs: []*run{ctx}}
 }
 
 func (t *topDown) place(size int64) (uint64, error) {
 	s := alignUp(uint64(size), placeAlign)
-	for i := len(t.runs) - 1; i >= 0; i-- {
-		r := t.runs[i]
+	for _, r := range t.runs {
 		if a, ok := r.free.takeLow(s, placeAlign); ok {
 			r.used += s
 			return a, nil
@@ -106,7 +130,7 @@ func (t *topDown) release(addr uint64, size int64) {
 	i := sort.Search(len(t.runs), func(i int) bool { return t.runs[i].base > addr }) - 1
 	r := t.runs[i]
 	r.used -= s
-	if r.used == 0 {
+	if r.used == 0 && !r.context {
 		t.runs = slices.Delete(t.runs, i, i+1)
 		t.va.give(r.base, r.size)
 		return

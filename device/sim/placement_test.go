@@ -11,7 +11,7 @@ import (
 	"github.com/subletml/sublet/device"
 )
 
-const top = device.Ptr(mallocTop)
+const fresh = device.Ptr(freshTop)
 
 func TestTopDownPlacement(t *testing.T) {
 	d := newSim(t, Options{})
@@ -21,35 +21,47 @@ func TestTopDownPlacement(t *testing.T) {
 		require.NoError(t, err)
 		return p
 	}
-	a := m(20 * mib)
-	assert.Equal(t, top-32*mib, a, "the first segment sits at the bottom of the top granule")
-	b := m(20 * mib)
-	assert.Equal(t, a-32*mib, b, "each new segment one granule below the previous")
-	c := m(2 * mib)
-	assert.Equal(t, a+20*mib, c, "a small segment fills the leftover of the highest granule")
-	var small []device.Ptr
-	for range 5 {
-		small = append(small, m(2*mib))
+	sequence := func() []device.Ptr {
+		ps := []device.Ptr{m(20 * mib)}
+		assert.Equal(t, fresh+488*mib, ps[0], "the first 20 MiB fits the context's 24 MiB piece")
+		ps = append(ps, m(2*mib))
+		assert.Equal(t, fresh+414*mib, ps[1], "2 MiB fits the context's 2 MiB piece, at a lower address")
+		ps = append(ps, m(2*mib), m(2*mib))
+		assert.Equal(t, []device.Ptr{fresh + 508*mib, fresh + 510*mib}, ps[2:], "the rest of the 24 MiB piece")
+		ps = append(ps, m(64*mib))
+		assert.Equal(t, fresh-64*mib, ps[4], "nothing held fits: a fresh run, top-down")
+		ps = append(ps, m(2*mib))
+		assert.Equal(t, fresh-96*mib, ps[5], "a fresh 32 MiB granule below")
+		ps = append(ps, m(20*mib))
+		assert.Equal(t, fresh-94*mib, ps[6], "filling that granule's leftover")
+		ps = append(ps, m(100*mib))
+		assert.Equal(t, fresh-224*mib, ps[7], "100 MiB takes four whole granules below the others")
+		ps = append(ps, m(1))
+		assert.Equal(t, fresh-124*mib, ps[8], "sizes round up to 2 MiB; the lowest leftover that fits comes first")
+		return ps
 	}
-	assert.Equal(t, a+30*mib, small[4], "the first granule is full after six 2 MiB segments")
-	d2 := m(2 * mib)
-	assert.Equal(t, b+20*mib, d2, "then the next granule's leftover")
-	e := m(100 * mib)
-	assert.Equal(t, b-128*mib, e, "100 MiB takes four whole granules below the others")
-	f := m(1)
-	assert.Equal(t, b+22*mib, f, "sizes round up to 2 MiB")
+	ps := sequence()
 
+	require.NoError(t, d.Free(ps[8]))
+	assert.Equal(t, ps[8], m(2*mib), "a freed range inside a live run is reused")
+	require.NoError(t, d.Free(ps[4]))
+	assert.Equal(t, fresh-32*mib, m(32*mib), "a run freed whole goes back to the fresh space, taken again from its top")
+	require.NoError(t, d.Free(fresh-32*mib))
+	require.NoError(t, d.Free(ps[0]))
+	a, b := m(24*mib), m(20*mib)
+	assert.Equal(t, fresh-122*mib, a, "the lowest piece that fits")
+	assert.Equal(t, ps[0], b, "then the context's piece, freed")
 	require.NoError(t, d.Free(a))
-	a2 := m(20 * mib)
-	assert.Equal(t, a, a2, "a freed range inside a live granule is reused")
-	require.NoError(t, d.Free(e))
-	e2 := m(64 * mib)
-	assert.Equal(t, b-64*mib, e2, "freed granules go back to the free address space, reused from the top")
-
-	for _, p := range append(small, a2, b, c, d2, e2, f) {
+	for i, p := range ps {
+		if i != 4 {
+			require.NoError(t, d.Free(p))
+		}
+	}
+	assert.Equal(t, int64(0), d.Stats().InUse)
+	assert.Equal(t, ps, sequence(), "with everything freed, the same requests land at the same addresses")
+	for _, p := range ps {
 		require.NoError(t, d.Free(p))
 	}
-	assert.Equal(t, top-32*mib, m(2*mib), "with everything freed, placement starts at the top again")
 }
 
 // Random allocations and frees: addresses stay 2 MiB aligned, inside the Malloc region,
@@ -81,7 +93,7 @@ func TestTopDownPlacementInvariants(t *testing.T) {
 		p, err := d.Malloc(size)
 		require.NoError(t, err, "step %d", i)
 		require.Zero(t, p%placeAlign)
-		require.GreaterOrEqual(t, uint64(p), uint64(mallocTop)-fullVA)
+		require.GreaterOrEqual(t, uint64(p), uint64(freshTop)-fullVA)
 		require.LessOrEqual(t, uint64(p)+uint64(size), uint64(mallocTop))
 		live[p] = size
 	}
@@ -96,7 +108,8 @@ func TestTopDownPlacementInvariants(t *testing.T) {
 	for _, p := range ps {
 		require.NoError(t, d.Free(p))
 	}
-	assert.Empty(t, td.runs)
+	require.Len(t, td.runs, 1, "only the context's run is left")
+	assert.Equal(t, contextPieces[:], td.runs[0].free.free, "with the context's pieces free again")
 	assert.Equal(t, fullVA, td.va.bytes())
 	assert.Len(t, td.va.free, 1, "the free address space coalesced back into one range")
 	assert.Equal(t, int64(0), d.Stats().InUse)
