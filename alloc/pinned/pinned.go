@@ -29,6 +29,7 @@ import (
 	"math/bits"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/subletml/sublet/device"
@@ -86,6 +87,9 @@ type Allocator struct {
 	// Guarded by eventsMu: pending in record order, and idle events for reuse.
 	pending []pendingEvent
 	idle    []device.Event
+	// parked is len(pending), readable without eventsMu, so that Alloc skips event
+	// processing (and its locks) when nothing is parked: the common case.
+	parked atomic.Int64
 
 	stats counters
 }
@@ -260,6 +264,7 @@ func (a *Allocator) park(blk *block, streams []device.Stream) error {
 	} else {
 		a.eventsMu.Lock()
 		a.pending = append(a.pending, recorded...)
+		a.parked.Store(int64(len(a.pending)))
 		a.eventsMu.Unlock()
 	}
 	return errors.Join(errs...)
@@ -301,7 +306,7 @@ func (a *Allocator) cache(b *block) {
 // stopping at the first event still pending (as PyTorch does). If another goroutine is
 // already at it, it returns at once.
 func (a *Allocator) processEvents() error {
-	if !a.processMu.TryLock() {
+	if a.parked.Load() == 0 || !a.processMu.TryLock() {
 		return nil
 	}
 	defer a.processMu.Unlock()
@@ -323,6 +328,7 @@ func (a *Allocator) processEvents() error {
 		a.eventsMu.Lock()
 		a.pending[0] = pendingEvent{}
 		a.pending = a.pending[1:]
+		a.parked.Store(int64(len(a.pending)))
 		a.idle = append(a.idle, p.e)
 		a.eventsMu.Unlock()
 		p.b.mu.Lock()

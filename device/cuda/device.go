@@ -228,13 +228,15 @@ func (d *Device) count(counter *int, bytes *int64, n int, size int64) {
 // The driver keeps the current context per OS thread, and a goroutine may move to
 // another thread between any two calls (seen as CUDA_ERROR_INVALID_CONTEXT), so the
 // goroutine is locked to its thread for the pair. Setting the context on every call was
-// chosen over a per-thread cache of "context already current here" by measurement
-// (BenchmarkContextSwitch and BenchmarkCall, H200 machine, 2026-11-30, two runs):
-// LockOSThread + cuCtxSetCurrent + UnlockOSThread costs 105-163 ns, while the cache's
-// lookup alone (a gettid system call and a sync.Map load) costs 173-183 ns and
-// cuCtxGetCurrent 174-178 ns; a cache would also go stale whenever other code on the
-// thread (another Device, a library) changes the current context. A whole Device.call
-// costs 365-463 ns against 168-172 ns for the bare foreign call (BenchmarkSyscall).
+// chosen over a per-thread cache of "context already current here". Measured on the H200
+// machine (BenchmarkContextSwitch, BenchmarkCall, 2026-11-30, three runs), the
+// candidates cost the same within noise: LockOSThread + cuCtxSetCurrent +
+// UnlockOSThread 105-173 ns, the cache's lookup alone (a gettid system call and a
+// sync.Map load, under LockOSThread) 120-183 ns, cuCtxGetCurrent 119-194 ns. Neither
+// wins consistently, and a cache goes stale whenever other code on the thread (another
+// Device, a library) changes the current context; setting it never does. A whole
+// Device.call costs 210-463 ns against 104-172 ns for the bare foreign call
+// (BenchmarkSyscall).
 //
 //go:uintptrescapes
 func (d *Device) call(fn uintptr, args ...uintptr) result {
