@@ -2,9 +2,7 @@ package cpu
 
 import (
 	"fmt"
-	"runtime"
 	"sync"
-	"unsafe"
 )
 
 // Sgemm computes C = alpha·op(A)·op(B) + beta·C for row-major matrices, as CBLAS's
@@ -103,7 +101,8 @@ func (g *gemmKernel) Name() string { return "builtin-" + g.name }
 // Sgemm is the package's Sgemm on this micro-kernel.
 func (g *gemmKernel) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	CheckSgemm(transA, transB, m, n, k, lda, ldb, ldc, len(a), len(b), len(c))
-	g.run(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, m*n*k >= gemmSerial)
+	av, bv := sgemmViews(transA, transB, a, lda, b, ldb)
+	g.run(m, n, k, alpha, av, bv, beta, c, ldc, m*n*k >= gemmSerial)
 }
 
 // SgemmBatched is the package's SgemmBatched on this micro-kernel.
@@ -112,17 +111,11 @@ func (g *gemmKernel) SgemmBatched(transA, transB bool, m, n, k int, alpha float3
 	if batch == 0 {
 		return
 	}
-	if m*n*k >= gemmSerial {
-		for i := range batch {
-			g.run(transA, transB, m, n, k, alpha, a[i*strideA:], lda, b[i*strideB:], ldb, beta, c[i*strideC:], ldc, true)
-		}
-		return
-	}
-	// Small matrices: one goroutine per group of whole products.
-	parallelFor(batch, max(1, gemmSerial/max(m*n*k, 1)), func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			g.run(transA, transB, m, n, k, alpha, a[i*strideA:], lda, b[i*strideB:], ldb, beta, c[i*strideC:], ldc, false)
-		}
+	av, bv := sgemmViews(transA, transB, a, lda, b, ldb)
+	g.batches(m, n, k, batch, func(i int, parallel bool) {
+		ai, bi := av, bv
+		ai.off, bi.off = i*strideA, i*strideB
+		g.run(m, n, k, alpha, ai, bi, beta, c[i*strideC:], ldc, parallel)
 	})
 }
 
@@ -139,138 +132,31 @@ func CheckSgemmBatched(transA, transB bool, m, n, k, lda, strideA, ldb, strideB,
 	CheckSgemm(transA, transB, m, n, k, lda, ldb, ldc, la-min(last*strideA, la), lb-min(last*strideB, lb), lc-min(last*strideC, lc))
 }
 
-// scaleC sets C = beta·C, writing zeros when beta is 0 so NaNs in C do not survive.
-func scaleC(m, n int, beta float32, c []float32, ldc int, parallel bool) {
-	if beta == 1 {
+// sgemmViews describes Sgemm's A and B as strided float32 matrices.
+func sgemmViews(transA, transB bool, a []float32, lda int, b []float32, ldb int) (av, bv matView) {
+	av, bv = f32View(a, lda, 1), f32View(b, ldb, 1)
+	if transA {
+		av.rs, av.cs = 1, lda
+	}
+	if transB {
+		bv.rs, bv.cs = 1, ldb
+	}
+	return av, bv
+}
+
+// batches calls product(i, parallel) for every i < batch: one after the other, each
+// parallel inside, when the products are large; in parallel, each on one goroutine,
+// when they are small.
+func (g *gemmKernel) batches(m, n, k, batch int, product func(i int, parallel bool)) {
+	if m*n*k >= gemmSerial {
+		for i := range batch {
+			product(i, true)
+		}
 		return
 	}
-	rows := func(lo, hi int) {
+	parallelFor(batch, max(1, gemmSerial/max(m*n*k, 1)), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			row := c[i*ldc : i*ldc+n]
-			if beta == 0 {
-				clear(row)
-				continue
-			}
-			for j := range row {
-				row[j] *= beta
-			}
+			product(i, false)
 		}
-	}
-	if !parallel {
-		rows(0, m)
-		return
-	}
-	parallelFor(m, max(1, grain/max(n, 1)), rows)
-}
-
-func (g *gemmKernel) run(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, parallel bool) {
-	if m == 0 || n == 0 {
-		return
-	}
-	scaleC(m, n, beta, c, ldc, parallel)
-	if k == 0 || alpha == 0 {
-		return
-	}
-	workers := 1
-	if parallel {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	bp := g.packB.Get().(*[]float32)
-	defer g.packB.Put(bp)
-	bPack := *bp
-	for jc := 0; jc < n; jc += g.nc {
-		nc := min(g.nc, n-jc)
-		nPanels := (nc + g.nr - 1) / g.nr
-		for pc := 0; pc < k; pc += g.kc {
-			kc := min(g.kc, k-pc)
-			packPanels := func(lo, hi int) {
-				for jp := lo; jp < hi; jp++ {
-					packPanel(bPack[jp*kc*g.nr:], b, ldb, !transB, pc, kc, jc+jp*g.nr, min(g.nr, nc-jp*g.nr), g.nr)
-				}
-			}
-			if workers > 1 {
-				parallelFor(nPanels, 4, packPanels)
-			} else {
-				packPanels(0, nPanels)
-			}
-			// Tasks are (mc block of rows, range of B panels); cut the panels finer
-			// when there are too few row blocks to keep every worker busy.
-			mBlocks := (m + g.mc - 1) / g.mc
-			split := min(nPanels, max(1, (2*workers+mBlocks-1)/mBlocks))
-			if workers == 1 {
-				split = 1
-			}
-			task := func(t int) {
-				ic := (t / split) * g.mc
-				mc := min(g.mc, m-ic)
-				j0, j1 := nPanels*(t%split)/split, nPanels*(t%split+1)/split
-				ap := g.packA.Get().(*[]float32)
-				aPack := *ap
-				mPanels := (mc + g.mr - 1) / g.mr
-				for ip := range mPanels {
-					packPanel(aPack[ip*kc*g.mr:], a, lda, transA, pc, kc, ic+ip*g.mr, min(g.mr, mc-ip*g.mr), g.mr)
-				}
-				for jp := j0; jp < j1; jp++ {
-					cols := min(g.nr, nc-jp*g.nr)
-					for ip := range mPanels {
-						rows := min(g.mr, mc-ip*g.mr)
-						cOff := (ic+ip*g.mr)*ldc + jc + jp*g.nr
-						g.tile(kc, &aPack[ip*kc*g.mr], &bPack[jp*kc*g.nr], c, cOff, ldc, rows, cols, alpha)
-					}
-				}
-				g.packA.Put(ap)
-			}
-			if workers > 1 {
-				parallelTasks(mBlocks*split, task)
-			} else {
-				for t := range mBlocks * split {
-					task(t)
-				}
-			}
-		}
-	}
-}
-
-// tile adds alpha·Ap·Bp into the rows×cols tile of C at cOff, through a scratch tile
-// when it is smaller than the micro-kernel's.
-func (g *gemmKernel) tile(kc int, ap, bp *float32, c []float32, cOff, ldc, rows, cols int, alpha float32) {
-	if rows == g.mr && cols == g.nr {
-		_ = c[cOff+(rows-1)*ldc+cols-1] // the kernel writes the whole tile
-		g.micro(kc, ap, bp, unsafe.SliceData(c[cOff:]), ldc, alpha)
-		return
-	}
-	tp := g.tiles.Get().(*[]float32)
-	t := *tp
-	clear(t)
-	g.micro(kc, ap, bp, unsafe.SliceData(t), g.nr, alpha)
-	for i := range rows {
-		row := c[cOff+i*ldc : cOff+i*ldc+cols]
-		for j := range row {
-			row[j] += t[i*g.nr+j]
-		}
-	}
-	g.tiles.Put(tp)
-}
-
-// packPanel packs a kc×w panel of a matrix into dst as kc steps of w floats: element
-// (p, x) is src[(p0+p)·ld + x0+x] when steps are rows of src, else src[(x0+x)·ld +
-// p0+p]. Only x < cols is read; the rest is zero-padded. A panel of op(A) is the
-// transposed case of one of op(B).
-func packPanel(dst, src []float32, ld int, stepRows bool, p0, kc, x0, cols, w int) {
-	dst = dst[:kc*w]
-	if cols < w {
-		clear(dst)
-	}
-	if stepRows {
-		for p := range kc {
-			copy(dst[p*w:p*w+cols], src[(p0+p)*ld+x0:])
-		}
-		return
-	}
-	for x := range cols {
-		row := src[(x0+x)*ld+p0 : (x0+x)*ld+p0+kc]
-		for p, v := range row {
-			dst[p*w+x] = v
-		}
-	}
+	})
 }

@@ -94,3 +94,25 @@ func TestSystemSgemmMatchesBuiltin(t *testing.T) {
 	assert.Equal(t, []float32{1, 2, 3, 4, 2, 4, 6, 8}, c)
 	assert.Panics(t, func() { lib.Sgemm(false, false, 2, 2, 2, 1, a[:3], 2, b, 2, 0, c, 2) }, "checked before the call")
 }
+
+func TestMatmulOnSystemBLAS(t *testing.T) {
+	lib := systemBLAS(t)
+	r := rand.New(rand.NewPCG(3, 4))
+	a := make([]float32, 3*20*30)
+	b := make([]float32, 30*40)
+	for i := range a {
+		a[i] = float32(r.NormFloat64())
+	}
+	for i := range b {
+		b[i] = float32(r.NormFloat64())
+	}
+	// a is [3, 20, 30]; b is viewed transposed as [30, 40] from a [40, 30] buffer.
+	bt := cpu.Layout{Shape: []int{30, 40}, Strides: []int{1, 30}}
+	want := make([]float32, 3*20*40)
+	got := make([]float32, 3*20*40)
+	cpu.Matmul(nil, cpu.F32(want, cpu.Contiguous(3, 20, 40)), cpu.F32(a, cpu.Contiguous(3, 20, 30)), cpu.F32(b, bt), 1, 0)
+	cpu.Matmul(lib, cpu.F32(got, cpu.Contiguous(3, 20, 40)), cpu.F32(a, cpu.Contiguous(3, 20, 30)), cpu.F32(b, bt), 1, 0)
+	for i := range want {
+		require.InDelta(t, want[i], got[i], 1e-4*(1+math.Abs(float64(want[i]))), "at %d", i)
+	}
+}

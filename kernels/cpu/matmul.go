@@ -1,0 +1,158 @@
+package cpu
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/subletml/sublet/dtype"
+)
+
+// Matmul computes dst = alpha·a·b + beta·dst over the last two dimensions of each
+// operand: a is [..., m, k], b is [..., k, n] and dst is [..., m, n]. The dimensions
+// before those are batch dimensions; a's and b's broadcast to dst's by numpy rules, so
+// a weight [k, n] multiplies every matrix of a batch [B, m, k]. Operands may be
+// float32, float16 or bfloat16 with any strides (a transpose is a view with swapped
+// strides); products accumulate in float32 and dst is rounded once to its type. When
+// beta is 0, dst is not read. dst must not overlap a or b.
+//
+// gemm runs the products whose operands are all float32 with a unit stride in each
+// matrix (nil means Builtin()); every other product runs on the built-in GEMM, which
+// converts float16 and bfloat16 while packing and writes such outputs through float32
+// blocks of bounded size.
+func Matmul(gemm Gemm, dst, a, b Operand, alpha, beta float32) {
+	const op = "matmul"
+	ra, rb, rd := len(a.Shape), len(b.Shape), len(dst.Shape)
+	if ra < 2 || rb < 2 || rd < 2 {
+		panic(fmt.Sprintf("kernels/cpu: %s: operands need 2 or more dimensions: a %v, b %v, dst %v", op, a.Shape, b.Shape, dst.Shape))
+	}
+	m, k, n := a.Shape[ra-2], a.Shape[ra-1], b.Shape[rb-1]
+	if b.Shape[rb-2] != k || dst.Shape[rd-2] != m || dst.Shape[rd-1] != n {
+		panic(fmt.Sprintf("kernels/cpu: %s: shapes a %v, b %v do not multiply into dst %v", op, a.Shape, b.Shape, dst.Shape))
+	}
+	for _, o := range []*Operand{&dst, &a, &b} {
+		o.requireFloat(op)
+	}
+	batchOf := func(o Operand) Layout {
+		r := len(o.Shape) - 2
+		return Layout{Shape: o.Shape[:r], Strides: o.Strides[:r], Offset: o.Offset}
+	}
+	it := newIter(op, batchOf(dst), batchOf(a), batchOf(b))
+	g := bestGemmKernel()
+	var sys Gemm // a system BLAS, if gemm is one
+	switch v := gemm.(type) {
+	case nil:
+	case *gemmKernel:
+		g = v
+	default:
+		sys = v
+	}
+	matrix := func(o Operand, off int) matView {
+		r := len(o.Shape)
+		return matView{o: o, off: off, rs: o.Strides[r-2], cs: o.Strides[r-1]}
+	}
+	g.batches(m, n, k, it.size, func(i int, parallel bool) {
+		offs := it.offsets(i)
+		av, bv := matrix(a, offs[1]), matrix(b, offs[2])
+		dv := matrix(dst, offs[0])
+		if sys != nil && systemProduct(sys, m, n, k, alpha, av, bv, beta, dv) {
+			return
+		}
+		g.product(m, n, k, alpha, av, bv, beta, dv, parallel)
+	})
+}
+
+// offsets returns every operand's element offset for element i of the walk.
+func (it *iter) offsets(i int) [maxOperands]int {
+	var offs [maxOperands]int
+	for k := range it.ops {
+		offs[k] = it.off[k]
+	}
+	for d := it.rank - 1; d >= 0; d-- {
+		x := i % it.shape[d]
+		i /= it.shape[d]
+		for k := range it.ops {
+			offs[k] += x * it.st[k][d]
+		}
+	}
+	return offs
+}
+
+// blasLayout says how a float32 matrix of rows×cols elements reaches a BLAS: stored
+// row-major (trans false) or transposed, with its leading dimension; ok is false when
+// neither stride is 1 or the other is too small for a BLAS to accept.
+func blasLayout(v matView, rows, cols int) (trans bool, ld int, ok bool) {
+	switch {
+	case v.o.dt != dtype.F32:
+		return false, 0, false
+	case rows == 1 && v.cs == 1:
+		return false, max(cols, 1), true // one row: its stride is never used
+	case v.cs == 1 || cols == 1:
+		return false, v.rs, v.rs >= max(cols, 1)
+	case rows == 1:
+		return true, max(v.cs, 1), v.cs >= 1
+	case v.rs == 1:
+		return true, v.cs, v.cs >= rows
+	}
+	return false, 0, false
+}
+
+// systemProduct runs one product on a system Gemm when every operand suits it.
+func systemProduct(sys Gemm, m, n, k int, alpha float32, a, b matView, beta float32, c matView) bool {
+	ta, lda, okA := blasLayout(a, m, k)
+	tb, ldb, okB := blasLayout(b, k, n)
+	tc, ldc, okC := blasLayout(c, m, n)
+	if !okA || !okB || !okC || tc {
+		return false
+	}
+	sys.Sgemm(ta, tb, m, n, k, alpha, a.o.f32s()[a.off:], lda, b.o.f32s()[b.off:], ldb, beta, c.o.f32s()[c.off:], ldc)
+	return true
+}
+
+// Output blocks of the built-in product when dst is not row-major float32.
+const (
+	outRows = 256
+	outCols = 512
+)
+
+var outBlocks = sync.Pool{New: func() any { s := make([]float32, outRows*outCols); return &s }}
+
+// product runs one built-in product into dst: directly when dst is row-major
+// float32, else through float32 blocks of outRows×outCols that are loaded (scaled by
+// beta), accumulated and stored back in dst's type.
+func (g *gemmKernel) product(m, n, k int, alpha float32, a, b matView, beta float32, dst matView, parallel bool) {
+	if dst.o.dt == dtype.F32 && (dst.cs == 1 || n == 1) {
+		g.run(m, n, k, alpha, a, b, beta, dst.o.f32s()[dst.off:], dst.rs, parallel)
+		return
+	}
+	bp := outBlocks.Get().(*[]float32)
+	defer outBlocks.Put(bp)
+	block := *bp
+	for i0 := 0; i0 < m; i0 += outRows {
+		rows := min(outRows, m-i0)
+		for j0 := 0; j0 < n; j0 += outCols {
+			cols := min(outCols, n-j0)
+			var buf [chunk]float32
+			for i := range rows {
+				row := block[i*cols : (i+1)*cols]
+				if beta == 0 {
+					clear(row)
+					continue
+				}
+				for q := 0; q < cols; q += chunk {
+					v := dst.o.load(dst.off+(i0+i)*dst.rs+(j0+q)*dst.cs, dst.cs, min(chunk, cols-q), &buf)
+					for j, x := range v {
+						row[q+j] = beta * x
+					}
+				}
+			}
+			ab, bb := a, b
+			ab.off += i0 * a.rs
+			bb.off += j0 * b.cs
+			g.run(rows, cols, k, alpha, ab, bb, 1, block, cols, parallel)
+			for i := range rows {
+				row := block[i*cols : (i+1)*cols]
+				storeFloats(dst.o, dst.off+(i0+i)*dst.rs+j0*dst.cs, dst.cs, row)
+			}
+		}
+	}
+}
