@@ -219,6 +219,16 @@ func TestStatsMapKeys(t *testing.T) {
 	assert.Equal(t, int64(1), m["oversize_allocations.current"])
 	assert.Equal(t, int64(1), m["oversize_segments.current"])
 	assert.Equal(t, int64(1), m["num_device_alloc"])
+	st := a.Stats()
+	for k, v := range m {
+		got, ok := st.Get(k)
+		assert.True(t, ok, k)
+		assert.Equal(t, v, got, k)
+	}
+	for _, k := range []string{"", "segment", "segment.all", "segment.all.bogus", "segment.medium_pool.current", "bogus.all.current", "oversize_segments.bogus"} {
+		_, ok := st.Get(k)
+		assert.False(t, ok, k)
+	}
 	mustFree(t, a, p)
 	assert.Equal(t, int64(0), a.StatsMap()["oversize_allocations.current"])
 	requireDrained(t, a, d)

@@ -1,5 +1,10 @@
 package alloc
 
+import (
+	"slices"
+	"strings"
+)
+
 // Stat is one statistic, as in PyTorch's memory_stats().
 type Stat struct {
 	// Current is the present value.
@@ -146,6 +151,59 @@ func (s *Stats) resetAccumulated() {
 }
 
 var poolNames = [3]string{"all", "small_pool", "large_pool"}
+
+// Get returns the statistic a memory_stats() key names (see Map), without building the
+// whole map; ok is false for an unknown key.
+func (s *Stats) Get(key string) (v int64, ok bool) {
+	switch key {
+	case "num_alloc_retries":
+		return s.NumAllocRetries, true
+	case "num_ooms":
+		return s.NumOOMs, true
+	case "num_sync_all_streams":
+		return s.NumSyncAllStreams, true
+	case "num_device_alloc":
+		return s.NumDeviceAlloc, true
+	case "num_device_free":
+		return s.NumDeviceFree, true
+	case "max_split_size":
+		return s.MaxSplitSize, true
+	}
+	name, rest, _ := strings.Cut(key, ".")
+	var st *Stat
+	switch name {
+	case "oversize_allocations":
+		st = &s.OversizeAllocations
+	case "oversize_segments":
+		st = &s.OversizeSegments
+	default:
+		pool, field, _ := strings.Cut(rest, ".")
+		i := slices.Index(poolNames[:], pool)
+		if i < 0 {
+			return 0, false
+		}
+		for _, e := range s.arrays() {
+			if e.name == name {
+				st = &e.a[i]
+			}
+		}
+		rest = field
+	}
+	if st == nil {
+		return 0, false
+	}
+	switch rest {
+	case "current":
+		return st.Current, true
+	case "peak":
+		return st.Peak, true
+	case "allocated":
+		return st.Allocated, true
+	case "freed":
+		return st.Freed, true
+	}
+	return 0, false
+}
 
 func putStat(m map[string]int64, prefix string, s Stat) {
 	m[prefix+".current"] = s.Current
