@@ -128,15 +128,16 @@ func replayOracle(t *testing.T, run oracleRun, events []traceEvent) (string, map
 	return "", a.StatsMap()
 }
 
-// Every oracle run replays with the same statistics after every event as PyTorch.
+// A few small oracle runs replay here with the same statistics after every event as
+// PyTorch, and the same final memory_stats() (key set and values): the default config,
+// expandable segments, and the device's real limit (release-and-retry, OOM). The
+// replay package's golden test replays the whole matrix.
 func TestOracleSeries(t *testing.T) {
-	paths, err := filepath.Glob(filepath.Join(oracleDir, "*.json.gz"))
-	require.NoError(t, err)
-	if len(paths) == 0 {
-		t.Skip("no oracle results in " + oracleDir)
-	}
-	for _, path := range paths {
-		name := strings.TrimSuffix(filepath.Base(path), ".json.gz")
+	for _, name := range []string{"blog", "blog-es", "over_capacity", "oversize-mss64"} {
+		path := filepath.Join(oracleDir, name+".json.gz")
+		if _, err := os.Stat(path); err != nil {
+			t.Skipf("no oracle results: %v", err)
+		}
 		t.Run(name, func(t *testing.T) {
 			run, events := loadOracle(t, path)
 			require.Len(t, run.Series, len(events))
