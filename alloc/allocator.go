@@ -135,20 +135,48 @@ var registry struct {
 // For returns dev's allocator, creating it on first use with ConfigFromEnv. dev must be
 // a comparable value (device implementations are pointers).
 func For(dev device.Device) (*Allocator, error) {
+	return forDevice("For", dev, func() (Config, error) {
+		cfg, err := ConfigFromEnv()
+		if err != nil {
+			return cfg, fmt.Errorf("%s: %w", ConfigEnv, err)
+		}
+		return cfg, nil
+	}, nil)
+}
+
+// ForConfig is For with a Go configuration instead of SUBLET_ALLOC_CONF. If dev already
+// has its allocator and that was configured otherwise, it is an error: a device has
+// one allocator.
+func ForConfig(dev device.Device, cfg Config) (*Allocator, error) {
+	return forDevice("ForConfig", dev, func() (Config, error) { return cfg, nil }, &cfg)
+}
+
+// forDevice returns dev's allocator, creating it with config() when there is none.
+// want, when not nil, is the configuration an existing allocator must have.
+func forDevice(op string, dev device.Device, config func() (Config, error), want *Config) (*Allocator, error) {
 	if dev == nil {
-		return nil, errors.New("alloc.For: nil device")
+		return nil, fmt.Errorf("alloc.%s: nil device", op)
 	}
 	if !reflect.TypeOf(dev).Comparable() {
-		return nil, fmt.Errorf("alloc.For: device type %T is not comparable; pass a pointer", dev)
+		return nil, fmt.Errorf("alloc.%s: device type %T is not comparable; pass a pointer", op, dev)
 	}
 	registry.Lock()
 	defer registry.Unlock()
 	if a, ok := registry.m[dev]; ok {
+		if want != nil {
+			w := *want
+			if !a.expandable {
+				w.ExpandableSegments = false // off on this device whatever was asked
+			}
+			if w != a.cfg {
+				return nil, fmt.Errorf("alloc.%s(%s): the device's allocator already exists with config %+v; asked for %+v", op, dev.Name(), a.cfg, *want)
+			}
+		}
 		return a, nil
 	}
-	cfg, err := ConfigFromEnv()
+	cfg, err := config()
 	if err != nil {
-		return nil, fmt.Errorf("alloc.For(%s): %s: %w", dev.Name(), ConfigEnv, err)
+		return nil, fmt.Errorf("alloc.%s(%s): %w", op, dev.Name(), err)
 	}
 	a, err := New(dev, cfg)
 	if err != nil {

@@ -157,5 +157,24 @@ func TestForReturnsOneAllocatorPerDevice(t *testing.T) {
 	assert.Contains(t, err.Error(), ConfigEnv)
 	_, err = For(nil)
 	require.Error(t, err)
+
+	c, err := ForConfig(d, Config{MaxSplitSize: 64 * MiB})
+	require.NoError(t, err)
+	assert.Same(t, a, c, "the same configuration: the existing allocator")
+	_, err = ForConfig(d, Config{})
+	require.Error(t, err, "another configuration for a device that has its allocator")
+	d2 := newSim(t, 0)
+	e, err := ForConfig(d2, Config{ExpandableSegments: true})
+	require.NoError(t, err)
+	assert.True(t, e.Config().ExpandableSegments)
+	_, err = For(uncomparableDevice{Device: d2})
+	require.Error(t, err, "a device value that cannot be a map key")
 	requireDrained(t, a, d)
+	requireDrained(t, e, d2)
+}
+
+// uncomparableDevice is a device value that cannot be compared.
+type uncomparableDevice struct {
+	device.Device
+	_ []int
 }
