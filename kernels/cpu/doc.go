@@ -1,36 +1,64 @@
 // Package cpu holds the CPU compute kernels: plain functions over memory the caller
-// owns, in pure Go (plus Go assembly for the GEMM micro-kernel on amd64), parallel
-// across goroutines for large inputs.
+// owns, in pure Go plus Go assembly for the GEMM micro-kernels on amd64 (chosen at run
+// time by CPU feature; a pure-Go kernel everywhere else), parallel across goroutines
+// for large inputs.
 //
 // # Passing tensors
 //
-// Elementwise, copy and reduction kernels take Operands: a typed buffer plus a Layout
-// (Shape, Strides and Offset, all counted in elements) built with F32, F16, BF16, I32,
-// I64, Bool or FromBytes. Strides may be 0 (broadcast) but not negative. Inputs
-// broadcast to the output's shape by numpy rules, so a scalar is a rank-0 Operand over
-// a one-element slice. F16 and BF16 operands are converted to float32 in chunks of a
-// few hundred elements on the stack and computed in float32; outputs are rounded to
-// their type once.
+// Elementwise, copy, reduction and matmul kernels take Operands: a typed buffer plus a
+// Layout (Shape, Strides and Offset, all counted in elements) built with F32, F16,
+// BF16, I32, I64, Bool or FromBytes. Strides may be 0 (broadcast) but not negative.
+// Inputs broadcast to the output's shape by numpy rules, so a scalar is a rank-0
+// Operand over a one-element slice, and a view (transpose, permute, slice, expand) is
+// just another Layout over the same buffer. F16 and BF16 operands are converted to
+// float32 a few hundred elements at a time in bounded scratch and computed in float32;
+// outputs are rounded to their type once.
 //
-// Kernels on dense float32 rows (GEMM, softmax, layer norm, losses, embedding,
-// optimizers) take []float32 slices with explicit sizes; a matrix is row-major with a
-// leading dimension (the stride between rows), as in CBLAS's row-major convention.
+// Kernels over dense float32 rows (softmax, layer norm, losses, embedding, optimizers)
+// take []float32 slices with explicit sizes. Sgemm takes row-major matrices with a
+// leading dimension, as CBLAS does with CblasRowMajor.
+//
+// # The kernels
+//
+//   - Elementwise: Unary and UnaryBackward (neg, abs, exp, log, sqrt, tanh, sigmoid,
+//     relu, gelu in tanh and erf forms), Binary and BinaryBackward (add, sub, mul,
+//     div, pow, maximum, minimum; reduce a broadcast operand's gradient with Sum),
+//     Axpy (gradient accumulation), Fill, Dropout (with DropoutMask).
+//   - Copy: any dtype to any dtype, any layout to any layout. Materializing a view,
+//     reshaping a non-contiguous tensor, and concat/stack (copy each input into its
+//     slice of the output; the backward copies the slices of the gradient out) are all
+//     Copy.
+//   - Reductions: Sum, Mean, Max (with argmax) and MaxBackward over the dimensions
+//     where the output has size 1.
+//   - Matrix products: Matmul (batched, broadcast, strided, F32/F16/BF16), Sgemm and
+//     SgemmBatched on float32 slices; Gemm lets a system BLAS (package
+//     kernels/cpu/blas) stand in for Builtin.
+//   - Softmax, LogSoftmax and their backward along any axis; CrossEntropy (mean,
+//     ignore index) with its fused backward; MSE; LayerNorm with its backward.
+//   - Embedding and its scatter-add backward; SGD and Adam (AdamW) steps; NonFinite and
+//     Unscale for mixed precision.
 //
 // # Invariants
 //
 //   - Kernels never allocate outputs: the caller passes every output. A kernel
-//     allocates at most small bounded scratch (iteration state, GEMM packing buffers
-//     from a sync.Pool).
+//     allocates at most small bounded scratch (iteration state; GEMM packing buffers
+//     and output blocks from sync.Pools; partial sums of 8 bytes per 32768 elements
+//     reduced).
 //   - Results are deterministic: the same inputs give the same bits on every run and
-//     for every GOMAXPROCS. Parallel reductions split work at boundaries that depend
-//     only on the shapes, and combine partial results in a fixed order.
-//   - Aliasing: an output may be the very same memory as an input (same buffer, same
-//     Layout) for elementwise kernels; any other overlap between an output and an
-//     input gives unspecified results. Kernels that say so work in place.
+//     for every GOMAXPROCS. Reductions accumulate in float64 in index order, in pieces
+//     whose bounds depend only on the shapes, combined in a fixed order; GEMM sums each
+//     output's products in k order however its blocks are spread over goroutines.
+//     (A system BLAS gives no such promise; Builtin does.)
+//   - Aliasing: an elementwise output may be the very same memory as an input (same
+//     buffer, same Layout); kernels over rows say which outputs may be their inputs.
+//     Any other overlap between an output and an input gives unspecified results.
 //   - Misuse (shapes that do not broadcast, layouts outside their buffer, lengths that
-//     disagree) is a caller bug and panics with a message naming the kernel and the
-//     shapes. Errors depending on data, such as an index out of range, are returned as
-//     *IndexError.
+//     disagree, an integer output for a float kernel) is a caller bug and panics with
+//     a message naming the kernel and the shapes, before anything is written. Errors
+//     that depend on data, an index out of range, are returned as *IndexError, also
+//     before anything is written.
 //   - Work below a size threshold runs on the calling goroutine; above it a kernel
-//     starts at most GOMAXPROCS-1 goroutines and waits for them before returning.
+//     starts at most GOMAXPROCS-1 goroutines and waits for them before returning, so
+//     no goroutine outlives a call. Kernels are safe to call from many goroutines at
+//     once on disjoint outputs.
 package cpu
