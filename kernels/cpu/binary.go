@@ -39,6 +39,14 @@ func (op BinaryOp) String() string {
 	return fmt.Sprintf("cpu.BinaryOp(%d)", uint8(op))
 }
 
+// check panics, before any goroutine starts, on an op or Arg this package does not
+// define.
+func (op BinaryOp) check(wrt Arg) {
+	if op < Add || op > Minimum || wrt > ArgB {
+		panic(fmt.Sprintf("kernels/cpu: unknown %v or argument %d", op, wrt))
+	}
+}
+
 // Arg picks an operand of a binary op for its backward kernel.
 type Arg uint8
 
@@ -50,6 +58,7 @@ const (
 // Binary writes op(a, b) into dst. a and b broadcast to dst's shape; dst may be a or b
 // itself (same buffer and layout) but must not otherwise overlap them.
 func Binary(op BinaryOp, dst, a, b Operand) {
+	op.check(ArgA)
 	elementwise(op.String(), dst, []Operand{a, b}, func(out []float32, in [][]float32) {
 		binaryRun(op, out, in[0], in[1])
 	})
@@ -60,6 +69,7 @@ func Binary(op BinaryOp, dst, a, b Operand) {
 // broadcast in the forward op, reduce dst to its shape with Sum. dst may be g itself.
 // At ties Maximum and Minimum give each side half the gradient.
 func BinaryBackward(op BinaryOp, wrt Arg, dst, g, a, b Operand) {
+	op.check(wrt)
 	elementwise(op.String()+" backward", dst, []Operand{g, a, b}, func(out []float32, in [][]float32) {
 		binaryGradRun(op, wrt, out, in[0], in[1], in[2])
 	})

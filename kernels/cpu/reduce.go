@@ -251,6 +251,9 @@ func MaxBackward(dx, g Operand, idx []int64) {
 	if len(idx) != rd.nOut {
 		panic(fmt.Sprintf("kernels/cpu: %s: %d indices for a gradient of %d elements", op, len(idx), rd.nOut))
 	}
+	if err := checkIndices(op, idx, rd.nRed, NoIgnore); err != nil {
+		panic(err.Error())
+	}
 	Fill(dx, 0)
 	ri := &rd.red
 	parallelFor(rd.nOut, grain, func(lo, hi int) {
@@ -260,9 +263,6 @@ func MaxBackward(dx, g Operand, idx []int64) {
 			gv := g.load(offs[0], inner[0], n, &buf)
 			for j, v := range gv {
 				r := idx[o+j]
-				if r < 0 || r >= int64(rd.nRed) {
-					panic(fmt.Sprintf("kernels/cpu: %s: index %d outside the %d reduced elements", op, r, rd.nRed))
-				}
 				p := offs[1] + j*inner[1]
 				for d := ri.rank - 1; d >= 0; d-- {
 					p += int(r%int64(ri.shape[d])) * ri.st[0][d]

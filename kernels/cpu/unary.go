@@ -48,6 +48,13 @@ func (op UnaryOp) String() string {
 	return fmt.Sprintf("cpu.UnaryOp(%d)", uint8(op))
 }
 
+// check panics, before any goroutine starts, on an op this package does not define.
+func (op UnaryOp) check() {
+	if op < Neg || op > GeluErf {
+		panic(fmt.Sprintf("kernels/cpu: unknown %v", op))
+	}
+}
+
 // SavesOutput reports which tensor UnaryBackward needs besides the gradient: the
 // output y (true) or the input x (false). Neg needs neither.
 func (op UnaryOp) SavesOutput() bool {
@@ -61,6 +68,7 @@ func (op UnaryOp) SavesOutput() bool {
 // Unary writes op(x) into dst. x broadcasts to dst's shape; dst may be x itself (same
 // buffer and layout) but must not otherwise overlap it.
 func Unary(op UnaryOp, dst, x Operand) {
+	op.check()
 	elementwise(op.String(), dst, []Operand{x}, func(out []float32, in [][]float32) {
 		unaryRun(op, out, in[0])
 	})
@@ -70,6 +78,7 @@ func Unary(op UnaryOp, dst, x Operand) {
 // g and saved, which is op's output y when op.SavesOutput() and its input x otherwise
 // (any operand for Neg). g and saved broadcast to dx's shape; dx may be g itself.
 func UnaryBackward(op UnaryOp, dx, g, saved Operand) {
+	op.check()
 	elementwise(op.String()+" backward", dx, []Operand{g, saved}, func(out []float32, in [][]float32) {
 		unaryGradRun(op, out, in[0], in[1])
 	})
