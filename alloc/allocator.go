@@ -239,7 +239,8 @@ func (a *Allocator) Alloc(size int64, s device.Stream) (device.Ptr, error) {
 // Free returns an allocation to the cache. If RecordStream named other streams, the
 // block is reused only once the work queued on them so far has completed. Freeing 0
 // does nothing; anything else that is not a live allocation of this allocator is an
-// error.
+// error. If the device can neither record an event on such a stream nor synchronize
+// it, Free fails and the allocation stays live.
 func (a *Allocator) Free(p device.Ptr) error {
 	if p == 0 {
 		return nil
@@ -250,6 +251,15 @@ func (a *Allocator) Free(p device.Ptr) error {
 		a.mu.Unlock()
 		return fmt.Errorf("alloc: Free(%#x) on %s: not a live allocation of this allocator (never allocated, already freed, or from another allocator)", uintptr(p), a.dev.Name())
 	}
+	var evs []streamEvent
+	if len(b.streamUses) > 0 {
+		var err error
+		if evs, err = a.recordUses(b); err != nil {
+			a.ptrs.put(p, b)
+			a.mu.Unlock()
+			return fmt.Errorf("alloc: Free(%#x) on %s: the allocation stays live: %w", uintptr(p), a.dev.Name(), err)
+		}
+	}
 	b.allocated = false
 	k := b.kind()
 	a.stats.Allocation.decrease(k, 1)
@@ -257,16 +267,12 @@ func (a *Allocator) Free(p device.Ptr) error {
 	if b.size >= a.maxSplit {
 		a.stats.OversizeAllocations.decrease(1)
 	}
-	var err error
 	if len(b.streamUses) > 0 {
-		err = a.insertEvents(b)
+		a.deferFree(b, evs)
 	} else {
 		a.freeBlock(b)
 	}
 	a.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("alloc: Free(%#x) on %s: %w", uintptr(p), a.dev.Name(), err)
-	}
 	return nil
 }
 

@@ -53,31 +53,46 @@ func (a *Allocator) RecordStream(p device.Ptr, s device.Stream) error {
 	return nil
 }
 
-// insertEvents records an event on every stream that used b, which was just freed; b
-// stays active until they have all completed. If the device cannot record an event,
-// the stream is synchronized instead; if that fails too the block is given up (kept
-// active for good) and the error returned.
-func (a *Allocator) insertEvents(b *block) error {
-	uses := b.streamUses
-	b.streamUses = uses[:0]
-	for _, s := range uses {
+// streamEvent is an event recorded on a stream.
+type streamEvent struct {
+	s  device.Stream
+	ev device.Event
+}
+
+// recordUses records an event on every stream that used b (PyTorch's insert_events,
+// first half). A stream on which no event can be recorded is synchronized instead and
+// needs none. If that fails too, nothing is changed and the error returned.
+func (a *Allocator) recordUses(b *block) ([]streamEvent, error) {
+	evs := make([]streamEvent, 0, len(b.streamUses))
+	for _, s := range b.streamUses {
 		ev, err := a.recordEvent(s)
-		if err != nil {
-			if serr := a.dev.SynchronizeStream(s); serr != nil {
-				b.eventCount++ // never completes: the block cannot be proven idle
-				return fmt.Errorf("recording an event on stream %d: %w; synchronizing it instead: %w", s, err, serr)
-			}
+		if err == nil {
+			evs = append(evs, streamEvent{s, ev})
 			continue
 		}
+		if serr := a.dev.SynchronizeStream(s); serr != nil {
+			for _, e := range evs {
+				a.events.spare = append(a.events.spare, e.ev)
+			}
+			return nil, fmt.Errorf("recording an event on stream %d: %w; synchronizing it instead: %w", s, err, serr)
+		}
+	}
+	return evs, nil
+}
+
+// deferFree queues freed block b behind the events recorded for its other streams; it
+// stays active until they have all completed (insert_events, second half).
+func (a *Allocator) deferFree(b *block, evs []streamEvent) {
+	b.streamUses = b.streamUses[:0]
+	for _, e := range evs {
 		b.eventCount++
-		q := a.eventQueue(s)
-		q.q = append(q.q, pendingFree{ev, b})
+		q := a.eventQueue(e.s)
+		q.q = append(q.q, pendingFree{e.ev, b})
 		a.events.pending++
 	}
 	if b.eventCount == 0 {
 		a.freeBlock(b)
 	}
-	return nil
 }
 
 // recordEvent records an event from the pool on stream s.

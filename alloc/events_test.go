@@ -1,11 +1,13 @@
 package alloc
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/device/sim"
 )
 
 func TestRecordStreamDefersFree(t *testing.T) {
@@ -120,4 +122,52 @@ func TestEventsAreRecycled(t *testing.T) {
 	a.mu.Unlock()
 	mustFree(t, a, p)
 	requireDrained(t, a, d)
+}
+
+// eventlessDevice cannot record events, and optionally cannot synchronize streams
+// either: failures the simulated device has no switch for.
+type eventlessDevice struct {
+	*sim.Device
+	syncFails bool
+}
+
+var errNoEvents = errors.New("no events on this device")
+
+func (d *eventlessDevice) RecordEvent(device.Event, device.Stream) error { return errNoEvents }
+
+func (d *eventlessDevice) SynchronizeStream(s device.Stream) error {
+	if d.syncFails {
+		return errNoEvents
+	}
+	return d.Device.SynchronizeStream(s)
+}
+
+// When no event can be recorded, Free synchronizes the other stream instead and the
+// block is free at once; when that fails too, Free fails and the allocation stays live.
+func TestRecordEventFailure(t *testing.T) {
+	d := newSim(t, 0)
+	s1 := newStream(t, d, false)
+	a, err := New(&eventlessDevice{Device: d}, Config{})
+	require.NoError(t, err)
+	p := mustAlloc(t, a, 4096, 0)
+	require.NoError(t, a.RecordStream(p, s1))
+	mustFree(t, a, p)
+	assert.Zero(t, cur(a.Stats().ActiveBytes))
+	assert.Equal(t, int64(1), d.Stats().StreamSyncs)
+	requireDrained(t, a, d)
+
+	broken := &eventlessDevice{Device: d, syncFails: true}
+	b, err := New(broken, Config{})
+	require.NoError(t, err)
+	p = mustAlloc(t, b, 4096, 0)
+	require.NoError(t, b.RecordStream(p, s1))
+	before := b.Stats()
+	err = b.Free(p)
+	require.ErrorIs(t, err, errNoEvents)
+	assert.Contains(t, err.Error(), "stays live")
+	assert.Equal(t, before, b.Stats(), "nothing changed")
+	checkInvariants(t, b)
+	broken.syncFails = false
+	mustFree(t, b, p)
+	requireDrained(t, b, d)
 }
