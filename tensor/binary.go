@@ -1,0 +1,184 @@
+package tensor
+
+import (
+	"github.com/subletml/sublet/autograd"
+	"github.com/subletml/sublet/kernels/cpu"
+)
+
+// Add returns a + b, broadcasting by numpy rules.
+func (a *Tensor) Add(b *Tensor) *Tensor { return binaryOp(OpAdd, cpu.Add, a, b) }
+
+// Sub returns a - b, broadcasting.
+func (a *Tensor) Sub(b *Tensor) *Tensor { return binaryOp(OpSub, cpu.Sub, a, b) }
+
+// Mul returns a · b elementwise, broadcasting.
+func (a *Tensor) Mul(b *Tensor) *Tensor { return binaryOp(OpMul, cpu.Mul, a, b) }
+
+// Div returns a / b elementwise, broadcasting.
+func (a *Tensor) Div(b *Tensor) *Tensor { return binaryOp(OpDiv, cpu.Div, a, b) }
+
+// Pow returns a^b elementwise, broadcasting.
+func (a *Tensor) Pow(b *Tensor) *Tensor { return binaryOp(OpPow, cpu.Pow, a, b) }
+
+// Maximum returns max(a, b) elementwise, broadcasting (NaN if either is NaN; at ties
+// each side gets half the gradient).
+func (a *Tensor) Maximum(b *Tensor) *Tensor { return binaryOp(OpMaximum, cpu.Maximum, a, b) }
+
+// Minimum returns min(a, b) elementwise, broadcasting.
+func (a *Tensor) Minimum(b *Tensor) *Tensor { return binaryOp(OpMinimum, cpu.Minimum, a, b) }
+
+// floatOnly panics unless every input of the call is floating.
+func (c *call) floatOnly() {
+	for _, t := range c.in {
+		if !t.dt.IsFloat() {
+			c.bad(ErrDType, "the op takes floating tensors; Cast the %v input first", t.dt)
+		}
+	}
+}
+
+func binaryOp(op string, k cpu.BinaryOp, a, b *Tensor) *Tensor {
+	c := begin(op, a, b)
+	c.floatOnly()
+	x, y := c.in[0], c.in[1]
+	shape, ok := broadcast(x.shape, y.shape)
+	if !ok {
+		c.bad(ErrShape, "shapes do not broadcast")
+	}
+	out := c.alloc(promote(x.dt, y.dt), shape)
+	if c.computes(out) {
+		cpu.Binary(k, out.operand(), x.operand(), y.operand())
+	}
+	if c.recording() {
+		r := &binaryBackward{k: k}
+		c.record(r, out)
+		// Save only what the wanted gradients read (PyTorch's choice): Mul's gradient
+		// for a reads b and the other way round, Div's for a reads b only.
+		needA, needB := x.requiresGrad, y.requiresGrad
+		switch k {
+		case cpu.Mul:
+			if needB {
+				r.a = c.save(x)
+			}
+			if needA {
+				r.b = c.save(y)
+			}
+		case cpu.Div:
+			if needB {
+				r.a = c.save(x)
+			}
+			r.b = c.save(y)
+		case cpu.Pow, cpu.Maximum, cpu.Minimum:
+			r.a, r.b = c.save(x), c.save(y)
+		}
+	}
+	return c.done(out)
+}
+
+// binaryBackward is the rule of the elementwise binary ops: the kernel's derivative
+// times g, in the output's shape (bwd.set sums it to each input's shape).
+type binaryBackward struct {
+	k    cpu.BinaryOp
+	a, b *autograd.Saved // nil when no wanted gradient reads it
+}
+
+func (r *binaryBackward) backward(b *bwd) {
+	g := b.g[0]
+	var x, y *Tensor
+	if r.a != nil {
+		x = b.saved(r.a)
+	}
+	if r.b != nil {
+		y = b.saved(r.b)
+	}
+	for i, wrt := range []cpu.Arg{cpu.ArgA, cpu.ArgB} {
+		if b.needs(i) {
+			b.set(i, binaryGrad(r.k, wrt, g, x, y))
+		}
+	}
+}
+
+// binaryGrad computes g·∂k(a,b)/∂wrt in g's shape. a or b may be nil where the
+// derivative does not read it.
+func binaryGrad(k cpu.BinaryOp, wrt cpu.Arg, g, a, b *Tensor) *Tensor {
+	var ins []*Tensor
+	for _, t := range []*Tensor{a, b} {
+		if t != nil {
+			ins = append(ins, t)
+		}
+	}
+	return gradKernel(k.String()+" backward", g, ins, func(dst cpu.Operand) {
+		cpu.BinaryBackward(k, wrt, dst, g.operand(), operandOr(a), operandOr(b))
+	})
+}
+
+// gradKernel makes a tensor of g's shape, of the type g and ins promote to, and fills
+// it with f when the kernels run.
+func gradKernel(op string, g *Tensor, ins []*Tensor, f func(dst cpu.Operand)) *Tensor {
+	c := begin(op, append([]*Tensor{g}, ins...)...)
+	dt := g.dt
+	for _, t := range ins {
+		dt = promote(dt, t.dt)
+	}
+	out := c.alloc(dt, g.shape)
+	if c.computes(out) {
+		f(out.operand())
+	}
+	return c.done(out)
+}
+
+// operandOr is t's operand, or a scalar 0 standing for an operand a derivative does
+// not read.
+func operandOr(t *Tensor) cpu.Operand {
+	if t == nil {
+		return scalarOperand(0)
+	}
+	return t.operand()
+}
+
+// AddScalar returns t + v.
+func (t *Tensor) AddScalar(v float64) *Tensor {
+	return scalarOp(OpAddScalar, cpu.Add, t, v, identityBackward{})
+}
+
+// MulScalar returns t · v.
+func (t *Tensor) MulScalar(v float64) *Tensor {
+	return scalarOp(OpMulScalar, cpu.Mul, t, v, mulScalarBackward{v})
+}
+
+// PowScalar returns t^p elementwise.
+func (t *Tensor) PowScalar(p float64) *Tensor {
+	return scalarOp(OpPowScalar, cpu.Pow, t, p, &powScalarBackward{p: p})
+}
+
+func scalarOp(op string, k cpu.BinaryOp, t *Tensor, v float64, r rule) *Tensor {
+	c := begin(op, t)
+	c.floatOnly()
+	x := c.in[0]
+	out := c.alloc(x.dt, x.shape)
+	if c.computes(out) {
+		cpu.Binary(k, out.operand(), x.operand(), scalarOperand(v))
+	}
+	if c.recording() {
+		c.record(r, out)
+		if p, ok := r.(*powScalarBackward); ok {
+			p.x = c.save(x)
+		}
+	}
+	return c.done(out)
+}
+
+type mulScalarBackward struct{ v float64 }
+
+func (r mulScalarBackward) backward(b *bwd) { b.set(0, b.g[0].MulScalar(r.v)) }
+
+type powScalarBackward struct {
+	p float64
+	x *autograd.Saved
+}
+
+func (r *powScalarBackward) backward(b *bwd) {
+	g, x := b.g[0], b.saved(r.x)
+	b.set(0, gradKernel("pow backward", g, []*Tensor{x}, func(dst cpu.Operand) {
+		cpu.BinaryBackward(cpu.Pow, cpu.ArgA, dst, g.operand(), x.operand(), scalarOperand(r.p))
+	}))
+}

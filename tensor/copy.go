@@ -1,0 +1,154 @@
+package tensor
+
+import (
+	"slices"
+
+	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/kernels/cpu"
+)
+
+// Cast returns t converted to dt (a new tensor; an alias when t already has dt). The
+// gradient of a floating cast is cast back.
+func (t *Tensor) Cast(dt dtype.DType) *Tensor { return castOp(begin(OpCast, t), dt) }
+
+func castOp(c *call, dt dtype.DType) *Tensor {
+	x := c.in[0]
+	if !dt.IsValid() {
+		c.bad(ErrDType, "invalid target dtype %v", dt)
+	}
+	var out *Tensor
+	if x.dt == dt {
+		out = c.view(x, x.shape, x.strides, x.offset)
+	} else {
+		out = c.alloc(dt, x.shape)
+		if c.computes(out) {
+			cpu.Copy(out.operand(), x.operand())
+		}
+	}
+	if c.recording() && dt.IsFloat() {
+		c.record(identityBackward{}, out)
+	}
+	return c.done(out)
+}
+
+// identityBackward passes the gradient on; bwd.set casts it to the input's type.
+type identityBackward struct{}
+
+func (identityBackward) backward(b *bwd) { b.set(0, b.g[0]) }
+
+// Clone returns a contiguous copy of t with its own storage.
+func (t *Tensor) Clone() *Tensor {
+	c := begin("Clone", t)
+	x := c.in[0]
+	out := c.alloc(x.dt, x.shape)
+	if c.computes(out) {
+		cpu.Copy(out.operand(), x.operand())
+	}
+	if c.recording() {
+		c.record(identityBackward{}, out)
+	}
+	return c.done(out)
+}
+
+// Contiguous returns t if its elements are row-major and dense (as a new handle), a
+// contiguous copy otherwise.
+func (t *Tensor) Contiguous() *Tensor {
+	if !t.IsContiguous() {
+		return t.Clone()
+	}
+	c := begin(OpContiguous, t)
+	x := c.in[0]
+	out := c.view(x, x.shape, x.strides, x.offset)
+	if c.recording() {
+		c.record(identityBackward{}, out)
+	}
+	return c.done(out)
+}
+
+// Detach returns a new handle to t's data outside the graph: it does not require
+// grad, and backward stops there. It shares the storage (and its version counter).
+func (t *Tensor) Detach() *Tensor {
+	c := begin(OpDetach, t)
+	x := c.in[0]
+	return c.done(c.view(x, x.shape, x.strides, x.offset))
+}
+
+// To returns a contiguous copy of t on dev (a new handle to t when dev is t's device),
+// owned by t's scope. The gradient flows back to t's device.
+func (t *Tensor) To(dev device.Device) *Tensor {
+	c := begin(OpTo, t)
+	x := c.in[0]
+	if dev == x.st.dev {
+		out := c.view(x, x.shape, x.strides, x.offset)
+		if c.recording() {
+			c.record(identityBackward{}, out)
+		}
+		return c.done(out)
+	}
+	src := x
+	if !x.IsContiguous() {
+		src = x.Clone()
+		c.made = append(c.made, src)
+	}
+	n := src.Bytes()
+	st, err := newStorage(dev, n)
+	if err != nil {
+		c.abort()
+		fail(OpTo, err, c.in, "allocating %d bytes on %s", n, dev.Name())
+	}
+	out := newHandle(c.s, st, true, x.dt, slices.Clone(x.shape), rowMajor(x.shape), 0)
+	c.made = append(c.made, out)
+	if n > 0 {
+		if src.st.host == nil {
+			if st.host != nil {
+				c.bad(ErrNoData, "copying from %s, which keeps no data, to %s", src.st.dev.Name(), dev.Name())
+			}
+		} else {
+			off := int64(src.offset) * int64(src.dt.Size())
+			if err := dev.CopyToDevice(st.ptr, src.st.host[off:off+n], 0); err != nil {
+				c.bad(err, "copying %d bytes to %s", n, dev.Name())
+			}
+		}
+	}
+	if src != x {
+		src.Release()
+	}
+	if c.recording() {
+		c.record(toBackward{x.st.dev}, out)
+	}
+	return c.done(out)
+}
+
+type toBackward struct{ dev device.Device }
+
+func (r toBackward) backward(b *bwd) { b.set(0, b.g[0].To(r.dev)) }
+
+// promote is the type two operands compute in: floating beats integer, F32 beats the
+// 16-bit floats (and F16 with BF16 gives F32), I64 beats I32 beats Bool.
+func promote(a, b dtype.DType) dtype.DType {
+	if a == b {
+		return a
+	}
+	rank := func(d dtype.DType) int {
+		switch d {
+		case dtype.Bool:
+			return 0
+		case dtype.I32:
+			return 1
+		case dtype.I64:
+			return 2
+		case dtype.F16, dtype.BF16:
+			return 3
+		}
+		return 4
+	}
+	ra, rb := rank(a), rank(b)
+	switch {
+	case ra == 3 && rb == 3:
+		return dtype.F32
+	case ra > rb:
+		return a
+	}
+	return b
+}

@@ -1,0 +1,78 @@
+// Package tensor is sublet's tensor and autograd core: n-dimensional arrays in device
+// memory from the caching allocator, scopes that own them, and every op with its
+// backward rule beside its forward.
+//
+// # Tensors and storage
+//
+// A Tensor is a handle: shape, strides and offset (in elements) over a Storage, an
+// element type (dtype: F32, F16, BF16, I32, I64, Bool; F16 and BF16 are stored as 16
+// bits and computed in float32), and its place in the graph. A Storage is one
+// allocator block of exactly the bytes its tensor asked for. Views (Reshape, View,
+// Transpose, Permute, Slice, Expand, Squeeze, Unsqueeze, Detach, Contiguous of a
+// contiguous tensor) are new handles over the same storage.
+//
+// Ops run on cpu and on sim with a backing store through the CPU kernels (package
+// kernels/cpu). On sim without a backing store (the meta device) ops allocate their
+// outputs and compute nothing, so memory at named moments can be checked at full
+// model size in milliseconds; reading values there (Item, ToSlice) panics with
+// ErrNoData. On a device without kernels (cuda for now) every op panics with
+// ErrNoKernels naming the op and the device.
+//
+// # Ownership and release (the contract)
+//
+//   - A Storage counts references. Every live handle over it holds one; so does every
+//     tensor a graph node saved for backward (a saved tensor is an unowned handle the
+//     node owns). The block returns to the allocator when the count reaches zero.
+//   - Every handle is owned by a Scope, or by the caller: parameters (AsParameter),
+//     gradients (owned by their leaf), handles a root scope Kept, and the values
+//     saved-tensor hooks and gradient hooks receive.
+//   - An op's result belongs to the innermost scope among its inputs' scopes (all
+//     others must enclose it), and follows that scope's modes. An op on a parameter and
+//     an activation lands in the activation's scope. An op whose inputs have no scope
+//     panics with ErrScope: bind one with Scope.Bind. Factories take their scope
+//     explicitly (s.Zeros, s.Randn, FromSlice(s, …)).
+//   - Scope.Close releases every handle the scope still owns, after closing its open
+//     children. Scope.Keep moves a handle to the parent first (out of all scopes for a
+//     root). Layers run in child scopes (Layer does it for one input), so their
+//     temporaries die at the layer boundary; a temporary an op saved for backward
+//     lives on in its node, not in the scope.
+//   - Release drops a handle: its storage reference, its reference to the node that
+//     produced it, and, for the handle that made a leaf require grad, the leaf's
+//     gradient. It is idempotent; any other use after Release panics with ErrReleased.
+//   - A node's saved tensors are released right after its backward ran (unless the
+//     graph is retained), or when the node is freed: when the last handle to its
+//     outputs, and to every node downstream of it, is released — by Release, by the
+//     scope closing, with or without a backward. A graph that is never released keeps
+//     its saved activations: accumulating a loss tensor (not its Item or a Detach) in
+//     an evaluation loop keeps every iteration's graph.
+//   - Gradients live in the engine only while flowing: after Backward the allocator
+//     holds the parameters, their gradients and what the caller kept. A leaf's first
+//     gradient is stolen (no copy) when nothing else holds it; later ones are added in
+//     place. ZeroGrad(true) returns the gradient's memory to the allocator.
+//   - runtime.AddCleanup is only a safety net: a handle the garbage collector finds
+//     unreleased is reported by Leaks (count, bytes, allocation site) and its memory is
+//     never freed behind the program's back.
+//
+// Memory at named moments is therefore exact: after a forward, the allocator's
+// requested bytes are the parameters plus what the ops saved plus what the caller
+// holds; after backward, the parameters plus their gradients (plus what was kept);
+// after the step's scope closes, nothing of the step. Ops leave no hidden allocation
+// alive; each saves only what its backward reads (PyTorch's choices: matmul and Linear
+// their inputs; exp, tanh, sigmoid, relu and sqrt their output; Mul the other operand).
+//
+// # Modes
+//
+// Modes are properties of a scope, fixed when it is made (NewScope, Child and the
+// Options): grad recording (NoGrad, EnableGrad), the random generator (WithGenerator),
+// saved-tensor hooks (WithSavedHooks), anomaly mode (WithAnomaly) and the autocast
+// policy (WithAutocast). There is no global or per-goroutine mode: two goroutines
+// with different scopes never affect each other. A scope and its handles are used by
+// one goroutine at a time; Close is idempotent and safe from any goroutine.
+//
+// # Errors
+//
+// Tensor math panics with an *Error naming the op, the shapes, the dtypes and the
+// device, wrapping the cause (ErrShape, ErrReleased, an *alloc.OOMError, ...). Try
+// turns such a panic back into an error, so a step can be retried after running out
+// of memory; nothing else recovers panics.
+package tensor

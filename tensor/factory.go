@@ -1,0 +1,112 @@
+package tensor
+
+import (
+	"math"
+	"slices"
+
+	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/kernels/cpu"
+)
+
+// newFactory starts a factory op in s on dev and allocates its result.
+func (s *Scope) newFactory(op string, dev device.Device, dt dtype.DType, shape []int) (*call, *Tensor) {
+	if !dt.IsValid() {
+		fail(op, ErrDType, nil, "invalid dtype %v", dt)
+	}
+	for _, d := range shape {
+		if d < 0 {
+			fail(op, ErrShape, nil, "negative dimension in shape %v", shape)
+		}
+	}
+	c := beginIn(s, dev, op)
+	return c, c.alloc(dt, slices.Clone(shape))
+}
+
+// Empty returns a tensor of dt and shape on dev owned by s whose elements are whatever
+// the memory held: write every element before reading.
+func (s *Scope) Empty(dev device.Device, dt dtype.DType, shape ...int) *Tensor {
+	c, t := s.newFactory("Empty", dev, dt, shape)
+	return c.done(t)
+}
+
+// Full returns a tensor of dt and shape on dev owned by s with every element v.
+func (s *Scope) Full(dev device.Device, dt dtype.DType, v float64, shape ...int) *Tensor {
+	c, t := s.newFactory("Full", dev, dt, shape)
+	if c.computes(t) {
+		cpu.Fill(t.operand(), v)
+	}
+	return c.done(t)
+}
+
+// Zeros returns a tensor of zeros of dt and shape on dev owned by s.
+func (s *Scope) Zeros(dev device.Device, dt dtype.DType, shape ...int) *Tensor {
+	return s.Full(dev, dt, 0, shape...)
+}
+
+// Ones returns a tensor of ones of dt and shape on dev owned by s.
+func (s *Scope) Ones(dev device.Device, dt dtype.DType, shape ...int) *Tensor {
+	return s.Full(dev, dt, 1, shape...)
+}
+
+// Arange returns the 1-D tensor start, start+step, … (below end for a positive step,
+// above it for a negative one) of dt on dev owned by s.
+func (s *Scope) Arange(dev device.Device, dt dtype.DType, start, end, step float64) *Tensor {
+	if step == 0 || math.IsNaN(start) || math.IsNaN(end) || math.IsNaN(step) {
+		fail("Arange", ErrShape, nil, "start %g, end %g, step %g: need a non-zero step and no NaN", start, end, step)
+	}
+	n := max(int(math.Ceil((end-start)/step)), 0)
+	c, t := s.newFactory("Arange", dev, dt, []int{n})
+	if c.computes(t) {
+		var src cpu.Operand
+		if dt.IsFloat() {
+			v := make([]float32, n)
+			for i := range v {
+				v[i] = float32(start + float64(i)*step)
+			}
+			src = cpu.F32(v, cpu.Contiguous(n))
+		} else {
+			v := make([]int64, n)
+			for i := range v {
+				v[i] = int64(start + float64(i)*step)
+			}
+			src = cpu.I64(v, cpu.Contiguous(n))
+		}
+		cpu.Copy(t.operand(), src)
+	}
+	return c.done(t)
+}
+
+// Rand returns a tensor of dt and shape on dev owned by s with values uniform in
+// [0, 1), drawn from s's generator.
+func (s *Scope) Rand(dev device.Device, dt dtype.DType, shape ...int) *Tensor {
+	return s.random("Rand", dev, dt, shape, (*Generator).fillUniform)
+}
+
+// Randn returns a tensor of dt and shape on dev owned by s with standard normal
+// values, drawn from s's generator.
+func (s *Scope) Randn(dev device.Device, dt dtype.DType, shape ...int) *Tensor {
+	return s.random("Randn", dev, dt, shape, (*Generator).fillNormal)
+}
+
+func (s *Scope) random(op string, dev device.Device, dt dtype.DType, shape []int, fill func(*Generator, []float32)) *Tensor {
+	g := s.generator(op)
+	if !dt.IsFloat() {
+		fail(op, ErrDType, nil, "random values need a floating dtype, not %v", dt)
+	}
+	c, t := s.newFactory(op, dev, dt, shape)
+	if c.computes(t) {
+		vals := make([]float32, t.Numel())
+		fill(g, vals)
+		cpu.Copy(t.operand(), cpu.F32(vals, cpu.Contiguous(t.shape...)))
+	}
+	return c.done(t)
+}
+
+// generator is s's generator, or a panic naming op that explains how to set one.
+func (s *Scope) generator(op string) *Generator {
+	if s.m.gen == nil {
+		fail(op, ErrScope, nil, "the scope has no random generator; make it with tensor.WithGenerator(tensor.NewGenerator(seed))")
+	}
+	return s.m.gen
+}

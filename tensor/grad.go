@@ -1,0 +1,245 @@
+package tensor
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/subletml/sublet/autograd"
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/kernels/cpu"
+)
+
+// gradCell holds the gradient of a leaf that requires grad, or the retained gradient
+// of a non-leaf. The handle that made it (ownsCell) releases it; handles Bind made
+// share it.
+type gradCell struct {
+	// Set at creation, never changed: the gradient's shape and type.
+	shape []int
+	dt    dtype.DType
+
+	mu   sync.Mutex
+	grad *Tensor        // guarded by mu; an unowned handle, nil until a backward reaches it
+	acc  *autograd.Node // guarded by mu; a leaf's accumulator, made on first use; the cell holds one reference
+	dead bool           // guarded by mu; the owner was released: gradients are dropped
+}
+
+func newCell(t *Tensor) *gradCell { return &gradCell{shape: t.shape, dt: t.dt} }
+
+// accumulator returns the leaf's AccumulateGrad node, making it on first use.
+func (c *gradCell) accumulator() (*autograd.Node, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.acc == nil {
+		n, err := autograd.NewNode(autograd.NodeSpec{Name: "AccumulateGrad", Kind: autograd.KindAccumulate,
+			Outputs: 1, Fn: accumulate{c}})
+		if err != nil {
+			return nil, err
+		}
+		c.acc = n
+	}
+	return c.acc, nil
+}
+
+// kill drops the gradient and the accumulator; later gradients are dropped.
+func (c *gradCell) kill() {
+	c.mu.Lock()
+	g, acc := c.grad, c.acc
+	c.grad, c.acc, c.dead = nil, nil, true
+	c.mu.Unlock()
+	g.Release()
+	if acc != nil {
+		if err := acc.Release(); err != nil {
+			panic(fmt.Sprintf("tensor: internal error: releasing an accumulator: %v", err))
+		}
+	}
+}
+
+// add folds g (borrowed) into the cell: the first gradient is stolen (when steal is set,
+// nothing else holds its storage and it is laid out as the leaf is) or copied; later
+// ones are added in place, so the gradient keeps its identity.
+func (c *gradCell) add(g *Tensor, steal bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dead {
+		return
+	}
+	if c.grad == nil {
+		if steal && g.st.refs.Load() == 1 && g.dt == c.dt && sameShape(g.shape, c.shape) && g.offset == 0 &&
+			g.IsContiguous() && g.Bytes() == g.st.size {
+			c.grad = g.share()
+			return
+		}
+		s := NewScope(NoGrad())
+		defer s.Close()
+		c.grad = s.Keep(s.Bind(g).Clone().Cast(c.dt))
+		return
+	}
+	addInPlace("AccumulateGrad", c.grad, g)
+}
+
+// addInPlace adds src into dst elementwise (src broadcasts to dst).
+func addInPlace(op string, dst, src *Tensor) {
+	if _, ok := broadcast(dst.shape, src.shape); !ok || len(src.shape) > len(dst.shape) {
+		fail(op, ErrShape, []*Tensor{dst, src}, "cannot add in place")
+	}
+	if dst.st.host != nil && src.st.host != nil {
+		cpu.Axpy(dst.operand(), 1, src.operand())
+	}
+	dst.st.version.Add(1)
+}
+
+// accumulate is a leaf's AccumulateGrad rule.
+type accumulate struct{ c *gradCell }
+
+func (a accumulate) Backward(_ *autograd.Ctx, grads []autograd.Value) ([]autograd.Value, error) {
+	return nil, Try(func() { a.c.add(grads[0].(*Tensor), true) })
+}
+
+// SetRequiresGrad makes a leaf require gradients (or not): backward then accumulates
+// its gradient, read with Grad. It returns t. Only leaves take it: the output of a
+// recorded op requires grad by construction; Detach it first.
+func (t *Tensor) SetRequiresGrad(on bool) *Tensor {
+	t.live("SetRequiresGrad")
+	if t.node != nil {
+		fail("SetRequiresGrad", ErrGrad, []*Tensor{t}, "only leaves take it; this is the output of %s (Detach it)", t.node.Name())
+	}
+	if !t.dt.IsFloat() && on {
+		fail("SetRequiresGrad", ErrDType, []*Tensor{t}, "only floating tensors can require gradients")
+	}
+	if on == t.requiresGrad {
+		return t
+	}
+	if !on {
+		if !t.ownsCell {
+			fail("SetRequiresGrad", ErrGrad, []*Tensor{t}, "a bound handle cannot change its leaf; use the leaf's own handle")
+		}
+		t.cell.kill()
+		t.cell, t.ownsCell, t.requiresGrad = nil, false, false
+		return t
+	}
+	t.cell, t.ownsCell, t.requiresGrad = newCell(t), true, true
+	return t
+}
+
+// AsParameter makes t, a leaf, a parameter: it leaves its scope (the caller, a module,
+// owns it and releases it) and requires grad. It returns t.
+func (t *Tensor) AsParameter() *Tensor {
+	t.live("AsParameter")
+	if t.node != nil {
+		fail("AsParameter", ErrGrad, []*Tensor{t}, "a parameter is a leaf; this is the output of %s (compute it under NoGrad, or Detach it)", t.node.Name())
+	}
+	if s := t.scope; s != nil {
+		s.forget(t)
+	}
+	return t.SetRequiresGrad(true)
+}
+
+// Grad returns the gradient accumulated so far (nil if none): a leaf's, or a retained
+// one (RetainGrad). The leaf owns it: do not Release it; it stays valid until ZeroGrad
+// or the leaf's release, and later backwards add into it in place.
+func (t *Tensor) Grad() *Tensor {
+	t.live("Grad")
+	if t.cell == nil {
+		return nil
+	}
+	t.cell.mu.Lock()
+	defer t.cell.mu.Unlock()
+	return t.cell.grad
+}
+
+// ZeroGrad drops the gradient (setToNone: its memory returns to the allocator and the
+// next backward steals a fresh one) or sets it to zero in place.
+func (t *Tensor) ZeroGrad(setToNone bool) {
+	t.live("ZeroGrad")
+	if t.cell == nil {
+		return
+	}
+	t.cell.mu.Lock()
+	g := t.cell.grad
+	if setToNone {
+		t.cell.grad = nil
+	}
+	t.cell.mu.Unlock()
+	if g == nil {
+		return
+	}
+	if setToNone {
+		g.Release()
+		return
+	}
+	g.Fill(0)
+}
+
+// RetainGrad keeps the gradient of a non-leaf that requires grad, read with Grad after
+// backward (a leaf's is kept anyway). It costs a copy of the gradient per backward.
+func (t *Tensor) RetainGrad() {
+	t.live("RetainGrad")
+	if !t.requiresGrad {
+		fail("RetainGrad", ErrGrad, []*Tensor{t}, "the tensor does not require grad")
+	}
+	if t.cell != nil {
+		return
+	}
+	c := newCell(t)
+	if err := t.node.AddGradHook(t.slot, func(g autograd.Value) (autograd.Value, error) {
+		return nil, Try(func() { c.add(g.(*Tensor), false) })
+	}); err != nil {
+		fail("RetainGrad", fmt.Errorf("%w: %w", ErrGrad, err), []*Tensor{t}, "")
+	}
+	t.cell, t.ownsCell = c, true
+}
+
+// RegisterHook adds f to the hooks that see t's gradient (summed over its uses) during
+// backward, before it flows on. f runs in a fresh no-grad scope s with g bound into it;
+// it returns nil to keep g, or a replacement of g's shape and type (computed in s).
+// On a leaf it sees the gradient before it is accumulated.
+func (t *Tensor) RegisterHook(f func(s *Scope, g *Tensor) *Tensor) {
+	t.live("RegisterHook")
+	if !t.requiresGrad {
+		fail("RegisterHook", ErrGrad, []*Tensor{t}, "the tensor does not require grad")
+	}
+	e, err := t.edge()
+	if err == nil {
+		err = e.Node.AddGradHook(e.Slot, func(v autograd.Value) (autograd.Value, error) {
+			var out autograd.Value
+			err := Try(func() {
+				s := NewScope(NoGrad())
+				defer s.Close()
+				g := s.Bind(v.(*Tensor))
+				r := f(s, g)
+				if r == nil || r == g {
+					return
+				}
+				r.live("RegisterHook")
+				if r.dt != g.dt || !sameShape(r.shape, g.shape) {
+					fail("RegisterHook", ErrShape, []*Tensor{g, r}, "a hook must return a gradient of the shape and type it got")
+				}
+				if r.scope != s {
+					r = s.Bind(r)
+				}
+				out = s.Keep(r)
+			})
+			return out, err
+		})
+	}
+	if err != nil {
+		fail("RegisterHook", fmt.Errorf("%w: %w", ErrGrad, err), []*Tensor{t}, "")
+	}
+}
+
+// RegisterPostAccumulateHook adds f to run after a backward folded a gradient into the
+// leaf t (the gradient is then t.Grad()): an optimizer can step and drop the gradient
+// right there.
+func (t *Tensor) RegisterPostAccumulateHook(f func()) {
+	t.live("RegisterPostAccumulateHook")
+	if t.node != nil || t.cell == nil {
+		fail("RegisterPostAccumulateHook", ErrGrad, []*Tensor{t}, "only a leaf that requires grad has an accumulator")
+	}
+	acc, err := t.cell.accumulator()
+	if err == nil {
+		err = acc.AddPostHook(func(*autograd.Node) error { return Try(f) })
+	}
+	if err != nil {
+		fail("RegisterPostAccumulateHook", fmt.Errorf("%w: %w", ErrGrad, err), []*Tensor{t}, "")
+	}
+}

@@ -1,0 +1,76 @@
+package tensor
+
+import (
+	"github.com/subletml/sublet/kernels/cpu"
+)
+
+// The in-place ops below write into t's storage and bump its version (a saved tensor
+// that changed fails the backward that reads it). They record nothing: they are for
+// initialization, optimizer updates and gradient clipping, and refuse a tensor a
+// recorded op produced. They need no scope.
+
+// inPlace checks t can be written by op and reports whether the kernels run.
+func (t *Tensor) inPlace(op string, others ...*Tensor) bool {
+	t.live(op)
+	all := append([]*Tensor{t}, others...)
+	if t.node != nil {
+		fail(op, ErrGrad, all, "an in-place op on the output of %s would break its gradient; work on a Detach()ed handle or a copy", t.node.Name())
+	}
+	if !hostCapable(t.st.dev) {
+		fail(op, ErrNoKernels, all, "%s has no kernels yet", t.st.dev.Name())
+	}
+	compute := t.st.host != nil
+	for _, o := range others {
+		o.live(op)
+		if o.st.dev != t.st.dev {
+			fail(op, ErrDevice, all, "inputs on %s and %s", t.st.dev.Name(), o.st.dev.Name())
+		}
+		if _, ok := broadcast(t.shape, o.shape); !ok || len(o.shape) > len(t.shape) || !broadcastsTo(o.shape, t.shape) {
+			fail(op, ErrShape, all, "%v does not broadcast to %v", o.shape, t.shape)
+		}
+		compute = compute && o.st.host != nil
+	}
+	t.st.version.Add(1)
+	return compute
+}
+
+// broadcastsTo reports whether shape from broadcasts to shape to without growing it.
+func broadcastsTo(from, to []int) bool {
+	b, ok := broadcast(from, to)
+	return ok && sameShape(b, to)
+}
+
+// Fill sets every element of t to v, in place.
+func (t *Tensor) Fill(v float64) {
+	if t.inPlace("Fill") {
+		cpu.Fill(t.operand(), v)
+	}
+}
+
+// CopyFrom copies src (broadcast to t's shape, converted to t's type) into t, in
+// place. src must not overlap t.
+func (t *Tensor) CopyFrom(src *Tensor) {
+	if t.inPlace("CopyFrom", src) {
+		cpu.Copy(t.operand(), src.operand())
+	}
+}
+
+// AddScaled adds alpha·x (broadcast to t's shape) into t, in place: t += alpha·x.
+func (t *Tensor) AddScaled(alpha float64, x *Tensor) {
+	if t.inPlace("AddScaled", x) {
+		cpu.Axpy(t.operand(), float32(alpha), x.operand())
+	}
+}
+
+// Scale multiplies t by alpha, in place.
+func (t *Tensor) Scale(alpha float64) {
+	if t.inPlace("Scale") {
+		o := t.operand()
+		cpu.Binary(cpu.Mul, o, o, scalarOperand(alpha))
+	}
+}
+
+// scalarOperand is v as a rank-0 float32 operand in Go memory.
+func scalarOperand(v float64) cpu.Operand {
+	return cpu.F32([]float32{float32(v)}, cpu.Layout{})
+}

@@ -1,0 +1,87 @@
+package tensor
+
+import (
+	"slices"
+
+	"github.com/subletml/sublet/kernels/cpu"
+)
+
+// numel is the number of elements of shape (1 for a scalar).
+func numel(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+// rowMajor returns the contiguous strides of shape.
+func rowMajor(shape []int) []int {
+	st := make([]int, len(shape))
+	s := 1
+	for i := len(shape) - 1; i >= 0; i-- {
+		st[i] = s
+		s *= shape[i]
+	}
+	return st
+}
+
+// contiguous reports whether shape and strides place the elements row-major and dense.
+func contiguous(shape, strides []int) bool {
+	want := 1
+	for i := len(shape) - 1; i >= 0; i-- {
+		if shape[i] == 1 {
+			continue
+		}
+		if strides[i] != want {
+			return false
+		}
+		want *= shape[i]
+	}
+	return true
+}
+
+// broadcast returns the numpy broadcast of shapes a and b.
+func broadcast(a, b []int) ([]int, bool) {
+	n := max(len(a), len(b))
+	out := make([]int, n)
+	for i := range n {
+		da, db := 1, 1
+		if j := i - (n - len(a)); j >= 0 {
+			da = a[j]
+		}
+		if j := i - (n - len(b)); j >= 0 {
+			db = b[j]
+		}
+		switch {
+		case da == db, db == 1:
+			out[i] = da
+		case da == 1:
+			out[i] = db
+		default:
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// axis resolves a possibly negative axis against rank; ok is false when out of range.
+func axis(a, rank int) (int, bool) {
+	if a < 0 {
+		a += rank
+	}
+	return a, a >= 0 && a < rank
+}
+
+func sameShape(a, b []int) bool { return slices.Equal(a, b) }
+
+// layout is t's placement in its storage, for the CPU kernels.
+func (t *Tensor) layout() cpu.Layout {
+	return cpu.Layout{Shape: t.shape, Strides: t.strides, Offset: t.offset}
+}
+
+// operand is t as a CPU kernel operand. Only call it when the op computes (the storage
+// has host bytes).
+func (t *Tensor) operand() cpu.Operand {
+	return cpu.FromBytes(t.dt, t.st.host, t.layout())
+}

@@ -1,0 +1,315 @@
+package tensor
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/subletml/sublet/autograd"
+	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/dtype"
+)
+
+// call is one op in progress: its name, its inputs (after autocast), the scope its
+// results go to, and what it allocated, released again if the op fails.
+type call struct {
+	op   string
+	in   []*Tensor
+	s    *Scope
+	dev  device.Device
+	made []*Tensor
+	node *autograd.Node // the op's node once record ran
+}
+
+// begin starts op on inputs in: it checks they are live and on one device with
+// kernels, picks the result scope (the innermost of theirs) and lets that scope's
+// autocast policy replace them.
+func begin(op string, in ...*Tensor) *call {
+	for _, t := range in {
+		t.live(op)
+	}
+	return beginIn(resultScope(op, in), in[0].st.dev, op, in...)
+}
+
+// beginIn starts op with results in s on dev (factories, and casts the autocast policy
+// asks for); the inputs are live.
+func beginIn(s *Scope, dev device.Device, op string, in ...*Tensor) *call {
+	if s.Closed() {
+		fail(op, ErrScope, in, "the scope the result belongs to is closed")
+	}
+	for _, t := range in {
+		if t.st.dev != dev {
+			fail(op, ErrDevice, in, "inputs on %s and %s; move them to one device with To", dev.Name(), t.st.dev.Name())
+		}
+	}
+	if !hostCapable(dev) {
+		fail(op, ErrNoKernels, in, "%s has no kernels yet (only cpu and sim do); move the tensors with To", dev.Name())
+	}
+	c := &call{op: op, in: in, s: s, dev: dev}
+	if ac := s.m.autocast; ac != nil && op != OpCast && len(in) > 0 {
+		got := ac.Inputs(op, slices.Clone(in), c.cast)
+		if len(got) != len(in) {
+			fail(op, ErrShape, in, "the autocast policy returned %d inputs for %d", len(got), len(in))
+		}
+		for _, t := range got {
+			t.live(op)
+		}
+		c.in = got
+	}
+	return c
+}
+
+// resultScope is the innermost scope among the inputs'; every other input scope must
+// enclose it.
+func resultScope(op string, in []*Tensor) *Scope {
+	var s *Scope
+	for _, t := range in {
+		if t.scope != nil && (s == nil || t.scope.depth > s.depth) {
+			s = t.scope
+		}
+	}
+	if s == nil {
+		fail(op, ErrScope, in, "no input belongs to a scope (parameters, gradients and kept "+
+			"tensors belong to their owner), so the result would have no owner; bind one into a scope with s.Bind(t)")
+	}
+	for _, t := range in {
+		if t.scope != nil && !t.scope.encloses(s) {
+			fail(op, ErrScope, in, "inputs belong to unrelated scopes (different trees, or sibling scopes); "+
+				"bind them into one scope with Bind")
+		}
+	}
+	return s
+}
+
+// cast is the Cast op in c's scope, for the autocast policy.
+func (c *call) cast(t *Tensor, dt dtype.DType) *Tensor {
+	t.live(OpCast)
+	return castOp(beginIn(c.s, c.dev, OpCast, t), dt)
+}
+
+// alloc makes a contiguous result of dt and shape (which the call then owns) in the
+// result scope. A lack of memory releases what the op made so far and panics with an
+// *Error wrapping the *alloc.OOMError.
+func (c *call) alloc(dt dtype.DType, shape []int) *Tensor {
+	n := int64(numel(shape)) * int64(dt.Size())
+	st, err := newStorage(c.dev, n)
+	if err != nil {
+		c.abort()
+		fail(c.op, err, c.in, "allocating %v %v (%d bytes)", shape, dt, n)
+	}
+	t := newHandle(c.s, st, true, dt, shape, rowMajor(shape), 0)
+	c.made = append(c.made, t)
+	return t
+}
+
+// view makes a result sharing t's storage, placed by shape, strides and offset.
+func (c *call) view(t *Tensor, shape, strides []int, offset int) *Tensor {
+	v := newHandle(c.s, t.st, false, t.dt, shape, strides, offset)
+	c.made = append(c.made, v)
+	return v
+}
+
+// temp releases t, a temporary of the op, now.
+func (c *call) temp(t *Tensor) { t.Release() }
+
+// abort releases everything the op made.
+func (c *call) abort() {
+	for i := len(c.made) - 1; i >= 0; i-- {
+		c.made[i].Release()
+	}
+	c.made = nil
+}
+
+// computes reports whether the kernels run: every input and output has host data.
+// Otherwise the device keeps none (meta) and the op only allocates.
+func (c *call) computes(outs ...*Tensor) bool {
+	for _, t := range c.in {
+		if t.st.host == nil {
+			return false
+		}
+	}
+	for _, t := range outs {
+		if t.st.host == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// bad panics with an *Error about the op's inputs.
+func (c *call) bad(cause error, format string, args ...any) {
+	c.abort()
+	fail(c.op, cause, c.in, format, args...)
+}
+
+// recording reports whether the op records a node: the scope records and an input
+// requires grad.
+func (c *call) recording() bool {
+	if !c.s.m.grad {
+		return false
+	}
+	for _, t := range c.in {
+		if t.requiresGrad {
+			return true
+		}
+	}
+	return false
+}
+
+// record makes the op's node with backward rule r and makes outs its outputs: they
+// require grad and each holds a reference to the node.
+func (c *call) record(r rule, outs ...*Tensor) {
+	edges := make([]autograd.Edge, len(c.in))
+	metas := make([]meta, len(c.in))
+	for i, t := range c.in {
+		metas[i] = meta{shape: t.shape, dt: t.dt}
+		if !t.requiresGrad {
+			continue
+		}
+		e, err := t.edge()
+		if err != nil {
+			c.bad(fmt.Errorf("%w: %w", ErrGrad, err), "input %d", i)
+		}
+		edges[i] = e
+	}
+	spec := autograd.NodeSpec{Name: c.op, Seq: c.s.clock.Next(), Inputs: edges, Outputs: len(outs),
+		Fn: &function{name: c.op, r: r, in: metas}}
+	if c.s.m.anomaly {
+		spec.Site = autograd.CaptureSite(2)
+	}
+	n, err := autograd.NewNode(spec)
+	if err != nil {
+		c.bad(fmt.Errorf("%w: %w", ErrGrad, err), "recording the node")
+	}
+	for i, o := range outs {
+		if i > 0 {
+			if err := n.Retain(); err != nil {
+				c.bad(fmt.Errorf("%w: %w", ErrGrad, err), "recording the node")
+			}
+		}
+		o.node, o.slot, o.requiresGrad = n, i, true
+	}
+	c.node = n
+}
+
+// save keeps t's data for the node's backward, through the scope's saved hooks.
+func (c *call) save(t *Tensor) *autograd.Saved {
+	sv, err := c.node.Save(t.share(), c.s.m.hooks)
+	if err != nil {
+		c.bad(fmt.Errorf("%w: %w", ErrGrad, err), "saving a tensor for backward")
+	}
+	return sv
+}
+
+// done hands the outputs over: the op succeeded, nothing is released any more.
+func (c *call) done(out *Tensor) *Tensor {
+	c.made = nil
+	return out
+}
+
+// edge is where gradients for t go: its producer's output, or its leaf accumulator.
+func (t *Tensor) edge() (autograd.Edge, error) {
+	if t.node != nil {
+		return autograd.Edge{Node: t.node, Slot: t.slot}, nil
+	}
+	if t.cell != nil {
+		n, err := t.cell.accumulator()
+		return autograd.Edge{Node: n}, err
+	}
+	return autograd.Edge{}, nil
+}
+
+// meta is what a node remembers of a forward input: its gradient's shape and dtype.
+type meta struct {
+	shape []int
+	dt    dtype.DType
+}
+
+// rule is an op's backward rule, written beside its forward.
+type rule interface {
+	backward(b *bwd)
+}
+
+// function adapts a rule to autograd.Function.
+type function struct {
+	name string
+	r    rule
+	in   []meta
+}
+
+// bwd is one run of a rule: a no-grad scope for everything it computes, the incoming
+// gradients bound into it, and the input gradients it produces.
+type bwd struct {
+	ctx *autograd.Ctx
+	f   *function
+	s   *Scope
+	g   []*Tensor // per output slot, nil where none arrived
+	out []*Tensor // per forward input: unowned handles for the engine
+}
+
+// Backward runs the rule in a fresh no-grad scope and closes it: every temporary of the
+// rule is released before the engine goes on. A *Error the rule panics with (out of
+// memory) becomes the returned error.
+func (f *function) Backward(ctx *autograd.Ctx, grads []autograd.Value) ([]autograd.Value, error) {
+	b := &bwd{ctx: ctx, f: f, s: NewScope(NoGrad()), out: make([]*Tensor, len(f.in))}
+	err := Try(func() {
+		defer b.s.Close()
+		b.g = make([]*Tensor, len(grads))
+		for i, g := range grads {
+			if g != nil {
+				b.g[i] = b.s.Bind(g.(*Tensor))
+			}
+		}
+		f.r.backward(b)
+	})
+	vals := make([]autograd.Value, len(b.out))
+	for i, t := range b.out {
+		if t == nil {
+			continue
+		}
+		if err != nil {
+			t.Release()
+			continue
+		}
+		vals[i] = t
+	}
+	if err != nil {
+		return nil, err
+	}
+	return vals, nil
+}
+
+// needs reports whether forward input i wants a gradient.
+func (b *bwd) needs(i int) bool { return b.ctx.NeedsGrad(i) }
+
+// saved returns a saved tensor, bound into the rule's scope.
+func (b *bwd) saved(sv *autograd.Saved) *Tensor {
+	v, err := sv.Get(b.ctx)
+	if err != nil {
+		panic(&Error{Op: b.f.name, Msg: "backward: reading a saved tensor", Err: fmt.Errorf("%w: %w", ErrGrad, err)})
+	}
+	t, ok := v.(*Tensor)
+	if !ok {
+		panic(&Error{Op: b.f.name, Msg: fmt.Sprintf("backward: an unpack hook returned %T; return a *tensor.Tensor", v), Err: ErrGrad})
+	}
+	return b.s.Bind(t)
+}
+
+// set makes g the gradient of forward input i, if that input wants one. g may have the
+// op output's (broadcast) shape and any floating type: set sums it down to the input's
+// shape and casts it to the input's type.
+func (b *bwd) set(i int, g *Tensor) {
+	if g == nil || !b.needs(i) {
+		return
+	}
+	m := b.f.in[i]
+	if !sameShape(g.shape, m.shape) {
+		g = g.SumTo(m.shape...)
+	}
+	if g.dt != m.dt {
+		g = g.Cast(m.dt)
+	}
+	if g.scope != b.s {
+		g = b.s.Bind(g)
+	}
+	b.out[i] = b.s.Keep(g)
+}

@@ -1,0 +1,193 @@
+package tensor
+
+import (
+	"slices"
+
+	"github.com/subletml/sublet/autograd"
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/kernels/cpu"
+)
+
+// Sum returns the sum of t over axes (every axis when none is given), dropping them.
+func (t *Tensor) Sum(axes ...int) *Tensor { return reduceOp(OpSum, t, axes, false) }
+
+// SumKeep is Sum keeping the reduced axes as size 1.
+func (t *Tensor) SumKeep(axes ...int) *Tensor { return reduceOp(OpSum, t, axes, true) }
+
+// Mean returns the mean of t over axes (every axis when none is given), dropping them.
+func (t *Tensor) Mean(axes ...int) *Tensor { return reduceOp(OpMean, t, axes, false) }
+
+// MeanKeep is Mean keeping the reduced axes as size 1.
+func (t *Tensor) MeanKeep(axes ...int) *Tensor { return reduceOp(OpMean, t, axes, true) }
+
+// reduced returns the shape of a reduction of shape over axes with the reduced axes
+// kept as 1 (keep) and dropped (drop), and how many elements each output sums.
+func (c *call) reduced(shape, axes []int) (keep, drop []int, count int) {
+	on := make([]bool, len(shape))
+	if len(axes) == 0 {
+		for i := range on {
+			on[i] = true
+		}
+	}
+	for _, a := range axes {
+		i, ok := axis(a, len(shape))
+		if !ok || on[i] {
+			c.bad(ErrShape, "axes %v of a rank-%d tensor: out of range or repeated", axes, len(shape))
+		}
+		on[i] = true
+	}
+	count = 1
+	for i, d := range shape {
+		if on[i] {
+			keep = append(keep, 1)
+			count *= d
+			continue
+		}
+		keep = append(keep, d)
+		drop = append(drop, d)
+	}
+	return keep, drop, count
+}
+
+func reduceOp(op string, t *Tensor, axes []int, keepDims bool) *Tensor {
+	c := begin(op, t)
+	c.floatOnly()
+	x := c.in[0]
+	keep, drop, count := c.reduced(x.shape, axes)
+	shape := drop
+	if keepDims {
+		shape = keep
+	}
+	out := c.alloc(x.dt, shape)
+	if c.computes(out) {
+		dst := cpu.FromBytes(out.dt, out.st.host, cpu.Contiguous(keep...))
+		if op == OpMean {
+			cpu.Mean(dst, x.operand())
+		} else {
+			cpu.Sum(dst, x.operand())
+		}
+	}
+	if c.recording() {
+		scale := 1.0
+		if op == OpMean {
+			scale = 1 / float64(count)
+		}
+		c.record(&sumBackward{keep: keep, scale: scale}, out)
+	}
+	return c.done(out)
+}
+
+// sumBackward spreads the gradient back over the reduced axes (scaled by 1/count for
+// a mean) as a broadcast view.
+type sumBackward struct {
+	keep  []int
+	scale float64
+}
+
+func (r *sumBackward) backward(b *bwd) {
+	g := b.g[0]
+	if r.scale != 1 {
+		g = g.MulScalar(r.scale)
+	}
+	b.set(0, g.Reshape(r.keep...).Expand(b.f.in[0].shape...))
+}
+
+// SumTo sums t down to shape, which must broadcast to t's shape: the reduction of a
+// broadcast (the gradient of an operand that was broadcast).
+func (t *Tensor) SumTo(shape ...int) *Tensor {
+	c := begin(OpSumTo, t)
+	c.floatOnly()
+	x := c.in[0]
+	if !broadcastsTo(shape, x.shape) {
+		c.bad(ErrShape, "%v does not broadcast to the tensor's shape", shape)
+	}
+	out := c.alloc(x.dt, slices.Clone(shape))
+	if c.computes(out) {
+		cpu.Sum(out.operand(), x.operand())
+	}
+	if c.recording() {
+		c.record(expandBackward{}, out)
+	}
+	return c.done(out)
+}
+
+// expandBackward broadcasts the gradient back to the input's shape (a view).
+type expandBackward struct{}
+
+func (expandBackward) backward(b *bwd) { b.set(0, b.g[0].Expand(b.f.in[0].shape...)) }
+
+// Max returns the largest element of t along axis, dropping it. The gradient goes to
+// the first maximal element of each reduction; the op saves its I64 indices.
+func (t *Tensor) Max(axis int) *Tensor { return maxOp(t, axis, false) }
+
+// MaxKeep is Max keeping the axis as size 1.
+func (t *Tensor) MaxKeep(axis int) *Tensor { return maxOp(t, axis, true) }
+
+// Argmax returns the I64 position of the first largest element along axis, dropping
+// it. It records nothing.
+func (t *Tensor) Argmax(axis int) *Tensor {
+	c := begin("Argmax", t)
+	idx, _ := c.argmax(axis, false)
+	return c.done(idx)
+}
+
+// argmax computes the maxima of the call's input along axis into values (when wanted)
+// and indices, both of the reduced shape.
+func (c *call) argmax(ax int, values bool) (idx, val *Tensor) {
+	x := c.in[0]
+	if _, ok := axis(ax, len(x.shape)); !ok {
+		c.bad(ErrShape, "axis %d of a rank-%d tensor", ax, len(x.shape))
+	}
+	keep, drop, count := c.reduced(x.shape, []int{ax})
+	if count == 0 {
+		c.bad(ErrShape, "the maximum of an empty axis")
+	}
+	idx = c.alloc(dtype.I64, drop)
+	dst := cpu.Layout{}
+	if values {
+		val = c.alloc(x.dt, drop)
+		dst = cpu.Contiguous(keep...)
+	}
+	if c.computes(idx) && (val == nil || c.computes(val)) {
+		if val == nil {
+			scratch := make([]float32, numel(drop))
+			cpu.Max(cpu.F32(scratch, cpu.Contiguous(keep...)), int64s(idx), x.operand())
+		} else {
+			cpu.Max(cpu.FromBytes(val.dt, val.st.host, dst), int64s(idx), x.operand())
+		}
+	}
+	return idx, val
+}
+
+func maxOp(t *Tensor, ax int, keepDims bool) *Tensor {
+	c := begin(OpMax, t)
+	c.floatOnly()
+	idx, out := c.argmax(ax, true)
+	keep, _, _ := c.reduced(c.in[0].shape, []int{ax})
+	if keepDims {
+		out.shape, out.strides = keep, rowMajor(keep)
+	}
+	if c.recording() {
+		r := &maxBackward{keep: keep}
+		c.record(r, out)
+		r.idx = c.save(idx)
+	}
+	c.temp(idx)
+	return c.done(out)
+}
+
+// maxBackward routes the gradient to the saved positions of the maxima.
+type maxBackward struct {
+	keep []int // the output's shape with the reduced axis as 1
+	idx  *autograd.Saved
+}
+
+func (r *maxBackward) backward(b *bwd) {
+	g, idx := b.g[0].Reshape(r.keep...), b.saved(r.idx)
+	c := begin("max backward", g, idx)
+	dx := c.alloc(g.dt, b.f.in[0].shape)
+	if c.computes(dx) {
+		cpu.MaxBackward(dx.operand(), g.operand(), int64s(idx))
+	}
+	b.set(0, c.done(dx))
+}

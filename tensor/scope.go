@@ -1,0 +1,287 @@
+package tensor
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/subletml/sublet/autograd"
+)
+
+// Scope owns tensor handles and carries the modes the ops on them follow. See the
+// package doc for the rules; in short:
+//   - a result belongs to the innermost scope among its inputs' scopes, and follows
+//     that scope's modes;
+//   - Close releases every handle the scope still owns; Keep moves a handle to the
+//     parent first (out of any scope for a root, so that the caller owns it);
+//   - a child scope inherits its parent's modes and is closed with it.
+//
+// A scope is used by one goroutine at a time, as are its handles; Close is idempotent
+// and may come from any goroutine.
+type Scope struct {
+	// Set at creation, never changed.
+	parent *Scope
+	depth  int
+	m      modes
+	clock  *autograd.Clock // shared by a root and its descendants
+
+	mu       sync.Mutex
+	owned    []*Tensor // guarded by mu; a handle's pos is its index here
+	children []*Scope  // guarded by mu; open children
+	onClose  []func()  // guarded by mu
+	closing  bool      // guarded by mu; set once by Close
+}
+
+// modes are the scope properties ops follow. They never change after the scope is made.
+type modes struct {
+	grad     bool                // record the graph (false: no_grad)
+	gen      *Generator          // where random ops draw; nil: none set
+	hooks    autograd.SavedHooks // pack/unpack of what nodes save; nil: none
+	anomaly  bool                // record op sites; backward checks for NaN/Inf
+	autocast Autocast            // casts op inputs; nil: none
+}
+
+// Option sets a mode of a new scope.
+type Option func(*modes)
+
+// NoGrad makes a scope whose ops record no graph and save nothing (torch.no_grad):
+// results do not require grad, and temporaries die as soon as they are released.
+func NoGrad() Option { return func(m *modes) { m.grad = false } }
+
+// EnableGrad makes a scope that records again inside a no-grad one (torch.enable_grad).
+func EnableGrad() Option { return func(m *modes) { m.grad = true } }
+
+// WithGenerator sets the random generator that Rand, Randn and Dropout draw from.
+func WithGenerator(g *Generator) Option { return func(m *modes) { m.gen = g } }
+
+// WithSavedHooks sets the pack/unpack pair applied to every tensor an op saves for
+// backward in the scope (nil: none; only the innermost pair applies). The values Pack
+// receives and Unpack returns are unowned *Tensor handles; see autograd.SavedHooks for
+// who releases what.
+func WithSavedHooks(h autograd.SavedHooks) Option { return func(m *modes) { m.hooks = h } }
+
+// WithAnomaly turns anomaly mode on or off: ops record where they were created, and a
+// backward from a tensor of the scope fails with an *autograd.AnomalyError naming the
+// op (and that place) whose gradient has a NaN or an Inf.
+func WithAnomaly(on bool) Option { return func(m *modes) { m.anomaly = on } }
+
+// WithAutocast sets the autocast policy (nil: none) consulted before every op.
+func WithAutocast(p Autocast) Option { return func(m *modes) { m.autocast = p } }
+
+// NewScope makes a root scope: grad recording on, no generator, no saved hooks, no
+// anomaly mode, no autocast, then opts.
+func NewScope(opts ...Option) *Scope {
+	s := &Scope{m: modes{grad: true}, clock: new(autograd.Clock)}
+	for _, o := range opts {
+		o(&s.m)
+	}
+	return s
+}
+
+// Child makes a scope nested in s with s's modes, then opts. Closing s closes it.
+func (s *Scope) Child(opts ...Option) *Scope {
+	c := &Scope{parent: s, depth: s.depth + 1, m: s.m, clock: s.clock}
+	for _, o := range opts {
+		o(&c.m)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		panic(&Error{Op: "Child", Msg: "the parent scope is closed", Err: ErrScope})
+	}
+	s.children = append(s.children, c)
+	return c
+}
+
+// Parent is the enclosing scope, nil for a root.
+func (s *Scope) Parent() *Scope { return s.parent }
+
+// GradEnabled reports whether ops in the scope record the graph.
+func (s *Scope) GradEnabled() bool { return s.m.grad }
+
+// Generator is the scope's random generator, nil when none was set.
+func (s *Scope) Generator() *Generator { return s.m.gen }
+
+// SavedHooks is the saved-tensor hook pair in effect, nil when none.
+func (s *Scope) SavedHooks() autograd.SavedHooks { return s.m.hooks }
+
+// Anomaly reports whether anomaly mode is on.
+func (s *Scope) Anomaly() bool { return s.m.anomaly }
+
+// Autocast is the autocast policy in effect, nil when none.
+func (s *Scope) Autocast() Autocast { return s.m.autocast }
+
+// Len is the number of handles the scope owns now.
+func (s *Scope) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.owned)
+}
+
+// Closed reports whether Close was called.
+func (s *Scope) Closed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+// OnClose registers f to run when the scope closes, before it releases its handles
+// (callbacks run last registered first; f may Keep handles). amp clears its weight-cast
+// cache this way.
+func (s *Scope) OnClose(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		panic(&Error{Op: "OnClose", Msg: "the scope is closed", Err: ErrScope})
+	}
+	s.onClose = append(s.onClose, f)
+}
+
+// Close closes the open children (newest first), runs the OnClose callbacks, then
+// releases every handle the scope still owns, newest first. Closing again does nothing.
+func (s *Scope) Close() {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return
+	}
+	s.closing = true
+	kids, hooks := s.children, s.onClose
+	s.children, s.onClose = nil, nil
+	s.mu.Unlock()
+
+	for i := len(kids) - 1; i >= 0; i-- {
+		kids[i].Close()
+	}
+	for i := len(hooks) - 1; i >= 0; i-- {
+		hooks[i]()
+	}
+	s.mu.Lock()
+	owned := s.owned
+	s.owned = nil
+	for _, t := range owned {
+		t.scope = nil
+	}
+	s.mu.Unlock()
+	for i := len(owned) - 1; i >= 0; i-- {
+		if t := owned[i]; !t.h.released.Swap(true) {
+			t.drop()
+		}
+	}
+	if p := s.parent; p != nil {
+		p.removeChild(s)
+	}
+}
+
+func (p *Scope) removeChild(c *Scope) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, k := range p.children {
+		if k == c {
+			p.children = append(p.children[:i], p.children[i+1:]...)
+			return
+		}
+	}
+}
+
+// Keep moves t, which s owns, out of s before s closes: to s's parent, or, for a root,
+// out of every scope (the caller then owns it and must Release it). It returns t.
+func (s *Scope) Keep(t *Tensor) *Tensor {
+	t.live("Keep")
+	if t.scope != s {
+		fail("Keep", ErrScope, []*Tensor{t}, "the tensor is owned by %s, not by this scope; Keep the handle in the scope that owns it", t.scope.describe())
+	}
+	s.forget(t)
+	if s.parent != nil {
+		s.parent.adopt(t)
+	}
+	return t
+}
+
+// Bind makes a new handle to t owned by s: same storage, same element layout, same
+// place in the graph (gradients reach t's producer, or t's own gradient for a leaf).
+// Ops on a parameter alone use it to give their result an owner and modes:
+// s.Bind(w).T(). The new handle is released with s; t is untouched.
+func (s *Scope) Bind(t *Tensor) *Tensor {
+	t.live("Bind")
+	b := newHandle(s, t.st, false, t.dt, t.shape, t.strides, t.offset)
+	b.requiresGrad, b.cell = t.requiresGrad, t.cell
+	if t.node != nil {
+		if err := t.node.Retain(); err != nil {
+			b.Release()
+			fail("Bind", fmt.Errorf("%w: %w", ErrGrad, err), []*Tensor{t}, "the tensor's graph was freed")
+		}
+		b.node, b.slot = t.node, t.slot
+	}
+	return b
+}
+
+// adopt makes s the owner of t, which has none.
+func (s *Scope) adopt(t *Tensor) {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		if !t.h.released.Swap(true) {
+			t.drop()
+		}
+		panic(&Error{Op: "adopt", Msg: "the scope the result belongs to is closed", Err: ErrScope})
+	}
+	t.scope, t.pos = s, len(s.owned)
+	s.owned = append(s.owned, t)
+	s.mu.Unlock()
+}
+
+// forget takes t out of s's handles.
+func (s *Scope) forget(t *Tensor) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t.scope != s {
+		return
+	}
+	last := len(s.owned) - 1
+	moved := s.owned[last]
+	s.owned[t.pos], moved.pos = moved, t.pos
+	s.owned[last] = nil
+	s.owned = s.owned[:last]
+	t.scope = nil
+}
+
+// encloses reports whether s is c or one of c's ancestors.
+func (s *Scope) encloses(c *Scope) bool {
+	for c != nil && c.depth >= s.depth {
+		if c == s {
+			return true
+		}
+		c = c.parent
+	}
+	return false
+}
+
+func (s *Scope) describe() string {
+	if s == nil {
+		return "no scope (the caller)"
+	}
+	return fmt.Sprintf("a scope at depth %d", s.depth)
+}
+
+// Layer runs f on x inside a child scope of x's scope (with opts applied to it): x is
+// bound into the child, so everything f computes from it belongs there; when f
+// returns, its result is kept (moved to x's scope) and the child is closed, releasing
+// f's temporaries. Temporaries a recorded op saved for backward live on in the graph.
+func Layer(x *Tensor, f func(x *Tensor) *Tensor, opts ...Option) *Tensor {
+	x.live("Layer")
+	if x.scope == nil {
+		fail("Layer", ErrScope, []*Tensor{x}, "the input belongs to no scope; bind it into one with Scope.Bind")
+	}
+	c := x.scope.Child(opts...)
+	defer c.Close()
+	y := f(c.Bind(x))
+	y.live("Layer")
+	switch {
+	case y.scope == c:
+		return c.Keep(y)
+	case y.scope != nil && y.scope.encloses(x.scope):
+		return y
+	}
+	fail("Layer", ErrScope, []*Tensor{y}, "the layer returned a tensor owned by %s; return one computed in the layer's scope", y.scope.describe())
+	return nil
+}

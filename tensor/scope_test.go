@@ -1,0 +1,135 @@
+package tensor_test
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/tensor"
+)
+
+func TestScopeCloseKeepAndNesting(t *testing.T) {
+	d := newCPU(t)
+	root := tensor.NewScope()
+	x := root.Ones(d, dtype.F32, 4)
+
+	child := root.Child()
+	xc := child.Bind(x)
+	require.Same(t, child, xc.Scope())
+	require.Same(t, x.Storage(), xc.Storage(), "Bind shares the storage")
+	tmp := xc.MulScalar(2)
+	y := xc.Add(tmp)
+	require.Same(t, child, y.Scope(), "a result belongs to the innermost scope of its inputs")
+	require.Same(t, y, child.Keep(y))
+	require.Same(t, root, y.Scope(), "Keep moves to the parent")
+	child.Close()
+	require.True(t, tmp.Released())
+	require.True(t, xc.Released())
+	require.False(t, x.Released(), "Bind's handle goes, the original stays")
+	require.False(t, y.Released())
+	require.Equal(t, []float32{3, 3, 3, 3}, vals(y))
+	require.Equal(t, x.Bytes()+y.Bytes(), requested(t, d))
+
+	// A root's Keep hands the tensor to the caller.
+	kept := root.Keep(y)
+	require.Nil(t, kept.Scope())
+	// Closing a parent closes its open children.
+	c1 := root.Child()
+	c2 := c1.Child(tensor.NoGrad())
+	z := c2.Bind(x).Exp()
+	root.Close()
+	require.True(t, c1.Closed() && c2.Closed())
+	require.True(t, z.Released())
+	require.False(t, kept.Released())
+	require.Equal(t, y.Bytes(), requested(t, d))
+	kept.Release()
+	kept.Release() // idempotent
+	root.Close()   // idempotent
+	requireEmpty(t, d)
+}
+
+func TestScopeErrors(t *testing.T) {
+	d := newCPU(t)
+	a, b := tensor.NewScope(), tensor.NewScope()
+	x, y := a.Ones(d, dtype.F32, 2), b.Ones(d, dtype.F32, 2)
+	requireOpError(t, tensor.OpAdd, tensor.ErrScope, func() { x.Add(y) })
+	c1, c2 := a.Child(), a.Child()
+	requireOpError(t, tensor.OpAdd, tensor.ErrScope, func() { c1.Bind(x).Add(c2.Bind(x)) })
+	requireOpError(t, "Keep", tensor.ErrScope, func() { b.Keep(x) })
+
+	p := a.Ones(d, dtype.F32, 2).AsParameter()
+	require.Nil(t, p.Scope())
+	e := requireOpError(t, tensor.OpExp, tensor.ErrScope, func() { p.Exp() })
+	require.Contains(t, e.Error(), "s.Bind(t)")
+	require.Equal(t, [][]int{{2}}, e.Shapes)
+	require.Equal(t, []dtype.DType{dtype.F32}, e.DTypes)
+	require.Equal(t, "cpu", e.Device)
+	require.Same(t, a, p.Add(x).Scope(), "a parameter with an activation lands in the activation's scope")
+
+	closed := a.Child()
+	closed.Close()
+	requireOpError(t, "Child", tensor.ErrScope, func() { closed.Child() })
+	requireOpError(t, "Full", tensor.ErrScope, func() { closed.Ones(d, dtype.F32, 1) })
+	a.Close()
+	b.Close()
+	p.Release()
+	requireEmpty(t, d)
+}
+
+func TestReleaseAndUseAfterRelease(t *testing.T) {
+	d := newCPU(t)
+	s := tensor.NewScope()
+	x := s.Ones(d, dtype.F32, 2, 2)
+	v := x.T()
+	x.Release()
+	require.Equal(t, int64(16), requested(t, d), "the view still holds the storage")
+	require.Equal(t, 1, s.Len())
+	e := requireOpError(t, tensor.OpExp, tensor.ErrReleased, func() { x.Exp() })
+	require.Contains(t, e.Error(), "released")
+	requireOpError(t, tensor.OpAdd, tensor.ErrReleased, func() { v.Add(x) })
+	requireOpError(t, "ToSlice", tensor.ErrReleased, func() { vals(x) })
+	v.Release()
+	requireEmpty(t, d)
+	require.Zero(t, s.Len())
+	s.Close()
+}
+
+func TestTryOnlyRecoversTensorErrors(t *testing.T) {
+	require.NoError(t, tensor.Try(func() {}))
+	require.PanicsWithValue(t, "boom", func() { _ = tensor.Try(func() { panic("boom") }) })
+}
+
+func TestLayerFreesTemporariesAtTheBoundary(t *testing.T) {
+	d := newCPU(t)
+	s := tensor.NewScope(tensor.NoGrad())
+	x := s.Ones(d, dtype.F32, 8)
+	var inside int64
+	y := tensor.Layer(x, func(x *tensor.Tensor) *tensor.Tensor {
+		h := x.Exp().MulScalar(2).AddScalar(1)
+		inside = requested(t, d)
+		return h.Tanh()
+	})
+	require.Equal(t, 4*x.Bytes(), inside, "x and three temporaries during the layer")
+	require.Equal(t, x.Bytes()+y.Bytes(), requested(t, d), "only x and the result after it")
+	require.Same(t, s, y.Scope())
+	identity := tensor.Layer(x, func(x *tensor.Tensor) *tensor.Tensor { return x })
+	require.Same(t, x.Storage(), identity.Storage())
+	s.Close()
+	requireEmpty(t, d)
+}
+
+func TestCloseFromAnotherGoroutine(t *testing.T) {
+	d := newCPU(t)
+	s := tensor.NewScope()
+	for range 50 {
+		s.Ones(d, dtype.F32, 3)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(s.Close)
+	}
+	wg.Wait()
+	requireEmpty(t, d)
+}

@@ -1,0 +1,108 @@
+package tensor
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/subletml/sublet/alloc"
+	"github.com/subletml/sublet/device"
+)
+
+// Storage is one block of device memory from the device's caching allocator, shared by
+// every handle and view over it and by the graph nodes that saved it. It counts its
+// references: each live Tensor handle over it holds one (a node's saved tensor is such a
+// handle); the block goes back to the allocator when the last is dropped.
+type Storage struct {
+	// Set at allocation, never changed.
+	dev  device.Device
+	al   *alloc.Allocator
+	ptr  device.Ptr
+	size int64
+	// host aliases the block when the CPU can address it (cpu, sim with a backing
+	// store): the CPU kernels compute there. It is nil where the device keeps no data
+	// (sim without backing store) or cannot be addressed (cuda). A block of 0 bytes on a
+	// host device has a non-nil empty host.
+	host []byte
+
+	// refs counts the handles over the storage; changed atomically; at 0 the block is
+	// freed and the storage is dead.
+	refs atomic.Int32
+	// version counts in-place writes; a saved tensor records it and backward fails if
+	// it changed (autograd.ErrModifiedInPlace).
+	version atomic.Uint64
+}
+
+// Device is the device holding the storage.
+func (s *Storage) Device() device.Device { return s.dev }
+
+// Ptr is the block's device address (0 for a storage of 0 bytes).
+func (s *Storage) Ptr() device.Ptr { return s.ptr }
+
+// Size is the storage's size in bytes: exactly the bytes its tensor asked for.
+func (s *Storage) Size() int64 { return s.size }
+
+// Refs is the number of handles holding the storage now.
+func (s *Storage) Refs() int { return int(s.refs.Load()) }
+
+// Version is the count of in-place writes so far.
+func (s *Storage) Version() uint64 { return s.version.Load() }
+
+// Host returns the block's bytes when the CPU can address them (cpu, sim with a backing
+// store), nil otherwise. Writing through it is an in-place write: call BumpVersion.
+func (s *Storage) Host() []byte { return s.host }
+
+// BumpVersion records an in-place write made outside the tensor package's ops, so that
+// backward refuses a saved tensor that changed.
+func (s *Storage) BumpVersion() { s.version.Add(1) }
+
+// hostCapable reports whether the CPU kernels can run on dev's memory (or, for a sim
+// without backing store, pretend to).
+func hostCapable(dev device.Device) bool {
+	if _, ok := dev.(device.HostMemory); !ok {
+		return false
+	}
+	k := dev.Kind()
+	return k == device.CPU || k == device.Sim
+}
+
+// newStorage allocates size bytes on dev's allocator, holding one reference.
+func newStorage(dev device.Device, size int64) (*Storage, error) {
+	al, err := alloc.For(dev)
+	if err != nil {
+		return nil, err
+	}
+	p, err := al.Alloc(size, 0)
+	if err != nil {
+		return nil, err
+	}
+	s := &Storage{dev: dev, al: al, ptr: p, size: size}
+	if hm, ok := dev.(device.HostMemory); ok && hostCapable(dev) {
+		if size == 0 {
+			s.host = []byte{}
+		} else if b, ok := hm.Bytes(p, size); ok {
+			s.host = b
+		}
+	}
+	s.refs.Store(1)
+	return s, nil
+}
+
+func (s *Storage) retain() {
+	if s.refs.Add(1) <= 1 {
+		panic(fmt.Sprintf("tensor: internal error: retain of a freed storage at %#x on %s", s.ptr, s.dev.Name()))
+	}
+}
+
+// release drops one reference and frees the block with the last.
+func (s *Storage) release() {
+	switch n := s.refs.Add(-1); {
+	case n > 0:
+		return
+	case n < 0:
+		panic(fmt.Sprintf("tensor: internal error: storage at %#x on %s released more often than retained", s.ptr, s.dev.Name()))
+	}
+	s.host = nil
+	if err := s.al.Free(s.ptr); err != nil {
+		panic(fmt.Sprintf("tensor: internal error: freeing storage at %#x on %s: %v", s.ptr, s.dev.Name(), err))
+	}
+}

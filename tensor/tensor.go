@@ -1,0 +1,178 @@
+package tensor
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/subletml/sublet/autograd"
+	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/dtype"
+)
+
+// Tensor is a handle to an n-dimensional array in device memory: a shape, strides and
+// an offset (in elements) over a Storage, an element type, and its place in the graph.
+// Views are other handles over the same storage. A handle is used by one goroutine at a
+// time (as its scope is); see the package doc for who owns it and when it is released.
+type Tensor struct {
+	// Set at creation, never changed.
+	shape   []int
+	strides []int
+	offset  int
+	dt      dtype.DType
+	st      *Storage
+	h       *handle // release flag and allocation site, read by the leak report
+
+	// requiresGrad says gradients flow to this handle: a leaf that asked for them, or
+	// the output of a recorded op. Set at creation (SetRequiresGrad changes it on a
+	// leaf before it is used).
+	requiresGrad bool
+	// node is the op that produced the handle (grad_fn), nil for leaves and for handles
+	// made without recording; the handle holds one reference to it. slot is the output
+	// of node this handle is.
+	node *autograd.Node
+	slot int
+	// cell holds the gradient of a leaf that requires grad (shared with the handles
+	// Bind makes of it) or the retained gradient of a non-leaf (RetainGrad). ownsCell
+	// says this handle releases it.
+	cell     *gradCell
+	ownsCell bool
+
+	// scope owns the handle (nil: the caller or a module owns it). pos is the handle's
+	// index in scope.owned. Both are guarded by the owning scope's mu.
+	scope *Scope
+	pos   int
+}
+
+// Shape returns a copy of the sizes of the dimensions.
+func (t *Tensor) Shape() []int { return slices.Clone(t.shape) }
+
+// Dim returns the size of dimension i (negative i counts from the end).
+func (t *Tensor) Dim(i int) int {
+	a, ok := axis(i, len(t.shape))
+	if !ok {
+		fail("Dim", ErrShape, []*Tensor{t}, "dimension %d of a rank-%d tensor", i, len(t.shape))
+	}
+	return t.shape[a]
+}
+
+// Rank is the number of dimensions.
+func (t *Tensor) Rank() int { return len(t.shape) }
+
+// Strides returns a copy of the strides, in elements.
+func (t *Tensor) Strides() []int { return slices.Clone(t.strides) }
+
+// Offset is the position of the first element in the storage, in elements.
+func (t *Tensor) Offset() int { return t.offset }
+
+// Numel is the number of elements.
+func (t *Tensor) Numel() int { return numel(t.shape) }
+
+// DType is the element type.
+func (t *Tensor) DType() dtype.DType { return t.dt }
+
+// Bytes is the size of the elements: Numel × DType().Size(). A contiguous tensor that
+// owns its storage has a storage of exactly this size.
+func (t *Tensor) Bytes() int64 { return int64(t.Numel()) * int64(t.dt.Size()) }
+
+// Device is the device holding the data.
+func (t *Tensor) Device() device.Device { return t.st.dev }
+
+// Storage is the memory block under the handle, shared with its views.
+func (t *Tensor) Storage() *Storage { return t.st }
+
+// IsContiguous reports whether the elements sit row-major and dense in the storage.
+func (t *Tensor) IsContiguous() bool { return contiguous(t.shape, t.strides) }
+
+// Scope is the scope owning the handle, nil when the caller (a module) owns it.
+func (t *Tensor) Scope() *Scope { return t.scope }
+
+// RequiresGrad reports whether gradients flow to this tensor.
+func (t *Tensor) RequiresGrad() bool { return t.requiresGrad }
+
+// IsLeaf reports whether the tensor was not produced by a recorded op.
+func (t *Tensor) IsLeaf() bool { return t.node == nil }
+
+// Released reports whether Release was called (or the owning scope closed).
+func (t *Tensor) Released() bool { return t.h.released.Load() }
+
+// Version is the storage's count of in-place writes; a saved tensor remembers it.
+func (t *Tensor) Version() uint64 { return t.st.version.Load() }
+
+func (t *Tensor) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Tensor(%v %v %s", t.shape, t.dt, t.st.dev.Name())
+	if t.requiresGrad {
+		b.WriteString(" requires_grad")
+	}
+	if t.node != nil {
+		fmt.Fprintf(&b, " grad_fn=%s", t.node.Name())
+	}
+	if t.h.released.Load() {
+		b.WriteString(" released")
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// Release drops the handle: its reference to the storage (the memory returns to the
+// allocator with the last one), to the op that produced it (the graph behind it is
+// freed with the last handle to its outputs) and, for the handle that made a leaf
+// require grad, the leaf's gradient. It leaves the owning scope. Release is idempotent:
+// releasing again does nothing; any other use after Release panics with ErrReleased.
+func (t *Tensor) Release() {
+	if t == nil || t.h.released.Swap(true) {
+		return
+	}
+	if s := t.scope; s != nil {
+		s.forget(t)
+	}
+	t.drop()
+}
+
+// drop releases what the handle holds; the caller has set the released flag and taken
+// it out of its scope.
+func (t *Tensor) drop() {
+	if t.node != nil {
+		n := t.node
+		t.node = nil
+		if err := n.Release(); err != nil {
+			panic(fmt.Sprintf("tensor: internal error: releasing the node of %v: %v", t, err))
+		}
+	}
+	if t.ownsCell {
+		t.cell.kill()
+	}
+	t.st.release()
+}
+
+// live panics with ErrReleased naming op when t was released.
+func (t *Tensor) live(op string) {
+	if t == nil {
+		panic(&Error{Op: op, Msg: "nil tensor", Err: ErrShape})
+	}
+	if t.h.released.Load() {
+		panic(&Error{Op: op, Msg: fmt.Sprintf("%v %v on %s was released", t.shape, t.dt, t.st.dev.Name()),
+			Shapes: [][]int{t.Shape()}, DTypes: []dtype.DType{t.dt}, Device: t.st.dev.Name(), Err: ErrReleased})
+	}
+}
+
+// newHandle makes a handle over st (taking a reference unless fresh) placed by shape,
+// strides and offset, owned by s (nil: unowned).
+func newHandle(s *Scope, st *Storage, fresh bool, dt dtype.DType, shape, strides []int, offset int) *Tensor {
+	if !fresh {
+		st.retain()
+	}
+	t := &Tensor{shape: shape, strides: strides, offset: offset, dt: dt, st: st}
+	track(t)
+	if s != nil {
+		s.adopt(t)
+	}
+	return t
+}
+
+// share makes an unowned handle over t's data with no graph: what a node saves and what
+// gradients travel as.
+func (t *Tensor) share() *Tensor {
+	return newHandle(nil, t.st, false, t.dt, t.shape, t.strides, t.offset)
+}
