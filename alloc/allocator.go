@@ -3,22 +3,28 @@
 // rounding, small and large pools, segment sizes, best fit by (stream, size, address),
 // splitting and merging, max_split_size, garbage collection, expandable segments,
 // per-stream pools with deferred frees through events, the release-and-retry path,
-// and the same statistics.
+// and the same statistics, event by event (checked against PyTorch's own numbers in
+// testdata/oracle).
+//
+// One mutex per Allocator guards all its state; the hot path (a cached block) takes it
+// once and makes no heap allocation. Where PyTorch's code was ambiguous or the Go API
+// differs, the choice is noted where it is made.
 //
 // Invariants, all under Allocator.mu:
 //   - The blocks of a segment tile it exactly: linked by prev/next in address order,
 //     each starting where the previous ends, the first at the segment's base.
 //   - A block is in exactly one state: allocated (in ptrs); pending (freed, waiting for
-//     eventCount stream events); free (mapped, in its stream's freeSet of its pool);
-//     or unmapped (expandable segments only, in its stream's unmapped list).
+//     eventCount stream events, each queued once); free (mapped, in its stream's
+//     freeSet of its pool); or unmapped (expandable segments only, in its stream's
+//     unmapped list).
 //   - Two free blocks, or two unmapped blocks, are never adjacent: freeing merges.
-//   - Every statistic equals a recount of the blocks and segments it describes, except
-//     the cumulative Allocated/Freed/Peak values and the counters.
+//   - Every statistic's Current equals a recount of the blocks and segments it
+//     describes, and Allocated − Freed until ResetAccumulatedStats.
 //   - totalAllocated is the device memory held: the sizes of the raw segments plus the
 //     mapped pages of expandable segments; it equals ReservedBytes[all].Current.
-//
-// A size-0 request returns the null pointer 0 and touches nothing; Free(0) and
-// RecordStream(0, s) do nothing, as in PyTorch.
+//   - Device addresses are never 0, which is the null pointer: a size-0 request
+//     returns 0 and touches nothing; Free(0) and RecordStream(0, s) do nothing, as in
+//     PyTorch.
 package alloc
 
 import (

@@ -295,3 +295,28 @@ func TestSnapshot(t *testing.T) {
 	require.NoError(t, a.EmptyCache())
 	requireDrained(t, a, d)
 }
+
+// EmptyCache releases the segments that hold no live block and nothing else; the free
+// parts of segments with live blocks stay as non-releasable memory.
+func TestEmptyCacheReleasesOnlyWholeSegments(t *testing.T) {
+	a, d := newAlloc(t, 0, Config{})
+	live := mustAlloc(t, a, 4*MiB, 0) // 20 MiB segment, 16 MiB of it free
+	gone := mustAlloc(t, a, 30*MiB, 0)
+	small := mustAlloc(t, a, 4096, 0)
+	mustFree(t, a, gone, small)
+	require.NoError(t, a.EmptyCache())
+	st := a.Stats()
+	assert.Equal(t, int64(20*MiB), cur(st.ReservedBytes))
+	assert.Equal(t, int64(1), cur(st.Segment))
+	assert.Equal(t, int64(16*MiB), cur(st.InactiveSplitBytes), "not releasable")
+	assert.Equal(t, int64(2), st.NumDeviceFree)
+	assert.Equal(t, int64(1), st.NumSyncAllStreams)
+	assert.Equal(t, int64(20*MiB), d.Stats().InUse)
+	require.NoError(t, a.EmptyCache())
+	st = a.Stats()
+	assert.Equal(t, int64(2), st.NumSyncAllStreams, "every call waits for all streams")
+	assert.Equal(t, int64(2), st.NumDeviceFree)
+	mustFree(t, a, live)
+	requireDrained(t, a, d)
+	assert.Equal(t, int64(3), a.Stats().NumDeviceFree)
+}

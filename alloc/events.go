@@ -17,7 +17,8 @@ type eventState struct {
 	spare []device.Event
 }
 
-// eventQueue is the FIFO of one stream: events complete in the order recorded.
+// eventQueue is the FIFO of one stream: events complete in the order recorded. Guarded
+// by Allocator.mu.
 type eventQueue struct {
 	stream device.Stream
 	q      []pendingFree
