@@ -65,6 +65,10 @@ func softmax(op string, dst, x []float32, outer, n, inner int, log bool) {
 	if n == 0 {
 		return
 	}
+	if inner == 1 {
+		forRows(outer, n, func(i int) { softmaxRow(dst[i*n:(i+1)*n], x[i*n:(i+1)*n], log) })
+		return
+	}
 	forAxis(outer, n, inner, func(base, w int) {
 		var mx [chunk]float32
 		var sum [chunk]float64
@@ -116,6 +120,10 @@ func softmax(op string, dst, x []float32, outer, n, inner int, log bool) {
 
 func softmaxBackward(op string, dx, g, y []float32, outer, n, inner int, log bool) {
 	checkAxis(op, outer, n, inner, dx, g, y)
+	if inner == 1 {
+		forRows(outer, n, func(i int) { softmaxBackwardRow(dx[i*n:(i+1)*n], g[i*n:(i+1)*n], y[i*n:(i+1)*n], log) })
+		return
+	}
 	forAxis(outer, n, inner, func(base, w int) {
 		var dot [chunk]float64
 		for p := range n {
@@ -142,4 +150,64 @@ func softmaxBackward(op string, dx, g, y []float32, outer, n, inner int, log boo
 			}
 		}
 	})
+}
+
+// forRows calls fn(i) for every row i < rows of n elements, in parallel.
+func forRows(rows, n int, fn func(i int)) {
+	parallelFor(rows, max(1, grain/max(n, 1)), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			fn(i)
+		}
+	})
+}
+
+// softmaxRow is the softmax (or log-softmax) of one contiguous row.
+func softmaxRow(dst, x []float32, log bool) {
+	dst = dst[:len(x)]
+	mx := float32(math.Inf(-1))
+	for _, v := range x {
+		if v > mx || v != v {
+			mx = v
+		}
+	}
+	var sum float64
+	for i, v := range x {
+		e := math32.Exp(v - mx)
+		sum += float64(e)
+		if !log {
+			dst[i] = e
+		}
+	}
+	if log {
+		lse := mx + float32(math.Log(sum))
+		for i, v := range x {
+			dst[i] = v - lse
+		}
+		return
+	}
+	scale := float32(1 / sum)
+	for i := range dst {
+		dst[i] *= scale
+	}
+}
+
+// softmaxBackwardRow is SoftmaxBackward (or LogSoftmaxBackward) on one contiguous row.
+func softmaxBackwardRow(dx, g, y []float32, log bool) {
+	dx, y = dx[:len(g)], y[:len(g)]
+	var dot float64
+	for i, gv := range g {
+		if log {
+			dot += float64(gv)
+		} else {
+			dot += float64(gv) * float64(y[i])
+		}
+	}
+	d := float32(dot)
+	for i, gv := range g {
+		if log {
+			dx[i] = gv - math32.Exp(y[i])*d
+		} else {
+			dx[i] = y[i] * (gv - d)
+		}
+	}
 }
