@@ -52,25 +52,28 @@ var contextPieces = [...]span{
 }
 
 // topDown is the default placement, calibrated on the segment addresses the H200's
-// driver returned to PyTorch (testdata/oracle, TestTopDownMatchesTheH200):
+// driver returned to PyTorch (testdata/oracle; TestTopDownMatchesTheH200 and
+// TestTopDownMatchesTheH200AcrossFrees):
 //
 //   - Sizes round up to 2 MiB.
-//   - The driver first looks for room in address space it already holds: the free
-//     pieces of its runs (below) and the two pieces the context leaves (contextPieces),
-//     lowest address first, placing at the bottom of the first piece that fits.
-//   - Otherwise it takes a fresh run of whole 32 MiB granules, top-down from freshTop
-//     (the highest free range that fits, its top granules), and places the allocation at
-//     the run's bottom; the rest of the run is a free piece for later allocations. So
-//     large allocations lie at 32 MiB multiples, each new one below the previous, and
-//     small ones fill the leftovers of earlier runs.
-//   - A run whose last allocation is freed goes back to the fresh address space; its
-//     range is taken again top-down. The context's pieces are never given back.
+//   - The driver first looks for room in the address space it holds: the runs (below),
+//     most recently taken first, then the context's run with its two free pieces
+//     (contextPieces). Inside a run it takes the smallest free piece that fits (the
+//     lowest of equal ones) and places the allocation at the piece's bottom.
+//   - Otherwise it takes a fresh run of whole 32 MiB granules: from the highest free
+//     range below freshTop that holds the run plus one more granule (the driver maps
+//     with room to align), the top granules. The allocation sits at the run's bottom;
+//     the rest of the run is a free piece for later allocations. So large allocations
+//     lie at 32 MiB multiples, each new one below the previous, and small ones fill the
+//     leftovers of recent runs.
+//   - A run whose last allocation is freed goes back to the free address space. The
+//     context's run is never given back.
 type topDown struct {
-	// va is the fresh address space, in whole granules.
+	// va is the free address space below freshTop, in whole granules.
 	va spans
-	// runs are the held ranges with their free pieces, sorted by base; the context's
-	// run is among them.
-	runs []*run
+	// runs are the held runs sorted by base (to find a freed address's run); recent are
+	// the same runs in the order they were taken (the context's run first).
+	runs, recent []*run
 }
 
 // run is a range of address space the driver holds: a block of whole granules taken from
@@ -98,21 +101,22 @@ func newTopDown(capacity int64) *topDown {
 		ctx.free.give(p.lo, p.hi-p.lo)
 		ctx.used -= p.hi - p.lo
 	}
-	return &topDown{va: spans{free: []span{{freshTop - va, freshTop}}}, runs: []*run{ctx}}
+	return &topDown{va: spans{free: []span{{freshTop - va, freshTop}}}, runs: []*run{ctx}, recent: []*run{ctx}}
 }
 
 func (t *topDown) place(size int64) (uint64, error) {
 	s := alignUp(uint64(size), placeAlign)
-	for _, r := range t.runs {
-		if a, ok := r.free.takeLow(s, placeAlign); ok {
+	for i := len(t.recent) - 1; i >= 0; i-- {
+		r := t.recent[i]
+		if a, ok := r.free.takeBest(s, placeAlign); ok {
 			r.used += s
 			return a, nil
 		}
 	}
 	n := alignUp(s, granule)
-	base, ok := t.va.takeHigh(n, granule)
+	base, ok := t.va.takeHigh(n, n+granule, granule)
 	if !ok {
-		return 0, fmt.Errorf("no free address range of %d bytes left (%d bytes free in pieces): %w", n, t.va.bytes(), device.ErrOutOfMemory)
+		return 0, fmt.Errorf("no free address range of %d bytes left (%d bytes free in pieces): %w", n+granule, t.va.bytes(), device.ErrOutOfMemory)
 	}
 	r := &run{base: base, size: n, used: s}
 	if s < n {
@@ -120,6 +124,7 @@ func (t *topDown) place(size int64) (uint64, error) {
 	}
 	i := sort.Search(len(t.runs), func(i int) bool { return t.runs[i].base > base })
 	t.runs = slices.Insert(t.runs, i, r)
+	t.recent = append(t.recent, r)
 	return base, nil
 }
 
@@ -132,6 +137,7 @@ func (t *topDown) release(addr uint64, size int64) {
 	r.used -= s
 	if r.used == 0 && !r.context {
 		t.runs = slices.Delete(t.runs, i, i+1)
+		t.recent = slices.DeleteFunc(t.recent, func(x *run) bool { return x == r })
 		t.va.give(r.base, r.size)
 		return
 	}

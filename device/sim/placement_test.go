@@ -64,6 +64,39 @@ func TestTopDownPlacement(t *testing.T) {
 	}
 }
 
+// The rules that only show once runs are freed: a fresh run needs a free range one granule
+// larger than itself, the most recent run is searched first, and inside a run the
+// smallest piece that fits wins.
+func TestTopDownAfterFrees(t *testing.T) {
+	d := newSim(t, Options{})
+	m := func(size int64) device.Ptr {
+		t.Helper()
+		p, err := d.Malloc(size)
+		require.NoError(t, err)
+		return p
+	}
+	ctx := []device.Ptr{m(20 * mib), m(2 * mib), m(2 * mib), m(2 * mib)}
+	require.Equal(t, []device.Ptr{fresh + 488*mib, fresh + 414*mib, fresh + 508*mib, fresh + 510*mib}, ctx, "the context's pieces are full")
+	a := m(32 * mib)
+	c := m(64 * mib)
+	dd := m(64 * mib)
+	require.Equal(t, []device.Ptr{fresh - 32*mib, fresh - 96*mib, fresh - 160*mib}, []device.Ptr{a, c, dd})
+	require.NoError(t, d.Free(c))
+	e := m(60 * mib)
+	assert.Equal(t, fresh-224*mib, e, "a 64 MiB run needs 96 MiB free: the 64 MiB hole is passed over")
+	f := m(20 * mib)
+	assert.Equal(t, fresh-64*mib, f, "a 32 MiB run fits the 64 MiB hole, at its top")
+	g := m(2 * mib)
+	assert.Equal(t, f+20*mib, g, "the most recent run first, though an older one has room lower down")
+	require.NoError(t, d.Free(f))
+	h := m(8 * mib)
+	assert.Equal(t, g+2*mib, h, "the smallest piece of the run that fits (10 MiB), not the lowest (20 MiB)")
+	for _, p := range append(ctx, a, dd, e, g, h) {
+		require.NoError(t, d.Free(p))
+	}
+	assert.Equal(t, int64(0), d.Stats().InUse)
+}
+
 // Random allocations and frees: addresses stay 2 MiB aligned, inside the Malloc region,
 // never overlapping; freeing everything gives all the address space back.
 func TestTopDownPlacementInvariants(t *testing.T) {
@@ -141,7 +174,7 @@ func TestSpans(t *testing.T) {
 	s.give(300, 100)
 	s.give(200, 100)
 	assert.Equal(t, []span{{100, 400}}, s.free, "coalesced on both sides")
-	a, ok := s.takeHigh(64, 64)
+	a, ok := s.takeHigh(64, 64, 64)
 	require.True(t, ok)
 	assert.Equal(t, uint64(320), a)
 	b, ok := s.takeLow(64, 64)
@@ -154,4 +187,16 @@ func TestSpans(t *testing.T) {
 	s.give(320, 64)
 	assert.Equal(t, []span{{100, 400}}, s.free)
 	assert.Equal(t, uint64(300), s.bytes())
+	_, ok = s.takeHigh(64, 512, 64)
+	assert.False(t, ok, "no interval of 512 bytes")
+
+	s = spans{free: []span{{0, 100}, {200, 230}, {300, 330}, {400, 420}}}
+	b, ok = s.takeBest(20, 1)
+	require.True(t, ok)
+	assert.Equal(t, uint64(400), b, "the exact fit")
+	b, ok = s.takeBest(20, 1)
+	require.True(t, ok)
+	assert.Equal(t, uint64(200), b, "the lowest of the smallest that fit")
+	_, ok = s.takeBest(200, 1)
+	assert.False(t, ok)
 }

@@ -17,12 +17,12 @@ type span struct{ lo, hi uint64 }
 func alignDown(x, a uint64) uint64 { return x &^ (a - 1) }
 func alignUp(x, a uint64) uint64   { return (x + a - 1) &^ (a - 1) }
 
-// takeHigh carves size bytes aligned to align out of the highest free interval that
-// holds them, at that interval's top.
-func (s *spans) takeHigh(size, align uint64) (uint64, bool) {
+// takeHigh carves size bytes aligned to align out of the highest free interval of at
+// least need bytes (need >= size), at that interval's top.
+func (s *spans) takeHigh(size, need, align uint64) (uint64, bool) {
 	for i := len(s.free) - 1; i >= 0; i-- {
 		f := s.free[i]
-		if f.hi-f.lo < size {
+		if f.hi-f.lo < need {
 			continue
 		}
 		if a := alignDown(f.hi-size, align); a >= f.lo {
@@ -87,4 +87,23 @@ func (s *spans) bytes() uint64 {
 		n += f.hi - f.lo
 	}
 	return n
+}
+
+// takeBest carves size bytes aligned to align out of the smallest free interval that
+// holds them (the lowest of equal ones), at that interval's bottom.
+func (s *spans) takeBest(size, align uint64) (uint64, bool) {
+	best := -1
+	for i, f := range s.free {
+		if a := alignUp(f.lo, align); a <= f.hi && f.hi-a >= size {
+			if best < 0 || f.hi-f.lo < s.free[best].hi-s.free[best].lo {
+				best = i
+			}
+		}
+	}
+	if best < 0 {
+		return 0, false
+	}
+	a := alignUp(s.free[best].lo, align)
+	s.carve(best, a, a+size)
+	return a, true
 }
