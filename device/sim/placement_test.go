@@ -13,14 +13,19 @@ import (
 
 const fresh = device.Ptr(freshTop)
 
-func TestTopDownPlacement(t *testing.T) {
-	d := newSim(t, Options{})
-	m := func(size int64) device.Ptr {
+// mallocer returns a Malloc that must succeed.
+func mallocer(t *testing.T, d *Device) func(size int64) device.Ptr {
+	return func(size int64) device.Ptr {
 		t.Helper()
 		p, err := d.Malloc(size)
 		require.NoError(t, err)
 		return p
 	}
+}
+
+func TestTopDownPlacement(t *testing.T) {
+	d := newSim(t, Options{})
+	m := mallocer(t, d)
 	sequence := func() []device.Ptr {
 		ps := []device.Ptr{m(20 * mib)}
 		assert.Equal(t, fresh+488*mib, ps[0], "the first 20 MiB fits the context's 24 MiB piece")
@@ -69,12 +74,7 @@ func TestTopDownPlacement(t *testing.T) {
 // smallest piece that fits wins.
 func TestTopDownAfterFrees(t *testing.T) {
 	d := newSim(t, Options{})
-	m := func(size int64) device.Ptr {
-		t.Helper()
-		p, err := d.Malloc(size)
-		require.NoError(t, err)
-		return p
-	}
+	m := mallocer(t, d)
 	ctx := []device.Ptr{m(20 * mib), m(2 * mib), m(2 * mib), m(2 * mib)}
 	require.Equal(t, []device.Ptr{fresh + 488*mib, fresh + 414*mib, fresh + 508*mib, fresh + 510*mib}, ctx, "the context's pieces are full")
 	a := m(32 * mib)
