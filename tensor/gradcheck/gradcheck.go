@@ -1,0 +1,148 @@
+// Package gradcheck checks the gradients an op's backward rule computes against
+// central finite differences.
+//
+// The op runs in float32 on the device given (cpu, or sim with a backing store); the
+// perturbation and the reduction to a scalar are done in float64 on the host, and the
+// difference quotient divides by the perturbation the float32 inputs really got. A
+// fixed random projection w turns the output into the scalar L = Σ out·w, so every
+// output element takes part; backward is seeded with w.
+//
+// Invariant: Check releases everything it made, also when f panics with a
+// *tensor.Error (the panic goes on).
+package gradcheck
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+
+	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/tensor"
+)
+
+// Input is one differentiable input of the checked function.
+type Input struct {
+	Shape []int
+	Data  []float64 // row-major, len = the shape's element count
+}
+
+// Options tune a check; zero fields take the defaults.
+type Options struct {
+	// Eps is the perturbation (default 1e-2: float32 round-off over a smaller step
+	// would swamp the difference).
+	Eps float64
+	// An element passes when |analytic − numeric| ≤ Atol + Rtol·|numeric|
+	// (defaults 1e-3 and 1e-2).
+	Atol, Rtol float64
+	// Seed picks the projection w and the generator f's scope draws from (default 1).
+	Seed uint64
+}
+
+// Func computes the checked output from the inputs, in scope s (its child scope for
+// one evaluation). Its random ops draw from s's generator, reset to the same state
+// before every evaluation, so dropout masks repeat.
+type Func func(s *tensor.Scope, in []*tensor.Tensor) *tensor.Tensor
+
+// Check compares, for every element of every input, the gradient backward gives with
+// the central difference, and returns an error listing the elements that differ.
+func Check(dev device.Device, f Func, inputs []Input, o Options) error {
+	if o.Eps == 0 {
+		o.Eps = 1e-2
+	}
+	if o.Atol == 0 {
+		o.Atol = 1e-3
+	}
+	if o.Rtol == 0 {
+		o.Rtol = 1e-2
+	}
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+	for i, in := range inputs {
+		n := 1
+		for _, d := range in.Shape {
+			n *= d
+		}
+		if n != len(in.Data) {
+			return fmt.Errorf("gradcheck: input %d: %d values for shape %v", i, len(in.Data), in.Shape)
+		}
+	}
+	gen := tensor.NewGenerator(o.Seed)
+	state := gen.State()
+	root := tensor.NewScope(tensor.WithGenerator(gen))
+	defer root.Close()
+
+	analytic, w := backward(root, dev, f, inputs, gen, state, o.Seed)
+	var bad []string
+	for i, in := range inputs {
+		data := append([]float64(nil), in.Data...)
+		for j, x := range in.Data {
+			hi, lo := float32(x+o.Eps), float32(x-o.Eps)
+			data[j] = float64(hi)
+			lp := evaluate(root, dev, f, inputs, i, data, w, gen, state)
+			data[j] = float64(lo)
+			lm := evaluate(root, dev, f, inputs, i, data, w, gen, state)
+			data[j] = x
+			numeric := (lp - lm) / (float64(hi) - float64(lo))
+			a := analytic[i][j]
+			if !(math.Abs(a-numeric) <= o.Atol+o.Rtol*math.Abs(numeric)) {
+				bad = append(bad, fmt.Sprintf("input %d element %d (x=%g): backward %.6g, finite difference %.6g", i, j, x, a, numeric))
+			}
+		}
+	}
+	if len(bad) > 0 {
+		return errors.New("gradcheck: gradients differ:\n  " + strings.Join(bad, "\n  "))
+	}
+	return nil
+}
+
+// backward runs f once with grad and returns the inputs' gradients and the projection.
+func backward(root *tensor.Scope, dev device.Device, f Func, inputs []Input, gen *tensor.Generator, state tensor.GeneratorState, seed uint64) ([][]float64, []float64) {
+	s := root.Child()
+	defer s.Close()
+	leaves := make([]*tensor.Tensor, len(inputs))
+	for i, in := range inputs {
+		leaves[i] = tensor.FromSlice(s, dev, dtype.F32, in.Data, in.Shape...).SetRequiresGrad(true)
+	}
+	gen.Restore(state)
+	out := f(s, leaves)
+	r := rand.New(rand.NewPCG(seed, 7))
+	w := make([]float64, out.Numel())
+	for k := range w {
+		w[k] = float64(float32(r.Float64()*2 - 1))
+	}
+	out.BackwardWith(tensor.BackwardOptions{Grad: tensor.FromSlice(s, dev, out.DType(), w, out.Shape()...)})
+	grads := make([][]float64, len(inputs))
+	for i, l := range leaves {
+		if g := l.Grad(); g != nil {
+			grads[i] = tensor.ToSlice[float64](g)
+		} else {
+			grads[i] = make([]float64, len(inputs[i].Data))
+		}
+	}
+	return grads, w
+}
+
+// evaluate returns Σ f(inputs)·w in float64, input i replaced by data, without grad.
+func evaluate(root *tensor.Scope, dev device.Device, f Func, inputs []Input, i int, data, w []float64, gen *tensor.Generator, state tensor.GeneratorState) float64 {
+	s := root.Child(tensor.NoGrad())
+	defer s.Close()
+	in := make([]*tensor.Tensor, len(inputs))
+	for k, x := range inputs {
+		d := x.Data
+		if k == i {
+			d = data
+		}
+		in[k] = tensor.FromSlice(s, dev, dtype.F32, d, x.Shape...)
+	}
+	gen.Restore(state)
+	out := tensor.ToSlice[float64](f(s, in))
+	l := 0.0
+	for k, v := range out {
+		l += v * w[k]
+	}
+	return l
+}

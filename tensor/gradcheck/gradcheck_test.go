@@ -1,0 +1,36 @@
+package gradcheck_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/subletml/sublet/alloc"
+	"github.com/subletml/sublet/device/cpu"
+	"github.com/subletml/sublet/tensor"
+	"github.com/subletml/sublet/tensor/gradcheck"
+)
+
+func TestCheckPassesRightGradientsAndCatchesWrongOnes(t *testing.T) {
+	d, err := cpu.New(cpu.Options{Capacity: 1 << 28})
+	require.NoError(t, err)
+	in := []gradcheck.Input{{Shape: []int{2, 2}, Data: []float64{0.3, -0.7, 1.1, 0.5}}, {Shape: []int{2}, Data: []float64{0.9, -0.4}}}
+	f := func(s *tensor.Scope, x []*tensor.Tensor) *tensor.Tensor { return x[0].Mul(x[1]).Tanh() }
+	require.NoError(t, gradcheck.Check(d, f, in, gradcheck.Options{}))
+
+	wrong := func(s *tensor.Scope, x []*tensor.Tensor) *tensor.Tensor {
+		y := f(s, x)
+		if y.RequiresGrad() {
+			y.RegisterHook(func(_ *tensor.Scope, g *tensor.Tensor) *tensor.Tensor { return g.MulScalar(1.1) })
+		}
+		return y
+	}
+	err = gradcheck.Check(d, wrong, in, gradcheck.Options{})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "input 1 element 1")
+
+	require.Error(t, gradcheck.Check(d, f, []gradcheck.Input{{Shape: []int{3}, Data: []float64{1}}}, gradcheck.Options{}))
+	a, err := alloc.For(d)
+	require.NoError(t, err)
+	require.Zero(t, a.Stats().AllocatedBytes[alloc.StatAll].Current)
+}
