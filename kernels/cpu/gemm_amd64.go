@@ -18,7 +18,7 @@ func sgemmKernel6x16AVX2(k int, a, b, c *float32, ldc int, alpha float32)
 func gemmKernels() []*gemmKernel {
 	var ks []*gemmKernel
 	if cpu.X86.HasAVX512F {
-		ks = append(ks, newGemmKernel("avx512", 14, 32, 256, 14*24, 4096, sgemmKernel14x32AVX512))
+		ks = append(ks, newGemmKernel("avx512", 14, 32, 384, 14*12, 4096, sgemmKernel14x32AVX512))
 	}
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
 		ks = append(ks, newGemmKernel("avx2", 6, 16, 256, 6*24, 4096, sgemmKernel6x16AVX2))

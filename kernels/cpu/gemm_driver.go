@@ -153,11 +153,28 @@ func packPanel(dst []float32, src matView, sp, sx, p0, kc, x0, cols, w int) {
 		for p := range kc {
 			copy(dst[p*w:p*w+cols], s[base+p*sp:base+p*sp+cols])
 		}
+	case src.o.dt == dtype.F32 && sp == 1:
+		// Each x is a contiguous run along p. Read a cache line of each in turn:
+		// going down all cols runs per p would touch cols lines whose stride may
+		// map them onto one cache set.
+		s := src.o.f32s()
+		const line = 16
+		for q := 0; q < kc; q += line {
+			qn := min(line, kc-q)
+			for x := range cols {
+				run := s[base+x*sx+q : base+x*sx+q+qn]
+				for p, v := range run {
+					dst[(q+p)*w+x] = v
+				}
+			}
+		}
 	case src.o.dt == dtype.F32:
 		s := src.o.f32s()
-		for x := range cols {
-			for p := range kc {
-				dst[p*w+x] = s[base+x*sx+p*sp]
+		for p := range kc {
+			d := dst[p*w : p*w+cols]
+			o := base + p*sp
+			for x := range d {
+				d[x] = s[o+x*sx]
 			}
 		}
 	case sx <= sp: // converting: read along the smaller stride
