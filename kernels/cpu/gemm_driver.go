@@ -79,14 +79,18 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 			}
 			// Tasks are (mc block of rows, range of B panels); cut the panels finer
 			// when there are too few row blocks to keep every worker busy.
-			mBlocks := (m + g.mc - 1) / g.mc
+			// Even blocks of whole panels: 256 rows in two blocks of 140 and 116,
+			// not 168 and 88.
+			blocks := (m + g.mc - 1) / g.mc
+			mcEven := ((m+blocks-1)/blocks + g.mr - 1) / g.mr * g.mr
+			mBlocks := (m + mcEven - 1) / mcEven
 			split := 1
 			if workers > 1 {
 				split = min(nPanels, max(1, (2*workers+mBlocks-1)/mBlocks))
 			}
 			task := func(t int) {
-				ic := (t / split) * g.mc
-				mc := min(g.mc, m-ic)
+				ic := (t / split) * mcEven
+				mc := min(mcEven, m-ic)
 				j0, j1 := nPanels*(t%split)/split, nPanels*(t%split+1)/split
 				ap := g.packA.Get().(*[]float32)
 				aPack := *ap
