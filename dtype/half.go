@@ -34,16 +34,18 @@ func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) 
 // F32sToF16s converts src into dst element by element; len(dst) must be len(src).
 func F32sToF16s(dst []uint16, src []float32) {
 	checkLen(len(dst), len(src))
-	for i, v := range src {
-		dst[i] = F32ToF16(v)
+	done := f32sToF16sFast(dst, src)
+	for i, v := range src[done:] {
+		dst[done+i] = F32ToF16(v)
 	}
 }
 
 // F16sToF32s converts src into dst element by element; len(dst) must be len(src).
 func F16sToF32s(dst []float32, src []uint16) {
 	checkLen(len(dst), len(src))
-	for i, h := range src {
-		dst[i] = F16ToF32(h)
+	done := f16sToF32sFast(dst, src)
+	for i, h := range src[done:] {
+		dst[done+i] = F16ToF32(h)
 	}
 }
 

@@ -267,3 +267,33 @@ func TestSliceConversions(t *testing.T) {
 	}
 	assert.Panics(t, func() { F32sToF16s(h[:10], src) }, "a short dst is a caller bug")
 }
+
+// TestSliceConversionsMatchScalar checks the vector path (F16C where the CPU has it)
+// against the scalar conversions: every half, and float32s around every half's ties,
+// plus random bit patterns with NaN payloads, at lengths that leave scalar tails.
+func TestSliceConversionsMatchScalar(t *testing.T) {
+	halves := make([]uint16, 1<<16+5)
+	for i := range halves {
+		halves[i] = uint16(i)
+	}
+	f := make([]float32, len(halves))
+	F16sToF32s(f, halves)
+	for i, h := range halves {
+		require.Equal(t, math.Float32bits(F16ToF32(h)), math.Float32bits(f[i]), "%#04x (NaNs too)", h)
+	}
+
+	r := rand.New(rand.NewPCG(5, 6))
+	var src []float32
+	for lo := range uint16(0x7bff) {
+		mid := float32((refF16ToF64(lo) + refF16ToF64(lo+1)) / 2)
+		src = append(src, mid, -mid, math.Nextafter32(mid, 0), math.Nextafter32(mid, 1e9))
+	}
+	for range 100003 {
+		src = append(src, math.Float32frombits(r.Uint32()))
+	}
+	h := make([]uint16, len(src))
+	F32sToF16s(h, src)
+	for i, v := range src {
+		require.Equal(t, F32ToF16(v), h[i], "%#08x", math.Float32bits(v))
+	}
+}
