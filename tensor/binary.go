@@ -53,17 +53,11 @@ func binaryOp(op string, k cpu.BinaryOp, a, b *Tensor) *Tensor {
 		c.record(r, out)
 		// Save only what the wanted gradients read (PyTorch's choice): Mul's gradient
 		// for a reads b and the other way round, Div's for a reads b only.
-		needA, needB := x.requiresGrad, y.requiresGrad
 		switch k {
 		case cpu.Mul:
-			if needB {
-				r.a = c.save(x)
-			}
-			if needA {
-				r.b = c.save(y)
-			}
+			r.a, r.b = c.saveCross(x, y)
 		case cpu.Div:
-			if needB {
+			if y.requiresGrad {
 				r.a = c.save(x)
 			}
 			r.b = c.save(y)

@@ -23,3 +23,13 @@ func int64s(t *Tensor) []int64 {
 	}
 	return unsafe.Slice((*int64)(unsafe.Pointer(&t.st.host[t.offset*8])), n)
 }
+
+// storageF32 views an F32 tensor's storage from its first element to the end: what a
+// GEMM operand with strides and leading dimensions indexes into.
+func storageF32(t *Tensor) []float32 {
+	n := int(t.st.size/4) - t.offset
+	if n <= 0 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&t.st.host[t.offset*4])), n)
+}

@@ -7,6 +7,7 @@ import (
 	"github.com/subletml/sublet/autograd"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/kernels/cpu"
 )
 
 // call is one op in progress: its name, its inputs (after autocast), the scope its
@@ -18,6 +19,8 @@ type call struct {
 	dev  device.Device
 	made []*Tensor
 	node *autograd.Node // the op's node once record ran
+	// scratch are temporaries the op releases when it is done.
+	scratch []*Tensor
 }
 
 // begin starts op on inputs in: it checks they are live and on one device with
@@ -111,6 +114,40 @@ func (c *call) view(t *Tensor, shape, strides []int, offset int) *Tensor {
 // temp releases t, a temporary of the op, now.
 func (c *call) temp(t *Tensor) { t.Release() }
 
+// scratchF32 allocates a contiguous F32 temporary released when the op is done.
+func (c *call) scratchF32(shape []int) *Tensor {
+	t := c.alloc(dtype.F32, shape)
+	c.scratch = append(c.scratch, t)
+	return t
+}
+
+// dense returns t as contiguous F32 for the dense kernels: t itself, or a converted
+// copy released when the op is done. Only call it when the op computes.
+func (c *call) dense(t *Tensor) *Tensor {
+	if t.dt == dtype.F32 && t.IsContiguous() {
+		return t
+	}
+	d := c.scratchF32(t.shape)
+	cpu.Copy(d.operand(), t.operand())
+	return d
+}
+
+// denseOut returns where a dense kernel writes out: out itself when it is F32, else an
+// F32 scratch that flush converts into out.
+func (c *call) denseOut(out *Tensor) *Tensor {
+	if out.dt == dtype.F32 {
+		return out
+	}
+	return c.scratchF32(out.shape)
+}
+
+// flush stores a dense kernel's result buf into out (nothing when buf is out).
+func (c *call) flush(out, buf *Tensor) {
+	if out != buf {
+		cpu.Copy(out.operand(), buf.operand())
+	}
+}
+
 // abort releases everything the op made.
 func (c *call) abort() {
 	for i := len(c.made) - 1; i >= 0; i-- {
@@ -119,7 +156,8 @@ func (c *call) abort() {
 	c.made = nil
 }
 
-// computes reports whether the kernels run: every input and output has host data.
+// computes reports whether the kernels run: every input and output (nil ones left
+// out) has host data.
 // Otherwise the device keeps none (meta) and the op only allocates.
 func (c *call) computes(outs ...*Tensor) bool {
 	for _, t := range c.in {
@@ -128,7 +166,7 @@ func (c *call) computes(outs ...*Tensor) bool {
 		}
 	}
 	for _, t := range outs {
-		if t.st.host == nil {
+		if t != nil && t.st.host == nil {
 			return false
 		}
 	}
@@ -200,9 +238,25 @@ func (c *call) save(t *Tensor) *autograd.Saved {
 	return sv
 }
 
-// done hands the outputs over: the op succeeded, nothing is released any more.
+// saveCross saves, for a product of a and b, what the wanted gradients read: a when
+// b needs a gradient, b when a does (nil otherwise).
+func (c *call) saveCross(a, b *Tensor) (sa, sb *autograd.Saved) {
+	if b.requiresGrad {
+		sa = c.save(a)
+	}
+	if a.requiresGrad {
+		sb = c.save(b)
+	}
+	return sa, sb
+}
+
+// done hands the outputs over: the op succeeded; its scratch is released, nothing
+// else any more.
 func (c *call) done(out *Tensor) *Tensor {
-	c.made = nil
+	for _, t := range c.scratch {
+		t.Release()
+	}
+	c.made, c.scratch = nil, nil
 	return out
 }
 

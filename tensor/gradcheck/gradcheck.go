@@ -114,7 +114,11 @@ func backward(root *tensor.Scope, dev device.Device, f Func, inputs []Input, gen
 	for k := range w {
 		w[k] = float64(float32(r.Float64()*2 - 1))
 	}
-	out.BackwardWith(tensor.BackwardOptions{Grad: tensor.FromSlice(s, dev, out.DType(), w, out.Shape()...)})
+	grad := tensor.FromSlice(s, dev, out.DType(), w, out.Shape()...)
+	if out.Rank() == 0 {
+		grad = grad.Reshape() // FromSlice makes a 1-D tensor when given no shape
+	}
+	out.BackwardWith(tensor.BackwardOptions{Grad: grad})
 	grads := make([][]float64, len(inputs))
 	for i, l := range leaves {
 		if g := l.Grad(); g != nil {

@@ -1,0 +1,48 @@
+package tensor
+
+import (
+	"github.com/subletml/sublet/autograd"
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/kernels/cpu"
+)
+
+// Dropout zeroes each element of t with probability p and scales the others by
+// 1/(1-p), drawing the mask from the scope's generator (save and restore its state to
+// draw the same mask again). It saves the mask (one byte per element). Training mode
+// is the caller's: in evaluation, do not call it.
+func (t *Tensor) Dropout(p float64) *Tensor {
+	c := begin(OpDropout, t)
+	c.floatOnly()
+	if !(p >= 0 && p < 1) {
+		c.bad(ErrShape, "dropout probability %g outside [0, 1)", p)
+	}
+	gen := c.s.generator(OpDropout)
+	x := c.in[0]
+	mask := c.alloc(dtype.Bool, x.shape)
+	out := c.alloc(x.dt, x.shape)
+	if c.computes(out, mask) {
+		next, done := gen.draws()
+		cpu.DropoutMask(mask.st.host[:mask.Numel()], float32(p), next)
+		done()
+		cpu.Dropout(out.operand(), x.operand(), mask.operand(), float32(p))
+	}
+	if c.recording() {
+		r := &dropoutBackward{p: p}
+		c.record(r, out)
+		r.mask = c.save(mask)
+	}
+	c.temp(mask)
+	return c.done(out)
+}
+
+type dropoutBackward struct {
+	p    float64
+	mask *autograd.Saved
+}
+
+func (r *dropoutBackward) backward(b *bwd) {
+	g, mask := b.g[0], b.saved(r.mask)
+	b.set(0, gradKernel("dropout backward", g, []*Tensor{mask}, func(dst cpu.Operand) {
+		cpu.Dropout(dst, g.operand(), mask.operand(), float32(r.p))
+	}))
+}

@@ -1,0 +1,58 @@
+package tensor
+
+import (
+	"errors"
+	"slices"
+
+	"github.com/subletml/sublet/autograd"
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/kernels/cpu"
+)
+
+// Embedding gathers rows of the table w [vocab, dim] at the I64 indices idx (any
+// shape): the result is [idx shape..., dim]. An index outside [0, vocab) is an
+// ErrShape error naming it. It saves the indices only.
+func Embedding(w, idx *Tensor) *Tensor {
+	c := begin(OpEmbedding, w, idx)
+	w, idx = c.in[0], c.in[1]
+	if !w.dt.IsFloat() || idx.dt != dtype.I64 {
+		c.bad(ErrDType, "Embedding takes a floating table and I64 indices")
+	}
+	if len(w.shape) != 2 {
+		c.bad(ErrShape, "the table must be [vocab, dim]")
+	}
+	dim := w.shape[1]
+	out := c.alloc(w.dt, append(slices.Clone(idx.shape), dim))
+	if c.computes(out) {
+		buf := c.denseOut(out)
+		if err := cpu.Embedding(float32s(buf), float32s(c.dense(w)), dim, int64s(c.dense64(idx))); err != nil {
+			c.bad(errors.Join(ErrShape, err), "an index is outside the table")
+		}
+		c.flush(out, buf)
+	}
+	if c.recording() {
+		r := &embeddingBackward{}
+		c.record(r, out)
+		r.idx = c.save(idx)
+	}
+	return c.done(out)
+}
+
+type embeddingBackward struct{ idx *autograd.Saved }
+
+func (r *embeddingBackward) backward(b *bwd) {
+	if !b.needs(0) {
+		return
+	}
+	g, idx := b.g[0], b.saved(r.idx)
+	shape := b.f.in[0].shape
+	c := begin("embedding backward", g, idx)
+	dw := c.alloc(dtype.F32, shape)
+	if c.computes(dw) {
+		cpu.Fill(dw.operand(), 0)
+		if err := cpu.EmbeddingBackward(float32s(dw), float32s(c.dense(g)), shape[1], int64s(c.dense64(idx))); err != nil {
+			c.bad(errors.Join(ErrShape, err), "an index is outside the table")
+		}
+	}
+	b.set(0, c.done(dw))
+}

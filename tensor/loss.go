@@ -1,0 +1,138 @@
+package tensor
+
+import (
+	"errors"
+
+	"github.com/subletml/sublet/autograd"
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/kernels/cpu"
+)
+
+// IgnoreIndex is the label CrossEntropy leaves out of the loss (PyTorch's default).
+const IgnoreIndex = -100
+
+// CrossEntropy returns the mean over the rows of logits [n, c] whose label (I64 labels
+// [n]) is not IgnoreIndex of -log softmax(logits[i])[labels[i]]: a scalar. A label
+// outside [0, c) is an ErrShape error naming it. It saves the logits, the labels and
+// one log-sum-exp per row.
+func CrossEntropy(logits, labels *Tensor) *Tensor {
+	c := begin(OpCrossEntropy, logits, labels)
+	x, l := c.in[0], c.in[1]
+	if !x.dt.IsFloat() || l.dt != dtype.I64 {
+		c.bad(ErrDType, "CrossEntropy takes floating logits and I64 labels")
+	}
+	if len(x.shape) != 2 || len(l.shape) != 1 || l.shape[0] != x.shape[0] {
+		c.bad(ErrShape, "CrossEntropy takes logits [n, c] and labels [n]")
+	}
+	n, k := x.shape[0], x.shape[1]
+	out := c.alloc(x.dt, nil)
+	lse := c.alloc(dtype.F32, []int{n})
+	if c.computes(out, lse) {
+		xs, ls := c.dense(x), c.dense64(l)
+		v, err := cpu.CrossEntropy(float32s(lse), float32s(xs), int64s(ls), n, k, IgnoreIndex)
+		if err != nil {
+			c.bad(errors.Join(ErrShape, err), "a label is not a class index")
+		}
+		cpu.Fill(out.operand(), float64(v))
+	}
+	if c.recording() {
+		r := &crossEntropyBackward{n: n, k: k}
+		c.record(r, out)
+		r.x, r.labels, r.lse = c.save(x), c.save(l), c.save(lse)
+	}
+	c.temp(lse)
+	return c.done(out)
+}
+
+// dense64 returns an I64 tensor contiguous: t itself or a copy released with the op.
+func (c *call) dense64(t *Tensor) *Tensor {
+	if t.IsContiguous() {
+		return t
+	}
+	d := c.alloc(dtype.I64, t.shape)
+	c.scratch = append(c.scratch, d)
+	cpu.Copy(d.operand(), t.operand())
+	return d
+}
+
+type crossEntropyBackward struct {
+	n, k           int
+	x, labels, lse *autograd.Saved
+}
+
+func (r *crossEntropyBackward) backward(b *bwd) {
+	g, x, l, lse := b.g[0], b.saved(r.x), b.saved(r.labels), b.saved(r.lse)
+	c := begin("cross entropy backward", g, x, l, lse)
+	dx := c.alloc(x.dt, x.shape)
+	if c.computes(dx) {
+		buf := c.denseOut(dx)
+		cpu.CrossEntropyBackward(float32s(buf), float32s(c.dense(x)), float32s(lse), int64s(c.dense64(l)), r.n, r.k,
+			IgnoreIndex, float32(scalarValue(g)))
+		c.flush(dx, buf)
+	}
+	b.set(0, c.done(dx))
+}
+
+// scalarValue reads a one-element tensor that has host data.
+func scalarValue(t *Tensor) float64 {
+	var v [1]float32
+	cpu.Copy(cpu.F32(v[:], cpu.Layout{}), cpu.FromBytes(t.dt, t.st.host, cpu.Layout{Offset: t.offset}))
+	return float64(v[0])
+}
+
+// MSE returns the mean of (a-b)² over all elements of a and b (same shape): a scalar.
+// It saves a and b.
+func MSE(a, b *Tensor) *Tensor {
+	c := begin(OpMSE, a, b)
+	c.floatOnly()
+	x, y := c.in[0], c.in[1]
+	if !sameShape(x.shape, y.shape) {
+		c.bad(ErrShape, "MSE takes two tensors of one shape")
+	}
+	out := c.alloc(promote(x.dt, y.dt), nil)
+	if c.computes(out) {
+		cpu.Fill(out.operand(), float64(cpu.MSE(float32s(c.dense(x)), float32s(c.dense(y)))))
+	}
+	if c.recording() {
+		r := &mseBackward{}
+		c.record(r, out)
+		r.a, r.b = c.save(x), c.save(y)
+	}
+	return c.done(out)
+}
+
+type mseBackward struct{ a, b *autograd.Saved }
+
+func (r *mseBackward) backward(b *bwd) {
+	g, x, y := b.g[0], b.saved(r.a), b.saved(r.b)
+	c := begin("mse backward", g, x, y)
+	var da, db *Tensor
+	if b.needs(0) {
+		da = c.alloc(x.dt, x.shape)
+	}
+	if b.needs(1) {
+		db = c.alloc(y.dt, y.shape)
+	}
+	if c.computes(da, db) {
+		var bufA, bufB *Tensor
+		var sa, sb []float32
+		if da != nil {
+			bufA = c.denseOut(da)
+			sa = float32s(bufA)
+		}
+		if db != nil {
+			bufB = c.denseOut(db)
+			sb = float32s(bufB)
+		}
+		cpu.MSEBackward(sa, sb, float32s(c.dense(x)), float32s(c.dense(y)), float32(scalarValue(g)))
+		if da != nil {
+			c.flush(da, bufA)
+		}
+		if db != nil {
+			c.flush(db, bufB)
+		}
+	}
+	c.done(nil)
+	b.set(0, da)
+	b.set(1, db)
+}

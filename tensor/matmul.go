@@ -1,0 +1,219 @@
+package tensor
+
+import (
+	"slices"
+
+	"github.com/subletml/sublet/autograd"
+	"github.com/subletml/sublet/kernels/cpu"
+)
+
+// MatMul returns the matrix product of a ([..., m, k]) and b ([..., k, n]): the batch
+// dimensions broadcast, the result is [batch..., m, n]. Transposed operands (T,
+// Transpose, Permute views) are read in place, without a copy. Both need rank 2 or
+// more (Unsqueeze a vector). It saves a when b needs a gradient and b when a does.
+func (a *Tensor) MatMul(b *Tensor) *Tensor {
+	c := begin(OpMatMul, a, b)
+	c.floatOnly()
+	x, y := c.in[0], c.in[1]
+	if len(x.shape) < 2 || len(y.shape) < 2 {
+		c.bad(ErrShape, "MatMul needs operands of rank 2 or more; Unsqueeze a vector")
+	}
+	m, k := x.shape[len(x.shape)-2], x.shape[len(x.shape)-1]
+	k2, n := y.shape[len(y.shape)-2], y.shape[len(y.shape)-1]
+	batch, ok := broadcast(x.shape[:len(x.shape)-2], y.shape[:len(y.shape)-2])
+	if k != k2 || !ok {
+		c.bad(ErrShape, "[..., %d, %d] @ [..., %d, %d]: inner sizes or batch dimensions do not match", m, k, k2, n)
+	}
+	out := c.alloc(promote(x.dt, y.dt), append(batch, m, n))
+	if c.computes(out) {
+		c.gemm(out, x, y, batch, m, n, k)
+	}
+	if c.recording() {
+		r := &matmulBackward{}
+		c.record(r, out)
+		r.a, r.b = c.saveCross(x, y)
+	}
+	return c.done(out)
+}
+
+type matmulBackward struct{ a, b *autograd.Saved }
+
+func (r *matmulBackward) backward(b *bwd) {
+	g := b.g[0]
+	if b.needs(0) {
+		b.set(0, g.MatMul(b.saved(r.b).T()))
+	}
+	if b.needs(1) {
+		x := b.saved(r.a)
+		if len(x.shape) > 2 && len(b.f.in[1].shape) == 2 {
+			// A weight shared by the whole batch: one [k, rows]·[rows, n] product
+			// instead of a product per matrix summed afterwards.
+			k, n := x.shape[len(x.shape)-1], g.shape[len(g.shape)-1]
+			b.set(1, x.Reshape(-1, k).T().MatMul(g.Reshape(-1, n)))
+			return
+		}
+		b.set(1, x.T().MatMul(g))
+	}
+}
+
+// Linear returns x·wᵀ + bias for x [..., in], a weight w [out, in] and a bias [out]
+// (nil for none): the result is [..., out]. It saves x when w needs a gradient and w
+// when x does (the weight's storage is the parameter's: no extra memory).
+func Linear(x, w, bias *Tensor) *Tensor {
+	in := []*Tensor{x, w}
+	if bias != nil {
+		in = append(in, bias)
+	}
+	c := begin(OpLinear, in...)
+	c.floatOnly()
+	x, w = c.in[0], c.in[1]
+	if len(w.shape) != 2 || len(x.shape) < 1 || x.shape[len(x.shape)-1] != w.shape[1] {
+		c.bad(ErrShape, "Linear needs x [..., in] and a weight [out, in]")
+	}
+	nOut, nIn := w.shape[0], w.shape[1]
+	if bias != nil {
+		bias = c.in[2]
+		if !sameShape(bias.shape, []int{nOut}) {
+			c.bad(ErrShape, "the bias must be [%d]", nOut)
+		}
+	}
+	shape := append(slices.Clone(x.shape[:len(x.shape)-1]), nOut)
+	dt := promote(x.dt, w.dt)
+	out := c.alloc(dt, shape)
+	if c.computes(out) {
+		rows := x.Numel() / max(nIn, 1)
+		x2 := c.placed(x, []int{rows, nIn})
+		wt := c.internalView(w, []int{nIn, nOut}, []int{w.strides[1], w.strides[0]}, w.offset)
+		o2 := c.internalView(out, []int{rows, nOut}, rowMajor([]int{rows, nOut}), 0)
+		c.gemm(o2, x2, wt, nil, rows, nOut, nIn)
+		if bias != nil {
+			o := out.operand()
+			cpu.Binary(cpu.Add, o, o, bias.operand())
+		}
+	}
+	if c.recording() {
+		r := &linearBackward{}
+		c.record(r, out)
+		r.x, r.w = c.saveCross(x, w)
+	}
+	return c.done(out)
+}
+
+type linearBackward struct{ x, w *autograd.Saved }
+
+func (r *linearBackward) backward(b *bwd) {
+	in := b.f.in
+	nOut, nIn := in[1].shape[0], in[1].shape[1]
+	g := b.g[0].Reshape(-1, nOut)
+	if b.needs(0) {
+		b.set(0, g.MatMul(b.saved(r.w)).Reshape(in[0].shape...))
+	}
+	if b.needs(1) {
+		b.set(1, g.T().MatMul(b.saved(r.x).Reshape(-1, nIn)))
+	}
+	if len(in) > 2 && b.needs(2) {
+		b.set(2, g.Sum(0))
+	}
+}
+
+// gemm writes x·y into out ([batch..., m, n], contiguous) with x broadcast to
+// [batch..., m, k] and y to [batch..., k, n].
+func (c *call) gemm(out, x, y *Tensor, batch []int, m, n, k int) {
+	buf := c.denseOut(out)
+	if out.Numel() > 0 {
+		if k == 0 {
+			cpu.Fill(buf.operand(), 0)
+		} else {
+			a := c.gemmOperand(x, batch, m, k)
+			b := c.gemmOperand(y, batch, k, n)
+			cpu.SgemmBatched(a.trans, b.trans, m, n, k, 1, a.data, a.ld, a.stride, b.data, b.ld, b.stride,
+				0, float32s(buf), n, m*n, numel(batch))
+		}
+	}
+	c.flush(out, buf)
+}
+
+// gemmOperand is how SgemmBatched reads one operand: its float32 storage from the
+// first element, whether each matrix is stored transposed, the leading dimension and
+// the distance between the batch's matrices (0: one matrix for all).
+type gemmOperand struct {
+	data   []float32
+	trans  bool
+	ld     int
+	stride int
+}
+
+// gemmOperand describes t, broadcast to [batch..., rows, cols], for the kernel: in
+// place when its layout allows, from an F32 copy otherwise (released with the op).
+func (c *call) gemmOperand(t *Tensor, batch []int, rows, cols int) gemmOperand {
+	if g, ok := gemmView(t, batch, rows, cols); ok {
+		return g
+	}
+	d := c.scratchF32(append(slices.Clone(batch), rows, cols))
+	cpu.Copy(d.operand(), t.operand())
+	g, _ := gemmView(d, batch, rows, cols)
+	return g
+}
+
+// gemmView describes t without a copy when it is F32, its batch dimensions collapse
+// to one stride and each matrix is row-major or column-major.
+func gemmView(t *Tensor, batch []int, rows, cols int) (gemmOperand, bool) {
+	if t.dt.Size() != 4 || !t.dt.IsFloat() {
+		return gemmOperand{}, false
+	}
+	r := len(t.shape)
+	g := gemmOperand{data: storageF32(t)}
+	// Batch strides of t broadcast to batch: 0 where t has no such dimension or 1.
+	lead := len(batch) - (r - 2)
+	expect := -1
+	for i := len(batch) - 1; i >= 0; i-- {
+		if batch[i] == 1 {
+			continue
+		}
+		s := 0
+		if j := i - lead; j >= 0 && t.shape[j] != 1 {
+			s = t.strides[j]
+		}
+		switch {
+		case expect < 0:
+			g.stride = s
+		case s != expect:
+			return gemmOperand{}, false
+		}
+		expect = s * batch[i]
+	}
+	rs, cs := t.strides[r-2], t.strides[r-1]
+	switch {
+	case (cs == 1 || cols == 1) && (rows == 1 || rs >= cols):
+		g.ld = max(cols, 1)
+		if rows > 1 {
+			g.ld = rs
+		}
+	case (rs == 1 || rows == 1) && (cols == 1 || cs >= rows):
+		g.trans, g.ld = true, max(rows, 1)
+		if cols > 1 {
+			g.ld = cs
+		}
+	default:
+		return gemmOperand{}, false
+	}
+	return g, true
+}
+
+// internalView is an unowned handle over t's storage that the op releases when done:
+// the kernels' view of an operand, never seen outside the op.
+func (c *call) internalView(t *Tensor, shape, strides []int, offset int) *Tensor {
+	v := newHandle(nil, t.st, false, t.dt, shape, strides, offset)
+	c.scratch = append(c.scratch, v)
+	return v
+}
+
+// placed returns t's elements as a tensor of shape (same count): a view when t is
+// contiguous, a contiguous F32 copy otherwise; released with the op.
+func (c *call) placed(t *Tensor, shape []int) *Tensor {
+	if t.IsContiguous() {
+		return c.internalView(t, shape, rowMajor(shape), t.offset)
+	}
+	d := c.dense(t)
+	return c.internalView(d, shape, rowMajor(shape), d.offset)
+}

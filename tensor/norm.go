@@ -1,0 +1,121 @@
+package tensor
+
+import (
+	"github.com/subletml/sublet/autograd"
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/kernels/cpu"
+)
+
+// LayerNorm normalizes x over its last dimension (size n) to zero mean and unit
+// variance (biased, with eps added), then scales by w and shifts by b ([n] each, nil
+// for none). It saves x, w and one mean and one reciprocal deviation per row.
+func LayerNorm(x, w, b *Tensor, eps float64) *Tensor {
+	in := []*Tensor{x}
+	for _, t := range []*Tensor{w, b} {
+		if t != nil {
+			in = append(in, t)
+		}
+	}
+	c := begin(OpLayerNorm, in...)
+	c.floatOnly()
+	x = c.in[0]
+	if len(x.shape) == 0 {
+		c.bad(ErrShape, "LayerNorm needs a rank of 1 or more")
+	}
+	n := x.shape[len(x.shape)-1]
+	rows := numel(x.shape) / max(n, 1)
+	i := 1
+	if w != nil {
+		w = c.in[i]
+		i++
+	}
+	if b != nil {
+		b = c.in[i]
+	}
+	for _, p := range []*Tensor{w, b} {
+		if p != nil && !sameShape(p.shape, []int{n}) {
+			c.bad(ErrShape, "the weight and bias must be [%d]", n)
+		}
+	}
+	out := c.alloc(x.dt, x.shape)
+	mean := c.alloc(dtype.F32, []int{rows})
+	rstd := c.alloc(dtype.F32, []int{rows})
+	if c.computes(out, mean, rstd) {
+		buf := c.denseOut(out)
+		cpu.LayerNorm(float32s(buf), float32s(mean), float32s(rstd), float32s(c.dense(x)), c.optional(w), c.optional(b),
+			rows, n, float32(eps))
+		c.flush(out, buf)
+	}
+	if c.recording() {
+		r := &layerNormBackward{rows: rows, n: n, hasW: w != nil, hasB: b != nil}
+		c.record(r, out)
+		r.x, r.mean, r.rstd = c.save(x), c.save(mean), c.save(rstd)
+		if w != nil {
+			r.w = c.save(w)
+		}
+	}
+	c.temp(mean)
+	c.temp(rstd)
+	return c.done(out)
+}
+
+// optional is t's dense float32 elements, nil for a nil t.
+func (c *call) optional(t *Tensor) []float32 {
+	if t == nil {
+		return nil
+	}
+	return float32s(c.dense(t))
+}
+
+type layerNormBackward struct {
+	rows, n       int
+	hasW, hasB    bool
+	x, mean, rstd *autograd.Saved
+	w             *autograd.Saved // nil without a weight
+}
+
+func (r *layerNormBackward) backward(b *bwd) {
+	g, x, mean, rstd := b.g[0], b.saved(r.x), b.saved(r.mean), b.saved(r.rstd)
+	ins := []*Tensor{g, x, mean, rstd}
+	var w *Tensor
+	if r.w != nil {
+		w = b.saved(r.w)
+		ins = append(ins, w)
+	}
+	iw, ib := 1, 1
+	if r.hasW {
+		ib = 2
+	}
+	c := begin("layer norm backward", ins...)
+	var dx, dw, db *Tensor
+	if b.needs(0) {
+		dx = c.alloc(x.dt, x.shape)
+	}
+	if r.hasW && b.needs(iw) {
+		dw = c.alloc(dtype.F32, []int{r.n})
+	}
+	if r.hasB && b.needs(ib) {
+		db = c.alloc(dtype.F32, []int{r.n})
+	}
+	if c.computes(dx, dw, db) {
+		var bufX *Tensor
+		var sx []float32
+		if dx != nil {
+			bufX = c.denseOut(dx)
+			sx = float32s(bufX)
+		}
+		cpu.LayerNormBackward(sx, c.optional(dw), c.optional(db), float32s(c.dense(g)), float32s(c.dense(x)),
+			float32s(mean), float32s(rstd), c.optional(w), r.rows, r.n)
+		if dx != nil {
+			c.flush(dx, bufX)
+		}
+	}
+	c.done(nil)
+	b.set(0, dx)
+	if r.hasW {
+		b.set(iw, dw)
+	}
+	if r.hasB {
+		b.set(ib, db)
+	}
+}
