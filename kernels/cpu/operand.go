@@ -75,6 +75,10 @@ func (o *Operand) load(off, s, n int, buf *[chunk]float32) []float32 {
 		return o.f32s()[off : off+n : off+n]
 	}
 	dst := buf[:n]
+	if o.dt == dtype.F16 && s == 1 {
+		dtype.F16sToF32s(dst, o.u16s()[off:off+n])
+		return dst
+	}
 	switch o.dt {
 	case dtype.F32:
 		gather(dst, o.f32s(), off, s, func(v float32) float32 { return v })
@@ -124,6 +128,10 @@ func (o *Operand) flush(off, s int, v []float32) {
 			scatter(o.f32s(), off, s, v, func(x float32) float32 { return x })
 		}
 	case dtype.F16:
+		if s == 1 {
+			dtype.F32sToF16s(o.u16s()[off:off+len(v)], v)
+			return
+		}
 		scatter(o.u16s(), off, s, v, dtype.F32ToF16)
 	case dtype.BF16:
 		scatter(o.u16s(), off, s, v, dtype.F32ToBF16)
