@@ -1,0 +1,134 @@
+// Package dense converts between sublet tensors and gorgonia.org/tensor's *Dense, the
+// host-side array type of the Go ecosystem. Both directions copy.
+//
+// A Dense has no 16-bit floats: F16 and BF16 tensors become Float32 Dense values
+// (exactly), and a Float64 Dense becomes an F32 tensor (rounded to nearest). Views
+// (sliced or transposed Dense values) are read in their logical order.
+package dense
+
+import (
+	"fmt"
+
+	gt "gorgonia.org/tensor"
+
+	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/tensor"
+)
+
+// From copies d into a new tensor on dev owned by s: Float32 and Float64 become F32,
+// Int32 I32, Int64 and Int I64, Bool Bool. Other element types panic with a
+// *tensor.Error wrapping tensor.ErrDType.
+func From(s *tensor.Scope, dev device.Device, d *gt.Dense) *tensor.Tensor {
+	shape := []int(d.Shape().Clone())
+	if d.IsScalar() {
+		shape = nil
+	}
+	d = logical(d)
+	var t *tensor.Tensor
+	switch v := values(d).(type) {
+	case []float32:
+		t = tensor.FromSlice(s, dev, dtype.F32, v)
+	case []float64:
+		t = tensor.FromSlice(s, dev, dtype.F32, v)
+	case []int32:
+		t = tensor.FromSlice(s, dev, dtype.I32, v)
+	case []int64:
+		t = tensor.FromSlice(s, dev, dtype.I64, v)
+	case []int:
+		t = tensor.FromSlice(s, dev, dtype.I64, v)
+	case []bool:
+		b := make([]uint8, len(v))
+		for i, x := range v {
+			if x {
+				b[i] = 1
+			}
+		}
+		t = tensor.FromSlice(s, dev, dtype.Bool, b)
+	default:
+		panic(&tensor.Error{Op: "dense.From", Msg: fmt.Sprintf("a Dense of %v has no tensor dtype", d.Dtype()), Err: tensor.ErrDType})
+	}
+	if len(shape) == 1 {
+		return t
+	}
+	defer t.Release()
+	return t.Reshape(shape...)
+}
+
+// logical returns d with its elements stored in row-major logical order: a view
+// (slice) materialized, a lazy transpose carried out on a copy.
+func logical(d *gt.Dense) *gt.Dense {
+	if d.IsMaterializable() {
+		d = d.Materialize().(*gt.Dense)
+	}
+	if d.RequiresIterator() {
+		c := d.Clone().(*gt.Dense)
+		if err := c.Transpose(); err != nil {
+			panic(&tensor.Error{Op: "dense.From", Msg: "carrying out a transpose", Err: err})
+		}
+		d = c
+	}
+	return d
+}
+
+// values returns d's elements as a slice of its Go element type.
+func values(d *gt.Dense) any {
+	if !d.IsScalar() {
+		return d.Data()
+	}
+	switch v := d.Data().(type) {
+	case float32:
+		return []float32{v}
+	case float64:
+		return []float64{v}
+	case int32:
+		return []int32{v}
+	case int64:
+		return []int64{v}
+	case int:
+		return []int{v}
+	case bool:
+		return []bool{v}
+	}
+	return d.Data()
+}
+
+// To copies t into a new Dense of t's shape: F32, F16 and BF16 become Float32, I32
+// Int32, I64 Int64, Bool Bool. t must have data on the host (not the meta device).
+func To(t *tensor.Tensor) *gt.Dense {
+	shape := t.Shape()
+	var backing any
+	switch t.DType() {
+	case dtype.F32, dtype.F16, dtype.BF16:
+		backing = tensor.ToSlice[float32](t)
+	case dtype.I32:
+		backing = tensor.ToSlice[int32](t)
+	case dtype.I64:
+		backing = tensor.ToSlice[int64](t)
+	case dtype.Bool:
+		u := tensor.ToSlice[uint8](t)
+		b := make([]bool, len(u))
+		for i, x := range u {
+			b[i] = x != 0
+		}
+		backing = b
+	}
+	if len(shape) == 0 {
+		return gt.New(gt.FromScalar(first(backing)))
+	}
+	return gt.New(gt.WithShape(shape...), gt.WithBacking(backing))
+}
+
+func first(s any) any {
+	switch v := s.(type) {
+	case []float32:
+		return v[0]
+	case []int32:
+		return v[0]
+	case []int64:
+		return v[0]
+	case []bool:
+		return v[0]
+	}
+	panic(fmt.Sprintf("tensor/dense: internal error: backing %T", s))
+}

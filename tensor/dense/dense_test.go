@@ -1,0 +1,73 @@
+package dense_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	gt "gorgonia.org/tensor"
+
+	"github.com/subletml/sublet/alloc"
+	"github.com/subletml/sublet/device/cpu"
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/tensor"
+	"github.com/subletml/sublet/tensor/dense"
+)
+
+func TestRoundTrips(t *testing.T) {
+	d, err := cpu.New(cpu.Options{Capacity: 1 << 28})
+	require.NoError(t, err)
+	s := tensor.NewScope()
+
+	// gorgonia's package initializes on this Go (assume-no-moving-gc is pinned).
+	g := gt.New(gt.WithShape(2, 3), gt.WithBacking([]float32{1, 2, 3, 4, 5, 6}))
+	x := dense.From(s, d, g)
+	require.Equal(t, []int{2, 3}, x.Shape())
+	require.Equal(t, dtype.F32, x.DType())
+	require.Equal(t, []float32{1, 2, 3, 4, 5, 6}, tensor.ToSlice[float32](x))
+
+	back := dense.To(x.T())
+	require.Equal(t, gt.Shape{3, 2}, back.Shape())
+	require.Equal(t, []float32{1, 4, 2, 5, 3, 6}, back.Data())
+
+	h := dense.To(x.Cast(dtype.BF16))
+	require.Equal(t, gt.Float32, h.Dtype())
+	require.Equal(t, []float32{1, 2, 3, 4, 5, 6}, h.Data())
+
+	f64 := dense.From(s, d, gt.New(gt.WithShape(3), gt.WithBacking([]float64{0.5, -1, 1e-40})))
+	require.Equal(t, dtype.F32, f64.DType())
+	require.Equal(t, []float32{0.5, -1, float32(1e-40)}, tensor.ToSlice[float32](f64))
+
+	ints := dense.From(s, d, gt.New(gt.WithShape(2, 2), gt.WithBacking([]int{1, -2, 3, 4})))
+	require.Equal(t, dtype.I64, ints.DType())
+	require.Equal(t, []int64{1, -2, 3, 4}, dense.To(ints).Data())
+
+	bools := dense.From(s, d, gt.New(gt.WithShape(3), gt.WithBacking([]bool{true, false, true})))
+	require.Equal(t, []bool{true, false, true}, dense.To(bools).Data())
+
+	i32 := dense.To(tensor.FromSlice(s, d, dtype.I32, []int32{7, 8}))
+	require.Equal(t, []int32{7, 8}, i32.Data())
+
+	sc := dense.From(s, d, gt.New(gt.FromScalar(float32(2.5))))
+	require.Equal(t, 0, sc.Rank())
+	require.Equal(t, 2.5, sc.Item())
+	require.Equal(t, float32(2.5), dense.To(sc).Data())
+
+	// Views are read in logical order.
+	big := gt.New(gt.WithShape(3, 4), gt.WithBacking(gt.Range(gt.Float32, 0, 12)))
+	view, err := big.Slice(gt.S(1, 3), gt.S(1, 3))
+	require.NoError(t, err)
+	require.Equal(t, []float32{5, 6, 9, 10}, tensor.ToSlice[float32](dense.From(s, d, view.(*gt.Dense))))
+	tr := gt.New(gt.WithShape(2, 3), gt.WithBacking([]float32{1, 2, 3, 4, 5, 6}))
+	require.NoError(t, tr.T())
+	ft := dense.From(s, d, tr)
+	require.Equal(t, []int{3, 2}, ft.Shape())
+	require.Equal(t, []float32{1, 4, 2, 5, 3, 6}, tensor.ToSlice[float32](ft))
+
+	err = tensor.Try(func() { dense.From(s, d, gt.New(gt.WithShape(2), gt.WithBacking([]uint8{1, 2}))) })
+	require.ErrorIs(t, err, tensor.ErrDType)
+
+	s.Close()
+	a, err := alloc.For(d)
+	require.NoError(t, err)
+	require.Zero(t, a.Stats().AllocatedBytes[alloc.StatAll].Current)
+}
