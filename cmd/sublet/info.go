@@ -1,0 +1,246 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"runtime"
+	"strconv"
+
+	"github.com/subletml/sublet/alloc"
+	"github.com/subletml/sublet/device/cpu"
+	"github.com/subletml/sublet/device/cuda"
+	"github.com/subletml/sublet/device/named"
+	"github.com/subletml/sublet/device/sim"
+)
+
+// runInfo prints the devices, the default device and the allocator settings in force.
+// A missing GPU is information, not an error; a bad SUBLET_DEVICE or SUBLET_ALLOC_CONF
+// is an error, reported after everything that could be printed.
+func runInfo(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("info", "sublet info", stderr)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	infoCUDA(stdout)
+	infoCPU(stdout)
+	fmt.Fprintf(stdout, "sim     simulated H200, no GPU needed: %s total\n", mibString(sim.DefaultCapacity))
+
+	var errs []error
+	env := os.Getenv(named.EnvVar)
+	how := named.EnvVar + " unset: cuda:0 when usable, else cpu"
+	if env != "" {
+		how = fmt.Sprintf("%s=%q", named.EnvVar, env)
+	}
+	dev, err := named.Default()
+	if err != nil {
+		fmt.Fprintf(stdout, "\ndefault device: none: %v\n", err)
+		errs = append(errs, err)
+	} else {
+		fmt.Fprintf(stdout, "\ndefault device: %s (%s)\n", dev.Name(), how)
+	}
+
+	conf := os.Getenv(alloc.ConfigEnv)
+	cfg, err := alloc.ConfigFromEnv()
+	if err != nil {
+		fmt.Fprintf(stdout, "\nallocator settings: %s=%q is not valid: %v\n", alloc.ConfigEnv, conf, err)
+		return errors.Join(append(errs, err)...)
+	}
+	if dev != nil {
+		// The configuration the default device's allocator gets when it is created: a
+		// device that cannot support expandable segments turns them off.
+		a, err := alloc.New(dev, cfg)
+		if err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		if cfg.ExpandableSegments && !a.Config().ExpandableSegments {
+			fmt.Fprintf(stdout, "\nexpandable segments are off on %s: it has no virtual memory management\n", dev.Name())
+		}
+		cfg = a.Config()
+	}
+	b, err := allocatorSettings(conf, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nallocator settings (%s; keys of PyTorch's memory snapshot \"allocator_settings\", then sublet's others):\n%s\n", alloc.ConfigEnv, b)
+	return errors.Join(errs...)
+}
+
+// infoCUDA prints the driver and every GPU, or why there are none.
+func infoCUDA(w io.Writer) {
+	n, err := cuda.Count()
+	if err != nil {
+		fmt.Fprintf(w, "cuda    none: %v\n", err)
+		return
+	}
+	driver := ""
+	if v := kernelDriverVersion(); v != "" {
+		driver = "driver " + v + ", "
+	}
+	if v, err := cuda.DriverVersion(); err == nil {
+		driver += fmt.Sprintf("supports CUDA %d.%d, ", v/1000, v%1000/10)
+	}
+	fmt.Fprintf(w, "cuda    %s%d GPU(s)\n", driver, n)
+	for i := range n {
+		infoGPU(w, i)
+	}
+}
+
+func infoGPU(w io.Writer, ordinal int) {
+	d, err := cuda.Open(ordinal)
+	if err != nil {
+		fmt.Fprintf(w, "  cuda:%d  cannot be opened: %v\n", ordinal, err)
+		return
+	}
+	defer d.Close()
+	p := d.Properties()
+	free, total, err := d.MemInfo()
+	mem := fmt.Sprintf("memory %s total, %s free", mibString(total), mibString(free))
+	if err != nil {
+		mem = fmt.Sprintf("memory %s total, free unknown: %v", mibString(p.TotalMemory), err)
+	}
+	vmm := "no virtual memory management (expandable segments off)"
+	if p.VirtualMemory {
+		vmm = "VMM granularity " + mibString(d.Granularity())
+	}
+	fmt.Fprintf(w, "  %s  %s  compute capability %d.%d  %d SMs  %s  %s  PCI %04x:%02x:%02x\n",
+		d.Name(), p.Name, p.ComputeMajor, p.ComputeMinor, p.Multiprocessors, mem, vmm, p.PCIDomain, p.PCIBus, p.PCIDevice)
+}
+
+// kernelDriverRE finds the version in /proc/driver/nvidia/version's first line.
+var kernelDriverRE = regexp.MustCompile(`Kernel Module\s+(\S+)`)
+
+// kernelDriverVersion returns the NVIDIA kernel driver's version ("580.159.04"), or ""
+// where the file is missing.
+func kernelDriverVersion() string {
+	b, err := os.ReadFile("/proc/driver/nvidia/version")
+	if err != nil {
+		return ""
+	}
+	if m := kernelDriverRE.FindSubmatch(b); m != nil {
+		return string(m[1])
+	}
+	return ""
+}
+
+func infoCPU(w io.Writer) {
+	d, err := cpu.New(cpu.Options{})
+	if err != nil {
+		fmt.Fprintf(w, "cpu     cannot be opened: %v\n", err)
+		return
+	}
+	free, total, err := d.MemInfo()
+	if err != nil {
+		fmt.Fprintf(w, "cpu     %d cores, memory unknown: %v\n", runtime.NumCPU(), err)
+		return
+	}
+	fmt.Fprintf(w, "cpu     host memory: %s total, %s available, %d cores\n", mibString(total), mibString(free), runtime.NumCPU())
+}
+
+func mibString(n int64) string {
+	if n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%.1f MiB (%d bytes)", float64(n)/(1<<20), n)
+}
+
+// allocatorSettings renders cfg as an indented JSON object: first the keys PyTorch's
+// torch.cuda.memory_snapshot() reports under "allocator_settings", in its order and
+// units (bytes; max_split_size -1 when unlimited; roundup_power2_divisions keyed by the
+// interval's lower bound in MiB), then the settings sublet parses that PyTorch leaves
+// out of that list.
+func allocatorSettings(conf string, cfg alloc.Config) ([]byte, error) {
+	maxSplit := cfg.MaxSplitSize
+	if maxSplit == 0 {
+		maxSplit = -1
+	}
+	nonSplit := cfg.MaxNonSplitRounding
+	if nonSplit == 0 {
+		nonSplit = alloc.LargeBuffer
+	}
+	threads := cfg.Pinned.NumRegisterThreads
+	if threads == 0 {
+		threads = 1
+	}
+	var roundup []kv
+	for i, d := range cfg.RoundupPower2Divisions {
+		roundup = append(roundup, kv{strconv.Itoa(1 << i), d})
+	}
+	return orderedJSON([]kv{
+		{alloc.ConfigEnv, conf},
+		{"max_split_size", maxSplit},
+		{"garbage_collection_threshold", cfg.GarbageCollectionThreshold},
+		{"expandable_segments", cfg.ExpandableSegments},
+		{"pinned_num_register_threads", threads},
+		{"release_lock_on_cudamalloc", false}, // sublet always holds its lock around device allocation
+		{"pinned_use_cuda_host_register", cfg.Pinned.UseHostRegister},
+		{"roundup_power2_divisions", roundup},
+		{"max_non_split_rounding", nonSplit},
+		{"per_process_memory_fraction", cfg.PerProcessMemoryFraction},
+		{"pinned_use_background_threads", cfg.Pinned.UseBackgroundThreads},
+		{"pinned_reserve_segment_size", cfg.Pinned.ReserveSegmentSize},
+		{"pinned_max_round_threshold", cfg.Pinned.MaxRoundThreshold},
+		{"pinned_max_cached_size", cfg.Pinned.MaxCachedSize},
+		{"pinned_free_catch_all", cfg.Pinned.FreeCatchAll},
+	})
+}
+
+// kv is one key of an ordered JSON object; a value of type []kv is a nested one.
+type kv struct {
+	key   string
+	value any
+}
+
+// orderedJSON encodes kvs as an indented JSON object with the keys in order, which a
+// Go map would not keep.
+func orderedJSON(kvs []kv) ([]byte, error) {
+	var b bytes.Buffer
+	if err := writeObject(&b, kvs); err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, b.Bytes(), "", "  "); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+func writeObject(b *bytes.Buffer, kvs []kv) error {
+	b.WriteByte('{')
+	for i, e := range kvs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if err := writeValue(b, e.key); err != nil {
+			return err
+		}
+		b.WriteByte(':')
+		var err error
+		if nested, ok := e.value.([]kv); ok {
+			err = writeObject(b, nested)
+		} else {
+			err = writeValue(b, e.value)
+		}
+		if err != nil {
+			return fmt.Errorf("allocator setting %s: %w", e.key, err)
+		}
+	}
+	b.WriteByte('}')
+	return nil
+}
+
+// writeValue writes v as JSON, leaving <, > and & as they are: a config string such as
+// "roundup_power2_divisions:[256:4,>:8]" reads as typed.
+func writeValue(b *bytes.Buffer, v any) error {
+	e := json.NewEncoder(b)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(v); err != nil {
+		return err
+	}
+	b.Truncate(b.Len() - 1) // Encode's newline
+	return nil
+}
