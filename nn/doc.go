@@ -1,0 +1,43 @@
+// Package nn is sublet's layers and losses: modules that own their parameters and run
+// their forward in scopes, so that a step's memory is exactly what the contract of
+// package tensor says it is.
+//
+// # Ownership
+//
+//   - A module owns its parameters. They are leaves made with tensor's AsParameter:
+//     no scope owns them, they require grad, and their gradients belong to them.
+//     Module.Release releases every parameter and its gradient (the memory returns to
+//     the allocator); it is idempotent, and the module cannot run afterwards.
+//   - Forward takes an input owned by a scope (the caller's) and returns a result
+//     owned by that same scope. Ops on a parameter and the input land in the input's
+//     scope and follow its modes: grad recording, the random generator Dropout draws
+//     from, autocast. To evaluate without recording, run the forward on an input owned
+//     by a NoGrad scope.
+//   - Containers (Sequential, and MLP, which is one) run each child with tensor.Layer,
+//     in a child scope, and release each intermediate result as soon as the next child
+//     has consumed it. Temporaries therefore die at layer boundaries: what outlives a
+//     layer is its result and what a recorded op saved for backward, which lives in the
+//     graph, not in a scope. After a recorded forward the allocator holds the
+//     parameters, the saved activations and what the caller holds; under NoGrad it
+//     holds, at its peak, the parameters, the caller's tensors and one layer's input
+//     and output.
+//   - Losses are functions of a prediction and a target owned by scopes; the loss
+//     belongs to the innermost of their scopes.
+//
+// # Modes
+//
+// Modules start in training mode. SetTraining(false) switches Dropout off (eval
+// mode); it changes nothing else, as in PyTorch: grad recording is a scope mode, not
+// a module mode.
+//
+// # Initialization
+//
+// Parameters are drawn as PyTorch draws them, from an explicit tensor.Generator in
+// Init (there is no global generator): Linear's weight and bias uniform in
+// ±1/√fan_in (kaiming_uniform_ with a=√5, and the bias bound), Embedding's weight
+// standard normal, LayerNorm's weight ones and bias zeros. Two modules built from
+// generators with the same seed and state are identical.
+//
+// A module is used by one goroutine at a time (its parameters are written in place by
+// optimizers); two goroutines may each train their own modules at once.
+package nn

@@ -1,0 +1,107 @@
+package nn_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/nn"
+	"github.com/subletml/sublet/tensor"
+)
+
+func TestLinearInitIsPyTorchsUniform(t *testing.T) {
+	d := newCPU(t)
+	l := nn.NewLinear(nn.Init{Device: d, Gen: tensor.NewGenerator(1)}, 100, 50, true)
+	require.Equal(t, []int{50, 100}, l.Weight.Shape())
+	require.Equal(t, []int{50}, l.Bias.Shape())
+	requireLive(t, d, "after NewLinear (its init temporaries are gone)", 50*100*4, 50*4)
+
+	bound := 1 / math.Sqrt(100)
+	w := vals(l.Weight)
+	var sum, sq float64
+	for _, v := range w {
+		require.True(t, float64(v) >= -bound && float64(v) < bound, "weight %v outside ±%v", v, bound)
+		sum += float64(v)
+		sq += float64(v) * float64(v)
+	}
+	mean, variance := sum/float64(len(w)), sq/float64(len(w))
+	assert.InDelta(t, 0, mean, 0.004, "mean of U(±b)")
+	assert.InDelta(t, bound*bound/3, variance, 0.1*bound*bound/3, "variance of U(±b) is b²/3")
+	for _, v := range vals(l.Bias) {
+		require.True(t, float64(v) >= -bound && float64(v) < bound, "bias %v outside ±%v", v, bound)
+	}
+	require.True(t, l.Weight.RequiresGrad() && l.Weight.IsLeaf() && l.Weight.Scope() == nil, "a parameter is a leaf owned by its module")
+
+	l.Release()
+	l.Release()
+	requireEmpty(t, d)
+}
+
+func TestLinearInitIsSeeded(t *testing.T) {
+	d := newCPU(t)
+	a := nn.NewLinear(nn.Init{Device: d, Gen: tensor.NewGenerator(7)}, 4, 3, true)
+	b := nn.NewLinear(nn.Init{Device: d, Gen: tensor.NewGenerator(7)}, 4, 3, true)
+	c := nn.NewLinear(nn.Init{Device: d, Gen: tensor.NewGenerator(8)}, 4, 3, true)
+	assert.Equal(t, vals(a.Weight), vals(b.Weight))
+	assert.Equal(t, vals(a.Bias), vals(b.Bias))
+	assert.NotEqual(t, vals(a.Weight), vals(c.Weight))
+	assert.NotEqual(t, vals(a.Weight)[:3], vals(a.Bias), "the bias is drawn after the weight")
+	for _, m := range []nn.Module{a, b, c} {
+		m.Release()
+	}
+	requireEmpty(t, d)
+}
+
+func TestLinearForwardAndNames(t *testing.T) {
+	d := newCPU(t)
+	l := nn.NewLinear(nn.Init{Device: d, Gen: tensor.NewGenerator(3)}, 3, 2, true)
+	s := tensor.NewScope()
+	x := f32(s, d, []float32{1, 2, 3, -1, 0, 0.5}, 2, 3)
+	y := l.Forward(x)
+	require.Same(t, s, y.Scope(), "the result belongs to the input's scope")
+	w, b := vals(l.Weight), vals(l.Bias)
+	xs := vals(x)
+	got := vals(y)
+	for i := range 2 {
+		for o := range 2 {
+			want := float64(b[o])
+			for k := range 3 {
+				want += float64(xs[i*3+k]) * float64(w[o*3+k])
+			}
+			assert.InDelta(t, want, got[i*2+o], 1e-6)
+		}
+	}
+	s.Close()
+
+	var names []string
+	for _, p := range l.NamedParameters() {
+		names = append(names, p.Name)
+	}
+	assert.Equal(t, []string{"weight", "bias"}, names)
+	nb := nn.NewLinear(nn.Init{Device: d, Gen: tensor.NewGenerator(3)}, 3, 2, false)
+	assert.Len(t, nb.NamedParameters(), 1)
+	assert.Equal(t, int64(6*4), nn.ParameterBytes(nb))
+	l.Release()
+	nb.Release()
+	requireEmpty(t, d)
+}
+
+func TestLinearHalfParameters(t *testing.T) {
+	d := newCPU(t)
+	l := nn.NewLinear(nn.Init{Device: d, DType: dtype.F16, Gen: tensor.NewGenerator(1)}, 8, 4, true)
+	require.Equal(t, dtype.F16, l.Weight.DType())
+	requireLive(t, d, "F16 parameters are 2 bytes an element", 8*4*2, 4*2)
+	l.Release()
+	requireEmpty(t, d)
+}
+
+func TestInitErrors(t *testing.T) {
+	d := newCPU(t)
+	require.Error(t, tensor.Try(func() { nn.NewLinear(nn.Init{Device: d}, 2, 2, true) }), "no generator")
+	require.Error(t, tensor.Try(func() { nn.NewLinear(nn.Init{Gen: tensor.NewGenerator(1)}, 2, 2, true) }), "no device")
+	require.Error(t, tensor.Try(func() { nn.NewMLP(nn.Init{Device: d, Gen: tensor.NewGenerator(1)}, nn.MLPConfig{Sizes: []int{3}}) }))
+	requireEmpty(t, d)
+}

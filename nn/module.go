@@ -1,0 +1,118 @@
+package nn
+
+import (
+	"fmt"
+
+	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/tensor"
+)
+
+// Module is a layer, a container of layers, or a model.
+type Module interface {
+	// Forward computes the module on x, which a scope owns; the result belongs to x's
+	// scope (see the package doc).
+	Forward(x *tensor.Tensor) *tensor.Tensor
+	// NamedParameters lists the parameters, children's first in order, each named by
+	// its dotted path ("0.weight", "2.bias"), as PyTorch's named_parameters does.
+	NamedParameters() []Parameter
+	// SetTraining switches training mode (on) or evaluation mode (off).
+	SetTraining(on bool)
+	// Release releases every parameter and its gradient. Releasing again does nothing.
+	Release()
+}
+
+// Parameter is a module's parameter and its dotted name.
+type Parameter struct {
+	Name   string
+	Tensor *tensor.Tensor
+}
+
+// Parameters returns m's parameters, in NamedParameters' order (what an optimizer
+// takes).
+func Parameters(m Module) []*tensor.Tensor {
+	named := m.NamedParameters()
+	ps := make([]*tensor.Tensor, len(named))
+	for i, p := range named {
+		ps[i] = p.Tensor
+	}
+	return ps
+}
+
+// ParameterBytes is the size of m's parameters: the device memory they hold.
+func ParameterBytes(m Module) int64 {
+	var n int64
+	for _, p := range m.NamedParameters() {
+		n += p.Tensor.Bytes()
+	}
+	return n
+}
+
+// GradBytes is the size of the gradients m's parameters hold now (none after
+// ZeroGrad(true)).
+func GradBytes(m Module) int64 {
+	var n int64
+	for _, p := range m.NamedParameters() {
+		if g := p.Tensor.Grad(); g != nil {
+			n += g.Bytes()
+		}
+	}
+	return n
+}
+
+// Init says where and how a module's parameters are made.
+type Init struct {
+	// Device holds the parameters.
+	Device device.Device
+	// DType is the parameters' element type; the zero value means F32.
+	DType dtype.DType
+	// Gen draws the random initial values (Linear, Embedding). Modules drawing from the
+	// same generator consume its numbers in the order they are built.
+	Gen *tensor.Generator
+}
+
+func (in Init) dtype() dtype.DType {
+	if in.DType == dtype.Invalid {
+		return dtype.F32
+	}
+	return in.DType
+}
+
+// parameter makes a parameter from make's result, computed in a NoGrad scope that
+// draws from in.Gen and is closed afterwards (so make's temporaries are freed).
+func (in Init) parameter(module string, make func(s *tensor.Scope) *tensor.Tensor) *tensor.Tensor {
+	if in.Device == nil {
+		panic(&tensor.Error{Op: module, Msg: "nn.Init has no Device"})
+	}
+	s := tensor.NewScope(tensor.NoGrad(), tensor.WithGenerator(in.Gen))
+	defer s.Close()
+	return make(s).Cast(in.dtype()).AsParameter()
+}
+
+// uniform makes a parameter of shape with values uniform in [-bound, bound).
+func (in Init) uniform(module string, bound float64, shape ...int) *tensor.Tensor {
+	if in.Gen == nil {
+		panic(&tensor.Error{Op: module, Msg: "nn.Init has no Gen to draw the initial values from"})
+	}
+	return in.parameter(module, func(s *tensor.Scope) *tensor.Tensor {
+		return s.Rand(in.Device, dtype.F32, shape...).MulScalar(2 * bound).AddScalar(-bound)
+	})
+}
+
+// releaseAll releases the parameters ps.
+func releaseAll(ps ...*tensor.Tensor) {
+	for _, p := range ps {
+		if p != nil {
+			p.Release()
+		}
+	}
+}
+
+// prefixed returns ps with their names prefixed by prefix and a dot.
+func prefixed(prefix string, ps []Parameter) []Parameter {
+	out := make([]Parameter, len(ps))
+	for i, p := range ps {
+		out[i] = Parameter{Name: fmt.Sprintf("%s.%s", prefix, p.Name), Tensor: p.Tensor}
+	}
+	return out
+}

@@ -1,0 +1,99 @@
+package nn
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/subletml/sublet/tensor"
+)
+
+// Sequential runs its children one after the other (torch.nn.Sequential), each in a
+// child scope (tensor.Layer), releasing each intermediate result once the next child
+// has consumed it: only what the graph saved outlives a layer.
+type Sequential struct {
+	Children []Module
+}
+
+// NewSequential returns a Sequential of children, named "0", "1", … in order.
+func NewSequential(children ...Module) *Sequential {
+	return &Sequential{Children: children}
+}
+
+// Forward runs the children on x in order and returns the last one's result, owned by
+// x's scope.
+func (s *Sequential) Forward(x *tensor.Tensor) *tensor.Tensor {
+	return tensor.Layer(x, func(h *tensor.Tensor) *tensor.Tensor {
+		for _, c := range s.Children {
+			next := tensor.Layer(h, c.Forward)
+			h.Release()
+			h = next
+		}
+		return h
+	})
+}
+
+// NamedParameters returns the children's parameters, prefixed by the child's index.
+func (s *Sequential) NamedParameters() []Parameter {
+	var ps []Parameter
+	for i, c := range s.Children {
+		ps = append(ps, prefixed(strconv.Itoa(i), c.NamedParameters())...)
+	}
+	return ps
+}
+
+// SetTraining sets the mode of every child.
+func (s *Sequential) SetTraining(on bool) {
+	for _, c := range s.Children {
+		c.SetTraining(on)
+	}
+}
+
+// Release releases every child's parameters.
+func (s *Sequential) Release() {
+	for _, c := range s.Children {
+		c.Release()
+	}
+}
+
+// MLPConfig describes a multilayer perceptron.
+type MLPConfig struct {
+	// Sizes are the input features, the hidden widths and the outputs (at least two).
+	Sizes []int
+	// Activation makes the layer after each hidden Linear; nil means ReLU.
+	Activation func() Module
+	// Dropout, when above 0, adds a Dropout of that probability after each activation.
+	Dropout float64
+}
+
+// NewMLP returns a Sequential of Linear layers (with biases) between consecutive
+// Sizes, each hidden one followed by the activation and, when configured, Dropout;
+// the last Linear has neither (it gives logits). Layers are drawn from init.Gen in
+// order.
+func NewMLP(init Init, c MLPConfig) *Sequential {
+	if len(c.Sizes) < 2 {
+		panic(&tensor.Error{Op: "nn.NewMLP", Msg: fmt.Sprintf("sizes %v: need the input and output sizes at least", c.Sizes)})
+	}
+	act := c.Activation
+	if act == nil {
+		act = func() Module { return ReLU{} }
+	}
+	s := &Sequential{}
+	built := false
+	defer func() {
+		if !built { // a layer failed (out of memory): release the ones made
+			s.Release()
+		}
+	}()
+	for i := 1; i < len(c.Sizes); i++ {
+		s.Children = append(s.Children, NewLinear(init, c.Sizes[i-1], c.Sizes[i], true))
+		if i == len(c.Sizes)-1 {
+			break
+		}
+		s.Children = append(s.Children, act())
+		if c.Dropout > 0 {
+			s.Children = append(s.Children, NewDropout(c.Dropout))
+		}
+	}
+	built = true
+	return s
+}
