@@ -1,0 +1,47 @@
+// Package amp is automatic mixed precision: autocast scopes, in which products run in
+// float16 or bfloat16 and range-sensitive ops in float32, and the GradScaler, which
+// scales the loss so that float16 gradients neither underflow nor go unnoticed when
+// they overflow. It follows torch.amp (spec/autograd-amp.md §3) op for op.
+//
+// # Autocast
+//
+// Autocast(parent, dt) makes a child scope whose ops consult the policy before they
+// run (tensor.Autocast). Eligible inputs are floating tensors (F32, F16, BF16) on any
+// device; integer inputs (labels, indices) are never cast. By op, with PyTorch's CUDA
+// lists on every device:
+//
+//   - MatMul, Linear: every floating input is cast to dt (weights through the cache).
+//   - Exp, Log, Pow, PowScalar, LayerNorm, MSE, CrossEntropy, Softmax, LogSoftmax,
+//     Sum, SumTo: every floating input is cast to F32, so the result is F32.
+//   - every other op (Add, Mul, Relu, Mean, Max, Concat, views, Dropout, …) runs in
+//     its inputs' types; tensor promotes mixed operands (F16 with F32 gives F32).
+//
+// The cast is an op of the graph (tensor records it in the op's scope), so the op
+// saves its low-precision inputs for backward and each gradient is cast back to its
+// input's type: master weights stay F32 and so do their gradients. An explicit Cast is
+// never changed. Casts of activations belong to the op's scope: run layers in child
+// scopes (tensor.Layer, nn's containers) so they die at the layer boundary.
+//
+// # Regions and the weight-cast cache
+//
+// An autocast scope made inside another joins its region (Enabled(false) scopes too);
+// the outermost one owns the region's weight-cast cache. Invariants:
+//
+//   - A cast is cached iff its target is the scope's autocast type and its source is
+//     an F32 leaf that requires grad and covers its storage (a parameter, not a view),
+//     and the scope's cache is enabled. Other inputs are cast on every use.
+//   - The cache holds one cast per (weight, type). It is made by a scope that always
+//     records the graph, so a cast first made under NoGrad carries gradients to its
+//     weight when a recording op reuses it (PyTorch issues 65766 and 112583). A
+//     weight changed in place since (its version moved) is cast again.
+//   - The cache is released when the outermost autocast scope closes (CacheBytes
+//     reports its size until then). Casts a recorded op saved stay in the graph until
+//     backward releases them: for a Linear, the weight's cast; a bias's cast is not
+//     saved and dies with the cache.
+//   - A scope nested with Enabled(false) runs ops in their inputs' types. A scope made
+//     with tensor.WithAutocast(nil) leaves autocast altogether: an autocast scope
+//     inside it starts a region (and cache) of its own.
+//
+// Scopes stay independent across goroutines; the cache of one region is shared by its
+// scopes under a mutex.
+package amp
