@@ -91,6 +91,7 @@ func addInPlace(op string, dst, src *Tensor) {
 // accumulate is a leaf's AccumulateGrad rule.
 type accumulate struct{ c *gradCell }
 
+// Backward folds the leaf's incoming gradient into its cell.
 func (a accumulate) Backward(_ *autograd.Ctx, grads []autograd.Value) ([]autograd.Value, error) {
 	return nil, Try(func() { a.c.add(grads[0].(*Tensor), true) })
 }

@@ -74,3 +74,39 @@ func (t *Tensor) Scale(alpha float64) {
 func scalarOperand(v float64) cpu.Operand {
 	return cpu.F32([]float32{float32(v)}, cpu.Layout{})
 }
+
+// FillUniform sets t's elements to values uniform in [lo, hi) drawn from g, in place
+// (parameter initialization). On a device without data it draws nothing.
+func (t *Tensor) FillUniform(g *Generator, lo, hi float64) {
+	t.fillRandom("FillUniform", g, func(v []float32) {
+		g.fillUniform(v)
+		for i := range v {
+			v[i] = float32(lo + float64(v[i])*(hi-lo))
+		}
+	})
+}
+
+// FillNormal sets t's elements to normal values of mean and std drawn from g, in
+// place. On a device without data it draws nothing.
+func (t *Tensor) FillNormal(g *Generator, mean, std float64) {
+	t.fillRandom("FillNormal", g, func(v []float32) {
+		g.fillNormal(v)
+		for i := range v {
+			v[i] = float32(mean + float64(v[i])*std)
+		}
+	})
+}
+
+func (t *Tensor) fillRandom(op string, g *Generator, draw func([]float32)) {
+	if g == nil {
+		fail(op, ErrScope, []*Tensor{t}, "nil generator")
+	}
+	if !t.dt.IsFloat() {
+		fail(op, ErrDType, []*Tensor{t}, "random values need a floating tensor")
+	}
+	if t.inPlace(op) {
+		v := make([]float32, t.Numel())
+		draw(v)
+		cpu.Copy(t.operand(), cpu.F32(v, cpu.Contiguous(t.shape...)))
+	}
+}

@@ -1,0 +1,53 @@
+package tensor_test
+
+import (
+	"testing"
+
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/tensor"
+)
+
+// BenchmarkOpOverhead is the fixed cost of one small op: checks, scope, allocation
+// through the caching allocator, handle (with its leak-report registration), release.
+func BenchmarkOpOverhead(b *testing.B) {
+	d := newCPU(b)
+	s := tensor.NewScope(tensor.NoGrad())
+	defer s.Close()
+	x := s.Ones(d, dtype.F32, 4)
+	b.ReportAllocs()
+	for b.Loop() {
+		x.Add(x).Release()
+	}
+}
+
+// BenchmarkOpOverheadRecorded adds a graph node and a saved tensor (Mul saves both
+// operands) to the small op.
+func BenchmarkOpOverheadRecorded(b *testing.B) {
+	d := newCPU(b)
+	s := tensor.NewScope()
+	defer s.Close()
+	x := s.Ones(d, dtype.F32, 4).SetRequiresGrad(true)
+	b.ReportAllocs()
+	for b.Loop() {
+		x.Mul(x).Release()
+	}
+}
+
+// BenchmarkMLPStep is one training step of the contract tests' MLP (batch 64,
+// 64→256→10) on cpu: forward, backward, SGD.
+func BenchmarkMLPStep(b *testing.B) {
+	const bs, in, hidden, k = 64, 64, 256, 10
+	d := newCPU(b)
+	m := newMLP(d, 1, in, hidden, k)
+	defer m.release()
+	data := tensor.NewScope()
+	defer data.Close()
+	x, labels := batch(data, d, 1, bs, in, k)
+	b.ReportAllocs()
+	for b.Loop() {
+		s := data.Child()
+		m.loss(s.Bind(x), s.Bind(labels)).Backward()
+		s.Close()
+		m.sgd(0.1)
+	}
+}
