@@ -67,7 +67,11 @@ func CrossEntropyBackward(dlogits, logits, lse []float32, labels []int64, n, c i
 			row := logits[i*c : (i+1)*c]
 			m := lse[i]
 			for j, v := range row {
-				out[j] = math32.Exp(v-m) * scale
+				out[j] = v - m
+			}
+			expTo(out, out)
+			for j := range out {
+				out[j] *= scale
 			}
 			out[labels[i]] -= scale
 		}
@@ -86,9 +90,14 @@ func logSumExp(x []float32) float32 {
 		return mx // all -Inf (or a +Inf): the sum is exp(mx)
 	}
 	var s float64
-	for _, v := range x {
-		s += float64(math32.Exp(v - mx))
-	}
+	forChunks(len(x), func(lo, hi int) {
+		var buf [chunk]float32
+		es := buf[:hi-lo]
+		for i, v := range x[lo:hi] {
+			es[i] = v - mx
+		}
+		s += sumExp(es, false)
+	})
 	return mx + float32(math.Log(s))
 }
 

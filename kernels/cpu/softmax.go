@@ -3,8 +3,6 @@ package cpu
 import (
 	"fmt"
 	"math"
-
-	"github.com/chewxy/math32"
 )
 
 // The softmax kernels work along the middle axis of a contiguous float32 array viewed
@@ -87,32 +85,34 @@ func softmax(op string, dst, x []float32, outer, n, inner int, log bool) {
 			row := x[base+p*inner : base+p*inner+w]
 			out := dst[base+p*inner : base+p*inner+w]
 			for j, v := range row {
-				e := math32.Exp(v - mx[j])
+				out[j] = v - mx[j]
+			}
+			es := out
+			if log { // keep x - max; the exponentials are only summed
+				var buf [chunk]float32
+				es = buf[:w]
+			}
+			expTo(es, out)
+			for j, e := range es {
 				sum[j] += float64(e)
-				if !log {
-					out[j] = e
-				}
 			}
 		}
 		var scale [chunk]float32
 		for j := range w {
 			if log {
-				scale[j] = mx[j] + float32(math.Log(sum[j]))
+				scale[j] = float32(math.Log(sum[j]))
 			} else {
 				scale[j] = float32(1 / sum[j])
 			}
 		}
 		for p := range n {
 			out := dst[base+p*inner : base+p*inner+w]
-			if log {
-				row := x[base+p*inner : base+p*inner+w]
-				for j, v := range row {
-					out[j] = v - scale[j]
-				}
-				continue
-			}
 			for j := range out {
-				out[j] *= scale[j]
+				if log {
+					out[j] -= scale[j]
+				} else {
+					out[j] *= scale[j]
+				}
 			}
 		}
 	})
@@ -141,12 +141,16 @@ func softmaxBackward(op string, dx, g, y []float32, outer, n, inner int, log boo
 			gr := g[base+p*inner : base+p*inner+w]
 			yr := y[base+p*inner : base+p*inner+w]
 			out := dx[base+p*inner : base+p*inner+w]
-			for j, gv := range gr {
-				if log {
-					out[j] = gv - math32.Exp(yr[j])*float32(dot[j])
-				} else {
-					out[j] = yr[j] * (gv - float32(dot[j]))
+			if log {
+				var e [chunk]float32
+				expTo(e[:w], yr)
+				for j, gv := range gr {
+					out[j] = gv - e[j]*float32(dot[j])
 				}
+				continue
+			}
+			for j, gv := range gr {
+				out[j] = yr[j] * (gv - float32(dot[j]))
 			}
 		}
 	})
@@ -161,6 +165,23 @@ func forRows(rows, n int, fn func(i int)) {
 	})
 }
 
+// sumExp returns Σ e^v[i] in float64, in order. It replaces v with e^v unless keep.
+func sumExp(v []float32, keep bool) float64 {
+	var sum float64
+	forChunks(len(v), func(lo, hi int) {
+		var buf [chunk]float32
+		es := v[lo:hi]
+		if keep {
+			es = buf[:hi-lo]
+		}
+		expTo(es, v[lo:hi])
+		for _, e := range es {
+			sum += float64(e)
+		}
+	})
+	return sum
+}
+
 // softmaxRow is the softmax (or log-softmax) of one contiguous row.
 func softmaxRow(dst, x []float32, log bool) {
 	dst = dst[:len(x)]
@@ -170,18 +191,14 @@ func softmaxRow(dst, x []float32, log bool) {
 			mx = v
 		}
 	}
-	var sum float64
 	for i, v := range x {
-		e := math32.Exp(v - mx)
-		sum += float64(e)
-		if !log {
-			dst[i] = e
-		}
+		dst[i] = v - mx
 	}
+	sum := sumExp(dst, log)
 	if log {
-		lse := mx + float32(math.Log(sum))
-		for i, v := range x {
-			dst[i] = v - lse
+		ls := float32(math.Log(sum))
+		for i := range dst {
+			dst[i] -= ls
 		}
 		return
 	}
@@ -203,11 +220,18 @@ func softmaxBackwardRow(dx, g, y []float32, log bool) {
 		}
 	}
 	d := float32(dot)
-	for i, gv := range g {
-		if log {
-			dx[i] = gv - math32.Exp(y[i])*d
-		} else {
+	if !log {
+		for i, gv := range g {
 			dx[i] = y[i] * (gv - d)
 		}
+		return
 	}
+	forChunks(len(g), func(lo, hi int) {
+		var e [chunk]float32
+		es := e[:hi-lo]
+		expTo(es, y[lo:hi])
+		for i, ev := range es {
+			dx[lo+i] = g[lo+i] - ev*d
+		}
+	})
 }

@@ -98,7 +98,7 @@ func unaryRun(op UnaryOp, dst, x []float32) {
 	case Abs:
 		mapRun(dst, x, math32.Abs)
 	case Exp:
-		mapRun(dst, x, math32.Exp)
+		expTo(dst, x)
 	case Log:
 		mapRun(dst, x, math32.Log)
 	case Sqrt:
@@ -106,12 +106,20 @@ func unaryRun(op UnaryOp, dst, x []float32) {
 	case Tanh:
 		mapRun(dst, x, math32.Tanh)
 	case Sigmoid:
-		mapRun(dst, x, sigmoid)
+		// 1/(1+e^-x): e^-x overflowing to +Inf gives 0, as it should.
+		mapRun(dst, x, func(v float32) float32 { return -v })
+		expTo(dst, dst)
+		mapRun(dst, dst, func(e float32) float32 { return 1 / (1 + e) })
 	case Relu:
 		mapRun(dst, x, func(v float32) float32 { return max(v, 0) })
 	case GeluTanh:
-		mapRun(dst, x, func(v float32) float32 {
-			return 0.5 * v * (1 + math32.Tanh(sqrt2OverPi*(v+geluCoef*v*v*v)))
+		// x/2·(1+tanh u) = x·σ(2u) = x/(1+e^-2u), u = √(2/π)(x+0.044715x³).
+		forChunks(len(x), func(lo, hi int) {
+			var e [chunk]float32
+			es := e[:hi-lo]
+			mapRun(es, x[lo:hi], geluMinus2U)
+			expTo(es, es)
+			zipRun(dst[lo:hi], x[lo:hi], es, func(v, e float32) float32 { return v / (1 + e) })
 		})
 	case GeluErf:
 		mapRun(dst, x, func(v float32) float32 { return 0.5 * v * (1 + math32.Erf(v*invSqrt2)) })
@@ -137,7 +145,16 @@ func zipRun(dst, a, b []float32, f func(x, y float32) float32) {
 	}
 }
 
-func sigmoid(v float32) float32 { return 1 / (1 + math32.Exp(-v)) }
+// geluMinus2U is -2u for GeluTanh's u = √(2/π)(x+0.044715x³).
+func geluMinus2U(x float32) float32 { return -2 * sqrt2OverPi * (x + geluCoef*x*x*x) }
+
+// forChunks calls fn on consecutive ranges of [0, n) at most chunk long, for code that
+// needs stack scratch per element.
+func forChunks(n int, fn func(lo, hi int)) {
+	for lo := 0; lo < n; lo += chunk {
+		fn(lo, min(lo+chunk, n))
+	}
+}
 
 // unaryGradRun writes dst[i] = g[i]·op'(x) where s is y or x as SavesOutput says.
 func unaryGradRun(op UnaryOp, dst, g, s []float32) {
@@ -172,16 +189,32 @@ func unaryGradRun(op UnaryOp, dst, g, s []float32) {
 			return 0
 		})
 	case GeluTanh:
-		zipRun(dst, g, s, func(gv, x float32) float32 {
-			t := math32.Tanh(sqrt2OverPi * (x + geluCoef*x*x*x))
-			du := sqrt2OverPi * (1 + 3*geluCoef*x*x)
-			return gv * (0.5*(1+t) + 0.5*x*(1-t*t)*du)
+		// tanh u = 2/(1+e^-2u) - 1, which stays finite when e^-2u overflows.
+		forChunks(len(g), func(lo, hi int) {
+			var e [chunk]float32
+			es := e[:hi-lo]
+			mapRun(es, s[lo:hi], geluMinus2U)
+			expTo(es, es)
+			xs, gs, ds := s[lo:hi], g[lo:hi], dst[lo:hi]
+			for i, ev := range es {
+				x := xs[i]
+				t := 2/(1+ev) - 1
+				du := sqrt2OverPi * (1 + 3*geluCoef*x*x)
+				ds[i] = gs[i] * (0.5*(1+t) + 0.5*x*(1-t*t)*du)
+			}
 		})
 	case GeluErf:
-		zipRun(dst, g, s, func(gv, x float32) float32 {
-			cdf := 0.5 * (1 + math32.Erf(x*invSqrt2))
-			pdf := invSqrt2Pi * math32.Exp(-0.5*x*x)
-			return gv * (cdf + x*pdf)
+		forChunks(len(g), func(lo, hi int) {
+			var e [chunk]float32
+			es := e[:hi-lo]
+			mapRun(es, s[lo:hi], func(x float32) float32 { return -0.5 * x * x })
+			expTo(es, es)
+			xs, gs, ds := s[lo:hi], g[lo:hi], dst[lo:hi]
+			for i, ev := range es {
+				x := xs[i]
+				cdf := 0.5 * (1 + math32.Erf(x*invSqrt2))
+				ds[i] = gs[i] * (cdf + x*invSqrt2Pi*ev)
+			}
 		})
 	default:
 		panic(fmt.Sprintf("kernels/cpu: unknown %v", op))
