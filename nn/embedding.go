@@ -1,9 +1,6 @@
 package nn
 
-import (
-	"github.com/subletml/sublet/dtype"
-	"github.com/subletml/sublet/tensor"
-)
+import "github.com/subletml/sublet/tensor"
 
 // Embedding maps I64 indices to rows of Weight [vocab, dim] (torch.nn.Embedding).
 // Recorded, it saves the indices only.
@@ -14,12 +11,8 @@ type Embedding struct {
 // NewEmbedding returns an Embedding of vocab rows of dim features, drawn standard
 // normal from init.Gen as PyTorch does.
 func NewEmbedding(init Init, vocab, dim int) *Embedding {
-	if init.Gen == nil {
-		panic(&tensor.Error{Op: "nn.Embedding", Msg: "nn.Init has no Gen to draw the initial values from"})
-	}
-	return &Embedding{Weight: init.parameter("nn.Embedding", func(s *tensor.Scope) *tensor.Tensor {
-		return s.Randn(init.Device, dtype.F32, vocab, dim)
-	})}
+	g := init.generator("nn.Embedding")
+	return &Embedding{Weight: init.parameter("nn.Embedding", func(t *tensor.Tensor) { t.FillNormal(g, 0, 1) }, vocab, dim)}
 }
 
 // Forward returns the rows at idx (I64, any shape): [idx shape..., dim].

@@ -1,9 +1,6 @@
 package nn
 
-import (
-	"github.com/subletml/sublet/dtype"
-	"github.com/subletml/sublet/tensor"
-)
+import "github.com/subletml/sublet/tensor"
 
 // DefaultLayerNormEps is the eps NewLayerNorm sets, PyTorch's default.
 const DefaultLayerNormEps = 1e-5
@@ -20,13 +17,9 @@ type LayerNorm struct {
 // DefaultLayerNormEps.
 func NewLayerNorm(init Init, n int) *LayerNorm {
 	return &LayerNorm{
-		Weight: init.parameter("nn.LayerNorm", func(s *tensor.Scope) *tensor.Tensor {
-			return s.Ones(init.Device, dtype.F32, n)
-		}),
-		Bias: init.parameter("nn.LayerNorm", func(s *tensor.Scope) *tensor.Tensor {
-			return s.Zeros(init.Device, dtype.F32, n)
-		}),
-		Eps: DefaultLayerNormEps,
+		Weight: init.parameter("nn.LayerNorm", func(t *tensor.Tensor) { t.Fill(1) }, n),
+		Bias:   init.parameter("nn.LayerNorm", func(t *tensor.Tensor) { t.Fill(0) }, n),
+		Eps:    DefaultLayerNormEps,
 	}
 }
 

@@ -189,7 +189,7 @@ func TestEvalLoopLeak(t *testing.T) {
 							kept = append(kept, c.saved()...)
 						}
 					}
-					requireRequested(t, d, fmt.Sprintf("after iteration %d", i), cat(params, kept, []int64{lossBytes})...)
+					requireLive(t, d, fmt.Sprintf("after iteration %d", i), cat(params, kept, []int64{lossBytes})...)
 					allocated := allocator(t, d).Stats().AllocatedBytes[alloc.StatAll].Current
 					if i == 1 {
 						flat = allocated

@@ -78,25 +78,31 @@ func (in Init) dtype() dtype.DType {
 	return in.DType
 }
 
-// parameter makes a parameter from make's result, computed in a NoGrad scope that
-// draws from in.Gen and is closed afterwards (so make's temporaries are freed).
-func (in Init) parameter(module string, make func(s *tensor.Scope) *tensor.Tensor) *tensor.Tensor {
+// parameter makes a parameter of shape, its elements set by fill. A NoGrad scope owns
+// it until it becomes a parameter; a failing fill releases it with the scope.
+func (in Init) parameter(module string, fill func(t *tensor.Tensor), shape ...int) *tensor.Tensor {
 	if in.Device == nil {
 		panic(&tensor.Error{Op: module, Msg: "nn.Init has no Device"})
 	}
-	s := tensor.NewScope(tensor.NoGrad(), tensor.WithGenerator(in.Gen))
+	s := tensor.NewScope(tensor.NoGrad())
 	defer s.Close()
-	return make(s).Cast(in.dtype()).AsParameter()
+	t := s.Empty(in.Device, in.dtype(), shape...)
+	fill(t)
+	return t.AsParameter()
+}
+
+// generator returns in.Gen, which module needs to draw initial values.
+func (in Init) generator(module string) *tensor.Generator {
+	if in.Gen == nil {
+		panic(&tensor.Error{Op: module, Msg: "nn.Init has no Gen to draw the initial values from"})
+	}
+	return in.Gen
 }
 
 // uniform makes a parameter of shape with values uniform in [-bound, bound).
 func (in Init) uniform(module string, bound float64, shape ...int) *tensor.Tensor {
-	if in.Gen == nil {
-		panic(&tensor.Error{Op: module, Msg: "nn.Init has no Gen to draw the initial values from"})
-	}
-	return in.parameter(module, func(s *tensor.Scope) *tensor.Tensor {
-		return s.Rand(in.Device, dtype.F32, shape...).MulScalar(2 * bound).AddScalar(-bound)
-	})
+	g := in.generator(module)
+	return in.parameter(module, func(t *tensor.Tensor) { t.FillUniform(g, -bound, bound) }, shape...)
 }
 
 // releaseAll releases the parameters ps.
