@@ -11,8 +11,9 @@ import "github.com/subletml/sublet/dtype"
 // cast is the Cast op run in the op's scope: it is recorded in the graph (so the op
 // saves the cast input for backward, and the gradient is cast back), and its result
 // belongs to the op's scope, also for a parameter input. Cast itself is never passed
-// to the policy. A policy that caches casts (of weights, say) keeps its own handles:
-// Bind them into the op's scope to return them.
+// to the policy. The op only reads the inputs it gets back (and saves their data for
+// backward): a policy that caches casts (of weights, say) keeps them in a scope of its
+// own and may return them as they are or bound into the op's scope.
 type Autocast interface {
 	Inputs(op string, in []*Tensor, cast func(t *Tensor, dt dtype.DType) *Tensor) []*Tensor
 }

@@ -276,3 +276,18 @@ func chain(x *tensor.Tensor, n int, f func(*tensor.Tensor) *tensor.Tensor) *tens
 	}
 	return h
 }
+
+func TestReleasingAGradientIsSettingItToNone(t *testing.T) {
+	d := newCPU(t)
+	s := tensor.NewScope()
+	x := f32(s, d, []float32{1, 2}).SetRequiresGrad(true)
+	x.Exp().Sum().Backward()
+	before := requested(t, d)
+	x.Grad().Release()
+	require.Nil(t, x.Grad())
+	require.Equal(t, before-x.Bytes(), requested(t, d))
+	x.MulScalar(3).Sum().Backward()
+	require.Equal(t, []float32{3, 3}, vals(x.Grad()))
+	s.Close()
+	requireEmpty(t, d)
+}

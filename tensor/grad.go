@@ -63,6 +63,9 @@ func (c *gradCell) add(g *Tensor, steal bool) {
 	if c.dead {
 		return
 	}
+	if c.grad != nil && c.grad.Released() {
+		c.grad = nil // released by its user: as if set to none
+	}
 	if c.grad == nil {
 		if steal && g.st.refs.Load() == 1 && g.dt == c.dt && sameShape(g.shape, c.shape) && g.offset == 0 &&
 			g.IsContiguous() && g.Bytes() == g.st.size {
@@ -136,8 +139,8 @@ func (t *Tensor) AsParameter() *Tensor {
 }
 
 // Grad returns the gradient accumulated so far (nil if none): a leaf's, or a retained
-// one (RetainGrad). The leaf owns it: do not Release it; it stays valid until ZeroGrad
-// or the leaf's release, and later backwards add into it in place.
+// one (RetainGrad). The leaf owns it and it stays valid until ZeroGrad or the leaf's
+// release; later backwards add into it in place. Releasing it is ZeroGrad(true).
 func (t *Tensor) Grad() *Tensor {
 	t.live("Grad")
 	if t.cell == nil {
@@ -145,6 +148,9 @@ func (t *Tensor) Grad() *Tensor {
 	}
 	t.cell.mu.Lock()
 	defer t.cell.mu.Unlock()
+	if t.cell.grad != nil && t.cell.grad.Released() {
+		t.cell.grad = nil
+	}
 	return t.cell.grad
 }
 

@@ -1,0 +1,58 @@
+package tensor_test
+
+import (
+	"fmt"
+
+	"github.com/subletml/sublet/alloc"
+	"github.com/subletml/sublet/device/sim"
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/tensor"
+)
+
+// A training step of a one-layer classifier, the way nn's layers use the package:
+// parameters belong to their owner, the step's tensors to the step's scope, a layer's
+// temporaries to its child scope; the optimizer updates in place. On the meta device
+// (sim without backing store) the memory is real and nothing is computed.
+func Example() {
+	dev, _ := sim.New(sim.Options{Capacity: 1 << 40})
+	al, _ := alloc.For(dev)
+	live := func() int64 { return al.Stats().RequestedBytes[alloc.StatAll].Current }
+
+	// Parameters: made in a scratch scope, then owned by the caller.
+	init := tensor.NewScope(tensor.NoGrad())
+	g := tensor.NewGenerator(1)
+	w := init.Empty(dev, dtype.F32, 10, 1024).AsParameter() // [out, in]
+	w.FillUniform(g, -0.03, 0.03)
+	b := init.Zeros(dev, dtype.F32, 10).AsParameter()
+	init.Close()
+	fmt.Println("parameters:", live())
+
+	step := tensor.NewScope()
+	x := step.Empty(dev, dtype.F32, 4096, 1024)
+	labels := step.Zeros(dev, dtype.I64, 4096)
+	logits := tensor.Layer(x, func(x *tensor.Tensor) *tensor.Tensor {
+		return tensor.Linear(x, w, b).Relu() // the Linear output dies with the layer
+	})
+	loss := tensor.CrossEntropy(logits, labels)
+	fmt.Println("after forward:", live()) // + x, labels, ReLU out (held, and saved), lse, loss
+	loss.Backward()
+	fmt.Println("after backward:", live()) // - lse, + gradients (x, labels, logits, loss still held)
+	step.Close()
+	fmt.Println("after the step:", live()) // parameters and gradients
+
+	for _, p := range []*tensor.Tensor{w, b} {
+		p.AddScaled(-0.1, p.Grad()) // in place, recorded nowhere
+		p.ZeroGrad(true)
+	}
+	fmt.Println("after the update:", live())
+	w.Release()
+	b.Release()
+	fmt.Println("at the end:", live())
+	// Output:
+	// parameters: 41000
+	// after forward: 17031212
+	// after backward: 17055828
+	// after the step: 82000
+	// after the update: 41000
+	// at the end: 0
+}
