@@ -1,0 +1,202 @@
+// Command sublet-bench measures the caching allocator on real devices, for the figures
+// of docs/benchmarks.md. Go's benchmarks (go test -bench) time the allocator on the
+// simulated device; this program runs the same loops on any device, a GPU included, and
+// the experiments that need one:
+//
+//	pair        Alloc+Free of one size, the cached fast path (torch_alloc_cpp.py's pair)
+//	churn       64 slots freed and refilled by an LCG, 512 B to 4 MiB (its churn)
+//	raw         the device's own Malloc+Free against the cached path, same sizes
+//	emptycache  an MLP training step's allocations with EmptyCache never, every 100
+//	            iterations and every iteration (the seed tutorial's experiment)
+//	concurrent  goroutines churning on one allocator at once, with and without a
+//	            device call per allocation; ops/s and errors
+//
+//	sublet-bench [-device sim,cuda:0] [-run pair,churn,...] [-time 1s] [-json FILE]
+//
+// Each experiment ends by freeing everything and checking that the allocator holds
+// nothing after EmptyCache; a leak or any error makes the exit status 1. Results go to
+// stdout as a table (and to -json as records).
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/subletml/sublet/alloc"
+	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/device/named"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// Result is one measured figure.
+type Result struct {
+	Experiment string  `json:"experiment"`
+	Device     string  `json:"device"`
+	Case       string  `json:"case"`
+	Value      float64 `json:"value"`
+	Unit       string  `json:"unit"`
+	// N is the number of operations (pairs, steps, iterations) timed.
+	N int64 `json:"n"`
+	// Note carries what else the figure needs to be read (a ratio, a count).
+	Note string `json:"note,omitempty"`
+}
+
+// experiment is one measurement over one device.
+type experiment struct {
+	name string
+	run  func(b *bench, dev device.Device) error
+}
+
+func experiments() []experiment {
+	return []experiment{
+		{"pair", runPair},
+		{"churn", runChurn},
+		{"raw", runRaw},
+		{"emptycache", runEmptyCache},
+		{"concurrent", runConcurrent},
+	}
+}
+
+// bench is one run of the program: its settings and the results so far.
+type bench struct {
+	// per is the time each figure is measured over.
+	per     time.Duration
+	out     io.Writer
+	results []Result
+}
+
+func (b *bench) report(r Result) {
+	b.results = append(b.results, r)
+	fmt.Fprintf(b.out, "%-10s %-7s %-30s %12.6g %-8s n=%-9d %s\n", r.Experiment, r.Device, r.Case, r.Value, r.Unit, r.N, r.Note)
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sublet-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	devices := fs.String("device", "sim", "comma-separated devices: sim (simulated H200), cpu, cuda:N")
+	which := fs.String("run", "pair,churn,raw,emptycache,concurrent", "comma-separated experiments")
+	per := fs.Duration("time", time.Second, "time to measure each figure over")
+	jsonPath := fs.String("json", "", "also write the results as a JSON array to this file")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: sublet-bench [-device LIST] [-run LIST] [-time D] [-json FILE]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 || *per <= 0 {
+		fs.Usage()
+		return 2
+	}
+	var chosen []experiment
+	for _, name := range strings.Split(*which, ",") {
+		i := slices.IndexFunc(experiments(), func(e experiment) bool { return e.name == name })
+		if i < 0 {
+			fmt.Fprintf(stderr, "sublet-bench: unknown experiment %q\n", name)
+			return 2
+		}
+		chosen = append(chosen, experiments()[i])
+	}
+	b := &bench{per: *per, out: stdout}
+	fmt.Fprintf(stdout, "# sublet-bench %s GOMAXPROCS=%d %s/%s %s, %s per figure\n",
+		time.Now().UTC().Format(time.RFC3339), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version(), *per)
+	failed := false
+	for _, name := range strings.Split(*devices, ",") {
+		dev, err := named.Open(name)
+		if err != nil {
+			fmt.Fprintf(stderr, "sublet-bench: %v\n", err)
+			failed = true
+			continue
+		}
+		for _, e := range chosen {
+			if err := e.run(b, dev); err != nil {
+				fmt.Fprintf(stderr, "sublet-bench: %s on %s: %v\n", e.name, name, err)
+				failed = true
+			}
+		}
+	}
+	if *jsonPath != "" {
+		if err := writeResults(*jsonPath, b.results); err != nil {
+			fmt.Fprintf(stderr, "sublet-bench: %v\n", err)
+			failed = true
+		}
+	}
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+func writeResults(path string, results []Result) error {
+	data, err := json.MarshalIndent(results, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// newAllocator returns a fresh allocator over dev with the default configuration (not
+// the device's shared one, so each experiment starts from an empty cache).
+func newAllocator(dev device.Device) (*alloc.Allocator, error) {
+	return alloc.New(dev, alloc.Config{})
+}
+
+// drain gives back the allocator's cache and checks that it held nothing else.
+func drain(a *alloc.Allocator) error {
+	if err := a.EmptyCache(); err != nil {
+		return err
+	}
+	st := a.Stats()
+	if n := st.AllocatedBytes[alloc.StatAll].Current; n != 0 {
+		return fmt.Errorf("%d bytes still allocated at the end", n)
+	}
+	if n := st.ReservedBytes[alloc.StatAll].Current; n != 0 {
+		return fmt.Errorf("%d bytes still reserved after EmptyCache", n)
+	}
+	return nil
+}
+
+// measure calls step in batches until per has passed and returns the time per call and
+// the number of calls timed. Batches grow so that reading the clock costs nothing.
+func measure(per time.Duration, step func() error) (time.Duration, int64, error) {
+	var n int64
+	batch := int64(1)
+	start := time.Now()
+	for {
+		for range batch {
+			if err := step(); err != nil {
+				return 0, n, err
+			}
+		}
+		n += batch
+		elapsed := time.Since(start)
+		if elapsed >= per {
+			return elapsed / time.Duration(n), n, nil
+		}
+		batch = min(batch*2, 1<<16)
+	}
+}
+
+func sizeName(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}

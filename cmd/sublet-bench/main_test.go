@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/subletml/sublet/alloc"
+	"github.com/subletml/sublet/device/sim"
+)
+
+func runBench(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestEveryExperimentOnSim(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.json")
+	code, out, errs := runBench("-device", "sim", "-time", "2ms", "-json", path)
+	require.Equal(t, 0, code, errs)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var rs []Result
+	require.NoError(t, json.Unmarshal(data, &rs))
+	count := map[string]int{}
+	for _, r := range rs {
+		count[r.Experiment]++
+		assert.Equal(t, "sim", r.Device)
+		assert.Positive(t, r.Value, "%+v", r)
+		assert.Positive(t, r.N, "%+v", r)
+		assert.Contains(t, out, r.Case)
+	}
+	assert.Equal(t, map[string]int{"pair": 4, "churn": 1, "emptycache": 3, "concurrent": 8}, count,
+		"raw is skipped on the simulated device, whose raw cost is virtual")
+	for _, r := range rs {
+		if r.Experiment == "concurrent" {
+			assert.True(t, strings.HasPrefix(r.Note, "errors 0"), r.Note)
+		}
+	}
+}
+
+func TestRawOnCPU(t *testing.T) {
+	code, out, errs := runBench("-device", "cpu", "-run", "raw", "-time", "1ms")
+	require.Equal(t, 0, code, errs)
+	assert.Contains(t, out, "1GiB device Malloc+Free")
+	assert.Contains(t, out, "1GiB cached Alloc+Free")
+	assert.Contains(t, out, "raw/cached = ")
+}
+
+func TestBadUsage(t *testing.T) {
+	code, _, errs := runBench("-run", "nope")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, `unknown experiment "nope"`)
+	code, _, _ = runBench("extra")
+	assert.Equal(t, 2, code)
+	code, _, errs = runBench("-device", "tpu", "-run", "pair", "-time", "1ms")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, `unknown device "tpu"`)
+}
+
+// The training step frees everything it allocates except the model, whatever the
+// EmptyCache schedule.
+func TestTrainingStepFreesItsBlocks(t *testing.T) {
+	d, err := sim.New(sim.Options{Cost: &sim.CostModel{}})
+	require.NoError(t, err)
+	a, err := alloc.New(d, alloc.Config{})
+	require.NoError(t, err)
+	md, err := newModel(a, trainModel)
+	require.NoError(t, err)
+	var requested int64
+	for _, n := range md.sizes {
+		requested += 3 * n
+	}
+	assert.Equal(t, requested, a.Stats().RequestedBytes[alloc.StatAll].Current, "parameters and two Adam moments")
+	model := a.Stats().AllocatedBytes[alloc.StatAll].Current
+	s := &stepper{a: a, m: trainModel, model: md}
+	before := a.Stats().Allocation[alloc.StatAll].Allocated
+	require.NoError(t, s.step())
+	st := a.Stats()
+	assert.Equal(t, int64(45), st.Allocation[alloc.StatAll].Allocated-before, "blocks a step allocates")
+	assert.Equal(t, model, st.AllocatedBytes[alloc.StatAll].Current, "a step leaves only the model")
+	require.NoError(t, md.free())
+	require.NoError(t, drain(a))
+	assert.Zero(t, d.Stats().InUse)
+}
