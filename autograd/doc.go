@@ -37,8 +37,8 @@
 // graph, or when the node is freed, whichever comes first. A node whose saved
 // values were released by backward is "released": every later backward that
 // reaches it, and every Saved.Get on it, fails with ErrBackwardTwice naming
-// the node. This is stricter than PyTorch, which only fails on nodes that
-// saved something: here a backward consumes every op node it runs.
+// the node. As in PyTorch, a node that saved nothing is never consumed: a
+// later backward may run it again.
 // Accumulate nodes are never released by backward; they live with their leaf.
 // A saved Value must not hold a node reference (save the data, not the graph
 // handle): a node saving its own output would otherwise keep itself alive,

@@ -194,3 +194,19 @@ func TestSaveOnConsumedOrAccumulateNode(t *testing.T) {
 	_, err = a.edge.Node.Save(nil, nil)
 	require.ErrorContains(t, err, "nil value")
 }
+
+func TestNodeThatSavedNothingRunsAgain(t *testing.T) {
+	w, tp := toy(t)
+	a := tp.param(1.5)
+	y := tp.add(a, a) // Add saves nothing
+	for range 2 {
+		require.NoError(t, tp.backward(y, autograd.Options{}))
+	}
+	assert.False(t, y.edge.Node.Released(), "as in PyTorch, a node with nothing saved is not consumed")
+	assert.InDelta(t, 4, a.grad(), 1e-12)
+
+	z := tp.mul(y, y) // Mul saves both operands: consumed by its first backward
+	require.NoError(t, tp.backward(z, autograd.Options{}))
+	require.ErrorIs(t, tp.backward(z, autograd.Options{}), autograd.ErrBackwardTwice)
+	assert.Zero(t, w.count("saved"))
+}

@@ -92,12 +92,14 @@ func (n *Node) acceptsSavedLocked() error {
 	return nil
 }
 
-// releaseSaved marks the node consumed by a backward and releases its saved
-// values.
+// releaseSaved releases the node's saved values after a backward ran it, and marks
+// it consumed if it saved any: a node that saved nothing can run again, as in
+// PyTorch (amp's cached weight casts are shared by every use in a region).
 func (n *Node) releaseSaved() {
 	n.mu.Lock()
 	saved := n.saved
-	n.saved, n.released = nil, true
+	n.saved = nil
+	n.released = n.released || len(saved) > 0
 	n.mu.Unlock()
 	for _, s := range saved {
 		s.Release()
