@@ -6,6 +6,7 @@
 #
 # Produces (.gpu/ is git-ignored):
 #   .gpu/bin/sublet          the CLI, CGO_ENABLED=0 GOOS=linux GOARCH=amd64
+#   .gpu/bin/sublet-bench    the allocator measurements (cmd/sublet-bench)
 #   .gpu/bin/PKG.test        test binary of each package in GPU_PKGS that has tests
 #                            (PKG is the import path below the module, '/' -> '_')
 #   .gpu/tests.txt           one line per test binary: "PACKAGE_DIR BINARY"; the binary
@@ -18,7 +19,7 @@
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 
-GPU_PKGS=${GPU_PKGS:-"device/cuda alloc alloc/replay kernels tensor cmd/sublet"}
+GPU_PKGS=${GPU_PKGS:-"device/cuda device/named alloc alloc/pinned alloc/replay kernels tensor cmd/sublet"}
 BENCH_SRC=${BENCH_SRC:-/work/shared/bench}
 export CGO_ENABLED=0 GOOS=linux GOARCH=amd64
 # stripped: the binaries travel within the 64 MiB carry limit
@@ -28,6 +29,7 @@ FLAGS=(-trimpath "-ldflags=-s -w")
 rm -rf .gpu/bin .gpu/bench .gpu/tests.txt .gpu/out .gpu/oracle-work .gpu/traces .gpu/suite
 mkdir -p .gpu/bin
 go build "${FLAGS[@]}" -o .gpu/bin/sublet ./cmd/sublet
+go build "${FLAGS[@]}" -o .gpu/bin/sublet-bench ./cmd/sublet-bench
 : >.gpu/tests.txt
 failed=""
 for pkg in $GPU_PKGS; do

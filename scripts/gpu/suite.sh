@@ -1,31 +1,46 @@
 #!/usr/bin/env bash
-# suite.sh: everything sublet checks on the GPU machine, in one call. Run there from the
-# repository root, after scripts/gpu/build.sh has filled .gpu/ here (carry [".gpu"]).
-# Needs no Go there; python3 + torch only for the oracle and the comparisons.
+# suite.sh: everything sublet checks and measures on the GPU machine, in one call. Run
+# there from the repository root, after scripts/gpu/build.sh has filled .gpu/ here
+# (carry [".gpu"]). Needs no Go there; python3 + torch for the PyTorch side.
 #
-#   scripts/gpu/suite.sh [--no-tests] [--no-bench] [--no-oracle] [--no-replay]
+#   scripts/gpu/suite.sh [--no-info] [--no-tests] [--no-gpubench] [--no-torch]
+#                        [--no-bench] [--no-replay] [--oracle]
 #
-# Steps, each logged, none stopping the others:
-#   1. tests:  every test binary of .gpu/tests.txt with -test.v, in its package folder
-#   2. bench:  benchmarks (-test.bench .) of the test binaries of BENCH_PKGS
-#              (default "alloc"), -test.benchtime BENCHTIME (default 1s)
-#   3. oracle: scripts/gpu/oracle.sh (PyTorch on every matrix run) -> $OUT/oracle.tar.gz
-#   4. replay: .gpu/bin/sublet replay -device cuda:0 -series on every matrix run, one at
-#              a time, each compared row by row with the oracle result (this call's if
-#              step 3 ran, else testdata/oracle/NAME.json.gz)
-# Output: $OUT/suite.tar.gz (logs: env.txt, status.tsv, tests/, bench/, replay/) and,
-# with step 3, $OUT/oracle.tar.gz. Each step's time limit: STEP_TIMEOUT seconds (300).
+# Steps, in this order, each logged, none stopping the others:
+#   info:     sublet info (devices, driver, allocator settings)
+#   tests:    every test binary of .gpu/tests.txt with -test.v, in its package folder:
+#             the device and allocator conformance suites on cuda among them
+#   gpubench: sublet-bench on sim and cuda:0 (pair, churn, raw cuMemAlloc/cuMemFree
+#             against the cache, EmptyCache schedules over an MLP step, concurrent
+#             goroutines with errors counted), GPUBENCH_TIME per figure (500ms)
+#   torch:    torch_alloc_cpp.py (PyTorch's allocator timed from C++; compiles an
+#             extension first, about a minute)
+#   bench:    go benchmarks of BENCH_PKGS (alloc: BenchmarkPair, BenchmarkChurn, ...)
+#             with -test.benchtime BENCHTIME (1s)
+#   replay:   sublet replay -device cuda:0 -series of every run of
+#             testdata/traces/matrix.json, one at a time with nothing else on the GPU,
+#             compared row by row and final key by key with PyTorch's results
+#             (testdata/oracle/NAME.json.gz, or this call's with --oracle) by
+#             compare_replay.py
+#   oracle:   only with --oracle: scripts/gpu/oracle.sh (PyTorch on every matrix run,
+#             about 3 minutes) before the replay; testdata/oracle already holds its
+#             results of 2026-11-30
+# Output: $OUT/suite.tar.gz (suite/: env.txt, status.tsv, info.txt, tests/, gpubench.txt
+# and .json, torch.txt, bench/, replay/ with compare.txt), rewritten after every step so
+# that a call cut short still brings back what ran; with --oracle also
+# $OUT/oracle.tar.gz. Each step's time limit: STEP_TIMEOUT seconds (300).
 set -uo pipefail
 
-steps="tests bench oracle replay"
+steps=" info tests gpubench torch bench replay " # spaced: names are removed whole
 while (($#)); do
 	case "$1" in
-	--no-tests | --no-bench | --no-oracle | --no-replay) steps=${steps/${1#--no-}/} ;;
+	--no-info | --no-tests | --no-gpubench | --no-torch | --no-bench | --no-replay) steps=${steps/ ${1#--no-} / } ;;
+	--oracle) steps=${steps/ replay / oracle replay } ;;
 	*) echo "suite.sh: unknown argument $1 (see the top of $0)" >&2; exit 2 ;;
 	esac
 	shift
 done
-has() { [[ " $steps " == *" $1 "* ]]; }
+has() { [[ $steps == *" $1 "* ]]; }
 
 ROOT=$PWD
 OUT=${OUT:-.gpu/out}
@@ -33,28 +48,57 @@ LOG=.gpu/suite
 PY=${PYTHON:-python3}
 BENCH_PKGS=${BENCH_PKGS:-alloc}
 BENCHTIME=${BENCHTIME:-1s}
+GPUBENCH_TIME=${GPUBENCH_TIME:-500ms}
 STEP_TIMEOUT=${STEP_TIMEOUT:-300}
-[[ -x .gpu/bin/sublet && -f .gpu/tests.txt ]] || { echo "suite.sh: .gpu/ not built: run scripts/gpu/build.sh on the dev machine and carry .gpu" >&2; exit 1; }
+[[ -x .gpu/bin/sublet && -x .gpu/bin/sublet-bench && -f .gpu/tests.txt ]] ||
+	{ echo "suite.sh: .gpu/ not built: run scripts/gpu/build.sh on the dev machine and carry .gpu" >&2; exit 1; }
 rm -rf "$LOG"
 mkdir -p "$LOG/tests" "$LOG/bench" "$LOG/replay" "$OUT"
 : >"$LOG/status.tsv"
+t0=$SECONDS
 
-# status STEP NAME RC SECONDS: one line of status.tsv, echoed to stderr.
-status() { printf '%s\t%s\t%s\t%s\n' "$@" | tee -a "$LOG/status.tsv" >&2; }
+# pack writes the logs so far to $OUT/suite.tar.gz.
+pack() { tar -czf "$OUT/suite.tar.gz" -C .gpu suite; }
+
+# status STEP NAME RC SECONDS: one line of status.tsv, echoed to stderr; then pack.
+status() {
+	printf '%s\t%s\t%s\t%s\n' "$@" | tee -a "$LOG/status.tsv" >&2
+	pack
+}
 
 {
-	date -u +%FT%TZ
+	echo "date: $(date -u +%FT%TZ)  steps: $steps"
 	uname -a
 	nvidia-smi 2>&1
 	"$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
 } >"$LOG/env.txt"
 
+if has info; then
+	t=$SECONDS
+	.gpu/bin/sublet info >"$LOG/info.txt" 2>&1
+	status info sublet $? $((SECONDS - t))
+fi
+
 if has tests; then
 	while read -r dir bin; do
 		t=$SECONDS
-		(cd "$dir" && timeout "$STEP_TIMEOUT" "$ROOT/$bin" -test.v -test.count=1) >"$LOG/tests/$(basename "$bin").log" 2>&1
+		(cd "$dir" && timeout "$STEP_TIMEOUT" "$ROOT/$bin" -test.v -test.count=1 -test.timeout "${STEP_TIMEOUT}s") \
+			>"$LOG/tests/$(basename "$bin").log" 2>&1
 		status tests "$dir" $? $((SECONDS - t))
 	done <.gpu/tests.txt
+fi
+
+if has gpubench; then
+	t=$SECONDS
+	timeout "$STEP_TIMEOUT" .gpu/bin/sublet-bench -device sim,cuda:0 -time "$GPUBENCH_TIME" -json "$LOG/gpubench.json" \
+		>"$LOG/gpubench.txt" 2>&1
+	status gpubench sublet-bench $? $((SECONDS - t))
+fi
+
+if has torch; then
+	t=$SECONDS
+	PYTHONUNBUFFERED=1 timeout "$STEP_TIMEOUT" "$PY" .gpu/bench/torch/torch_alloc_cpp.py >"$LOG/torch.txt" 2>&1
+	status torch torch_alloc_cpp.py $? $((SECONDS - t))
 fi
 
 if has bench; then
@@ -62,7 +106,8 @@ if has bench; then
 		bin=.gpu/bin/${pkg//\//_}.test
 		[[ -x $bin ]] || { status bench "$pkg" missing 0; continue; }
 		t=$SECONDS
-		(cd "$pkg" && timeout "$STEP_TIMEOUT" "$ROOT/$bin" -test.run '^$' -test.bench . -test.benchmem -test.benchtime "$BENCHTIME") >"$LOG/bench/${pkg//\//_}.log" 2>&1
+		(cd "$pkg" && timeout "$STEP_TIMEOUT" "$ROOT/$bin" -test.run '^$' -test.bench . -test.benchmem -test.benchtime "$BENCHTIME") \
+			>"$LOG/bench/${pkg//\//_}.log" 2>&1
 		status bench "$pkg" $? $((SECONDS - t))
 	done
 fi
@@ -87,27 +132,13 @@ for r in json.load(open(sys.argv[1]))["runs"]:
 		timeout "$STEP_TIMEOUT" .gpu/bin/sublet replay -trace "testdata/traces/$trace.jsonl.gz" -conf "$conf" \
 			-fraction "$frac" -device cuda:0 -series >"$LOG/replay/$name.json" 2>"$LOG/replay/$name.err"
 		rc=$?
-		if ((rc == 0)) && [[ -f $oracle_dir/$name.json.gz ]]; then
-			"$PY" - "$LOG/replay/$name.json" "$oracle_dir/$name.json.gz" >>"$LOG/replay/compare.txt" 2>&1 <<'EOF'
-import gzip, json, os, sys
-ours, theirs = json.load(open(sys.argv[1])), json.load(gzip.open(sys.argv[2], "rt"))
-keys = [k for k in theirs["keys"] if k in ours["keys"]]
-oi, ti = [ours["keys"].index(k) for k in keys], [theirs["keys"].index(k) for k in keys]
-same, first = 0, None
-for n, (a, b) in enumerate(zip(ours["series"], theirs["series"])):
-    av, bv = [a[i] for i in oi], [b[i] for i in ti]
-    if av == bv:
-        same += 1
-    elif first is None:
-        d = [k for k, x, y in zip(keys, av, bv) if x != y][0]
-        first = f"first difference at event {n} (line {n + 1}): {d} sublet {av[keys.index(d)]} torch {bv[keys.index(d)]}"
-name = os.path.basename(sys.argv[1])[:-5]
-print(f"{name:28s} {same}/{len(theirs['series'])} rows equal{'; ' + first if first else ''}")
-EOF
-		fi
-		status replay "$name" $rc $((SECONDS - t))
+		printf '%s\t%s\t%s\t%s\n' replay "$name" $rc $((SECONDS - t)) >>"$LOG/status.tsv"
 	done <"$LOG/replay/plan.txt"
+	t=$SECONDS
+	"$PY" scripts/gpu/compare_replay.py "$oracle_dir" "$LOG"/replay/*.json >"$LOG/replay/compare.txt" 2>&1
+	status replay compare_replay.py $? $((SECONDS - t))
+	tail -n 1 "$LOG/replay/compare.txt" >&2
 fi
 
-tar -czf "$OUT/suite.tar.gz" -C .gpu suite
-echo "suite.sh: $(awk -F'\t' '$3 != 0' "$LOG/status.tsv" | wc -l) of $(wc -l <"$LOG/status.tsv") steps failed; logs in $OUT/suite.tar.gz" >&2
+pack
+echo "suite.sh: $(awk -F'\t' '$3 != 0' "$LOG/status.tsv" | wc -l) of $(wc -l <"$LOG/status.tsv") steps failed in $((SECONDS - t0)) s; logs in $OUT/suite.tar.gz" >&2
