@@ -75,7 +75,6 @@ func (s suite) recordStream(t *testing.T) {
 	assert.Equal(t, syncs+1, st.NumSyncAllStreams)
 	assert.Zero(t, cur(st.Active))
 	assert.Zero(t, cur(st.ReservedBytes))
-	x.expectDevice(0)
 }
 
 // pendingFrees counts the blocks waiting for other streams' work.
