@@ -42,6 +42,10 @@ func scaleC(m, n int, beta float32, c []float32, ldc int, parallel bool) {
 	parallelFor(m, max(1, grain/max(n, 1)), rows)
 }
 
+// gemmMinRows is the fewest rows of C a parallel task gets before B's panels are
+// split among tasks instead.
+const gemmMinRows = 48
+
 // run computes C = alpha·A·B + beta·C for an m×k A, a k×n B and a row-major float32 C
 // (ldc floats per row), blocked for the micro-kernel and, when parallel, spread over
 // GOMAXPROCS goroutines by blocks of C. Every element of C sums its products in k
@@ -77,11 +81,15 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 			} else {
 				packPanels(0, nPanels)
 			}
-			// Tasks are (mc block of rows, range of B panels); cut the panels finer
-			// when there are too few row blocks to keep every worker busy.
-			// Even blocks of whole panels: 256 rows in two blocks of 140 and 116,
-			// not 168 and 88.
+			// Tasks are (block of rows, range of B panels). Rows come in even blocks
+			// of whole panels, at most mc and, when there are several workers, small
+			// enough to give each two blocks but not under gemmMinRows: each task
+			// packs its rows of A once. Only when that still leaves too few tasks are
+			// the B panels cut as well (then A is packed once per range).
 			blocks := (m + g.mc - 1) / g.mc
+			if workers > 1 {
+				blocks = max(blocks, min(2*workers, m/gemmMinRows))
+			}
 			mcEven := ((m+blocks-1)/blocks + g.mr - 1) / g.mr * g.mr
 			mBlocks := (m + mcEven - 1) / mcEven
 			split := 1
