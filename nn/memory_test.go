@@ -66,14 +66,6 @@ func (c mlpCase) saved() []int64 {
 	return []int64{c.xBytes(), c.actBytes(), c.actBytes(), c.logitBytes(), c.labelBytes(), c.lseBytes()}
 }
 
-func cat(parts ...[]int64) []int64 {
-	var out []int64
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
-}
-
 // TestMLPMemoryAtNamedMoments: after the forward the allocator holds the parameters
 // and the saved activations (the caller's x, labels, logits and loss among them);
 // after backward the parameters, their gradients and what the caller still holds;
