@@ -7,9 +7,6 @@ import (
 	"github.com/x448/float16"
 )
 
-// F16Max is the largest finite F16 value.
-const F16Max = 65504
-
 // F32ToF16 rounds f to the nearest F16 (ties to even) and returns its bits.
 func F32ToF16(f float32) uint16 { return uint16(float16.Fromfloat32(f)) }
 
