@@ -88,3 +88,25 @@ func TestExpSpecialValues(t *testing.T) {
 		}
 	}
 }
+
+func TestTanhAccuracy(t *testing.T) {
+	var xs []float32
+	for b := uint64(0); b < 1<<32; b += 16411 {
+		if x := math.Float32frombits(uint32(b)); x == x {
+			xs = append(xs, x)
+		}
+	}
+	inf := float32(math.Inf(1))
+	xs = append(xs, 0.625, -0.625, math.Nextafter32(0.625, 0), inf, -inf, float32(math.Copysign(0, -1)))
+	got := make([]float32, len(xs))
+	Unary(Tanh, F32(got, Contiguous(len(xs))), F32(xs, Contiguous(len(xs))))
+	for i, x := range xs {
+		require.LessOrEqual(t, ulpErr(got[i], math.Tanh(float64(x))), 2.0, "tanh(%v) = %v", x, got[i])
+	}
+	n := len(xs)
+	assert.Equal(t, []float32{1, -1}, got[n-3:n-1])
+	assert.True(t, math.Signbit(float64(got[n-1])), "tanh(-0) is -0")
+	nan := []float32{float32(math.NaN())}
+	Unary(Tanh, F32(nan, Contiguous(1)), F32(nan, Contiguous(1)))
+	assert.True(t, math.IsNaN(float64(nan[0])))
+}

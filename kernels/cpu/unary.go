@@ -104,7 +104,13 @@ func unaryRun(op UnaryOp, dst, x []float32) {
 	case Sqrt:
 		mapRun(dst, x, math32.Sqrt)
 	case Tanh:
-		mapRun(dst, x, math32.Tanh)
+		forChunks(len(x), func(lo, hi int) {
+			var e [chunk]float32
+			es := e[:hi-lo]
+			mapRun(es, x[lo:hi], func(v float32) float32 { return 2 * math32.Abs(v) })
+			expTo(es, es)
+			zipRun(dst[lo:hi], x[lo:hi], es, tanhFromExp)
+		})
 	case Sigmoid:
 		// 1/(1+e^-x): e^-x overflowing to +Inf gives 0, as it should.
 		mapRun(dst, x, func(v float32) float32 { return -v })
@@ -143,6 +149,17 @@ func zipRun(dst, a, b []float32, f func(x, y float32) float32) {
 	for i, v := range a {
 		dst[i] = f(v, b[i])
 	}
+}
+
+// tanhFromExp is tanh x given e = e^(2|x|): 1 - 2/(e+1) with x's sign, or, for
+// |x| < 0.625 where that cancels, Cephes' odd polynomial (within an ulp or two).
+func tanhFromExp(x, e float32) float32 {
+	if a := math32.Abs(x); a < 0.625 {
+		z := x * x
+		p := ((((-5.70498872745e-3*z+2.06390887954e-2)*z-5.37397155531e-2)*z+1.33314422036e-1)*z - 3.33332819422e-1)
+		return x + x*z*p
+	}
+	return math32.Copysign(1-2/(e+1), x)
 }
 
 // geluMinus2U is -2u for GeluTanh's u = √(2/π)(x+0.044715x³).
