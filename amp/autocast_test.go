@@ -7,6 +7,7 @@ import (
 
 	"github.com/subletml/sublet/amp"
 	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/nn/nntest"
 	"github.com/subletml/sublet/tensor"
 )
 
@@ -16,7 +17,7 @@ import (
 func TestAutocastOutputTypes(t *testing.T) {
 	for _, low := range []dtype.DType{dtype.F16, dtype.BF16} {
 		t.Run(low.String(), func(t *testing.T) {
-			d := newCPU(t)
+			d := nntest.CPU(t)
 			root := tensor.NewScope()
 			ac := autocast(t, root, low)
 			a := f32(ac, d, []float32{0.25, 0.5, 0.75, 1}, 2, 2)
@@ -67,7 +68,7 @@ func TestAutocastOutputTypes(t *testing.T) {
 			// in both formats and so are the sums of products here.
 			require.Equal(t, []float32{0.4375, 0.625, 0.9375, 1.375}, vals(h))
 			root.Close()
-			requireEmpty(t, d)
+			nntest.RequireEmpty(t, d)
 		})
 	}
 }
@@ -85,7 +86,7 @@ func TestAutocastRejectsOtherTypes(t *testing.T) {
 // and computes in F16, the gradients arrive at the F32 weight and bias as F32 and
 // equal the product of the F16-rounded operands.
 func TestAutocastGradientsReachF32Weights(t *testing.T) {
-	d := newCPU(t)
+	d := nntest.CPU(t)
 	w := param(d, []float32{1, 2, 3, 4, 5, 6}, 2, 3)
 	b := param(d, []float32{0.5, -0.5}, 2)
 	root := tensor.NewScope()
@@ -106,14 +107,14 @@ func TestAutocastGradientsReachF32Weights(t *testing.T) {
 	root.Close()
 	w.Release()
 	b.Release()
-	requireEmpty(t, d)
+	nntest.RequireEmpty(t, d)
 }
 
 // TestAutocastNesting: a scope nested with Enabled(false) runs ops in their inputs'
 // types ([V] an inner enabled=False Linear on F32 returns F32); re-enabling inside it
 // needs no casts; tensor.WithAutocast(nil) leaves autocast.
 func TestAutocastNesting(t *testing.T) {
-	d := newCPU(t)
+	d := nntest.CPU(t)
 	w := param(d, seq(4, 0.5), 2, 2)
 	root := tensor.NewScope()
 	ac := autocast(t, root, dtype.F16)
@@ -139,5 +140,5 @@ func TestAutocastNesting(t *testing.T) {
 	require.Equal(t, amp.CacheBytes(ac), amp.CacheBytes(again))
 	root.Close()
 	w.Release()
-	requireEmpty(t, d)
+	nntest.RequireEmpty(t, d)
 }

@@ -29,19 +29,45 @@
 //
 //   - A cast is cached iff its target is the scope's autocast type and its source is
 //     an F32 leaf that requires grad and covers its storage (a parameter, not a view),
-//     and the scope's cache is enabled. Other inputs are cast on every use.
+//     and the scope's cache is enabled. Other inputs are cast on every use. (A model
+//     input that is a leaf requiring grad is cached too, as PyTorch's rule does.)
+//
 //   - The cache holds one cast per (weight, type). It is made by a scope that always
 //     records the graph, so a cast first made under NoGrad carries gradients to its
 //     weight when a recording op reuses it (PyTorch issues 65766 and 112583). A
 //     weight changed in place since (its version moved) is cast again.
+//
 //   - The cache is released when the outermost autocast scope closes (CacheBytes
 //     reports its size until then). Casts a recorded op saved stay in the graph until
 //     backward releases them: for a Linear, the weight's cast; a bias's cast is not
 //     saved and dies with the cache.
+//
 //   - A scope nested with Enabled(false) runs ops in their inputs' types. A scope made
 //     with tensor.WithAutocast(nil) leaves autocast altogether: an autocast scope
 //     inside it starts a region (and cache) of its own.
 //
+//   - The autograd engine consumes every node a backward runs, a cached cast's too:
+//     after a backward through it the next use casts again, so forward-backward
+//     repeated in one region works. Two graphs built on one cached cast before either
+//     backward (forward A, forward B, backward A, backward B in one region) cannot
+//     both backpropagate through it; PyTorch allows that (its cast node saved nothing).
+//
 // Scopes stay independent across goroutines; the cache of one region is shared by its
 // scopes under a mutex.
+//
+// # GradScaler
+//
+// GradScaler is torch.amp.GradScaler, state machine and numbers included (spec §3.4):
+// scale 2^16, growth 2 after 2000 good steps, backoff 0.5, all configurable. Per
+// optimizer and iteration: Unscale at most once, before Step; Step at most once; then
+// one Update for all optimizers. Misuse returns errors with PyTorch's messages.
+// Invariants:
+//
+//   - The scale changes only in Update (or UpdateTo), so every optimizer of an
+//     iteration sees the same one; it never becomes +Inf.
+//   - Unscale multiplies by float32(1/float64(S)) and flags Inf and NaN per optimizer,
+//     checking every gradient before it is touched; F16 gradients are refused first.
+//   - A step skipped for an Inf or a NaN leaves the optimizer's parameters and state
+//     untouched; the gradients stay unscaled for inspection.
+//   - The scaler holds no device memory: scale and tracker live on the host.
 package amp

@@ -10,6 +10,7 @@ import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/nn"
+	"github.com/subletml/sublet/nn/nntest"
 	"github.com/subletml/sublet/tensor"
 )
 
@@ -38,16 +39,15 @@ type memoryRun struct {
 // the parameters, their gradients, the input and its gradient remain, and nothing
 // after release.
 func runDeep(t *testing.T, low dtype.DType) memoryRun {
-	d := newMeta(t)
+	d := nntest.Meta(t)
 	m := deepModel(d)
 	params := nn.ParameterBytes(m)
 	require.Equal(t, int64(16*(4*MiB+4096)), params)
 	root := tensor.NewScope()
 	x := root.Empty(d, dtype.F32, 1024, 1024).SetRequiresGrad(true)
-	start := requested(t, d)
+	start := nntest.Requested(t, d)
 	require.Equal(t, params+4*MiB, start)
-	al, err := alloc.For(d)
-	require.NoError(t, err)
+	al := nntest.Allocator(t, d)
 	al.ResetPeakStats()
 
 	var r memoryRun
@@ -56,22 +56,22 @@ func runDeep(t *testing.T, low dtype.DType) memoryRun {
 		fwd = autocast(t, root, low)
 	}
 	out := m.Forward(fwd.Bind(x))
-	r.forward = requested(t, d) - start
+	r.forward = nntest.Requested(t, d) - start
 	r.cache = amp.CacheBytes(fwd)
 	if fwd != root {
 		fwd.Keep(out)
 		fwd.Close()
 	}
-	r.afterRegion = requested(t, d) - start
+	r.afterRegion = nntest.Requested(t, d) - start
 	loss := out.Sum()
 	loss.Backward()
-	r.peak = stats(t, d).RequestedBytes[alloc.StatAll].Peak - start
-	require.Equal(t, 2*params+2*x.Bytes()+out.Bytes()+loss.Bytes(), requested(t, d),
+	r.peak = al.Stats().RequestedBytes[alloc.StatAll].Peak - start
+	require.Equal(t, 2*params+2*x.Bytes()+out.Bytes()+loss.Bytes(), nntest.Requested(t, d),
 		"after backward: parameters, gradients, the input, its gradient, the output and the loss")
 	root.Close()
-	require.Equal(t, 2*params, requested(t, d), "after the step's scope closed: parameters and gradients")
+	require.Equal(t, 2*params, nntest.Requested(t, d), "after the step's scope closed: parameters and gradients")
 	m.Release()
-	requireEmpty(t, d)
+	nntest.RequireEmpty(t, d)
 	return r
 }
 
