@@ -155,6 +155,9 @@ func zipRun(dst, a, b []float32, f func(x, y float32) float32) {
 // |x| < 0.625 where that cancels, Cephes' odd polynomial (within an ulp or two).
 func tanhFromExp(x, e float32) float32 {
 	if a := math32.Abs(x); a < 0.625 {
+		if x == 0 {
+			return x // keeps -0
+		}
 		z := x * x
 		p := ((((-5.70498872745e-3*z+2.06390887954e-2)*z-5.37397155531e-2)*z+1.33314422036e-1)*z - 3.33332819422e-1)
 		return x + x*z*p
