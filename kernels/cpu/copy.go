@@ -15,6 +15,7 @@ import (
 // zero, saturates at the type's range and sends NaN to 0; integer to integer wraps as
 // Go's conversions do; anything to Bool is (x != 0), so NaN is true.
 func Copy(dst, src Operand) {
+	dst.requireWritable("copy")
 	it := newIter("copy", dst.Layout, src.Layout)
 	parallelFor(it.size, grain, func(lo, hi int) {
 		var buf [chunk]float32
@@ -37,6 +38,7 @@ func Copy(dst, src Operand) {
 // Fill sets every element of dst to v, converted to dst's type as Copy converts a
 // float64 (NaN to 0 for integers, x != 0 for Bool).
 func Fill(dst Operand, v float64) {
+	dst.requireWritable("fill")
 	it := newIter("fill", dst.Layout)
 	parallelFor(it.size, grain, func(lo, hi int) {
 		it.walk(lo, hi, func(offs, inner *[maxOperands]int, n int) {

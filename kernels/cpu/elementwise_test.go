@@ -331,4 +331,10 @@ func TestBroadcastMismatchPanics(t *testing.T) {
 		func() { Binary(Add, F32(a, Contiguous(2, 3)), F32(a, Contiguous(2, 3)), F32(b, Contiguous(4))) })
 	assert.Panics(t, func() { F32(a, Contiguous(7)) }, "layout past the buffer")
 	assert.Panics(t, func() { Unary(Exp, I32(make([]int32, 6), Contiguous(6)), F32(a, Contiguous(6))) }, "int output")
+	expanded := Layout{Shape: []int{2, 3}, Strides: []int{0, 1}}
+	assert.PanicsWithValue(t,
+		"kernels/cpu: exp: output (shape [2 3] strides [0 1] offset 0) repeats elements along dimension 0; write to a tensor that owns its elements",
+		func() { Unary(Exp, F32(a, expanded), F32(a, Contiguous(2, 3))) })
+	assert.Panics(t, func() { Copy(F32(a, expanded), F32(a, Contiguous(2, 3))) })
+	assert.Panics(t, func() { Fill(F32(a, expanded), 1) })
 }

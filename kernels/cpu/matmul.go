@@ -29,8 +29,11 @@ func Matmul(gemm Gemm, dst, a, b Operand, alpha, beta float32) {
 	if b.Shape[rb-2] != k || dst.Shape[rd-2] != m || dst.Shape[rd-1] != n {
 		panic(fmt.Sprintf("kernels/cpu: %s: shapes a %v, b %v do not multiply into dst %v", op, a.Shape, b.Shape, dst.Shape))
 	}
-	for _, o := range []*Operand{&dst, &a, &b} {
-		o.requireFloat(op)
+	dst.requireFloat(op)
+	for _, o := range []*Operand{&a, &b} {
+		if !o.dt.IsFloat() {
+			panic(fmt.Sprintf("kernels/cpu: %s: operands must be float32, float16 or bfloat16, not %v", op, o.dt))
+		}
 	}
 	batchOf := func(o Operand) Layout {
 		r := len(o.Shape) - 2

@@ -138,8 +138,19 @@ func (o *Operand) flush(off, s int, v []float32) {
 	}
 }
 
-// requireFloat panics unless o can be written by a float kernel.
+// requireWritable panics when o repeats an element along a dimension (stride 0, size
+// above 1): several results would land on one element, in no defined order.
+func (o *Operand) requireWritable(op string) {
+	for i, d := range o.Shape {
+		if d > 1 && o.Strides[i] == 0 {
+			panic(fmt.Sprintf("kernels/cpu: %s: output (%v) repeats elements along dimension %d; write to a tensor that owns its elements", op, o.Layout, i))
+		}
+	}
+}
+
+// requireFloat panics unless o is a float output a kernel may write.
 func (o *Operand) requireFloat(op string) {
+	o.requireWritable(op)
 	if !o.dt.IsFloat() {
 		panic(fmt.Sprintf("kernels/cpu: %s: output must be float32, float16 or bfloat16, not %v", op, o.dt))
 	}
