@@ -53,7 +53,8 @@
 //     buffer, same Layout); kernels over rows say which outputs may be their inputs.
 //     Any other overlap between an output and an input gives unspecified results.
 //   - Misuse (shapes that do not broadcast, layouts outside their buffer, lengths that
-//     disagree, an integer output for a float kernel) is a caller bug and panics with
+//     disagree, an integer output for a float kernel, an output with a stride of 0
+//     along a dimension longer than 1) is a caller bug and panics with
 //     a message naming the kernel and the shapes, before anything is written. Errors
 //     that depend on data, an index out of range, are returned as *IndexError, also
 //     before anything is written.
