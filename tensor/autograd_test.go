@@ -14,8 +14,8 @@ import (
 
 func TestKnownGradientAExpA(t *testing.T) {
 	for _, td := range dataDevices(t) {
-		t.Run(td.name, func(t *testing.T) {
-			d := td.dev
+		t.Run(td.Name, func(t *testing.T) {
+			d := td.Device
 			s := tensor.NewScope()
 			a := f32(s, d, []float32{2}).SetRequiresGrad(true)
 			y := a.Mul(a.Exp())

@@ -125,8 +125,7 @@ func TestMemoryAtNamedMomentsFullSizeOnMeta(t *testing.T) {
 // liveBlocks counts the allocator's live blocks (each one tensor storage) and checks
 // that the requested and allocated statistics are their sums.
 func liveBlocks(t *testing.T, d device.Device) int {
-	a, err := alloc.For(d)
-	require.NoError(t, err)
+	a := allocator(t, d)
 	n := 0
 	var size, req int64
 	for _, seg := range a.Snapshot() {
@@ -148,8 +147,8 @@ func liveBlocks(t *testing.T, d device.Device) int {
 func TestTrainingStepsWithRealDataOnCPUAndSim(t *testing.T) {
 	const b, in, hidden, k = 64, 16, 32, 4
 	for _, td := range dataDevices(t) {
-		t.Run(td.name, func(t *testing.T) {
-			d := td.dev
+		t.Run(td.Name, func(t *testing.T) {
+			d := td.Device
 			m := newMLP(d, 2, in, hidden, k)
 			params := m.paramBytes()
 			var losses []float64

@@ -109,7 +109,7 @@ func TestLeakReportedWithAllocationSite(t *testing.T) {
 	require.Equal(t, int64(60), requested(t, d), "a leak is reported, never freed")
 	t.Cleanup(func() {
 		// The leaked block is the test's own; hand it back so the device can go.
-		a, _ := alloc.For(d)
+		a := allocator(t, d)
 		for _, seg := range a.Snapshot() {
 			for _, b := range seg.Blocks {
 				if b.State == alloc.ActiveAllocated {

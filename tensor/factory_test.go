@@ -11,8 +11,8 @@ import (
 
 func TestFactoriesValuesAndBytes(t *testing.T) {
 	for _, td := range dataDevices(t) {
-		t.Run(td.name, func(t *testing.T) {
-			d := td.dev
+		t.Run(td.Name, func(t *testing.T) {
+			d := td.Device
 			s := tensor.NewScope()
 			z := s.Zeros(d, dtype.F32, 2, 3)
 			require.Equal(t, []int{2, 3}, z.Shape())

@@ -11,8 +11,8 @@ import (
 
 func TestViewsShareStorageAndPlaceElements(t *testing.T) {
 	for _, td := range dataDevices(t) {
-		t.Run(td.name, func(t *testing.T) {
-			d := td.dev
+		t.Run(td.Name, func(t *testing.T) {
+			d := td.Device
 			s := tensor.NewScope()
 			x := f32(s, d, []float32{0, 1, 2, 3, 4, 5}, 2, 3)
 			before := requested(t, d)
