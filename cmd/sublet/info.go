@@ -111,8 +111,10 @@ func infoGPU(w io.Writer, ordinal int) {
 		d.Name(), p.Name, p.ComputeMajor, p.ComputeMinor, p.Multiprocessors, mem, vmm, p.PCIDomain, p.PCIBus, p.PCIDevice)
 }
 
-// kernelDriverRE finds the version in /proc/driver/nvidia/version's first line.
-var kernelDriverRE = regexp.MustCompile(`Kernel Module\s+(\S+)`)
+// kernelDriverRE finds the version in /proc/driver/nvidia/version's first line, which
+// reads "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release
+// Build ..." (older drivers: "... x86_64 Kernel Module  535.104.05  Sat Aug ...").
+var kernelDriverRE = regexp.MustCompile(`Kernel Module.*?\s(\d+\.\d+(?:\.\d+)?)\s`)
 
 // kernelDriverVersion returns the NVIDIA kernel driver's version ("580.159.04"), or ""
 // where the file is missing.
@@ -121,6 +123,10 @@ func kernelDriverVersion() string {
 	if err != nil {
 		return ""
 	}
+	return parseDriverVersion(b)
+}
+
+func parseDriverVersion(b []byte) string {
 	if m := kernelDriverRE.FindSubmatch(b); m != nil {
 		return string(m[1])
 	}

@@ -82,3 +82,13 @@ func TestInfoBadEnvironment(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errs, "unexpected arguments")
 }
+
+func TestParseDriverVersion(t *testing.T) {
+	for in, want := range map[string]string{
+		"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U22)  Thu Oct 30 2025\nGCC version:  gcc 12\n": "580.159.04",
+		"NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n":                                                     "535.104.05",
+		"NVRM version: something else\n": "",
+	} {
+		assert.Equal(t, want, parseDriverVersion([]byte(in)), in)
+	}
+}
