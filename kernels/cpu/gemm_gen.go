@@ -56,6 +56,17 @@ func (k kernel) write(b *bytes.Buffer) {
 	p("MOVQ c+24(FP), DX")
 	p("MOVQ ldc+32(FP), R8")
 	p("SHLQ $2, R8")
+	// Fetch C's tile while the k loop runs, so the update at the end does not wait
+	// on rows that sit a power-of-two stride apart.
+	p("MOVQ DX, R9")
+	for i := range k.mr {
+		for v := 0; v < k.vecs*vbytes; v += 64 {
+			p("PREFETCHT0 %d(R9)", v)
+		}
+		if i < k.mr-1 {
+			p("ADDQ R8, R9")
+		}
+	}
 	for i := range k.mr {
 		for v := range k.vecs {
 			r := acc(i, v)
