@@ -10,14 +10,16 @@ import (
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 
+	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels/cpu"
 	sysblas "github.com/subletml/sublet/kernels/cpu/blas"
 )
 
 var gemmBenchSizes = []int{256, 1024, 2048}
 
-// benchSquare runs gemm on n×n matrices and reports GFLOP/s (2n³ flops per product).
-func benchSquare(b *testing.B, gemm func(n int, a, bm, c []float32)) {
+// benchSquare times the product that prepare sets up for n×n matrices a, b and c, and
+// reports GFLOP/s (2n³ flops per product).
+func benchSquare(b *testing.B, prepare func(n int, a, bm, c []float32) func()) {
 	for _, n := range gemmBenchSizes {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			r := rand.New(rand.NewPCG(1, 2))
@@ -27,8 +29,9 @@ func benchSquare(b *testing.B, gemm func(n int, a, bm, c []float32)) {
 			for i := range a {
 				a[i], bm[i] = r.Float32(), r.Float32()
 			}
+			product := prepare(n, a, bm, c)
 			for b.Loop() {
-				gemm(n, a, bm, c)
+				product()
 			}
 			b.ReportMetric(2*float64(n)*float64(n)*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
@@ -38,16 +41,16 @@ func benchSquare(b *testing.B, gemm func(n int, a, bm, c []float32)) {
 // BenchmarkSgemm measures the built-in GEMM (Builtin().Name() names the micro-kernel).
 func BenchmarkSgemm(b *testing.B) {
 	b.Logf("GEMM %s", cpu.Builtin().Name())
-	benchSquare(b, func(n int, a, bm, c []float32) {
-		cpu.Sgemm(false, false, n, n, n, 1, a, n, bm, n, 0, c, n)
+	benchSquare(b, func(n int, a, bm, c []float32) func() {
+		return func() { cpu.Sgemm(false, false, n, n, n, 1, a, n, bm, n, 0, c, n) }
 	})
 }
 
 // BenchmarkSgemmGonum measures gonum's blas32 on the same products.
 func BenchmarkSgemmGonum(b *testing.B) {
-	benchSquare(b, func(n int, a, bm, c []float32) {
+	benchSquare(b, func(n int, a, bm, c []float32) func() {
 		g := func(s []float32) blas32.General { return blas32.General{Rows: n, Cols: n, Stride: n, Data: s} }
-		blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, g(a), g(bm), 0, g(c))
+		return func() { blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, g(a), g(bm), 0, g(c)) }
 	})
 }
 
@@ -66,7 +69,21 @@ func BenchmarkSgemmSystemBLAS(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Logf("GEMM %s", lib.Name())
-	benchSquare(b, func(n int, a, bm, c []float32) {
-		lib.Sgemm(false, false, n, n, n, 1, a, n, bm, n, 0, c, n)
+	benchSquare(b, func(n int, a, bm, c []float32) func() {
+		return func() { lib.Sgemm(false, false, n, n, n, 1, a, n, bm, n, 0, c, n) }
+	})
+}
+
+// BenchmarkMatmulF16 measures Matmul on float16 operands and output (converted while
+// packing, accumulated in float32).
+func BenchmarkMatmulF16(b *testing.B) {
+	benchSquare(b, func(n int, a, bm, c []float32) func() {
+		var h [3][]uint16
+		for i, s := range [][]float32{a, bm, c} {
+			h[i] = make([]uint16, len(s))
+			dtype.F32sToF16s(h[i], s)
+		}
+		l := cpu.Contiguous(n, n)
+		return func() { cpu.Matmul(nil, cpu.F16(h[2], l), cpu.F16(h[0], l), cpu.F16(h[1], l), 1, 0) }
 	})
 }

@@ -15,6 +15,10 @@ import (
 // strides); products accumulate in float32 and dst is rounded once to its type. When
 // beta is 0, dst is not read. dst must not overlap a or b.
 //
+// The gradient of a weight shared across a batch sums over the batch; with a
+// contiguous a [B, m, k] and output gradient g [B, m, n] it is one product,
+// dW = aᵀ·g over the views [B·m, k] and [B·m, n], not B products and a Sum.
+//
 // gemm runs the products whose operands are all float32 with a unit stride in each
 // matrix (nil means Builtin()); every other product runs on the built-in GEMM, which
 // converts float16 and bfloat16 while packing and writes such outputs through float32
