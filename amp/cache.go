@@ -21,9 +21,8 @@ type region struct {
 	// each cast runs right after the layer that used it, as in PyTorch. Nil once the
 	// region closed. Guarded by mu.
 	casts *tensor.Scope
-	// entries holds the casts by weight and type; guarded by mu, as are the entries'
-	// spent flags.
-	entries map[cacheKey]*cacheEntry
+	// entries holds the casts by weight and type; guarded by mu.
+	entries map[cacheKey]cacheEntry
 }
 
 // cacheKey is a weight (cacheable weights cover their storage exactly, so the storage
@@ -35,19 +34,17 @@ type cacheKey struct {
 
 // cacheEntry is a cached cast (owned by region.casts) and the weight's version it was
 // made from: an in-place update of the weight (an optimizer step inside the region)
-// makes it stale, and the next use casts again. So does a backward through it (spent):
-// the engine consumes every node a backward runs, the cast's too, so a later forward
-// needs a fresh one (PyTorch reruns a cast node, which saved nothing, any number of
-// times).
+// makes it stale, and the next use casts again. A backward through the cast does not
+// use it up: its node saved nothing, and the engine runs such a node in any number of
+// backwards, so every graph built on it in the region reaches the weight.
 type cacheEntry struct {
 	cast    *tensor.Tensor
 	version uint64
-	spent   bool
 }
 
 // newRegion starts the region of the outermost autocast scope s.
 func newRegion(s *tensor.Scope) *region {
-	r := &region{casts: s.Child(tensor.EnableGrad()), entries: map[cacheKey]*cacheEntry{}}
+	r := &region{casts: s.Child(tensor.EnableGrad()), entries: map[cacheKey]cacheEntry{}}
 	// s closes its children (r.casts, releasing every cached cast) before its OnClose
 	// callbacks run.
 	s.OnClose(r.close)
@@ -72,7 +69,7 @@ func (r *region) cast(w *tensor.Tensor, dt dtype.DType) *tensor.Tensor {
 	}
 	k := cacheKey{w.Storage(), dt}
 	e, ok := r.entries[k]
-	if ok && e.version == w.Version() && !e.spent {
+	if ok && e.version == w.Version() {
 		return e.cast
 	}
 	if ok {
@@ -80,13 +77,7 @@ func (r *region) cast(w *tensor.Tensor, dt dtype.DType) *tensor.Tensor {
 	}
 	b := r.casts.Bind(w)
 	defer b.Release()
-	e = &cacheEntry{cast: b.Cast(dt), version: w.Version()}
-	e.cast.RegisterHook(func(*tensor.Scope, *tensor.Tensor) *tensor.Tensor {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		e.spent = true
-		return nil
-	})
+	e = cacheEntry{cast: b.Cast(dt), version: w.Version()}
 	r.entries[k] = e
 	return e.cast
 }

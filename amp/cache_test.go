@@ -148,21 +148,20 @@ func TestCacheRecastsAWeightChangedInPlace(t *testing.T) {
 	nntest.RequireEmpty(t, d)
 }
 
-// TestCacheAcrossBackwards: forward and backward three times in one region
-// (gradient accumulation). The engine consumes the cached cast's node in the first
-// backward, so the next forward casts again; the gradients accumulate all three.
+// TestCacheAcrossBackwards: graphs built on one cached cast in one region each reach
+// the weight, in any order of forwards and backwards (gradient accumulation).
 func TestCacheAcrossBackwards(t *testing.T) {
 	d := nntest.CPU(t)
 	w := param(d, []float32{1, 2, 3, 4}, 2, 2)
 	root := tensor.NewScope()
 	x := f32(root, d, []float32{0.5, 2}, 1, 2)
 	ac := autocast(t, root, dtype.F16)
-	for range 3 {
-		step := ac.Child()
-		tensor.Layer(step.Bind(x), linear(w, nil)).Sum().Backward()
-		step.Close()
-		require.Equal(t, int64(8), amp.CacheBytes(ac), "one cast of w, the spent one released")
-	}
+	loss := func() *tensor.Tensor { return tensor.Layer(ac.Bind(x), linear(w, nil)).Sum() }
+	loss().Backward()
+	a, b := loss(), loss()
+	b.Backward()
+	a.Backward()
+	require.Equal(t, int64(8), amp.CacheBytes(ac), "one cast of w for all three")
 	require.Equal(t, []float32{1.5, 6, 1.5, 6}, vals(w.Grad()))
 	root.Close()
 	w.Release()
@@ -170,7 +169,7 @@ func TestCacheAcrossBackwards(t *testing.T) {
 }
 
 // TestCacheSharedByGoroutines: scopes of one region used by several goroutines at
-// once cast a weight once.
+// once cast a weight once, evaluating and backpropagating through it.
 func TestCacheSharedByGoroutines(t *testing.T) {
 	d := nntest.CPU(t)
 	w := param(d, seq(64*64, 1.0/1024), 64, 64)
@@ -179,18 +178,32 @@ func TestCacheSharedByGoroutines(t *testing.T) {
 	ac := autocast(t, root, dtype.F16)
 	want := vals(tensor.Layer(ac.Bind(x), linear(w, nil)))
 	var wg sync.WaitGroup
-	for range 8 {
-		c := ac.Child(tensor.NoGrad())
+	for i := range 8 {
+		var c *tensor.Scope
+		if i%2 == 0 {
+			c = ac.Child(tensor.NoGrad())
+		} else {
+			c = ac.Child()
+		}
 		xc := c.Bind(x)
 		wg.Go(func() {
 			defer c.Close()
 			for range 10 {
-				assert.Equal(t, want, vals(tensor.Layer(xc, linear(w, nil))))
+				y := tensor.Layer(xc, linear(w, nil))
+				assert.Equal(t, want, vals(y))
+				if y.RequiresGrad() {
+					y.Sum().Backward()
+				}
 			}
 		})
 	}
 	wg.Wait()
 	require.Equal(t, int64(64*64*2), amp.CacheBytes(ac))
+	// 40 backwards of Σ x·wᵀ: every row of w's gradient is 40·x.
+	g, xs := vals(w.Grad()), vals(x)
+	for j := range 64 {
+		require.InDelta(t, 40*xs[j], g[63*64+j], 1e-3)
+	}
 	root.Close()
 	w.Release()
 	nntest.RequireEmpty(t, d)

@@ -46,11 +46,9 @@
 //     with tensor.WithAutocast(nil) leaves autocast altogether: an autocast scope
 //     inside it starts a region (and cache) of its own.
 //
-//   - The autograd engine consumes every node a backward runs, a cached cast's too:
-//     after a backward through it the next use casts again, so forward-backward
-//     repeated in one region works. Two graphs built on one cached cast before either
-//     backward (forward A, forward B, backward A, backward B in one region) cannot
-//     both backpropagate through it; PyTorch allows that (its cast node saved nothing).
+//   - A cached cast serves every graph built in the region: its node saved nothing,
+//     so any number of backwards (one after the other, interleaved with forwards, or
+//     from several goroutines) run through it to the weight.
 //
 // Scopes stay independent across goroutines; the cache of one region is shared by its
 // scopes under a mutex.
