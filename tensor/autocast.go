@@ -18,6 +18,20 @@ type Autocast interface {
 	Inputs(op string, in []*Tensor, cast func(t *Tensor, dt dtype.DType) *Tensor) []*Tensor
 }
 
+// AutocastOutput is an optional interface of an Autocast policy: PyTorch's
+// fp32_set_opt_dtype, by which an op makes a wider result from a 16-bit input without
+// a wide copy of the input. The ops that take the type of their result (Sum, SumKeep,
+// SumTo, Softmax, LogSoftmax) ask OutputType first, with their name and their input.
+// When it returns ok, the op computes a result of type dt (floating) reading its input
+// as it is (F16 and BF16 convert to F32 exactly as the kernels read them; an input dt
+// does not hold exactly is cast to dt first), and Inputs is not called for the op.
+// The gradient comes back in the input's type. When it returns false, or the policy
+// does not implement it, Inputs is called as for any op. The explicit forms (SumAs,
+// SumKeepAs, SoftmaxAs, LogSoftmaxAs) ask neither: an explicit type is kept.
+type AutocastOutput interface {
+	OutputType(op string, in []*Tensor) (dt dtype.DType, ok bool)
+}
+
 // Op names, as ops report them in errors, to Autocast policies and in graph nodes.
 const (
 	OpAdd          = "Add"

@@ -36,18 +36,7 @@ func begin(op string, in ...*Tensor) *call {
 // beginIn starts op with results in s on dev (factories, and casts the autocast policy
 // asks for); the inputs are live.
 func beginIn(s *Scope, dev device.Device, op string, in ...*Tensor) *call {
-	if s.Closed() {
-		fail(op, ErrScope, in, "the scope the result belongs to is closed")
-	}
-	for _, t := range in {
-		if t.st.dev != dev {
-			fail(op, ErrDevice, in, "inputs on %s and %s; move them to one device with To", dev.Name(), t.st.dev.Name())
-		}
-	}
-	if !hostCapable(dev) {
-		fail(op, ErrNoKernels, in, "%s has no kernels yet (only cpu and sim do); move the tensors with To", dev.Name())
-	}
-	c := &call{op: op, in: in, s: s, dev: dev}
+	c := open(s, dev, op, in)
 	if ac := s.m.autocast; ac != nil && op != OpCast && len(in) > 0 {
 		got := ac.Inputs(op, slices.Clone(in), c.cast)
 		if len(got) != len(in) {
@@ -59,6 +48,69 @@ func beginIn(s *Scope, dev device.Device, op string, in ...*Tensor) *call {
 		c.in = got
 	}
 	return c
+}
+
+// beginTyped starts op on t, an op that takes the type of its result: dt when the
+// caller gives one, and then autocast leaves the op alone (PyTorch keeps an explicit
+// dtype); with dtype.Invalid, the type the scope's autocast policy picks through
+// AutocastOutput (Inputs is then not called), or else t's type after Inputs. dt is
+// floating.
+func beginTyped(op string, t *Tensor, dt dtype.DType) (*call, dtype.DType) {
+	t.live(op)
+	in := []*Tensor{t}
+	s := resultScope(op, in)
+	if dt == dtype.Invalid {
+		if p, ok := s.m.autocast.(AutocastOutput); ok {
+			if d, ok := p.OutputType(op, slices.Clone(in)); ok {
+				if !d.IsFloat() {
+					fail(op, ErrDType, in, "the autocast policy asked for a %v result; the op's results are floating", d)
+				}
+				dt = d
+			}
+		}
+	}
+	if dt == dtype.Invalid {
+		c := beginIn(s, t.st.dev, op, in...)
+		return c, c.in[0].dt
+	}
+	c := open(s, t.st.dev, op, in)
+	if !dt.IsFloat() {
+		c.bad(ErrDType, "result type %v: the op's results are floating", dt)
+	}
+	return c, dt
+}
+
+// readAs makes the call's input i what the op reads to compute a result of type dt:
+// the input itself where each of its values converts to dt exactly (same type, or F32
+// from F16 or BF16: the kernels convert as they read, and no copy is made), else its
+// Cast to dt, a temporary of the op (PyTorch casts the input to an explicit dtype
+// before the op). It returns the input to use.
+func (c *call) readAs(i int, dt dtype.DType) *Tensor {
+	x := c.in[i]
+	if x.dt == dt || (dt == dtype.F32 && x.dt.IsFloat()) {
+		return x
+	}
+	y := c.cast(x, dt)
+	c.in[i] = y
+	c.made, c.scratch = append(c.made, y), append(c.scratch, y)
+	return y
+}
+
+// open makes the call of op with results in s on dev after checking that s is open
+// and the inputs are on dev, which has kernels; the inputs are live.
+func open(s *Scope, dev device.Device, op string, in []*Tensor) *call {
+	if s.Closed() {
+		fail(op, ErrScope, in, "the scope the result belongs to is closed")
+	}
+	for _, t := range in {
+		if t.st.dev != dev {
+			fail(op, ErrDevice, in, "inputs on %s and %s; move them to one device with To", dev.Name(), t.st.dev.Name())
+		}
+	}
+	if !hostCapable(dev) {
+		fail(op, ErrNoKernels, in, "%s has no kernels yet (only cpu and sim do); move the tensors with To", dev.Name())
+	}
+	return &call{op: op, in: in, s: s, dev: dev}
 }
 
 // resultScope is the innermost scope among the inputs'; every other input scope must

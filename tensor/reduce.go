@@ -9,16 +9,27 @@ import (
 )
 
 // Sum returns the sum of t over axes (every axis when none is given), dropping them.
-func (t *Tensor) Sum(axes ...int) *Tensor { return reduceOp(OpSum, t, axes, false) }
+// In an autocast scope the policy may pick the result's type (AutocastOutput).
+func (t *Tensor) Sum(axes ...int) *Tensor { return sumOp(OpSum, t, dtype.Invalid, axes, false) }
 
 // SumKeep is Sum keeping the reduced axes as size 1.
-func (t *Tensor) SumKeep(axes ...int) *Tensor { return reduceOp(OpSum, t, axes, true) }
+func (t *Tensor) SumKeep(axes ...int) *Tensor { return sumOp(OpSum, t, dtype.Invalid, axes, true) }
+
+// SumAs is Sum with a result of type dt (torch.sum's dtype=): t is read as dt (an F16 or
+// BF16 t is summed into F32 without a copy; otherwise t is cast first), and autocast
+// leaves it alone. The gradient comes back in t's type.
+func (t *Tensor) SumAs(dt dtype.DType, axes ...int) *Tensor { return sumOp(OpSum, t, dt, axes, false) }
+
+// SumKeepAs is SumAs keeping the reduced axes as size 1.
+func (t *Tensor) SumKeepAs(dt dtype.DType, axes ...int) *Tensor {
+	return sumOp(OpSum, t, dt, axes, true)
+}
 
 // Mean returns the mean of t over axes (every axis when none is given), dropping them.
-func (t *Tensor) Mean(axes ...int) *Tensor { return reduceOp(OpMean, t, axes, false) }
+func (t *Tensor) Mean(axes ...int) *Tensor { return meanOp(t, axes, false) }
 
 // MeanKeep is Mean keeping the reduced axes as size 1.
-func (t *Tensor) MeanKeep(axes ...int) *Tensor { return reduceOp(OpMean, t, axes, true) }
+func (t *Tensor) MeanKeep(axes ...int) *Tensor { return meanOp(t, axes, true) }
 
 // reduced returns the shape of a reduction of shape over axes with the reduced axes
 // kept as 1 (keep) and dropped (drop), and how many elements each output sums.
@@ -49,19 +60,30 @@ func (c *call) reduced(shape, axes []int) (keep, drop []int, count int) {
 	return keep, drop, count
 }
 
-func reduceOp(op string, t *Tensor, axes []int, keepDims bool) *Tensor {
-	c := begin(op, t)
+func sumOp(op string, t *Tensor, dt dtype.DType, axes []int, keepDims bool) *Tensor {
+	c, dt := beginTyped(op, t, dt)
+	c.floatOnly()
+	return c.reduce(c.readAs(0, dt), dt, axes, keepDims, false)
+}
+
+func meanOp(t *Tensor, axes []int, keepDims bool) *Tensor {
+	c := begin(OpMean, t)
 	c.floatOnly()
 	x := c.in[0]
+	return c.reduce(x, x.dt, axes, keepDims, true)
+}
+
+// reduce sums x over axes into a result of type dt (or averages it: mean).
+func (c *call) reduce(x *Tensor, dt dtype.DType, axes []int, keepDims, mean bool) *Tensor {
 	keep, drop, count := c.reduced(x.shape, axes)
 	shape := drop
 	if keepDims {
 		shape = keep
 	}
-	out := c.alloc(x.dt, shape)
+	out := c.alloc(dt, shape)
 	if c.computes(out) {
 		dst := cpu.FromBytes(out.dt, out.st.host, cpu.Contiguous(keep...))
-		if op == OpMean {
+		if mean {
 			cpu.Mean(dst, x.operand())
 		} else {
 			cpu.Sum(dst, x.operand())
@@ -69,7 +91,7 @@ func reduceOp(op string, t *Tensor, axes []int, keepDims bool) *Tensor {
 	}
 	if c.recording() {
 		scale := 1.0
-		if op == OpMean {
+		if mean {
 			scale = 1 / float64(count)
 		}
 		c.record(&sumBackward{keep: keep, scale: scale}, out)
@@ -93,15 +115,16 @@ func (r *sumBackward) backward(b *bwd) {
 }
 
 // SumTo sums t down to shape, which must broadcast to t's shape: the reduction of a
-// broadcast (the gradient of an operand that was broadcast).
+// broadcast (the gradient of an operand that was broadcast). In an autocast scope the
+// policy may pick the result's type (AutocastOutput).
 func (t *Tensor) SumTo(shape ...int) *Tensor {
-	c := begin(OpSumTo, t)
+	c, dt := beginTyped(OpSumTo, t, dtype.Invalid)
 	c.floatOnly()
-	x := c.in[0]
+	x := c.readAs(0, dt)
 	if !broadcastsTo(shape, x.shape) {
 		c.bad(ErrShape, "%v does not broadcast to the tensor's shape", shape)
 	}
-	out := c.alloc(x.dt, slices.Clone(shape))
+	out := c.alloc(dt, slices.Clone(shape))
 	if c.computes(out) {
 		cpu.Sum(out.operand(), x.operand())
 	}

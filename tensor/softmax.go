@@ -2,14 +2,32 @@ package tensor
 
 import (
 	"github.com/subletml/sublet/autograd"
+	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels/cpu"
 )
 
-// Softmax returns exp(t) normalized to sum 1 along axis. It saves its output.
-func (t *Tensor) Softmax(axis int) *Tensor { return softmaxOp(OpSoftmax, t, axis) }
+// Softmax returns exp(t) normalized to sum 1 along axis. It saves its output. In an
+// autocast scope the policy may pick the result's type (AutocastOutput).
+func (t *Tensor) Softmax(axis int) *Tensor { return softmaxOp(OpSoftmax, t, dtype.Invalid, axis) }
+
+// SoftmaxAs is Softmax with a result of type dt (torch.softmax's dtype=): t is read as
+// dt (an F16 or BF16 t gives an F32 result without an F32 copy of t; otherwise t is
+// cast first), and autocast leaves it alone. It saves its output; the gradient comes
+// back in t's type.
+func (t *Tensor) SoftmaxAs(dt dtype.DType, axis int) *Tensor {
+	return softmaxOp(OpSoftmax, t, dt, axis)
+}
 
 // LogSoftmax returns log(Softmax(t)) along axis, computed stably. It saves its output.
-func (t *Tensor) LogSoftmax(axis int) *Tensor { return softmaxOp(OpLogSoftmax, t, axis) }
+// In an autocast scope the policy may pick the result's type (AutocastOutput).
+func (t *Tensor) LogSoftmax(axis int) *Tensor {
+	return softmaxOp(OpLogSoftmax, t, dtype.Invalid, axis)
+}
+
+// LogSoftmaxAs is LogSoftmax with a result of type dt, as SoftmaxAs.
+func (t *Tensor) LogSoftmaxAs(dt dtype.DType, axis int) *Tensor {
+	return softmaxOp(OpLogSoftmax, t, dt, axis)
+}
 
 // split returns the sizes before, along and after axis of shape.
 func (c *call) split(shape []int, ax int) (outer, n, inner int) {
@@ -20,14 +38,21 @@ func (c *call) split(shape []int, ax int) (outer, n, inner int) {
 	return numel(shape[:a]), shape[a], numel(shape[a+1:])
 }
 
-func softmaxOp(op string, t *Tensor, ax int) *Tensor {
-	c := begin(op, t)
+func softmaxOp(op string, t *Tensor, dt dtype.DType, ax int) *Tensor {
+	c, dt := beginTyped(op, t, dt)
 	c.floatOnly()
-	x := c.in[0]
+	x := c.readAs(0, dt)
 	outer, n, inner := c.split(x.shape, ax)
-	out := c.alloc(x.dt, x.shape)
+	out := c.alloc(dt, x.shape)
 	if c.computes(out) {
-		buf, xs := c.denseOut(out), c.dense(x)
+		// The kernels read and write contiguous F32. An input of another type or layout
+		// is converted into the F32 buffer the result is computed in (out itself when
+		// it is F32), and the kernel runs there in place: no copy of the input is made.
+		buf, xs := c.denseOut(out), x
+		if x.dt != dtype.F32 || !x.IsContiguous() {
+			cpu.Copy(buf.operand(), x.operand())
+			xs = buf
+		}
 		if op == OpSoftmax {
 			cpu.Softmax(float32s(buf), float32s(xs), outer, n, inner)
 		} else {
@@ -43,6 +68,8 @@ func softmaxOp(op string, t *Tensor, ax int) *Tensor {
 	return c.done(out)
 }
 
+// softmaxBackward computes the input's gradient from the saved output y and writes it
+// in the input's type (PyTorch's _softmax_backward_data with the input dtype).
 type softmaxBackward struct {
 	log             bool
 	outer, n, inner int
@@ -52,7 +79,7 @@ type softmaxBackward struct {
 func (r *softmaxBackward) backward(b *bwd) {
 	g, y := b.g[0], b.saved(r.y)
 	c := begin("softmax backward", g, y)
-	dx := c.alloc(g.dt, g.shape)
+	dx := c.alloc(b.f.in[0].dt, g.shape)
 	if c.computes(dx) {
 		buf, gs, ys := c.denseOut(dx), c.dense(g), c.dense(y)
 		if r.log {
