@@ -1,0 +1,155 @@
+// Command amp trains one MLP twice on a seeded synthetic classification set, in F32 and
+// in mixed precision (F16 autocast with a GradScaler), and compares them: the loss,
+// every change of the loss scale and every step skipped for an overflow, then the
+// memory of a training step in both runs.
+//
+// The initial scale is set high (2^24 by default) so that the first steps overflow
+// float16, are skipped and back the scale off, as the GradScaler is meant to; after
+// -growth-interval good steps in a row it grows again.
+//
+//	go run ./examples/amp                     # cpu, defaults: a few seconds
+//	go run ./examples/amp -device sim-backed  # a simulated GPU with real data
+//	go run ./examples/amp -hidden 1024 -batch 2048 -steps 40
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+
+	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/device/cpu"
+	"github.com/subletml/sublet/device/sim"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "amp:", err)
+		os.Exit(1)
+	}
+}
+
+// config is what the flags set.
+type config struct {
+	device         string
+	features       int
+	classes        int
+	hidden         int
+	layers         int
+	batch          int
+	steps          int
+	lr             float64
+	initScale      float64
+	growthInterval int
+	every          int
+	seed           uint64
+}
+
+func parseFlags(args []string, out io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("amp", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&c.device, "device", "cpu", "cpu or sim-backed (a simulated GPU with data); each run gets a fresh one")
+	fs.IntVar(&c.features, "features", 32, "input features")
+	fs.IntVar(&c.classes, "classes", 8, "classes")
+	fs.IntVar(&c.hidden, "hidden", 512, "width of the hidden layers")
+	fs.IntVar(&c.layers, "layers", 3, "hidden layers (Linear + ReLU each)")
+	fs.IntVar(&c.batch, "batch", 1024, "batch size (a fresh batch each step)")
+	fs.IntVar(&c.steps, "steps", 60, "training steps")
+	fs.Float64Var(&c.lr, "lr", 0.05, "SGD learning rate (momentum 0.9)")
+	fs.Float64Var(&c.initScale, "init-scale", 1<<24, "the GradScaler's initial scale")
+	fs.IntVar(&c.growthInterval, "growth-interval", 20, "good steps in a row before the scale grows")
+	fs.IntVar(&c.every, "every", 10, "print the loss every this many steps")
+	fs.Uint64Var(&c.seed, "seed", 1, "seed of the data and the initial parameters")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	case c.features < 1 || c.classes < 2 || c.hidden < 1 || c.layers < 1 || c.batch < 1 || c.steps < 1 || c.every < 1:
+		return c, fmt.Errorf("need -features, -hidden, -layers, -batch, -steps, -every ≥ 1 and -classes ≥ 2")
+	case !(c.lr > 0) || !(c.initScale > 0) || c.growthInterval < 1:
+		return c, fmt.Errorf("need -lr > 0, -init-scale > 0 and -growth-interval ≥ 1")
+	}
+	if c.device != "cpu" && c.device != "sim-backed" {
+		return c, fmt.Errorf("-device %q: want cpu or sim-backed (tensor ops need a device with data)", c.device)
+	}
+	return c, nil
+}
+
+// newDevice returns a fresh device of the kind c names, so each run has an allocator
+// (and statistics) of its own.
+func newDevice(c config) (device.Device, error) {
+	if c.device == "sim-backed" {
+		return sim.New(sim.Options{Backing: true})
+	}
+	return cpu.New(cpu.Options{})
+}
+
+// teacher is a seeded classification task: points x ~ N(0, 1) in features dimensions,
+// labelled by the largest of classes fixed random projections.
+type teacher struct {
+	r        *rand.Rand
+	proj     []float64 // features × classes
+	features int
+	classes  int
+}
+
+func newTeacher(c config) *teacher {
+	r := rand.New(rand.NewPCG(c.seed, 0xa3b))
+	t := &teacher{r: r, proj: make([]float64, c.features*c.classes), features: c.features, classes: c.classes}
+	for i := range t.proj {
+		t.proj[i] = r.NormFloat64()
+	}
+	return t
+}
+
+// batch draws n labelled points.
+func (t *teacher) batch(n int) ([]float32, []int64) {
+	x, labels := make([]float32, n*t.features), make([]int64, n)
+	for i := range n {
+		row := x[i*t.features : (i+1)*t.features]
+		for j := range row {
+			row[j] = float32(t.r.NormFloat64())
+		}
+		best := math.Inf(-1)
+		for k := range t.classes {
+			v := 0.0
+			for j, xj := range row {
+				v += float64(xj) * t.proj[j*t.classes+k]
+			}
+			if v > best {
+				best, labels[i] = v, int64(k)
+			}
+		}
+	}
+	return x, labels
+}
+
+// run parses args, trains both ways and reports on stdout.
+func run(args []string, stdout io.Writer) error {
+	c, err := parseFlags(args, stdout)
+	if err != nil {
+		return err
+	}
+	sizes := fmt.Sprint(c.features)
+	for range c.layers {
+		sizes += fmt.Sprintf("-%d", c.hidden)
+	}
+	fmt.Fprintf(stdout, "sublet examples/amp: MLP %s-%d, batch %d, %d steps of SGD (lr %g, momentum 0.9) on %s, seed %d\n",
+		sizes, c.classes, c.batch, c.steps, c.lr, c.device, c.seed)
+	f32, err := train(c, false, stdout)
+	if err != nil {
+		return err
+	}
+	mixed, err := train(c, true, stdout)
+	if err != nil {
+		return err
+	}
+	report(stdout, c, f32, mixed)
+	return nil
+}
