@@ -54,6 +54,15 @@ type policy struct {
 	region  *region
 }
 
+// OutputType gives the fp32Out ops an F32 result when their input is floating
+// (tensor.AutocastOutput); they then do not call Inputs.
+func (p *policy) OutputType(op string, in []*tensor.Tensor) (dtype.DType, bool) {
+	if !p.enabled || classOf(op) != fp32Out || !in[0].DType().IsFloat() {
+		return dtype.Invalid, false
+	}
+	return dtype.F32, true
+}
+
 // Inputs casts the floating inputs of op as its class says (tensor.Autocast).
 func (p *policy) Inputs(op string, in []*tensor.Tensor, cast func(*tensor.Tensor, dtype.DType) *tensor.Tensor) []*tensor.Tensor {
 	if !p.enabled {

@@ -58,7 +58,12 @@ func TestAutocastOutputTypes(t *testing.T) {
 				// Ops on F32 that are not in the low-precision list stay F32.
 				{"relu of f32", a.Relu(), dtype.F32},
 				{"mean of f32", a.Mean(), dtype.F32},
-				// Explicit types are kept.
+				{"sum keeping dims", h.SumKeep(0), dtype.F32},
+				{"softmax of f32", a.Softmax(0), dtype.F32},
+				// Explicit types are kept ([V] softmax(dtype=float16) is fp16).
+				{"softmax(dtype=low)", h.SoftmaxAs(low, -1), low},
+				{"log_softmax(dtype=low)", a.LogSoftmaxAs(low, -1), low},
+				{"sum(dtype=low)", a.SumAs(low), low},
 				{"cast to f32", h.Cast(dtype.F32), dtype.F32},
 				{"cast to f16", a.Cast(dtype.F16), dtype.F16},
 			} {
@@ -71,6 +76,35 @@ func TestAutocastOutputTypes(t *testing.T) {
 			nntest.RequireEmpty(t, d)
 		})
 	}
+}
+
+// TestF32ResultsWithoutF32Copies: Softmax, LogSoftmax and Sum of a 16-bit input give
+// an F32 result computed from the input as it is (PyTorch's fp32_set_opt_dtype); the
+// F32-list ops (Exp here) cast the input first, a copy the op's scope holds until it
+// closes.
+func TestF32ResultsWithoutF32Copies(t *testing.T) {
+	d := nntest.Meta(t)
+	root := tensor.NewScope(tensor.NoGrad())
+	h := root.Empty(d, dtype.F16, 1024, 1024)
+	ac := autocast(t, root, dtype.F16)
+	for _, c := range []struct {
+		name string
+		op   func(h *tensor.Tensor) *tensor.Tensor
+		adds int64
+	}{
+		{"softmax", func(h *tensor.Tensor) *tensor.Tensor { return h.Softmax(-1) }, 4 * MiB},
+		{"log_softmax", func(h *tensor.Tensor) *tensor.Tensor { return h.LogSoftmax(-1) }, 4 * MiB},
+		{"sum", func(h *tensor.Tensor) *tensor.Tensor { return h.Sum(1) }, 4096},
+		{"sum_to", func(h *tensor.Tensor) *tensor.Tensor { return h.SumTo(1, 1024) }, 4096},
+		{"exp", func(h *tensor.Tensor) *tensor.Tensor { return h.Exp() }, 4*MiB + 4*MiB},
+	} {
+		before := nntest.Requested(t, d)
+		y := c.op(ac.Bind(h))
+		require.Equal(t, dtype.F32, y.DType(), c.name)
+		require.Equal(t, c.adds, nntest.Requested(t, d)-before, c.name)
+	}
+	root.Close()
+	nntest.RequireEmpty(t, d)
 }
 
 func TestAutocastRejectsOtherTypes(t *testing.T) {

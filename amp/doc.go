@@ -11,8 +11,11 @@
 // lists on every device:
 //
 //   - MatMul, Linear: every floating input is cast to dt (weights through the cache).
-//   - Exp, Log, Pow, PowScalar, LayerNorm, MSE, CrossEntropy, Softmax, LogSoftmax,
-//     Sum, SumTo: every floating input is cast to F32, so the result is F32.
+//   - Exp, Log, Pow, PowScalar, LayerNorm, MSE, CrossEntropy: every floating input is
+//     cast to F32, so the result is F32.
+//   - Softmax, LogSoftmax, Sum, SumKeep, SumTo: the result is F32, computed from the
+//     input as it is, without an F32 copy of it (tensor.AutocastOutput). The explicit
+//     forms (SoftmaxAs, SumAs, …) keep the type they are given.
 //   - every other op (Add, Mul, Relu, Mean, Max, Concat, views, Dropout, …) runs in
 //     its inputs' types; tensor promotes mixed operands (F16 with F32 gives F32).
 //

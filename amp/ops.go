@@ -15,11 +15,13 @@ const (
 	// products, which gain the most speed and, saving low-precision inputs, memory.
 	lower
 	// fp32 ops cast every floating input to F32: ops whose range or accuracy suffers
-	// in 16 bits. This covers two PyTorch policies: "fp32" (inputs cast) and
-	// "fp32_set_opt_dtype" (the op's output type set to float32: softmax, log_softmax,
-	// sum), which give outputs of the same type; tensor's ops take no output type, so
-	// the input cast is how the F32 output is obtained.
+	// in 16 bits (PyTorch's "fp32").
 	fp32
+	// fp32Out ops make an F32 result from a floating input read as it is, with no F32
+	// copy of it (PyTorch's "fp32_set_opt_dtype": the op's dtype argument set to
+	// float32). tensor asks through AutocastOutput; an explicit type (SumAs,
+	// SoftmaxAs, …) is kept.
+	fp32Out
 )
 
 // classOf maps tensor's op names onto PyTorch's CUDA autocast lists (spec §3.1), applied
@@ -37,9 +39,10 @@ func classOf(op string) class {
 	case tensor.OpExp, tensor.OpLog, tensor.OpPow, tensor.OpPowScalar, tensor.OpLayerNorm,
 		tensor.OpMSE, tensor.OpCrossEntropy:
 		return fp32
-	// fp32_set_opt_dtype: softmax, log_softmax, sum (SumTo is a sum to a shape).
+	// fp32_set_opt_dtype: softmax, log_softmax, sum (SumKeep too; SumTo is a sum to a
+	// shape).
 	case tensor.OpSoftmax, tensor.OpLogSoftmax, tensor.OpSum, tensor.OpSumTo:
-		return fp32
+		return fp32Out
 	}
 	return unlisted
 }
