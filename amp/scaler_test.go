@@ -154,6 +154,26 @@ func TestUnscaleUsesTheFloat64Reciprocal(t *testing.T) {
 	require.True(t, stepped)
 }
 
+// TestUnscaleFindsInfAndNaN: Unscale of F32 gradients holding an Inf or a NaN records
+// found-inf (the finite elements are still unscaled) and the Step that follows is
+// skipped.
+func TestUnscaleFindsInfAndNaN(t *testing.T) {
+	for _, bad := range []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())} {
+		p := newProblem(t, []float32{1, 1, 1})
+		sc := newScaler(t, amp.ScalerConfig{InitScale: 4})
+		p.backward(sc, 2, bad, 3)
+		require.NoError(t, sc.Unscale(p.opt))
+		g := vals(p.w.Grad())
+		require.Equal(t, []float32{2, 3}, []float32{g[0], g[2]})
+		stepped, err := sc.Step(p.opt)
+		require.NoError(t, err)
+		require.False(t, stepped, "%v", bad)
+		require.Equal(t, []float32{1, 1, 1}, vals(p.w))
+		require.NoError(t, sc.Update())
+		require.Equal(t, 2.0, sc.GetScale())
+	}
+}
+
 func TestScalerMisuseErrorsSayWhatPyTorchSays(t *testing.T) {
 	p := newProblem(t, []float32{1, 2})
 	sc := newScaler(t, amp.ScalerConfig{})
