@@ -28,7 +28,10 @@ func CacheEnabled(on bool) Option { return func(p *policy) { p.cache = on } }
 // region and shares its weight-cast cache; otherwise it starts a region, and closing it
 // releases the cache.
 func Autocast(parent *tensor.Scope, dt dtype.DType, opts ...Option) (*tensor.Scope, error) {
-	if dt != dtype.F16 && dt != dtype.BF16 {
+	switch {
+	case parent == nil:
+		return nil, fmt.Errorf("amp: Autocast to %v: no parent scope; make one with tensor.NewScope", dt)
+	case dt != dtype.F16 && dt != dtype.BF16:
 		return nil, fmt.Errorf("amp: Autocast to %v: only float16 and bfloat16 are autocast types; pass dtype.F16 or dtype.BF16", dt)
 	}
 	p := &policy{dt: dt, enabled: true, cache: true}

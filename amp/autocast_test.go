@@ -114,6 +114,8 @@ func TestAutocastRejectsOtherTypes(t *testing.T) {
 		_, err := amp.Autocast(s, dt)
 		require.ErrorContains(t, err, "only float16 and bfloat16")
 	}
+	_, err := amp.Autocast(nil, dtype.F16)
+	require.ErrorContains(t, err, "no parent scope")
 }
 
 // TestAutocastGradientsReachF32Weights runs a Linear under F16 autocast: the op saves
