@@ -45,10 +45,7 @@ func binaryOp(op string, k cpu.BinaryOp, a, b *Tensor) *Tensor {
 		c.bad(ErrShape, "shapes do not broadcast")
 	}
 	out := c.alloc(promote(x.dt, y.dt), shape)
-	if c.computes(out) {
-		cpu.Binary(k, out.operand(), x.operand(), y.operand())
-	}
-	if c.recording() {
+	if c.recording() { // before computing, as it saves only inputs
 		r := &binaryBackward{k: k}
 		c.record(r, out)
 		// Save only what the wanted gradients read (PyTorch's choice): Mul's gradient
@@ -64,6 +61,9 @@ func binaryOp(op string, k cpu.BinaryOp, a, b *Tensor) *Tensor {
 		case cpu.Pow, cpu.Maximum, cpu.Minimum:
 			r.a, r.b = c.save(x), c.save(y)
 		}
+	}
+	if c.computes(out) {
+		cpu.Binary(k, out.operand(), x.operand(), y.operand())
 	}
 	return c.done(out)
 }

@@ -59,6 +59,9 @@
 // after the step's scope closes, nothing of the step. Ops leave no hidden allocation
 // alive; each saves only what its backward reads (PyTorch's choices: matmul and Linear
 // their inputs; exp, tanh, sigmoid, relu and sqrt their output; Mul the other operand).
+// Ops that save only inputs (MatMul, Linear, the binary ops) save them before they
+// compute, as PyTorch does, so a saved-tensor hook that fails (checkpoint's early stop)
+// stops the op before its kernel runs. An op that fails releases everything it made.
 //
 // # Modes
 //

@@ -25,13 +25,13 @@ func (a *Tensor) MatMul(b *Tensor) *Tensor {
 		c.bad(ErrShape, "[..., %d, %d] @ [..., %d, %d]: inner sizes or batch dimensions do not match", m, k, k2, n)
 	}
 	out := c.alloc(promote(x.dt, y.dt), append(batch, m, n))
-	if c.computes(out) {
-		c.gemm(out, x, y, batch, m, n, k)
-	}
-	if c.recording() {
+	if c.recording() { // before computing, as it saves only inputs
 		r := &matmulBackward{}
 		c.record(r, out)
 		r.a, r.b = c.saveCross(x, y)
+	}
+	if c.computes(out) {
+		c.gemm(out, x, y, batch, m, n, k)
 	}
 	return c.done(out)
 }
@@ -80,6 +80,11 @@ func Linear(x, w, bias *Tensor) *Tensor {
 	shape := append(slices.Clone(x.shape[:len(x.shape)-1]), nOut)
 	dt := promote(x.dt, w.dt)
 	out := c.alloc(dt, shape)
+	if c.recording() { // before computing, as it saves only inputs
+		r := &linearBackward{}
+		c.record(r, out)
+		r.x, r.w = c.saveCross(x, w)
+	}
 	if c.computes(out) {
 		rows := x.Numel() / max(nIn, 1)
 		x2 := c.placed(x, []int{rows, nIn})
@@ -90,11 +95,6 @@ func Linear(x, w, bias *Tensor) *Tensor {
 			o := out.operand()
 			cpu.Binary(cpu.Add, o, o, bias.operand())
 		}
-	}
-	if c.recording() {
-		r := &linearBackward{}
-		c.record(r, out)
-		r.x, r.w = c.saveCross(x, w)
 	}
 	return c.done(out)
 }

@@ -200,12 +200,16 @@ func (c *call) flush(out, buf *Tensor) {
 	}
 }
 
-// abort releases everything the op made.
+// abort releases everything the op made, its results and its temporaries (Release is
+// idempotent: a scratch tensor is in both lists).
 func (c *call) abort() {
 	for i := len(c.made) - 1; i >= 0; i-- {
 		c.made[i].Release()
 	}
-	c.made = nil
+	for _, t := range c.scratch {
+		t.Release()
+	}
+	c.made, c.scratch = nil, nil
 }
 
 // computes reports whether the kernels run: every input and output (nil ones left
