@@ -1,0 +1,122 @@
+package checkpoint
+
+import (
+	"fmt"
+
+	"github.com/subletml/sublet/tensor"
+)
+
+// Func is a function of tensors that Checkpoint runs once in the forward and again,
+// in part or whole, in each backward that needs what it saved. It takes handles owned
+// by the scope it runs in and returns results computed there (or some of its inputs).
+// Both runs must save the same tensors (count, shapes, dtypes, devices): no branches
+// on data or on time, the same requires-grad flags. Randomness is fine when it comes
+// from the scope's generator (restored for the recompute).
+type Func func(in []*tensor.Tensor) []*tensor.Tensor
+
+// Config tunes checkpointing. The zero value is PyTorch's default for
+// torch.utils.checkpoint with use_reentrant=False.
+type Config struct {
+	// SkipRNGState does not save the scope's generator state in the forward nor
+	// restore it for the recompute (preserve_rng_state=False): faster, and only right
+	// when the function draws no random numbers.
+	SkipRNGState bool
+	// SkipDeterminismCheck does not compare what the recompute saves with what the
+	// forward saved (determinism_check="none").
+	SkipDeterminismCheck bool
+	// NoEarlyStop runs the whole function on recompute instead of stopping once every
+	// saved tensor is regenerated (set_checkpoint_early_stop(False)).
+	NoEarlyStop bool
+}
+
+const opCheckpoint = "checkpoint.Checkpoint"
+
+// Checkpoint runs fn on in with the zero Config; see Config.Checkpoint.
+func Checkpoint(fn Func, in ...*tensor.Tensor) []*tensor.Tensor {
+	return Config{}.Checkpoint(fn, in...)
+}
+
+// Checkpoint runs fn on in without keeping what its ops save for backward: the graph
+// is recorded as usual, but every saved tensor is replaced by a placeholder and only
+// the inputs are kept (see the package doc). The results belong to the innermost
+// scope among the inputs' (at least one input needs a scope), like an op's. In a scope
+// that records no graph it just runs fn, in a child scope.
+//
+// It panics with a *tensor.Error when the inputs have no scope or fn returns a tensor
+// not computed in its scope; fn's own panics go through, after the frame has released
+// what it took.
+func (c Config) Checkpoint(fn Func, in ...*tensor.Tensor) []*tensor.Tensor {
+	s := callScope(opCheckpoint, in)
+	if !s.GradEnabled() {
+		return runIn(opCheckpoint, s, nil, fn, in)
+	}
+	f := newFrame(c, fn, s, in)
+	defer f.forwardDone()
+	return runIn(opCheckpoint, s, f, fn, in)
+}
+
+// callScope is the innermost scope among the inputs'; every other input scope must
+// enclose it (the rule ops follow for their results).
+func callScope(op string, in []*tensor.Tensor) *tensor.Scope {
+	var s *tensor.Scope
+	for _, t := range in {
+		if t == nil {
+			panic(&tensor.Error{Op: op, Msg: "nil input", Err: tensor.ErrShape})
+		}
+		if ts := t.Scope(); ts != nil && (s == nil || encloses(s, ts)) {
+			s = ts
+		}
+	}
+	if s == nil {
+		panic(&tensor.Error{Op: op, Msg: fmt.Sprintf("none of the %d inputs belongs to a scope, so the results "+
+			"would have no owner; bind one into a scope with s.Bind(t)", len(in)), Err: tensor.ErrScope})
+	}
+	for i, t := range in {
+		if ts := t.Scope(); ts != nil && !encloses(ts, s) {
+			panic(&tensor.Error{Op: op, Msg: fmt.Sprintf("input %d belongs to a scope unrelated to the other inputs'; "+
+				"bind the inputs into one scope with Bind", i), Err: tensor.ErrScope})
+		}
+	}
+	return s
+}
+
+// encloses reports whether outer is inner or one of its ancestors.
+func encloses(outer, inner *tensor.Scope) bool {
+	for s := inner; s != nil; s = s.Parent() {
+		if s == outer {
+			return true
+		}
+	}
+	return false
+}
+
+// runIn runs fn in a child scope of s (with saved hooks h, when not nil) on handles to
+// in bound there, and moves its results to s; the child, and every temporary of fn,
+// is closed when it returns.
+func runIn(op string, s *tensor.Scope, h *frame, fn Func, in []*tensor.Tensor) []*tensor.Tensor {
+	var opts []tensor.Option
+	if h != nil {
+		opts = append(opts, tensor.WithSavedHooks(h))
+	}
+	c := s.Child(opts...)
+	defer c.Close()
+	bound := make([]*tensor.Tensor, len(in))
+	for i, t := range in {
+		bound[i] = c.Bind(t)
+	}
+	out := fn(bound)
+	for i, y := range out {
+		switch {
+		case y == nil:
+			panic(&tensor.Error{Op: op, Msg: fmt.Sprintf("the function returned nil as result %d", i), Err: tensor.ErrShape})
+		case y.Released():
+			panic(&tensor.Error{Op: op, Msg: fmt.Sprintf("the function returned a released tensor as result %d", i), Err: tensor.ErrReleased})
+		case y.Scope() == c:
+			c.Keep(y)
+		case y.Scope() == nil || !encloses(y.Scope(), s):
+			panic(&tensor.Error{Op: op, Msg: fmt.Sprintf("result %d of the function is not owned by its scope; "+
+				"return tensors computed from its inputs", i), Err: tensor.ErrScope})
+		}
+	}
+	return out
+}

@@ -1,0 +1,71 @@
+// Package checkpoint trades compute for memory: it runs a function of tensors without
+// keeping what its ops save for backward, and runs it again during backward to
+// regenerate those tensors (torch.utils.checkpoint with use_reentrant=False).
+//
+// # How
+//
+// Checkpoint runs the function in a child scope whose saved-tensor hooks (package
+// autograd's SavedHooks, a scope mode) are the checkpoint's frame. The graph is
+// recorded as usual, so gradients flow through the function's own nodes; only what
+// those nodes save changes: Pack records the tensor's shape, dtype and device,
+// releases the tensor and returns a holder. Unpack, when a backward first needs one of
+// the function's saved tensors, re-runs the function in a recording scope of its own
+// whose hooks hand the i-th tensor saved to the i-th holder, then gives the backward
+// the one it asked for. Sequential splits a list of layers into segments exactly as
+// PyTorch's checkpoint_sequential does and checkpoints all but the last.
+//
+// # What is kept, and when recomputed tensors die (the invariants)
+//
+//   - After a recorded forward a checkpoint keeps its inputs (one reference to each
+//     input's data, outside the graph) and nothing else of the function: every
+//     tensor the function's ops saved was released when they saved it, every
+//     temporary when the function's scope closed. The results belong to the caller.
+//   - The inputs are kept while a holder is live, that is while a node of the
+//     function that saved something is live: they are released with the last holder,
+//     after the backward that consumes the function's nodes or when the graph is
+//     released, whichever comes first. Under saved-tensor hooks of the calling scope
+//     (an enclosing checkpoint, an offload) the inputs are kept through those hooks,
+//     as tensors an op saved there would be: so checkpoints nest, and recomputing an
+//     inner checkpoint first recomputes the enclosing ones whose saved tensors it
+//     needs.
+//   - A recompute happens when a backward unpacks a holder that holds no recomputed
+//     tensor: in one backward, the first unpack of the frame. It regenerates the
+//     tensor of every live holder (those whose nodes a backward already consumed take
+//     none) and stops as soon as the last one is regenerated (early stop): that save
+//     fails, so the op making it aborts (tensor's ops save their inputs before they
+//     compute: a segment's last Linear is not recomputed at all) and the rest of the
+//     function does not run. Its own graph, scope and temporaries are released before
+//     the backward goes on: what stays are the regenerated tensors.
+//   - A regenerated tensor is handed to the backward by the unpack, which releases it
+//     when the node that read it has run, also when the graph is retained: a second
+//     backward recomputes again. A holder the graph releases takes its tensor along.
+//     So during backward a checkpointed segment of s ops adds at most the tensors its
+//     ops save (minus the input, already kept) and they go one node at a time.
+//   - The recompute runs with the generator state the scope's generator had when
+//     Checkpoint was called (the state around it is restored afterwards, as
+//     torch.random.fork_rng does) and with the call scope's autocast policy and
+//     anomaly mode, so dropout masks and casts match the forward. Only the scope's
+//     generator is restored: a generator set on a scope inside the function is not.
+//   - The determinism check compares each regenerated tensor's shape, dtype and
+//     device with the forward's, and the counts; a difference fails the backward with
+//     an error wrapping ErrNondeterministic, with PyTorch's wording. An input modified
+//     in place since the forward fails it too.
+//   - In a scope that records no graph, Checkpoint just runs the function (in a
+//     child scope): nothing is kept for a backward that cannot happen.
+//
+// # Concurrency
+//
+// A frame is used by the goroutine running its forward and then by the goroutine
+// running a backward through it; the holders' state is guarded by the frame's mutex,
+// so a graph released from another goroutine is safe. The generator is shared with
+// the scope: other goroutines drawing from it during a recompute see the restored
+// state, so give each goroutine its own generator, as package tensor says.
+//
+// # Errors
+//
+// Misuse at the call (inputs without a scope, a result not computed in the function's
+// scope, a segment count outside [1, len(layers)]) panics with a *tensor.Error, as
+// tensor math does; tensor.Try turns it back into an error. Failures of a recompute
+// (a mismatch, an input modified in place, an error of the function) fail the
+// backward: tensor's Backward panics with a *tensor.Error wrapping them.
+package checkpoint

@@ -1,0 +1,228 @@
+package checkpoint
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/subletml/sublet/autograd"
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/tensor"
+)
+
+// frame is one Checkpoint call in a recording scope: what a recompute needs, and a
+// holder for each tensor the forward saved. It is the forward's saved hooks.
+type frame struct {
+	// Set by newFrame, never changed.
+	cfg      Config
+	fn       Func
+	gen      *tensor.Generator     // the call scope's; nil: none
+	rng      tensor.GeneratorState // gen's state at the call; valid when rngSaved
+	rngSaved bool
+	autocast tensor.Autocast
+	anomaly  bool
+	// outer are the saved hooks of the call scope (an enclosing checkpoint, an
+	// offload), through which the inputs are kept; nil: they are kept directly.
+	outer  autograd.SavedHooks
+	inputs []input // released, all at once, when refs reaches zero
+
+	mu         sync.Mutex
+	holders    []*holder // guarded by mu; one per tensor the forward saved, in order
+	refs       int       // guarded by mu; live holders, plus one while the forward runs
+	forwarding bool      // guarded by mu; the forward is running: Pack makes holders
+}
+
+// input is one input of the checkpointed function as the frame keeps it.
+type input struct {
+	// kept is an unowned *tensor.Tensor outside the graph over the input's data, or,
+	// under outer hooks, what their Pack returned for it.
+	kept         autograd.Value
+	requiresGrad bool   // the forward input's; the recompute's input gets the same
+	version      uint64 // the data's version at the call, when kept directly
+}
+
+// holder stands in the graph for a tensor the forward saved. It is a counted
+// reference to the frame: the frame keeps its inputs while a holder is live.
+type holder struct {
+	f *frame
+	i int  // position among the forward's saves; set at creation, never changed
+	m meta // what was saved; set at creation, never changed
+
+	v    *tensor.Tensor // guarded by f.mu; recomputed, waiting for its unpack; nil otherwise
+	dead bool           // guarded by f.mu; released by the graph
+}
+
+// meta is what the determinism check compares.
+type meta struct {
+	shape []int
+	dt    dtype.DType
+	dev   string
+}
+
+func metaOf(t *tensor.Tensor) meta {
+	return meta{shape: t.Shape(), dt: t.DType(), dev: t.Device().Name()}
+}
+
+func (m meta) equal(o meta) bool {
+	return slices.Equal(m.shape, o.shape) && m.dt == o.dt && m.dev == o.dev
+}
+
+func (m meta) String() string {
+	return fmt.Sprintf("{shape: %v, dtype: %v, device: %s}", m.shape, m.dt, m.dev)
+}
+
+// newFrame captures the modes of s and keeps the inputs in (through s's saved hooks,
+// when it has some). If keeping an input fails or panics, what was kept is released.
+func newFrame(c Config, fn Func, s *tensor.Scope, in []*tensor.Tensor) *frame {
+	f := &frame{cfg: c, fn: fn, gen: s.Generator(), autocast: s.Autocast(), anomaly: s.Anomaly(),
+		outer: s.SavedHooks(), refs: 1, forwarding: true}
+	if f.gen != nil && !c.SkipRNGState {
+		f.rng, f.rngSaved = f.gen.State(), true
+	}
+	kept := false
+	defer func() {
+		if !kept {
+			f.releaseInputs()
+		}
+	}()
+	tmp := tensor.NewScope(tensor.NoGrad())
+	defer tmp.Close()
+	for i, t := range in {
+		d := tmp.Keep(tmp.Bind(t).Detach())
+		k := input{kept: d, requiresGrad: t.RequiresGrad(), version: d.Version()}
+		if f.outer != nil {
+			p, err := f.outer.Pack(d)
+			if err != nil {
+				panic(&tensor.Error{Op: opCheckpoint, Msg: fmt.Sprintf("keeping input %d through the scope's saved-tensor hooks", i),
+					Err: fmt.Errorf("%w: %w", tensor.ErrGrad, err)})
+			}
+			k.kept = p
+		}
+		f.inputs = append(f.inputs, k)
+	}
+	kept = true
+	return f
+}
+
+// forwardDone ends the forward: no more holders; if none is live the inputs go now.
+func (f *frame) forwardDone() {
+	f.mu.Lock()
+	f.forwarding = false
+	f.refs--
+	last := f.refs == 0
+	f.mu.Unlock()
+	if last {
+		f.releaseInputs()
+	}
+}
+
+func (f *frame) releaseInputs() {
+	for _, in := range f.inputs {
+		in.kept.Release()
+	}
+}
+
+// Pack replaces a tensor the forward saves by a holder and releases the tensor.
+func (f *frame) Pack(v autograd.Value) (autograd.Value, error) {
+	t, ok := v.(*tensor.Tensor)
+	if !ok {
+		v.Release()
+		return nil, fmt.Errorf("checkpoint: pack: a saved value of type %T; the tensor package saves *tensor.Tensor", v)
+	}
+	m := metaOf(t)
+	t.Release()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.forwarding {
+		return nil, fmt.Errorf("checkpoint: a tensor %v was saved through the hooks of a checkpoint whose forward is over", m)
+	}
+	h := &holder{f: f, i: len(f.holders), m: m}
+	f.holders = append(f.holders, h)
+	f.refs++
+	return h, nil
+}
+
+// Unpack hands the recomputed tensor of holder p over to the backward, recomputing
+// first when it is not there: the first unpack of the frame in a backward
+// regenerates every saved tensor still in use, each later one takes its own.
+func (f *frame) Unpack(p autograd.Value) (autograd.Value, error) {
+	h, ok := p.(*holder)
+	if !ok || h.f != f {
+		return nil, fmt.Errorf("checkpoint: unpack: %T is not a placeholder of this checkpoint", p)
+	}
+	if v := f.take(h); v != nil {
+		return v, nil
+	}
+	if err := f.recompute(); err != nil {
+		return nil, err
+	}
+	if v := f.take(h); v != nil {
+		return v, nil
+	}
+	return nil, fmt.Errorf("checkpoint: the recomputation did not regenerate saved tensor %d %v; "+
+		"the checkpointed function saves fewer tensors when run again", h.i, h.m)
+}
+
+// take removes h's recomputed tensor, nil when there is none.
+func (f *frame) take(h *holder) *tensor.Tensor {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v := h.v
+	h.v = nil
+	return v
+}
+
+// deliver gives h the recomputed t (released at once when the graph released h).
+func (f *frame) deliver(h *holder, t *tensor.Tensor) {
+	f.mu.Lock()
+	if h.dead {
+		f.mu.Unlock()
+		t.Release()
+		return
+	}
+	old := h.v
+	h.v = t
+	f.mu.Unlock()
+	if old != nil {
+		old.Release()
+	}
+}
+
+// clear releases every recomputed tensor still waiting.
+func (f *frame) clear() {
+	f.mu.Lock()
+	var vs []*tensor.Tensor
+	for _, h := range f.holders {
+		if h.v != nil {
+			vs = append(vs, h.v)
+			h.v = nil
+		}
+	}
+	f.mu.Unlock()
+	for _, v := range vs {
+		v.Release()
+	}
+}
+
+// Release is the graph releasing the saved value: the recomputed tensor, if one is
+// waiting, goes, and with the frame's last holder so do the inputs.
+func (h *holder) Release() {
+	f := h.f
+	f.mu.Lock()
+	if h.dead {
+		f.mu.Unlock()
+		return
+	}
+	h.dead = true
+	v := h.v
+	h.v = nil
+	f.refs--
+	last := f.refs == 0
+	f.mu.Unlock()
+	if v != nil {
+		v.Release()
+	}
+	if last {
+		f.releaseInputs()
+	}
+}

@@ -1,0 +1,211 @@
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/subletml/sublet/autograd"
+	"github.com/subletml/sublet/tensor"
+)
+
+// ErrNondeterministic is wrapped by the errors of a recomputation that saved other
+// tensors than the forward did (count, shape, dtype or device). A backward through the
+// checkpoint fails with it (test with errors.Is).
+var ErrNondeterministic = errors.New("the recomputation differs from the original forward")
+
+// recomputation is one re-run of a frame's function: the saved hooks of its scope,
+// handing the i-th tensor it saves to the frame's i-th holder. One goroutine (the
+// backward's) uses it.
+type recomputation struct {
+	f          *frame
+	n          int      // tensors saved so far
+	mismatches []string // determinism check failures, by position
+}
+
+// stopped is the error Pack fails the save with to end the run: every saved tensor
+// is regenerated (err nil: the early stop), or the recomputation already failed. The
+// op that saved aborts (releasing what it made) and panics with a *tensor.Error
+// wrapping it, which unwinds the function up to run.
+type stopped struct {
+	r   *recomputation
+	err error
+}
+
+func (s *stopped) Error() string {
+	if s.err != nil {
+		return s.err.Error()
+	}
+	return "checkpoint: recomputation stopped early: every saved tensor was regenerated"
+}
+
+// recompute runs the function again on the inputs, in a recording scope with the
+// forward's generator state and autocast policy, filling every live holder. The
+// scope, and every tensor of the run but those handed to holders, is released before
+// it returns. On error, or a panic of the function (which goes on unwinding), no
+// holder keeps a recomputed tensor.
+func (f *frame) recompute() (err error) {
+	ins, release, err := f.recomputeInputs()
+	if err != nil {
+		return err
+	}
+	defer release()
+	ok := false
+	defer func() {
+		if !ok {
+			f.clear()
+		}
+	}()
+	r := &recomputation{f: f}
+	opts := []tensor.Option{tensor.WithSavedHooks(r), tensor.WithAutocast(f.autocast), tensor.WithAnomaly(f.anomaly)}
+	if f.gen != nil {
+		opts = append(opts, tensor.WithGenerator(f.gen))
+	}
+	if f.rngSaved {
+		// fork_rng: the surrounding draws continue as if the recompute had drawn nothing.
+		now := f.gen.State()
+		f.gen.Restore(f.rng)
+		defer f.gen.Restore(now)
+	}
+	rs := tensor.NewScope(opts...)
+	defer rs.Close()
+	bound := make([]*tensor.Tensor, len(ins))
+	for i, t := range ins {
+		bound[i] = rs.Bind(t)
+		if f.inputs[i].requiresGrad {
+			bound[i].SetRequiresGrad(true)
+		}
+	}
+	if err = r.run(bound); err == nil {
+		err = r.check()
+	}
+	ok = err == nil
+	return err
+}
+
+// recomputeInputs returns the inputs for a recompute and what releases the ones it
+// had to unpack from the outer hooks.
+func (f *frame) recomputeInputs() ([]*tensor.Tensor, func(), error) {
+	ins := make([]*tensor.Tensor, len(f.inputs))
+	var owned []autograd.Value
+	release := func() {
+		for _, v := range owned {
+			v.Release()
+		}
+	}
+	for i, in := range f.inputs {
+		if f.outer == nil {
+			t := in.kept.(*tensor.Tensor)
+			if now := t.Version(); now != in.version {
+				return nil, nil, fmt.Errorf("checkpoint: input %d %v was modified in place since the forward (version %d, now %d); "+
+					"the recomputation would see other values. Do the in-place op on a copy, or after the backward",
+					i, metaOf(t), in.version, now)
+			}
+			ins[i] = t
+			continue
+		}
+		v, err := f.outer.Unpack(in.kept)
+		if err != nil {
+			release()
+			return nil, nil, fmt.Errorf("checkpoint: getting input %d back from the enclosing saved-tensor hooks: %w", i, err)
+		}
+		owned = append(owned, v)
+		t, ok := v.(*tensor.Tensor)
+		if !ok {
+			release()
+			return nil, nil, fmt.Errorf("checkpoint: the enclosing saved-tensor hooks returned %T for input %d; want *tensor.Tensor", v, i)
+		}
+		ins[i] = t
+	}
+	return ins, release, nil
+}
+
+// run calls the function, turning its stop back into a return.
+func (r *recomputation) run(in []*tensor.Tensor) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			var s *stopped
+			if e, ok := p.(*tensor.Error); !ok || !errors.As(e, &s) || s.r != r {
+				panic(p)
+			}
+			err = s.err
+		}
+	}()
+	r.f.fn(in)
+	return nil
+}
+
+// check reports what the determinism check found once the run is over.
+func (r *recomputation) check() error {
+	if r.f.cfg.SkipDeterminismCheck {
+		return nil
+	}
+	if len(r.mismatches) > 0 {
+		return fmt.Errorf("checkpoint: %w: recomputed values for the following tensors have different metadata "+
+			"than during the forward pass.\n%s", ErrNondeterministic, strings.Join(r.mismatches, "\n"))
+	}
+	if want := r.f.saves(); r.n != want {
+		return fmt.Errorf("checkpoint: %w: a different number of tensors was saved during the original forward and "+
+			"recomputation.\nNumber of tensors saved during forward: %d\nNumber of tensors saved during recomputation: %d",
+			ErrNondeterministic, want, r.n)
+	}
+	return nil
+}
+
+// saves is the number of tensors the forward saved.
+func (f *frame) saves() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.holders)
+}
+
+func (f *frame) holderAt(i int) *holder {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if i >= len(f.holders) {
+		return nil
+	}
+	return f.holders[i]
+}
+
+// Pack hands the i-th tensor the recompute saves to the frame's i-th holder, checks
+// it against what the forward saved there, and stops the run after the last one (or
+// at a save beyond the forward's count) by failing that save.
+func (r *recomputation) Pack(v autograd.Value) (autograd.Value, error) {
+	t, ok := v.(*tensor.Tensor)
+	if !ok {
+		v.Release()
+		return nil, fmt.Errorf("checkpoint: pack: a saved value of type %T; the tensor package saves *tensor.Tensor", v)
+	}
+	f := r.f
+	i := r.n
+	r.n++
+	h := f.holderAt(i)
+	if h == nil {
+		t.Release()
+		if f.cfg.SkipDeterminismCheck {
+			return recomputed{}, nil
+		}
+		return nil, &stopped{r: r, err: fmt.Errorf("checkpoint: %w: trying to save more tensors during recomputation than during "+
+			"the original forward pass (%d)", ErrNondeterministic, i)}
+	}
+	if m := metaOf(t); !f.cfg.SkipDeterminismCheck && !m.equal(h.m) {
+		r.mismatches = append(r.mismatches, fmt.Sprintf("tensor at position %d:\nsaved metadata: %v\nrecomputed metadata: %v", i, h.m, m))
+	}
+	f.deliver(h, t)
+	if r.n == f.saves() && !f.cfg.NoEarlyStop {
+		return nil, &stopped{r: r, err: r.check()}
+	}
+	return recomputed{}, nil
+}
+
+// Unpack fails: the recomputation's own graph is dropped, never run backward.
+func (r *recomputation) Unpack(autograd.Value) (autograd.Value, error) {
+	return nil, errors.New("checkpoint: a tensor saved during a recomputation was unpacked; " +
+		"backward through a recomputation's own graph is not supported")
+}
+
+// recomputed stands in the recomputation's graph for a tensor handed to a holder.
+type recomputed struct{}
+
+func (recomputed) Release() {}

@@ -1,0 +1,99 @@
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/subletml/sublet/tensor"
+)
+
+// Layer is what Sequential needs of a layer: nn's modules are layers.
+type Layer interface {
+	// Forward computes the layer on x, which a scope owns; the result belongs to x's
+	// scope.
+	Forward(x *tensor.Tensor) *tensor.Tensor
+}
+
+// LayerFunc makes a function a Layer.
+type LayerFunc func(x *tensor.Tensor) *tensor.Tensor
+
+// Forward calls f.
+func (f LayerFunc) Forward(x *tensor.Tensor) *tensor.Tensor { return f(x) }
+
+// Segment is a run of layers, layers[Start:End], and whether Sequential checkpoints it.
+type Segment struct {
+	Start, End   int
+	Checkpointed bool
+}
+
+// ErrSegments is wrapped by the error for a segment count Segments cannot split by.
+var ErrSegments = errors.New("bad segment count")
+
+// Segments splits n layers into k segments as PyTorch's checkpoint_sequential does:
+// each of the first k−1 holds ⌊n/k⌋ layers and is checkpointed; the last one holds the
+// rest (n − (k−1)·⌊n/k⌋ layers, the remainder included) and is not, so that its
+// activations are there when backward starts. k must be in [1, n].
+func Segments(n, k int) ([]Segment, error) {
+	if n < 1 || k < 1 || k > n {
+		return nil, fmt.Errorf("checkpoint: %w: %d segments of %d layers; ask for 1 to %d segments", ErrSegments, k, n, max(n, 1))
+	}
+	size := n / k
+	segs := make([]Segment, 0, k)
+	start := 0
+	for ; start < size*(k-1); start += size {
+		segs = append(segs, Segment{Start: start, End: start + size, Checkpointed: true})
+	}
+	return append(segs, Segment{Start: start, End: n}), nil
+}
+
+const opSequential = "checkpoint.Sequential"
+
+// Sequential runs layers on x split into k segments with the zero Config; see
+// Config.Sequential.
+func Sequential(layers []Layer, k int, x *tensor.Tensor) *tensor.Tensor {
+	return Config{}.Sequential(layers, k, x)
+}
+
+// Sequential runs layers one after the other on x (which a scope owns), the first k−1
+// segments of Segments(len(layers), k) each under one Checkpoint, the last one plainly.
+// Each layer runs in a child scope and each intermediate result is released once the
+// next layer consumed it, so after a recorded forward the memory held is the
+// parameters, the inputs of the checkpointed segments, the activations the last
+// segment saved and the result (owned by x's scope). It panics with a *tensor.Error
+// wrapping ErrSegments for a k outside [1, len(layers)].
+func (c Config) Sequential(layers []Layer, k int, x *tensor.Tensor) *tensor.Tensor {
+	segs, err := Segments(len(layers), k)
+	if err != nil {
+		panic(&tensor.Error{Op: opSequential, Msg: "splitting the layers", Err: err})
+	}
+	return tensor.Layer(x, func(h *tensor.Tensor) *tensor.Tensor {
+		for _, sg := range segs {
+			run := layers[sg.Start:sg.End]
+			var next *tensor.Tensor
+			if sg.Checkpointed {
+				next = c.Checkpoint(func(in []*tensor.Tensor) []*tensor.Tensor {
+					return []*tensor.Tensor{forward(run, in[0])}
+				}, h)[0]
+			} else {
+				next = forward(run, h)
+			}
+			h.Release()
+			h = next
+		}
+		return h
+	})
+}
+
+// forward runs layers on x, each in a child scope, releasing each intermediate result
+// once the next layer consumed it. The result belongs to x's scope; x is untouched.
+func forward(layers []Layer, x *tensor.Tensor) *tensor.Tensor {
+	h := x
+	for _, l := range layers {
+		next := tensor.Layer(h, l.Forward)
+		if h != x {
+			h.Release()
+		}
+		h = next
+	}
+	return h
+}

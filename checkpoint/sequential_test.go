@@ -1,0 +1,315 @@
+package checkpoint_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/subletml/sublet/alloc"
+	"github.com/subletml/sublet/checkpoint"
+	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/nn"
+	"github.com/subletml/sublet/tensor"
+	"github.com/subletml/sublet/tensor/tensortest"
+)
+
+// TestSegments checks the split against PyTorch's checkpoint_sequential: ⌊n/k⌋ layers
+// per checkpointed segment while start < ⌊n/k⌋·(k−1), the rest in a last, plain one.
+func TestSegments(t *testing.T) {
+	type seg = checkpoint.Segment
+	cases := []struct {
+		n, k int
+		want []seg
+	}{
+		{16, 1, []seg{{0, 16, false}}},
+		{16, 2, []seg{{0, 8, true}, {8, 16, false}}},
+		{16, 4, []seg{{0, 4, true}, {4, 8, true}, {8, 12, true}, {12, 16, false}}},
+		{16, 3, []seg{{0, 5, true}, {5, 10, true}, {10, 16, false}}}, // the remainder goes last
+		{10, 4, []seg{{0, 2, true}, {2, 4, true}, {4, 6, true}, {6, 10, false}}},
+		{7, 7, []seg{{0, 1, true}, {1, 2, true}, {2, 3, true}, {3, 4, true}, {4, 5, true}, {5, 6, true}, {6, 7, false}}},
+		{1, 1, []seg{{0, 1, false}}},
+	}
+	for _, c := range cases {
+		got, err := checkpoint.Segments(c.n, c.k)
+		require.NoError(t, err)
+		assert.Equal(t, c.want, got, "n=%d k=%d", c.n, c.k)
+	}
+	for _, bad := range [][2]int{{16, 0}, {16, 17}, {0, 1}, {3, -1}} {
+		_, err := checkpoint.Segments(bad[0], bad[1])
+		require.ErrorIs(t, err, checkpoint.ErrSegments, "n=%d k=%d", bad[0], bad[1])
+		assert.Contains(t, err.Error(), fmt.Sprintf("%d segments of %d layers", bad[1], bad[0]))
+	}
+}
+
+// keptUnits is spec §2.5's count of activations kept after the forward of
+// Sequential(k) over n layers that each save their input: the k−1 segment boundaries
+// and the last segment's inputs and output (the network's input excluded).
+func keptUnits(n, k int) int64 {
+	return int64((k - 1) + (n - (k-1)*(n/k)))
+}
+
+// TestKeptUnitsFormula checks the formula against spec §2.5's worked values, so the
+// memory tests below compare with PyTorch's arithmetic, not with a copy of our own.
+func TestKeptUnitsFormula(t *testing.T) {
+	want16 := map[int]int64{1: 16, 2: 9, 3: 8, 4: 7, 5: 8, 8: 9, 16: 16}
+	for k, u := range want16 {
+		assert.Equal(t, u, keptUnits(16, k), "N=16 k=%d", k)
+	}
+	minAt := func(n int) (int, int64) {
+		bk, bu := 0, int64(1<<62)
+		for k := 1; k <= n; k++ {
+			if u := keptUnits(n, k); u < bu {
+				bk, bu = k, u
+			}
+		}
+		return bk, bu
+	}
+	k, u := minAt(64)
+	assert.Equal(t, 8, k)
+	assert.Equal(t, int64(15), u)
+	k, u = minAt(100)
+	assert.Equal(t, 10, k)
+	assert.Equal(t, int64(19), u)
+}
+
+// peakModel is the most the allocator holds above the parameters and the input
+// during y.Sum().Backward() after Sequential(k) over n Linear layers, in bytes. act
+// is one activation, w a weight, b a bias. It follows the release rules of the
+// package doc: backward runs the layers last to first; at layer j's backward the
+// allocator holds the result y, the loss, the activations still saved (the plain
+// segment's inputs up to j while j is in it; else the inputs the live frames keep and
+// the recomputed inputs of j's segment up to j), the incoming gradient, the input
+// gradient being computed and the parameter gradients of layers j..n−1. A recomputed
+// tensor is gone once its layer ran and a frame's inputs once its first layer ran.
+// (The recompute itself holds less: its transient output stands where the input
+// gradient will be, with one parameter gradient fewer.) The last layer's incoming
+// gradient is Sum's: a broadcast view of the backward's seed (as big as the loss),
+// which the Linear backward copies into a dense gradient.
+func peakModel(n, k int, act, w, b int64) int64 {
+	segs, err := checkpoint.Segments(n, k)
+	if err != nil {
+		panic(err)
+	}
+	const loss = 4
+	var peak int64
+	for si := len(segs) - 1; si >= 0; si-- {
+		sg := segs[si]
+		for j := sg.End - 1; j >= sg.Start; j-- {
+			// Live activations, by the index of the layer whose output they are; -1
+			// (the network's input) is not counted.
+			live := map[int]bool{}
+			if !sg.Checkpointed {
+				for l := sg.Start; l <= j; l++ {
+					live[l-1] = true
+				}
+			}
+			for fi := 0; fi < len(segs)-1; fi++ {
+				if fi <= si {
+					live[segs[fi].Start-1] = true // frame fi's input
+				}
+			}
+			if sg.Checkpointed {
+				for l := sg.Start; l <= j; l++ {
+					live[l-1] = true // recomputed
+				}
+			}
+			delete(live, -1)
+			held := int64(len(live)+3)*act + loss + int64(n-j)*(w+b) // + y, incoming, outgoing
+			if j == n-1 {
+				held += loss // the seed
+			}
+			peak = max(peak, held)
+		}
+	}
+	return peak
+}
+
+// memoryRun is what one forward and backward of Sequential(k) (k 0: nn.Sequential,
+// no checkpointing) over a Linear stack held, above the parameters and the input.
+type memoryRun struct {
+	fwd, peak, afterBackward int64
+}
+
+// runMemory builds n Linear(width→width), runs forward and backward on a
+// [batch, width] input requiring grad, asserts the moments that do not depend on k
+// (parameters + input before; parameters + gradients after the scope closes; nothing
+// after the model is released) and returns the others.
+func runMemory(t *testing.T, dev device.Device, n, width, batch, k int) memoryRun {
+	a := tensortest.Allocator(t, dev)
+	m := linears(dev, n, width, 1)
+	params := nn.ParameterBytes(m)
+	s := newScope(2)
+	x := input(s, dev, batch, width)
+	start := tensortest.Requested(t, dev)
+	require.Equal(t, params+x.Bytes(), start, "before the forward: the parameters and the input")
+	a.ResetPeakStats()
+
+	y := forward(m, checkpoint.Config{}, k, x)
+	var r memoryRun
+	r.fwd = tensortest.Requested(t, dev) - start
+	y.Sum().Backward()
+	r.peak = a.Stats().RequestedBytes[alloc.StatAll].Peak - start
+	r.afterBackward = tensortest.Requested(t, dev) - start
+	require.Equal(t, params, nn.GradBytes(m), "every parameter has its gradient")
+
+	s.Close()
+	require.Equal(t, 2*params, tensortest.Requested(t, dev), "after the scope closes: parameters and gradients, nothing of the step")
+	m.Release()
+	tensortest.RequireEmpty(t, dev)
+	return r
+}
+
+// TestSequentialMemoryFullSize is spec §2.9 on the meta device: 16 × Linear(1024,
+// 1024), batch 1024, fp32, input requiring grad. After the forward PyTorch keeps 64 /
+// 36 / 28 / 36 / 64 MiB for k = 1 / 2 / 4 / 8 / 16 (without checkpointing 64): so do
+// we, exactly. After backward: the gradients, the input's gradient, y and the loss.
+func TestSequentialMemoryFullSize(t *testing.T) {
+	const n, width, batch = 16, 1024, 1024
+	const act = int64(batch * width * 4)
+	w, b := int64(width*width*4), int64(width*4)
+	pytorch := map[int]int64{0: 64 * mib, 1: 64 * mib, 2: 36 * mib, 4: 28 * mib, 8: 36 * mib, 16: 64 * mib}
+	for _, k := range []int{0, 1, 2, 4, 8, 16} {
+		t.Run(fmt.Sprintf("k=%d", k), func(t *testing.T) {
+			dev := tensortest.Meta(t)
+			r := runMemory(t, dev, n, width, batch, k)
+			assert.Equal(t, pytorch[k], r.fwd, "kept after the forward")
+			if k > 0 {
+				assert.Equal(t, keptUnits(n, k)*act, r.fwd)
+			}
+			// Dominated by the end of backward (B = W): y, the incoming gradient and
+			// the input's gradient, and all 16 weight and bias gradients — 76.0625 MiB
+			// for every k (PyTorch 2.11 on the H200: 84.06 MiB for every k).
+			assert.Equal(t, peakModel(n, max(k, 1), act, w, b), r.peak, "peak during backward")
+			assert.Equal(t, 3*act+16*(w+b)+4, r.peak)
+			assert.Equal(t, 16*(w+b)+2*act+4, r.afterBackward, "after backward: gradients, the input's gradient, y, the loss")
+		})
+	}
+}
+
+// TestSequentialMemoryActivationDominated is spec §4's benchmark on the meta device:
+// 16 × Linear(2048, 2048), input 8192 × 2048, where activations (64 MiB) outweigh
+// weights (16 MiB), so checkpointing lowers the peak too. PyTorch 2.11 (H200): kept
+// 1024 / 576 / 448 / 576 / 1024 MiB, peak 1248.0 / 848.1 / 672.0 / 800.0 / 1248.0 MiB
+// for k = 1 / 2 / 4 / 8 / 16. Kept is the same here; the peak is 80 MiB (one
+// activation and one weight gradient) lower at every k: 1168.01 / 784.07 / 592.10 /
+// 720.01 / 1168.01 MiB.
+func TestSequentialMemoryActivationDominated(t *testing.T) {
+	const n, width, batch = 16, 2048, 8192
+	const act = int64(batch * width * 4)
+	w, b := int64(width*width*4), int64(width*4)
+	kept := map[int]int64{1: 1024 * mib, 2: 576 * mib, 4: 448 * mib, 8: 576 * mib, 16: 1024 * mib}
+	torchPeak := map[int]float64{1: 1248.0, 2: 848.1, 4: 672.0, 8: 800.0, 16: 1248.0}
+	for _, k := range []int{1, 2, 4, 8, 16} {
+		t.Run(fmt.Sprintf("k=%d", k), func(t *testing.T) {
+			dev := tensortest.Meta(t)
+			r := runMemory(t, dev, n, width, batch, k)
+			assert.Equal(t, kept[k], r.fwd)
+			assert.Equal(t, peakModel(n, k, act, w, b), r.peak)
+			assert.Less(t, float64(r.peak)/float64(mib), torchPeak[k], "at least as lean as PyTorch")
+		})
+	}
+	// Named moments of the model, checked by hand: k=1 peaks at the first layer's
+	// backward (16 kept + dy + dx + dW + db); k=4 in the first segment's last layer,
+	// after its recompute (y, dy, 3 recomputed, dx, 13 weight and bias gradients).
+	assert.Equal(t, 18*act+w+b+8, peakModel(n, 1, act, w, b))
+	assert.Equal(t, 6*act+13*(w+b)+4, peakModel(n, 4, act, w, b))
+}
+
+// TestSequentialMemorySmall runs the same moments with real data on cpu and on sim
+// with a backing store, at a size where the forward computes in milliseconds, for
+// every k.
+func TestSequentialMemorySmall(t *testing.T) {
+	const n, width, batch = 16, 32, 64
+	const act = int64(batch * width * 4)
+	w, b := int64(width*width*4), int64(width*4)
+	for _, d := range tensortest.DataDevices(t) {
+		for k := 1; k <= n; k++ {
+			r := runMemory(t, d.Device, n, width, batch, k)
+			assert.Equal(t, keptUnits(n, k)*act, r.fwd, "%s k=%d: kept after the forward", d.Name, k)
+			assert.Equal(t, peakModel(n, k, act, w, b), r.peak, "%s k=%d: peak", d.Name, k)
+			assert.Equal(t, int64(n)*(w+b)+2*act+4, r.afterBackward, "%s k=%d: after backward", d.Name, k)
+		}
+	}
+}
+
+// TestSequentialGradients: checkpointing changes no gradient, bit for bit. The
+// recompute runs the same kernels on the same inputs, so it regenerates every saved
+// tensor exactly, and backward then runs the same node functions in the same order on
+// them: exact equality is the right test, not a tolerance.
+func TestSequentialGradients(t *testing.T) {
+	const n, width, batch = 12, 16, 8
+	for _, d := range tensortest.DataDevices(t) {
+		run := func(k int) (param [][]float32, in []float32) {
+			m := linears(d.Device, n, width, 3)
+			defer m.Release()
+			s := newScope(4)
+			defer s.Close()
+			x := input(s, d.Device, batch, width)
+			y := forward(m, checkpoint.Config{}, k, x)
+			y.Relu().Sum().Backward()
+			return grads(m), tensor.ToSlice[float32](x.Grad())
+		}
+		wantParams, wantIn := run(0)
+		for k := 1; k <= n; k++ {
+			gotParams, gotIn := run(k)
+			require.Equal(t, wantParams, gotParams, "%s k=%d: parameter gradients", d.Name, k)
+			require.Equal(t, wantIn, gotIn, "%s k=%d: input gradient", d.Name, k)
+		}
+		tensortest.RequireEmpty(t, d.Device)
+	}
+}
+
+// TestSequentialDropout: dropout inside checkpointed segments draws the same masks in
+// the recompute as in the forward, so gradients equal the plain run's with the same
+// seed, and the generator continues afterwards as if nothing had been redrawn. With
+// SkipRNGState the recompute draws new masks and the gradients differ.
+func TestSequentialDropout(t *testing.T) {
+	const width, batch = 16, 8
+	for _, d := range tensortest.DataDevices(t) {
+		run := func(k int, c checkpoint.Config) ([][]float32, uint64) {
+			init := nn.Init{Device: d.Device, Gen: tensor.NewGenerator(5)}
+			m := nn.NewSequential()
+			for range 3 {
+				m.Children = append(m.Children, nn.NewLinear(init, width, width, true), nn.NewDropout(0.5))
+			}
+			defer m.Release()
+			gen := tensor.NewGenerator(6)
+			s := tensor.NewScope(tensor.WithGenerator(gen))
+			defer s.Close()
+			x := input(s, d.Device, batch, width)
+			y := forward(m, c, k, x)
+			y.Sum().Backward()
+			return grads(m), gen.Uint64()
+		}
+		want, wantNext := run(0, checkpoint.Config{})
+		for _, k := range []int{2, 3, 6} {
+			got, next := run(k, checkpoint.Config{})
+			require.Equal(t, want, got, "%s k=%d", d.Name, k)
+			require.Equal(t, wantNext, next, "%s k=%d: the generator's next draw", d.Name, k)
+		}
+		got, _ := run(3, checkpoint.Config{SkipRNGState: true})
+		require.NotEqual(t, want, got, "%s: without the state restored the masks differ", d.Name)
+		tensortest.RequireEmpty(t, d.Device)
+	}
+}
+
+func TestSequentialErrors(t *testing.T) {
+	dev := tensortest.CPU(t)
+	m := linears(dev, 4, 8, 1)
+	defer m.Release()
+	s := newScope(1)
+	defer s.Close()
+	x := input(s, dev, 2, 8)
+	for _, k := range []int{0, 5, -2} {
+		err := tensor.Try(func() { checkpoint.Sequential(layersOf(m), k, x) })
+		require.ErrorIs(t, err, checkpoint.ErrSegments, "k=%d", k)
+		var te *tensor.Error
+		require.ErrorAs(t, err, &te)
+		assert.Equal(t, "checkpoint.Sequential", te.Op)
+	}
+	err := tensor.Try(func() { checkpoint.Sequential(nil, 1, x) })
+	require.ErrorIs(t, err, checkpoint.ErrSegments)
+	assert.Equal(t, x.Bytes(), tensortest.Requested(t, dev)-nn.ParameterBytes(m), "a refused call allocates nothing")
+}
