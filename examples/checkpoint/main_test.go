@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// small trains in about a second: 8 blocks of width 32, batch 16384 (2 MiB
+// activations, so the allocator's 2 MiB granularity does not hide the difference).
+var small = []string{"-depth", "8", "-width", "32", "-batch", "16384", "-steps", "8", "-lr", "0.01"}
+
+func runOK(t *testing.T, args ...string) string {
+	t.Helper()
+	var out bytes.Buffer
+	require.NoError(t, run(args, &out), "output:\n%s", out.String())
+	return out.String()
+}
+
+func mibOf(t *testing.T, s string) float64 {
+	v, err := strconv.ParseFloat(s, 64)
+	require.NoError(t, err)
+	return v
+}
+
+func TestOutOfMemoryWithoutAndTrainsWith(t *testing.T) {
+	out := runOK(t, small...)
+	assert.Contains(t, out, "3 segments over the 9 layers: [0,3) checkpointed [3,6) checkpointed [6,9) plain")
+
+	m := regexp.MustCompile(`without checkpointing: peak ([0-9.]+) MiB allocated.*\n\s+with 3 segments:\s+peak ([0-9.]+) MiB allocated, ([0-9.]+) MiB reserved`).FindStringSubmatch(out)
+	require.NotNil(t, m, out)
+	plain, ckpt := mibOf(t, m[1]), mibOf(t, m[2])
+	assert.Less(t, ckpt, 0.6*plain, "checkpointing saves most of the activations")
+
+	m = regexp.MustCompile(`a simulated GPU of ([0-9.]+) MiB`).FindStringSubmatch(out)
+	require.NotNil(t, m, out)
+	capacity := mibOf(t, m[1])
+	assert.Less(t, capacity, plain)
+
+	assert.Contains(t, out, "without checkpointing the first step runs out of memory")
+	assert.Contains(t, out, "alloc: out of memory on sim.")
+	assert.Regexp(t, `\n\s+hint: `, out, "the OOMError's hint is printed")
+
+	m = regexp.MustCompile(`loss ([0-9.]+) → ([0-9.]+) in 8 steps; peak ([0-9.]+) MiB allocated of ([0-9.]+) MiB`).FindStringSubmatch(out)
+	require.NotNil(t, m, out)
+	assert.Less(t, mibOf(t, m[2]), 0.8*mibOf(t, m[1]), "the loss goes down")
+	assert.Equal(t, ckpt, mibOf(t, m[3]), "the real run peaks where the meta device said")
+	assert.LessOrEqual(t, mibOf(t, m[3]), capacity)
+
+	assert.Regexp(t, `after training: (\d+) bytes requested = parameters \d+ \+ batch \d+ \+ Adam state \d+\n$`, out)
+}
+
+func TestCapacityThatFitsBoth(t *testing.T) {
+	var out bytes.Buffer
+	err := run(append([]string{"-capacity", "512"}, small...), &out)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the plain step fit in 512.00 MiB")
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-depth", "0"}, {"-segments", "1"}, {"-segments", "18"}, {"-lr", "0"}, {"-capacity", "-1"},
+		{"-classes", "1"}, {"extra"}, {"-nosuchflag"},
+	} {
+		var out bytes.Buffer
+		assert.Error(t, run(args, &out), "%v", args)
+	}
+}
