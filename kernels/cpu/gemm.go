@@ -26,6 +26,8 @@ func SgemmBatched(transA, transB bool, m, n, k int, alpha float32, a []float32, 
 	bestGemmKernel().SgemmBatched(transA, transB, m, n, k, alpha, a, lda, strideA, b, ldb, strideB, beta, c, ldc, strideC, batch)
 }
 
+//go:generate go run gemm_gen.go
+
 // Gemm is a single-precision matrix multiply following Sgemm's contract: the built-in
 // one (Builtin) or a system BLAS that package kernels/cpu/blas loads at run time.
 type Gemm interface {

@@ -2,8 +2,6 @@ package cpu
 
 import "golang.org/x/sys/cpu"
 
-//go:generate go run gemm_gen.go
-
 // The assembly micro-kernels compute C[0:mr, 0:nr] += alpha·Ap·Bp over k ≥ 1 steps
 // of packed panels (gemm_gen.go writes them).
 
