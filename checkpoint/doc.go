@@ -39,6 +39,9 @@
 //   - A regenerated tensor is handed to the backward by the unpack, which releases it
 //     when the node that read it has run, also when the graph is retained: a second
 //     backward recomputes again. A holder the graph releases takes its tensor along.
+//     A tensor regenerated for a node the backward does not run (a retained graph
+//     backpropagated from another of the function's results) stays with its holder
+//     until the next recompute replaces it or the graph releases the holder.
 //     So during backward a checkpointed segment of s ops adds at most the tensors its
 //     ops save (minus the input, already kept) and they go one node at a time.
 //   - The recompute runs with the generator state the scope's generator had when
