@@ -1,7 +1,7 @@
 // Package cpu holds the CPU compute kernels: plain functions over memory the caller
-// owns, in pure Go plus Go assembly for the GEMM micro-kernels on amd64 (chosen at run
-// time by CPU feature; a pure-Go kernel everywhere else), parallel across goroutines
-// for large inputs.
+// owns, in pure Go plus Go assembly for the GEMM micro-kernels and exp on amd64 (chosen
+// at run time by CPU feature) and the GEMM micro-kernel on arm64 (pure-Go kernels
+// everywhere else), parallel across goroutines for large inputs.
 //
 // # Passing tensors
 //

@@ -11,8 +11,8 @@ import (
 // k×n (ldb ≥ n), or n×k when transB (ldb ≥ k). When beta is 0, C is not read, so it
 // may hold NaNs. C must not overlap A or B.
 //
-// The work runs through the fastest micro-kernel the CPU has (AVX-512, AVX2+FMA, or
-// pure Go), parallel over blocks of C. Each element of C accumulates its k products in
+// The work runs through the fastest micro-kernel the CPU has (AVX-512, AVX2+FMA, NEON
+// or pure Go), parallel over blocks of C. Each element of C accumulates its k products in
 // the same order whatever GOMAXPROCS is, so results are deterministic.
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	bestGemmKernel().Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
@@ -38,7 +38,8 @@ type Gemm interface {
 }
 
 // Builtin returns the built-in GEMM, the one Sgemm and SgemmBatched run: the fastest
-// micro-kernel this CPU has ("builtin-avx512", "builtin-avx2" or "builtin-go").
+// micro-kernel this CPU has ("builtin-avx512", "builtin-avx2", "builtin-neon" or
+// "builtin-go").
 func Builtin() Gemm { return bestGemmKernel() }
 
 var bestGemmKernel = sync.OnceValue(func() *gemmKernel { return gemmKernels()[0] })
