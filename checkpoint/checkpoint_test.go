@@ -70,6 +70,39 @@ func TestRetainGraph(t *testing.T) {
 	}
 }
 
+// TestRegeneratedForNodesNotRun: with a retained graph, a backward from one of two
+// results leaves the tensors regenerated for the other result's nodes with their
+// holders (one activation here), until a recompute replaces them or the graph goes.
+func TestRegeneratedForNodesNotRun(t *testing.T) {
+	const width, batch = 8, 4
+	act := int64(width * batch * 4)
+	dev := tensortest.CPU(t)
+	m := linears(dev, 3, width, 1)
+	l := layersOf(m)
+	s := newScope(2)
+	x := input(s, dev, batch, width)
+	calls := 0
+	out := checkpoint.Checkpoint(func(in []*tensor.Tensor) []*tensor.Tensor {
+		calls++
+		h := tensor.Layer(in[0], l[0].Forward)
+		return []*tensor.Tensor{tensor.Layer(h, l[1].Forward), tensor.Layer(h, l[2].Forward)}
+	}, x)
+	la, lb := out[0].Sum(), out[1].Sum()
+	start := tensortest.Requested(t, dev)
+
+	la.BackwardWith(tensor.BackwardOptions{RetainGraph: true})
+	assert.Equal(t, 2, calls)
+	assert.Equal(t, nn.ParameterBytes(m)-nn.ParameterBytes(m.Children[2]), nn.GradBytes(m), "the third layer got no gradient")
+	assert.Equal(t, nn.GradBytes(m)+act+act, tensortest.Requested(t, dev)-start,
+		"the gradients, the input's, and the hidden activation regenerated for the third layer")
+
+	lb.BackwardWith(tensor.BackwardOptions{RetainGraph: true})
+	assert.Equal(t, 3, calls, "the third layer used what was left; the first layer's node needed a recompute")
+	assert.Equal(t, nn.ParameterBytes(m)+act+act, tensortest.Requested(t, dev)-start,
+		"the gradients, the input's, and the hidden activation regenerated for the second layer")
+	finish(t, dev, s, m)
+}
+
 // TestEarlyStop: the recompute stops once the last saved tensor is regenerated, so
 // ops after it (here a MulScalar, which saves nothing) do not run again; NoEarlyStop
 // runs the whole function.
