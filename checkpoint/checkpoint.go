@@ -11,7 +11,9 @@ import (
 // by the scope it runs in and returns results computed there (or some of its inputs).
 // Both runs must save the same tensors (count, shapes, dtypes, devices): no branches
 // on data or on time, the same requires-grad flags. Randomness is fine when it comes
-// from the scope's generator (restored for the recompute).
+// from the scope's generator (restored for the recompute). A recompute ends early by
+// failing the save of the last tensor it needs, which the op reports as a
+// *tensor.Error: fn must let tensor errors through (no tensor.Try around its ops).
 type Func func(in []*tensor.Tensor) []*tensor.Tensor
 
 // Config tunes checkpointing. The zero value is PyTorch's default for
