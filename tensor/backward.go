@@ -38,7 +38,7 @@ func (t *Tensor) BackwardWith(o BackwardOptions) {
 		if t.Numel() != 1 {
 			fail(op, ErrShape, []*Tensor{t}, "grad can be implicitly created only for scalar outputs; pass BackwardOptions.Grad")
 		}
-		s := NewScope(NoGrad())
+		s := newInternalScope()
 		seed = s.Keep(s.Full(t.st.dev, t.dt, 1, t.shape...))
 		s.Close()
 	} else {
@@ -78,7 +78,7 @@ func (arith) Add(a, b autograd.Value) (autograd.Value, error) {
 			out = x
 			return
 		}
-		s := NewScope(NoGrad())
+		s := newInternalScope()
 		defer s.Close()
 		out = s.Keep(s.Bind(x).Add(s.Bind(y)))
 	})

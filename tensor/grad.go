@@ -72,7 +72,7 @@ func (c *gradCell) add(g *Tensor, steal bool) {
 			c.grad = g.share()
 			return
 		}
-		s := NewScope(NoGrad())
+		s := newInternalScope()
 		defer s.Close()
 		c.grad = s.Keep(s.Bind(g).Clone().Cast(c.dt))
 		return
@@ -134,6 +134,7 @@ func (t *Tensor) AsParameter() *Tensor {
 	}
 	if s := t.scope; s != nil {
 		s.forget(t)
+		watch(t)
 	}
 	return t.SetRequiresGrad(true)
 }
@@ -210,7 +211,7 @@ func (t *Tensor) RegisterHook(f func(s *Scope, g *Tensor) *Tensor) {
 		err = e.Node.AddGradHook(e.Slot, func(v autograd.Value) (autograd.Value, error) {
 			var out autograd.Value
 			err := Try(func() {
-				s := NewScope(NoGrad())
+				s := newInternalScope()
 				defer s.Close()
 				g := s.Bind(v.(*Tensor))
 				r := f(s, g)

@@ -16,8 +16,8 @@ import (
 const siteDepth = 16
 
 // handle is the part of a Tensor the leak report needs. It is a separate object so
-// that the cleanup registered on the Tensor can read it without keeping the Tensor
-// reachable.
+// that the cleanup watching the Tensor, or the ledger of the scope owning it, can read
+// it without keeping the Tensor (or the scope) reachable.
 type handle struct {
 	released atomic.Bool // set once by Release (or the owning scope's Close)
 	bytes    int64       // the storage's size; set at creation
@@ -25,13 +25,32 @@ type handle struct {
 	pcs      [siteDepth]uintptr
 }
 
-// track records where t is being created and registers the leak report for when the GC
-// finds t unreleased.
-func track(t *Tensor) {
-	h := &handle{bytes: t.st.size, device: t.st.dev.Name()}
+// capture makes the handle of a Tensor over st being created now, recording where: the
+// call stack from newHandle's caller (symbolized only if the handle leaks).
+func capture(st *Storage) *handle {
+	h := &handle{bytes: st.size, device: st.dev.Name()}
 	runtime.Callers(3, h.pcs[:])
-	t.h = h
-	runtime.AddCleanup(t, reportLeak, h)
+	return h
+}
+
+// watch registers the leak report for t, which no scope owns (any more): it runs when
+// the garbage collector finds t, and reports it if it was not released. A handle a
+// scope owns is not watched on its own: the scope's ledger reports it (an owned handle
+// is reachable from its scope, so both are found together).
+func watch(t *Tensor) { runtime.AddCleanup(t, reportLeak, t.h) }
+
+// ledger is the leak report's view of the handles a scope owns: ledger.hs[i] is the
+// handle of the scope's owned[i]. Guarded by the scope's mu while the scope is in use;
+// reportLedger reads it once the scope is unreachable.
+type ledger struct {
+	hs []*handle
+}
+
+// reportLedger reports the handles of a scope the garbage collector found unclosed.
+func reportLedger(l *ledger) {
+	for _, h := range l.hs {
+		reportLeak(h)
+	}
 }
 
 // Leak is one allocation site of handles the garbage collector found unreleased. Their
@@ -80,15 +99,31 @@ func reportLeak(h *handle) {
 }
 
 // Leaks returns the handles found leaked so far, by allocation site, most bytes first.
-// A handle is found when the garbage collector collects it unreleased, so run
-// runtime.GC (twice: cleanups run after the cycle that found them) before asking.
+// A handle is found when the garbage collector collects it unreleased: a handle no scope
+// owns when it is unreachable, one a scope owns when that scope is unreachable and was
+// never closed. Run runtime.GC (twice: cleanups run after the cycle that found them)
+// before asking.
 func Leaks() []Leak {
+	// Stacks that differ only inside the package (an op's result and what its node
+	// saved, say) show as one site.
+	type key struct{ site, device string }
+	merged := map[key]*Leak{}
+	var out []Leak
 	leaks.mu.Lock()
-	out := make([]Leak, 0, len(leaks.bySite))
 	for _, l := range leaks.bySite {
-		out = append(out, *l)
+		k := key{l.Site, l.Device}
+		if m := merged[k]; m != nil {
+			m.Count += l.Count
+			m.Bytes += l.Bytes
+			continue
+		}
+		c := *l
+		merged[k] = &c
 	}
 	leaks.mu.Unlock()
+	for _, l := range merged {
+		out = append(out, *l)
+	}
 	slices.SortFunc(out, func(a, b Leak) int {
 		return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), cmp.Compare(a.Site, b.Site))
 	})

@@ -200,16 +200,15 @@ func gemmView(t *Tensor, batch []int, rows, cols int) (gemmOperand, bool) {
 	return g, true
 }
 
-// internalView is an unowned handle over t's storage that the op releases when done:
-// the kernels' view of an operand, never seen outside the op.
+// internalView is the kernels' view of an operand t, never seen outside the op: a
+// handle over t's storage that holds no reference and is never released or tracked (t,
+// which the op holds, keeps the storage).
 func (c *call) internalView(t *Tensor, shape, strides []int, offset int) *Tensor {
-	v := newHandle(nil, t.st, false, t.dt, shape, strides, offset)
-	c.scratch = append(c.scratch, v)
-	return v
+	return &Tensor{shape: shape, strides: strides, offset: offset, dt: t.dt, st: t.st, h: new(handle)}
 }
 
-// placed returns t's elements as a tensor of shape (same count): a view when t is
-// contiguous, a contiguous F32 copy otherwise; released with the op.
+// placed returns t's elements as a tensor of shape (same count): an internal view of t
+// when it is contiguous, of a contiguous F32 copy (released with the op) otherwise.
 func (c *call) placed(t *Tensor, shape []int) *Tensor {
 	if t.IsContiguous() {
 		return c.internalView(t, shape, rowMajor(shape), t.offset)

@@ -360,7 +360,7 @@ type bwd struct {
 // rule is released before the engine goes on. A *Error the rule panics with (out of
 // memory) becomes the returned error.
 func (f *function) Backward(ctx *autograd.Ctx, grads []autograd.Value) ([]autograd.Value, error) {
-	b := &bwd{ctx: ctx, f: f, s: NewScope(NoGrad()), out: make([]*Tensor, len(f.in))}
+	b := &bwd{ctx: ctx, f: f, s: newInternalScope(), out: make([]*Tensor, len(f.in))}
 	err := Try(func() {
 		defer b.s.Close()
 		b.g = make([]*Tensor, len(grads))

@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 
 	"github.com/subletml/sublet/autograd"
@@ -24,11 +25,20 @@ type Scope struct {
 	m      modes
 	clock  *autograd.Clock // shared by a root and its descendants
 
+	// internal marks the package's own scopes (a backward rule's, a gradient sum's),
+	// which are always closed before the call that made them returns: the leak report
+	// need not watch them. Their children inherit it. Set at creation.
+	internal bool
+
 	mu       sync.Mutex
 	owned    []*Tensor // guarded by mu; a handle's pos is its index here
 	children []*Scope  // guarded by mu; open children
 	onClose  []func()  // guarded by mu
 	closing  bool      // guarded by mu; set once by Close
+	// ledger holds the handles of owned for the leak report, which reads it if the
+	// scope is found unreachable and unclosed. Guarded by mu; made when the scope first
+	// owns a handle; nil in internal scopes.
+	ledger *ledger
 }
 
 // modes are the scope properties ops follow. They never change after the scope is made.
@@ -77,9 +87,17 @@ func NewScope(opts ...Option) *Scope {
 	return s
 }
 
+// newInternalScope makes a root no-grad scope for the package's own temporaries; the
+// caller closes it before returning, also when it panics.
+func newInternalScope() *Scope {
+	s := NewScope(NoGrad())
+	s.internal = true
+	return s
+}
+
 // Child makes a scope nested in s with s's modes, then opts. Closing s closes it.
 func (s *Scope) Child(opts ...Option) *Scope {
-	c := &Scope{parent: s, depth: s.depth + 1, m: s.m, clock: s.clock}
+	c := &Scope{parent: s, depth: s.depth + 1, m: s.m, clock: s.clock, internal: s.internal}
 	for _, o := range opts {
 		o(&c.m)
 	}
@@ -158,6 +176,9 @@ func (s *Scope) Close() {
 	s.mu.Lock()
 	owned := s.owned
 	s.owned = nil
+	if s.ledger != nil {
+		s.ledger.hs = nil
+	}
 	for _, t := range owned {
 		t.scope = nil
 	}
@@ -193,6 +214,8 @@ func (s *Scope) Keep(t *Tensor) *Tensor {
 	s.forget(t)
 	if s.parent != nil {
 		s.parent.adopt(t)
+	} else {
+		watch(t)
 	}
 	return t
 }
@@ -227,6 +250,13 @@ func (s *Scope) adopt(t *Tensor) {
 	}
 	t.scope, t.pos = s, len(s.owned)
 	s.owned = append(s.owned, t)
+	if !s.internal {
+		if s.ledger == nil {
+			s.ledger = &ledger{}
+			runtime.AddCleanup(s, reportLedger, s.ledger)
+		}
+		s.ledger.hs = append(s.ledger.hs, t.h)
+	}
 	s.mu.Unlock()
 }
 
@@ -242,6 +272,11 @@ func (s *Scope) forget(t *Tensor) {
 	s.owned[t.pos], moved.pos = moved, t.pos
 	s.owned[last] = nil
 	s.owned = s.owned[:last]
+	if l := s.ledger; l != nil {
+		l.hs[t.pos] = l.hs[last]
+		l.hs[last] = nil
+		l.hs = l.hs[:last]
+	}
 	t.scope = nil
 }
 

@@ -163,10 +163,11 @@ func newHandle(s *Scope, st *Storage, fresh bool, dt dtype.DType, shape, strides
 	if !fresh {
 		st.retain()
 	}
-	t := &Tensor{shape: shape, strides: strides, offset: offset, dt: dt, st: st}
-	track(t)
+	t := &Tensor{shape: shape, strides: strides, offset: offset, dt: dt, st: st, h: capture(st)}
 	if s != nil {
 		s.adopt(t)
+	} else {
+		watch(t)
 	}
 	return t
 }

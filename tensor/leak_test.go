@@ -1,0 +1,119 @@
+package tensor_test
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/subletml/sublet/alloc"
+	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/tensor"
+)
+
+// The functions below each drop handles unreleased in their own way (noinline, so
+// that each is a frame of its own in the allocation site).
+
+//go:noinline
+func leakInScope(d device.Device) {
+	s := tensor.NewScope() // dropped unclosed: the handles it owns leak
+	s.Zeros(d, dtype.F32, 3, 5)
+}
+
+//go:noinline
+func leakKept(d device.Device) {
+	s := tensor.NewScope()
+	x := s.Ones(d, dtype.F32, 7)
+	s.Keep(x.Exp()) // out of every scope: the caller owns it and drops it
+	s.Close()
+}
+
+//go:noinline
+func leakParameter(d device.Device) {
+	s := tensor.NewScope()
+	s.Zeros(d, dtype.F32, 2, 2).AsParameter()
+	s.Close()
+}
+
+//go:noinline
+func leakGraph(d device.Device) {
+	s := tensor.NewScope()
+	x := s.Ones(d, dtype.F32, 5).SetRequiresGrad(true)
+	s.Keep(x.Tanh()) // its node saved the output: a second handle that leaks with it
+	s.Close()
+}
+
+//go:noinline
+func noLeak(d device.Device) {
+	s := tensor.NewScope()
+	x := s.Ones(d, dtype.F32, 9).SetRequiresGrad(true)
+	y := s.Keep(x.Tanh())
+	x.Exp().Release()
+	s.Child().Zeros(d, dtype.F32, 4)
+	s.Close()
+	y.Release()
+	p := tensor.NewScope().Zeros(d, dtype.F32, 3).AsParameter()
+	p.Release()
+}
+
+// Every way a handle can be dropped unreleased is reported (count, bytes, device and
+// the allocation site, starting at the first frame outside package tensor), and the
+// memory is not freed; released handles and closed scopes are not reported.
+func TestLeaksReportedWithAllocationSite(t *testing.T) {
+	d := newCPU(t)
+	cases := []struct {
+		fn    func(device.Device)
+		name  string
+		count int
+		bytes int64
+	}{
+		{leakInScope, "leakInScope", 1, 60},
+		{leakKept, "leakKept", 1, 28},
+		{leakParameter, "leakParameter", 1, 16},
+		{leakGraph, "leakGraph", 2, 40},
+	}
+	for _, c := range cases {
+		c.fn(d)
+	}
+	noLeak(d)
+	// The graph's saved output shares the output's storage: 20 bytes live for 40.
+	require.Equal(t, int64(60+28+16+20), requested(t, d), "a leak is reported, never freed")
+	t.Cleanup(func() {
+		// The leaked blocks are the test's own; hand them back so the device can go.
+		a := allocator(t, d)
+		for _, seg := range a.Snapshot() {
+			for _, b := range seg.Blocks {
+				if b.State == alloc.ActiveAllocated {
+					require.NoError(t, a.Free(b.Address))
+				}
+			}
+		}
+	})
+
+	found := map[string]tensor.Leak{}
+	for range 50 {
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+		for _, l := range tensor.Leaks() {
+			for _, c := range cases {
+				if strings.HasPrefix(strings.TrimSpace(l.Site), "tensor_test."+c.name+" (tensor/leak_test.go:") {
+					found[c.name] = l
+				}
+			}
+			require.NotContains(t, l.Site, "tensor_test.noLeak")
+		}
+		if len(found) == len(cases) {
+			break
+		}
+	}
+	for _, c := range cases {
+		l, ok := found[c.name]
+		require.True(t, ok, "%s not reported; leaks: %+v", c.name, tensor.Leaks())
+		require.Equal(t, c.count, l.Count, c.name)
+		require.Equal(t, c.bytes, l.Bytes, c.name)
+		require.Equal(t, "cpu", l.Device, c.name)
+	}
+}
