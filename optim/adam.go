@@ -77,8 +77,7 @@ func (o *Adam) Config() AdamConfig { return o.c }
 
 // Step updates every parameter that has a gradient.
 func (o *Adam) Step() {
-	k := cpu.Adam{LR: float32(o.c.LR), Beta1: float32(o.c.Beta1), Beta2: float32(o.c.Beta2), Eps: float32(o.c.Eps),
-		WeightDecay: float32(o.c.WeightDecay), Decoupled: o.decoupled}
+	k := cpu.Adam{LR: o.c.LR, Beta1: o.c.Beta1, Beta2: o.c.Beta2, Eps: o.c.Eps, WeightDecay: o.c.WeightDecay, Decoupled: o.decoupled}
 	o.each(2, func(i int, p, g []float32, st [][]float32, _ bool) {
 		o.steps[i]++
 		k.Step(o.steps[i], p, g, st[0], st[1])

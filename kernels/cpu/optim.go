@@ -46,9 +46,11 @@ func (c SGD) Step(p, g, buf []float32, first bool) {
 }
 
 // Adam holds the hyper-parameters of Adam (and AdamW when Decoupled) as PyTorch's
-// torch.optim.Adam and AdamW define them.
+// torch.optim.Adam and AdamW define them. They are float64 like PyTorch's Python
+// floats: the bias corrections 1-β^t are computed from them in float64 (float32(0.999)
+// would put 1-β2 off by 1.3e-5 relative); the per-element math runs in float32.
 type Adam struct {
-	LR, Beta1, Beta2, Eps, WeightDecay float32
+	LR, Beta1, Beta2, Eps, WeightDecay float64
 	// Decoupled applies weight decay to the parameters directly (AdamW) instead of
 	// adding it to the gradient (Adam).
 	Decoupled bool
@@ -65,24 +67,26 @@ func (c Adam) Step(step int, p, g, m, v []float32) {
 	if step < 1 {
 		panic("kernels/cpu: adam: step numbers start at 1")
 	}
-	bc1 := 1 - math.Pow(float64(c.Beta1), float64(step))
-	bc2 := 1 - math.Pow(float64(c.Beta2), float64(step))
-	stepSize := float32(float64(c.LR) / bc1)
+	bc1 := 1 - math.Pow(c.Beta1, float64(step))
+	bc2 := 1 - math.Pow(c.Beta2, float64(step))
+	stepSize := float32(c.LR / bc1)
 	rbc2 := float32(1 / math.Sqrt(bc2))
 	decay := float32(1)
 	if c.Decoupled {
-		decay = 1 - c.LR*c.WeightDecay
+		decay = float32(1 - c.LR*c.WeightDecay)
 	}
+	b1, b2, eps, wd := float32(c.Beta1), float32(c.Beta2), float32(c.Eps), float32(c.WeightDecay)
+	omb1, omb2 := float32(1-c.Beta1), float32(1-c.Beta2)
 	parallelFor(len(p), grain, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			d := g[i]
-			if !c.Decoupled && c.WeightDecay != 0 {
-				d += c.WeightDecay * p[i]
+			if !c.Decoupled && wd != 0 {
+				d += wd * p[i]
 			}
-			mi := c.Beta1*m[i] + (1-c.Beta1)*d
-			vi := c.Beta2*v[i] + (1-c.Beta2)*d*d
+			mi := b1*m[i] + omb1*d
+			vi := b2*v[i] + omb2*d*d
 			m[i], v[i] = mi, vi
-			p[i] = p[i]*decay - stepSize*mi/(math32.Sqrt(vi)*rbc2+c.Eps)
+			p[i] = p[i]*decay - stepSize*mi/(math32.Sqrt(vi)*rbc2+eps)
 		}
 	})
 }
