@@ -46,7 +46,8 @@ func (t *Tensor) BackwardWith(o BackwardOptions) {
 		if o.Grad.dt != t.dt || !sameShape(o.Grad.shape, t.shape) || o.Grad.st.dev != t.st.dev {
 			fail(op, ErrShape, []*Tensor{t, o.Grad}, "the gradient must have the tensor's shape, type and device")
 		}
-		seed = o.Grad.share()
+		seed = o.Grad.share(nil)
+		watch(seed)
 	}
 	e, err := t.edge()
 	if err != nil {

@@ -97,7 +97,7 @@ func (t *Tensor) To(dev device.Device) *Tensor {
 		c.abort()
 		fail(OpTo, err, c.in, "allocating %d bytes on %s", n, dev.Name())
 	}
-	out := newHandle(c.s, st, true, x.dt, slices.Clone(x.shape), rowMajor(x.shape), 0)
+	out := newHandle(c.s, st, true, x.dt, slices.Clone(x.shape), rowMajor(x.shape), 0, c.site())
 	c.made = append(c.made, out)
 	if n > 0 {
 		if src.st.host == nil {

@@ -69,7 +69,8 @@ func (c *gradCell) add(g *Tensor, steal bool) {
 	if c.grad == nil {
 		if steal && g.st.refs.Load() == 1 && g.dt == c.dt && sameShape(g.shape, c.shape) && g.offset == 0 &&
 			g.IsContiguous() && g.Bytes() == g.st.size {
-			c.grad = g.share()
+			c.grad = g.share(nil)
+			watch(c.grad)
 			return
 		}
 		s := newInternalScope()

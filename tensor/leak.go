@@ -15,35 +15,55 @@ import (
 // frames to the caller's op and its caller.
 const siteDepth = 16
 
+// site is where handles were created: the return addresses of the call stack,
+// symbolized only when one of them is reported as leaked.
+type site [siteDepth]uintptr
+
 // handle is the part of a Tensor the leak report needs. It is a separate object so
 // that the cleanup watching the Tensor, or the ledger of the scope owning it, can read
 // it without keeping the Tensor (or the scope) reachable.
 type handle struct {
 	released atomic.Bool // set once by Release (or the owning scope's Close)
-	bytes    int64       // the storage's size; set at creation
-	device   string      // set at creation
-	pcs      [siteDepth]uintptr
+	st       *Storage    // the storage under the handle; set at creation
+	// at is where the handle was created, shared by the handles one op made; set at
+	// creation, or by watch for a handle made in an internal scope (those record none
+	// until they leave it).
+	at *site
 }
 
-// capture makes the handle of a Tensor over st being created now, recording where: the
-// call stack from newHandle's caller (symbolized only if the handle leaks).
-func capture(st *Storage) *handle {
-	h := &handle{bytes: st.size, device: st.dev.Name()}
-	runtime.Callers(3, h.pcs[:])
-	return h
+// here returns the call stack from the caller of here's caller, skipping skip more
+// frames.
+func here(skip int) *site {
+	at := new(site)
+	runtime.Callers(3+skip, at[:])
+	return at
 }
 
 // watch registers the leak report for t, which no scope owns (any more): it runs when
 // the garbage collector finds t, and reports it if it was not released. A handle a
 // scope owns is not watched on its own: the scope's ledger reports it (an owned handle
-// is reachable from its scope, so both are found together).
-func watch(t *Tensor) { runtime.AddCleanup(t, reportLeak, t.h) }
+// is reachable from its scope, so both are found together). A handle without a site
+// (made in an internal scope) records where it is handed out.
+func watch(t *Tensor) {
+	if t.h.at == nil {
+		t.h.at = here(1)
+	}
+	runtime.AddCleanup(t, reportLeak, t.h)
+}
 
-// ledger is the leak report's view of the handles a scope owns: ledger.hs[i] is the
-// handle of the scope's owned[i]. Guarded by the scope's mu while the scope is in use;
-// reportLedger reads it once the scope is unreachable.
+// ledger is the leak report's view of the handles a scope owns (ledger.hs[i] is the
+// handle of the scope's owned[i]) or a node saved. Guarded by the scope's mu while the
+// scope is in use, written by the op recording the node; reportLedger reads it once
+// the scope (the node's rule) is unreachable.
 type ledger struct {
-	hs []*handle
+	hs  []*handle
+	buf [2]*handle // room for the first handles (a node saves one or two)
+}
+
+func newLedger() *ledger {
+	l := &ledger{}
+	l.hs = l.buf[:0]
+	return l
 }
 
 // reportLedger reports the handles of a scope the garbage collector found unclosed.
@@ -69,7 +89,7 @@ type Leak struct {
 }
 
 type leakKey struct {
-	pcs    [siteDepth]uintptr
+	at     site
 	device string
 }
 
@@ -88,14 +108,18 @@ func reportLeak(h *handle) {
 	if leaks.bySite == nil {
 		leaks.bySite = make(map[leakKey]*Leak)
 	}
-	k := leakKey{h.pcs, h.device}
+	var at site
+	if h.at != nil {
+		at = *h.at
+	}
+	k := leakKey{at, h.st.dev.Name()}
 	l := leaks.bySite[k]
 	if l == nil {
-		l = &Leak{Site: siteString(h.pcs[:]), Device: h.device}
+		l = &Leak{Site: siteString(at[:]), Device: k.device}
 		leaks.bySite[k] = l
 	}
 	l.Count++
-	l.Bytes += h.bytes
+	l.Bytes += h.st.size
 }
 
 // Leaks returns the handles found leaked so far, by allocation site, most bytes first.

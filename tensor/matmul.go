@@ -202,9 +202,9 @@ func gemmView(t *Tensor, batch []int, rows, cols int) (gemmOperand, bool) {
 
 // internalView is the kernels' view of an operand t, never seen outside the op: a
 // handle over t's storage that holds no reference and is never released or tracked (t,
-// which the op holds, keeps the storage).
+// which the op holds, keeps the storage; the view shares t's handle).
 func (c *call) internalView(t *Tensor, shape, strides []int, offset int) *Tensor {
-	return &Tensor{shape: shape, strides: strides, offset: offset, dt: t.dt, st: t.st, h: new(handle)}
+	return &Tensor{shape: shape, strides: strides, offset: offset, dt: t.dt, st: t.st, h: t.h}
 }
 
 // placed returns t's elements as a tensor of shape (same count): an internal view of t

@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 
 	"github.com/subletml/sublet/autograd"
@@ -19,8 +20,15 @@ type call struct {
 	dev  device.Device
 	made []*Tensor
 	node *autograd.Node // the op's node once record ran
+	fn   *function      // its rule
+	// at is where the op was called from, recorded with its first handle and shared
+	// by all of them: one call stack per op.
+	at *site
 	// scratch are temporaries the op releases when it is done.
 	scratch []*Tensor
+	// Room for the usual few inputs and results without allocating.
+	inBuf   [3]*Tensor
+	madeBuf [2]*Tensor
 }
 
 // begin starts op on inputs in: it checks they are live and on one device with
@@ -110,7 +118,9 @@ func open(s *Scope, dev device.Device, op string, in []*Tensor) *call {
 	if !hostCapable(dev) {
 		fail(op, ErrNoKernels, in, "%s has no kernels yet (only cpu and sim do); move the tensors with To", dev.Name())
 	}
-	return &call{op: op, in: in, s: s, dev: dev}
+	c := &call{op: op, s: s, dev: dev}
+	c.in, c.made = append(c.inBuf[:0], in...), c.madeBuf[:0]
+	return c
 }
 
 // resultScope is the innermost scope among the inputs'; every other input scope must
@@ -151,14 +161,26 @@ func (c *call) alloc(dt dtype.DType, shape []int) *Tensor {
 		c.abort()
 		fail(c.op, err, c.in, "allocating %v %v (%d bytes)", shape, dt, n)
 	}
-	t := newHandle(c.s, st, true, dt, shape, rowMajor(shape), 0)
+	t := newHandle(c.s, st, true, dt, shape, rowMajor(shape), 0, c.site())
 	c.made = append(c.made, t)
 	return t
 }
 
+// site is where the op was called from (its handles' allocation site), recorded the
+// first time it is asked for; nil in an internal scope, which records none.
+func (c *call) site() *site {
+	if c.s.internal {
+		return nil
+	}
+	if c.at == nil {
+		c.at = here(1)
+	}
+	return c.at
+}
+
 // view makes a result sharing t's storage, placed by shape, strides and offset.
 func (c *call) view(t *Tensor, shape, strides []int, offset int) *Tensor {
-	v := newHandle(c.s, t.st, false, t.dt, shape, strides, offset)
+	v := newHandle(c.s, t.st, false, t.dt, shape, strides, offset, c.site())
 	c.made = append(c.made, v)
 	return v
 }
@@ -253,7 +275,9 @@ func (c *call) recording() bool {
 // require grad and each holds a reference to the node.
 func (c *call) record(r rule, outs ...*Tensor) {
 	edges := make([]autograd.Edge, len(c.in))
-	metas := make([]meta, len(c.in))
+	f := &function{name: c.op, r: r}
+	f.in = append(f.inBuf[:0], make([]meta, len(c.in))...)
+	metas := f.in
 	for i, t := range c.in {
 		metas[i] = meta{shape: t.shape, dt: t.dt}
 		if !t.requiresGrad {
@@ -266,7 +290,7 @@ func (c *call) record(r rule, outs ...*Tensor) {
 		edges[i] = e
 	}
 	spec := autograd.NodeSpec{Name: c.op, Seq: c.s.clock.Next(), Inputs: edges, Outputs: len(outs),
-		Fn: &function{name: c.op, r: r, in: metas}}
+		Fn: f}
 	if c.s.m.anomaly {
 		spec.Site = autograd.CaptureSite(2)
 	}
@@ -282,12 +306,20 @@ func (c *call) record(r rule, outs ...*Tensor) {
 		}
 		o.node, o.slot, o.requiresGrad = n, i, true
 	}
-	c.node = n
+	c.node, c.fn = n, f
 }
 
-// save keeps t's data for the node's backward, through the scope's saved hooks.
+// save keeps t's data for the node's backward, through the scope's saved hooks. The
+// leak report finds the saved handle through the rule's ledger.
 func (c *call) save(t *Tensor) *autograd.Saved {
-	sv, err := c.node.Save(t.share(), c.s.m.hooks)
+	v := t.share(c.site())
+	f := c.fn
+	if f.saved == nil {
+		f.saved = newLedger()
+		runtime.AddCleanup(f, reportLedger, f.saved)
+	}
+	f.saved.hs = append(f.saved.hs, v.h)
+	sv, err := c.node.Save(v, c.s.m.hooks)
 	if err != nil {
 		c.bad(fmt.Errorf("%w: %w", ErrGrad, err), "saving a tensor for backward")
 	}
@@ -344,6 +376,12 @@ type function struct {
 	name string
 	r    rule
 	in   []meta
+	// saved holds the handles the node saved (released when the node frees them), for
+	// the leak report: the function is collected with its node, so a node never freed
+	// (its outputs leaked) reports them. nil until the first save; written while the
+	// op records.
+	saved *ledger
+	inBuf [3]meta // room for in
 }
 
 // bwd is one run of a rule: a no-grad scope for everything it computes, the incoming

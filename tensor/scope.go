@@ -226,7 +226,7 @@ func (s *Scope) Keep(t *Tensor) *Tensor {
 // s.Bind(w).T(). The new handle is released with s; t is untouched.
 func (s *Scope) Bind(t *Tensor) *Tensor {
 	t.live("Bind")
-	b := newHandle(s, t.st, false, t.dt, t.shape, t.strides, t.offset)
+	b := newHandle(s, t.st, false, t.dt, t.shape, t.strides, t.offset, nil)
 	b.requiresGrad, b.cell = t.requiresGrad, t.cell
 	if t.node != nil {
 		if err := t.node.Retain(); err != nil {
@@ -252,7 +252,7 @@ func (s *Scope) adopt(t *Tensor) {
 	s.owned = append(s.owned, t)
 	if !s.internal {
 		if s.ledger == nil {
-			s.ledger = &ledger{}
+			s.ledger = newLedger()
 			runtime.AddCleanup(s, reportLedger, s.ledger)
 		}
 		s.ledger.hs = append(s.ledger.hs, t.h)

@@ -158,22 +158,29 @@ func (t *Tensor) live(op string) {
 }
 
 // newHandle makes a handle over st (taking a reference unless fresh) placed by shape,
-// strides and offset, owned by s (nil: unowned).
-func newHandle(s *Scope, st *Storage, fresh bool, dt dtype.DType, shape, strides []int, offset int) *Tensor {
+// strides and offset, owned by s (nil: unowned, and the caller makes the leak report
+// find it), created at the site at (nil: the caller's caller; none in an internal
+// scope).
+func newHandle(s *Scope, st *Storage, fresh bool, dt dtype.DType, shape, strides []int, offset int, at *site) *Tensor {
 	if !fresh {
 		st.retain()
 	}
-	t := &Tensor{shape: shape, strides: strides, offset: offset, dt: dt, st: st, h: capture(st)}
+	if at == nil && (s == nil || !s.internal) {
+		at = here(1)
+	}
+	t := &Tensor{shape: shape, strides: strides, offset: offset, dt: dt, st: st, h: &handle{st: st, at: at}}
 	if s != nil {
 		s.adopt(t)
-	} else {
-		watch(t)
 	}
 	return t
 }
 
-// share makes an unowned handle over t's data with no graph: what a node saves and what
-// gradients travel as.
-func (t *Tensor) share() *Tensor {
-	return newHandle(nil, t.st, false, t.dt, t.shape, t.strides, t.offset)
+// share makes a handle over t's data with no graph and no owner, created at the site
+// at (nil: share's caller): what gradients travel as (watch it) and what nodes save
+// (the rule's ledger reports it).
+func (t *Tensor) share(at *site) *Tensor {
+	if at == nil {
+		at = here(0)
+	}
+	return newHandle(nil, t.st, false, t.dt, t.shape, t.strides, t.offset, at)
 }
