@@ -34,12 +34,6 @@ func (t *Tensor) inPlace(op string, others ...*Tensor) bool {
 	return compute
 }
 
-// broadcastsTo reports whether shape from broadcasts to shape to without growing it.
-func broadcastsTo(from, to []int) bool {
-	b, ok := broadcast(from, to)
-	return ok && sameShape(b, to)
-}
-
 // Fill sets every element of t to v, in place.
 func (t *Tensor) Fill(v float64) {
 	if t.inPlace("Fill") {

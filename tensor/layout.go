@@ -26,6 +26,22 @@ func rowMajor(shape []int) []int {
 	return st
 }
 
+// isRowMajor reports whether a tensor of shape and strides has exactly the row-major
+// strides of want (the shape want, not only the same elements dense).
+func isRowMajor(want, shape, strides []int) bool {
+	if !sameShape(want, shape) {
+		return false
+	}
+	s := 1
+	for i := len(shape) - 1; i >= 0; i-- {
+		if strides[i] != s {
+			return false
+		}
+		s *= shape[i]
+	}
+	return true
+}
+
 // contiguous reports whether shape and strides place the elements row-major and dense.
 func contiguous(shape, strides []int) bool {
 	want := 1
@@ -41,8 +57,30 @@ func contiguous(shape, strides []int) bool {
 	return true
 }
 
-// broadcast returns the numpy broadcast of shapes a and b.
+// broadcastsTo reports whether shape from broadcasts to shape to without growing it.
+func broadcastsTo(from, to []int) bool {
+	if len(from) > len(to) {
+		return false
+	}
+	lead := len(to) - len(from)
+	for i, d := range from {
+		if d != 1 && d != to[lead+i] {
+			return false
+		}
+	}
+	return true
+}
+
+// broadcast returns the numpy broadcast of shapes a and b: a or b itself when it is the
+// result (shapes are never changed once made, so they are shared; clipped, so that an
+// append copies).
 func broadcast(a, b []int) ([]int, bool) {
+	switch {
+	case broadcastsTo(b, a):
+		return slices.Clip(a), true
+	case broadcastsTo(a, b):
+		return slices.Clip(b), true
+	}
 	n := max(len(a), len(b))
 	out := make([]int, n)
 	for i := range n {

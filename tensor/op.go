@@ -161,9 +161,20 @@ func (c *call) alloc(dt dtype.DType, shape []int) *Tensor {
 		c.abort()
 		fail(c.op, err, c.in, "allocating %v %v (%d bytes)", shape, dt, n)
 	}
-	t := newHandle(c.s, st, true, dt, shape, rowMajor(shape), 0, c.site())
+	t := newHandle(c.s, st, true, dt, shape, c.rowMajor(shape), 0, c.site())
 	c.made = append(c.made, t)
 	return t
+}
+
+// rowMajor returns the row-major strides of shape: an input's when it has them (the
+// slices of a handle never change, so handles share them), else new ones.
+func (c *call) rowMajor(shape []int) []int {
+	for _, t := range c.in {
+		if isRowMajor(shape, t.shape, t.strides) {
+			return slices.Clip(t.strides)
+		}
+	}
+	return rowMajor(shape)
 }
 
 // site is where the op was called from (its handles' allocation site), recorded the

@@ -15,7 +15,8 @@ import (
 // Views are other handles over the same storage. A handle is used by one goroutine at a
 // time (as its scope is); see the package doc for who owns it and when it is released.
 type Tensor struct {
-	// Set at creation, never changed.
+	// Set at creation, never changed; nor are the elements of shape and strides, so
+	// handles share those slices (append to a clipped copy only).
 	shape   []int
 	strides []int
 	offset  int
