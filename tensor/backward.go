@@ -39,7 +39,7 @@ func (t *Tensor) BackwardWith(o BackwardOptions) {
 			fail(op, ErrShape, []*Tensor{t}, "grad can be implicitly created only for scalar outputs; pass BackwardOptions.Grad")
 		}
 		s := newInternalScope()
-		seed = s.Keep(s.Full(t.st.dev, t.dt, 1, t.shape...))
+		seed = s.handOver(s.Full(t.st.dev, t.dt, 1, t.shape...))
 		s.Close()
 	} else {
 		o.Grad.live(op)
@@ -47,7 +47,6 @@ func (t *Tensor) BackwardWith(o BackwardOptions) {
 			fail(op, ErrShape, []*Tensor{t, o.Grad}, "the gradient must have the tensor's shape, type and device")
 		}
 		seed = o.Grad.share(nil)
-		watch(seed)
 	}
 	e, err := t.edge()
 	if err != nil {
@@ -81,7 +80,7 @@ func (arith) Add(a, b autograd.Value) (autograd.Value, error) {
 		}
 		s := newInternalScope()
 		defer s.Close()
-		out = s.Keep(s.Bind(x).Add(s.Bind(y)))
+		out = s.handOver(s.Bind(x).Add(s.Bind(y)))
 	})
 	if out != x {
 		x.Release()

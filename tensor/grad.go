@@ -226,7 +226,7 @@ func (t *Tensor) RegisterHook(f func(s *Scope, g *Tensor) *Tensor) {
 				if r.scope != s {
 					r = s.Bind(r)
 				}
-				out = s.Keep(r)
+				out = s.handOver(r)
 			})
 			return out, err
 		})

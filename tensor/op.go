@@ -323,7 +323,11 @@ func (c *call) record(r rule, outs ...*Tensor) {
 // save keeps t's data for the node's backward, through the scope's saved hooks. The
 // leak report finds the saved handle through the rule's ledger.
 func (c *call) save(t *Tensor) *autograd.Saved {
-	v := t.share(c.site())
+	at := c.site()
+	if at == nil { // recording in an internal scope (a hook's EnableGrad child)
+		at = here(0)
+	}
+	v := t.share(at)
 	f := c.fn
 	if f.saved == nil {
 		f.saved = newLedger()
@@ -403,16 +407,20 @@ type bwd struct {
 	s   *Scope
 	g   []*Tensor // per output slot, nil where none arrived
 	out []*Tensor // per forward input: unowned handles for the engine
+	// Room for g and out of the usual few inputs and outputs.
+	gBuf   [1]*Tensor
+	outBuf [3]*Tensor
 }
 
 // Backward runs the rule in a fresh no-grad scope and closes it: every temporary of the
 // rule is released before the engine goes on. A *Error the rule panics with (out of
 // memory) becomes the returned error.
 func (f *function) Backward(ctx *autograd.Ctx, grads []autograd.Value) ([]autograd.Value, error) {
-	b := &bwd{ctx: ctx, f: f, s: newInternalScope(), out: make([]*Tensor, len(f.in))}
+	b := &bwd{ctx: ctx, f: f, s: newInternalScope()}
+	b.out = append(b.outBuf[:0], make([]*Tensor, len(f.in))...)
+	b.g = append(b.gBuf[:0], make([]*Tensor, len(grads))...)
 	err := Try(func() {
 		defer b.s.Close()
-		b.g = make([]*Tensor, len(grads))
 		for i, g := range grads {
 			if g != nil {
 				b.g[i] = b.s.Bind(g.(*Tensor))
@@ -470,5 +478,5 @@ func (b *bwd) set(i int, g *Tensor) {
 	if g.scope != b.s {
 		g = b.s.Bind(g)
 	}
-	b.out[i] = b.s.Keep(g)
+	b.out[i] = b.s.handOver(g)
 }

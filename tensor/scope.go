@@ -31,10 +31,11 @@ type Scope struct {
 	internal bool
 
 	mu       sync.Mutex
-	owned    []*Tensor // guarded by mu; a handle's pos is its index here
-	children []*Scope  // guarded by mu; open children
-	onClose  []func()  // guarded by mu
-	closing  bool      // guarded by mu; set once by Close
+	owned    []*Tensor  // guarded by mu; a handle's pos is its index here
+	children []*Scope   // guarded by mu; open children
+	onClose  []func()   // guarded by mu
+	closing  bool       // guarded by mu; set once by Close
+	ownedBuf [4]*Tensor // room for owned; guarded by mu
 	// ledger holds the handles of owned for the leak report, which reads it if the
 	// scope is found unreachable and unclosed. Guarded by mu; made when the scope first
 	// owns a handle; nil in internal scopes.
@@ -81,6 +82,7 @@ func WithAutocast(p Autocast) Option { return func(m *modes) { m.autocast = p } 
 // anomaly mode, no autocast, then opts.
 func NewScope(opts ...Option) *Scope {
 	s := &Scope{m: modes{grad: true}, clock: new(autograd.Clock)}
+	s.owned = s.ownedBuf[:0]
 	for _, o := range opts {
 		o(&s.m)
 	}
@@ -98,6 +100,7 @@ func newInternalScope() *Scope {
 // Child makes a scope nested in s with s's modes, then opts. Closing s closes it.
 func (s *Scope) Child(opts ...Option) *Scope {
 	c := &Scope{parent: s, depth: s.depth + 1, m: s.m, clock: s.clock, internal: s.internal}
+	c.owned = c.ownedBuf[:0]
 	for _, o := range opts {
 		o(&c.m)
 	}
@@ -236,6 +239,17 @@ func (s *Scope) Bind(t *Tensor) *Tensor {
 		b.node, b.slot = t.node, t.slot
 	}
 	return b
+}
+
+// handOver moves t, which s owns, out of s, an internal root scope, to the autograd
+// engine, which releases every value it is given: unlike Keep, t is not watched by the
+// leak report (the engine's values never reach the program).
+func (s *Scope) handOver(t *Tensor) *Tensor {
+	if !s.internal || s.parent != nil || t.scope != s {
+		panic(fmt.Sprintf("tensor: internal error: handOver of %v from %s", t, s.describe()))
+	}
+	s.forget(t)
+	return t
 }
 
 // adopt makes s the owner of t, which has none.

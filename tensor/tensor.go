@@ -160,13 +160,13 @@ func (t *Tensor) live(op string) {
 
 // newHandle makes a handle over st (taking a reference unless fresh) placed by shape,
 // strides and offset, owned by s (nil: unowned, and the caller makes the leak report
-// find it), created at the site at (nil: the caller's caller; none in an internal
-// scope).
+// find it), created at the site at (nil: the caller's caller for a handle a scope owns;
+// none in an internal scope, nor for an unowned one, which watch gives one).
 func newHandle(s *Scope, st *Storage, fresh bool, dt dtype.DType, shape, strides []int, offset int, at *site) *Tensor {
 	if !fresh {
 		st.retain()
 	}
-	if at == nil && (s == nil || !s.internal) {
+	if at == nil && s != nil && !s.internal {
 		at = here(1)
 	}
 	t := &Tensor{shape: shape, strides: strides, offset: offset, dt: dt, st: st, h: &handle{st: st, at: at}}
@@ -177,8 +177,8 @@ func newHandle(s *Scope, st *Storage, fresh bool, dt dtype.DType, shape, strides
 }
 
 // share makes a handle over t's data with no graph and no owner, created at the site
-// at (nil: share's caller): what gradients travel as (watch it) and what nodes save
-// (the rule's ledger reports it).
+// at (nil: none yet): what gradients travel as (the engine owns them, or watch them)
+// and what nodes save (the rule's ledger reports them).
 func (t *Tensor) share(at *site) *Tensor {
 	if at == nil {
 		at = here(0)
