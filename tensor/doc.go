@@ -51,7 +51,11 @@
 //     place. ZeroGrad(true) returns the gradient's memory to the allocator.
 //   - runtime.AddCleanup is only a safety net: a handle the garbage collector finds
 //     unreleased is reported by Leaks (count, bytes, allocation site) and its memory is
-//     never freed behind the program's back.
+//     never freed behind the program's back. The net costs one call stack per op, not
+//     a cleanup per handle: a scope reports the handles it owns if it is found
+//     unclosed, a node the handles it saved if it is never freed, and only handles no
+//     scope owns (kept out of a root, parameters, gradients) are watched one by one.
+//     Gradients in flight belong to the autograd engine, which releases every one.
 //
 // Memory at named moments is therefore exact: after a forward, the allocator's
 // requested bytes are the parameters plus what the ops saved plus what the caller
