@@ -20,14 +20,15 @@ const siteDepth = 16
 type site [siteDepth]uintptr
 
 // handle is the part of a Tensor the leak report needs. It is a separate object so
-// that the cleanup watching the Tensor, or the ledger of the scope owning it, can read
-// it without keeping the Tensor (or the scope) reachable.
+// that the cleanup watching the Tensor, or the ledger of the scope owning it (of the
+// node that saved it), can read it without keeping the Tensor (or the scope, or the
+// node) reachable.
 type handle struct {
 	released atomic.Bool // set once by Release (or the owning scope's Close)
 	st       *Storage    // the storage under the handle; set at creation
 	// at is where the handle was created, shared by the handles one op made; set at
-	// creation, or by watch for a handle made in an internal scope (those record none
-	// until they leave it).
+	// creation, or by watch for a handle made without one (in an internal scope, or
+	// shared for the engine) when it is handed to the program.
 	at *site
 }
 
@@ -43,7 +44,7 @@ func here(skip int) *site {
 // the garbage collector finds t, and reports it if it was not released. A handle a
 // scope owns is not watched on its own: the scope's ledger reports it (an owned handle
 // is reachable from its scope, so both are found together). A handle without a site
-// (made in an internal scope) records where it is handed out.
+// records where it is handed out.
 func watch(t *Tensor) {
 	if t.h.at == nil {
 		t.h.at = here(1)
@@ -66,7 +67,8 @@ func newLedger() *ledger {
 	return l
 }
 
-// reportLedger reports the handles of a scope the garbage collector found unclosed.
+// reportLedger reports the unreleased handles of a scope the garbage collector found
+// unclosed, or of a node that was never freed.
 func reportLedger(l *ledger) {
 	for _, h := range l.hs {
 		reportLeak(h)
