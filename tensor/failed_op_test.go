@@ -60,24 +60,44 @@ func TestOpFailingToSaveReleasesWhatItMade(t *testing.T) {
 	}
 }
 
-// An op that runs out of memory for a temporary after it made its result and the
-// kernels' views releases them all; the step can be retried with less.
+// An op that runs out of memory for a temporary after it made its result releases
+// them all; the step can be retried with less.
 func TestOpOutOfMemoryReleasesWhatItMade(t *testing.T) {
-	const rows, in, out = 6144, 16, 1024
-	// x and w fit in one small segment, the F16 result in a 12 MiB segment; the F32
-	// buffer the product is computed in (24 MiB) does not fit in 30 MiB.
+	const rows, cols = 6144, 1024
+	// x and the F16 result take a 12 MiB segment each; the F32 buffer Softmax computes
+	// in (24 MiB) does not fit in 30 MiB.
 	d := newSim(t, 30<<20, true)
 	s := tensor.NewScope(tensor.NoGrad())
-	x := s.Ones(d, dtype.F16, rows, in)
-	w := s.Ones(d, dtype.F16, out, in)
+	x := s.Ones(d, dtype.F16, rows, cols)
 	before := requested(t, d)
-	err := tensor.Try(func() { tensor.Linear(x, w, nil) })
+	err := tensor.Try(func() { x.Softmax(1) })
 	var oom *alloc.OOMError
 	require.ErrorAs(t, err, &oom)
 	require.Equal(t, before, requested(t, d), "nothing of the failed op is left")
-	y := tensor.Linear(x.Slice(0, 0, rows/4), w, nil)
+	y := x.Slice(0, 0, rows/4).Softmax(1)
 	require.Equal(t, dtype.F16, y.DType())
-	require.Equal(t, []float32{in, in}, vals(y.Slice(0, 0, 1).Slice(1, 0, 2).Reshape(-1)))
+	require.InDelta(t, 1.0/cols, vals(y.Slice(0, 0, 1).Slice(1, 0, 1).Reshape(-1))[0], 1e-6)
 	s.Close()
 	requireEmpty(t, d)
+}
+
+// A 16-bit product converts its operands while packing: the result is the only
+// allocation, at any size.
+func TestHalfProductAllocatesOnlyItsResult(t *testing.T) {
+	const rows, in, out = 512, 256, 384
+	for _, dt := range []dtype.DType{dtype.F16, dtype.BF16} {
+		d := newSim(t, 64<<20, true)
+		s := tensor.NewScope(tensor.NoGrad())
+		x := s.Ones(d, dt, rows, in)
+		w := s.Ones(d, dt, out, in)
+		a := tensortest.Allocator(t, d)
+		a.ResetPeakStats()
+		before := requested(t, d)
+		y := tensor.Linear(x, w, nil)
+		peak := a.Stats().RequestedBytes[alloc.StatAll].Peak
+		require.Equal(t, before+int64(rows*out*dt.Size()), peak, "%v: no scratch beside the result", dt)
+		require.Equal(t, []float32{in}, vals(y.Slice(0, 0, 1).Slice(1, 0, 1).Reshape(-1)))
+		s.Close()
+		requireEmpty(t, d)
+	}
 }

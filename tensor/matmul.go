@@ -31,7 +31,7 @@ func (a *Tensor) MatMul(b *Tensor) *Tensor {
 		r.a, r.b = c.saveCross(x, y)
 	}
 	if c.computes(out) {
-		c.gemm(out, x, y, batch, m, n, k)
+		c.gemm(out, x, y)
 	}
 	return c.done(out)
 }
@@ -90,7 +90,7 @@ func Linear(x, w, bias *Tensor) *Tensor {
 		x2 := c.placed(x, []int{rows, nIn})
 		wt := c.internalView(w, []int{nIn, nOut}, []int{w.strides[1], w.strides[0]}, w.offset)
 		o2 := c.internalView(out, []int{rows, nOut}, rowMajor([]int{rows, nOut}), 0)
-		c.gemm(o2, x2, wt, nil, rows, nOut, nIn)
+		c.gemm(o2, x2, wt)
 		if bias != nil {
 			o := out.operand()
 			cpu.Binary(cpu.Add, o, o, bias.operand())
@@ -116,88 +116,19 @@ func (r *linearBackward) backward(b *bwd) {
 	}
 }
 
-// gemm writes x·y into out ([batch..., m, n], contiguous) with x broadcast to
-// [batch..., m, k] and y to [batch..., k, n].
-func (c *call) gemm(out, x, y *Tensor, batch []int, m, n, k int) {
-	buf := c.denseOut(out)
-	if out.Numel() > 0 {
-		if k == 0 {
-			cpu.Fill(buf.operand(), 0)
-		} else {
-			a := c.gemmOperand(x, batch, m, k)
-			b := c.gemmOperand(y, batch, k, n)
-			cpu.SgemmBatched(a.trans, b.trans, m, n, k, 1, a.data, a.ld, a.stride, b.data, b.ld, b.stride,
-				0, float32s(buf), n, m*n, numel(batch))
-		}
+// gemm writes x·y into out ([batch..., m, n]) with x broadcast to [batch..., m, k] and
+// y to [batch..., k, n]. kernels/cpu's Matmul reads transposed views in place and
+// converts F16/BF16 operands while packing, writing 16-bit results through bounded
+// float32 blocks: no operand or result is copied whole.
+func (c *call) gemm(out, x, y *Tensor) {
+	if out.Numel() == 0 {
+		return
 	}
-	c.flush(out, buf)
-}
-
-// gemmOperand is how SgemmBatched reads one operand: its float32 storage from the
-// first element, whether each matrix is stored transposed, the leading dimension and
-// the distance between the batch's matrices (0: one matrix for all).
-type gemmOperand struct {
-	data   []float32
-	trans  bool
-	ld     int
-	stride int
-}
-
-// gemmOperand describes t, broadcast to [batch..., rows, cols], for the kernel: in
-// place when its layout allows, from an F32 copy otherwise (released with the op).
-func (c *call) gemmOperand(t *Tensor, batch []int, rows, cols int) gemmOperand {
-	if g, ok := gemmView(t, batch, rows, cols); ok {
-		return g
+	if x.shape[len(x.shape)-1] == 0 {
+		cpu.Fill(out.operand(), 0)
+		return
 	}
-	d := c.scratchF32(append(slices.Clone(batch), rows, cols))
-	cpu.Copy(d.operand(), t.operand())
-	g, _ := gemmView(d, batch, rows, cols)
-	return g
-}
-
-// gemmView describes t without a copy when it is F32, its batch dimensions collapse
-// to one stride and each matrix is row-major or column-major.
-func gemmView(t *Tensor, batch []int, rows, cols int) (gemmOperand, bool) {
-	if t.dt.Size() != 4 || !t.dt.IsFloat() {
-		return gemmOperand{}, false
-	}
-	r := len(t.shape)
-	g := gemmOperand{data: storageF32(t)}
-	// Batch strides of t broadcast to batch: 0 where t has no such dimension or 1.
-	lead := len(batch) - (r - 2)
-	expect := -1
-	for i := len(batch) - 1; i >= 0; i-- {
-		if batch[i] == 1 {
-			continue
-		}
-		s := 0
-		if j := i - lead; j >= 0 && t.shape[j] != 1 {
-			s = t.strides[j]
-		}
-		switch {
-		case expect < 0:
-			g.stride = s
-		case s != expect:
-			return gemmOperand{}, false
-		}
-		expect = s * batch[i]
-	}
-	rs, cs := t.strides[r-2], t.strides[r-1]
-	switch {
-	case (cs == 1 || cols == 1) && (rows == 1 || rs >= cols):
-		g.ld = max(cols, 1)
-		if rows > 1 {
-			g.ld = rs
-		}
-	case (rs == 1 || rows == 1) && (cols == 1 || cs >= rows):
-		g.trans, g.ld = true, max(rows, 1)
-		if cols > 1 {
-			g.ld = cs
-		}
-	default:
-		return gemmOperand{}, false
-	}
-	return g, true
+	cpu.Matmul(nil, out.operand(), x.operand(), y.operand(), 1, 0)
 }
 
 // internalView is the kernels' view of an operand t, never seen outside the op: a

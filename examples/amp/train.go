@@ -172,7 +172,7 @@ func report(out io.Writer, c config, f32, mixed result) {
 	row("  of which the weight-cast cache", f32.last.cache, mixed.last.cache)
 	row("saved for backward (autocast scope closed)", f32.last.saved, mixed.last.saved)
 	row("peak during the step", f32.last.peak, mixed.last.peak)
-	fmt.Fprintf(out, "(the AMP peak includes the float32 copies the CPU kernels make of F16 operands while they compute)\n")
+	fmt.Fprintf(out, "(on the CPU, ops other than matrix products compute F16 tensors in float32 buffers; the AMP peak counts them)\n")
 	for _, r := range []result{f32, mixed} {
 		fmt.Fprintf(out, "%s after training: %d bytes requested = parameters %d + optimizer state %d\n", r.name, r.left, r.params, r.state)
 	}
