@@ -7,8 +7,8 @@ import (
 
 	"github.com/subletml/sublet/amp"
 	"github.com/subletml/sublet/dtype"
-	"github.com/subletml/sublet/nn/nntest"
 	"github.com/subletml/sublet/tensor"
+	"github.com/subletml/sublet/tensor/tensortest"
 )
 
 // TestAutocastOutputTypes checks each op's result type under autocast against the
@@ -17,7 +17,7 @@ import (
 func TestAutocastOutputTypes(t *testing.T) {
 	for _, low := range []dtype.DType{dtype.F16, dtype.BF16} {
 		t.Run(low.String(), func(t *testing.T) {
-			d := nntest.CPU(t)
+			d := tensortest.CPU(t)
 			root := tensor.NewScope()
 			ac := autocast(t, root, low)
 			a := f32(ac, d, []float32{0.25, 0.5, 0.75, 1}, 2, 2)
@@ -73,7 +73,7 @@ func TestAutocastOutputTypes(t *testing.T) {
 			// in both formats and so are the sums of products here.
 			require.Equal(t, []float32{0.4375, 0.625, 0.9375, 1.375}, vals(h))
 			root.Close()
-			nntest.RequireEmpty(t, d)
+			tensortest.RequireEmpty(t, d)
 		})
 	}
 }
@@ -83,7 +83,7 @@ func TestAutocastOutputTypes(t *testing.T) {
 // F32-list ops (Exp here) cast the input first, a copy the op's scope holds until it
 // closes.
 func TestF32ResultsWithoutF32Copies(t *testing.T) {
-	d := nntest.Meta(t)
+	d := tensortest.Meta(t)
 	root := tensor.NewScope(tensor.NoGrad())
 	h := root.Empty(d, dtype.F16, 1024, 1024)
 	ac := autocast(t, root, dtype.F16)
@@ -98,13 +98,13 @@ func TestF32ResultsWithoutF32Copies(t *testing.T) {
 		{"sum_to", func(h *tensor.Tensor) *tensor.Tensor { return h.SumTo(1, 1024) }, 4096},
 		{"exp", func(h *tensor.Tensor) *tensor.Tensor { return h.Exp() }, 4*MiB + 4*MiB},
 	} {
-		before := nntest.Requested(t, d)
+		before := tensortest.Requested(t, d)
 		y := c.op(ac.Bind(h))
 		require.Equal(t, dtype.F32, y.DType(), c.name)
-		require.Equal(t, c.adds, nntest.Requested(t, d)-before, c.name)
+		require.Equal(t, c.adds, tensortest.Requested(t, d)-before, c.name)
 	}
 	root.Close()
-	nntest.RequireEmpty(t, d)
+	tensortest.RequireEmpty(t, d)
 }
 
 func TestAutocastRejectsOtherTypes(t *testing.T) {
@@ -122,7 +122,7 @@ func TestAutocastRejectsOtherTypes(t *testing.T) {
 // and computes in F16, the gradients arrive at the F32 weight and bias as F32 and
 // equal the product of the F16-rounded operands.
 func TestAutocastGradientsReachF32Weights(t *testing.T) {
-	d := nntest.CPU(t)
+	d := tensortest.CPU(t)
 	w := param(d, []float32{1, 2, 3, 4, 5, 6}, 2, 3)
 	b := param(d, []float32{0.5, -0.5}, 2)
 	root := tensor.NewScope()
@@ -143,14 +143,14 @@ func TestAutocastGradientsReachF32Weights(t *testing.T) {
 	root.Close()
 	w.Release()
 	b.Release()
-	nntest.RequireEmpty(t, d)
+	tensortest.RequireEmpty(t, d)
 }
 
 // TestAutocastNesting: a scope nested with Enabled(false) runs ops in their inputs'
 // types ([V] an inner enabled=False Linear on F32 returns F32); re-enabling inside it
 // needs no casts; tensor.WithAutocast(nil) leaves autocast.
 func TestAutocastNesting(t *testing.T) {
-	d := nntest.CPU(t)
+	d := tensortest.CPU(t)
 	w := param(d, seq(4, 0.5), 2, 2)
 	root := tensor.NewScope()
 	ac := autocast(t, root, dtype.F16)
@@ -176,5 +176,5 @@ func TestAutocastNesting(t *testing.T) {
 	require.Equal(t, amp.CacheBytes(ac), amp.CacheBytes(again))
 	root.Close()
 	w.Release()
-	nntest.RequireEmpty(t, d)
+	tensortest.RequireEmpty(t, d)
 }

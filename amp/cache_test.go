@@ -9,8 +9,8 @@ import (
 
 	"github.com/subletml/sublet/amp"
 	"github.com/subletml/sublet/dtype"
-	"github.com/subletml/sublet/nn/nntest"
 	"github.com/subletml/sublet/tensor"
+	"github.com/subletml/sublet/tensor/tensortest"
 )
 
 func linear(w, b *tensor.Tensor) func(x *tensor.Tensor) *tensor.Tensor {
@@ -21,7 +21,7 @@ func linear(w, b *tensor.Tensor) func(x *tensor.Tensor) *tensor.Tensor {
 // autocast region a weight is first used under no_grad, then by a recording forward,
 // which reuses the cached cast. The gradient must still reach the weight.
 func TestCastCachedUnderNoGradKeepsGradients(t *testing.T) {
-	d := nntest.CPU(t)
+	d := tensortest.CPU(t)
 	w := param(d, []float32{1, 2, 3, 4}, 2, 2)
 	root := tensor.NewScope()
 	x := f32(root, d, []float32{0.5, 2}, 1, 2)
@@ -35,15 +35,15 @@ func TestCastCachedUnderNoGradKeepsGradients(t *testing.T) {
 	require.Equal(t, int64(4*2), cached, "the F16 cast of w is cached")
 	ng.Close()
 
-	before := nntest.Requested(t, d)
+	before := tensortest.Requested(t, d)
 	y := tensor.Layer(ac.Bind(x), linear(w, nil))
-	require.Equal(t, 2*y.Bytes(), nntest.Requested(t, d)-before, "the cached cast is reused: only the output and the input's F16 cast (saved for backward) are new")
+	require.Equal(t, 2*y.Bytes(), tensortest.Requested(t, d)-before, "the cached cast is reused: only the output and the input's F16 cast (saved for backward) are new")
 	require.True(t, y.RequiresGrad(), "the cached cast carries the weight's history")
 	y.Sum().Backward()
 	require.Equal(t, []float32{0.5, 2, 0.5, 2}, vals(w.Grad()))
 	root.Close()
 	w.Release()
-	nntest.RequireEmpty(t, d)
+	tensortest.RequireEmpty(t, d)
 }
 
 // TestCacheBytesLikePyTorch replays spec §3.2 [V]: Linear(1024, 1024, bias=False) on
@@ -51,34 +51,34 @@ func TestCastCachedUnderNoGradKeepsGradients(t *testing.T) {
 // weight cast and the 2 KiB output, the second only its output; after the autocast
 // scope closes only the input and the two outputs remain (8,192 B).
 func TestCacheBytesLikePyTorch(t *testing.T) {
-	d := nntest.Meta(t)
+	d := tensortest.Meta(t)
 	init := tensor.NewScope()
 	w := init.Empty(d, dtype.F32, 1024, 1024).AsParameter()
 	init.Close()
 	root := tensor.NewScope(tensor.NoGrad())
 	x := root.Empty(d, dtype.F32, 1, 1024)
-	base := nntest.Requested(t, d)
+	base := tensortest.Requested(t, d)
 	ac := autocast(t, root, dtype.F16)
 	y1 := tensor.Layer(ac.Bind(x), linear(w, nil))
-	require.Equal(t, int64(2_099_200), nntest.Requested(t, d)-base)
+	require.Equal(t, int64(2_099_200), tensortest.Requested(t, d)-base)
 	y2 := tensor.Layer(ac.Bind(x), linear(w, nil))
-	require.Equal(t, int64(2_099_200+2_048), nntest.Requested(t, d)-base)
+	require.Equal(t, int64(2_099_200+2_048), tensortest.Requested(t, d)-base)
 	require.Equal(t, int64(2*MiB), amp.CacheBytes(ac))
 	ac.Keep(y1)
 	ac.Keep(y2)
 	ac.Close()
 	require.Zero(t, amp.CacheBytes(ac))
-	require.Equal(t, int64(8_192), nntest.Requested(t, d)-w.Bytes(), "the input and the two outputs")
+	require.Equal(t, int64(8_192), tensortest.Requested(t, d)-w.Bytes(), "the input and the two outputs")
 	root.Close()
 	w.Release()
-	nntest.RequireEmpty(t, d)
+	tensortest.RequireEmpty(t, d)
 }
 
 // TestWhatIsCached checks the cacheability rule: only F32 leaves that require grad and
 // cover their storage (parameters), only to the scope's autocast type, only with the
 // cache enabled. Everything else is cast on every use.
 func TestWhatIsCached(t *testing.T) {
-	d := nntest.CPU(t)
+	d := tensortest.CPU(t)
 	w := param(d, seq(4, 1), 2, 2)
 	big := param(d, seq(8, 1), 4, 2)
 	root := tensor.NewScope()
@@ -100,22 +100,22 @@ func TestWhatIsCached(t *testing.T) {
 		{"an activation (not a leaf)", activation.T().Reshape(2, 1).MatMul(activation)},
 		{"a leaf already F16", h16},
 	} {
-		before := nntest.Requested(t, d)
+		before := tensortest.Requested(t, d)
 		y := tensor.Linear(ac.Bind(x), c.weight, nil)
 		require.Zero(t, amp.CacheBytes(ac), c.name)
 		cast := int64(0)
 		if c.weight.DType() != dtype.F16 {
 			cast = 8
 		}
-		require.Equal(t, cast+4+y.Bytes(), nntest.Requested(t, d)-before, "%s: the weight cast, the input's cast and the output belong to the op's scope", c.name)
+		require.Equal(t, cast+4+y.Bytes(), tensortest.Requested(t, d)-before, "%s: the weight cast, the input's cast and the output belong to the op's scope", c.name)
 	}
 
 	noCache := autocast(t, ac, dtype.F16, amp.CacheEnabled(false))
-	before := nntest.Requested(t, d)
+	before := tensortest.Requested(t, d)
 	tensor.Linear(noCache.Bind(x), w, nil)
 	tensor.Linear(noCache.Bind(x), w, nil)
 	require.Zero(t, amp.CacheBytes(ac), "cache disabled")
-	require.Equal(t, int64(2*(8+4+4)), nntest.Requested(t, d)-before)
+	require.Equal(t, int64(2*(8+4+4)), tensortest.Requested(t, d)-before)
 
 	bf := autocast(t, ac, dtype.BF16)
 	tensor.Linear(bf.Bind(x), w, nil)
@@ -125,14 +125,14 @@ func TestWhatIsCached(t *testing.T) {
 	root.Close()
 	w.Release()
 	big.Release()
-	nntest.RequireEmpty(t, d)
+	tensortest.RequireEmpty(t, d)
 }
 
 // TestCacheRecastsAWeightChangedInPlace: an optimizer step inside the region (the
 // weight's version moves) makes the cached cast stale; the next use casts again and
 // the stale cast is released.
 func TestCacheRecastsAWeightChangedInPlace(t *testing.T) {
-	d := nntest.CPU(t)
+	d := tensortest.CPU(t)
 	w := param(d, []float32{1, 2, 3, 4}, 2, 2)
 	root := tensor.NewScope()
 	x := f32(root, d, []float32{1, 1}, 1, 2)
@@ -143,15 +143,15 @@ func TestCacheRecastsAWeightChangedInPlace(t *testing.T) {
 	require.Equal(t, []float32{2, 2}, vals(tensor.Layer(ng.Bind(x), linear(w, nil))))
 	require.Equal(t, int64(8), amp.CacheBytes(ac))
 	root.Close()
-	require.Equal(t, w.Bytes(), nntest.Requested(t, d))
+	require.Equal(t, w.Bytes(), tensortest.Requested(t, d))
 	w.Release()
-	nntest.RequireEmpty(t, d)
+	tensortest.RequireEmpty(t, d)
 }
 
 // TestCacheAcrossBackwards: graphs built on one cached cast in one region each reach
 // the weight, in any order of forwards and backwards (gradient accumulation).
 func TestCacheAcrossBackwards(t *testing.T) {
-	d := nntest.CPU(t)
+	d := tensortest.CPU(t)
 	w := param(d, []float32{1, 2, 3, 4}, 2, 2)
 	root := tensor.NewScope()
 	x := f32(root, d, []float32{0.5, 2}, 1, 2)
@@ -165,13 +165,13 @@ func TestCacheAcrossBackwards(t *testing.T) {
 	require.Equal(t, []float32{1.5, 6, 1.5, 6}, vals(w.Grad()))
 	root.Close()
 	w.Release()
-	nntest.RequireEmpty(t, d)
+	tensortest.RequireEmpty(t, d)
 }
 
 // TestCacheSharedByGoroutines: scopes of one region used by several goroutines at
 // once cast a weight once, evaluating and backpropagating through it.
 func TestCacheSharedByGoroutines(t *testing.T) {
-	d := nntest.CPU(t)
+	d := tensortest.CPU(t)
 	w := param(d, seq(64*64, 1.0/1024), 64, 64)
 	root := tensor.NewScope()
 	x := f32(root, d, seq(64, 1.0/64), 1, 64)
@@ -206,5 +206,5 @@ func TestCacheSharedByGoroutines(t *testing.T) {
 	}
 	root.Close()
 	w.Release()
-	nntest.RequireEmpty(t, d)
+	tensortest.RequireEmpty(t, d)
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/nn"
-	"github.com/subletml/sublet/nn/nntest"
 	"github.com/subletml/sublet/tensor"
+	"github.com/subletml/sublet/tensor/tensortest"
 )
 
 // deepModel is 16 × (Linear(1024→1024) + ReLU), the model of spec §2.9/§3.7 with a
@@ -39,15 +39,15 @@ type memoryRun struct {
 // the parameters, their gradients, the input and its gradient remain, and nothing
 // after release.
 func runDeep(t *testing.T, low dtype.DType) memoryRun {
-	d := nntest.Meta(t)
+	d := tensortest.Meta(t)
 	m := deepModel(d)
 	params := nn.ParameterBytes(m)
 	require.Equal(t, int64(16*(4*MiB+4096)), params)
 	root := tensor.NewScope()
 	x := root.Empty(d, dtype.F32, 1024, 1024).SetRequiresGrad(true)
-	start := nntest.Requested(t, d)
+	start := tensortest.Requested(t, d)
 	require.Equal(t, params+4*MiB, start)
-	al := nntest.Allocator(t, d)
+	al := tensortest.Allocator(t, d)
 	al.ResetPeakStats()
 
 	var r memoryRun
@@ -56,22 +56,22 @@ func runDeep(t *testing.T, low dtype.DType) memoryRun {
 		fwd = autocast(t, root, low)
 	}
 	out := m.Forward(fwd.Bind(x))
-	r.forward = nntest.Requested(t, d) - start
+	r.forward = tensortest.Requested(t, d) - start
 	r.cache = amp.CacheBytes(fwd)
 	if fwd != root {
 		fwd.Keep(out)
 		fwd.Close()
 	}
-	r.afterRegion = nntest.Requested(t, d) - start
+	r.afterRegion = tensortest.Requested(t, d) - start
 	loss := out.Sum()
 	loss.Backward()
 	r.peak = al.Stats().RequestedBytes[alloc.StatAll].Peak - start
-	require.Equal(t, 2*params+2*x.Bytes()+out.Bytes()+loss.Bytes(), nntest.Requested(t, d),
+	require.Equal(t, 2*params+2*x.Bytes()+out.Bytes()+loss.Bytes(), tensortest.Requested(t, d),
 		"after backward: parameters, gradients, the input, its gradient, the output and the loss")
 	root.Close()
-	require.Equal(t, 2*params, nntest.Requested(t, d), "after the step's scope closed: parameters and gradients")
+	require.Equal(t, 2*params, tensortest.Requested(t, d), "after the step's scope closed: parameters and gradients")
 	m.Release()
-	nntest.RequireEmpty(t, d)
+	tensortest.RequireEmpty(t, d)
 	return r
 }
 

@@ -9,8 +9,8 @@ import (
 	"github.com/subletml/sublet/amp"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
-	"github.com/subletml/sublet/nn/nntest"
 	"github.com/subletml/sublet/tensor"
+	"github.com/subletml/sublet/tensor/tensortest"
 )
 
 // sgd is plain gradient descent, the optimizer the scaler drives in these tests.
@@ -39,12 +39,12 @@ type problem struct {
 }
 
 func newProblem(t *testing.T, w []float32) *problem {
-	d := nntest.CPU(t)
+	d := tensortest.CPU(t)
 	p := &problem{d: d, w: param(d, w, len(w))}
 	p.opt = &sgd{params: []*tensor.Tensor{p.w}, lr: 1}
 	t.Cleanup(func() {
 		p.w.Release()
-		nntest.RequireEmpty(t, d)
+		tensortest.RequireEmpty(t, d)
 	})
 	return p
 }
@@ -213,7 +213,7 @@ func TestScalerMisuseErrorsSayWhatPyTorchSays(t *testing.T) {
 
 // TestUnscaleRejectsF16Gradients before touching any gradient; BF16 ones pass.
 func TestUnscaleRejectsF16Gradients(t *testing.T) {
-	d := nntest.CPU(t)
+	d := tensortest.CPU(t)
 	mk := func(dt dtype.DType) *tensor.Tensor {
 		s := tensor.NewScope()
 		defer s.Close()
@@ -237,7 +237,7 @@ func TestUnscaleRejectsF16Gradients(t *testing.T) {
 	for _, w := range []*tensor.Tensor{w32, w16, wbf} {
 		w.Release()
 	}
-	nntest.RequireEmpty(t, d)
+	tensortest.RequireEmpty(t, d)
 }
 
 // TestSeveralOptimizers: an Inf in one optimizer's gradients skips its step only, and
@@ -265,7 +265,7 @@ func TestSeveralOptimizers(t *testing.T) {
 // round to +Inf); the Inf reaches the F32 weight's gradient, the scaler finds it, skips
 // the step and backs off. At 32768 the gradients (32768·x) fit, and the step is taken.
 func TestF16OverflowIsFoundAndSkipped(t *testing.T) {
-	d := nntest.CPU(t)
+	d := tensortest.CPU(t)
 	w := param(d, []float32{1, 1}, 1, 2)
 	opt := &sgd{params: []*tensor.Tensor{w}, lr: 0.5}
 	sc := newScaler(t, amp.ScalerConfig{InitScale: 65536})
@@ -294,7 +294,7 @@ func TestF16OverflowIsFoundAndSkipped(t *testing.T) {
 	}
 	require.Equal(t, []float32{0.5, 0.25}, vals(w))
 	w.Release()
-	nntest.RequireEmpty(t, d)
+	tensortest.RequireEmpty(t, d)
 }
 
 func TestDisabledScalerPassesThrough(t *testing.T) {

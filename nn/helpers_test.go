@@ -1,28 +1,23 @@
 package nn_test
 
 import (
-	"github.com/subletml/sublet/device"
-	"github.com/subletml/sublet/dtype"
+	"slices"
+
 	"github.com/subletml/sublet/nn"
-	"github.com/subletml/sublet/nn/nntest"
-	"github.com/subletml/sublet/tensor"
+	"github.com/subletml/sublet/tensor/tensortest"
 )
 
 var (
-	newCPU       = nntest.CPU
-	newMeta      = nntest.Meta
-	allocator    = nntest.Allocator
-	requested    = nntest.Requested
-	requireLive  = nntest.RequireLive
-	requireEmpty = nntest.RequireEmpty
-	cat          = nntest.Cat
+	newCPU       = tensortest.CPU
+	newMeta      = tensortest.Meta
+	allocator    = tensortest.Allocator
+	requested    = tensortest.Requested
+	requireLive  = tensortest.RequireLive
+	requireEmpty = tensortest.RequireEmpty
+	cat          = slices.Concat[[]int64]
+	f32          = tensortest.F32
+	vals         = tensortest.Values
 )
 
 // paramSizes is the byte size of each parameter of m.
-func paramSizes(m nn.Module) []int64 { return nntest.Sizes(nn.Parameters(m)...) }
-
-func f32(s *tensor.Scope, d device.Device, data []float32, shape ...int) *tensor.Tensor {
-	return tensor.FromSlice(s, d, dtype.F32, data, shape...)
-}
-
-func vals(t *tensor.Tensor) []float32 { return tensor.ToSlice[float32](t) }
+func paramSizes(m nn.Module) []int64 { return tensortest.Sizes(nn.Parameters(m)...) }

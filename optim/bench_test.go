@@ -5,9 +5,9 @@ import (
 
 	"github.com/subletml/sublet/amp"
 	"github.com/subletml/sublet/dtype"
-	"github.com/subletml/sublet/nn/nntest"
 	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/tensor"
+	"github.com/subletml/sublet/tensor/tensortest"
 )
 
 // amp's GradScaler drives optim's optimizers.
@@ -16,7 +16,7 @@ var _ amp.Optimizer = optim.Optimizer(nil)
 // benchStep times Step over one parameter of n floats with its gradient, on the CPU.
 // Bytes are the parameter's: each step reads the gradient and the state as well.
 func benchStep(b *testing.B, n int, make func([]*tensor.Tensor) (optim.Optimizer, error)) {
-	d := nntest.CPU(b)
+	d := tensortest.CPU(b)
 	s := tensor.NewScope()
 	p := s.Ones(d, dtype.F32, n).AsParameter()
 	p.Mul(s.Full(d, dtype.F32, 1e-3, n)).Sum().Backward()
@@ -33,7 +33,7 @@ func benchStep(b *testing.B, n int, make func([]*tensor.Tensor) (optim.Optimizer
 	b.StopTimer()
 	o.Release()
 	p.Release()
-	nntest.RequireEmpty(b, d)
+	tensortest.RequireEmpty(b, d)
 }
 
 func BenchmarkSGDMomentumStep4M(b *testing.B) {

@@ -10,9 +10,9 @@ import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/nn"
-	"github.com/subletml/sublet/nn/nntest"
 	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/tensor"
+	"github.com/subletml/sublet/tensor/tensortest"
 )
 
 // blobs is a seeded classification set: k Gaussian blobs in dim dimensions.
@@ -87,10 +87,10 @@ func trainRun(t testing.TB, d device.Device, seed uint64, adam, eval bool) (loss
 // one with SGD, one with Adam evaluating under NoGrad after each epoch; each gets,
 // bit for bit, the losses it gets alone.
 func TestTwoGoroutinesTrainAtOnce(t *testing.T) {
-	d := nntest.CPU(t)
+	d := tensortest.CPU(t)
 	aloneA, _ := trainRun(t, d, 1, false, false)
 	aloneB, accB := trainRun(t, d, 2, true, true)
-	nntest.RequireEmpty(t, d)
+	tensortest.RequireEmpty(t, d)
 	require.Less(t, aloneA[len(aloneA)-1], aloneA[0], "A's loss fell")
 	require.Less(t, aloneB[len(aloneB)-1], aloneB[0], "B's loss fell")
 	require.Len(t, accB, 3)
@@ -104,5 +104,5 @@ func TestTwoGoroutinesTrainAtOnce(t *testing.T) {
 	require.Equal(t, aloneA, a)
 	require.Equal(t, aloneB, b)
 	require.Equal(t, accB, acc)
-	nntest.RequireEmpty(t, d)
+	tensortest.RequireEmpty(t, d)
 }

@@ -3,6 +3,7 @@ package optim_test
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,9 +13,9 @@ import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/nn"
-	"github.com/subletml/sublet/nn/nntest"
 	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/tensor"
+	"github.com/subletml/sublet/tensor/tensortest"
 )
 
 // model is an MLP with ReLU on a batch size, on a device made by dev.
@@ -28,8 +29,8 @@ type model struct {
 // models are one at full size on the meta device (memory only) and one small with
 // real data on the CPU.
 var models = []model{
-	{"meta/full", nntest.Meta, 512, []int{1024, 4096, 4096, 1000}},
-	{"cpu/small", nntest.CPU, 8, []int{5, 16, 16, 3}},
+	{"meta/full", tensortest.Meta, 512, []int{1024, 4096, 4096, 1000}},
+	{"cpu/small", tensortest.CPU, 8, []int{5, 16, 16, 3}},
 }
 
 // optimizers make each optimizer under test and say how many state tensors it keeps
@@ -82,15 +83,15 @@ func TestTrainingStepMemory(t *testing.T) {
 		for _, oc := range optimizers {
 			t.Run(fmt.Sprintf("%s/%s", mc.name, oc.name), func(t *testing.T) {
 				d := mc.dev(t)
-				a := nntest.Allocator(t, d)
+				a := tensortest.Allocator(t, d)
 				m := nn.NewMLP(nn.Init{Device: d, Gen: tensor.NewGenerator(1)}, nn.MLPConfig{Sizes: mc.sizes})
-				params := nntest.Sizes(nn.Parameters(m)...)
+				params := tensortest.Sizes(nn.Parameters(m)...)
 				o, err := oc.make(nn.Parameters(m))
 				require.NoError(t, err)
-				nntest.RequireLive(t, d, "after building", params...)
+				tensortest.RequireLive(t, d, "after building", params...)
 				var state []int64 // a state tensor per parameter, perParam times
 				for range oc.perParam {
-					state = nntest.Cat(state, params)
+					state = slices.Concat(state, params)
 				}
 				stateBytes := int64(oc.perParam) * nn.ParameterBytes(m)
 
@@ -104,21 +105,21 @@ func TestTrainingStepMemory(t *testing.T) {
 					if step > 0 {
 						had = state
 					}
-					nntest.RequireLive(t, d, fmt.Sprintf("step %d: after the step's scope closed: parameters, gradients", step),
-						nntest.Cat(params, params, had)...)
+					tensortest.RequireLive(t, d, fmt.Sprintf("step %d: after the step's scope closed: parameters, gradients", step),
+						slices.Concat(params, params, had)...)
 
 					a.ResetPeakStats()
 					before := a.Stats().RequestedBytes[alloc.StatAll].Current
 					o.Step()
-					nntest.RequireLive(t, d, fmt.Sprintf("step %d: after Step: parameters, gradients, state", step),
-						nntest.Cat(params, params, state)...)
+					tensortest.RequireLive(t, d, fmt.Sprintf("step %d: after Step: parameters, gradients, state", step),
+						slices.Concat(params, params, state)...)
 					require.Equal(t, stateBytes, o.StateBytes())
 					require.Equal(t, before+sum(state)-sum(had), a.Stats().RequestedBytes[alloc.StatAll].Peak,
 						"Step allocates nothing but the lazy state")
 
 					if step == 1 {
 						o.ZeroGrad(false)
-						nntest.RequireLive(t, d, "after ZeroGrad(false)", nntest.Cat(params, params, state)...)
+						tensortest.RequireLive(t, d, "after ZeroGrad(false)", slices.Concat(params, params, state)...)
 						if d.Name() == "cpu" {
 							for _, p := range o.Params() {
 								for _, v := range vals(p.Grad()) {
@@ -128,13 +129,13 @@ func TestTrainingStepMemory(t *testing.T) {
 						}
 					}
 					o.ZeroGrad(true)
-					nntest.RequireLive(t, d, fmt.Sprintf("step %d: after ZeroGrad(true): parameters, state", step), nntest.Cat(params, state)...)
+					tensortest.RequireLive(t, d, fmt.Sprintf("step %d: after ZeroGrad(true): parameters, state", step), slices.Concat(params, state)...)
 					assert.Zero(t, nn.GradBytes(m))
 				}
 				o.Release()
-				nntest.RequireLive(t, d, "after releasing the optimizer", params...)
+				tensortest.RequireLive(t, d, "after releasing the optimizer", params...)
 				m.Release()
-				nntest.RequireEmpty(t, d)
+				tensortest.RequireEmpty(t, d)
 			})
 		}
 	}

@@ -8,14 +8,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/subletml/sublet/nn/nntest"
 	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/tensor"
+	"github.com/subletml/sublet/tensor/tensortest"
 )
 
 // Single updates worked out by hand from PyTorch's formulas.
 func TestHandComputedUpdates(t *testing.T) {
-	d := nntest.CPU(t)
+	d := tensortest.CPU(t)
 	for _, tc := range []struct {
 		name  string
 		make  func(p *tensor.Tensor) (optim.Optimizer, error)
@@ -59,7 +59,7 @@ func TestHandComputedUpdates(t *testing.T) {
 			p.Release()
 		})
 	}
-	nntest.RequireEmpty(t, d)
+	tensortest.RequireEmpty(t, d)
 }
 
 // refSGD is torch.optim.SGD's single-tensor update in float64.
@@ -119,7 +119,7 @@ func widen(v []float32) []float64 {
 // TestUpdatesMatchReference runs five steps of every optimizer configuration and
 // compares the parameters with PyTorch's update computed in float64.
 func TestUpdatesMatchReference(t *testing.T) {
-	d := nntest.CPU(t)
+	d := tensortest.CPU(t)
 	start := []float32{0.5, -1.25, 2, 0.01, -0.3, 1}
 	const steps = 5
 	sgds := []optim.SGDConfig{
@@ -174,13 +174,13 @@ func TestUpdatesMatchReference(t *testing.T) {
 			})
 		}
 	}
-	nntest.RequireEmpty(t, d)
+	tensortest.RequireEmpty(t, d)
 }
 
 // A parameter without a gradient is skipped: not updated, no state; a zeroed gradient
 // still steps (weight decay acts), as in PyTorch.
 func TestSkipsParametersWithoutGradient(t *testing.T) {
-	d := nntest.CPU(t)
+	d := tensortest.CPU(t)
 	a, b := param(d, 1, 2), param(d, 3, 4, 5)
 	o, err := optim.NewAdam([]*tensor.Tensor{a, b}, optim.AdamConfig{LR: 0.1, Beta1: 0.9, Beta2: 0.999, WeightDecay: 0.5})
 	require.NoError(t, err)
@@ -190,7 +190,7 @@ func TestSkipsParametersWithoutGradient(t *testing.T) {
 	assert.Equal(t, []float32{3, 4, 5}, vals(b), "no gradient: untouched")
 	assert.Equal(t, vb, b.Version())
 	assert.Equal(t, int64(2*2*4), o.StateBytes(), "state for a only")
-	nntest.RequireLive(t, d, "after a step of a only: a, b, a's gradient, m and v", 8, 12, 8, 8, 8)
+	tensortest.RequireLive(t, d, "after a step of a only: a, b, a's gradient, m and v", 8, 12, 8, 8, 8)
 
 	setGrad(d, b, 0, 0, 0)
 	b.ZeroGrad(false)
@@ -200,16 +200,16 @@ func TestSkipsParametersWithoutGradient(t *testing.T) {
 	o.Release()
 	o.Release()
 	assert.Zero(t, o.StateBytes())
-	nntest.RequireLive(t, d, "after releasing the optimizer: parameters and gradients", 8, 12, 8, 12)
+	tensortest.RequireLive(t, d, "after releasing the optimizer: parameters and gradients", 8, 12, 8, 12)
 	err = tensor.Try(o.Step)
 	require.ErrorIs(t, err, tensor.ErrReleased)
 	a.Release()
 	b.Release()
-	nntest.RequireEmpty(t, d)
+	tensortest.RequireEmpty(t, d)
 }
 
 func TestStepBumpsVersionAndRecordsNothing(t *testing.T) {
-	d := nntest.CPU(t)
+	d := tensortest.CPU(t)
 	p := param(d, 1, 2)
 	o, err := optim.NewSGD([]*tensor.Tensor{p}, optim.SGDConfig{LR: 0.1})
 	require.NoError(t, err)
@@ -221,11 +221,11 @@ func TestStepBumpsVersionAndRecordsNothing(t *testing.T) {
 	assert.Equal(t, []*tensor.Tensor{p}, o.Params())
 	o.Release()
 	p.Release()
-	nntest.RequireEmpty(t, d)
+	tensortest.RequireEmpty(t, d)
 }
 
 func TestConfigErrors(t *testing.T) {
-	d := nntest.CPU(t)
+	d := tensortest.CPU(t)
 	p := param(d, 1)
 	ps := []*tensor.Tensor{p}
 	frozen := param(d, 1).SetRequiresGrad(false)
@@ -252,7 +252,7 @@ func TestConfigErrors(t *testing.T) {
 	assert.Equal(t, 0.999, optim.DefaultAdamW().Beta2)
 	assert.Equal(t, 0.01, optim.DefaultAdamW().WeightDecay)
 	frozen.Release()
-	nntest.RequireEmpty(t, d)
+	tensortest.RequireEmpty(t, d)
 }
 
 func second[T any](_ T, err error) error { return err }

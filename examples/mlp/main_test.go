@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/subletml/sublet/device/named"
-	"github.com/subletml/sublet/nn/nntest"
+	"github.com/subletml/sublet/tensor/tensortest"
 )
 
 // small is a run that takes a fraction of a second: 600 points, MLP 2-32-32-3.
@@ -61,7 +61,7 @@ func TestRunLearnsAndReturnsMemory(t *testing.T) {
 
 	cpu, err := named.Open("cpu")
 	require.NoError(t, err)
-	nntest.RequireEmpty(t, cpu)
+	tensortest.RequireEmpty(t, cpu)
 }
 
 func TestRunWithEachOptimizer(t *testing.T) {
