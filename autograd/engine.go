@@ -35,7 +35,7 @@ type Options struct {
 // keep their saved values and every gradient the engine held is released.
 func Backward(roots []Root, opts Options) (err error) {
 	b := &backward{opts: opts, index: make(map[*Node]int32)}
-	defer releaseAll(b.grads)
+	defer func() { releaseAll(b.grads) }() // b.grads as it is at the end, not now
 	retained, err := b.start(roots)
 	defer func() {
 		for _, n := range retained {

@@ -276,3 +276,19 @@ func TestNodeReachedByNoGradientIsConsumedNotRun(t *testing.T) {
 	assert.Zero(t, w.count("saved"))
 	assert.Zero(t, w.count("leafgrad"), "the leaf got no gradient")
 }
+
+// A node that fails while another branch's gradient waits in the engine: the waiting
+// gradient is released too.
+func TestFailureReleasesGradientsWaitingForOtherNodes(t *testing.T) {
+	w, tp := toy(t)
+	a := tp.param(1)
+	b := tp.exp(a) // waits for its gradient while Bad runs first (higher sequence number)
+	bad, err := autograd.NewNode(autograd.NodeSpec{Name: "Bad", Seq: 100, Outputs: 1,
+		Fn: &badFn{w: w, n: 1, err: errBoom}, Inputs: []autograd.Edge{a.edge}})
+	require.NoError(t, err)
+	y := tp.add(b, &scalar{edge: autograd.Edge{Node: bad}})
+	err = tp.backward(y, autograd.Options{})
+	require.ErrorContains(t, err, "backward of Bad")
+	assert.Zero(t, w.count("grad"), "Exp's buffered gradient is released")
+	require.NoError(t, bad.Release())
+}
