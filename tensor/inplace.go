@@ -19,7 +19,7 @@ func (t *Tensor) inPlace(op string, others ...*Tensor) bool {
 	if !hostCapable(t.st.dev) {
 		fail(op, ErrNoKernels, all, "%s has no kernels yet", t.st.dev.Name())
 	}
-	compute := t.st.host != nil
+	compute := t.st.host != nil && t.Numel() > 0
 	for _, o := range others {
 		o.live(op)
 		if o.st.dev != t.st.dev {

@@ -246,20 +246,27 @@ func (c *call) abort() {
 }
 
 // computes reports whether the kernels run: every input and output (nil ones left
-// out) has host data.
-// Otherwise the device keeps none (meta) and the op only allocates.
+// out) has host data, and some output has elements. Otherwise the device keeps no
+// data (meta) and the op only allocates, or there is nothing to write (the row-major
+// strides of an empty shape can be 0 along a longer dimension, which the kernels
+// refuse as an output).
 func (c *call) computes(outs ...*Tensor) bool {
 	for _, t := range c.in {
 		if t.st.host == nil {
 			return false
 		}
 	}
+	empty := true
 	for _, t := range outs {
-		if t != nil && t.st.host == nil {
+		if t == nil {
+			continue
+		}
+		if t.st.host == nil {
 			return false
 		}
+		empty = empty && t.Numel() == 0
 	}
-	return true
+	return !empty
 }
 
 // bad panics with an *Error about the op's inputs.
