@@ -86,27 +86,39 @@ func (a *Allocator) findExpandableBlock(r *request) (*block, error) {
 // mapBlock is PyTorch's map_block: back the first size bytes of unmapped block b (whole
 // pages) with memory, merge them with free neighbours and put the result in the free
 // set. It reports false with a nil error when the device is out of memory; then nothing
-// new stays mapped.
+// new stays mapped. If a page cannot be unmapped again after a failure, the pages below
+// it stay mapped and are accounted as free memory, so the allocator's view stays the
+// device's.
 func (a *Allocator) mapBlock(r *request, b *block, size int64) (bool, error) {
-	seg := b.seg
-	pages := (size + seg.page - 1) / seg.page
-	mapped := pages * seg.page
+	page := b.seg.page
+	pages := (size + page - 1) / page
 	for i := int64(0); i < pages; i++ {
-		if err := a.vm.Map(b.addr+device.Ptr(i*seg.page), seg.page); err != nil {
-			var uerr error
-			for j := int64(0); j < i; j++ {
-				uerr = errors.Join(uerr, a.vm.Unmap(b.addr+device.Ptr(j*seg.page), seg.page))
-			}
-			if uerr != nil {
-				return false, fmt.Errorf("mapping page %#x: %w; unmapping the pages mapped before it: %w", uintptr(b.addr)+uintptr(i*seg.page), err, uerr)
-			}
-			if errors.Is(err, device.ErrOutOfMemory) {
-				r.devErr = err
-				return false, nil
-			}
-			return false, err
+		err := a.vm.Map(b.addr+device.Ptr(i*page), page)
+		if err == nil {
+			continue
 		}
+		for j := i - 1; j >= 0; j-- { // last first: what stays mapped is contiguous from b.addr
+			if uerr := a.vm.Unmap(b.addr+device.Ptr(j*page), page); uerr != nil {
+				a.commitMapped(b, (j+1)*page)
+				return false, fmt.Errorf("mapping page %#x: %w; unmapping the page %#x mapped before it: %w",
+					uintptr(b.addr)+uintptr(i*page), err, uintptr(b.addr)+uintptr(j*page), uerr)
+			}
+		}
+		if errors.Is(err, device.ErrOutOfMemory) {
+			r.devErr = err
+			return false, nil
+		}
+		return false, err
 	}
+	a.commitMapped(b, pages*page)
+	return true, nil
+}
+
+// commitMapped records that the first mapped bytes (whole pages) of unmapped block b
+// are now mapped: they become a free block, merged with free neighbours, in the free
+// set.
+func (a *Allocator) commitMapped(b *block, mapped int64) {
+	seg := b.seg
 	a.removeUnmapped(b)
 	b.mapped = true
 	if mapped < b.size {
@@ -122,16 +134,17 @@ func (a *Allocator) mapBlock(r *request, b *block, size int64) (bool, error) {
 	a.totalAllocated += mapped
 	a.stats.ReservedBytes.increase(seg.kind, mapped)
 	a.stats.NumDeviceAlloc++
-	return true, nil
 }
 
 // unmapBlock is PyTorch's unmap_block: give back the whole pages inside free block b,
 // after the segment's stream has finished with them. The partial pages at either end
-// stay mapped as free blocks.
+// stay mapped as free blocks. If an Unmap fails, the pages unmapped before it are
+// accounted as unmapped and the rest of b stays a free block.
 func (a *Allocator) unmapBlock(b *block) error {
 	seg := b.seg
-	lo := (b.addr - seg.base + device.Ptr(seg.page) - 1) / device.Ptr(seg.page) * device.Ptr(seg.page)
-	hi := (b.addr + device.Ptr(b.size) - seg.base) / device.Ptr(seg.page) * device.Ptr(seg.page)
+	page := device.Ptr(seg.page)
+	lo := (b.addr - seg.base + page - 1) / page * page
+	hi := (b.addr + device.Ptr(b.size) - seg.base) / page * page
 	if lo >= hi {
 		return nil
 	}
@@ -139,10 +152,16 @@ func (a *Allocator) unmapBlock(b *block) error {
 	if err := a.dev.SynchronizeStream(seg.stream); err != nil {
 		return fmt.Errorf("synchronizing stream %d before unmapping: %w", seg.stream, err)
 	}
-	for p := lo; p < hi; p += device.Ptr(seg.page) {
+	var uerr error
+	for p := lo; p < hi; p += page {
 		if err := a.vm.Unmap(seg.base+p, seg.page); err != nil {
-			return fmt.Errorf("unmapping page %#x of an expandable segment: %w", uintptr(seg.base+p), err)
+			uerr = fmt.Errorf("unmapping page %#x of an expandable segment: %w", uintptr(seg.base+p), err)
+			hi = p
+			break
 		}
+	}
+	if lo == hi {
+		return uerr
 	}
 	ulo, usize := seg.base+lo, int64(hi-lo)
 	seg.ss.free[seg.kind].remove(b)
@@ -165,7 +184,7 @@ func (a *Allocator) unmapBlock(b *block) error {
 	a.totalAllocated -= usize
 	a.stats.ReservedBytes.decrease(seg.kind, usize)
 	a.stats.NumDeviceFree++
-	return nil
+	return uerr
 }
 
 // releaseExpandableSegment gives back the address range of a segment that is one
