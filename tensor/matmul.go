@@ -47,9 +47,11 @@ func (r *matmulBackward) backward(b *bwd) {
 		x := b.saved(r.a)
 		if len(x.shape) > 2 && len(b.f.in[1].shape) == 2 {
 			// A weight shared by the whole batch: one [k, rows]·[rows, n] product
-			// instead of a product per matrix summed afterwards.
+			// instead of a product per matrix summed afterwards. The row count is
+			// explicit: -1 cannot be resolved when k or n is 0.
+			rows := numel(x.shape[:len(x.shape)-1])
 			k, n := x.shape[len(x.shape)-1], g.shape[len(g.shape)-1]
-			b.set(1, x.Reshape(-1, k).T().MatMul(g.Reshape(-1, n)))
+			b.set(1, x.Reshape(rows, k).T().MatMul(g.Reshape(rows, n)))
 			return
 		}
 		b.set(1, x.T().MatMul(g))
@@ -86,7 +88,7 @@ func Linear(x, w, bias *Tensor) *Tensor {
 		r.x, r.w = c.saveCross(x, w)
 	}
 	if c.computes(out) {
-		rows := x.Numel() / max(nIn, 1)
+		rows := numel(x.shape[:len(x.shape)-1])
 		x2 := c.placed(x, []int{rows, nIn})
 		wt := c.internalView(w, []int{nIn, nOut}, []int{w.strides[1], w.strides[0]}, w.offset)
 		o2 := c.internalView(out, []int{rows, nOut}, rowMajor([]int{rows, nOut}), 0)
@@ -104,12 +106,13 @@ type linearBackward struct{ x, w *autograd.Saved }
 func (r *linearBackward) backward(b *bwd) {
 	in := b.f.in
 	nOut, nIn := in[1].shape[0], in[1].shape[1]
-	g := b.g[0].Reshape(-1, nOut)
+	rows := numel(in[0].shape[:len(in[0].shape)-1]) // not -1: nOut or nIn may be 0
+	g := b.g[0].Reshape(rows, nOut)
 	if b.needs(0) {
 		b.set(0, g.MatMul(b.saved(r.w)).Reshape(in[0].shape...))
 	}
 	if b.needs(1) {
-		b.set(1, g.T().MatMul(b.saved(r.x).Reshape(-1, nIn)))
+		b.set(1, g.T().MatMul(b.saved(r.x).Reshape(rows, nIn)))
 	}
 	if len(in) > 2 && b.needs(2) {
 		b.set(2, g.Sum(0))
