@@ -85,24 +85,24 @@ type Device struct {
 	// copier implements the copies over table; set by New.
 	copier hostmem.Copier
 
-	// mu guards the fields below it up to streamMu, and the counters of stats other than
-	// those streamMu guards.
+	// mu guards the fields below it up to streamMu.
 	mu       sync.Mutex
 	place    placer
 	reserved spans
 	faults   faultState
 	elapsed  time.Duration
+	// stats holds the memory counters; its synchronization and query counters stay
+	// zero (they are syncs').
+	stats Stats
 
-	// streamMu guards the stream and event state and the stats fields StreamSyncs,
-	// DeviceSyncs, EventSyncs and EventQueries.
+	// streamMu guards the fields below it.
 	streamMu   sync.Mutex
 	streams    map[device.Stream]*stream
 	events     map[device.Event]*event
 	lastStream device.Stream
 	lastEvent  device.Event
-
-	// stats: the sync and query counters are guarded by streamMu, the rest by mu.
-	stats Stats
+	// syncs holds the synchronization and query counters; its other fields stay zero.
+	syncs Stats
 }
 
 var (
@@ -190,8 +190,8 @@ func (d *Device) Stats() Stats {
 	d.mu.Unlock()
 	d.streamMu.Lock()
 	defer d.streamMu.Unlock()
-	s.StreamSyncs, s.DeviceSyncs = d.stats.StreamSyncs, d.stats.DeviceSyncs
-	s.EventSyncs, s.EventQueries = d.stats.EventSyncs, d.stats.EventQueries
+	s.StreamSyncs, s.DeviceSyncs = d.syncs.StreamSyncs, d.syncs.DeviceSyncs
+	s.EventSyncs, s.EventQueries = d.syncs.EventSyncs, d.syncs.EventQueries
 	return s
 }
 

@@ -116,7 +116,7 @@ func (d *Device) SynchronizeStream(s device.Stream) error {
 		return err
 	}
 	st.completed = st.recorded
-	d.stats.StreamSyncs++
+	d.syncs.StreamSyncs++
 	return nil
 }
 
@@ -127,7 +127,7 @@ func (d *Device) Synchronize() error {
 	for _, st := range d.streams {
 		st.completed = st.recorded
 	}
-	d.stats.DeviceSyncs++
+	d.syncs.DeviceSyncs++
 	return nil
 }
 
@@ -169,7 +169,7 @@ func (d *Device) QueryEvent(e device.Event) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	d.stats.EventQueries++
+	d.syncs.EventQueries++
 	return ev.done(), nil
 }
 
@@ -185,7 +185,7 @@ func (d *Device) SynchronizeEvent(e device.Event) error {
 	if ev.s != nil {
 		ev.s.completed = max(ev.s.completed, ev.seq)
 	}
-	d.stats.EventSyncs++
+	d.syncs.EventSyncs++
 	return nil
 }
 

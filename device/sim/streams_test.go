@@ -1,6 +1,9 @@
 package sim
 
 import (
+	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -96,4 +99,42 @@ func TestHoldUnknownStream(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, d.DestroyStream(s))
 	require.Error(t, d.HoldStream(s))
+}
+
+// Stats reads the counters mu guards and those streamMu guards each under its own lock,
+// so it may run while other goroutines synchronize and allocate. Under go test -race a
+// race, if any, is reported whatever the timing: the goroutines share nothing but the
+// device's locks (and an atomic only stored on failure; no testing.T calls, which lock),
+// and Stats is called until it has seen every counter move.
+func TestStatsWhileOthersSynchronize(t *testing.T) {
+	d := newSim(t, Options{Cost: &CostModel{}})
+	e := events(t, d, 1)[0]
+	var failed atomic.Bool
+	var syncErr, mallocErr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		syncErr = errors.Join(d.SynchronizeStream(0), d.Synchronize(), d.SynchronizeEvent(e))
+		if _, err := d.QueryEvent(e); err != nil {
+			syncErr = errors.Join(syncErr, err)
+		}
+		if syncErr != nil {
+			failed.Store(true)
+		}
+	})
+	wg.Go(func() {
+		p, err := d.Malloc(mib)
+		if err == nil {
+			err = d.Free(p)
+		}
+		if mallocErr = err; err != nil {
+			failed.Store(true)
+		}
+	})
+	want := Stats{Peak: mib, Mallocs: 1, Frees: 1, StreamSyncs: 1, DeviceSyncs: 1, EventSyncs: 1, EventQueries: 1}
+	for d.Stats() != want && !failed.Load() {
+	}
+	wg.Wait()
+	require.NoError(t, syncErr)
+	require.NoError(t, mallocErr)
+	assert.Equal(t, want, d.Stats())
 }
