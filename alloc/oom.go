@@ -105,6 +105,11 @@ func (e *OOMError) hint(limit int64, expandable, maxSplitSet bool) string {
 	case cached >= e.Rounded && !expandable:
 		return fmt.Sprintf("%s is reserved but unallocated, more than the request, in pieces too small to use: set expandable_segments:True in %s",
 			formatBytes(cached), ConfigEnv)
+	case e.Err == nil && e.Allowed > 0:
+		// The cap refused the segment before the device was asked: the device's free
+		// memory is beside the point.
+		return fmt.Sprintf("a new %s segment would take reserved memory to %s, over the %s the memory fraction allows: raise per_process_memory_fraction in %s (or SetMemoryFraction), or free tensors",
+			formatBytes(e.SegmentSize), formatBytes(e.Reserved+e.SegmentSize), formatBytes(e.Allowed), ConfigEnv)
 	}
 	return fmt.Sprintf("the request needs more memory than is free on the device (%s free, %s cached): free tensors, reduce the batch size, or free memory held by other processes",
 		formatBytes(e.DeviceFree), formatBytes(cached))

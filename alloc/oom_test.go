@@ -28,6 +28,8 @@ func TestFractionRefusesWithoutDeviceCall(t *testing.T) {
 	assert.Equal(t, int64(70*MiB), oom.DeviceFree)
 	assert.Contains(t, err.Error(), "Tried to allocate 30.00 MiB.")
 	assert.Contains(t, err.Error(), "50.00 MiB allowed; ")
+	assert.Contains(t, oom.Hint, "per_process_memory_fraction", "the device has 70 MiB free: the fraction refused")
+	assert.NotContains(t, oom.Hint, "more memory than is free on the device")
 	st := a.Stats()
 	assert.Equal(t, int64(1), st.NumOOMs)
 	assert.Equal(t, int64(1), st.NumAllocRetries, "the last-resort retry ran")
@@ -104,6 +106,8 @@ func TestOOMHints(t *testing.T) {
 		{"split segments", OOMError{Allocated: 40 * MiB, Reserved: 80 * MiB, InactiveSplitBytes: 30 * MiB, LargestFreeLarge: 8 * MiB}, false, false, "max_split_size_mb"},
 		{"fragmented", OOMError{Allocated: 40 * MiB, Reserved: 80 * MiB, InactiveSplitBytes: 5 * MiB, LargestFreeLarge: 8 * MiB}, false, false, "expandable_segments:True"},
 		{"not enough", OOMError{Allocated: 40 * MiB, Reserved: 45 * MiB}, false, false, "more memory than is free"},
+		{"fraction", OOMError{Allowed: 100 * MiB, Allocated: 40 * MiB, Reserved: 45 * MiB, SegmentSize: 60 * MiB, DeviceFree: GiB}, false, false,
+			"new 60.00 MiB segment would take reserved memory to 105.00 MiB, over the 100.00 MiB"},
 	} {
 		e := c.e
 		e.Rounded = base.Rounded
