@@ -98,7 +98,9 @@ func (e *OOMError) hint(limit int64, expandable, maxSplitSet bool) string {
 		return fmt.Sprintf("live allocations hold %s of the %s this allocator may use: free tensors you no longer need or reduce the batch size",
 			formatBytes(e.Allocated), formatBytes(limit))
 	case cached >= e.Rounded && e.LargestFreeOnStream < e.Rounded && max(e.LargestFreeSmall, e.LargestFreeLarge) >= e.Rounded:
-		return "a cached block large enough exists on another stream or in the other pool, but blocks are only reused by the stream and pool that allocated them: allocate on one stream, or call EmptyCache"
+		// The retry released every cached segment without live blocks, so this block
+		// shares its segment with live ones: EmptyCache cannot return it either.
+		return "a cached block large enough exists on another stream or in the other pool, but blocks are only reused by the stream and pool that allocated them, and this one shares its segment with live blocks: allocate on one stream, or free those blocks"
 	case cached >= e.Rounded && !maxSplitSet && e.InactiveSplitBytes*2 >= cached:
 		return fmt.Sprintf("%s is cached inside split segments that still hold live blocks: set max_split_size_mb in %s to stop large blocks being split, or expandable_segments:True",
 			formatBytes(e.InactiveSplitBytes), ConfigEnv)

@@ -127,3 +127,24 @@ func TestFormatBytes(t *testing.T) {
 		assert.Equal(t, c.want, formatBytes(c.n), "%d", c.n)
 	}
 }
+
+// Every OOM comes after the cache was released, so a cached block that survives it sits
+// in a segment with live blocks: the hint must not send the caller to EmptyCache.
+func TestOOMHintOtherStreamBlockIsNotReleasable(t *testing.T) {
+	a, d := newAlloc(t, 64*MiB, Config{})
+	s1 := newStream(t, d, false)
+	mustFree(t, a, mustAlloc(t, a, 40*MiB, s1))
+	b := mustAlloc(t, a, 10*MiB, s1) // splits the 40 MiB segment: 30 MiB cached on s1
+	_, err := a.Alloc(30*MiB, 0)
+	var oom *OOMError
+	require.ErrorAs(t, err, &oom)
+	assert.Equal(t, int64(30*MiB), oom.LargestFreeLarge)
+	assert.Zero(t, oom.LargestFreeOnStream)
+	assert.Contains(t, oom.Hint, "another stream")
+	assert.NotContains(t, oom.Hint, "EmptyCache")
+	require.NoError(t, a.EmptyCache())
+	_, err = a.Alloc(30*MiB, 0)
+	require.ErrorAs(t, err, &oom, "EmptyCache does not help")
+	mustFree(t, a, b)
+	requireDrained(t, a, d)
+}
