@@ -176,14 +176,14 @@ func (s *Scope) Close() {
 	for i := len(hooks) - 1; i >= 0; i-- {
 		hooks[i]()
 	}
+	// The handles keep their scope field: the goroutine using them may be reading it
+	// in Release right now. forget finds them gone from owned, and the released flag
+	// decides who drops each one.
 	s.mu.Lock()
 	owned := s.owned
 	s.owned = nil
 	if s.ledger != nil {
 		s.ledger.hs = nil
-	}
-	for _, t := range owned {
-		t.scope = nil
 	}
 	s.mu.Unlock()
 	for i := len(owned) - 1; i >= 0; i-- {
@@ -274,11 +274,13 @@ func (s *Scope) adopt(t *Tensor) {
 	s.mu.Unlock()
 }
 
-// forget takes t out of s's handles.
+// forget takes t out of s's handles, if it is still among them (Close may have taken
+// them all).
 func (s *Scope) forget(t *Tensor) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t.scope != s {
+	t.scope = nil
+	if t.pos >= len(s.owned) || s.owned[t.pos] != t {
 		return
 	}
 	last := len(s.owned) - 1
@@ -291,7 +293,6 @@ func (s *Scope) forget(t *Tensor) {
 		l.hs[last] = nil
 		l.hs = l.hs[:last]
 	}
-	t.scope = nil
 }
 
 // encloses reports whether s is c or one of c's ancestors.

@@ -133,3 +133,30 @@ func TestCloseFromAnotherGoroutine(t *testing.T) {
 	wg.Wait()
 	requireEmpty(t, d)
 }
+
+// Close may come from another goroutine while the scope's own goroutine is still
+// releasing handles (a timeout closing a worker's scope, say): each handle is dropped
+// once, and the race detector finds nothing.
+func TestCloseWhileTheOwnerReleases(t *testing.T) {
+	d := newCPU(t)
+	for range 20 {
+		s := tensor.NewScope()
+		xs := make([]*tensor.Tensor, 20)
+		for i := range xs {
+			xs[i] = s.Ones(d, dtype.F32, 3)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for _, x := range xs {
+				x.Release()
+			}
+		})
+		wg.Go(s.Close)
+		wg.Wait()
+		for _, x := range xs {
+			require.True(t, x.Released())
+			require.Nil(t, x.Scope(), "a released handle has no owner")
+		}
+	}
+	requireEmpty(t, d)
+}

@@ -39,8 +39,11 @@ type Tensor struct {
 	cell     *gradCell
 	ownsCell bool
 
-	// scope owns the handle (nil: the caller or a module owns it). pos is the handle's
-	// index in scope.owned. Both are guarded by the owning scope's mu.
+	// scope owns the handle (nil: the caller or a module owns it). adopt and forget
+	// write it under the scope's mu, called only by the goroutine using the handle,
+	// which therefore reads it without the lock; Close from another goroutine never
+	// writes it (a handle Close released keeps it; Scope hides it). pos is the handle's
+	// index in scope.owned, guarded by the scope's mu.
 	scope *Scope
 	pos   int
 }
@@ -85,8 +88,14 @@ func (t *Tensor) Storage() *Storage { return t.st }
 // IsContiguous reports whether the elements sit row-major and dense in the storage.
 func (t *Tensor) IsContiguous() bool { return contiguous(t.shape, t.strides) }
 
-// Scope is the scope owning the handle, nil when the caller (a module) owns it.
-func (t *Tensor) Scope() *Scope { return t.scope }
+// Scope is the scope owning the handle, nil when the caller (a module) owns it or the
+// handle was released.
+func (t *Tensor) Scope() *Scope {
+	if t.h.released.Load() {
+		return nil
+	}
+	return t.scope
+}
 
 // RequiresGrad reports whether gradients flow to this tensor.
 func (t *Tensor) RequiresGrad() bool { return t.requiresGrad }
