@@ -24,7 +24,8 @@ type OOMError struct {
 	// Stream is the stream of the request.
 	Stream device.Stream
 
-	// Capacity and DeviceFree are the device's total and free memory after the failure.
+	// Capacity and DeviceFree are the device's total and free memory after the failure;
+	// both 0 when the device could not report them.
 	Capacity, DeviceFree int64
 	// Allowed is the cap set by a memory fraction; 0 when none is set.
 	Allowed int64
@@ -89,12 +90,12 @@ func (e *OOMError) Error() string {
 func (e *OOMError) Unwrap() error { return e.Err }
 
 // hint picks the advice for an OOMError from its numbers. limit is what the allocator
-// may reserve (the fraction's cap, or the capacity); expandable and maxSplit describe
-// the configuration in force.
+// may reserve (the fraction's cap, or the capacity; 0 when unknown); expandable and
+// maxSplit describe the configuration in force.
 func (e *OOMError) hint(limit int64, expandable, maxSplitSet bool) string {
 	cached := e.Reserved - e.Allocated
 	switch {
-	case e.Allocated >= limit-limit/10:
+	case limit > 0 && e.Allocated >= limit-limit/10:
 		return fmt.Sprintf("live allocations hold %s of the %s this allocator may use: free tensors you no longer need or reduce the batch size",
 			formatBytes(e.Allocated), formatBytes(limit))
 	case cached >= e.Rounded && e.LargestFreeOnStream < e.Rounded && max(e.LargestFreeSmall, e.LargestFreeLarge) >= e.Rounded:
@@ -112,6 +113,10 @@ func (e *OOMError) hint(limit int64, expandable, maxSplitSet bool) string {
 		// memory is beside the point.
 		return fmt.Sprintf("a new %s segment would take reserved memory to %s, over the %s the memory fraction allows: raise per_process_memory_fraction in %s (or SetMemoryFraction), or free tensors",
 			formatBytes(e.SegmentSize), formatBytes(e.Reserved+e.SegmentSize), formatBytes(e.Allowed), ConfigEnv)
+	}
+	if limit == 0 {
+		return fmt.Sprintf("the device refused the request and its free memory is unknown (%s cached): free tensors, reduce the batch size, or free memory held by other processes",
+			formatBytes(cached))
 	}
 	return fmt.Sprintf("the request needs more memory than is free on the device (%s free, %s cached): free tensors, reduce the batch size, or free memory held by other processes",
 		formatBytes(e.DeviceFree), formatBytes(cached))

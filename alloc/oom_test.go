@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/device/sim"
 )
 
 func TestFractionRefusesWithoutDeviceCall(t *testing.T) {
@@ -146,5 +147,27 @@ func TestOOMHintOtherStreamBlockIsNotReleasable(t *testing.T) {
 	_, err = a.Alloc(30*MiB, 0)
 	require.ErrorAs(t, err, &oom, "EmptyCache does not help")
 	mustFree(t, a, b)
+	requireDrained(t, a, d)
+}
+
+// noMemInfo is a simulated device whose MemInfo fails.
+type noMemInfo struct{ *sim.Device }
+
+func (noMemInfo) MemInfo() (int64, int64, error) { return 0, 0, errBroken }
+
+// When the device cannot tell its memory, the OOM reports capacity and free memory as
+// unknown (0) and the hint does not compare the live bytes with a limit of 0.
+func TestOOMWithoutMemInfo(t *testing.T) {
+	d := newSim(t, 64*MiB)
+	a, err := New(noMemInfo{d}, Config{})
+	require.NoError(t, err)
+	p := mustAlloc(t, a, 10*MiB, 0)
+	_, err = a.Alloc(60*MiB, 0)
+	var oom *OOMError
+	require.ErrorAs(t, err, &oom)
+	assert.Zero(t, oom.Capacity)
+	assert.NotContains(t, oom.Hint, "of the 0 bytes")
+	assert.Contains(t, oom.Hint, "free memory is unknown")
+	mustFree(t, a, p)
 	requireDrained(t, a, d)
 }
