@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -93,7 +94,7 @@ func Read(r io.Reader) ([]Event, error) {
 	var events []Event
 	var live liveness
 	sc := bufio.NewScanner(br)
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	sc.Buffer(make([]byte, 0, 4096), maxLine)
 	for sc.Scan() {
 		line := len(events) + 1
 		e, err := parseLine(sc.Bytes())
@@ -101,14 +102,30 @@ func Read(r io.Reader) ([]Event, error) {
 			err = live.apply(e)
 		}
 		if err != nil {
+			// A read error hands over the half line before it as the last line: then
+			// the read error is the cause.
+			if !sc.Scan() && sc.Err() != nil {
+				return nil, scanError(line, sc.Err())
+			}
 			return nil, &LineError{Line: line, Msg: err.Error()}
 		}
 		events = append(events, e)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, &LineError{Line: len(events) + 1, Msg: err.Error()}
+		return nil, scanError(len(events)+1, err)
 	}
 	return events, nil
+}
+
+// maxLine bounds the length of a trace line.
+const maxLine = 1 << 20
+
+// scanError is the *LineError of a read that failed at line.
+func scanError(line int, err error) *LineError {
+	if errors.Is(err, bufio.ErrTooLong) {
+		return &LineError{Line: line, Msg: "line longer than 1 MiB"}
+	}
+	return &LineError{Line: line, Msg: err.Error()}
 }
 
 // Validate checks events against the liveness rules, naming the line of the first

@@ -155,3 +155,27 @@ func TestOpString(t *testing.T) {
 	assert.Equal(t, "replay.Op(0)", Op(0).String())
 	require.EqualError(t, Validate([]Event{{Op: Op(0)}}), "trace line 1: unknown op replay.Op(0)")
 }
+
+// A gzip stream cut short ends in the middle of a line: the error is the truncation,
+// named at that line, not the half line's JSON.
+func TestReadReportsTruncatedGzip(t *testing.T) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	for i := range 2000 {
+		_, err := zw.Write(AppendLine(nil, Event{Op: OpAlloc, ID: int64(i), Size: int64(512 + i)}))
+		require.NoError(t, err)
+	}
+	require.NoError(t, zw.Close())
+	_, err := Read(bytes.NewReader(buf.Bytes()[:buf.Len()/2]))
+	var le *LineError
+	require.ErrorAs(t, err, &le)
+	assert.Positive(t, le.Line)
+	assert.Contains(t, le.Msg, "unexpected EOF")
+	assert.NotContains(t, le.Msg, "JSON")
+}
+
+func TestReadNamesOverlongLine(t *testing.T) {
+	in := `{"op":"empty_cache"}` + "\n" + `{"op":"empty_cache"` + strings.Repeat(" ", 1<<20) + "}\n"
+	_, err := Read(strings.NewReader(in))
+	require.EqualError(t, err, "trace line 2: line longer than 1 MiB")
+}
