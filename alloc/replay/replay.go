@@ -62,7 +62,18 @@ type EventError struct {
 }
 
 func (e *EventError) Error() string {
-	return fmt.Sprintf("replay line %d (%s id %d size %d): %v", e.Index+1, e.Event.Op, e.Event.ID, e.Event.Size, e.Err)
+	ev := e.Event
+	what := ev.Op.String()
+	switch ev.Op {
+	case OpAlloc:
+		what += fmt.Sprintf(" id %d size %d", ev.ID, ev.Size)
+		if ev.Stream != 0 {
+			what += fmt.Sprintf(" stream %d", ev.Stream)
+		}
+	case OpFree:
+		what += fmt.Sprintf(" id %d", ev.ID)
+	}
+	return fmt.Sprintf("replay line %d (%s): %v", e.Index+1, what, e.Err)
 }
 
 func (e *EventError) Unwrap() error { return e.Err }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/subletml/sublet/alloc"
+	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/sim"
 )
 
@@ -207,4 +208,51 @@ func TestSeriesKeysMatchStatsMap(t *testing.T) {
 			assert.True(t, nonzero[j], "%s was exercised", k)
 		}
 	}
+}
+
+// brokenDevice is a simulated device whose Free and NewStream fail while broken is set.
+type brokenDevice struct {
+	*sim.Device
+	broken bool
+}
+
+var errBroken = errors.New("device broken")
+
+func (d *brokenDevice) Free(p device.Ptr) error {
+	if d.broken {
+		return errBroken
+	}
+	return d.Device.Free(p)
+}
+
+func (d *brokenDevice) NewStream() (device.Stream, error) {
+	if d.broken {
+		return 0, errBroken
+	}
+	return d.Device.NewStream()
+}
+
+// An error stops the replay at its event, described by the fields its op has.
+func TestReplayErrorNamesTheEvent(t *testing.T) {
+	s, err := sim.New(sim.Options{})
+	require.NoError(t, err)
+	d := &brokenDevice{Device: s, broken: true}
+	a, err := alloc.New(d, alloc.Config{})
+	require.NoError(t, err)
+	for _, c := range []struct {
+		ev   []Event
+		want string
+	}{
+		{[]Event{{Op: OpAlloc, ID: 1, Size: 512}, {Op: OpFree, ID: 1}, {Op: OpEmptyCache}},
+			"replay line 3 (empty_cache): alloc: EmptyCache on sim: freeing a 2097152-byte segment: device broken"},
+		{[]Event{{Op: OpAlloc, ID: 4, Size: 512, Stream: 2}},
+			"replay line 1 (alloc id 4 size 512 stream 2): create device stream for trace stream 2: device broken"},
+	} {
+		res, err := Replay(a, c.ev, false)
+		require.EqualError(t, err, c.want)
+		require.ErrorIs(t, err, errBroken)
+		assert.Empty(t, res.Live)
+	}
+	d.broken = false
+	requireReleased(t, a, &Result{})
 }
