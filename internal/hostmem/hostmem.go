@@ -17,6 +17,7 @@ package hostmem
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"unsafe"
 )
@@ -78,8 +79,10 @@ func pages(op string, size int64) (int64, error) {
 	if size <= 0 {
 		return 0, fmt.Errorf("%s: size %d must be positive", op, size)
 	}
-	if size > 1<<62 {
-		return 0, fmt.Errorf("%s: size %d is beyond any address space", op, size)
+	// The mapping becomes a slice, so its rounded length must be an int: on a 32-bit
+	// platform sizes from 2 GiB on cannot be mapped at all.
+	if size > 1<<62 || size > math.MaxInt-pageSize {
+		return 0, fmt.Errorf("%s: size %d is beyond the address space", op, size)
 	}
 	return RoundUp(size, pageSize), nil
 }

@@ -23,7 +23,9 @@ func TestAllocIsZeroedWholePages(t *testing.T) {
 }
 
 func TestBadSizesAndRanges(t *testing.T) {
-	for _, size := range []int64{0, -5, 1<<62 + 1} {
+	// The largest int plus one: past a 32-bit address space, or 2^62 + 1 on 64 bits.
+	beyond := min(int64(^uint(0)>>1), 1<<62) + 1
+	for _, size := range []int64{0, -5, 1<<62 + 1, beyond} {
 		_, err := Alloc(size)
 		assert.Error(t, err, "Alloc(%d)", size)
 		_, err = Reserve(size)
