@@ -69,6 +69,8 @@ type fakePinned struct {
 	allocs, frees     int
 	lastFreeLen       int
 	asyncTo, asyncOut int
+	// freeErr, when set, is what HostFree returns (freeing nothing).
+	freeErr error
 }
 
 func (f *fakePinned) HostAlloc(size int64) ([]byte, error) {
@@ -89,6 +91,9 @@ func (f *fakePinned) HostAlloc(size int64) ([]byte, error) {
 func (f *fakePinned) HostFree(b []byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.freeErr != nil {
+		return f.freeErr
+	}
 	f.live -= int64(len(b))
 	f.frees++
 	f.lastFreeLen = len(b)
