@@ -33,6 +33,7 @@ type oracleRun struct {
 
 func loadOracleRun(t *testing.T, path string) *oracleRun {
 	t.Helper()
+	need64(t)
 	f, err := os.Open(path)
 	require.NoError(t, err)
 	defer f.Close()

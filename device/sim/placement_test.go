@@ -11,7 +11,7 @@ import (
 	"github.com/subletml/sublet/device"
 )
 
-const fresh = device.Ptr(freshTop)
+var fresh = ptr(freshTop)
 
 // mallocer returns a Malloc that must succeed.
 func mallocer(t *testing.T, d *Device) func(size int64) device.Ptr {

@@ -14,10 +14,10 @@ import (
 )
 
 var recording = []Segment{
-	{Size: 20 << 20, Addr: 0x7f3a_0000_0000},
-	{Size: 2 << 20, Addr: 0x7f3a_0140_0000},
-	{Size: 20 << 20, Addr: 0x7f39_fe00_0000},
-	{Size: 20 << 20, Addr: 0x7f3a_0000_0000},
+	{Size: 20 << 20, Addr: ptr(0x7f3a_0000_0000)},
+	{Size: 2 << 20, Addr: ptr(0x7f3a_0140_0000)},
+	{Size: 20 << 20, Addr: ptr(0x7f39_fe00_0000)},
+	{Size: 20 << 20, Addr: ptr(0x7f3a_0000_0000)},
 }
 
 func TestRecordedSegmentsReplay(t *testing.T) {
@@ -83,8 +83,9 @@ func writeFile(t *testing.T, name string, data []byte, gz bool) string {
 }
 
 func TestLoadSegments(t *testing.T) {
+	need64(t)
 	array := `[{"size": 20971520, "addr": 139887095234560}, {"size": 2097152, "addr": 139887116206080}]`
-	want := []Segment{{20971520, 139887095234560}, {2097152, 139887116206080}}
+	want := []Segment{{20971520, ptr(139887095234560)}, {2097152, ptr(139887116206080)}}
 	result := `{"trace": "x.jsonl", "total_capacity": 150109880320, "segments": ` + array + `, "series": [[1, 2]]}`
 	for name, path := range map[string]string{
 		"array":          writeFile(t, "segs.json", []byte(array), false),

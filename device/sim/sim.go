@@ -20,8 +20,10 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/internal/hostmem"
@@ -111,8 +113,13 @@ var (
 	_ device.HostMemory    = (*Device)(nil)
 )
 
-// New creates a simulated device.
+// New creates a simulated device. It fails where pointers have 32 bits: the simulated
+// addresses lie far above 4 GiB, as a GPU's do.
 func New(o Options) (*Device, error) {
+	// The simulated address space lies near a GPU's, far above 4 GiB (placement.go).
+	if uint64(^device.Ptr(0)) < mallocTop {
+		return nil, fmt.Errorf("sim.New: the simulated device needs 64-bit pointers, and GOARCH=%s has %d-bit ones", runtime.GOARCH, 8*unsafe.Sizeof(device.Ptr(0)))
+	}
 	if o.Capacity < 0 {
 		return nil, fmt.Errorf("sim.New: Capacity is %d; want 0 (DefaultCapacity) or a positive byte count", o.Capacity)
 	}

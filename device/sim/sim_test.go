@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,12 +13,29 @@ import (
 
 const mib = 1 << 20
 
+// newSim returns a new device, or skips the test where pointers have 32 bits, after
+// checking that New refuses to run there.
 func newSim(t *testing.T, o Options) *Device {
 	t.Helper()
 	d, err := New(o)
+	if strconv.IntSize < 64 {
+		require.ErrorContains(t, err, "needs 64-bit pointers")
+	}
+	need64(t)
 	require.NoError(t, err)
 	return d
 }
+
+// need64 skips a test of 64-bit device addresses where pointers have 32 bits.
+func need64(t *testing.T) {
+	if strconv.IntSize < 64 {
+		t.Skip("the simulated device needs 64-bit pointers")
+	}
+}
+
+// ptr is a as a device.Ptr, so that test tables of 64-bit addresses compile on 32-bit
+// platforms (where newSim skips).
+func ptr(a uint64) device.Ptr { return device.Ptr(a) }
 
 func TestDefaultsAreMetaH200(t *testing.T) {
 	d := newSim(t, Options{})
