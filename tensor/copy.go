@@ -54,6 +54,7 @@ func (t *Tensor) Clone() *Tensor {
 // Contiguous returns t if its elements are row-major and dense (as a new handle), a
 // contiguous copy otherwise.
 func (t *Tensor) Contiguous() *Tensor {
+	t.live(OpContiguous)
 	if !t.IsContiguous() {
 		return t.Clone()
 	}

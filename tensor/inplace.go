@@ -92,6 +92,7 @@ func (t *Tensor) FillNormal(g *Generator, mean, std float64) {
 }
 
 func (t *Tensor) fillRandom(op string, g *Generator, draw func([]float32)) {
+	t.live(op)
 	if g == nil {
 		fail(op, ErrScope, []*Tensor{t}, "nil generator")
 	}

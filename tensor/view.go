@@ -82,6 +82,7 @@ func (t *Tensor) Reshape(shape ...int) *Tensor {
 
 // Transpose swaps dimensions d0 and d1 (negative counts from the end).
 func (t *Tensor) Transpose(d0, d1 int) *Tensor {
+	t.live(OpTranspose)
 	rank := len(t.shape)
 	perm := make([]int, rank)
 	for i := range perm {
@@ -90,7 +91,6 @@ func (t *Tensor) Transpose(d0, d1 int) *Tensor {
 	a, okA := axis(d0, rank)
 	b, okB := axis(d1, rank)
 	if !okA || !okB {
-		t.live(OpTranspose)
 		fail(OpTranspose, ErrShape, []*Tensor{t}, "dimensions %d and %d of a rank-%d tensor", d0, d1, rank)
 	}
 	perm[a], perm[b] = perm[b], perm[a]
