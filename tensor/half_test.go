@@ -86,3 +86,87 @@ func TestErrorsNameOpShapesAndDTypes(t *testing.T) {
 	requireOpError(t, tensor.OpMSE, tensor.ErrShape, func() { tensor.MSE(a, a.T()) })
 	requireOpError(t, "SetRequiresGrad", tensor.ErrDType, func() { s.Ones(d, dtype.I64, 1).SetRequiresGrad(true) })
 }
+
+// The gradients reaching F16 and BF16 leaves, through every op family's backward
+// (broadcasts, strided views, saved indices and masks included), come back in the
+// leaf's type and agree with the F32 gradients to the 16-bit type's precision.
+func TestHalfGradientsAgreeWithF32(t *testing.T) {
+	d := newCPU(t)
+	r := rand.New(rand.NewPCG(1, 2))
+	data := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(r.NormFloat64())
+		}
+		return v
+	}
+	ops := map[string]func(s *tensor.Scope, x, w in) in{
+		"Linear":  func(_ *tensor.Scope, x, w in) in { return tensor.Linear(x, w, w.Slice(1, 0, 1).Squeeze(1)) },
+		"MatMulT": func(_ *tensor.Scope, x, w in) in { return x.MatMul(w.T()) },
+		"Softmax": func(_ *tensor.Scope, x, _ in) in { return x.Softmax(1) },
+		"LayerNorm": func(_ *tensor.Scope, x, w in) in {
+			return tensor.LayerNorm(x, w.Slice(0, 0, 1).Squeeze(0), w.Slice(0, 1, 2).Squeeze(0), 1e-5)
+		},
+		"Add":        func(_ *tensor.Scope, x, w in) in { return x.Add(w.Slice(0, 0, 1)) },
+		"MulBcast":   func(_ *tensor.Scope, x, w in) in { return x.T().Mul(w.Slice(0, 0, 1).T()) },
+		"SumMean":    func(_ *tensor.Scope, x, _ in) in { return x.Sum(1).Add(x.Mean(1)) },
+		"GeluExp":    func(_ *tensor.Scope, x, _ in) in { return x.Gelu().Exp() },
+		"Concat":     func(_ *tensor.Scope, x, w in) in { return tensor.Concat(0, x, w) },
+		"Stack":      func(_ *tensor.Scope, x, w in) in { return tensor.Stack(1, x.Slice(0, 0, 5), w) },
+		"LogSoftmax": func(_ *tensor.Scope, x, _ in) in { return x.LogSoftmax(0) },
+		"Max":        func(_ *tensor.Scope, x, _ in) in { return x.Max(1) },
+		"MSE":        func(_ *tensor.Scope, x, w in) in { return tensor.MSE(x.Slice(0, 0, 5), w) },
+		"CE": func(s *tensor.Scope, x, _ in) in {
+			return tensor.CrossEntropy(x, tensor.FromSlice(s, d, dtype.I64, []int64{1, 2, 3, 4, 5, 6}))
+		},
+		"Embedding": func(s *tensor.Scope, _, w in) in {
+			return tensor.Embedding(w, tensor.FromSlice(s, d, dtype.I64, []int64{1, 2, 1, 4}, 2, 2))
+		},
+		"Dropout":   func(_ *tensor.Scope, x, _ in) in { return x.Dropout(0.3) },
+		"SumTo":     func(_ *tensor.Scope, x, _ in) in { return x.SumTo(1, 8) },
+		"PowScalar": func(_ *tensor.Scope, x, _ in) in { return x.Abs().PowScalar(1.5) },
+		"Div":       func(_ *tensor.Scope, x, w in) in { return x.Slice(0, 0, 5).Div(w.Abs().AddScalar(1)) },
+		"Expand":    func(_ *tensor.Scope, x, w in) in { return w.Slice(0, 0, 1).Expand(3, 8).Mul(x.Slice(0, 0, 3)) },
+	}
+	xd, wd := data(6*8), data(5*8)
+	grads := func(name string, dt dtype.DType) ([]float32, []float32) {
+		s := tensor.NewScope(tensor.WithGenerator(tensor.NewGenerator(3)))
+		defer s.Close()
+		x := f32(s, d, xd, 6, 8).Cast(dt).Detach().SetRequiresGrad(true)
+		w := f32(s, d, wd, 5, 8).Cast(dt).Detach().SetRequiresGrad(true)
+		y := ops[name](s, x, w)
+		g := s.Ones(d, y.DType(), y.Shape()...)
+		y.BackwardWith(tensor.BackwardOptions{Grad: g})
+		var gx, gw []float32
+		if x.Grad() != nil {
+			require.Equal(t, dt, x.Grad().DType())
+			gx = vals(x.Grad())
+		}
+		if w.Grad() != nil {
+			require.Equal(t, dt, w.Grad().DType())
+			gw = vals(w.Grad())
+		}
+		return gx, gw
+	}
+	for name := range ops {
+		for _, dt := range []dtype.DType{dtype.F16, dtype.BF16} {
+			t.Run(name+"/"+dt.String(), func(t *testing.T) {
+				rx, rw := grads(name, dtype.F32)
+				hx, hw := grads(name, dt)
+				tol := 2e-2
+				if dt == dtype.BF16 {
+					tol = 8e-2
+				}
+				require.Equal(t, len(rx), len(hx))
+				require.Equal(t, len(rw), len(hw))
+				for i := range rx {
+					require.InDelta(t, rx[i], hx[i], tol*(1+abs(rx[i])), "x element %d", i)
+				}
+				for i := range rw {
+					require.InDelta(t, rw[i], hw[i], tol*(1+abs(rw[i])), "w element %d", i)
+				}
+				requireEmpty(t, d)
+			})
+		}
+	}
+}
