@@ -72,8 +72,7 @@ func (arith) Add(a, b autograd.Value) (autograd.Value, error) {
 	var out *Tensor
 	err := Try(func() {
 		shape, ok := broadcast(x.shape, y.shape)
-		if ok && x.st.refs.Load() == 1 && sameShape(shape, x.shape) && x.IsContiguous() && x.Bytes() == x.st.size &&
-			promote(x.dt, y.dt) == x.dt {
+		if ok && x.soleOwner() && sameShape(shape, x.shape) && promote(x.dt, y.dt) == x.dt {
 			addInPlace("backward: summing gradients", x, y)
 			out = x
 			return

@@ -67,15 +67,20 @@ func (c *gradCell) add(g *Tensor, steal bool) {
 		c.grad = nil // released by its user: as if set to none
 	}
 	if c.grad == nil {
-		if steal && g.st.refs.Load() == 1 && g.dt == c.dt && sameShape(g.shape, c.shape) && g.offset == 0 &&
-			g.IsContiguous() && g.Bytes() == g.st.size {
+		if steal && g.soleOwner() && g.dt == c.dt && sameShape(g.shape, c.shape) {
 			c.grad = g.share(nil)
 			watch(c.grad)
 			return
 		}
 		s := newInternalScope()
 		defer s.Close()
-		c.grad = s.Keep(s.Bind(g).Clone().Cast(c.dt))
+		x := s.Bind(g)
+		if x.dt == c.dt {
+			x = x.Clone()
+		} else {
+			x = x.Cast(c.dt) // a copy already
+		}
+		c.grad = s.Keep(x)
 		return
 	}
 	addInPlace("AccumulateGrad", c.grad, g)
@@ -83,7 +88,7 @@ func (c *gradCell) add(g *Tensor, steal bool) {
 
 // addInPlace adds src into dst elementwise (src broadcasts to dst).
 func addInPlace(op string, dst, src *Tensor) {
-	if _, ok := broadcast(dst.shape, src.shape); !ok || len(src.shape) > len(dst.shape) {
+	if !broadcastsTo(src.shape, dst.shape) {
 		fail(op, ErrShape, []*Tensor{dst, src}, "cannot add in place")
 	}
 	if dst.st.host != nil && src.st.host != nil {

@@ -6,12 +6,13 @@ import "unsafe"
 // slices. These views alias a contiguous tensor's host bytes from its first element;
 // call them only when the op computes (the storage has host bytes).
 
-// float32s views a contiguous F32 tensor's elements.
+// float32s views a contiguous F32 tensor's elements (nil for a nil t: an optional
+// operand, or an output not wanted).
 func float32s(t *Tensor) []float32 {
-	n := t.Numel()
-	if n == 0 {
+	if t == nil || t.Numel() == 0 {
 		return nil
 	}
+	n := t.Numel()
 	return unsafe.Slice((*float32)(unsafe.Pointer(&t.st.host[t.offset*4])), n)
 }
 
@@ -22,14 +23,4 @@ func int64s(t *Tensor) []int64 {
 		return nil
 	}
 	return unsafe.Slice((*int64)(unsafe.Pointer(&t.st.host[t.offset*8])), n)
-}
-
-// storageF32 views an F32 tensor's storage from its first element to the end: what a
-// GEMM operand with strides and leading dimensions indexes into.
-func storageF32(t *Tensor) []float32 {
-	n := int(t.st.size/4) - t.offset
-	if n <= 0 {
-		return nil
-	}
-	return unsafe.Slice((*float32)(unsafe.Pointer(&t.st.host[t.offset*4])), n)
 }

@@ -25,7 +25,7 @@ func (t *Tensor) inPlace(op string, others ...*Tensor) bool {
 		if o.st.dev != t.st.dev {
 			fail(op, ErrDevice, all, "inputs on %s and %s", t.st.dev.Name(), o.st.dev.Name())
 		}
-		if _, ok := broadcast(t.shape, o.shape); !ok || len(o.shape) > len(t.shape) || !broadcastsTo(o.shape, t.shape) {
+		if !broadcastsTo(o.shape, t.shape) {
 			fail(op, ErrShape, all, "%v does not broadcast to %v", o.shape, t.shape)
 		}
 		compute = compute && o.st.host != nil

@@ -114,23 +114,10 @@ func (r *mseBackward) backward(b *bwd) {
 		db = c.alloc(y.dt, y.shape)
 	}
 	if c.computes(da, db) {
-		var bufA, bufB *Tensor
-		var sa, sb []float32
-		if da != nil {
-			bufA = c.denseOut(da)
-			sa = float32s(bufA)
-		}
-		if db != nil {
-			bufB = c.denseOut(db)
-			sb = float32s(bufB)
-		}
-		cpu.MSEBackward(sa, sb, float32s(c.dense(x)), float32s(c.dense(y)), float32(scalarValue(g)))
-		if da != nil {
-			c.flush(da, bufA)
-		}
-		if db != nil {
-			c.flush(db, bufB)
-		}
+		bufA, bufB := c.denseOut(da), c.denseOut(db)
+		cpu.MSEBackward(float32s(bufA), float32s(bufB), float32s(c.dense(x)), float32s(c.dense(y)), float32(scalarValue(g)))
+		c.flush(da, bufA)
+		c.flush(db, bufB)
 	}
 	c.done(nil)
 	b.set(0, da)

@@ -42,8 +42,8 @@ func LayerNorm(x, w, b *Tensor, eps float64) *Tensor {
 	rstd := c.alloc(dtype.F32, []int{rows})
 	if c.computes(out, mean, rstd) {
 		buf := c.denseOut(out)
-		cpu.LayerNorm(float32s(buf), float32s(mean), float32s(rstd), float32s(c.dense(x)), c.optional(w), c.optional(b),
-			rows, n, float32(eps))
+		cpu.LayerNorm(float32s(buf), float32s(mean), float32s(rstd), float32s(c.dense(x)), float32s(c.dense(w)),
+			float32s(c.dense(b)), rows, n, float32(eps))
 		c.flush(out, buf)
 	}
 	if c.recording() {
@@ -57,14 +57,6 @@ func LayerNorm(x, w, b *Tensor, eps float64) *Tensor {
 	c.temp(mean)
 	c.temp(rstd)
 	return c.done(out)
-}
-
-// optional is t's dense float32 elements, nil for a nil t.
-func (c *call) optional(t *Tensor) []float32 {
-	if t == nil {
-		return nil
-	}
-	return float32s(c.dense(t))
 }
 
 type layerNormBackward struct {
@@ -98,17 +90,10 @@ func (r *layerNormBackward) backward(b *bwd) {
 		db = c.alloc(dtype.F32, []int{r.n})
 	}
 	if c.computes(dx, dw, db) {
-		var bufX *Tensor
-		var sx []float32
-		if dx != nil {
-			bufX = c.denseOut(dx)
-			sx = float32s(bufX)
-		}
-		cpu.LayerNormBackward(sx, c.optional(dw), c.optional(db), float32s(c.dense(g)), float32s(c.dense(x)),
-			float32s(mean), float32s(rstd), c.optional(w), r.rows, r.n)
-		if dx != nil {
-			c.flush(dx, bufX)
-		}
+		buf := c.denseOut(dx)
+		cpu.LayerNormBackward(float32s(buf), float32s(dw), float32s(db), float32s(c.dense(g)), float32s(c.dense(x)),
+			float32s(mean), float32s(rstd), float32s(c.dense(w)), r.rows, r.n)
+		c.flush(dx, buf)
 	}
 	c.done(nil)
 	b.set(0, dx)

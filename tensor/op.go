@@ -206,10 +206,10 @@ func (c *call) scratchF32(shape []int) *Tensor {
 	return t
 }
 
-// dense returns t as contiguous F32 for the dense kernels: t itself, or a converted
-// copy released when the op is done. Only call it when the op computes.
+// dense returns t as contiguous F32 for the dense kernels: t itself (nil for nil), or
+// a converted copy released when the op is done. Only call it when the op computes.
 func (c *call) dense(t *Tensor) *Tensor {
-	if t.dt == dtype.F32 && t.IsContiguous() {
+	if t == nil || t.dt == dtype.F32 && t.IsContiguous() {
 		return t
 	}
 	d := c.scratchF32(t.shape)
@@ -217,16 +217,17 @@ func (c *call) dense(t *Tensor) *Tensor {
 	return d
 }
 
-// denseOut returns where a dense kernel writes out: out itself when it is F32, else an
-// F32 scratch that flush converts into out.
+// denseOut returns where a dense kernel writes out: out itself when it is F32 (or nil,
+// a gradient not wanted), else an F32 scratch that flush converts into out.
 func (c *call) denseOut(out *Tensor) *Tensor {
-	if out.dt == dtype.F32 {
+	if out == nil || out.dt == dtype.F32 {
 		return out
 	}
 	return c.scratchF32(out.shape)
 }
 
-// flush stores a dense kernel's result buf into out (nothing when buf is out).
+// flush stores a dense kernel's result buf into out (nothing when buf is out, nil
+// included).
 func (c *call) flush(out, buf *Tensor) {
 	if out != buf {
 		cpu.Copy(out.operand(), buf.operand())

@@ -150,13 +150,14 @@ func (t *Tensor) MaxKeep(axis int) *Tensor { return maxOp(t, axis, true) }
 // it. It records nothing.
 func (t *Tensor) Argmax(axis int) *Tensor {
 	c := begin("Argmax", t)
-	idx, _ := c.argmax(axis, false)
+	idx, _, _ := c.argmax(axis, false, false)
 	return c.done(idx)
 }
 
-// argmax computes the maxima of the call's input along axis into values (when wanted)
-// and indices, both of the reduced shape.
-func (c *call) argmax(ax int, values bool) (idx, val *Tensor) {
+// argmax computes the positions of the maxima of the call's input along axis (I64, the
+// axis dropped) and, when values is set, the maxima (the axis kept as 1 when keepDims).
+// keep is the input's shape with the axis as 1.
+func (c *call) argmax(ax int, values, keepDims bool) (idx, val *Tensor, keep []int) {
 	x := c.in[0]
 	if _, ok := axis(ax, len(x.shape)); !ok {
 		c.bad(ErrShape, "axis %d of a rank-%d tensor", ax, len(x.shape))
@@ -166,30 +167,29 @@ func (c *call) argmax(ax int, values bool) (idx, val *Tensor) {
 		c.bad(ErrShape, "the maximum of an empty axis")
 	}
 	idx = c.alloc(dtype.I64, drop)
-	dst := cpu.Layout{}
 	if values {
-		val = c.alloc(x.dt, drop)
-		dst = cpu.Contiguous(keep...)
-	}
-	if c.computes(idx) && (val == nil || c.computes(val)) {
-		if val == nil {
-			scratch := make([]float32, numel(drop))
-			cpu.Max(cpu.F32(scratch, cpu.Contiguous(keep...)), int64s(idx), x.operand())
-		} else {
-			cpu.Max(cpu.FromBytes(val.dt, val.st.host, dst), int64s(idx), x.operand())
+		shape := drop
+		if keepDims {
+			shape = keep
 		}
+		val = c.alloc(x.dt, shape)
 	}
-	return idx, val
+	if c.computes(idx, val) {
+		var dst cpu.Operand
+		if val != nil {
+			dst = cpu.FromBytes(val.dt, val.st.host, cpu.Contiguous(keep...))
+		} else {
+			dst = cpu.F32(make([]float32, numel(keep)), cpu.Contiguous(keep...)) // values Argmax drops
+		}
+		cpu.Max(dst, int64s(idx), x.operand())
+	}
+	return idx, val, keep
 }
 
 func maxOp(t *Tensor, ax int, keepDims bool) *Tensor {
 	c := begin(OpMax, t)
 	c.floatOnly()
-	idx, out := c.argmax(ax, true)
-	keep, _, _ := c.reduced(c.in[0].shape, []int{ax})
-	if keepDims {
-		out.shape, out.strides = keep, rowMajor(keep)
-	}
+	idx, out, keep := c.argmax(ax, true, keepDims)
 	if c.recording() {
 		r := &maxBackward{keep: keep}
 		c.record(r, out)

@@ -156,6 +156,12 @@ func (t *Tensor) drop() {
 	t.st.release()
 }
 
+// soleOwner reports whether t is the only handle over its storage and covers it densely
+// from its first byte: writing t in place then changes no other tensor.
+func (t *Tensor) soleOwner() bool {
+	return t.st.refs.Load() == 1 && t.offset == 0 && t.IsContiguous() && t.Bytes() == t.st.size
+}
+
 // live panics with ErrReleased naming op when t was released.
 func (t *Tensor) live(op string) {
 	if t == nil {
