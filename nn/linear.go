@@ -12,10 +12,13 @@ type Linear struct {
 }
 
 // NewLinear makes a Linear layer from in to out features, with a bias when bias is
-// set, initialized as PyTorch does: weight and bias uniform in ±1/√in, drawn from
-// init.Gen (weight first).
+// set, initialized as PyTorch does: weight and bias uniform in ±1/√in (a zero bias
+// when in is 0), drawn from init.Gen (weight first).
 func NewLinear(init Init, in, out int, bias bool) *Linear {
-	bound := 1 / math.Sqrt(float64(in))
+	bound := 0.0
+	if in > 0 {
+		bound = 1 / math.Sqrt(float64(in))
+	}
 	l := &Linear{Weight: init.uniform("nn.Linear", bound, out, in)}
 	if bias {
 		l.Bias = init.uniform("nn.Linear", bound, out)

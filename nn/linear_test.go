@@ -105,3 +105,18 @@ func TestInitErrors(t *testing.T) {
 	require.Error(t, tensor.Try(func() { nn.NewMLP(nn.Init{Device: d, Gen: tensor.NewGenerator(1)}, nn.MLPConfig{Sizes: []int{3}}) }))
 	requireEmpty(t, d)
 }
+
+// A Linear with no input features has a zero bias and gives zeros, as PyTorch's (its
+// bias bound is 0 when fan_in is 0, not 1/√0).
+func TestLinearWithoutInputs(t *testing.T) {
+	d := newCPU(t)
+	l := nn.NewLinear(nn.Init{Device: d, Gen: tensor.NewGenerator(1)}, 0, 3, true)
+	assert.Equal(t, []float32{0, 0, 0}, vals(l.Bias))
+	s := tensor.NewScope()
+	y := l.Forward(tensor.FromSlice(s, d, dtype.F32, []float32{}).Reshape(2, 0))
+	assert.Equal(t, []int{2, 3}, y.Shape())
+	assert.Equal(t, []float32{0, 0, 0, 0, 0, 0}, vals(y))
+	s.Close()
+	l.Release()
+	requireEmpty(t, d)
+}
