@@ -16,11 +16,10 @@ type LayerNorm struct {
 // NewLayerNorm returns a LayerNorm over n features: weight ones, bias zeros, eps
 // DefaultLayerNormEps.
 func NewLayerNorm(init Init, n int) *LayerNorm {
-	return &LayerNorm{
-		Weight: init.parameter("nn.LayerNorm", func(t *tensor.Tensor) { t.Fill(1) }, n),
-		Bias:   init.parameter("nn.LayerNorm", func(t *tensor.Tensor) { t.Fill(0) }, n),
-		Eps:    DefaultLayerNormEps,
-	}
+	return construct(&LayerNorm{Eps: DefaultLayerNormEps}, func(l *LayerNorm) {
+		l.Weight = init.parameter("nn.LayerNorm", func(t *tensor.Tensor) { t.Fill(1) }, n)
+		l.Bias = init.parameter("nn.LayerNorm", func(t *tensor.Tensor) { t.Fill(0) }, n)
+	})
 }
 
 // Forward normalizes x [..., n].

@@ -19,11 +19,12 @@ func NewLinear(init Init, in, out int, bias bool) *Linear {
 	if in > 0 {
 		bound = 1 / math.Sqrt(float64(in))
 	}
-	l := &Linear{Weight: init.uniform("nn.Linear", bound, out, in)}
-	if bias {
-		l.Bias = init.uniform("nn.Linear", bound, out)
-	}
-	return l
+	return construct(&Linear{}, func(l *Linear) {
+		l.Weight = init.uniform("nn.Linear", bound, out, in)
+		if bias {
+			l.Bias = init.uniform("nn.Linear", bound, out)
+		}
+	})
 }
 
 // Forward returns x·Wᵀ + b for x [..., in]; it is [..., out]. Recorded, it saves x

@@ -7,9 +7,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/tensor"
+	"github.com/subletml/sublet/tensor/tensortest"
 )
 
 func TestLinearInitIsPyTorchsUniform(t *testing.T) {
@@ -119,4 +121,27 @@ func TestLinearWithoutInputs(t *testing.T) {
 	s.Close()
 	l.Release()
 	requireEmpty(t, d)
+}
+
+// A constructor that runs out of memory for a later parameter releases the earlier ones.
+func TestConstructorsReleaseWhatTheyMadeOnOOM(t *testing.T) {
+	const mib = 1 << 20
+	for name, c := range map[string]struct {
+		capacity int64
+		build    func(init nn.Init)
+	}{
+		// The weight (12 MiB, a segment of its own) fills the device; the bias needs more.
+		"Linear":    {12 * mib, func(init nn.Init) { nn.NewLinear(init, 1024, 3*mib/1024, true) }},
+		"LayerNorm": {12 * mib, func(init nn.Init) { nn.NewLayerNorm(init, 3*mib) }},
+		// The first Linear (12 MiB and a 2 MiB segment for its bias) fits, the second not.
+		"MLP": {14 * mib, func(init nn.Init) { nn.NewMLP(init, nn.MLPConfig{Sizes: []int{1024, 3 * mib / 1024, 1024}}) }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d := tensortest.Sim(t, c.capacity, false)
+			err := tensor.Try(func() { c.build(nn.Init{Device: d, Gen: tensor.NewGenerator(1)}) })
+			var oom *alloc.OOMError
+			require.ErrorAs(t, err, &oom)
+			requireEmpty(t, d)
+		})
+	}
 }

@@ -105,6 +105,21 @@ func (in Init) uniform(module string, bound float64, shape ...int) *tensor.Tenso
 	return in.parameter(module, func(t *tensor.Tensor) { t.FillUniform(g, -bound, bound) }, shape...)
 }
 
+// construct fills m's parameters with fill and returns m; if fill panics (out of memory
+// for a later parameter) the parameters made so far are released before the panic goes
+// on, so a failed constructor leaves nothing allocated.
+func construct[M Module](m M, fill func(m M)) M {
+	done := false
+	defer func() {
+		if !done {
+			m.Release()
+		}
+	}()
+	fill(m)
+	done = true
+	return m
+}
+
 // releaseAll releases the parameters ps.
 func releaseAll(ps ...*tensor.Tensor) {
 	for _, p := range ps {

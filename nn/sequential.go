@@ -77,23 +77,16 @@ func NewMLP(init Init, c MLPConfig) *Sequential {
 	if act == nil {
 		act = func() Module { return ReLU{} }
 	}
-	s := &Sequential{}
-	built := false
-	defer func() {
-		if !built { // a layer failed (out of memory): release the ones made
-			s.Release()
+	return construct(&Sequential{}, func(s *Sequential) {
+		for i := 1; i < len(c.Sizes); i++ {
+			s.Children = append(s.Children, NewLinear(init, c.Sizes[i-1], c.Sizes[i], true))
+			if i == len(c.Sizes)-1 {
+				break
+			}
+			s.Children = append(s.Children, act())
+			if c.Dropout > 0 {
+				s.Children = append(s.Children, NewDropout(c.Dropout))
+			}
 		}
-	}()
-	for i := 1; i < len(c.Sizes); i++ {
-		s.Children = append(s.Children, NewLinear(init, c.Sizes[i-1], c.Sizes[i], true))
-		if i == len(c.Sizes)-1 {
-			break
-		}
-		s.Children = append(s.Children, act())
-		if c.Dropout > 0 {
-			s.Children = append(s.Children, NewDropout(c.Dropout))
-		}
-	}
-	built = true
-	return s
+	})
 }
