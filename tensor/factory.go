@@ -52,10 +52,15 @@ func (s *Scope) Ones(dev device.Device, dt dtype.DType, shape ...int) *Tensor {
 // Arange returns the 1-D tensor start, start+step, … (below end for a positive step,
 // above it for a negative one) of dt on dev owned by s.
 func (s *Scope) Arange(dev device.Device, dt dtype.DType, start, end, step float64) *Tensor {
-	if step == 0 || math.IsNaN(start) || math.IsNaN(end) || math.IsNaN(step) {
-		fail("Arange", ErrShape, nil, "start %g, end %g, step %g: need a non-zero step and no NaN", start, end, step)
+	count := math.Ceil((end - start) / step)
+	if step == 0 || math.IsNaN(count) || math.IsInf(count, 0) || math.IsInf(step, 0) {
+		fail("Arange", ErrShape, nil, "start %g, end %g, step %g: need finite bounds and a finite non-zero step", start, end, step)
 	}
-	n := max(int(math.Ceil((end-start)/step)), 0)
+	// A count past int64 would convert to garbage (a negative or zero length).
+	if count > math.MaxInt64/8 {
+		fail("Arange", ErrShape, nil, "start %g, end %g, step %g: %g elements is too many", start, end, step, count)
+	}
+	n := max(int(count), 0)
 	c, t := s.newFactory("Arange", dev, dt, []int{n})
 	if c.computes(t) {
 		var src cpu.Operand

@@ -1,6 +1,7 @@
 package tensor_test
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -25,6 +26,13 @@ func TestFactoriesValuesAndBytes(t *testing.T) {
 			require.Equal(t, []int64{0, 2, 4}, tensor.ToSlice[int64](a))
 			af := s.Arange(d, dtype.F32, 1, 0, -0.25)
 			require.Equal(t, []float32{1, 0.75, 0.5, 0.25}, vals(af))
+			for _, bad := range [][3]float64{{0, math.Inf(1), 1}, {math.Inf(-1), 0, 1}, {0, 1, math.Inf(1)},
+				{0, 1, 0}, {math.NaN(), 1, 1}, {0, 1e30, 1e-30}} {
+				requireOpError(t, "Arange", tensor.ErrShape, func() { s.Arange(d, dtype.F32, bad[0], bad[1], bad[2]) })
+			}
+			none := s.Arange(d, dtype.F32, 0, 1, -1)
+			require.Zero(t, none.Numel(), "a step away from end gives nothing")
+			none.Release()
 			e := s.Empty(d, dtype.I32, 0, 3)
 			require.Zero(t, e.Numel())
 			require.Equal(t, []int32{}, tensor.ToSlice[int32](e))
