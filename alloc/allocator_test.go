@@ -240,24 +240,17 @@ func TestStatsMapKeys(t *testing.T) {
 }
 
 func TestNonOOMDeviceErrorIsReturned(t *testing.T) {
-	a, err := New(failingDevice{newSim(t, 0)}, Config{})
-	require.NoError(t, err)
-	_, err = a.Alloc(512, 0)
+	a, f, d := newFlakyAlloc(t, 0, Config{})
+	f.failNext("Malloc", always)
+	_, err := a.Alloc(512, 0)
 	require.ErrorIs(t, err, errBroken)
 	var oom *OOMError
 	assert.False(t, errors.As(err, &oom), "a device failure other than OOM is not an OOM")
 	st := a.Stats()
 	assert.Zero(t, st.NumOOMs)
 	assert.Zero(t, st.NumAllocRetries, "no retry after an error that is not OOM")
+	requireDrained(t, a, d)
 }
-
-var errBroken = errors.New("device broken")
-
-// failingDevice is a device whose Malloc fails with an error other than OOM, which the
-// simulated device has no option for.
-type failingDevice struct{ device.Device }
-
-func (failingDevice) Malloc(int64) (device.Ptr, error) { return 0, errBroken }
 
 func TestSnapshot(t *testing.T) {
 	a, d := newAlloc(t, 0, Config{})

@@ -127,6 +127,17 @@ func TestParseConfigErrors(t *testing.T) {
 		{"max_split_size_mb:40,Expandable_segments:True", "Expandable_segments", 21, "unrecognized key"},
 		{"release_lock_on_cudamalloc:True", "release_lock_on_cudamalloc", 0, "not supported"},
 		{"backend:cudaMallocAsync", "backend", 8, "not supported"},
+		{"backend:", "backend", 8, "expected a backend name but the string ends"},
+		{"garbage_collection_threshold:", "garbage_collection_threshold", 29, "expected a number but the string ends"},
+		{"expandable_segments:", "expandable_segments", 20, "expected True or False but the string ends"},
+		{"expandable_segments:,", "expandable_segments", 20, "but got ','"},
+		{"roundup_power2_divisions:", "roundup_power2_divisions", 25, "the string ends"},
+		{"roundup_power2_divisions:x", "roundup_power2_divisions", 25, "integer but got 'x'"},
+		{"roundup_power2_divisions:[", "roundup_power2_divisions", 26, "expected an interval or ']' but the string ends"},
+		{"roundup_power2_divisions:[abc:4]", "roundup_power2_divisions", 26, "integer but got 'abc'"},
+		{"roundup_power2_divisions:[64:4:128:2]", "roundup_power2_divisions", 30, "expected ',' but got ':'"},
+		{"max_split_size_mb:,expandable_segments:True", "max_split_size_mb", 18, "integer but got ','"},
+		{",max_split_size_mb:40", "", 0, "expected a key but got ','"},
 	} {
 		_, err := ParseConfig(c.in)
 		var ce *ConfigError

@@ -1,13 +1,11 @@
 package alloc
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/subletml/sublet/device"
-	"github.com/subletml/sublet/device/sim"
 )
 
 func TestRecordStreamDefersFree(t *testing.T) {
@@ -124,30 +122,14 @@ func TestEventsAreRecycled(t *testing.T) {
 	requireDrained(t, a, d)
 }
 
-// eventlessDevice cannot record events, and optionally cannot synchronize streams
-// either: failures the simulated device has no switch for.
-type eventlessDevice struct {
-	*sim.Device
-	syncFails bool
-}
-
-var errNoEvents = errors.New("no events on this device")
-
-func (d *eventlessDevice) RecordEvent(device.Event, device.Stream) error { return errNoEvents }
-
-func (d *eventlessDevice) SynchronizeStream(s device.Stream) error {
-	if d.syncFails {
-		return errNoEvents
-	}
-	return d.Device.SynchronizeStream(s)
-}
-
 // When no event can be recorded, Free synchronizes the other stream instead and the
 // block is free at once; when that fails too, Free fails and the allocation stays live.
 func TestRecordEventFailure(t *testing.T) {
 	d := newSim(t, 0)
 	s1 := newStream(t, d, false)
-	a, err := New(&eventlessDevice{Device: d}, Config{})
+	eventless := newFlaky(d)
+	eventless.failNext("RecordEvent", always)
+	a, err := New(eventless, Config{})
 	require.NoError(t, err)
 	p := mustAlloc(t, a, 4096, 0)
 	require.NoError(t, a.RecordStream(p, s1))
@@ -156,18 +138,20 @@ func TestRecordEventFailure(t *testing.T) {
 	assert.Equal(t, int64(1), d.Stats().StreamSyncs)
 	requireDrained(t, a, d)
 
-	broken := &eventlessDevice{Device: d, syncFails: true}
+	broken := newFlaky(d)
+	broken.failNext("RecordEvent", always)
+	broken.failNext("SynchronizeStream", always)
 	b, err := New(broken, Config{})
 	require.NoError(t, err)
 	p = mustAlloc(t, b, 4096, 0)
 	require.NoError(t, b.RecordStream(p, s1))
 	before := b.Stats()
 	err = b.Free(p)
-	require.ErrorIs(t, err, errNoEvents)
+	require.ErrorIs(t, err, errBroken)
 	assert.Contains(t, err.Error(), "stays live")
 	assert.Equal(t, before, b.Stats(), "nothing changed")
 	checkInvariants(t, b)
-	broken.syncFails = false
+	broken.heal("SynchronizeStream")
 	mustFree(t, b, p)
 	requireDrained(t, b, d)
 }

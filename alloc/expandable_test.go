@@ -171,40 +171,14 @@ func TestExpandableOffWithoutVirtualMemory(t *testing.T) {
 // plainDevice hides the simulated device's VirtualMemory.
 type plainDevice struct{ device.Device }
 
-// faultyVM is a simulated device whose Map or Unmap fails with errBroken, an error that
-// is not an OOM, on chosen calls; a failed call changes nothing on the device.
-type faultyVM struct {
-	*sim.Device
-	// mapFail and unmapFail are the 1-based numbers of the calls that fail; 0 = none.
-	mapFail, unmapFail int
-	maps, unmaps       int
-}
-
-func (d *faultyVM) Map(addr device.Ptr, size int64) error {
-	if d.maps++; d.maps == d.mapFail {
-		return errBroken
-	}
-	return d.Device.Map(addr, size)
-}
-
-func (d *faultyVM) Unmap(addr device.Ptr, size int64) error {
-	if d.unmaps++; d.unmaps == d.unmapFail {
-		return errBroken
-	}
-	return d.Device.Unmap(addr, size)
-}
-
 // An Unmap that fails partway through a free block leaves the pages before it unmapped
 // and accounted as such: reserved bytes stay what the device has mapped, and the block
 // is whole again after the next map.
 func TestExpandableUnmapFailureKeepsAccountsExact(t *testing.T) {
-	d := newSim(t, 0)
-	f := &faultyVM{Device: d}
-	a, err := New(f, Config{ExpandableSegments: true})
-	require.NoError(t, err)
+	a, f, d := newFlakyAlloc(t, 0, Config{ExpandableSegments: true})
 	p := mustAlloc(t, a, 50*MiB, 0) // 3 pages
 	mustFree(t, a, p)
-	f.unmapFail = f.unmaps + 2
+	f.failNext("Unmap", 2)
 	require.ErrorIs(t, a.EmptyCache(), errBroken)
 	checkInvariants(t, a)
 	assert.Equal(t, int64(40*MiB), d.Stats().InUse, "the first page went back, the second failed")
@@ -222,11 +196,10 @@ func TestExpandableUnmapFailureKeepsAccountsExact(t *testing.T) {
 // When a Map fails and undoing the pages mapped before it fails too, the pages still
 // mapped stay accounted as free memory: nothing is mapped behind the allocator's back.
 func TestExpandableMapRollbackFailureKeepsAccountsExact(t *testing.T) {
-	d := newSim(t, 0)
-	f := &faultyVM{Device: d, mapFail: 3, unmapFail: 1}
-	a, err := New(f, Config{ExpandableSegments: true})
-	require.NoError(t, err)
-	_, err = a.Alloc(50*MiB, 0) // 3 pages: the third fails, undoing the second fails
+	a, f, d := newFlakyAlloc(t, 0, Config{ExpandableSegments: true})
+	f.failNext("Map", 3)
+	f.failNext("Unmap", 1)
+	_, err := a.Alloc(50*MiB, 0) // 3 pages: the third fails, undoing the second fails
 	require.ErrorIs(t, err, errBroken)
 	var oom *OOMError
 	assert.False(t, errors.As(err, &oom))

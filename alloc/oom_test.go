@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/subletml/sublet/device"
-	"github.com/subletml/sublet/device/sim"
 )
 
 func TestFractionRefusesWithoutDeviceCall(t *testing.T) {
@@ -150,19 +149,13 @@ func TestOOMHintOtherStreamBlockIsNotReleasable(t *testing.T) {
 	requireDrained(t, a, d)
 }
 
-// noMemInfo is a simulated device whose MemInfo fails.
-type noMemInfo struct{ *sim.Device }
-
-func (noMemInfo) MemInfo() (int64, int64, error) { return 0, 0, errBroken }
-
 // When the device cannot tell its memory, the OOM reports capacity and free memory as
 // unknown (0) and the hint does not compare the live bytes with a limit of 0.
 func TestOOMWithoutMemInfo(t *testing.T) {
-	d := newSim(t, 64*MiB)
-	a, err := New(noMemInfo{d}, Config{})
-	require.NoError(t, err)
+	a, f, d := newFlakyAlloc(t, 64*MiB, Config{})
+	f.failNext("MemInfo", always)
 	p := mustAlloc(t, a, 10*MiB, 0)
-	_, err = a.Alloc(60*MiB, 0)
+	_, err := a.Alloc(60*MiB, 0)
 	var oom *OOMError
 	require.ErrorAs(t, err, &oom)
 	assert.Zero(t, oom.Capacity)
