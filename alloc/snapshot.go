@@ -1,6 +1,7 @@
 package alloc
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/subletml/sublet/device"
@@ -86,14 +87,6 @@ func (a *Allocator) Snapshot() []SegmentInfo {
 			cur.Blocks = append(cur.Blocks, bi)
 		}
 	}
-	slices.SortFunc(out, func(x, y SegmentInfo) int {
-		switch {
-		case x.Address < y.Address:
-			return -1
-		case x.Address > y.Address:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(x, y SegmentInfo) int { return cmp.Compare(x.Address, y.Address) })
 	return out
 }
