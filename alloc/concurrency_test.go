@@ -11,8 +11,9 @@ import (
 	"github.com/subletml/sublet/device/sim"
 )
 
-// Many goroutines allocate, record streams and free on one allocator while others read
-// its statistics and empty its cache. Run under -race in CI.
+// Many goroutines allocate, record streams and free on one allocator while another
+// reads its statistics, empties its cache and holds a stream now and then. Run under
+// -race in CI.
 func TestConcurrentUse(t *testing.T) {
 	for _, cfg := range []Config{{}, {ExpandableSegments: true, MaxSplitSize: 24 * MiB}} {
 		a, d := newAlloc(t, 0, cfg)
@@ -73,6 +74,12 @@ func TestConcurrentUse(t *testing.T) {
 				_ = a.Summary(false)
 				_ = a.Snapshot()
 				if err := a.EmptyCache(); err != nil {
+					errs <- err
+					return
+				}
+				// Hold a stream for a while: its frees stay pending until Alloc's event
+				// processing or EmptyCache sees them complete.
+				if err := errors.Join(d.HoldStream(streams[1]), a.EmptyCache(), d.ReleaseStream(streams[1])); err != nil {
 					errs <- err
 					return
 				}

@@ -353,7 +353,26 @@ func TestConcurrentUse(t *testing.T) {
 			errs <- churn(d, a, w, rounds)
 		})
 	}
+	// Meanwhile, release the cache and read the statistics.
+	stop := make(chan struct{})
+	emptied := make(chan error, 1)
+	go func() {
+		var err error
+		for err == nil {
+			select {
+			case <-stop:
+				emptied <- nil
+				return
+			default:
+			}
+			_ = a.Stats()
+			err = a.EmptyCache()
+		}
+		emptied <- err
+	}()
 	wg.Wait()
+	close(stop)
+	require.NoError(t, <-emptied)
 	close(errs)
 	for err := range errs {
 		require.NoError(t, err)
