@@ -160,3 +160,85 @@ func TestCloseWhileTheOwnerReleases(t *testing.T) {
 	}
 	requireEmpty(t, d)
 }
+
+// A child inherits its parent's modes and overrides those its options set.
+func TestChildInheritsModes(t *testing.T) {
+	g := tensor.NewGenerator(1)
+	root := tensor.NewScope(tensor.WithGenerator(g), tensor.WithAnomaly(true))
+	require.Nil(t, root.Parent())
+	require.True(t, root.GradEnabled())
+	require.Nil(t, root.SavedHooks())
+	require.Nil(t, root.Autocast())
+	c := root.Child(tensor.NoGrad())
+	require.Same(t, root, c.Parent())
+	require.Same(t, g, c.Generator())
+	require.True(t, c.Anomaly())
+	require.False(t, c.GradEnabled())
+	cc := c.Child(tensor.WithAnomaly(false), tensor.WithGenerator(nil))
+	require.False(t, cc.GradEnabled())
+	require.False(t, cc.Anomaly())
+	require.Nil(t, cc.Generator())
+	require.True(t, root.Anomaly(), "a child's options leave the parent alone")
+	root.Close()
+	require.True(t, cc.Closed())
+}
+
+// OnClose callbacks run last registered first, after the children closed and before
+// the scope releases its handles, so that one may still Keep them.
+func TestOnCloseRunsBeforeTheHandlesGo(t *testing.T) {
+	d := newCPU(t)
+	root := tensor.NewScope()
+	s := root.Child()
+	x := s.Ones(d, dtype.F32, 2)
+	child := s.Child()
+	var order []string
+	s.OnClose(func() {
+		order = append(order, "first")
+		require.True(t, child.Closed(), "children close first")
+		require.False(t, x.Released())
+		s.Keep(x)
+	})
+	s.OnClose(func() { order = append(order, "second") })
+	s.Close()
+	require.Equal(t, []string{"second", "first"}, order)
+	require.False(t, x.Released(), "kept by a callback")
+	require.Same(t, root, x.Scope())
+	requireOpError(t, "OnClose", tensor.ErrScope, func() { s.OnClose(func() {}) })
+	s.Close()
+	require.Len(t, order, 2, "a second Close runs nothing")
+	root.Close()
+	require.True(t, x.Released())
+	requireEmpty(t, d)
+}
+
+// Layer refuses an input no scope owns and a result that would outlive nothing: one
+// owned by another tree, a nested scope of the layer's, or no scope. What the layer
+// made is released either way.
+func TestLayerErrors(t *testing.T) {
+	d := newCPU(t)
+	s := tensor.NewScope()
+	x := s.Ones(d, dtype.F32, 3)
+	p := s.Ones(d, dtype.F32, 3).AsParameter()
+	other := tensor.NewScope()
+	before := requested(t, d)
+	requireOpError(t, "Layer", tensor.ErrScope, func() { tensor.Layer(p, func(x *tensor.Tensor) *tensor.Tensor { return x }) })
+	for name, f := range map[string]func(x *tensor.Tensor) *tensor.Tensor{
+		"another tree":   func(x *tensor.Tensor) *tensor.Tensor { return other.Ones(d, dtype.F32, 1) },
+		"a nested scope": func(x *tensor.Tensor) *tensor.Tensor { return x.Scope().Child().Bind(x).Exp() },
+		"no scope":       func(x *tensor.Tensor) *tensor.Tensor { return p },
+	} {
+		e := requireOpError(t, "Layer", tensor.ErrScope, func() { tensor.Layer(x, f) })
+		require.Contains(t, e.Error(), "return one computed in the layer's scope", name)
+	}
+	require.Equal(t, before+4, requested(t, d), "only other's tensor is left")
+	other.Close()
+	require.Equal(t, before, requested(t, d))
+	// A result owned by the input's scope (or one enclosing it) is returned as it is.
+	y := s.Ones(d, dtype.F32, 1)
+	require.Same(t, y, tensor.Layer(x, func(*tensor.Tensor) *tensor.Tensor { return y }))
+	requireOpError(t, "Keep", tensor.ErrScope, func() { s.Keep(s.Keep(x)) })
+	p.Release()
+	x.Release()
+	s.Close()
+	requireEmpty(t, d)
+}
