@@ -79,3 +79,37 @@ func TestMallocHoldsWholePages(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2*page, free)
 }
+
+func TestNameAndKind(t *testing.T) {
+	d := newCPU(t, 1<<20)
+	require.Equal(t, "cpu", d.Name())
+	require.Equal(t, device.CPU, d.Kind())
+	require.Equal(t, "cpu", device.CPU.String())
+}
+
+// A Malloc the capacity admits but the OS refuses (2 EiB is beyond any address space)
+// is out of memory, and gives its bytes back: were they still held, the third attempt
+// would fail on the capacity (2^62) instead of on the OS.
+func TestMallocTheOSRefusesHoldsNothing(t *testing.T) {
+	d := newCPU(t, 1<<62)
+	for range 3 {
+		_, err := d.Malloc(1 << 61)
+		require.ErrorIs(t, err, device.ErrOutOfMemory)
+		require.ErrorContains(t, err, "mmap")
+	}
+	p, err := d.Malloc(1)
+	require.NoError(t, err)
+	require.NoError(t, d.Free(p))
+}
+
+// A Reserve the OS refuses is an error and leaves nothing reserved.
+func TestReserveTheOSRefuses(t *testing.T) {
+	d := newCPU(t, 1<<20)
+	_, err := d.Reserve(1 << 61)
+	require.ErrorContains(t, err, "cpu: Reserve(2305843009213693952)")
+	require.ErrorContains(t, err, "mmap")
+	p, err := d.Reserve(d.Granularity())
+	require.NoError(t, err)
+	require.NoError(t, d.Unreserve(p, d.Granularity()))
+	require.Error(t, d.Unreserve(p, d.Granularity()), "released once")
+}

@@ -200,3 +200,21 @@ func TestSpans(t *testing.T) {
 	_, ok = s.takeBest(200, 1)
 	assert.False(t, ok)
 }
+
+// The reservation region holds 48 TiB of address space: a Reserve beyond what is free
+// of it fails without taking any, and reservations that fit still come from its bottom.
+func TestReservationSpaceRunsOut(t *testing.T) {
+	d := newSim(t, Options{})
+	const region = int64(reserveTop - reserveBase)
+	r, err := d.Reserve(region - Granularity)
+	require.NoError(t, err)
+	assert.Equal(t, ptr(reserveBase), r)
+	_, err = d.Reserve(2 * Granularity)
+	require.ErrorContains(t, err, "address space for reservations exhausted (2097152 bytes free in pieces)")
+	last, err := d.Reserve(Granularity)
+	require.NoError(t, err, "the last granule is still free")
+	assert.Equal(t, ptr(reserveTop-uint64(Granularity)), last)
+	require.NoError(t, d.Unreserve(r, region-Granularity))
+	require.NoError(t, d.Unreserve(last, Granularity))
+	assert.Equal(t, Stats{Reserves: 2, Unreserves: 2}, d.Stats())
+}

@@ -2,6 +2,8 @@ package hostmem
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -99,4 +101,60 @@ func TestCopierFill(t *testing.T) {
 	err = c.Memset(0x20000, 0, 1, 0)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "test: Memset(0x20000")
+}
+
+// The Copier checks the stream first (also for zero bytes), then each device range, and
+// moves bytes only where the range has host memory.
+func TestCopierChecksAndMoves(t *testing.T) {
+	mem, err := Alloc(PageSize())
+	require.NoError(t, err)
+	var tb Table
+	require.NoError(t, tb.AddAllocation(0x10000, 64, mem))
+	require.NoError(t, tb.AddAllocation(0x20000, 64, nil)) // no host memory: a meta range
+	badStream := errors.New("stream 7 is not live")
+	c := Copier{Table: &tb, Name: "dev", CheckStream: func(op string, s device.Stream) error {
+		if s != 0 {
+			return fmt.Errorf("%s: %w", op, badStream)
+		}
+		return nil
+	}}
+
+	require.NoError(t, c.CopyToDevice(0x10008, []byte("sublet"), 0))
+	got := make([]byte, 6)
+	require.NoError(t, c.CopyToHost(got, 0x10008, 0))
+	assert.Equal(t, "sublet", string(got))
+	assert.Equal(t, "sublet", string(mem[8:14]), "the bytes are the allocation's host memory")
+
+	// A meta range is checked, and nothing moves.
+	got = []byte("xxxxxx")
+	require.NoError(t, c.CopyToDevice(0x20000, []byte("abc"), 0))
+	require.NoError(t, c.CopyToHost(got, 0x20000, 0))
+	assert.Equal(t, "xxxxxx", string(got))
+	require.NoError(t, c.Memset(0x20000, 1, 64, 0))
+	require.NoError(t, c.CopyOnDevice(0x10000, 0x20000, 8, 0), "from a meta range: nothing to copy")
+	assert.Equal(t, "sublet", string(mem[8:14]))
+
+	for name, op := range map[string]func(s device.Stream) error{
+		"CopyToDevice": func(s device.Stream) error { return c.CopyToDevice(0x10000, nil, s) },
+		"CopyToHost":   func(s device.Stream) error { return c.CopyToHost(nil, 0x10000, s) },
+		"CopyOnDevice": func(s device.Stream) error { return c.CopyOnDevice(0x10000, 0x10000, 0, s) },
+		"Memset":       func(s device.Stream) error { return c.Memset(0x10000, 0, 0, s) },
+	} {
+		require.NoError(t, op(0), "%s of zero bytes", name)
+		err := op(7)
+		require.ErrorIs(t, err, badStream, "%s of zero bytes still checks the stream", name)
+		assert.ErrorContains(t, err, name)
+	}
+
+	for want, err := range map[string]error{
+		"dev: CopyToDevice(0x10038, 9 bytes): destination: range [0x10038, +9) runs past the end": c.CopyToDevice(0x10038, make([]byte, 9), 0),
+		"dev: CopyToHost(9 bytes, 0x10038): source: range [0x10038, +9) runs past the end":        c.CopyToHost(make([]byte, 9), 0x10038, 0),
+		"dev: CopyOnDevice(0x10000, 0x30000, 8 bytes): source: 0x30000 is not inside":             c.CopyOnDevice(0x10000, 0x30000, 8, 0),
+		"dev: CopyOnDevice(0x30000, 0x10000, 8 bytes): destination: 0x30000 is not inside":        c.CopyOnDevice(0x30000, 0x10000, 8, 0),
+		"dev: Memset(0x10000, 0, -1 bytes): range [0x10000, +-1) is empty":                        c.Memset(0x10000, 0, -1, 0),
+	} {
+		assert.ErrorContains(t, err, want)
+	}
+	assert.Equal(t, "sublet", string(mem[8:14]), "failed copies wrote nothing")
+	require.NoError(t, Free(mem))
 }
