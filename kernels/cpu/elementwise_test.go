@@ -338,3 +338,15 @@ func TestBroadcastMismatchPanics(t *testing.T) {
 	assert.Panics(t, func() { Copy(F32(a, expanded), F32(a, Contiguous(2, 3))) })
 	assert.Panics(t, func() { Fill(F32(a, expanded), 1) })
 }
+
+// Relu's gradient is g where its output is NaN, as PyTorch's threshold_backward gives
+// (where(y <= 0, 0, g)): the NaN is not hidden from a found-inf check.
+func TestReluBackwardAtNaN(t *testing.T) {
+	nan := float32(math.NaN())
+	y := []float32{nan, 0, 2, float32(math.Inf(1))}
+	g := []float32{3, 3, 3, 3}
+	dx := make([]float32, len(y))
+	l := Contiguous(len(y))
+	UnaryBackward(Relu, F32(dx, l), F32(g, l), F32(y, l))
+	assert.Equal(t, []float32{3, 0, 3, 3}, dx)
+}

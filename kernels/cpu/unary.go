@@ -202,11 +202,12 @@ func unaryGradRun(op UnaryOp, dst, g, s []float32) {
 	case Sigmoid:
 		zipRun(dst, g, s, func(gv, y float32) float32 { return gv * y * (1 - y) })
 	case Relu:
+		// PyTorch's threshold_backward: 0 where y <= 0, so a NaN y passes g on.
 		zipRun(dst, g, s, func(gv, y float32) float32 {
-			if y > 0 {
-				return gv
+			if y <= 0 {
+				return 0
 			}
-			return 0
+			return gv
 		})
 	case GeluTanh:
 		// tanh u = 2/(1+e^-2u) - 1, which stays finite when e^-2u overflows.
