@@ -62,3 +62,34 @@ func TestAutocastHookCastsInputsAboveAutograd(t *testing.T) {
 	w.Release()
 	requireEmpty(t, d)
 }
+
+// cloneToHalf casts the input of Clone, and of no other op, to F16.
+type cloneToHalf struct{}
+
+func (cloneToHalf) Inputs(op string, in []*tensor.Tensor, cast func(*tensor.Tensor, dtype.DType) *tensor.Tensor) []*tensor.Tensor {
+	if op == "Clone" && in[0].DType() == dtype.F32 {
+		in[0] = cast(in[0], dtype.F16)
+	}
+	return in
+}
+
+// To copies a strided tensor contiguous inside the op, which the policy does not see:
+// the result has the input's type and exactly its bytes, whatever the policy does to
+// other ops, and the copy is gone after the op.
+func TestToCopiesStridedInputsWithoutOtherOps(t *testing.T) {
+	a, b := newCPU(t), newSim(t, 64<<20, true)
+	s := tensor.NewScope()
+	x := f32(s, a, []float32{1, 2, 3, 4, 5, 6}, 2, 3).SetRequiresGrad(true)
+	c := s.Child(tensor.WithAutocast(cloneToHalf{}))
+	before := requested(t, a)
+	y := c.Bind(x).T().To(b)
+	require.Equal(t, dtype.F32, y.DType())
+	require.Equal(t, y.Bytes(), y.Storage().Size())
+	require.Equal(t, []float32{1, 4, 2, 5, 3, 6}, vals(y))
+	require.Equal(t, before, requested(t, a), "no copy left on the source device")
+	y.Sum().Backward()
+	require.Equal(t, []float32{1, 1, 1, 1, 1, 1}, vals(x.Grad()))
+	s.Close()
+	requireEmpty(t, a)
+	requireEmpty(t, b)
+}

@@ -89,8 +89,14 @@ func (t *Tensor) To(dev device.Device) *Tensor {
 	}
 	src := x
 	if !x.IsContiguous() {
-		src = x.Clone()
-		c.made = append(c.made, src)
+		// A contiguous copy on x's device, a temporary of this op: not the Clone op, which
+		// would record a node and be offered to the autocast policy (which may change its
+		// type, and the bytes copied with it).
+		src = c.alloc(x.dt, x.shape)
+		c.scratch = append(c.scratch, src)
+		if c.computes(src) {
+			cpu.Copy(src.operand(), x.operand())
+		}
 	}
 	n := src.Bytes()
 	st, err := newStorage(dev, n)
@@ -111,9 +117,6 @@ func (t *Tensor) To(dev device.Device) *Tensor {
 				c.bad(err, "copying %d bytes to %s", n, dev.Name())
 			}
 		}
-	}
-	if src != x {
-		src.Release()
 	}
 	if c.recording() {
 		c.record(toBackward{x.st.dev}, out)
