@@ -13,11 +13,12 @@ var pairSizes = []int64{512, 1 << 20, 20 << 20, 256 << 20}
 
 // runPair times Alloc+Free of one size after a first pair has made the segment: the
 // cached fast path, never reaching the device.
-func runPair(b *bench, dev device.Device) error {
+func runPair(b *bench, dev device.Device) (err error) {
 	a, err := newAllocator(dev)
 	if err != nil {
 		return err
 	}
+	defer func() { err = finish(a, err) }()
 	for _, size := range pairSizes {
 		ns, n, err := measure(b.per, pairStep(a, size))
 		if err != nil {
@@ -25,7 +26,7 @@ func runPair(b *bench, dev device.Device) error {
 		}
 		b.report(Result{Experiment: "pair", Device: dev.Name(), Case: sizeName(size), Value: float64(ns.Nanoseconds()), Unit: "ns/pair", N: n})
 	}
-	return drain(a)
+	return nil
 }
 
 // pairStep returns one Alloc+Free of size on stream 0.
@@ -84,11 +85,12 @@ func (c *churn) drain() error {
 }
 
 // runChurn times churn steps after torch_alloc_cpp.py's 100 000 warm-up steps.
-func runChurn(b *bench, dev device.Device) error {
+func runChurn(b *bench, dev device.Device) (err error) {
 	a, err := newAllocator(dev)
 	if err != nil {
 		return err
 	}
+	defer func() { err = finish(a, err) }()
 	c := &churn{a: a, x: 42}
 	for range 100_000 {
 		if err := c.step(); err != nil {
@@ -100,10 +102,7 @@ func runChurn(b *bench, dev device.Device) error {
 		return err
 	}
 	b.report(Result{Experiment: "churn", Device: dev.Name(), Case: "64 slots 512B-4MiB", Value: float64(ns.Nanoseconds()), Unit: "ns/step", N: n})
-	if err := c.drain(); err != nil {
-		return err
-	}
-	return drain(a)
+	return c.drain()
 }
 
 // rawSizes are the sizes raw compares: the pair sizes and 1 GiB.
@@ -112,7 +111,7 @@ var rawSizes = append(pairSizes[:len(pairSizes):len(pairSizes)], 1<<30)
 // runRaw times the device's own Malloc+Free (cuMemAlloc+cuMemFree on a GPU) against the
 // allocator's cached Alloc+Free of the same sizes. On the simulated device the raw path
 // costs nothing real (its cost model charges a virtual clock), so it is skipped there.
-func runRaw(b *bench, dev device.Device) error {
+func runRaw(b *bench, dev device.Device) (err error) {
 	if _, ok := dev.(*sim.Device); ok {
 		return nil
 	}
@@ -120,6 +119,7 @@ func runRaw(b *bench, dev device.Device) error {
 	if err != nil {
 		return err
 	}
+	defer func() { err = finish(a, err) }()
 	for _, size := range rawSizes {
 		raw, n, err := measure(b.per, func() error {
 			p, err := dev.Malloc(size)
@@ -142,5 +142,5 @@ func runRaw(b *bench, dev device.Device) error {
 			return err
 		}
 	}
-	return drain(a)
+	return nil
 }

@@ -153,6 +153,30 @@ func newAllocator(dev device.Device) (*alloc.Allocator, error) {
 	return alloc.New(dev, alloc.Config{})
 }
 
+// finish ends an experiment on a, whose error so far is err: after a success it
+// drains a; after a failure it gives the device back.
+func finish(a *alloc.Allocator, err error) error {
+	if err != nil {
+		return errors.Join(err, giveBack(a))
+	}
+	return drain(a)
+}
+
+// giveBack frees every block a still has allocated and releases its cache: a failed
+// experiment may have lost track of its blocks, and the next one must find the device
+// as it was.
+func giveBack(a *alloc.Allocator) error {
+	var errs []error
+	for _, seg := range a.Snapshot() {
+		for _, b := range seg.Blocks {
+			if b.State == alloc.ActiveAllocated {
+				errs = append(errs, a.Free(b.Address))
+			}
+		}
+	}
+	return errors.Join(append(errs, a.EmptyCache())...)
+}
+
 // drain gives back the allocator's cache and checks that it held nothing else.
 func drain(a *alloc.Allocator) error {
 	if err := a.EmptyCache(); err != nil {

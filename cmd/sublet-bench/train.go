@@ -190,51 +190,59 @@ func freeAll(a *alloc.Allocator, ps ...device.Ptr) error {
 func runEmptyCache(b *bench, dev device.Device) error {
 	var base float64
 	for _, every := range []int64{0, 100, 1} {
-		a, err := newAllocator(dev)
+		rate, err := emptyCacheCase(b, dev, every, base)
 		if err != nil {
 			return err
 		}
-		md, err := newModel(a, trainModel)
-		if err != nil {
-			return err
-		}
-		s := &stepper{a: a, m: trainModel, model: md}
-		if err := s.step(); err != nil { // the first step fills the cache
-			return err
-		}
-		a.ResetAccumulatedStats()
-		var i int64
-		per, n, err := measure(b.per, func() error {
-			i++
-			if err := s.step(); err != nil {
-				return err
-			}
-			if every > 0 && i%every == 0 {
-				return a.EmptyCache()
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		st := a.Stats()
-		rate := float64(time.Second) / float64(per)
 		if every == 0 {
 			base = rate
 		}
-		name := "never"
-		if every > 0 {
-			name = fmt.Sprintf("every %d", every)
-		}
-		b.report(Result{Experiment: "emptycache", Device: dev.Name(), Case: name, Value: rate, Unit: "steps/s", N: n,
-			Note: fmt.Sprintf("ratio to never %.4f; %.2f device allocs/step; reserved %d MiB", rate/base,
-				float64(st.NumDeviceAlloc)/float64(n), st.ReservedBytes[alloc.StatAll].Current>>20)})
-		if err := md.free(); err != nil {
-			return err
-		}
-		if err := drain(a); err != nil {
-			return err
-		}
 	}
 	return nil
+}
+
+// emptyCacheCase times training steps on a fresh allocator with EmptyCache every
+// every steps (0: never), reports them against base steps/s, and returns its steps/s.
+func emptyCacheCase(b *bench, dev device.Device, every int64, base float64) (rate float64, err error) {
+	a, err := newAllocator(dev)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { err = finish(a, err) }()
+	md, err := newModel(a, trainModel)
+	if err != nil {
+		return 0, err
+	}
+	s := &stepper{a: a, m: trainModel, model: md}
+	if err := s.step(); err != nil { // the first step fills the cache
+		return 0, err
+	}
+	a.ResetAccumulatedStats()
+	var i int64
+	per, n, err := measure(b.per, func() error {
+		i++
+		if err := s.step(); err != nil {
+			return err
+		}
+		if every > 0 && i%every == 0 {
+			return a.EmptyCache()
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	st := a.Stats()
+	rate = float64(time.Second) / float64(per)
+	if every == 0 {
+		base = rate
+	}
+	name := "never"
+	if every > 0 {
+		name = fmt.Sprintf("every %d", every)
+	}
+	b.report(Result{Experiment: "emptycache", Device: dev.Name(), Case: name, Value: rate, Unit: "steps/s", N: n,
+		Note: fmt.Sprintf("ratio to never %.4f; %.2f device allocs/step; reserved %d MiB", rate/base,
+			float64(st.NumDeviceAlloc)/float64(n), st.ReservedBytes[alloc.StatAll].Current>>20)})
+	return rate, md.free()
 }
