@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/subletml/sublet/kernels/cpu"
 )
@@ -76,7 +77,7 @@ func Open(choice string) (cpu.Gemm, error) {
 func Load(kind string) (*Library, error) {
 	names, ok := candidates[kind]
 	if !ok {
-		if !containsSlash(kind) {
+		if !strings.ContainsRune(kind, '/') {
 			return nil, fmt.Errorf("blas: unknown %s value %q: use builtin, auto, openblas, mkl, blas or a library path", Env, kind)
 		}
 		names = []libName{{kind, false}}
@@ -90,13 +91,4 @@ func Load(kind string) (*Library, error) {
 		errs = append(errs, err)
 	}
 	return nil, fmt.Errorf("blas: loading %s: %w (%w)", kind, ErrNotFound, errors.Join(errs...))
-}
-
-func containsSlash(s string) bool {
-	for _, c := range s {
-		if c == '/' {
-			return true
-		}
-	}
-	return false
 }
