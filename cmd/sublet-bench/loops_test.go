@@ -23,6 +23,15 @@ func newSim(t *testing.T, capacity int64) *sim.Device {
 	return d
 }
 
+// newSimAllocator is an experiment's allocator over a fresh simulated H200.
+func newSimAllocator(t *testing.T) (*alloc.Allocator, *sim.Device) {
+	t.Helper()
+	d := newSim(t, 0)
+	a, err := newAllocator(d)
+	require.NoError(t, err)
+	return a, d
+}
+
 // requireDeviceEmpty checks that the experiment gave back all the device memory.
 func requireDeviceEmpty(t *testing.T, d *sim.Device) {
 	t.Helper()
@@ -59,9 +68,7 @@ func TestMeasureCountsEveryCall(t *testing.T) {
 // churn follows torch_alloc_cpp.py's LCG: the live slots are those a recount of the
 // same sequence says, with the sizes it says.
 func TestChurnFollowsTheLCG(t *testing.T) {
-	d := newSim(t, 0)
-	a, err := newAllocator(d)
-	require.NoError(t, err)
+	a, d := newSimAllocator(t)
 	c := &churn{a: a, x: 42}
 	const steps = 5000
 	for range steps {
@@ -96,9 +103,7 @@ func TestChurnFollowsTheLCG(t *testing.T) {
 }
 
 func TestPairStepLeavesOneCachedSegment(t *testing.T) {
-	d := newSim(t, 0)
-	a, err := newAllocator(d)
-	require.NoError(t, err)
+	a, d := newSimAllocator(t)
 	step := pairStep(a, 20<<20)
 	for range 10 {
 		require.NoError(t, step())
@@ -113,9 +118,7 @@ func TestPairStepLeavesOneCachedSegment(t *testing.T) {
 
 // drain refuses an allocator that still holds a live block.
 func TestDrainReportsALeak(t *testing.T) {
-	d := newSim(t, 0)
-	a, err := newAllocator(d)
-	require.NoError(t, err)
+	a, d := newSimAllocator(t)
 	p, err := a.Alloc(1000, 0)
 	require.NoError(t, err)
 	assert.EqualError(t, drain(a), "1024 bytes still allocated at the end")

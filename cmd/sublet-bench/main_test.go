@@ -90,3 +90,26 @@ func TestTrainingStepFreesItsBlocks(t *testing.T) {
 	require.NoError(t, drain(a))
 	assert.Zero(t, d.Stats().InUse)
 }
+
+func TestBadTimeAndJSONPath(t *testing.T) {
+	for _, d := range []string{"0s", "-1s"} {
+		code, _, errs := runBench("-time", d)
+		assert.Equal(t, 2, code, d)
+		assert.Contains(t, errs, "usage: sublet-bench", d)
+	}
+	code, out, errs := runBench("-run", "pair", "-time", "1ns", "-json", filepath.Join(t.TempDir(), "no", "such", "dir", "r.json"))
+	assert.Equal(t, 1, code, "the figures were measured, but not written")
+	assert.Contains(t, out, "256MiB")
+	assert.Contains(t, errs, "no such file or directory")
+	code, _, _ = runBench("-h")
+	assert.Equal(t, 0, code)
+}
+
+func TestSizeName(t *testing.T) {
+	for n, want := range map[int64]string{
+		512: "512B", 1536: "1536B", 3 << 10: "3KiB", 1 << 20: "1MiB", 20 << 20: "20MiB",
+		(1 << 20) + 512: "1049088B", 1 << 30: "1GiB", 3 << 29: "1536MiB",
+	} {
+		assert.Equal(t, want, sizeName(n), "%d", n)
+	}
+}
