@@ -159,6 +159,8 @@ func (s *Scope) OnClose(f func()) {
 
 // Close closes the open children (newest first), runs the OnClose callbacks, then
 // releases every handle the scope still owns, newest first. Closing again does nothing.
+// A child's Close or a callback that panics does not leave the rest undone: everything
+// above still happens, then the panic goes on.
 func (s *Scope) Close() {
 	s.mu.Lock()
 	if s.closing {
@@ -170,15 +172,24 @@ func (s *Scope) Close() {
 	s.children, s.onClose = nil, nil
 	s.mu.Unlock()
 
-	for i := len(kids) - 1; i >= 0; i-- {
-		kids[i].Close()
+	// Deferred calls run last registered first, and all of them run while a panic
+	// unwinds.
+	if p := s.parent; p != nil {
+		defer p.removeChild(s)
 	}
-	for i := len(hooks) - 1; i >= 0; i-- {
-		hooks[i]()
+	defer s.releaseOwned()
+	for _, f := range hooks {
+		defer f()
 	}
-	// The handles keep their scope field: the goroutine using them may be reading it
-	// in Release right now. forget finds them gone from owned, and the released flag
-	// decides who drops each one.
+	for _, k := range kids {
+		defer k.Close()
+	}
+}
+
+// releaseOwned releases the handles s still owns, newest first. They keep their scope
+// field: the goroutine using them may be reading it in Release right now. forget finds
+// them gone from owned, and the released flag decides who drops each one.
+func (s *Scope) releaseOwned() {
 	s.mu.Lock()
 	owned := s.owned
 	s.owned = nil
@@ -190,9 +201,6 @@ func (s *Scope) Close() {
 		if t := owned[i]; !t.h.released.Swap(true) {
 			t.drop()
 		}
-	}
-	if p := s.parent; p != nil {
-		p.removeChild(s)
 	}
 }
 

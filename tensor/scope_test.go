@@ -242,3 +242,29 @@ func TestLayerErrors(t *testing.T) {
 	s.Close()
 	requireEmpty(t, d)
 }
+
+// A callback or a child's Close that panics does not leave the scope half closed: the
+// other children close, the other callbacks run, every handle is released, then the
+// panic goes on (a Keep into a parent that is closing is such a panic: the handle is
+// released with the parent).
+func TestClosePanickingStillReleasesEverything(t *testing.T) {
+	d := newCPU(t)
+	root := tensor.NewScope()
+	root.Ones(d, dtype.F32, 4)
+	older := root.Child()
+	older.Ones(d, dtype.F32, 3)
+	s := root.Child()
+	x := s.Ones(d, dtype.F32, 2)
+	s.OnClose(func() { s.Keep(x) })
+	ran := false
+	root.OnClose(func() { ran = true })
+	root.OnClose(func() { panic(&tensor.Error{Op: "callback", Err: tensor.ErrScope}) })
+	err := tensor.Try(root.Close)
+	require.ErrorIs(t, err, tensor.ErrScope)
+	require.True(t, older.Closed())
+	require.True(t, ran, "the other callback ran")
+	require.True(t, x.Released())
+	require.True(t, root.Closed())
+	root.Close()
+	requireEmpty(t, d)
+}
