@@ -6,10 +6,10 @@
 Each RESULT.json is sublet's output for the matrix run named by its file name
 (NAME.json); ORACLE_DIR/NAME.json.gz is PyTorch's result for the same run. For each run
 one line: the rows (one per trace event) whose statistics are all equal, out of
-PyTorch's, the first differing row, and the final memory_stats() keys that differ. A
-last line sums the runs. Exit status 0 when every run matched row for row, 1 otherwise
-(2 for bad usage). A result that is not valid JSON (the replay failed) counts as a
-mismatch.
+PyTorch's, the first differing row, and the final memory_stats() keys that differ or
+that only one side has. A last line sums the runs. Exit status 0 when every run matched
+row for row, 1 otherwise (2 for bad usage). A result that is not valid JSON (the replay
+failed), or that has no PyTorch result to compare with, counts as a mismatch.
 """
 import gzip
 import json
@@ -34,7 +34,8 @@ def compare(ours, theirs):
     if first is None and len(ours_rows) != len(their_rows):
         first = f"sublet has {len(ours_rows)} rows, torch {len(their_rows)}"
     final_o, final_t = ours.get("final") or {}, theirs.get("final") or {}
-    diff = sorted(k for k in final_t if k in final_o and final_o[k] != final_t[k])
+    diff = sorted(k if k in final_o and k in final_t else f"{k} (only {'sublet' if k in final_o else 'torch'})"
+                  for k in final_o.keys() | final_t.keys() if final_o.get(k) != final_t.get(k))
     return same, len(their_rows), first, diff
 
 
@@ -47,12 +48,12 @@ def main(argv):
     for path in results:
         name = os.path.basename(path)[: -len(".json")]
         oracle = os.path.join(oracle_dir, name + ".json.gz")
+        runs += 1
         if not os.path.exists(oracle):
             print(f"{name:28s} no oracle result at {oracle}")
             continue
         with gzip.open(oracle, "rt") as f:
             theirs = json.load(f)
-        runs += 1
         rows += len(theirs["series"])
         try:
             with open(path) as f:
