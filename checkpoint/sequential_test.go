@@ -313,3 +313,32 @@ func TestSequentialErrors(t *testing.T) {
 	require.ErrorIs(t, err, checkpoint.ErrSegments)
 	assert.Equal(t, x.Bytes(), tensortest.Requested(t, dev)-nn.ParameterBytes(m), "a refused call allocates nothing")
 }
+
+// TestSequentialOfFunctions: plain functions are layers through LayerFunc. The
+// checkpointed segment's functions run again in backward (both of them: the second
+// one's tanh computes before it saves its output, where the early stop ends the run),
+// and the gradient is the plain run's, bit for bit.
+func TestSequentialOfFunctions(t *testing.T) {
+	dev := tensortest.CPU(t)
+	calls := 0
+	tanh := checkpoint.LayerFunc(func(x *tensor.Tensor) *tensor.Tensor {
+		calls++
+		return x.Tanh()
+	})
+	layers := []checkpoint.Layer{tanh, tanh, tanh, tanh}
+	run := func(k int) []float32 {
+		calls = 0
+		s := newScope(1)
+		defer s.Close()
+		x := input(s, dev, 2, 3)
+		y := checkpoint.Sequential(layers, k, x)
+		assert.Equal(t, 4, calls, "k=%d: the forward runs each layer once", k)
+		y.Sum().Backward()
+		return tensor.ToSlice[float32](x.Grad())
+	}
+	want := run(1)
+	assert.Equal(t, 4, calls, "one plain segment: nothing runs again")
+	assert.Equal(t, want, run(2))
+	assert.Equal(t, 6, calls, "the checkpointed segment [0, 2) runs again in backward")
+	tensortest.RequireEmpty(t, dev)
+}

@@ -124,6 +124,11 @@ func TestEmbedding(t *testing.T) {
 		assert.Equal(t, []float32{want, want, want}, g[row*3:row*3+3], "row %d is gathered %v times", row, want)
 	}
 	s.Close()
+	require.Equal(t, []nn.Parameter{{Name: "weight", Tensor: e.Weight}}, e.NamedParameters())
+	e.SetTraining(false)
+	s = tensor.NewScope(tensor.NoGrad())
+	assert.Equal(t, w[3:6], vals(e.Forward(tensor.FromSlice(s, d, dtype.I64, []int64{1}))), "evaluation mode gathers the same rows")
+	s.Close()
 	e.Release()
 	requireEmpty(t, d)
 }
