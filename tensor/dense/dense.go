@@ -20,23 +20,29 @@ import (
 // Int32 I32, Int64 and Int I64, Bool Bool. Other element types panic with a
 // *tensor.Error wrapping tensor.ErrDType.
 func From(s *tensor.Scope, dev device.Device, d *gt.Dense) *tensor.Tensor {
+	dt, ok := dtypeOf(d.Dtype())
+	if !ok {
+		panic(&tensor.Error{Op: "dense.From", Msg: fmt.Sprintf("a Dense of %v has no tensor dtype", d.Dtype()), Err: tensor.ErrDType})
+	}
 	shape := []int(d.Shape().Clone())
 	if d.IsScalar() {
 		shape = nil
+	} else if d.Shape().TotalSize() == 0 {
+		return s.Empty(dev, dt, shape...) // nothing to copy (and gorgonia's Data panics)
 	}
 	d = logical(d)
 	var t *tensor.Tensor
 	switch v := values(d).(type) {
 	case []float32:
-		t = tensor.FromSlice(s, dev, dtype.F32, v)
+		t = tensor.FromSlice(s, dev, dt, v)
 	case []float64:
-		t = tensor.FromSlice(s, dev, dtype.F32, v)
+		t = tensor.FromSlice(s, dev, dt, v)
 	case []int32:
-		t = tensor.FromSlice(s, dev, dtype.I32, v)
+		t = tensor.FromSlice(s, dev, dt, v)
 	case []int64:
-		t = tensor.FromSlice(s, dev, dtype.I64, v)
+		t = tensor.FromSlice(s, dev, dt, v)
 	case []int:
-		t = tensor.FromSlice(s, dev, dtype.I64, v)
+		t = tensor.FromSlice(s, dev, dt, v)
 	case []bool:
 		b := make([]uint8, len(v))
 		for i, x := range v {
@@ -44,15 +50,28 @@ func From(s *tensor.Scope, dev device.Device, d *gt.Dense) *tensor.Tensor {
 				b[i] = 1
 			}
 		}
-		t = tensor.FromSlice(s, dev, dtype.Bool, b)
-	default:
-		panic(&tensor.Error{Op: "dense.From", Msg: fmt.Sprintf("a Dense of %v has no tensor dtype", d.Dtype()), Err: tensor.ErrDType})
+		t = tensor.FromSlice(s, dev, dt, b)
 	}
 	if len(shape) == 1 {
 		return t
 	}
 	defer t.Release()
 	return t.Reshape(shape...)
+}
+
+// dtypeOf is the tensor dtype of a Dense element type From takes.
+func dtypeOf(t gt.Dtype) (dtype.DType, bool) {
+	switch t {
+	case gt.Float32, gt.Float64:
+		return dtype.F32, true
+	case gt.Int32:
+		return dtype.I32, true
+	case gt.Int64, gt.Int:
+		return dtype.I64, true
+	case gt.Bool:
+		return dtype.Bool, true
+	}
+	return dtype.Invalid, false
 }
 
 // logical returns d with its elements stored in row-major logical order: a view

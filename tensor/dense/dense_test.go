@@ -11,6 +11,7 @@ import (
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/tensor"
 	"github.com/subletml/sublet/tensor/dense"
+	"github.com/subletml/sublet/tensor/tensortest"
 )
 
 func TestRoundTrips(t *testing.T) {
@@ -70,4 +71,53 @@ func TestRoundTrips(t *testing.T) {
 	a, err := alloc.For(d)
 	require.NoError(t, err)
 	require.Zero(t, a.Stats().AllocatedBytes[alloc.StatAll].Current)
+	tensortest.RequireEmpty(t, d)
+}
+
+// Every element type round-trips, as an array and as a scalar (rank 0), and nothing is
+// left allocated.
+func TestEveryTypeAndScalars(t *testing.T) {
+	d := tensortest.CPU(t)
+	s := tensor.NewScope()
+	for _, c := range []struct {
+		backing any
+		scalar  any
+		dt      dtype.DType
+		back    gt.Dtype
+	}{
+		{[]float32{1.5, -2}, float32(1.5), dtype.F32, gt.Float32},
+		{[]float64{1.5, -2}, float64(1.5), dtype.F32, gt.Float32},
+		{[]int32{7, -8}, int32(7), dtype.I32, gt.Int32},
+		{[]int64{7, -8}, int64(7), dtype.I64, gt.Int64},
+		{[]int{7, -8}, 7, dtype.I64, gt.Int64},
+		{[]bool{true, false}, true, dtype.Bool, gt.Bool},
+	} {
+		x := dense.From(s, d, gt.New(gt.WithShape(2), gt.WithBacking(c.backing)))
+		require.Equal(t, c.dt, x.DType(), "%T", c.backing)
+		require.Equal(t, []int{2}, x.Shape())
+		back := dense.To(x)
+		require.Equal(t, c.back, back.Dtype(), "%T", c.backing)
+		require.Equal(t, gt.Shape{2}, back.Shape())
+
+		sc := dense.From(s, d, gt.New(gt.FromScalar(c.scalar)))
+		require.Equal(t, 0, sc.Rank(), "%T", c.scalar)
+		require.Equal(t, c.dt, sc.DType())
+		sb := dense.To(sc)
+		require.True(t, sb.IsScalar())
+		require.Equal(t, c.back, sb.Dtype())
+		require.EqualValues(t, tensor.ToSlice[float64](x)[0], tensor.ToSlice[float64](sc)[0])
+	}
+	require.Equal(t, []int64{7, -8}, dense.To(tensor.FromSlice(s, d, dtype.I64, []int{7, -8})).Data())
+	require.Equal(t, []float32{0.5, 2}, dense.To(tensor.FromSlice(s, d, dtype.F16, []float32{0.5, 2})).Data())
+	empty := dense.From(s, d, gt.New(gt.WithShape(2, 0), gt.WithBacking([]float32{})))
+	require.Equal(t, []int{2, 0}, empty.Shape())
+	require.Equal(t, dtype.F32, empty.DType())
+	require.Equal(t, gt.Shape{2, 0}, dense.To(empty).Shape())
+
+	meta := tensortest.Meta(t)
+	err := tensor.Try(func() { dense.To(s.Zeros(meta, dtype.F32, 2)) })
+	require.ErrorIs(t, err, tensor.ErrNoData)
+	s.Close()
+	tensortest.RequireEmpty(t, d)
+	tensortest.RequireEmpty(t, meta)
 }
