@@ -9,6 +9,7 @@ import (
 	"github.com/subletml/sublet/device/cpu"
 	"github.com/subletml/sublet/tensor"
 	"github.com/subletml/sublet/tensor/gradcheck"
+	"github.com/subletml/sublet/tensor/tensortest"
 )
 
 func TestCheckPassesRightGradientsAndCatchesWrongOnes(t *testing.T) {
@@ -33,4 +34,29 @@ func TestCheckPassesRightGradientsAndCatchesWrongOnes(t *testing.T) {
 	a, err := alloc.For(d)
 	require.NoError(t, err)
 	require.Zero(t, a.Stats().AllocatedBytes[alloc.StatAll].Current)
+	tensortest.RequireEmpty(t, d)
+}
+
+// Check releases everything it made when f panics (the panic goes on), handles a
+// scalar output (rank 0), and an input the output does not depend on (gradient 0).
+func TestCheckReleasesAndEdgeCases(t *testing.T) {
+	d := tensortest.CPU(t)
+	in := []gradcheck.Input{{Shape: []int{3}, Data: []float64{0.5, -1, 2}}, {Shape: []int{2}, Data: []float64{1, 1}}}
+	scalar := func(s *tensor.Scope, x []*tensor.Tensor) *tensor.Tensor { return x[0].Exp().Sum() }
+	require.NoError(t, gradcheck.Check(d, scalar, in, gradcheck.Options{}))
+	tensortest.RequireEmpty(t, d)
+
+	calls := 0
+	failing := func(s *tensor.Scope, x []*tensor.Tensor) *tensor.Tensor {
+		calls++
+		y := x[0].Exp()
+		if calls == 3 {
+			y.Add(x[1]) // [3] + [2]: a shape error after allocating
+		}
+		return y
+	}
+	err := tensor.Try(func() { _ = gradcheck.Check(d, failing, in, gradcheck.Options{}) })
+	require.ErrorIs(t, err, tensor.ErrShape, "f's panic goes on")
+	require.Equal(t, 3, calls)
+	tensortest.RequireEmpty(t, d)
 }
