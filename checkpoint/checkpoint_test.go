@@ -103,6 +103,44 @@ func TestRegeneratedForNodesNotRun(t *testing.T) {
 	finish(t, dev, s, m)
 }
 
+// TestRecomputeAfterAResultWasReleased: a result released before the backward frees
+// its nodes and so their holders; the recompute the other result's backward runs
+// regenerates their tensors too (it runs the function in order) and drops them at once,
+// so the backward leaves only the gradients.
+func TestRecomputeAfterAResultWasReleased(t *testing.T) {
+	const width, batch = 8, 4
+	dev := tensortest.CPU(t)
+	m := linears(dev, 2, width, 1)
+	l := layersOf(m)
+	s := newScope(2)
+	x := input(s, dev, batch, width)
+	calls := 0
+	out := checkpoint.Checkpoint(func(in []*tensor.Tensor) []*tensor.Tensor {
+		calls++
+		return []*tensor.Tensor{tensor.Layer(in[0], l[0].Forward), tensor.Layer(in[0], l[1].Forward)}
+	}, x)
+	out[0].Release()
+	loss := out[1].Sum()
+	start := tensortest.Requested(t, dev)
+
+	loss.Backward()
+	assert.Equal(t, 2, calls)
+	assert.Equal(t, nn.ParameterBytes(m.Children[1]), nn.GradBytes(m), "only the second layer got gradients")
+	assert.Equal(t, nn.GradBytes(m)+x.Bytes(), tensortest.Requested(t, dev)-start,
+		"the gradients and the input's: nothing regenerated stays")
+
+	// The same gradients as without checkpointing.
+	want := grads(m.Children[1])
+	wantX := tensor.ToSlice[float32](x.Grad())
+	m.Children[1].(*nn.Linear).Weight.ZeroGrad(true)
+	m.Children[1].(*nn.Linear).Bias.ZeroGrad(true)
+	x.ZeroGrad(true)
+	tensor.Layer(x, l[1].Forward).Sum().Backward()
+	assert.Equal(t, want, grads(m.Children[1]))
+	assert.Equal(t, wantX, tensor.ToSlice[float32](x.Grad()))
+	finish(t, dev, s, m)
+}
+
 // TestEarlyStop: the recompute stops once the last saved tensor is regenerated, so
 // ops after it (here a MulScalar, which saves nothing) do not run again; NoEarlyStop
 // runs the whole function.
