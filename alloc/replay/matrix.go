@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+
+	"github.com/subletml/sublet/alloc"
 )
 
 // Matrix is the list of committed traces and of the (trace, conf, fraction) runs that
@@ -46,7 +48,8 @@ type Run struct {
 var fileName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
 // LoadMatrix reads and checks a matrix file: unique safe names, known kinds, runs that
-// name a listed trace, fractions in [0, 1], and every fractional run alone.
+// name a listed trace, confs sublet parses, fractions in [0, 1], and every fractional
+// run alone.
 func LoadMatrix(path string) (*Matrix, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -58,6 +61,9 @@ func LoadMatrix(path string) (*Matrix, error) {
 	var m Matrix
 	if err := dec.Decode(&m); err != nil {
 		return nil, fmt.Errorf("load matrix %s: %w", path, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("load matrix %s: data after the matrix object (a file holds one JSON object)", path)
 	}
 	if err := m.check(); err != nil {
 		return nil, fmt.Errorf("load matrix %s: %w", path, err)
@@ -90,6 +96,9 @@ func (m *Matrix) check() error {
 		}
 		if r.Fraction > 0 && !r.Alone {
 			return fmt.Errorf("run %s: fraction %v needs \"alone\": true (other processes' memory would change its outcome)", r.Name, r.Fraction)
+		}
+		if _, err := alloc.ParseConfig(r.Conf); err != nil {
+			return fmt.Errorf("run %s: %w", r.Name, err)
 		}
 	}
 	return nil

@@ -45,6 +45,8 @@ func TestLoadMatrixRejects(t *testing.T) {
 		"duplicate run":   {`{"traces":[` + tr + `],"runs":[{"name":"r","trace":"t"},{"name":"r","trace":"t"}]}`, `run name "r" is a duplicate`},
 		"bad fraction":    {`{"traces":[` + tr + `],"runs":[{"name":"r","trace":"t","fraction":1.5,"alone":true}]}`, "outside [0, 1]"},
 		"fraction shared": {`{"traces":[` + tr + `],"runs":[{"name":"r","trace":"t","fraction":0.5}]}`, `needs "alone": true`},
+		"bad conf":        {`{"traces":[` + tr + `],"runs":[{"name":"r","trace":"t","conf":"max_split_size_mb:5"}]}`, "run r: alloc: config \"max_split_size_mb:5\": key max_split_size_mb"},
+		"trailing data":   {`{"traces":[],"runs":[]}` + "\n" + `{"traces":[` + tr + `]}`, "data after the matrix object"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
