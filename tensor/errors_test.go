@@ -109,3 +109,21 @@ func TestStridedLabelsAndIndices(t *testing.T) {
 	s.Close()
 	requireEmpty(t, d)
 }
+
+// A shape whose bytes do not fit in an int64 is refused, instead of wrapping to a small
+// storage (zero bytes for 2^64 elements): on the meta device that would pass for a
+// full-size memory proof.
+func TestShapesPastTwoToTheSixtyThreeBytesAreRefused(t *testing.T) {
+	d := newSim(t, 1<<40, false)
+	s := tensor.NewScope()
+	requireOpError(t, "Empty", tensor.ErrShape, func() { s.Empty(d, dtype.F32, 1<<32, 1<<32) })
+	requireOpError(t, "Full", tensor.ErrShape, func() { s.Zeros(d, dtype.I64, 1<<31, 1<<30) })
+	a, b := s.Empty(d, dtype.F32, 1<<32, 1), s.Empty(d, dtype.F32, 1, 1<<32)
+	before := requested(t, d)
+	e := requireOpError(t, tensor.OpAdd, tensor.ErrShape, func() { a.Add(b) })
+	require.Contains(t, e.Error(), "[4294967296 4294967296]")
+	require.Equal(t, before, requested(t, d))
+	require.Zero(t, s.Empty(d, dtype.F32, 1<<62, 0, 1<<62).Numel(), "an empty shape has no bytes")
+	s.Close()
+	requireEmpty(t, d)
+}

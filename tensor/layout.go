@@ -1,8 +1,10 @@
 package tensor
 
 import (
+	"math"
 	"slices"
 
+	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels/cpu"
 )
 
@@ -13,6 +15,22 @@ func numel(shape []int) int {
 		n *= d
 	}
 	return n
+}
+
+// bytesOf is the size of a dense tensor of dt and shape; ok is false past 2^63 bytes
+// (the product would wrap, and a huge shape would get a small storage).
+func bytesOf(dt dtype.DType, shape []int) (n int64, ok bool) {
+	if slices.Contains(shape, 0) {
+		return 0, true
+	}
+	n = int64(dt.Size())
+	for _, d := range shape {
+		if n > math.MaxInt64/int64(d) {
+			return 0, false
+		}
+		n *= int64(d)
+	}
+	return n, true
 }
 
 // rowMajor returns the contiguous strides of shape.

@@ -155,7 +155,10 @@ func (c *call) cast(t *Tensor, dt dtype.DType) *Tensor {
 // result scope. A lack of memory releases what the op made so far and panics with an
 // *Error wrapping the *alloc.OOMError.
 func (c *call) alloc(dt dtype.DType, shape []int) *Tensor {
-	n := int64(numel(shape)) * int64(dt.Size())
+	n, ok := bytesOf(dt, shape)
+	if !ok {
+		c.bad(ErrShape, "a %v result of shape %v would take more than 2^63 bytes", dt, shape)
+	}
 	st, err := newStorage(c.dev, n)
 	if err != nil {
 		c.abort()
