@@ -70,3 +70,15 @@ func TestBadFlags(t *testing.T) {
 		assert.Error(t, run(args, &out), "%v", args)
 	}
 }
+
+// With small activations the checkpointed steps reserve as much as the plain ones
+// allocate (the allocator's 2 MiB segments hide the difference): no capacity between
+// them exists, and the example says what to change instead of training.
+func TestSavingTooLittleToChooseACapacity(t *testing.T) {
+	var out bytes.Buffer
+	err := run([]string{"-depth", "3", "-width", "8", "-batch", "4", "-steps", "1"}, &out)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "checkpointing saves too little at this size")
+	assert.Contains(t, err.Error(), "use a larger -batch or -depth, or set -capacity")
+	assert.NotContains(t, out.String(), "device: sim", "nothing was trained")
+}
