@@ -34,6 +34,7 @@ type Options struct {
 // Device is host memory as a device. It implements device.Device,
 // device.VirtualMemory and device.HostMemory.
 type Device struct {
+	// capacity is set by New, never changed.
 	capacity int64
 
 	// table records live ranges; it has its own lock, taken after mu.
@@ -45,7 +46,7 @@ type Device struct {
 	mu   sync.Mutex
 	held int64
 
-	// streamMu guards the handle sets.
+	// streamMu guards the fields below it: the live handles and the last ones made.
 	streamMu   sync.Mutex
 	streams    map[device.Stream]bool
 	events     map[device.Event]bool
