@@ -11,7 +11,8 @@ import (
 )
 
 // Physical reports the machine's physical memory and how much of it the OS could hand
-// out now (MemAvailable of /proc/meminfo: free memory plus reclaimable caches).
+// out now (MemAvailable of /proc/meminfo: free memory plus reclaimable caches), or -1
+// for the latter when /proc/meminfo cannot be read or lacks it (kernels before 3.14).
 func Physical() (total, available int64, err error) {
 	var si unix.Sysinfo_t
 	if err := unix.Sysinfo(&si); err != nil {
