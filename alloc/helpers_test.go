@@ -174,8 +174,8 @@ func invariantError(a *Allocator) error {
 			return fmt.Errorf("segment %#x of %d bytes: blocks end at %#x", seg.base, seg.size, addr)
 		}
 	}
-	if a.ptrs.len() != allocated {
-		return fmt.Errorf("pointer map holds %d blocks, segments %d allocated", a.ptrs.len(), allocated)
+	if a.ptrs.n != allocated {
+		return fmt.Errorf("pointer map holds %d blocks, segments %d allocated", a.ptrs.n, allocated)
 	}
 	if pendingEvents != a.events.pending {
 		return fmt.Errorf("blocks wait for %d events, queues hold %d", pendingEvents, a.events.pending)

@@ -102,6 +102,3 @@ func (m *ptrMap) grow() {
 		}
 	}
 }
-
-// len is the number of allocated blocks.
-func (m *ptrMap) len() int { return m.n }
