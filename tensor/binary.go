@@ -76,7 +76,7 @@ type binaryBackward struct {
 }
 
 func (r *binaryBackward) backward(b *bwd) {
-	g := b.g[0]
+	g := b.g
 	var x, y *Tensor
 	if r.a != nil {
 		x = b.saved(r.a)
@@ -163,7 +163,7 @@ func scalarOp(op string, k cpu.BinaryOp, t *Tensor, v float64, r rule) *Tensor {
 
 type mulScalarBackward struct{ v float64 }
 
-func (r mulScalarBackward) backward(b *bwd) { b.set(0, b.g[0].MulScalar(r.v)) }
+func (r mulScalarBackward) backward(b *bwd) { b.set(0, b.g.MulScalar(r.v)) }
 
 type powScalarBackward struct {
 	p float64
@@ -171,7 +171,7 @@ type powScalarBackward struct {
 }
 
 func (r *powScalarBackward) backward(b *bwd) {
-	g, x := b.g[0], b.saved(r.x)
+	g, x := b.g, b.saved(r.x)
 	b.set(0, gradKernel("pow backward", g, []*Tensor{x}, func(dst cpu.Operand) {
 		cpu.BinaryBackward(cpu.Pow, cpu.ArgA, dst, g.operand(), x.operand(), scalarOperand(r.p))
 	}))

@@ -66,7 +66,7 @@ func (r *concatBackward) backward(b *bwd) {
 	off := 0
 	for i, n := range r.sizes {
 		if b.needs(i) {
-			b.set(i, b.g[0].Slice(r.axis, off, off+n))
+			b.set(i, b.g.Slice(r.axis, off, off+n))
 		}
 		off += n
 	}
@@ -110,7 +110,7 @@ type stackBackward struct{ axis, n int }
 func (r *stackBackward) backward(b *bwd) {
 	for i := range r.n {
 		if b.needs(i) {
-			b.set(i, b.g[0].Slice(r.axis, i, i+1).Squeeze(r.axis))
+			b.set(i, b.g.Slice(r.axis, i, i+1).Squeeze(r.axis))
 		}
 	}
 }

@@ -35,7 +35,7 @@ func castOp(c *call, dt dtype.DType) *Tensor {
 // identityBackward passes the gradient on; bwd.set casts it to the input's type.
 type identityBackward struct{}
 
-func (identityBackward) backward(b *bwd) { b.set(0, b.g[0]) }
+func (identityBackward) backward(b *bwd) { b.set(0, b.g) }
 
 // Clone returns a contiguous copy of t with its own storage.
 func (t *Tensor) Clone() *Tensor {
@@ -126,7 +126,7 @@ func (t *Tensor) To(dev device.Device) *Tensor {
 
 type toBackward struct{ dev device.Device }
 
-func (r toBackward) backward(b *bwd) { b.set(0, b.g[0].To(r.dev)) }
+func (r toBackward) backward(b *bwd) { b.set(0, b.g.To(r.dev)) }
 
 // promote is the type two operands compute in: floating beats integer, F32 beats the
 // 16-bit floats (and F16 with BF16 gives F32), I64 beats I32 beats Bool.

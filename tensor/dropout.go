@@ -41,7 +41,7 @@ type dropoutBackward struct {
 }
 
 func (r *dropoutBackward) backward(b *bwd) {
-	g, mask := b.g[0], b.saved(r.mask)
+	g, mask := b.g, b.saved(r.mask)
 	b.set(0, gradKernel("dropout backward", g, []*Tensor{mask}, func(dst cpu.Operand) {
 		cpu.Dropout(dst, g.operand(), mask.operand(), float32(r.p))
 	}))

@@ -44,7 +44,7 @@ func (r *embeddingBackward) backward(b *bwd) {
 	if !b.needs(0) {
 		return
 	}
-	g, idx := b.g[0], b.saved(r.idx)
+	g, idx := b.g, b.saved(r.idx)
 	shape := b.f.in[0].shape
 	c := begin("embedding backward", g, idx)
 	dw := c.alloc(dtype.F32, shape)

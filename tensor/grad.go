@@ -195,7 +195,7 @@ func (t *Tensor) RetainGrad() {
 		return
 	}
 	c := newCell(t)
-	if err := t.node.AddGradHook(t.slot, func(g autograd.Value) (autograd.Value, error) {
+	if err := t.node.AddGradHook(0, func(g autograd.Value) (autograd.Value, error) {
 		return nil, Try(func() { c.add(g.(*Tensor), false) })
 	}); err != nil {
 		fail("RetainGrad", fmt.Errorf("%w: %w", ErrGrad, err), []*Tensor{t}, "")

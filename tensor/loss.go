@@ -61,7 +61,7 @@ type crossEntropyBackward struct {
 }
 
 func (r *crossEntropyBackward) backward(b *bwd) {
-	g, x, l, lse := b.g[0], b.saved(r.x), b.saved(r.labels), b.saved(r.lse)
+	g, x, l, lse := b.g, b.saved(r.x), b.saved(r.labels), b.saved(r.lse)
 	c := begin("cross entropy backward", g, x, l, lse)
 	dx := c.alloc(x.dt, x.shape)
 	if c.computes(dx) {
@@ -104,7 +104,7 @@ func MSE(a, b *Tensor) *Tensor {
 type mseBackward struct{ a, b *autograd.Saved }
 
 func (r *mseBackward) backward(b *bwd) {
-	g, x, y := b.g[0], b.saved(r.a), b.saved(r.b)
+	g, x, y := b.g, b.saved(r.a), b.saved(r.b)
 	c := begin("mse backward", g, x, y)
 	var da, db *Tensor
 	if b.needs(0) {

@@ -39,7 +39,7 @@ func (a *Tensor) MatMul(b *Tensor) *Tensor {
 type matmulBackward struct{ a, b *autograd.Saved }
 
 func (r *matmulBackward) backward(b *bwd) {
-	g := b.g[0]
+	g := b.g
 	if b.needs(0) {
 		b.set(0, g.MatMul(b.saved(r.b).T()))
 	}
@@ -107,7 +107,7 @@ func (r *linearBackward) backward(b *bwd) {
 	in := b.f.in
 	nOut, nIn := in[1].shape[0], in[1].shape[1]
 	rows := numel(in[0].shape[:len(in[0].shape)-1]) // not -1: nOut or nIn may be 0
-	g := b.g[0].Reshape(rows, nOut)
+	g := b.g.Reshape(rows, nOut)
 	if b.needs(0) {
 		b.set(0, g.MatMul(b.saved(r.w)).Reshape(in[0].shape...))
 	}

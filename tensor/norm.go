@@ -67,7 +67,7 @@ type layerNormBackward struct {
 }
 
 func (r *layerNormBackward) backward(b *bwd) {
-	g, x, mean, rstd := b.g[0], b.saved(r.x), b.saved(r.mean), b.saved(r.rstd)
+	g, x, mean, rstd := b.g, b.saved(r.x), b.saved(r.mean), b.saved(r.rstd)
 	ins := []*Tensor{g, x, mean, rstd}
 	var w *Tensor
 	if r.w != nil {

@@ -293,9 +293,9 @@ func (c *call) recording() bool {
 	return false
 }
 
-// record makes the op's node with backward rule r and makes outs its outputs: they
-// require grad and each holds a reference to the node.
-func (c *call) record(r rule, outs ...*Tensor) {
+// record makes the op's node with backward rule r and makes out its output: it
+// requires grad and holds the node's reference.
+func (c *call) record(r rule, out *Tensor) {
 	edges := make([]autograd.Edge, len(c.in))
 	f := &function{name: c.op, r: r}
 	f.in = append(f.inBuf[:0], make([]meta, len(c.in))...)
@@ -311,8 +311,7 @@ func (c *call) record(r rule, outs ...*Tensor) {
 		}
 		edges[i] = e
 	}
-	spec := autograd.NodeSpec{Name: c.op, Seq: c.s.clock.Next(), Inputs: edges, Outputs: len(outs),
-		Fn: f}
+	spec := autograd.NodeSpec{Name: c.op, Seq: c.s.clock.Next(), Inputs: edges, Outputs: 1, Fn: f}
 	if c.s.m.anomaly {
 		spec.Site = autograd.CaptureSite(2)
 	}
@@ -320,14 +319,7 @@ func (c *call) record(r rule, outs ...*Tensor) {
 	if err != nil {
 		c.bad(fmt.Errorf("%w: %w", ErrGrad, err), "recording the node")
 	}
-	for i, o := range outs {
-		if i > 0 {
-			if err := n.Retain(); err != nil {
-				c.bad(fmt.Errorf("%w: %w", ErrGrad, err), "recording the node")
-			}
-		}
-		o.node, o.slot, o.requiresGrad = n, i, true
-	}
+	out.node, out.requiresGrad = n, true
 	c.node, c.fn = n, f
 }
 
@@ -377,7 +369,7 @@ func (c *call) done(out *Tensor) *Tensor {
 // edge is where gradients for t go: its producer's output, or its leaf accumulator.
 func (t *Tensor) edge() (autograd.Edge, error) {
 	if t.node != nil {
-		return autograd.Edge{Node: t.node, Slot: t.slot}, nil
+		return autograd.Edge{Node: t.node}, nil
 	}
 	if t.cell != nil {
 		n, err := t.cell.accumulator()
@@ -411,15 +403,14 @@ type function struct {
 }
 
 // bwd is one run of a rule: a no-grad scope for everything it computes, the incoming
-// gradients bound into it, and the input gradients it produces.
+// gradient bound into it, and the input gradients it produces.
 type bwd struct {
 	ctx *autograd.Ctx
 	f   *function
 	s   *Scope
-	g   []*Tensor // per output slot, nil where none arrived
+	g   *Tensor   // the gradient of the op's output
 	out []*Tensor // per forward input: unowned handles for the engine
-	// Room for g and out of the usual few inputs and outputs.
-	gBuf   [1]*Tensor
+	// Room for out of the usual few inputs.
 	outBuf [3]*Tensor
 }
 
@@ -429,14 +420,9 @@ type bwd struct {
 func (f *function) Backward(ctx *autograd.Ctx, grads []autograd.Value) ([]autograd.Value, error) {
 	b := &bwd{ctx: ctx, f: f, s: newInternalScope()}
 	b.out = append(b.outBuf[:0], make([]*Tensor, len(f.in))...)
-	b.g = append(b.gBuf[:0], make([]*Tensor, len(grads))...)
 	err := Try(func() {
 		defer b.s.Close()
-		for i, g := range grads {
-			if g != nil {
-				b.g[i] = b.s.Bind(g.(*Tensor))
-			}
-		}
+		b.g = b.s.Bind(grads[0].(*Tensor)) // one output, so its gradient arrived
 		f.r.backward(b)
 	})
 	vals := make([]autograd.Value, len(b.out))

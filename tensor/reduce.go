@@ -107,7 +107,7 @@ type sumBackward struct {
 }
 
 func (r *sumBackward) backward(b *bwd) {
-	g := b.g[0]
+	g := b.g
 	if r.scale != 1 {
 		g = g.MulScalar(r.scale)
 	}
@@ -137,7 +137,7 @@ func (t *Tensor) SumTo(shape ...int) *Tensor {
 // expandBackward broadcasts the gradient back to the input's shape (a view).
 type expandBackward struct{}
 
-func (expandBackward) backward(b *bwd) { b.set(0, b.g[0].Expand(b.f.in[0].shape...)) }
+func (expandBackward) backward(b *bwd) { b.set(0, b.g.Expand(b.f.in[0].shape...)) }
 
 // Max returns the largest element of t along axis, dropping it. The gradient goes to
 // the first maximal element of each reduction; the op saves its I64 indices.
@@ -206,7 +206,7 @@ type maxBackward struct {
 }
 
 func (r *maxBackward) backward(b *bwd) {
-	g, idx := b.g[0].Reshape(r.keep...), b.saved(r.idx)
+	g, idx := b.g.Reshape(r.keep...), b.saved(r.idx)
 	c := begin("max backward", g, idx)
 	dx := c.alloc(g.dt, b.f.in[0].shape)
 	if c.computes(dx) {

@@ -244,7 +244,7 @@ func (s *Scope) Bind(t *Tensor) *Tensor {
 			b.Release()
 			fail("Bind", fmt.Errorf("%w: %w", ErrGrad, err), []*Tensor{t}, "the tensor's graph was freed")
 		}
-		b.node, b.slot = t.node, t.slot
+		b.node = t.node
 	}
 	return b
 }

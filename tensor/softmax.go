@@ -77,7 +77,7 @@ type softmaxBackward struct {
 }
 
 func (r *softmaxBackward) backward(b *bwd) {
-	g, y := b.g[0], b.saved(r.y)
+	g, y := b.g, b.saved(r.y)
 	c := begin("softmax backward", g, y)
 	dx := c.alloc(b.f.in[0].dt, g.shape)
 	if c.computes(dx) {

@@ -29,10 +29,9 @@ type Tensor struct {
 	// leaf before it is used).
 	requiresGrad bool
 	// node is the op that produced the handle (grad_fn), nil for leaves and for handles
-	// made without recording; the handle holds one reference to it. slot is the output
-	// of node this handle is.
+	// made without recording; the handle holds one reference to it. Every op has one
+	// output: the handle is the node's output slot 0.
 	node *autograd.Node
-	slot int
 	// cell holds the gradient of a leaf that requires grad (shared with the handles
 	// Bind makes of it) or the retained gradient of a non-leaf (RetainGrad). ownsCell
 	// says this handle releases it.

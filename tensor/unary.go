@@ -65,7 +65,7 @@ type unaryBackward struct {
 }
 
 func (r *unaryBackward) backward(b *bwd) {
-	g := b.g[0]
+	g := b.g
 	var ins []*Tensor
 	var sv *Tensor
 	if r.saved != nil {

@@ -25,7 +25,7 @@ func viewOp(op string, t *Tensor, place placement, r rule) *Tensor {
 // reshapeBackward reshapes the gradient back to the input's shape.
 type reshapeBackward struct{}
 
-func (reshapeBackward) backward(b *bwd) { b.set(0, b.g[0].Reshape(b.f.in[0].shape...)) }
+func (reshapeBackward) backward(b *bwd) { b.set(0, b.g.Reshape(b.f.in[0].shape...)) }
 
 // resolve returns shape with one -1 replaced so that it holds n elements.
 func (c *call) resolve(n int, shape []int) []int {
@@ -127,7 +127,7 @@ func permute(op string, t *Tensor, dims []int) *Tensor {
 
 type permuteBackward struct{ inv []int }
 
-func (r permuteBackward) backward(b *bwd) { b.set(0, b.g[0].Permute(r.inv...)) }
+func (r permuteBackward) backward(b *bwd) { b.set(0, b.g.Permute(r.inv...)) }
 
 // Slice returns elements start ≤ i < end along axis (negative start and end count from
 // the end of the axis).
@@ -161,7 +161,7 @@ type sliceBackward struct{ axis, start, end int }
 
 func (r *sliceBackward) backward(b *bwd) {
 	in := b.f.in[0]
-	g := b.g[0]
+	g := b.g
 	dx := b.s.Zeros(g.st.dev, g.dt, in.shape...)
 	dx.Slice(r.axis, r.start, r.end).CopyFrom(g)
 	b.set(0, dx)
