@@ -30,6 +30,7 @@ func TestAllocNegativeAndHugeSizes(t *testing.T) {
 	require.ErrorAs(t, err, &oom)
 	assert.Equal(t, int64(MaxRequest), oom.Requested)
 	assert.Contains(t, err.Error(), "more than 1EB")
+	assert.Contains(t, err.Error(), "hint: the request is larger than any device")
 	// Like PyTorch's allocate(), the 1 EiB check comes before the allocator: no stats.
 	assert.Equal(t, Stats{MaxSplitSize: -1}, a.Stats())
 	requireDrained(t, a, d)

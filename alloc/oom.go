@@ -64,7 +64,7 @@ func formatBytes(n int64) string {
 func (e *OOMError) Error() string {
 	var b strings.Builder
 	if e.SegmentSize == 0 {
-		fmt.Fprintf(&b, "alloc: out of memory on %s. Tried to allocate more than 1EB memory (%d bytes).", e.Device, e.Requested)
+		fmt.Fprintf(&b, "alloc: out of memory on %s. Tried to allocate more than 1EB memory (%d bytes).\n  hint: %s", e.Device, e.Requested, e.Hint)
 		return b.String()
 	}
 	fmt.Fprintf(&b, "alloc: out of memory on %s. Tried to allocate %s. Device %s has a total capacity of %s of which %s is free. ",
