@@ -133,6 +133,7 @@ func TestUpdatesMatchReference(t *testing.T) {
 			p := param(d, start...)
 			o, err := optim.NewSGD([]*tensor.Tensor{p}, c)
 			require.NoError(t, err)
+			assert.Equal(t, c, o.Config())
 			ref, buf := widen(start), make([]float64, len(start))
 			for k := range steps {
 				g := gradsAt(k, len(start))
@@ -160,6 +161,7 @@ func TestUpdatesMatchReference(t *testing.T) {
 				}
 				o, err := newOpt([]*tensor.Tensor{p}, c)
 				require.NoError(t, err)
+				assert.Equal(t, c, o.Config())
 				ref := widen(start)
 				m, v := make([]float64, len(start)), make([]float64, len(start))
 				for k := range steps {
@@ -239,6 +241,8 @@ func TestConfigErrors(t *testing.T) {
 		"beta1 = 1":           second(optim.NewAdam(ps, optim.AdamConfig{LR: 1, Beta1: 1, Beta2: 0.9})),
 		"beta2 < 0":           second(optim.NewAdamW(ps, optim.AdamConfig{LR: 1, Beta1: 0.9, Beta2: -0.9})),
 		"negative eps":        second(optim.NewAdam(ps, optim.AdamConfig{LR: 1, Beta1: 0.9, Beta2: 0.9, Eps: -1})),
+		"adam, negative lr":   second(optim.NewAdam(ps, optim.AdamConfig{LR: -1, Beta1: 0.9, Beta2: 0.9})),
+		"adam, NaN decay":     second(optim.NewAdamW(ps, optim.AdamConfig{LR: 1, Beta1: 0.9, Beta2: 0.9, WeightDecay: math.NaN()})),
 		"no parameters":       second(optim.NewAdam(nil, optim.DefaultAdam())),
 		"nil parameter":       second(optim.NewAdam([]*tensor.Tensor{nil}, optim.DefaultAdam())),
 		"the same one twice":  second(optim.NewSGD([]*tensor.Tensor{p, p}, optim.SGDConfig{LR: 1})),
