@@ -76,3 +76,29 @@ func TestOutOfMemoryInsideAnOpIsRecoverable(t *testing.T) {
 	s.Close()
 	requireEmpty(t, d)
 }
+
+// Running out of memory inside a backward rule is an error naming the rule: the
+// gradients in flight are released, and the step can be retried once memory is free.
+func TestOutOfMemoryInsideBackwardIsRecoverable(t *testing.T) {
+	d := newSim(t, 30<<20, false)
+	s := tensor.NewScope()
+	x := s.Zeros(d, dtype.F32, 3<<20).SetRequiresGrad(true) // 12 MiB
+	ex := x.Exp()                                           // 12 MiB more, which Exp saves
+	loss := ex.Sum()
+	before := requested(t, d)
+	err := tensor.Try(loss.Backward) // Exp's gradient (12 MiB) does not fit
+	var oom *alloc.OOMError
+	require.ErrorAs(t, err, &oom)
+	require.ErrorIs(t, err, tensor.ErrGrad)
+	require.Contains(t, err.Error(), "exp backward")
+	require.Nil(t, x.Grad())
+	require.Equal(t, before, requested(t, d), "no gradient in flight is left")
+	loss.Release()
+	ex.Release()
+	require.Equal(t, x.Bytes(), requested(t, d), "the graph went with its outputs")
+	retry := x.Sum() // its backward needs only x's gradient: it fits now
+	retry.Backward()
+	require.Equal(t, 2*x.Bytes()+retry.Bytes(), requested(t, d), "x, its gradient and the loss")
+	s.Close()
+	requireEmpty(t, d)
+}

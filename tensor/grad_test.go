@@ -141,3 +141,21 @@ func TestFailingGradientHooks(t *testing.T) {
 	requireOpError(t, "RegisterPostAccumulateHook", tensor.ErrGrad, func() { s.Ones(d, dtype.F32, 1).RegisterPostAccumulateHook(func() {}) })
 	requireOpError(t, "AsParameter", tensor.ErrGrad, func() { x.Exp().AsParameter() })
 }
+
+// ZeroGrad on a tensor without a gradient (yet) does nothing; Grad of a tensor that
+// does not require grad is nil.
+func TestZeroGradWithoutAGradient(t *testing.T) {
+	d := newCPU(t)
+	s := tensor.NewScope()
+	plain := s.Ones(d, dtype.F32, 2)
+	plain.ZeroGrad(true)
+	plain.ZeroGrad(false)
+	require.Nil(t, plain.Grad())
+	x := s.Ones(d, dtype.F32, 2).SetRequiresGrad(true)
+	x.ZeroGrad(false)
+	x.ZeroGrad(true)
+	require.Nil(t, x.Grad())
+	require.Equal(t, plain.Bytes()+x.Bytes(), requested(t, d))
+	s.Close()
+	requireEmpty(t, d)
+}

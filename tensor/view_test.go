@@ -84,3 +84,37 @@ func TestCastCloneAndTo(t *testing.T) {
 	requireEmpty(t, cpuDev)
 	requireEmpty(t, simDev)
 }
+
+// To the tensor's own device is a new handle over the same storage, recorded so that
+// the gradient flows through it.
+func TestToTheSameDeviceIsAView(t *testing.T) {
+	d := newCPU(t)
+	s := tensor.NewScope()
+	x := f32(s, d, []float32{1, 2}).SetRequiresGrad(true)
+	y := x.To(d)
+	require.Same(t, x.Storage(), y.Storage())
+	e := requireOpError(t, "Fill", tensor.ErrGrad, func() { y.Fill(0) })
+	require.Contains(t, e.Error(), "the output of To")
+	y.MulScalar(3).Sum().Backward()
+	require.Equal(t, []float32{3, 3}, vals(x.Grad()))
+	s.Close()
+	requireEmpty(t, d)
+}
+
+// Argmax gives the I64 position of the first maximum along an axis, of any element
+// type, and records nothing.
+func TestArgmax(t *testing.T) {
+	d := newCPU(t)
+	s := tensor.NewScope()
+	x := f32(s, d, []float32{1, 5, 5, 7, 0, 7}, 2, 3).SetRequiresGrad(true)
+	a := x.Argmax(1)
+	require.Equal(t, dtype.I64, a.DType())
+	require.Equal(t, []int64{1, 0}, tensor.ToSlice[int64](a), "the first of equal maxima")
+	require.False(t, a.RequiresGrad())
+	require.Equal(t, []int64{1, 0, 1}, tensor.ToSlice[int64](x.Argmax(0)))
+	i := tensor.FromSlice(s, d, dtype.I32, []int32{3, -1, 9, 2})
+	require.Equal(t, []int64{2}, tensor.ToSlice[int64](i.Argmax(-1)))
+	require.Equal(t, 9.0, i.Slice(0, 2, 3).Item(), "Item of an integer tensor")
+	s.Close()
+	requireEmpty(t, d)
+}
