@@ -170,3 +170,26 @@ func TestHalfGradientsAgreeWithF32(t *testing.T) {
 		}
 	}
 }
+
+// Products of operands of different floating types compute in the type they promote
+// to; each operand's gradient comes back in its own type.
+func TestMixedTypeProducts(t *testing.T) {
+	d := newCPU(t)
+	s := tensor.NewScope()
+	x := f32(s, d, []float32{1, 2, 3, 4, 5, 6}, 2, 3).Cast(dtype.F16).Detach().SetRequiresGrad(true)
+	w := f32(s, d, []float32{1, 0, 1, 0, 1, 0}, 2, 3).SetRequiresGrad(true)
+	b := f32(s, d, []float32{1, 2}).Cast(dtype.BF16).Detach().SetRequiresGrad(true)
+	y := tensor.Linear(x, w, b)
+	require.Equal(t, dtype.F32, y.DType())
+	require.Equal(t, []float32{5, 4, 11, 7}, vals(y))
+	y.Sum().Backward()
+	require.Equal(t, dtype.F16, x.Grad().DType())
+	require.Equal(t, []float32{1, 1, 1, 1, 1, 1}, vals(x.Grad()))
+	require.Equal(t, []float32{5, 7, 9, 5, 7, 9}, vals(w.Grad()))
+	require.Equal(t, dtype.BF16, b.Grad().DType())
+	require.Equal(t, []float32{2, 2}, vals(b.Grad()))
+	z := x.MatMul(w.T())
+	require.Equal(t, []float32{4, 2, 10, 5}, vals(z))
+	s.Close()
+	requireEmpty(t, d)
+}
