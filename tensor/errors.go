@@ -117,7 +117,7 @@ func newError(op string, cause error, ins []*Tensor, format string, args ...any)
 		}
 		e.Shapes = append(e.Shapes, t.Shape())
 		e.DTypes = append(e.DTypes, t.dt)
-		if e.Device == "" && t.st != nil {
+		if e.Device == "" {
 			e.Device = t.st.dev.Name()
 		}
 	}

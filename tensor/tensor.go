@@ -167,8 +167,7 @@ func (t *Tensor) live(op string) {
 		panic(&Error{Op: op, Msg: "nil tensor", Err: ErrShape})
 	}
 	if t.h.released.Load() {
-		panic(&Error{Op: op, Msg: fmt.Sprintf("%v %v on %s was released", t.shape, t.dt, t.st.dev.Name()),
-			Shapes: [][]int{t.Shape()}, DTypes: []dtype.DType{t.dt}, Device: t.st.dev.Name(), Err: ErrReleased})
+		fail(op, ErrReleased, []*Tensor{t}, "%v %v on %s was released", t.shape, t.dt, t.st.dev.Name())
 	}
 }
 
