@@ -66,7 +66,7 @@ func (r *crossEntropyBackward) backward(b *bwd) {
 	dx := c.alloc(x.dt, x.shape)
 	if c.computes(dx) {
 		buf := c.denseOut(dx)
-		cpu.CrossEntropyBackward(float32s(buf), float32s(c.dense(x)), float32s(lse), int64s(c.dense64(l)), r.n, r.k,
+		cpu.CrossEntropyBackward(float32s(buf), float32s(c.dense(x)), float32s(c.dense(lse)), int64s(c.dense64(l)), r.n, r.k,
 			IgnoreIndex, float32(scalarValue(g)))
 		c.flush(dx, buf)
 	}

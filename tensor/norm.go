@@ -92,7 +92,7 @@ func (r *layerNormBackward) backward(b *bwd) {
 	if c.computes(dx, dw, db) {
 		buf := c.denseOut(dx)
 		cpu.LayerNormBackward(float32s(buf), float32s(dw), float32s(db), float32s(c.dense(g)), float32s(c.dense(x)),
-			float32s(mean), float32s(rstd), float32s(c.dense(w)), r.rows, r.n)
+			float32s(c.dense(mean)), float32s(c.dense(rstd)), float32s(c.dense(w)), r.rows, r.n)
 		c.flush(dx, buf)
 	}
 	c.done(nil)

@@ -341,6 +341,9 @@ func (c *call) save(t *Tensor) *autograd.Saved {
 	if err != nil {
 		c.bad(fmt.Errorf("%w: %w", ErrGrad, err), "saving a tensor for backward")
 	}
+	if c.s.m.hooks != nil {
+		f.packed = append(f.packed, packed{sv, meta{t.shape, t.dt}})
+	}
 	return sv
 }
 
@@ -399,7 +402,18 @@ type function struct {
 	// (its outputs leaked) reports them. nil until the first save; written while the
 	// op records.
 	saved *ledger
-	inBuf [3]meta // room for in
+	// packed is what each tensor saved through saved-tensor hooks was, which its
+	// Unpack must give back: the rules read the bytes as that shape and type. nil
+	// without hooks (the node then stores the tensor itself); written while the op
+	// records.
+	packed []packed
+	inBuf  [3]meta // room for in
+}
+
+// packed is a tensor saved through hooks: its handle and what it was.
+type packed struct {
+	sv *autograd.Saved
+	meta
 }
 
 // bwd is one run of a rule: a no-grad scope for everything it computes, the incoming
@@ -454,6 +468,12 @@ func (b *bwd) saved(sv *autograd.Saved) *Tensor {
 	t, ok := v.(*Tensor)
 	if !ok {
 		panic(&Error{Op: b.f.name, Msg: fmt.Sprintf("backward: an unpack hook returned %T; return a *tensor.Tensor", v), Err: ErrGrad})
+	}
+	for _, p := range b.f.packed {
+		if p.sv == sv && (p.dt != t.dt || !sameShape(p.shape, t.shape)) {
+			panic(&Error{Op: b.f.name, Msg: fmt.Sprintf("backward: an unpack hook returned %v %v for a tensor saved as %v %v; "+
+				"give back the shape and type it packed", t.shape, t.dt, p.shape, p.dt), Err: ErrGrad})
+		}
 	}
 	return b.s.Bind(t)
 }

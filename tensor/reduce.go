@@ -210,7 +210,7 @@ func (r *maxBackward) backward(b *bwd) {
 	c := begin("max backward", g, idx)
 	dx := c.alloc(g.dt, b.f.in[0].shape)
 	if c.computes(dx) {
-		cpu.MaxBackward(dx.operand(), g.operand(), int64s(idx))
+		cpu.MaxBackward(dx.operand(), g.operand(), int64s(c.dense64(idx)))
 	}
 	b.set(0, c.done(dx))
 }

@@ -67,7 +67,8 @@ func WithGenerator(g *Generator) Option { return func(m *modes) { m.gen = g } }
 // WithSavedHooks sets the pack/unpack pair applied to every tensor an op saves for
 // backward in the scope (nil: none; only the innermost pair applies). The values Pack
 // receives and Unpack returns are unowned *Tensor handles; see autograd.SavedHooks for
-// who releases what.
+// who releases what. Unpack gives back the shape and type Pack received, in any
+// layout (a backward that gets another fails with ErrGrad).
 func WithSavedHooks(h autograd.SavedHooks) Option { return func(m *modes) { m.hooks = h } }
 
 // WithAnomaly turns anomaly mode on or off: ops record where they were created, and a
