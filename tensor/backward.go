@@ -1,8 +1,6 @@
 package tensor
 
 import (
-	"fmt"
-
 	"github.com/subletml/sublet/autograd"
 	"github.com/subletml/sublet/kernels/cpu"
 )
@@ -51,14 +49,14 @@ func (t *Tensor) BackwardWith(o BackwardOptions) {
 	e, err := t.edge()
 	if err != nil {
 		seed.Release()
-		fail(op, fmt.Errorf("%w: %w", ErrGrad, err), []*Tensor{t}, "")
+		fail(op, gradErr(err), []*Tensor{t}, "")
 	}
 	opts := autograd.Options{Arith: arith{}, RetainGraph: o.RetainGraph}
 	if t.scope != nil {
 		opts.DetectAnomaly = t.scope.m.anomaly
 	}
 	if err := autograd.Backward([]autograd.Root{{Edge: e, Grad: seed}}, opts); err != nil {
-		fail(op, fmt.Errorf("%w: %w", ErrGrad, err), []*Tensor{t}, "")
+		fail(op, gradErr(err), []*Tensor{t}, "")
 	}
 }
 

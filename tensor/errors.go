@@ -104,6 +104,23 @@ func Try(f func()) (err error) {
 	return nil
 }
 
+// gradError is an error of the autograd engine (or of a hook or rule it ran) as a
+// cause of an *Error: it matches ErrGrad and the error itself, and reads as the error
+// under one "autograd: " (the engine's own errors already start with it).
+type gradError struct{ err error }
+
+func gradErr(err error) error { return gradError{err} }
+
+func (e gradError) Error() string {
+	msg := e.err.Error()
+	if strings.HasPrefix(msg, "autograd: ") {
+		return msg
+	}
+	return "autograd: " + msg
+}
+
+func (e gradError) Unwrap() []error { return []error{ErrGrad, e.err} }
+
 // fail panics with an *Error for op over the inputs ins.
 func fail(op string, cause error, ins []*Tensor, format string, args ...any) {
 	panic(newError(op, cause, ins, format, args...))

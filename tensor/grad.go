@@ -198,7 +198,7 @@ func (t *Tensor) RetainGrad() {
 	if err := t.node.AddGradHook(0, func(g autograd.Value) (autograd.Value, error) {
 		return nil, Try(func() { c.add(g.(*Tensor), false) })
 	}); err != nil {
-		fail("RetainGrad", fmt.Errorf("%w: %w", ErrGrad, err), []*Tensor{t}, "")
+		fail("RetainGrad", gradErr(err), []*Tensor{t}, "")
 	}
 	t.cell, t.ownsCell = c, true
 }
@@ -237,7 +237,7 @@ func (t *Tensor) RegisterHook(f func(s *Scope, g *Tensor) *Tensor) {
 		})
 	}
 	if err != nil {
-		fail("RegisterHook", fmt.Errorf("%w: %w", ErrGrad, err), []*Tensor{t}, "")
+		fail("RegisterHook", gradErr(err), []*Tensor{t}, "")
 	}
 }
 
@@ -254,6 +254,6 @@ func (t *Tensor) RegisterPostAccumulateHook(f func()) {
 		err = acc.AddPostHook(func(*autograd.Node) error { return Try(f) })
 	}
 	if err != nil {
-		fail("RegisterPostAccumulateHook", fmt.Errorf("%w: %w", ErrGrad, err), []*Tensor{t}, "")
+		fail("RegisterPostAccumulateHook", gradErr(err), []*Tensor{t}, "")
 	}
 }

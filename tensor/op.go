@@ -307,7 +307,7 @@ func (c *call) record(r rule, out *Tensor) {
 		}
 		e, err := t.edge()
 		if err != nil {
-			c.bad(fmt.Errorf("%w: %w", ErrGrad, err), "input %d", i)
+			c.bad(gradErr(err), "input %d", i)
 		}
 		edges[i] = e
 	}
@@ -317,7 +317,7 @@ func (c *call) record(r rule, out *Tensor) {
 	}
 	n, err := autograd.NewNode(spec)
 	if err != nil {
-		c.bad(fmt.Errorf("%w: %w", ErrGrad, err), "recording the node")
+		c.bad(gradErr(err), "recording the node")
 	}
 	out.node, out.requiresGrad = n, true
 	c.node, c.fn = n, f
@@ -339,7 +339,7 @@ func (c *call) save(t *Tensor) *autograd.Saved {
 	f.saved.hs = append(f.saved.hs, v.h)
 	sv, err := c.node.Save(v, c.s.m.hooks)
 	if err != nil {
-		c.bad(fmt.Errorf("%w: %w", ErrGrad, err), "saving a tensor for backward")
+		c.bad(gradErr(err), "saving a tensor for backward")
 	}
 	if c.s.m.hooks != nil {
 		f.packed = append(f.packed, packed{sv, meta{t.shape, t.dt}})
@@ -463,7 +463,7 @@ func (b *bwd) needs(i int) bool { return b.ctx.NeedsGrad(i) }
 func (b *bwd) saved(sv *autograd.Saved) *Tensor {
 	v, err := sv.Get(b.ctx)
 	if err != nil {
-		panic(&Error{Op: b.f.name, Msg: "backward: reading a saved tensor", Err: fmt.Errorf("%w: %w", ErrGrad, err)})
+		panic(&Error{Op: b.f.name, Msg: "backward: reading a saved tensor", Err: gradErr(err)})
 	}
 	t, ok := v.(*Tensor)
 	if !ok {

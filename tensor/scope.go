@@ -243,7 +243,7 @@ func (s *Scope) Bind(t *Tensor) *Tensor {
 	if t.node != nil {
 		if err := t.node.Retain(); err != nil {
 			b.Release()
-			fail("Bind", fmt.Errorf("%w: %w", ErrGrad, err), []*Tensor{t}, "the tensor's graph was freed")
+			fail("Bind", gradErr(err), []*Tensor{t}, "the tensor's graph was freed")
 		}
 		b.node = t.node
 	}
