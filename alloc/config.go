@@ -42,27 +42,38 @@ type Config struct {
 	// the garbage collection threshold.
 	PerProcessMemoryFraction float64
 
-	// Pinned holds the pinned_* keys. They configure the host (pinned) allocator, not
-	// this one, and are only parsed and validated here.
+	// Pinned holds the pinned_* keys. They configure the host (pinned) allocator,
+	// which applies them (pinned.New, pinned.NewConfig); this allocator only validates
+	// them.
 	Pinned PinnedConfig
 }
 
 // PinnedConfig holds the pinned_* keys of an allocator config string, for the host
-// (pinned) caching allocator. The zero value is PyTorch's default.
+// (pinned) caching allocator, package alloc/pinned, whose doc says how each applies. The
+// zero value is PyTorch's default.
 type PinnedConfig struct {
-	// UseHostRegister: pinned_use_cuda_host_register (alias pinned_use_hip_host_register).
+	// UseHostRegister: pinned_use_cuda_host_register (alias pinned_use_hip_host_register):
+	// blocks are ordinary memory page-locked in place (device.HostRegisterer) instead of
+	// the device's HostAlloc.
 	UseHostRegister bool
-	// NumRegisterThreads: pinned_num_register_threads, a power of two ≤ 128; 0 = default (1).
+	// NumRegisterThreads: pinned_num_register_threads, a power of two ≤ 128; 0 = default
+	// (1). The goroutines that fault in a new block's pages before it is registered; only
+	// meaningful with UseHostRegister.
 	NumRegisterThreads int
-	// UseBackgroundThreads: pinned_use_background_threads.
+	// UseBackgroundThreads: pinned_use_background_threads: a goroutine returns blocks
+	// whose events completed to the cache, instead of Alloc.
 	UseBackgroundThreads bool
-	// ReserveSegmentSize in bytes: pinned_reserve_segment_size_mb; 0 = none.
+	// ReserveSegmentSize in bytes: pinned_reserve_segment_size_mb; 0 = none. One segment
+	// taken up front that new blocks are carved from while it has room.
 	ReserveSegmentSize int64
-	// MaxRoundThreshold in bytes: pinned_max_round_threshold_mb; 0 = off.
+	// MaxRoundThreshold in bytes: pinned_max_round_threshold_mb; 0 = off. Larger requests
+	// are not rounded up to a power of two.
 	MaxRoundThreshold int64
-	// MaxCachedSize in bytes: pinned_max_cached_size_mb; 0 = off.
+	// MaxCachedSize in bytes: pinned_max_cached_size_mb; 0 = off. Larger blocks are not
+	// cached: they go back to the system when freed.
 	MaxCachedSize int64
-	// FreeCatchAll: pinned_free_catch_all.
+	// FreeCatchAll: pinned_free_catch_all. Parsed, but the host allocator refuses it: its
+	// PyTorch semantics are not established (spec/allocator.md §1.19).
 	FreeCatchAll bool
 }
 
@@ -437,28 +448,52 @@ func (p *configParser) divisions(i int, d *[RoundupIntervals]int) (int, error) {
 	}
 }
 
+// badValue is the error about field key of a Go Config value.
+func badValue(key, format string, args ...any) error {
+	return &ConfigError{Key: key, Offset: -1, Msg: fmt.Sprintf(format, args...)}
+}
+
 // validate checks a Config value with the rules the parser applies, so that a Go value
 // passed to New cannot do what a config string could not.
 func (c Config) validate() error {
-	bad := func(key, format string, args ...any) error {
-		return &ConfigError{Key: key, Offset: -1, Msg: fmt.Sprintf(format, args...)}
-	}
 	if c.MaxSplitSize != 0 && c.MaxSplitSize < LargeBuffer {
-		return bad("MaxSplitSize", "%d bytes is too small; want 0 (unlimited) or at least %d (20 MiB)", c.MaxSplitSize, int64(LargeBuffer))
+		return badValue("MaxSplitSize", "%d bytes is too small; want 0 (unlimited) or at least %d (20 MiB)", c.MaxSplitSize, int64(LargeBuffer))
 	}
 	if c.MaxNonSplitRounding != 0 && c.MaxNonSplitRounding < LargeBuffer {
-		return bad("MaxNonSplitRounding", "%d bytes is too small; want 0 (default 20 MiB) or at least %d", c.MaxNonSplitRounding, int64(LargeBuffer))
+		return badValue("MaxNonSplitRounding", "%d bytes is too small; want 0 (default 20 MiB) or at least %d", c.MaxNonSplitRounding, int64(LargeBuffer))
 	}
 	for k, v := range c.RoundupPower2Divisions {
 		if v < 0 || (v != 0 && !isPow2(uint64(v))) {
-			return bad("RoundupPower2Divisions", "entry %d is %d; want 0 (off) or a power of 2", k, v)
+			return badValue("RoundupPower2Divisions", "entry %d is %d; want 0 (off) or a power of 2", k, v)
 		}
 	}
 	if g := c.GarbageCollectionThreshold; g != 0 && !(g > 0 && g < 1) {
-		return bad("GarbageCollectionThreshold", "%v; want 0 (off) or a value in (0, 1)", g)
+		return badValue("GarbageCollectionThreshold", "%v; want 0 (off) or a value in (0, 1)", g)
 	}
 	if f := c.PerProcessMemoryFraction; !(f >= 0 && f <= 1) {
-		return bad("PerProcessMemoryFraction", "%v; want 0 (none) or a value in (0, 1]", f)
+		return badValue("PerProcessMemoryFraction", "%v; want 0 (none) or a value in (0, 1]", f)
+	}
+	return c.Pinned.Validate()
+}
+
+// Validate checks a PinnedConfig value with the rules the parser applies to the pinned_*
+// keys, except that sizes may be any byte count, not only whole MiB. Errors are
+// *ConfigError values naming the field.
+func (c PinnedConfig) Validate() error {
+	if n := c.NumRegisterThreads; n < 0 || n > maxPinnedRegisterThreads || (n != 0 && !isPow2(uint64(n))) {
+		return badValue("Pinned.NumRegisterThreads", "%d; want 0 (default 1) or a power of 2 <= %d", n, maxPinnedRegisterThreads)
+	}
+	for _, f := range []struct {
+		key  string
+		size int64
+	}{
+		{"Pinned.ReserveSegmentSize", c.ReserveSegmentSize},
+		{"Pinned.MaxRoundThreshold", c.MaxRoundThreshold},
+		{"Pinned.MaxCachedSize", c.MaxCachedSize},
+	} {
+		if f.size < 0 {
+			return badValue(f.key, "%d bytes; want 0 (off) or a positive size", f.size)
+		}
 	}
 	return nil
 }

@@ -175,3 +175,35 @@ func TestNewValidatesConfigValue(t *testing.T) {
 		assert.Equal(t, -1, ce.Offset)
 	}
 }
+
+func TestPinnedConfigValidate(t *testing.T) {
+	for _, c := range []struct {
+		cfg PinnedConfig
+		key string
+	}{
+		{PinnedConfig{NumRegisterThreads: 3}, "Pinned.NumRegisterThreads"},
+		{PinnedConfig{NumRegisterThreads: 256}, "Pinned.NumRegisterThreads"},
+		{PinnedConfig{NumRegisterThreads: -1 << 63}, "Pinned.NumRegisterThreads"},
+		{PinnedConfig{ReserveSegmentSize: -1}, "Pinned.ReserveSegmentSize"},
+		{PinnedConfig{MaxRoundThreshold: -1}, "Pinned.MaxRoundThreshold"},
+		{PinnedConfig{MaxCachedSize: -1}, "Pinned.MaxCachedSize"},
+	} {
+		err := c.cfg.Validate()
+		var ce *ConfigError
+		require.ErrorAs(t, err, &ce, "%+v", c.cfg)
+		assert.Equal(t, c.key, ce.Key)
+		assert.Equal(t, -1, ce.Offset)
+		// alloc.New checks the pinned part of a Config value too.
+		_, err = New(newSim(t, 0), Config{Pinned: c.cfg})
+		require.ErrorAs(t, err, &ce)
+		assert.Equal(t, c.key, ce.Key)
+	}
+	for _, c := range []PinnedConfig{
+		{},
+		{NumRegisterThreads: 1, UseHostRegister: true},
+		{NumRegisterThreads: 128, UseHostRegister: true},
+		{ReserveSegmentSize: 4096, MaxRoundThreshold: 1, MaxCachedSize: 1},
+	} {
+		require.NoError(t, c.Validate(), "%+v", c)
+	}
+}
