@@ -100,7 +100,6 @@ func (c *call) readAs(i int, dt dtype.DType) *Tensor {
 	}
 	y := c.cast(x, dt)
 	c.in[i] = y
-	c.made, c.scratch = append(c.made, y), append(c.scratch, y)
 	return y
 }
 
@@ -145,10 +144,14 @@ func resultScope(op string, in []*Tensor) *Scope {
 	return s
 }
 
-// cast is the Cast op in c's scope, for the autocast policy.
+// cast is the Cast op in c's scope, for the autocast policy. Its result is a
+// temporary of the op, released when the op is done (as PyTorch frees an autocast
+// cast once its op returns): a node that saved it holds its own reference.
 func (c *call) cast(t *Tensor, dt dtype.DType) *Tensor {
 	t.live(OpCast)
-	return castOp(beginIn(c.s, c.dev, OpCast, t), dt)
+	y := castOp(beginIn(c.s, c.dev, OpCast, t), dt)
+	c.made, c.scratch = append(c.made, y), append(c.scratch, y)
+	return y
 }
 
 // alloc makes a contiguous result of dt and shape (which the call then owns) in the
