@@ -8,19 +8,32 @@
 // slices handed out alias it.
 //
 // Invariants:
-//   - Every request is rounded up to a power of two and served whole by one block: no
+//   - Every request is rounded up (roundSize) and served whole by one block: no
 //     splitting, no coalescing. Cached free blocks wait in 64 buckets, one per power of
-//     two, each under its own mutex.
+//     two their size rounds up to, each under its own mutex.
 //   - A block is in exactly one of three states: in use (handed out by Alloc), parked
 //     (freed while streams recorded by RecordEvent may still read or write it: one event
 //     per stream was recorded at Free, and the block waits until all have completed),
-//     or cached (in its bucket). Alloc first returns parked blocks whose events have
-//     completed to their buckets, so a block is never reused before the copies that
-//     used it are done.
-//   - Memory goes back to the system only in EmptyCache and Close, and only from cached
-//     blocks.
+//     or cached (in its bucket). Alloc first retires parked blocks whose events have
+//     completed, so a block is never reused before the copies that used it are done.
+//   - Memory goes back to the system in EmptyCache and Close, only from cached blocks,
+//     and when a block larger than MaxCachedSize is retired.
 //   - Stats are exact (atomic counters, peaks included) and use the names of PyTorch's
 //     torch.cuda.host_memory_stats(); see Stats.
+//
+// Settings are the pinned_* keys of SUBLET_ALLOC_CONF, which New reads, or an
+// alloc.PinnedConfig given to NewConfig. Each is applied as PyTorch does, or refused by
+// New with an error naming it; none is ignored:
+//   - pinned_max_round_threshold_mb (MaxRoundThreshold): requests larger than it are
+//     rounded up to whole pages instead of a power of two. Their blocks share the
+//     buckets, so a request takes the smallest cached block of its bucket that holds
+//     it.
+//   - pinned_max_cached_size_mb (MaxCachedSize): a block larger than it is not cached;
+//     it goes back to the system when freed, or once its events have completed.
+//   - pinned_use_cuda_host_register, pinned_num_register_threads,
+//     pinned_use_background_threads, pinned_reserve_segment_size_mb: not applied yet,
+//     so New refuses them.
+//   - pinned_free_catch_all: refused; what it does in PyTorch is not established.
 package pinned
 
 import (
@@ -32,6 +45,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/internal/hostmem"
 )
@@ -41,11 +55,11 @@ const numBuckets = 64
 
 // block is one host allocation from the source.
 type block struct {
-	// mem is what the source returned (freed whole); size is the power of two the block
-	// serves, at most len(mem). Both immutable.
+	// mem is what the source returned (freed whole); size is the rounded request the
+	// block serves (roundSize), at most len(mem). Both immutable.
 	mem  []byte
 	size int64
-	// bucket is log2(size). Immutable.
+	// bucket is ceil(log2(size)). Immutable.
 	bucket int
 
 	mu sync.Mutex
@@ -55,10 +69,38 @@ type block struct {
 	events  int             // events recorded at Free not yet seen complete
 }
 
-// bucket is the cached free blocks of one size.
+// bucket is the cached free blocks whose size rounds up to one power of two.
 type bucket struct {
 	mu   sync.Mutex
 	free []*block // guarded by mu
+}
+
+// take removes and returns the cached block that best fits size bytes (the smallest of
+// at least size), or nil. Below MaxRoundThreshold every block of a bucket has the same
+// size, so the last one fits exactly and the scan stops there.
+func (bk *bucket) take(size int64) *block {
+	bk.mu.Lock()
+	defer bk.mu.Unlock()
+	best := -1
+	for i := len(bk.free) - 1; i >= 0; i-- {
+		s := bk.free[i].size
+		if s == size {
+			best = i
+			break
+		}
+		if s > size && (best < 0 || s < bk.free[best].size) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	b := bk.free[best]
+	last := len(bk.free) - 1
+	bk.free[best] = bk.free[last]
+	bk.free[last] = nil
+	bk.free = bk.free[:last]
+	return b
 }
 
 // pendingEvent is an event recorded at Free on a stream that used b.
@@ -71,7 +113,8 @@ type pendingEvent struct {
 // for concurrent use.
 type Allocator struct {
 	dev device.Device
-	src source // immutable
+	src source             // immutable
+	cfg alloc.PinnedConfig // immutable
 
 	buckets [numBuckets]bucket
 
@@ -95,17 +138,61 @@ type Allocator struct {
 }
 
 // New returns an allocator of host memory for copies to and from dev, page-locked when
-// dev implements device.PinnedHost.
+// dev implements device.PinnedHost, configured by the pinned_* keys of SUBLET_ALLOC_CONF
+// (alloc.ConfigFromEnv), read now. See NewConfig.
 func New(dev device.Device) (*Allocator, error) {
-	if dev == nil {
-		return nil, errors.New("pinned.New: nil device")
+	cfg, err := alloc.ConfigFromEnv()
+	if err != nil {
+		return nil, fmt.Errorf("pinned.New: %s: %w", alloc.ConfigEnv, err)
 	}
-	a := &Allocator{dev: dev, src: mmapSource{}, blocks: make(map[uintptr]*block)}
+	return newAllocator("pinned.New", dev, cfg.Pinned)
+}
+
+// NewConfig is New with a Go configuration instead of SUBLET_ALLOC_CONF. A setting it
+// cannot apply on dev is an error naming the key, never ignored.
+func NewConfig(dev device.Device, cfg alloc.PinnedConfig) (*Allocator, error) {
+	return newAllocator("pinned.NewConfig", dev, cfg)
+}
+
+func newAllocator(op string, dev device.Device, cfg alloc.PinnedConfig) (*Allocator, error) {
+	if dev == nil {
+		return nil, fmt.Errorf("%s: nil device", op)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if err := refuse(op, dev, cfg); err != nil {
+		return nil, err
+	}
+	a := &Allocator{dev: dev, src: mmapSource{}, cfg: cfg, blocks: make(map[uintptr]*block)}
 	if p, ok := dev.(device.PinnedHost); ok {
 		a.src = pinnedSource{p}
 	}
 	return a, nil
 }
+
+// refuse reports the first setting of cfg that cannot be applied on dev.
+func refuse(op string, dev device.Device, cfg alloc.PinnedConfig) error {
+	unsupported := func(key, field, why string) error {
+		return fmt.Errorf("%s on %s: %s (PinnedConfig.%s) is set, but %s; unset it", op, dev.Name(), key, field, why)
+	}
+	switch {
+	case cfg.FreeCatchAll:
+		return unsupported("pinned_free_catch_all", "FreeCatchAll", "what it does in PyTorch is not established (spec/allocator.md §1.19), so sublet does not implement a guess")
+	case cfg.UseHostRegister:
+		return unsupported("pinned_use_cuda_host_register", "UseHostRegister", "registering host memory is not implemented yet")
+	case cfg.NumRegisterThreads != 0:
+		return unsupported("pinned_num_register_threads", "NumRegisterThreads", "register threads only pre-fault memory for pinned_use_cuda_host_register:True, which is not set")
+	case cfg.UseBackgroundThreads:
+		return unsupported("pinned_use_background_threads", "UseBackgroundThreads", "the background goroutine is not implemented yet")
+	case cfg.ReserveSegmentSize != 0:
+		return unsupported("pinned_reserve_segment_size_mb", "ReserveSegmentSize", "the reserve segment is not implemented yet")
+	}
+	return nil
+}
+
+// Config returns the settings the allocator applies.
+func (a *Allocator) Config() alloc.PinnedConfig { return a.cfg }
 
 // Pinned reports whether the memory is page-locked (from the device's HostAlloc) rather
 // than ordinary pageable memory.
@@ -118,9 +205,9 @@ func (a *Allocator) Pinned() bool {
 func (a *Allocator) Device() device.Device { return a.dev }
 
 // Alloc returns size bytes of host memory (nil for size 0), from a cached block of the
-// same power of two when one is free, else from a new block. A lack of memory, after the
-// cache has been released and the request retried, is an error wrapping
-// device.ErrOutOfMemory.
+// same rounded size (roundSize) when one is free, else from a new block. A lack of
+// memory, after the cache has been released and the request retried, is an error
+// wrapping device.ErrOutOfMemory.
 func (a *Allocator) Alloc(size int64) ([]byte, error) {
 	if size < 0 || size > 1<<62 {
 		return nil, fmt.Errorf("pinned: Alloc(%d): size out of range", size)
@@ -131,18 +218,11 @@ func (a *Allocator) Alloc(size int64) ([]byte, error) {
 	if err := a.processEvents(); err != nil {
 		return nil, err
 	}
-	idx := bits.Len64(uint64(size - 1))
-	bk := &a.buckets[idx]
-	bk.mu.Lock()
-	var b *block
-	if n := len(bk.free); n > 0 {
-		b = bk.free[n-1]
-		bk.free = bk.free[:n-1]
-	}
-	bk.mu.Unlock()
+	rounded := a.roundSize(size)
+	b := a.buckets[bucketOf(rounded)].take(rounded)
 	if b == nil {
 		var err error
-		if b, err = a.newBlock(idx); err != nil {
+		if b, err = a.newBlock(rounded); err != nil {
 			return nil, err
 		}
 	}
@@ -154,10 +234,28 @@ func (a *Allocator) Alloc(size int64) ([]byte, error) {
 	return b.mem[:size:size], nil
 }
 
-// newBlock gets a block of 1<<idx bytes from the source, releasing the cache and trying
+// roundSize is the size of the block that serves a request of size bytes: the next
+// power of two, or above MaxRoundThreshold (when set) the next whole page, so that a
+// large buffer does not cost up to twice its size.
+func (a *Allocator) roundSize(size int64) int64 {
+	if t := a.cfg.MaxRoundThreshold; t > 0 && size > t {
+		return hostmem.RoundUp(size, hostmem.PageSize())
+	}
+	return 1 << bits.Len64(uint64(size-1))
+}
+
+// bucketOf is the bucket of blocks of size bytes: ceil(log2(size)).
+func bucketOf(size int64) int { return bits.Len64(uint64(size - 1)) }
+
+// cacheable reports whether a free block of size bytes may wait in the cache:
+// MaxCachedSize (when set) sends larger ones back to the system.
+func (a *Allocator) cacheable(size int64) bool {
+	return a.cfg.MaxCachedSize == 0 || size <= a.cfg.MaxCachedSize
+}
+
+// newBlock gets a block of size bytes from the source, releasing the cache and trying
 // once more when the source is out of memory.
-func (a *Allocator) newBlock(idx int) (*block, error) {
-	size := int64(1) << idx
+func (a *Allocator) newBlock(size int64) (*block, error) {
 	mem, err := a.src.alloc(size)
 	if errors.Is(err, device.ErrOutOfMemory) {
 		if err := a.EmptyCache(); err != nil {
@@ -168,7 +266,7 @@ func (a *Allocator) newBlock(idx int) (*block, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pinned: Alloc of a %d-byte block on %s: %w", size, a.dev.Name(), err)
 	}
-	b := &block{mem: mem, size: size, bucket: idx}
+	b := &block{mem: mem, size: size, bucket: bucketOf(size)}
 	a.blocksMu.Lock()
 	a.blocks[base(mem)] = b
 	a.blocksMu.Unlock()
@@ -209,8 +307,9 @@ func (a *Allocator) RecordEvent(b []byte, s device.Stream) error {
 }
 
 // Free gives back memory from Alloc (Free of nil does nothing). Without recorded streams
-// the block is cached at once; otherwise an event is recorded on each stream and the
-// block is parked until they have all completed.
+// the block is retired at once; otherwise an event is recorded on each stream and the
+// block is parked until they have all completed. Retiring caches the block, or returns
+// it to the system when it is larger than MaxCachedSize.
 func (a *Allocator) Free(b []byte) error {
 	if b == nil {
 		return nil
@@ -232,8 +331,7 @@ func (a *Allocator) Free(b []byte) error {
 	a.stats.activeRequests.decrease(1)
 	a.stats.activeBytes.decrease(blk.size)
 	if len(streams) == 0 {
-		a.cache(blk)
-		return nil
+		return a.retire(blk)
 	}
 	return a.park(blk, streams)
 }
@@ -260,7 +358,7 @@ func (a *Allocator) park(blk *block, streams []device.Stream) error {
 		blk.mu.Unlock()
 	}
 	if len(recorded) == 0 {
-		a.cache(blk)
+		errs = append(errs, a.retire(blk))
 	} else {
 		a.eventsMu.Lock()
 		a.pending = append(a.pending, recorded...)
@@ -294,7 +392,7 @@ func (a *Allocator) recordOn(s device.Stream) (device.Event, error) {
 	return e, nil
 }
 
-// cache puts a free block whose streams are done into its bucket.
+// cache puts a free block into its bucket.
 func (a *Allocator) cache(b *block) {
 	bk := &a.buckets[b.bucket]
 	bk.mu.Lock()
@@ -302,7 +400,37 @@ func (a *Allocator) cache(b *block) {
 	bk.mu.Unlock()
 }
 
-// processEvents caches the parked blocks whose events have completed, in record order,
+// retire caches a free block whose streams are done, or releases it when it is too large
+// to cache.
+func (a *Allocator) retire(b *block) error {
+	if a.cacheable(b.size) {
+		a.cache(b)
+		return nil
+	}
+	return a.release("Free", b)
+}
+
+// release returns a free block to the system. A block the system does not take back is
+// cached instead, still counted and usable, and the error says so.
+func (a *Allocator) release(op string, b *block) error {
+	// Forget the address before the system may hand it out again.
+	a.blocksMu.Lock()
+	delete(a.blocks, base(b.mem))
+	a.blocksMu.Unlock()
+	if err := a.src.free(b.mem); err != nil {
+		a.blocksMu.Lock()
+		a.blocks[base(b.mem)] = b
+		a.blocksMu.Unlock()
+		a.cache(b)
+		return fmt.Errorf("pinned: %s: returning a %d-byte block to the system (it stays cached): %w", op, b.size, err)
+	}
+	a.stats.numHostFree.Add(1)
+	a.stats.allocations.decrease(1)
+	a.stats.allocatedBytes.decrease(b.size)
+	return nil
+}
+
+// processEvents retires the parked blocks whose events have completed, in record order,
 // stopping at the first event still pending (as PyTorch does). If another goroutine is
 // already at it, it returns at once.
 func (a *Allocator) processEvents() error {
@@ -310,20 +438,21 @@ func (a *Allocator) processEvents() error {
 		return nil
 	}
 	defer a.processMu.Unlock()
+	var errs []error
 	for {
 		a.eventsMu.Lock()
 		if len(a.pending) == 0 {
 			a.eventsMu.Unlock()
-			return nil
+			return errors.Join(errs...)
 		}
 		p := a.pending[0]
 		a.eventsMu.Unlock()
 		done, err := a.dev.QueryEvent(p.e)
 		if err != nil {
-			return fmt.Errorf("pinned: querying the event of a parked block: %w", err)
+			return errors.Join(append(errs, fmt.Errorf("pinned: querying the event of a parked block: %w", err))...)
 		}
 		if !done {
-			return nil
+			return errors.Join(errs...)
 		}
 		a.eventsMu.Lock()
 		a.pending[0] = pendingEvent{}
@@ -336,7 +465,7 @@ func (a *Allocator) processEvents() error {
 		ready := p.b.events == 0
 		p.b.mu.Unlock()
 		if ready {
-			a.cache(p.b)
+			errs = append(errs, a.retire(p.b))
 		}
 	}
 }
@@ -355,21 +484,7 @@ func (a *Allocator) EmptyCache() error {
 		bk.free = nil
 		bk.mu.Unlock()
 		for _, b := range free {
-			// Forget the address before the system may hand it out again.
-			a.blocksMu.Lock()
-			delete(a.blocks, base(b.mem))
-			a.blocksMu.Unlock()
-			if err := a.src.free(b.mem); err != nil {
-				errs = append(errs, fmt.Errorf("pinned: EmptyCache: %w", err))
-				a.blocksMu.Lock()
-				a.blocks[base(b.mem)] = b
-				a.blocksMu.Unlock()
-				a.cache(b)
-				continue
-			}
-			a.stats.numHostFree.Add(1)
-			a.stats.allocations.decrease(1)
-			a.stats.allocatedBytes.decrease(b.size)
+			errs = append(errs, a.release("EmptyCache", b))
 		}
 	}
 	return errors.Join(errs...)
