@@ -162,3 +162,16 @@ func TestAxpy(t *testing.T) {
 		})
 	}
 }
+
+// An output with no elements is writable whatever its strides: row-major strides of
+// [3 0] are [0 1], which would otherwise read as a repeated element.
+func TestEmptyOutputsWriteNothing(t *testing.T) {
+	empty := Contiguous(3, 0)
+	require.Equal(t, []int{0, 1}, empty.Strides)
+	dst := F32(nil, empty)
+	require.NotPanics(t, func() { Fill(dst, 1) })
+	require.NotPanics(t, func() { Copy(dst, F32(nil, Contiguous(3, 0))) })
+	require.NotPanics(t, func() { Unary(Exp, dst, F32(nil, Contiguous(3, 0))) })
+	require.Panics(t, func() { Fill(F32(make([]float32, 1), Layout{Shape: []int{3}, Strides: []int{0}}), 1) },
+		"a non-empty output that repeats an element is still refused")
+}

@@ -139,8 +139,12 @@ func (o *Operand) flush(off, s int, v []float32) {
 }
 
 // requireWritable panics when o repeats an element along a dimension (stride 0, size
-// above 1): several results would land on one element, in no defined order.
+// above 1): several results would land on one element, in no defined order. An
+// output with no elements writes nothing (Contiguous(3, 0) has strides [0 1]).
 func (o *Operand) requireWritable(op string) {
+	if o.Size() == 0 {
+		return
+	}
 	for i, d := range o.Shape {
 		if d > 1 && o.Strides[i] == 0 {
 			panic(fmt.Sprintf("kernels/cpu: %s: output (%v) repeats elements along dimension %d; write to a tensor that owns its elements", op, o.Layout, i))
