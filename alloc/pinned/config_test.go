@@ -16,10 +16,7 @@ const mib int64 = 1 << 20
 // newSimConfig is newSim with settings.
 func newSimConfig(t *testing.T, cfg alloc.PinnedConfig) (*sim.Device, *Allocator) {
 	t.Helper()
-	d, err := sim.New(sim.Options{})
-	require.NoError(t, err)
-	a, err := NewConfig(d, cfg)
-	require.NoError(t, err)
+	d, a := newOver(t, cfg, func(s *sim.Device) *sim.Device { return s })
 	t.Cleanup(func() { requireEmpty(t, a) })
 	return d, a
 }
@@ -150,14 +147,10 @@ func TestMaxCachedSize(t *testing.T) {
 
 // A large block the system will not take back at Free stays cached, counted and usable.
 func TestMaxCachedSizeReleaseFailureKeepsTheBlock(t *testing.T) {
-	s, err := sim.New(sim.Options{})
-	require.NoError(t, err)
-	f := &fakePinned{Device: s}
-	a, err := NewConfig(f, alloc.PinnedConfig{MaxCachedSize: mib})
-	require.NoError(t, err)
+	f, a := newFake(t, alloc.PinnedConfig{MaxCachedSize: mib})
 	b := mustAlloc(t, a, 2*mib)
 	f.freeErr = errBroken
-	err = a.Free(b)
+	err := a.Free(b)
 	require.ErrorIs(t, err, errBroken)
 	assert.ErrorContains(t, err, "pinned: Free: returning a 2097152-byte block to the system (it stays cached)")
 	st := a.Stats()

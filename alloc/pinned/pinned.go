@@ -15,7 +15,8 @@
 //     (freed while streams recorded by RecordEvent may still read or write it: one event
 //     per stream was recorded at Free, and the block waits until all have completed),
 //     or cached (in its bucket). Alloc first retires parked blocks whose events have
-//     completed, so a block is never reused before the copies that used it are done.
+//     completed (or, with pinned_use_background_threads, a goroutine does that every
+//     100 µs), so a block is never reused before the copies that used it are done.
 //   - Memory goes back to the system in EmptyCache and Close, only from cached blocks,
 //     and when a block larger than MaxCachedSize is retired.
 //   - Stats are exact (atomic counters, peaks included) and use the names of PyTorch's
@@ -30,9 +31,12 @@
 //     it.
 //   - pinned_max_cached_size_mb (MaxCachedSize): a block larger than it is not cached;
 //     it goes back to the system when freed, or once its events have completed.
+//   - pinned_use_background_threads (UseBackgroundThreads): one goroutine per allocator,
+//     started by New, processes events every 100 µs and Alloc no longer does; an error
+//     it meets is returned by the next Alloc (or Close). Close stops it and waits for it,
+//     so an allocator with it must be closed. EmptyCache still processes events itself.
 //   - pinned_use_cuda_host_register, pinned_num_register_threads,
-//     pinned_use_background_threads, pinned_reserve_segment_size_mb: not applied yet,
-//     so New refuses them.
+//     pinned_reserve_segment_size_mb: not applied yet, so New refuses them.
 //   - pinned_free_catch_all: refused; what it does in PyTorch is not established.
 package pinned
 
@@ -43,6 +47,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/subletml/sublet/alloc"
@@ -134,6 +139,19 @@ type Allocator struct {
 	// processing (and its locks) when nothing is parked: the common case.
 	parked atomic.Int64
 
+	// polling is set while the background goroutine (UseBackgroundThreads) processes
+	// events instead of Alloc; pollErr holds the first error it met that no call has
+	// reported yet.
+	polling atomic.Bool
+	pollErr atomic.Pointer[error]
+	// closed is set by a Close that got past its checks; Alloc refuses from then on.
+	closed atomic.Bool
+	// closeMu serializes Close.
+	closeMu sync.Mutex
+	// poller is the background goroutine, nil without one or once stopped. Set by New,
+	// then guarded by closeMu.
+	poller *poller
+
 	stats counters
 }
 
@@ -145,16 +163,18 @@ func New(dev device.Device) (*Allocator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pinned.New: %s: %w", alloc.ConfigEnv, err)
 	}
-	return newAllocator("pinned.New", dev, cfg.Pinned)
+	return newAllocator("pinned.New", dev, cfg.Pinned, pollInterval)
 }
 
 // NewConfig is New with a Go configuration instead of SUBLET_ALLOC_CONF. A setting it
 // cannot apply on dev is an error naming the key, never ignored.
 func NewConfig(dev device.Device, cfg alloc.PinnedConfig) (*Allocator, error) {
-	return newAllocator("pinned.NewConfig", dev, cfg)
+	return newAllocator("pinned.NewConfig", dev, cfg, pollInterval)
 }
 
-func newAllocator(op string, dev device.Device, cfg alloc.PinnedConfig) (*Allocator, error) {
+// newAllocator is New and NewConfig; the background goroutine, if any, processes events
+// every pollEvery.
+func newAllocator(op string, dev device.Device, cfg alloc.PinnedConfig, pollEvery time.Duration) (*Allocator, error) {
 	if dev == nil {
 		return nil, fmt.Errorf("%s: nil device", op)
 	}
@@ -167,6 +187,9 @@ func newAllocator(op string, dev device.Device, cfg alloc.PinnedConfig) (*Alloca
 	a := &Allocator{dev: dev, src: mmapSource{}, cfg: cfg, blocks: make(map[uintptr]*block)}
 	if p, ok := dev.(device.PinnedHost); ok {
 		a.src = pinnedSource{p}
+	}
+	if cfg.UseBackgroundThreads {
+		a.startPolling(pollEvery)
 	}
 	return a, nil
 }
@@ -183,8 +206,6 @@ func refuse(op string, dev device.Device, cfg alloc.PinnedConfig) error {
 		return unsupported("pinned_use_cuda_host_register", "UseHostRegister", "registering host memory is not implemented yet")
 	case cfg.NumRegisterThreads != 0:
 		return unsupported("pinned_num_register_threads", "NumRegisterThreads", "register threads only pre-fault memory for pinned_use_cuda_host_register:True, which is not set")
-	case cfg.UseBackgroundThreads:
-		return unsupported("pinned_use_background_threads", "UseBackgroundThreads", "the background goroutine is not implemented yet")
 	case cfg.ReserveSegmentSize != 0:
 		return unsupported("pinned_reserve_segment_size_mb", "ReserveSegmentSize", "the reserve segment is not implemented yet")
 	}
@@ -215,7 +236,14 @@ func (a *Allocator) Alloc(size int64) ([]byte, error) {
 	if size == 0 {
 		return nil, nil
 	}
-	if err := a.processEvents(); err != nil {
+	if a.closed.Load() {
+		return nil, fmt.Errorf("pinned: Alloc(%d) on %s after Close", size, a.dev.Name())
+	}
+	if a.polling.Load() {
+		if err := a.takePollErr(); err != nil {
+			return nil, err
+		}
+	} else if err := a.processEvents(false); err != nil {
 		return nil, err
 	}
 	rounded := a.roundSize(size)
@@ -432,9 +460,15 @@ func (a *Allocator) release(op string, b *block) error {
 
 // processEvents retires the parked blocks whose events have completed, in record order,
 // stopping at the first event still pending (as PyTorch does). If another goroutine is
-// already at it, it returns at once.
-func (a *Allocator) processEvents() error {
-	if a.parked.Load() == 0 || !a.processMu.TryLock() {
+// already at it, it returns at once, unless wait is set: then it waits its turn, so that
+// it returns only once every event that had completed at the call has been processed.
+func (a *Allocator) processEvents(wait bool) error {
+	if a.parked.Load() == 0 {
+		return nil
+	}
+	if wait {
+		a.processMu.Lock()
+	} else if !a.processMu.TryLock() {
 		return nil
 	}
 	defer a.processMu.Unlock()
@@ -473,7 +507,7 @@ func (a *Allocator) processEvents() error {
 // EmptyCache returns every cached block to the system, after caching the parked blocks
 // whose events have completed. Blocks in use and blocks still parked stay.
 func (a *Allocator) EmptyCache() error {
-	if err := a.processEvents(); err != nil {
+	if err := a.processEvents(true); err != nil {
 		return err
 	}
 	var errs []error
@@ -490,9 +524,15 @@ func (a *Allocator) EmptyCache() error {
 	return errors.Join(errs...)
 }
 
-// Close releases the cache and the allocator's events. It refuses while blocks are in
-// use or parked, which would otherwise be lost.
+// Close releases the cache and the allocator's events, and stops its background
+// goroutine; the allocator cannot be used afterwards. It refuses while blocks are in use
+// or parked, which would otherwise be lost, and then leaves everything as it was.
 func (a *Allocator) Close() error {
+	a.closeMu.Lock()
+	defer a.closeMu.Unlock()
+	if a.closed.Load() {
+		return fmt.Errorf("pinned: Close on %s called twice", a.dev.Name())
+	}
 	if err := a.EmptyCache(); err != nil {
 		return err
 	}
@@ -502,11 +542,13 @@ func (a *Allocator) Close() error {
 	if left > 0 {
 		return fmt.Errorf("pinned: Close on %s with %d block(s) in use or waiting for their streams; free them and let the streams finish first", a.dev.Name(), left)
 	}
+	a.closed.Store(true)
+	a.stopPolling()
+	errs := []error{a.takePollErr()}
 	a.eventsMu.Lock()
 	idle := a.idle
 	a.idle = nil
 	a.eventsMu.Unlock()
-	var errs []error
 	for _, e := range idle {
 		if err := a.dev.DestroyEvent(e); err != nil {
 			errs = append(errs, fmt.Errorf("pinned: Close: %w", err))

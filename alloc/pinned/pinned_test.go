@@ -112,6 +112,23 @@ func (f *fakePinned) CopyToHostAsync(dst []byte, src device.Ptr, s device.Stream
 
 var _ device.PinnedHost = (*fakePinned)(nil)
 
+// newOver is an allocator with cfg over a simulated device dressed by wrap.
+func newOver[D device.Device](t *testing.T, cfg alloc.PinnedConfig, wrap func(*sim.Device) D) (D, *Allocator) {
+	t.Helper()
+	s, err := sim.New(sim.Options{})
+	require.NoError(t, err)
+	d := wrap(s)
+	a, err := NewConfig(d, cfg)
+	require.NoError(t, err)
+	return d, a
+}
+
+// newFake is a fakePinned without limit and an allocator over it with cfg.
+func newFake(t *testing.T, cfg alloc.PinnedConfig) (*fakePinned, *Allocator) {
+	t.Helper()
+	return newOver(t, cfg, func(s *sim.Device) *fakePinned { return &fakePinned{Device: s} })
+}
+
 func TestNewNeedsADevice(t *testing.T) {
 	_, err := New(nil)
 	assert.Error(t, err)
