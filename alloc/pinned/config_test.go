@@ -13,10 +13,13 @@ import (
 
 const mib int64 = 1 << 20
 
+// sameSim is the simulated device as it is, for newOver.
+func sameSim(s *sim.Device) *sim.Device { return s }
+
 // newSimConfig is newSim with settings.
 func newSimConfig(t *testing.T, cfg alloc.PinnedConfig) (*sim.Device, *Allocator) {
 	t.Helper()
-	d, a := newOver(t, cfg, func(s *sim.Device) *sim.Device { return s })
+	d, a := newOver(t, cfg, sameSim)
 	t.Cleanup(func() { requireEmpty(t, a) })
 	return d, a
 }

@@ -18,7 +18,8 @@
 //     completed (or, with pinned_use_background_threads, a goroutine does that every
 //     100 µs), so a block is never reused before the copies that used it are done.
 //   - Memory goes back to the system in EmptyCache and Close, only from cached blocks,
-//     and when a block larger than MaxCachedSize is retired.
+//     and when a block larger than MaxCachedSize is retired. Blocks carved from the
+//     reserve segment never go back on their own: the segment goes back whole, at Close.
 //   - Stats are exact (atomic counters, peaks included) and use the names of PyTorch's
 //     torch.cuda.host_memory_stats(); see Stats.
 //
@@ -35,8 +36,14 @@
 //     started by New, processes events every 100 µs and Alloc no longer does; an error
 //     it meets is returned by the next Alloc (or Close). Close stops it and waits for it,
 //     so an allocator with it must be closed. EmptyCache still processes events itself.
-//   - pinned_use_cuda_host_register, pinned_num_register_threads,
-//     pinned_reserve_segment_size_mb: not applied yet, so New refuses them.
+//   - pinned_reserve_segment_size_mb (ReserveSegmentSize): New takes one segment of that
+//     size from the system; new blocks are carved from it one after another while it has
+//     room, as in PyTorch (blocks larger than MaxCachedSize excepted). The segment counts
+//     as one allocation in Stats, carved blocks as none. EmptyCache drops the carved
+//     blocks and carves the segment from its beginning again once all of them are cached
+//     (PyTorch keeps them for good); Close returns the segment.
+//   - pinned_use_cuda_host_register, pinned_num_register_threads: not applied yet, so
+//     New refuses them.
 //   - pinned_free_catch_all: refused; what it does in PyTorch is not established.
 package pinned
 
@@ -66,6 +73,10 @@ type block struct {
 	size int64
 	// bucket is ceil(log2(size)). Immutable.
 	bucket int
+
+	// carved is set for a block carved from the reserve segment, which is never returned
+	// to the system on its own. Immutable.
+	carved bool
 
 	mu sync.Mutex
 	// Guarded by mu.
@@ -125,8 +136,11 @@ type Allocator struct {
 
 	blocksMu sync.Mutex
 	// blocks is every block, in use, parked or cached, by base address. Guarded by
-	// blocksMu, which is never held together with another lock.
+	// blocksMu, the innermost lock: only reserve.mu is ever held while taking it.
 	blocks map[uintptr]*block
+
+	// reserve is the segment of ReserveSegmentSize, if any.
+	reserve reserve
 
 	// processMu lets one goroutine at a time drain completed events (TryLock: the others
 	// skip, the drainer does their work); it is the only remover from pending.
@@ -188,6 +202,11 @@ func newAllocator(op string, dev device.Device, cfg alloc.PinnedConfig, pollEver
 	if p, ok := dev.(device.PinnedHost); ok {
 		a.src = pinnedSource{p}
 	}
+	if cfg.ReserveSegmentSize > 0 {
+		if err := a.takeReserve(cfg.ReserveSegmentSize); err != nil {
+			return nil, fmt.Errorf("%s on %s: pinned_reserve_segment_size_mb (PinnedConfig.ReserveSegmentSize): taking the %d-byte segment: %w", op, dev.Name(), cfg.ReserveSegmentSize, err)
+		}
+	}
 	if cfg.UseBackgroundThreads {
 		a.startPolling(pollEvery)
 	}
@@ -206,8 +225,6 @@ func refuse(op string, dev device.Device, cfg alloc.PinnedConfig) error {
 		return unsupported("pinned_use_cuda_host_register", "UseHostRegister", "registering host memory is not implemented yet")
 	case cfg.NumRegisterThreads != 0:
 		return unsupported("pinned_num_register_threads", "NumRegisterThreads", "register threads only pre-fault memory for pinned_use_cuda_host_register:True, which is not set")
-	case cfg.ReserveSegmentSize != 0:
-		return unsupported("pinned_reserve_segment_size_mb", "ReserveSegmentSize", "the reserve segment is not implemented yet")
 	}
 	return nil
 }
@@ -281,27 +298,54 @@ func (a *Allocator) cacheable(size int64) bool {
 	return a.cfg.MaxCachedSize == 0 || size <= a.cfg.MaxCachedSize
 }
 
-// newBlock gets a block of size bytes from the source, releasing the cache and trying
-// once more when the source is out of memory.
+// newBlock makes a block of size bytes, releasing the cache and trying once more when
+// there is no memory for it.
 func (a *Allocator) newBlock(size int64) (*block, error) {
-	mem, err := a.src.alloc(size)
+	b, err := a.fresh(size)
 	if errors.Is(err, device.ErrOutOfMemory) {
 		if err := a.EmptyCache(); err != nil {
 			return nil, err
 		}
-		mem, err = a.src.alloc(size)
+		b, err = a.fresh(size)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("pinned: Alloc of a %d-byte block on %s: %w", size, a.dev.Name(), err)
 	}
-	b := &block{mem: mem, size: size, bucket: bucketOf(size)}
 	a.blocksMu.Lock()
-	a.blocks[base(mem)] = b
+	a.blocks[base(b.mem)] = b
 	a.blocksMu.Unlock()
+	return b, nil
+}
+
+// fresh is a block of size bytes carved from the reserve segment when it has room and
+// the block may be cached (the segment cannot return one block to the system), else
+// taken from the source.
+func (a *Allocator) fresh(size int64) (*block, error) {
+	if a.cacheable(size) {
+		if mem := a.reserve.carve(size); mem != nil {
+			return &block{mem: mem, size: size, bucket: bucketOf(size), carved: true}, nil
+		}
+	}
+	mem, err := a.src.alloc(size)
+	if err != nil {
+		return nil, err
+	}
+	a.countHostAlloc(size)
+	return &block{mem: mem, size: size, bucket: bucketOf(size)}, nil
+}
+
+// countHostAlloc and countHostFree count size bytes taken from and returned to the
+// system.
+func (a *Allocator) countHostAlloc(size int64) {
 	a.stats.numHostAlloc.Add(1)
 	a.stats.allocations.increase(1)
 	a.stats.allocatedBytes.increase(size)
-	return b, nil
+}
+
+func (a *Allocator) countHostFree(size int64) {
+	a.stats.numHostFree.Add(1)
+	a.stats.allocations.decrease(1)
+	a.stats.allocatedBytes.decrease(size)
 }
 
 // lookup returns the block b was cut from (b must start where the block starts).
@@ -452,9 +496,7 @@ func (a *Allocator) release(op string, b *block) error {
 		a.cache(b)
 		return fmt.Errorf("pinned: %s: returning a %d-byte block to the system (it stays cached): %w", op, b.size, err)
 	}
-	a.stats.numHostFree.Add(1)
-	a.stats.allocations.decrease(1)
-	a.stats.allocatedBytes.decrease(b.size)
+	a.countHostFree(b.size)
 	return nil
 }
 
@@ -504,13 +546,16 @@ func (a *Allocator) processEvents(wait bool) error {
 	}
 }
 
-// EmptyCache returns every cached block to the system, after caching the parked blocks
-// whose events have completed. Blocks in use and blocks still parked stay.
+// EmptyCache returns every cached block to the system, after retiring the parked blocks
+// whose events have completed. Blocks in use and blocks still parked stay. Blocks carved
+// from the reserve segment are dropped, and the segment carved from its beginning again,
+// when all of them are cached; otherwise they stay cached. The segment itself stays.
 func (a *Allocator) EmptyCache() error {
 	if err := a.processEvents(true); err != nil {
 		return err
 	}
 	var errs []error
+	var carved []*block
 	for i := range a.buckets {
 		bk := &a.buckets[i]
 		bk.mu.Lock()
@@ -518,7 +563,16 @@ func (a *Allocator) EmptyCache() error {
 		bk.free = nil
 		bk.mu.Unlock()
 		for _, b := range free {
+			if b.carved {
+				carved = append(carved, b)
+				continue
+			}
 			errs = append(errs, a.release("EmptyCache", b))
+		}
+	}
+	if len(carved) > 0 && !a.rewind(carved) {
+		for _, b := range carved {
+			a.cache(b)
 		}
 	}
 	return errors.Join(errs...)
@@ -544,7 +598,7 @@ func (a *Allocator) Close() error {
 	}
 	a.closed.Store(true)
 	a.stopPolling()
-	errs := []error{a.takePollErr()}
+	errs := []error{a.takePollErr(), a.releaseReserve()}
 	a.eventsMu.Lock()
 	idle := a.idle
 	a.idle = nil

@@ -361,7 +361,23 @@ func TestOutOfMemoryReleasesTheCacheAndRetries(t *testing.T) {
 }
 
 func TestConcurrentUse(t *testing.T) {
-	d, a := newSim(t)
+	t.Run("default", func(t *testing.T) {
+		d, a := newSim(t)
+		concurrentUse(t, d, a)
+	})
+	// Every setting that changes the paths at once: carving and rewinds of the segment
+	// race with EmptyCache, blocks above 16 KiB are rounded to pages, those above 32 KiB
+	// go back to the system, and the goroutine retires parked blocks.
+	t.Run("settings", func(t *testing.T) {
+		d, a := newSimConfig(t, alloc.PinnedConfig{ReserveSegmentSize: 256 << 10, MaxRoundThreshold: 16 << 10,
+			MaxCachedSize: 32 << 10, UseBackgroundThreads: true})
+		concurrentUse(t, d, a)
+	})
+}
+
+// concurrentUse churns a from several goroutines while another releases the cache and
+// reads the statistics.
+func concurrentUse(t *testing.T, d *sim.Device, a *Allocator) {
 	const workers, rounds = 8, 300
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
