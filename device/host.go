@@ -24,3 +24,18 @@ type PinnedHost interface {
 	// without waiting for the copy to complete.
 	CopyToHostAsync(dst []byte, src Ptr, s Stream) error
 }
+
+// HostRegisterer is implemented by devices that can page-lock ordinary host memory in
+// place (cuMemHostRegister): PyTorch's pinned_use_cuda_host_register path, where the
+// caller maps the memory and faults its pages in, from several threads for a large
+// buffer, so that the registration itself is short. Registered memory serves the
+// asynchronous copies of PinnedHost like HostAlloc memory.
+type HostRegisterer interface {
+	// HostRegister page-locks b: whole pages of memory outside the Go heap (anonymous
+	// mmap), not registered already, which must stay mapped until HostUnregister. A lack
+	// of lockable memory is an error wrapping ErrOutOfMemory.
+	HostRegister(b []byte) error
+	// HostUnregister undoes HostRegister of the same slice (same start and length); the
+	// memory stays mapped. Anything else is an error.
+	HostUnregister(b []byte) error
+}

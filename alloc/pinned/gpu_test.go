@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device/cuda"
 )
 
@@ -24,14 +25,27 @@ func openGPU(tb testing.TB) *cuda.Device {
 }
 
 func TestOnGPU(t *testing.T) {
+	roundTrip(t, alloc.PinnedConfig{}, cuda.Usage{HostAllocs: 1, HostBytes: 4 << 20})
+}
+
+// With pinned_use_cuda_host_register, blocks are mmap'd memory faulted in by 8
+// goroutines and registered with cuMemHostRegister.
+func TestOnGPUHostRegister(t *testing.T) {
+	roundTrip(t, alloc.PinnedConfig{UseHostRegister: true, NumRegisterThreads: 8}, cuda.Usage{HostRegistrations: 1, RegisteredBytes: 4 << 20})
+}
+
+// roundTrip copies a 3 MiB block to the GPU and back through an allocator with cfg,
+// reusing the block once the stream's event has completed; usage is the GPU's usage
+// while the block is live: one allocation of the rounded size.
+func roundTrip(t *testing.T, cfg alloc.PinnedConfig, usage cuda.Usage) {
 	d := openGPU(t)
-	a, err := New(d)
+	a, err := NewConfig(d, cfg)
 	require.NoError(t, err)
 	assert.True(t, a.Pinned(), "cuda offers page-locked memory")
 	const n = 3 << 20
 	b, err := a.Alloc(n)
 	require.NoError(t, err)
-	assert.Equal(t, cuda.Usage{HostAllocs: 1, HostBytes: 4 << 20}, d.Usage(), "one cuMemHostAlloc of the rounded size")
+	assert.Equal(t, usage, d.Usage(), "one allocation of the rounded size")
 	for i := range b {
 		b[i] = byte(i * 3)
 	}

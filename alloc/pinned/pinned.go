@@ -3,9 +3,10 @@
 // (spec/allocator.md §1.19).
 //
 // Memory comes from the device's cuMemHostAlloc (device.PinnedHost) when it offers one;
-// otherwise from anonymous mmap (internal/hostmem), which is ordinary pageable memory
-// with the same API: Pinned tells which. Either way it is outside the Go heap and the
-// slices handed out alias it.
+// with pinned_use_cuda_host_register, from anonymous mmap that the device page-locks in
+// place (device.HostRegisterer); otherwise from anonymous mmap (internal/hostmem), which
+// is ordinary pageable memory with the same API: Pinned tells which. Either way it is
+// outside the Go heap and the slices handed out alias it.
 //
 // Invariants:
 //   - Every request is rounded up (roundSize) and served whole by one block: no
@@ -24,8 +25,8 @@
 //     torch.cuda.host_memory_stats(); see Stats.
 //
 // Settings are the pinned_* keys of SUBLET_ALLOC_CONF, which New reads, or an
-// alloc.PinnedConfig given to NewConfig. Each is applied as PyTorch does, or refused by
-// New with an error naming it; none is ignored:
+// alloc.PinnedConfig given to NewConfig. Each is applied, as PyTorch does except where
+// said, or refused by New with an error naming it; none is ignored:
 //   - pinned_max_round_threshold_mb (MaxRoundThreshold): requests larger than it are
 //     rounded up to whole pages instead of a power of two. Their blocks share the
 //     buckets, so a request takes the smallest cached block of its bucket that holds
@@ -42,8 +43,14 @@
 //     as one allocation in Stats, carved blocks as none. EmptyCache drops the carved
 //     blocks and carves the segment from its beginning again once all of them are cached
 //     (PyTorch keeps them for good); Close returns the segment.
-//   - pinned_use_cuda_host_register, pinned_num_register_threads: not applied yet, so
-//     New refuses them.
+//   - pinned_use_cuda_host_register (UseHostRegister): blocks are anonymous mmap whose
+//     pages are faulted in (one byte written per page) and which is then registered with
+//     the device (cuMemHostRegister), unregistered and unmapped when it goes back. New
+//     refuses it on a device that does not implement device.HostRegisterer (cpu, sim).
+//   - pinned_num_register_threads (NumRegisterThreads): that many goroutines fault in a
+//     new block's pages, each its share, as PyTorch's threads do; one when the block has
+//     less than a page per goroutine. New refuses it without UseHostRegister, where it
+//     would do nothing.
 //   - pinned_free_catch_all: refused; what it does in PyTorch is not established.
 package pinned
 
@@ -202,6 +209,9 @@ func newAllocator(op string, dev device.Device, cfg alloc.PinnedConfig, pollEver
 	if p, ok := dev.(device.PinnedHost); ok {
 		a.src = pinnedSource{p}
 	}
+	if cfg.UseHostRegister {
+		a.src = registerSource{dev: dev.(device.HostRegisterer), threads: max(cfg.NumRegisterThreads, 1)}
+	}
 	if cfg.ReserveSegmentSize > 0 {
 		if err := a.takeReserve(cfg.ReserveSegmentSize); err != nil {
 			return nil, fmt.Errorf("%s on %s: pinned_reserve_segment_size_mb (PinnedConfig.ReserveSegmentSize): taking the %d-byte segment: %w", op, dev.Name(), cfg.ReserveSegmentSize, err)
@@ -222,7 +232,9 @@ func refuse(op string, dev device.Device, cfg alloc.PinnedConfig) error {
 	case cfg.FreeCatchAll:
 		return unsupported("pinned_free_catch_all", "FreeCatchAll", "what it does in PyTorch is not established (spec/allocator.md §1.19), so sublet does not implement a guess")
 	case cfg.UseHostRegister:
-		return unsupported("pinned_use_cuda_host_register", "UseHostRegister", "registering host memory is not implemented yet")
+		if _, ok := dev.(device.HostRegisterer); !ok {
+			return unsupported("pinned_use_cuda_host_register", "UseHostRegister", dev.Name()+" cannot page-lock ordinary host memory (it does not implement device.HostRegisterer; CUDA devices do)")
+		}
 	case cfg.NumRegisterThreads != 0:
 		return unsupported("pinned_num_register_threads", "NumRegisterThreads", "register threads only pre-fault memory for pinned_use_cuda_host_register:True, which is not set")
 	}
@@ -232,11 +244,11 @@ func refuse(op string, dev device.Device, cfg alloc.PinnedConfig) error {
 // Config returns the settings the allocator applies.
 func (a *Allocator) Config() alloc.PinnedConfig { return a.cfg }
 
-// Pinned reports whether the memory is page-locked (from the device's HostAlloc) rather
-// than ordinary pageable memory.
+// Pinned reports whether the memory is page-locked (from the device's HostAlloc, or
+// registered with pinned_use_cuda_host_register) rather than ordinary pageable memory.
 func (a *Allocator) Pinned() bool {
-	_, ok := a.src.(pinnedSource)
-	return ok
+	_, pageable := a.src.(mmapSource)
+	return !pageable
 }
 
 // Device returns the device the allocator serves.
@@ -614,29 +626,3 @@ func (a *Allocator) Close() error {
 // base is the address of b's first byte; blocks are outside the Go heap, so it never
 // moves.
 func base(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
-
-// source is where blocks come from.
-type source interface {
-	alloc(size int64) ([]byte, error)
-	free(b []byte) error
-}
-
-// pinnedSource is the device's page-locked host memory.
-type pinnedSource struct{ dev device.PinnedHost }
-
-func (s pinnedSource) alloc(size int64) ([]byte, error) { return s.dev.HostAlloc(size) }
-func (s pinnedSource) free(b []byte) error              { return s.dev.HostFree(b) }
-
-// mmapSource is ordinary anonymous memory, rounded up to whole pages, for devices
-// without pinned memory. A failed mmap counts as a lack of memory.
-type mmapSource struct{}
-
-func (mmapSource) alloc(size int64) ([]byte, error) {
-	b, err := hostmem.Alloc(size)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", device.ErrOutOfMemory, err)
-	}
-	return b, nil
-}
-
-func (mmapSource) free(b []byte) error { return hostmem.Free(b) }

@@ -9,15 +9,16 @@ import (
 // Stats is the allocator's statistics under the names of PyTorch's
 // torch.cuda.host_memory_stats(). Host allocation and free times are not kept.
 type Stats struct {
-	// Allocations counts blocks held from the system, in use or cached
-	// ("allocations.*"); AllocatedBytes their bytes ("allocated_bytes.*").
+	// Allocations counts blocks held from the system, in use, parked or cached, and the
+	// reserve segment as one more ("allocations.*"); AllocatedBytes their bytes
+	// ("allocated_bytes.*"). Blocks carved from the segment count only as active.
 	Allocations, AllocatedBytes alloc.Stat
 	// ActiveRequests counts blocks handed out by Alloc and not yet given to Free
 	// ("active_requests.*"); ActiveBytes their bytes, rounded to the block
 	// ("active_bytes.*").
 	ActiveRequests, ActiveBytes alloc.Stat
-	// NumHostAlloc and NumHostFree count the blocks taken from and returned to the
-	// system ("num_host_alloc", "num_host_free").
+	// NumHostAlloc and NumHostFree count the blocks (and the reserve segment) taken
+	// from and returned to the system ("num_host_alloc", "num_host_free").
 	NumHostAlloc, NumHostFree int64
 }
 

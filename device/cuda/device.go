@@ -41,10 +41,13 @@ type Usage struct {
 	ReservedBytes int64 // their bytes
 	HostAllocs    int   // live HostAlloc allocations
 	HostBytes     int64 // their bytes
+	// HostRegistrations counts live HostRegister ranges; RegisteredBytes their bytes.
+	HostRegistrations int
+	RegisteredBytes   int64
 }
 
 // Device is one GPU in its primary context. It implements device.Device,
-// device.VirtualMemory and device.PinnedHost.
+// device.VirtualMemory, device.PinnedHost and device.HostRegisterer.
 //
 // Device pointers given to its methods must come from this Device (Malloc, or Map inside
 // a Reserve range): copies and memsets are checked against its address table before the
@@ -86,6 +89,8 @@ type Device struct {
 	handles map[device.Ptr]mapping // Map: the physical allocation, by address
 	host    map[uintptr]int64      // HostAlloc: size, by address
 	closed  bool
+	// registered is the HostRegister ranges: size, by address.
+	registered map[uintptr]int64
 
 	hmu sync.RWMutex
 	// Guarded by hmu: the live streams (besides the default one) and events.
@@ -115,12 +120,13 @@ func Open(ordinal int) (*Device, error) {
 		return nil, fmt.Errorf("cuda: %w cuda:%d: the driver sees %d GPU(s)", ErrNoDevice, ordinal, n)
 	}
 	d := &Device{
-		drv:     drv,
-		name:    fmt.Sprintf("cuda:%d", ordinal),
-		handles: make(map[device.Ptr]mapping),
-		host:    make(map[uintptr]int64),
-		streams: make(map[device.Stream]struct{}),
-		events:  make(map[device.Event]struct{}),
+		drv:        drv,
+		name:       fmt.Sprintf("cuda:%d", ordinal),
+		handles:    make(map[device.Ptr]mapping),
+		host:       make(map[uintptr]int64),
+		registered: make(map[uintptr]int64),
+		streams:    make(map[device.Stream]struct{}),
+		events:     make(map[device.Event]struct{}),
 	}
 	d.params.New = newLaunchParams
 	if r := syscallN(drv.cuDeviceGet, uintptr(unsafe.Pointer(&d.dev)), uintptr(ordinal)); r != success {

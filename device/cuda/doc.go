@@ -17,9 +17,9 @@
 //     the driver is converted to uintptr inside the call expression of a
 //     //go:uintptrescapes function (syscallN, Device.call), which keeps it alive and on
 //     the heap for the call, as purego requires.
-//   - A Device records every Malloc, Map, Reserve and HostAlloc it has made and not yet
-//     taken back (Usage): freeing anything else is an error, and nothing is freed behind
-//     the caller's back (Close refuses while anything is live).
+//   - A Device records every Malloc, Map, Reserve, HostAlloc and HostRegister it has
+//     made and not yet taken back (Usage): freeing anything else is an error, and nothing
+//     is freed behind the caller's back (Close refuses while anything is live).
 //   - Driver failures are *Error values; CUDA_ERROR_OUT_OF_MEMORY unwraps to
 //     device.ErrOutOfMemory, which sends the caching allocator down its release-and-retry
 //     path.

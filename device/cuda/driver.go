@@ -77,6 +77,8 @@ type driver struct {
 	cuMemFree                     uintptr
 	cuMemHostAlloc                uintptr
 	cuMemFreeHost                 uintptr
+	cuMemHostRegister             uintptr
+	cuMemHostUnregister           uintptr
 	cuStreamCreate                uintptr
 	cuStreamDestroy               uintptr
 	cuStreamSynchronize           uintptr
@@ -134,6 +136,8 @@ func (drv *driver) symbols() []driverSymbol {
 		{&drv.cuMemFree, "cuMemFree_v2", ""},
 		{&drv.cuMemHostAlloc, "cuMemHostAlloc", ""},
 		{&drv.cuMemFreeHost, "cuMemFreeHost", ""},
+		{&drv.cuMemHostRegister, "cuMemHostRegister_v2", ""},
+		{&drv.cuMemHostUnregister, "cuMemHostUnregister", ""},
 		{&drv.cuStreamCreate, "cuStreamCreate", ""},
 		{&drv.cuStreamDestroy, "cuStreamDestroy_v2", ""},
 		{&drv.cuStreamSynchronize, "cuStreamSynchronize", ""},
