@@ -228,14 +228,13 @@ func refuse(op string, dev device.Device, cfg alloc.PinnedConfig) error {
 	unsupported := func(key, field, why string) error {
 		return fmt.Errorf("%s on %s: %s (PinnedConfig.%s) is set, but %s; unset it", op, dev.Name(), key, field, why)
 	}
-	switch {
-	case cfg.FreeCatchAll:
+	if cfg.FreeCatchAll {
 		return unsupported("pinned_free_catch_all", "FreeCatchAll", "what it does in PyTorch is not established (spec/allocator.md §1.19), so sublet does not implement a guess")
-	case cfg.UseHostRegister:
-		if _, ok := dev.(device.HostRegisterer); !ok {
-			return unsupported("pinned_use_cuda_host_register", "UseHostRegister", dev.Name()+" cannot page-lock ordinary host memory (it does not implement device.HostRegisterer; CUDA devices do)")
-		}
-	case cfg.NumRegisterThreads != 0:
+	}
+	if _, ok := dev.(device.HostRegisterer); cfg.UseHostRegister && !ok {
+		return unsupported("pinned_use_cuda_host_register", "UseHostRegister", dev.Name()+" cannot page-lock ordinary host memory (it does not implement device.HostRegisterer; CUDA devices do)")
+	}
+	if cfg.NumRegisterThreads != 0 && !cfg.UseHostRegister {
 		return unsupported("pinned_num_register_threads", "NumRegisterThreads", "register threads only pre-fault memory for pinned_use_cuda_host_register:True, which is not set")
 	}
 	return nil

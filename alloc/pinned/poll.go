@@ -51,8 +51,12 @@ func (a *Allocator) stopPolling() {
 	a.polling.Store(false)
 }
 
-// takePollErr returns the error the goroutine met since the last call, if any.
+// takePollErr returns the error the goroutine met since the last call, if any. It only
+// reads pollErr when there is none, so that concurrent Allocs do not contend for it.
 func (a *Allocator) takePollErr() error {
+	if a.pollErr.Load() == nil {
+		return nil
+	}
 	if p := a.pollErr.Swap(nil); p != nil {
 		return *p
 	}
