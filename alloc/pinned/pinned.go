@@ -74,8 +74,9 @@ const numBuckets = 64
 
 // block is one host allocation from the source.
 type block struct {
-	// mem is what the source returned (freed whole); size is the rounded request the
-	// block serves (roundSize), at most len(mem). Both immutable.
+	// mem is what the source returned (freed whole), or the piece carved from the
+	// reserve segment; size is the rounded request the block serves (roundSize), at
+	// most len(mem). Both immutable.
 	mem  []byte
 	size int64
 	// bucket is ceil(log2(size)). Immutable.
@@ -149,8 +150,9 @@ type Allocator struct {
 	// reserve is the segment of ReserveSegmentSize, if any.
 	reserve reserve
 
-	// processMu lets one goroutine at a time drain completed events (TryLock: the others
-	// skip, the drainer does their work); it is the only remover from pending.
+	// processMu lets one goroutine at a time drain completed events (Alloc and the
+	// background goroutine TryLock it: the others skip, the drainer does their work;
+	// EmptyCache waits for it); it is the only remover from pending.
 	processMu sync.Mutex
 	eventsMu  sync.Mutex
 	// Guarded by eventsMu: pending in record order, and idle events for reuse.
@@ -253,10 +255,10 @@ func (a *Allocator) Pinned() bool {
 // Device returns the device the allocator serves.
 func (a *Allocator) Device() device.Device { return a.dev }
 
-// Alloc returns size bytes of host memory (nil for size 0), from a cached block of the
-// same rounded size (roundSize) when one is free, else from a new block. A lack of
-// memory, after the cache has been released and the request retried, is an error
-// wrapping device.ErrOutOfMemory.
+// Alloc returns size bytes of host memory (nil for size 0), from the cached block of its
+// bucket that best fits the rounded size (roundSize) when there is one, else from a new
+// block. A lack of memory, after the cache has been released and the request retried,
+// is an error wrapping device.ErrOutOfMemory.
 func (a *Allocator) Alloc(size int64) ([]byte, error) {
 	if size < 0 || size > 1<<62 {
 		return nil, fmt.Errorf("pinned: Alloc(%d): size out of range", size)
