@@ -21,7 +21,7 @@ import (
 func BenchmarkMallocFree(b *testing.B) {
 	d := openTest(b)
 	for _, size := range []int64{512, 1 << 20, 20 << 20, 1 << 30} {
-		b.Run(sizeName(size), func(b *testing.B) {
+		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
 			for b.Loop() {
 				p, err := d.Malloc(size)
 				if err != nil {
@@ -42,7 +42,7 @@ func BenchmarkMapUnmap(b *testing.B) {
 	}
 	g := d.Granularity()
 	for _, size := range []int64{g, 10 * g} {
-		b.Run(sizeName(size), func(b *testing.B) {
+		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
 			base, err := d.Reserve(size)
 			require.NoError(b, err)
 			for b.Loop() {
@@ -178,16 +178,4 @@ func BenchmarkContextSwitch(b *testing.B) {
 			runtime.UnlockOSThread()
 		}
 	})
-}
-
-func sizeName(n int64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%dGiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%dKiB", n>>10)
-	}
-	return fmt.Sprintf("%dB", n)
 }
