@@ -220,23 +220,17 @@ func TestGoldenSeriesEqualPyTorch(t *testing.T) {
 	}
 }
 
-// Without the recorded addresses the sim places segments its own way; ties in best fit
-// may then break differently. How many rows still match is a figure for the sim's
-// placement model, not a requirement.
+// Without the recorded addresses the sim places segments by its own model of the
+// H200 driver (device/sim); ties in best fit break by address, so a wrong placement
+// shows as a differing row. The model reproduces every golden run.
 func TestGoldenWithSimPlacement(t *testing.T) {
-	total, same := 0, 0
 	for _, c := range loadGolden(t) {
 		ours, err := replayGolden(t, c, false)
 		require.NoError(t, err, c.name)
-		n := len(c.res.Series)
 		if d := firstDiff(ours, c.res.Keys, c.res.Series); d != nil {
-			n = d.index
+			t.Errorf("%s with the sim's own placement: %s", c.name, d.describe(c.events))
 		}
-		total += len(c.res.Series)
-		same += n
-		t.Logf("%-28s %6d/%-6d rows match before the first difference", c.name, n, len(c.res.Series))
 	}
-	t.Logf("all runs: %d/%d rows match before each run's first difference", same, total)
 }
 
 // The comparison itself must catch a difference and name where it is.
