@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
-	"github.com/subletml/sublet/kernels/cpu"
 	"github.com/subletml/sublet/tensor"
 )
 
@@ -194,15 +194,11 @@ func (g *GradScaler) unscale(opt Optimizer) error {
 		}
 		grads = append(grads, gr)
 	}
-	inv := float32(1 / float64(g.scale))
-	for _, gr := range grads {
-		if o, ok := gr.KernelOperand(); ok {
-			if cpu.Unscale(o, inv) {
-				st.foundInf = true
-			}
-			gr.Storage().BumpVersion()
-		}
+	found, err := unscaleAll(grads, 1/float64(g.scale))
+	if err != nil {
+		return err
 	}
+	st.foundInf = st.foundInf || found
 	st.checked = st.checked || len(grads) > 0
 	st.stage = stageUnscaled
 	return nil
@@ -337,4 +333,32 @@ func (g *GradScaler) LoadState(st ScalerState) error {
 		return fmt.Errorf("amp: GradScaler.LoadState: %w", err)
 	}
 	return nil
+}
+
+// unscaleAll multiplies every gradient by inv in place, one fused unscale and inf check
+// each, and reports whether any held an Inf or a NaN: one flag per device, read once
+// after all of its gradients (which waits for the device). A device that keeps no data
+// finds none.
+func unscaleAll(grads []*tensor.Tensor, inv float64) (found bool, err error) {
+	s := tensor.NewScope(tensor.NoGrad())
+	defer s.Close()
+	flags := map[device.Device]*tensor.Tensor{}
+	var order []*tensor.Tensor
+	err = tensor.Try(func() {
+		for _, gr := range grads {
+			f := flags[gr.Device()]
+			if f == nil {
+				f = s.Zeros(gr.Device(), dtype.F32)
+				flags[gr.Device()] = f
+				order = append(order, f)
+			}
+			tensor.Unscale(gr, inv, f)
+		}
+		for _, f := range order {
+			if f.Storage().Residency() != device.Meta && f.Item() != 0 {
+				found = true
+			}
+		}
+	})
+	return found, err
 }

@@ -121,11 +121,55 @@ type VirtualMemory interface {
 	Unreserve(addr Ptr, size int64) error
 }
 
-// HostMemory is implemented by devices whose memory the CPU can address (cpu, and sim
-// with a backing store).
+// HostMemory is implemented by devices whose memory the CPU can address (cpu, and sim,
+// which addresses it only with a backing store).
 type HostMemory interface {
+	// KeepsData reports whether the device stores data at all: false for a simulated
+	// device without backing store, which only accounts memory (Bytes then never
+	// succeeds).
+	KeepsData() bool
 	// Bytes returns the n bytes at p as a slice aliasing device memory, or ok=false when
 	// the device keeps no data (sim without backing store) or [p, p+n) is not wholly
 	// inside one live Malloc allocation or one reserved range mapped throughout.
 	Bytes(p Ptr, n int64) (b []byte, ok bool)
+}
+
+// Residency says where a device keeps the data in its memory, which decides what can
+// compute on it: the CPU kernels where the CPU addresses it, the device's own kernels
+// where only they reach it, nothing where there is no data.
+type Residency uint8
+
+const (
+	// Meta memory is accounted but holds no data (sim without backing store).
+	Meta Residency = iota + 1
+	// Host memory is addressed by the CPU through HostMemory.Bytes (cpu, and sim with a
+	// backing store).
+	Host
+	// Remote memory is reached only by the device's kernels and copies (cuda).
+	Remote
+)
+
+func (r Residency) String() string {
+	switch r {
+	case Meta:
+		return "meta"
+	case Host:
+		return "host"
+	case Remote:
+		return "remote"
+	}
+	return fmt.Sprintf("device.Residency(%d)", uint8(r))
+}
+
+// ResidencyOf is where d keeps its data: Host or Meta for a HostMemory by KeepsData,
+// Remote for any other device.
+func ResidencyOf(d Device) Residency {
+	hm, ok := d.(HostMemory)
+	switch {
+	case !ok:
+		return Remote
+	case hm.KeepsData():
+		return Host
+	}
+	return Meta
 }

@@ -3,7 +3,7 @@ package optim
 import (
 	"fmt"
 
-	"github.com/subletml/sublet/kernels/cpu"
+	"github.com/subletml/sublet/kernels"
 	"github.com/subletml/sublet/tensor"
 )
 
@@ -77,9 +77,9 @@ func (o *Adam) Config() AdamConfig { return o.c }
 
 // Step updates every parameter that has a gradient.
 func (o *Adam) Step() {
-	k := cpu.Adam{LR: o.c.LR, Beta1: o.c.Beta1, Beta2: o.c.Beta2, Eps: o.c.Eps, WeightDecay: o.c.WeightDecay, Decoupled: o.decoupled}
-	o.each(2, func(i int, p, g []float32, st [][]float32, _ bool) {
+	k := kernels.Adam{LR: o.c.LR, Beta1: o.c.Beta1, Beta2: o.c.Beta2, Eps: o.c.Eps, WeightDecay: o.c.WeightDecay, Decoupled: o.decoupled}
+	o.each(2, func(i int, p, g *tensor.Tensor, st []*tensor.Tensor, _ bool) {
 		o.steps[i]++
-		k.Step(o.steps[i], p, g, st[0], st[1])
+		tensor.StepAdam(k, o.steps[i], p, g, st[0], st[1])
 	})
 }

@@ -89,11 +89,10 @@ func (g *group) Release() {
 	g.state, g.released = nil, true
 }
 
-// each calls update for every parameter that has a gradient, with the F32 data of the
-// parameter, its gradient and its n state tensors (made zero on the parameter's first
-// update; first tells), and bumps the parameter's version. On a device that keeps no
-// data the slices are empty, and the kernels compute nothing.
-func (g *group) each(n int, update func(i int, p, grad []float32, state [][]float32, first bool)) {
+// each calls update for every parameter that has a gradient, with the parameter, its
+// gradient and its n state tensors (made zero on the parameter's first update; first
+// tells). update runs one of tensor's fused steps.
+func (g *group) each(n int, update func(i int, p, grad *tensor.Tensor, state []*tensor.Tensor, first bool)) {
 	if g.released {
 		panic(&tensor.Error{Op: g.op + ".Step", Msg: "the optimizer was released", Err: tensor.ErrReleased})
 	}
@@ -106,14 +105,7 @@ func (g *group) each(n int, update func(i int, p, grad []float32, state [][]floa
 		if first {
 			g.state[i] = zerosLike(p, n)
 		}
-		pd, _ := p.Float32Data()
-		gd, _ := grad.Float32Data()
-		sd := make([][]float32, n)
-		for k, t := range g.state[i] {
-			sd[k], _ = t.Float32Data()
-		}
-		update(i, pd, gd, sd, first)
-		p.Storage().BumpVersion()
+		update(i, p, grad, g.state[i], first)
 	}
 }
 

@@ -3,7 +3,7 @@ package optim
 import (
 	"fmt"
 
-	"github.com/subletml/sublet/kernels/cpu"
+	"github.com/subletml/sublet/kernels"
 	"github.com/subletml/sublet/tensor"
 )
 
@@ -55,17 +55,17 @@ func (o *SGD) Config() SGDConfig { return o.c }
 
 // Step updates every parameter that has a gradient.
 func (o *SGD) Step() {
-	k := cpu.SGD{LR: float32(o.c.LR), Momentum: float32(o.c.Momentum), Dampening: float32(o.c.Dampening),
+	k := kernels.SGD{LR: float32(o.c.LR), Momentum: float32(o.c.Momentum), Dampening: float32(o.c.Dampening),
 		WeightDecay: float32(o.c.WeightDecay), Nesterov: o.c.Nesterov}
 	n := 0
 	if o.c.Momentum != 0 {
 		n = 1
 	}
-	o.each(n, func(_ int, p, g []float32, st [][]float32, first bool) {
-		var buf []float32
+	o.each(n, func(_ int, p, g *tensor.Tensor, st []*tensor.Tensor, first bool) {
+		var buf *tensor.Tensor
 		if n == 1 {
 			buf = st[0]
 		}
-		k.Step(p, g, buf, first)
+		tensor.StepSGD(k, p, g, buf, first)
 	})
 }

@@ -2,7 +2,6 @@ package tensor
 
 import (
 	"github.com/subletml/sublet/autograd"
-	"github.com/subletml/sublet/kernels/cpu"
 )
 
 // BackwardOptions configure BackwardWith.
@@ -93,11 +92,12 @@ func (arith) Add(a, b autograd.Value) (autograd.Value, error) {
 }
 
 // HasNonFinite reports whether v holds a NaN or an Inf (never, on a device without
-// data).
-func (arith) HasNonFinite(v autograd.Value) (bool, error) {
+// data). It synchronises with the device.
+func (arith) HasNonFinite(v autograd.Value) (found bool, err error) {
 	t := v.(*Tensor)
-	if t.st.host == nil || !t.dt.IsFloat() {
+	if !t.dt.IsFloat() {
 		return false, nil
 	}
-	return cpu.NonFinite(t.operand()), nil
+	err = Try(func() { found = kernelsFor("HasNonFinite", t.st.dev, []*Tensor{t}).NonFinite(t.operand()) })
+	return found, err
 }

@@ -2,30 +2,30 @@ package tensor
 
 import (
 	"github.com/subletml/sublet/autograd"
-	"github.com/subletml/sublet/kernels/cpu"
+	"github.com/subletml/sublet/kernels"
 )
 
 // Add returns a + b, broadcasting by numpy rules.
-func (a *Tensor) Add(b *Tensor) *Tensor { return binaryOp(OpAdd, cpu.Add, a, b) }
+func (a *Tensor) Add(b *Tensor) *Tensor { return binaryOp(OpAdd, kernels.Add, a, b) }
 
 // Sub returns a - b, broadcasting.
-func (a *Tensor) Sub(b *Tensor) *Tensor { return binaryOp(OpSub, cpu.Sub, a, b) }
+func (a *Tensor) Sub(b *Tensor) *Tensor { return binaryOp(OpSub, kernels.Sub, a, b) }
 
 // Mul returns a · b elementwise, broadcasting.
-func (a *Tensor) Mul(b *Tensor) *Tensor { return binaryOp(OpMul, cpu.Mul, a, b) }
+func (a *Tensor) Mul(b *Tensor) *Tensor { return binaryOp(OpMul, kernels.Mul, a, b) }
 
 // Div returns a / b elementwise, broadcasting.
-func (a *Tensor) Div(b *Tensor) *Tensor { return binaryOp(OpDiv, cpu.Div, a, b) }
+func (a *Tensor) Div(b *Tensor) *Tensor { return binaryOp(OpDiv, kernels.Div, a, b) }
 
 // Pow returns a^b elementwise, broadcasting.
-func (a *Tensor) Pow(b *Tensor) *Tensor { return binaryOp(OpPow, cpu.Pow, a, b) }
+func (a *Tensor) Pow(b *Tensor) *Tensor { return binaryOp(OpPow, kernels.Pow, a, b) }
 
 // Maximum returns max(a, b) elementwise, broadcasting (NaN if either is NaN; at ties
 // each side gets half the gradient).
-func (a *Tensor) Maximum(b *Tensor) *Tensor { return binaryOp(OpMaximum, cpu.Maximum, a, b) }
+func (a *Tensor) Maximum(b *Tensor) *Tensor { return binaryOp(OpMaximum, kernels.Maximum, a, b) }
 
 // Minimum returns min(a, b) elementwise, broadcasting.
-func (a *Tensor) Minimum(b *Tensor) *Tensor { return binaryOp(OpMinimum, cpu.Minimum, a, b) }
+func (a *Tensor) Minimum(b *Tensor) *Tensor { return binaryOp(OpMinimum, kernels.Minimum, a, b) }
 
 // floatOnly panics unless every input of the call is floating.
 func (c *call) floatOnly() {
@@ -36,7 +36,7 @@ func (c *call) floatOnly() {
 	}
 }
 
-func binaryOp(op string, k cpu.BinaryOp, a, b *Tensor) *Tensor {
+func binaryOp(op string, k kernels.BinaryOp, a, b *Tensor) *Tensor {
 	c := begin(op, a, b)
 	c.floatOnly()
 	x, y := c.in[0], c.in[1]
@@ -51,27 +51,25 @@ func binaryOp(op string, k cpu.BinaryOp, a, b *Tensor) *Tensor {
 		// Save only what the wanted gradients read (PyTorch's choice): Mul's gradient
 		// for a reads b and the other way round, Div's for a reads b only.
 		switch k {
-		case cpu.Mul:
+		case kernels.Mul:
 			r.a, r.b = c.saveCross(x, y)
-		case cpu.Div:
+		case kernels.Div:
 			if y.requiresGrad {
 				r.a = c.save(x)
 			}
 			r.b = c.save(y)
-		case cpu.Pow, cpu.Maximum, cpu.Minimum:
+		case kernels.Pow, kernels.Maximum, kernels.Minimum:
 			r.a, r.b = c.save(x), c.save(y)
 		}
 	}
-	if c.computes(out) {
-		cpu.Binary(k, out.operand(), x.operand(), y.operand())
-	}
+	c.k.Binary(k, out.operand(), x.operand(), y.operand())
 	return c.done(out)
 }
 
 // binaryBackward is the rule of the elementwise binary ops: the kernel's derivative
 // times g, in the output's shape (bwd.set sums it to each input's shape).
 type binaryBackward struct {
-	k    cpu.BinaryOp
+	k    kernels.BinaryOp
 	a, b *autograd.Saved // nil when no wanted gradient reads it
 }
 
@@ -84,7 +82,7 @@ func (r *binaryBackward) backward(b *bwd) {
 	if r.b != nil {
 		y = b.saved(r.b)
 	}
-	for i, wrt := range []cpu.Arg{cpu.ArgA, cpu.ArgB} {
+	for i, wrt := range []kernels.Arg{kernels.ArgA, kernels.ArgB} {
 		if b.needs(i) {
 			b.set(i, binaryGrad(r.k, wrt, g, x, y))
 		}
@@ -93,65 +91,52 @@ func (r *binaryBackward) backward(b *bwd) {
 
 // binaryGrad computes g·∂k(a,b)/∂wrt in g's shape. a or b may be nil where the
 // derivative does not read it.
-func binaryGrad(k cpu.BinaryOp, wrt cpu.Arg, g, a, b *Tensor) *Tensor {
+func binaryGrad(k kernels.BinaryOp, wrt kernels.Arg, g, a, b *Tensor) *Tensor {
 	var ins []*Tensor
 	for _, t := range []*Tensor{a, b} {
 		if t != nil {
 			ins = append(ins, t)
 		}
 	}
-	return gradKernel(k.String()+" backward", g, ins, func(dst cpu.Operand) {
-		cpu.BinaryBackward(k, wrt, dst, g.operand(), operandOr(a), operandOr(b))
+	return gradKernel(k.String()+" backward", g, ins, func(kb kernels.Backend, dst kernels.Operand) {
+		kb.BinaryBackward(k, wrt, dst, g.operand(), a.operand(), b.operand())
 	})
 }
 
 // gradKernel makes a tensor of g's shape, of the type g and ins promote to, and fills
-// it with f when the kernels run.
-func gradKernel(op string, g *Tensor, ins []*Tensor, f func(dst cpu.Operand)) *Tensor {
+// it with f on the op's kernels.
+func gradKernel(op string, g *Tensor, ins []*Tensor, f func(k kernels.Backend, dst kernels.Operand)) *Tensor {
 	c := begin(op, append([]*Tensor{g}, ins...)...)
 	dt := g.dt
 	for _, t := range ins {
 		dt = promote(dt, t.dt)
 	}
 	out := c.alloc(dt, g.shape)
-	if c.computes(out) {
-		f(out.operand())
-	}
+	f(c.k, out.operand())
 	return c.done(out)
-}
-
-// operandOr is t's operand, or a scalar 0 standing for an operand a derivative does
-// not read.
-func operandOr(t *Tensor) cpu.Operand {
-	if t == nil {
-		return scalarOperand(0)
-	}
-	return t.operand()
 }
 
 // AddScalar returns t + v.
 func (t *Tensor) AddScalar(v float64) *Tensor {
-	return scalarOp(OpAddScalar, cpu.Add, t, v, identityBackward{})
+	return scalarOp(OpAddScalar, kernels.Add, t, v, identityBackward{})
 }
 
 // MulScalar returns t · v.
 func (t *Tensor) MulScalar(v float64) *Tensor {
-	return scalarOp(OpMulScalar, cpu.Mul, t, v, mulScalarBackward{v})
+	return scalarOp(OpMulScalar, kernels.Mul, t, v, mulScalarBackward{v})
 }
 
 // PowScalar returns t^p elementwise.
 func (t *Tensor) PowScalar(p float64) *Tensor {
-	return scalarOp(OpPowScalar, cpu.Pow, t, p, &powScalarBackward{p: p})
+	return scalarOp(OpPowScalar, kernels.Pow, t, p, &powScalarBackward{p: p})
 }
 
-func scalarOp(op string, k cpu.BinaryOp, t *Tensor, v float64, r rule) *Tensor {
+func scalarOp(op string, k kernels.BinaryOp, t *Tensor, v float64, r rule) *Tensor {
 	c := begin(op, t)
 	c.floatOnly()
 	x := c.in[0]
 	out := c.alloc(x.dt, x.shape)
-	if c.computes(out) {
-		cpu.Binary(k, out.operand(), x.operand(), scalarOperand(v))
-	}
+	c.k.Binary(k, out.operand(), x.operand(), kernels.Scalar(v))
 	if c.recording() {
 		c.record(r, out)
 		if p, ok := r.(*powScalarBackward); ok {
@@ -172,7 +157,7 @@ type powScalarBackward struct {
 
 func (r *powScalarBackward) backward(b *bwd) {
 	g, x := b.g, b.saved(r.x)
-	b.set(0, gradKernel("pow backward", g, []*Tensor{x}, func(dst cpu.Operand) {
-		cpu.BinaryBackward(cpu.Pow, cpu.ArgA, dst, g.operand(), x.operand(), scalarOperand(r.p))
+	b.set(0, gradKernel("pow backward", g, []*Tensor{x}, func(k kernels.Backend, dst kernels.Operand) {
+		k.BinaryBackward(kernels.Pow, kernels.ArgA, dst, g.operand(), x.operand(), kernels.Scalar(r.p))
 	}))
 }

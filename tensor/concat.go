@@ -3,7 +3,7 @@ package tensor
 import (
 	"slices"
 
-	"github.com/subletml/sublet/kernels/cpu"
+	"github.com/subletml/sublet/kernels"
 )
 
 // Concat joins ts along axis: their other dimensions must agree; the result has the
@@ -36,12 +36,10 @@ func Concat(ax int, ts ...*Tensor) *Tensor {
 		dt = promote(dt, t.dt)
 	}
 	out := c.alloc(dt, shape)
-	if c.computes(out) {
-		off := 0
-		for i, t := range c.in {
-			cpu.Copy(placeAt(out, a, off, sizes[i]), t.operand())
-			off += sizes[i]
-		}
+	off := 0
+	for i, t := range c.in {
+		c.k.Copy(placeAt(out, a, off, sizes[i]), t.operand())
+		off += sizes[i]
 	}
 	if c.recording() {
 		c.record(&concatBackward{axis: a, sizes: sizes}, out)
@@ -50,10 +48,12 @@ func Concat(ax int, ts ...*Tensor) *Tensor {
 }
 
 // placeAt is the operand of out's elements at off ≤ i < off+n along axis a.
-func placeAt(out *Tensor, a, off, n int) cpu.Operand {
+func placeAt(out *Tensor, a, off, n int) kernels.Operand {
 	shape := slices.Clone(out.shape)
 	shape[a] = n
-	return cpu.FromBytes(out.dt, out.st.host, cpu.Layout{Shape: shape, Strides: out.strides, Offset: out.offset + off*out.strides[a]})
+	o := out.operand()
+	o.Layout = kernels.Layout{Shape: shape, Strides: out.strides, Offset: out.offset + off*out.strides[a]}
+	return o
 }
 
 // concatBackward hands each input the slice of the gradient it filled (views).
@@ -91,13 +91,11 @@ func Stack(ax int, ts ...*Tensor) *Tensor {
 		dt = promote(dt, t.dt)
 	}
 	out := c.alloc(dt, slices.Insert(slices.Clone(first.shape), a, len(c.in)))
-	if c.computes(out) {
-		for i, t := range c.in {
-			dst := placeAt(out, a, i, 1)
-			dst.Shape = slices.Delete(dst.Shape, a, a+1)
-			dst.Strides = slices.Delete(slices.Clone(dst.Strides), a, a+1)
-			cpu.Copy(dst, t.operand())
-		}
+	for i, t := range c.in {
+		dst := placeAt(out, a, i, 1)
+		dst.Shape = slices.Delete(dst.Shape, a, a+1)
+		dst.Strides = slices.Delete(slices.Clone(dst.Strides), a, a+1)
+		c.k.Copy(dst, t.operand())
 	}
 	if c.recording() {
 		c.record(&stackBackward{axis: a, n: len(c.in)}, out)

@@ -5,7 +5,6 @@ import (
 
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
-	"github.com/subletml/sublet/kernels/cpu"
 )
 
 // Cast returns t converted to dt (a new tensor; an alias when t already has dt). The
@@ -22,9 +21,7 @@ func castOp(c *call, dt dtype.DType) *Tensor {
 		out = c.view(x, x.shape, x.strides, x.offset)
 	} else {
 		out = c.alloc(dt, x.shape)
-		if c.computes(out) {
-			cpu.Copy(out.operand(), x.operand())
-		}
+		c.k.Copy(out.operand(), x.operand())
 	}
 	if c.recording() && dt.IsFloat() {
 		c.record(identityBackward{}, out)
@@ -42,9 +39,7 @@ func (t *Tensor) Clone() *Tensor {
 	c := begin("Clone", t)
 	x := c.in[0]
 	out := c.alloc(x.dt, x.shape)
-	if c.computes(out) {
-		cpu.Copy(out.operand(), x.operand())
-	}
+	c.k.Copy(out.operand(), x.operand())
 	if c.recording() {
 		c.record(identityBackward{}, out)
 	}
@@ -58,7 +53,7 @@ func (t *Tensor) Contiguous() *Tensor {
 	if !t.IsContiguous() {
 		return t.Clone()
 	}
-	c := begin(OpContiguous, t)
+	c := beginView(OpContiguous, t)
 	x := c.in[0]
 	out := c.view(x, x.shape, x.strides, x.offset)
 	if c.recording() {
@@ -70,15 +65,20 @@ func (t *Tensor) Contiguous() *Tensor {
 // Detach returns a new handle to t's data outside the graph: it does not require
 // grad, and backward stops there. It shares the storage (and its version counter).
 func (t *Tensor) Detach() *Tensor {
-	c := begin(OpDetach, t)
+	c := beginView(OpDetach, t)
 	x := c.in[0]
 	return c.done(c.view(x, x.shape, x.strides, x.offset))
 }
 
 // To returns a contiguous copy of t on dev (a new handle to t when dev is t's device),
-// owned by t's scope. The gradient flows back to t's device.
+// owned by t's scope. It copies in every direction: between host memory and a GPU,
+// between GPUs, between the host devices (cpu, a simulated device with a backing
+// store); a copy from a device that keeps no data (meta) to one that does is an
+// ErrNoData error. A contiguous t needs no kernels on either device (the driver
+// copies); a strided one is made contiguous on its own device first. The gradient
+// flows back to t's device.
 func (t *Tensor) To(dev device.Device) *Tensor {
-	c := begin(OpTo, t)
+	c := beginView(OpTo, t)
 	x := c.in[0]
 	if dev == x.st.dev {
 		out := c.view(x, x.shape, x.strides, x.offset)
@@ -92,11 +92,10 @@ func (t *Tensor) To(dev device.Device) *Tensor {
 		// A contiguous copy on x's device, a temporary of this op: not the Clone op, which
 		// would record a node and be offered to the autocast policy (which may change its
 		// type, and the bytes copied with it).
+		c.k = kernelsFor(OpTo, x.st.dev, c.in)
 		src = c.alloc(x.dt, x.shape)
 		c.scratch = append(c.scratch, src)
-		if c.computes(src) {
-			cpu.Copy(src.operand(), x.operand())
-		}
+		c.k.Copy(src.operand(), x.operand())
 	}
 	n := src.Bytes()
 	st, err := newStorage(dev, n)
@@ -106,17 +105,8 @@ func (t *Tensor) To(dev device.Device) *Tensor {
 	}
 	out := newHandle(c.s, st, true, x.dt, slices.Clone(x.shape), rowMajor(x.shape), 0, c.site())
 	c.made = append(c.made, out)
-	if n > 0 {
-		if src.st.host == nil {
-			if st.host != nil {
-				c.bad(ErrNoData, "copying from %s, which keeps no data, to %s", src.st.dev.Name(), dev.Name())
-			}
-		} else {
-			off := int64(src.offset) * int64(src.dt.Size())
-			if err := dev.CopyToDevice(st.ptr, src.st.host[off:off+n], 0); err != nil {
-				c.bad(err, "copying %d bytes to %s", n, dev.Name())
-			}
-		}
+	if err := copyBytes(st, 0, src.st, int64(src.offset)*int64(src.dt.Size()), n); err != nil {
+		c.bad(err, "copying %d bytes from %s to %s", n, src.st.dev.Name(), dev.Name())
 	}
 	if c.recording() {
 		c.record(toBackward{x.st.dev}, out)

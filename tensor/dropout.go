@@ -3,13 +3,14 @@ package tensor
 import (
 	"github.com/subletml/sublet/autograd"
 	"github.com/subletml/sublet/dtype"
-	"github.com/subletml/sublet/kernels/cpu"
+	"github.com/subletml/sublet/kernels"
 )
 
 // Dropout zeroes each element of t with probability p and scales the others by
-// 1/(1-p), drawing the mask from the scope's generator (save and restore its state to
-// draw the same mask again). It saves the mask (one byte per element). Training mode
-// is the caller's: in evaluation, do not call it.
+// 1/(1-p). The mask is Philox4x32-10 keyed by one 64-bit draw from the scope's
+// generator (save and restore its state to draw the same mask again), so it is the same
+// on every device for the same generator state. It saves the mask (one byte per
+// element). Training mode is the caller's: in evaluation, do not call it.
 func (t *Tensor) Dropout(p float64) *Tensor {
 	c := begin(OpDropout, t)
 	c.floatOnly()
@@ -20,12 +21,8 @@ func (t *Tensor) Dropout(p float64) *Tensor {
 	x := c.in[0]
 	mask := c.alloc(dtype.Bool, x.shape)
 	out := c.alloc(x.dt, x.shape)
-	if c.computes(out, mask) {
-		next, done := gen.draws()
-		cpu.DropoutMask(mask.st.host[:mask.Numel()], float32(p), next)
-		done()
-		cpu.Dropout(out.operand(), x.operand(), mask.operand(), float32(p))
-	}
+	c.k.DropoutMask(mask.operand(), float32(p), gen.Uint64())
+	c.k.Dropout(out.operand(), x.operand(), mask.operand(), float32(p))
 	if c.recording() {
 		r := &dropoutBackward{p: p}
 		c.record(r, out)
@@ -42,7 +39,7 @@ type dropoutBackward struct {
 
 func (r *dropoutBackward) backward(b *bwd) {
 	g, mask := b.g, b.saved(r.mask)
-	b.set(0, gradKernel("dropout backward", g, []*Tensor{mask}, func(dst cpu.Operand) {
-		cpu.Dropout(dst, g.operand(), mask.operand(), float32(r.p))
+	b.set(0, gradKernel("dropout backward", g, []*Tensor{mask}, func(k kernels.Backend, dst kernels.Operand) {
+		k.Dropout(dst, g.operand(), mask.operand(), float32(r.p))
 	}))
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/subletml/sublet/autograd"
 	"github.com/subletml/sublet/dtype"
-	"github.com/subletml/sublet/kernels/cpu"
 )
 
 // Embedding gathers rows of the table w [vocab, dim] at the I64 indices idx (any
@@ -23,13 +22,11 @@ func Embedding(w, idx *Tensor) *Tensor {
 	}
 	dim := w.shape[1]
 	out := c.alloc(w.dt, append(slices.Clone(idx.shape), dim))
-	if c.computes(out) {
-		buf := c.denseOut(out)
-		if err := cpu.Embedding(float32s(buf), float32s(c.dense(w)), dim, int64s(c.dense64(idx))); err != nil {
-			c.bad(errors.Join(ErrShape, err), "an index is outside the table")
-		}
-		c.flush(out, buf)
+	buf := c.denseOut(out)
+	if err := c.k.Embedding(buf.operand(), c.dense(w).operand(), c.dense64(idx).operand(), dim); err != nil {
+		c.bad(errors.Join(ErrShape, err), "an index is outside the table")
 	}
+	c.flush(out, buf)
 	if c.recording() {
 		r := &embeddingBackward{}
 		c.record(r, out)
@@ -48,11 +45,9 @@ func (r *embeddingBackward) backward(b *bwd) {
 	shape := b.f.in[0].shape
 	c := begin("embedding backward", g, idx)
 	dw := c.alloc(dtype.F32, shape)
-	if c.computes(dw) {
-		cpu.Fill(dw.operand(), 0)
-		if err := cpu.EmbeddingBackward(float32s(dw), float32s(c.dense(g)), shape[1], int64s(c.dense64(idx))); err != nil {
-			c.bad(errors.Join(ErrShape, err), "an index is outside the table")
-		}
+	c.k.Fill(dw.operand(), 0)
+	if err := c.k.EmbeddingBackward(dw.operand(), c.dense(g).operand(), c.dense64(idx).operand(), shape[1]); err != nil {
+		c.bad(errors.Join(ErrShape, err), "an index is outside the table")
 	}
 	b.set(0, c.done(dw))
 }

@@ -6,11 +6,13 @@ import (
 
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/kernels"
 	"github.com/subletml/sublet/kernels/cpu"
 )
 
-// newFactory starts a factory op in s on dev and allocates its result.
-func (s *Scope) newFactory(op string, dev device.Device, dt dtype.DType, shape []int) (*call, *Tensor) {
+// newFactory starts a factory op in s on dev (with dev's kernels when compute is set)
+// and allocates its result.
+func (s *Scope) newFactory(op string, dev device.Device, dt dtype.DType, shape []int, compute bool) (*call, *Tensor) {
 	if !dt.IsValid() {
 		fail(op, ErrDType, nil, "invalid dtype %v", dt)
 	}
@@ -19,23 +21,21 @@ func (s *Scope) newFactory(op string, dev device.Device, dt dtype.DType, shape [
 			fail(op, ErrShape, nil, "negative dimension in shape %v", shape)
 		}
 	}
-	c := beginIn(s, dev, op)
+	c := beginIn(s, dev, op, compute)
 	return c, c.alloc(dt, slices.Clone(shape))
 }
 
 // Empty returns a tensor of dt and shape on dev owned by s whose elements are whatever
 // the memory held: write every element before reading.
 func (s *Scope) Empty(dev device.Device, dt dtype.DType, shape ...int) *Tensor {
-	c, t := s.newFactory("Empty", dev, dt, shape)
+	c, t := s.newFactory("Empty", dev, dt, shape, false)
 	return c.done(t)
 }
 
 // Full returns a tensor of dt and shape on dev owned by s with every element v.
 func (s *Scope) Full(dev device.Device, dt dtype.DType, v float64, shape ...int) *Tensor {
-	c, t := s.newFactory("Full", dev, dt, shape)
-	if c.computes(t) {
-		cpu.Fill(t.operand(), v)
-	}
+	c, t := s.newFactory("Full", dev, dt, shape, true)
+	c.k.Fill(t.operand(), v)
 	return c.done(t)
 }
 
@@ -61,24 +61,21 @@ func (s *Scope) Arange(dev device.Device, dt dtype.DType, start, end, step float
 		fail("Arange", ErrShape, nil, "start %g, end %g, step %g: %g elements is too many", start, end, step, count)
 	}
 	n := max(int(count), 0)
-	c, t := s.newFactory("Arange", dev, dt, []int{n})
-	if c.computes(t) {
-		var src cpu.Operand
+	c, t := s.newFactory("Arange", dev, dt, []int{n}, false)
+	c.upload(t, func() cpu.Operand {
 		if dt.IsFloat() {
 			v := make([]float32, n)
 			for i := range v {
 				v[i] = float32(start + float64(i)*step)
 			}
-			src = cpu.F32(v, cpu.Contiguous(n))
-		} else {
-			v := make([]int64, n)
-			for i := range v {
-				v[i] = int64(start + float64(i)*step)
-			}
-			src = cpu.I64(v, cpu.Contiguous(n))
+			return cpu.F32(v, kernels.Contiguous(n))
 		}
-		cpu.Copy(t.operand(), src)
-	}
+		v := make([]int64, n)
+		for i := range v {
+			v[i] = int64(start + float64(i)*step)
+		}
+		return cpu.I64(v, kernels.Contiguous(n))
+	})
 	return c.done(t)
 }
 
@@ -99,12 +96,12 @@ func (s *Scope) random(op string, dev device.Device, dt dtype.DType, shape []int
 	if !dt.IsFloat() {
 		fail(op, ErrDType, nil, "random values need a floating dtype, not %v", dt)
 	}
-	c, t := s.newFactory(op, dev, dt, shape)
-	if c.computes(t) {
+	c, t := s.newFactory(op, dev, dt, shape, false)
+	c.upload(t, func() cpu.Operand {
 		vals := make([]float32, t.Numel())
 		fill(g, vals)
-		cpu.Copy(t.operand(), cpu.F32(vals, cpu.Contiguous(t.shape...)))
-	}
+		return cpu.F32(vals, kernels.Contiguous(t.shape...))
+	})
 	return c.done(t)
 }
 

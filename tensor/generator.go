@@ -10,8 +10,9 @@ import (
 // Randn and Dropout draw from. Its state can be saved and restored, so a recomputation
 // (checkpointing) redraws the same dropout masks. It is safe for concurrent use; draws
 // from two goroutines interleave in an unspecified order, so give each its own
-// generator for reproducible runs. On a device that keeps no data (meta) random ops
-// draw nothing.
+// generator for reproducible runs. Dropout draws one 64-bit key per call on every
+// device; Rand, Randn, FillUniform and FillNormal draw a value per element, and
+// nothing on a device that keeps no data (meta).
 type Generator struct {
 	mu  sync.Mutex
 	src rand.PCG   // guarded by mu
@@ -75,10 +76,4 @@ func (g *Generator) fillNormal(dst []float32) {
 	for i := range dst {
 		dst[i] = float32(g.r.NormFloat64())
 	}
-}
-
-// draws returns a function drawing 64 bits at a time with g locked until done is called.
-func (g *Generator) draws() (next func() uint64, done func()) {
-	g.mu.Lock()
-	return g.src.Uint64, g.mu.Unlock
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/subletml/sublet/autograd"
 	"github.com/subletml/sublet/dtype"
-	"github.com/subletml/sublet/kernels/cpu"
 )
 
 // gradCell holds the gradient of a leaf that requires grad, or the retained gradient
@@ -88,12 +87,14 @@ func (c *gradCell) add(g *Tensor, steal bool) {
 
 // addInPlace adds src into dst elementwise (src broadcasts to dst).
 func addInPlace(op string, dst, src *Tensor) {
+	ins := []*Tensor{dst, src}
 	if !broadcastsTo(src.shape, dst.shape) {
-		fail(op, ErrShape, []*Tensor{dst, src}, "cannot add in place")
+		fail(op, ErrShape, ins, "cannot add in place")
 	}
-	if dst.st.host != nil && src.st.host != nil {
-		cpu.Axpy(dst.operand(), 1, src.operand())
+	if src.st.dev != dst.st.dev {
+		fail(op, ErrDevice, ins, "a gradient on %s for a tensor on %s", src.st.dev.Name(), dst.st.dev.Name())
 	}
+	kernelsFor(op, dst.st.dev, ins).Axpy(dst.operand(), 1, src.operand())
 	dst.st.version.Add(1)
 }
 

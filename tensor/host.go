@@ -3,6 +3,7 @@ package tensor
 import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/kernels"
 	"github.com/subletml/sublet/kernels/cpu"
 )
 
@@ -28,16 +29,14 @@ func FromSlice[T Elem](s *Scope, dev device.Device, dt dtype.DType, data []T, sh
 	if numel(shape) != len(data) {
 		fail("FromSlice", ErrShape, nil, "%d values for shape %v (%d elements)", len(data), shape, numel(shape))
 	}
-	c, t := s.newFactory("FromSlice", dev, dt, shape)
-	if c.computes(t) {
-		cpu.Copy(t.operand(), hostOperand(data, t.shape))
-	}
+	c, t := s.newFactory("FromSlice", dev, dt, shape, false)
+	c.upload(t, func() cpu.Operand { return hostOperand(data, t.shape) })
 	return c.done(t)
 }
 
 // hostOperand views (or converts) a Go slice as a contiguous kernel operand.
 func hostOperand[T Elem](data []T, shape []int) cpu.Operand {
-	l := cpu.Contiguous(shape...)
+	l := kernels.Contiguous(shape...)
 	switch d := any(data).(type) {
 	case []float32:
 		return cpu.F32(d, l)
@@ -62,37 +61,40 @@ func hostOperand[T Elem](data []T, shape []int) cpu.Operand {
 
 // ToSlice copies t's elements, in row-major order, into a new Go slice, converted as
 // the Copy kernel converts (floats to integers truncate; F16/BF16 widen exactly to
-// float32 and float64; Bool gives 0 and 1). It panics with ErrNoData on a device that
+// float32 and float64; Bool gives 0 and 1). On a GPU it copies the elements to the
+// host, which waits for the work before. It panics with ErrNoData on a device that
 // keeps no data.
 func ToSlice[T Elem](t *Tensor) []T {
 	t.readable("ToSlice")
 	n := t.Numel()
-	l := cpu.Contiguous(t.shape...)
+	l := kernels.Contiguous(t.shape...)
 	out := make([]T, n)
 	if n == 0 {
 		return out
 	}
+	b, off := t.hostBytes("ToSlice")
+	src := cpu.FromBytes(t.dt, b, kernels.Layout{Shape: t.shape, Strides: t.strides, Offset: off})
 	switch d := any(out).(type) {
 	case []float32:
-		cpu.Copy(cpu.F32(d, l), t.operand())
+		cpu.Copy(cpu.F32(d, l), src)
 		return out
 	case []int32:
-		cpu.Copy(cpu.I32(d, l), t.operand())
+		cpu.Copy(cpu.I32(d, l), src)
 		return out
 	case []int64:
-		cpu.Copy(cpu.I64(d, l), t.operand())
+		cpu.Copy(cpu.I64(d, l), src)
 		return out
 	}
 	if isFloat[T]() {
 		f := make([]float32, n)
-		cpu.Copy(cpu.F32(f, l), t.operand())
+		cpu.Copy(cpu.F32(f, l), src)
 		for i, v := range f {
 			out[i] = T(v)
 		}
 		return out
 	}
 	f := make([]int64, n)
-	cpu.Copy(cpu.I64(f, l), t.operand())
+	cpu.Copy(cpu.I64(f, l), src)
 	for i, v := range f {
 		out[i] = T(v)
 	}
@@ -111,13 +113,11 @@ func (t *Tensor) Item() float64 {
 	return float64(ToSlice[int64](t)[0])
 }
 
-// readable panics unless op can read t's values on the host.
+// readable panics unless op can read t's values on the host: t is live and its
+// device keeps data (or t has no elements).
 func (t *Tensor) readable(op string) {
 	t.live(op)
-	if !hostCapable(t.st.dev) {
-		fail(op, ErrNoKernels, []*Tensor{t}, "%s has no kernels yet; move the tensor with To", t.st.dev.Name())
-	}
-	if t.st.host == nil && t.Numel() > 0 {
+	if t.st.res == device.Meta && t.Numel() > 0 {
 		fail(op, ErrNoData, []*Tensor{t}, "")
 	}
 }

@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"github.com/subletml/sublet/kernels"
 	"github.com/subletml/sublet/kernels/cpu"
 )
 
@@ -9,17 +10,15 @@ import (
 // initialization, optimizer updates and gradient clipping, and refuse a tensor a
 // recorded op produced. They need no scope.
 
-// inPlace checks t can be written by op and reports whether the kernels run.
-func (t *Tensor) inPlace(op string, others ...*Tensor) bool {
+// inPlace checks t can be written by op with the others (which broadcast to t) and
+// returns the kernels of t's device.
+func (t *Tensor) inPlace(op string, others ...*Tensor) kernels.Backend {
 	t.live(op)
 	all := append([]*Tensor{t}, others...)
 	if t.node != nil {
 		fail(op, ErrGrad, all, "an in-place op on the output of %s would break its gradient; work on a Detach()ed handle or a copy", t.node.Name())
 	}
-	if !hostCapable(t.st.dev) {
-		fail(op, ErrNoKernels, all, "%s has no kernels yet", t.st.dev.Name())
-	}
-	compute := t.st.host != nil && t.Numel() > 0
+	k := kernelsFor(op, t.st.dev, all)
 	for _, o := range others {
 		o.live(op)
 		if o.st.dev != t.st.dev {
@@ -28,45 +27,31 @@ func (t *Tensor) inPlace(op string, others ...*Tensor) bool {
 		if !broadcastsTo(o.shape, t.shape) {
 			fail(op, ErrShape, all, "%v does not broadcast to %v", o.shape, t.shape)
 		}
-		compute = compute && o.st.host != nil
 	}
 	t.st.version.Add(1)
-	return compute
+	return k
 }
 
 // Fill sets every element of t to v, in place.
 func (t *Tensor) Fill(v float64) {
-	if t.inPlace("Fill") {
-		cpu.Fill(t.operand(), v)
-	}
+	t.inPlace("Fill").Fill(t.operand(), v)
 }
 
 // CopyFrom copies src (broadcast to t's shape, converted to t's type) into t, in
 // place. src must not overlap t.
 func (t *Tensor) CopyFrom(src *Tensor) {
-	if t.inPlace("CopyFrom", src) {
-		cpu.Copy(t.operand(), src.operand())
-	}
+	t.inPlace("CopyFrom", src).Copy(t.operand(), src.operand())
 }
 
 // AddScaled adds alpha·x (broadcast to t's shape) into t, in place: t += alpha·x.
 func (t *Tensor) AddScaled(alpha float64, x *Tensor) {
-	if t.inPlace("AddScaled", x) {
-		cpu.Axpy(t.operand(), float32(alpha), x.operand())
-	}
+	t.inPlace("AddScaled", x).Axpy(t.operand(), float32(alpha), x.operand())
 }
 
 // Scale multiplies t by alpha, in place.
 func (t *Tensor) Scale(alpha float64) {
-	if t.inPlace("Scale") {
-		o := t.operand()
-		cpu.Binary(cpu.Mul, o, o, scalarOperand(alpha))
-	}
-}
-
-// scalarOperand is v as a rank-0 float32 operand in Go memory.
-func scalarOperand(v float64) cpu.Operand {
-	return cpu.F32([]float32{float32(v)}, cpu.Layout{})
+	o := t.operand()
+	t.inPlace("Scale").Binary(kernels.Mul, o, o, kernels.Scalar(alpha))
 }
 
 // FillUniform sets t's elements to values uniform in [lo, hi) drawn from g, in place
@@ -99,9 +84,12 @@ func (t *Tensor) fillRandom(op string, g *Generator, draw func([]float32)) {
 	if !t.dt.IsFloat() {
 		fail(op, ErrDType, []*Tensor{t}, "random values need a floating tensor")
 	}
-	if t.inPlace(op) {
+	err := store(t, t.inPlace(op), func() cpu.Operand {
 		v := make([]float32, t.Numel())
 		draw(v)
-		cpu.Copy(t.operand(), cpu.F32(v, cpu.Contiguous(t.shape...)))
+		return cpu.F32(v, kernels.Contiguous(t.shape...))
+	})
+	if err != nil {
+		fail(op, err, []*Tensor{t}, "copying %d bytes to %s", t.Bytes(), t.st.dev.Name())
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/subletml/sublet/dtype"
-	"github.com/subletml/sublet/kernels/cpu"
+	"github.com/subletml/sublet/kernels"
 )
 
 // numel is the number of elements of shape (1 for a scalar).
@@ -131,13 +131,23 @@ func axis(a, rank int) (int, bool) {
 
 func sameShape(a, b []int) bool { return slices.Equal(a, b) }
 
-// layout is t's placement in its storage, for the CPU kernels.
-func (t *Tensor) layout() cpu.Layout {
-	return cpu.Layout{Shape: t.shape, Strides: t.strides, Offset: t.offset}
+// layout is t's placement in its storage.
+func (t *Tensor) layout() kernels.Layout {
+	return kernels.Layout{Shape: t.shape, Strides: t.strides, Offset: t.offset}
 }
 
-// operand is t as a CPU kernel operand. Only call it when the op computes (the storage
-// has host bytes).
-func (t *Tensor) operand() cpu.Operand {
-	return cpu.FromBytes(t.dt, t.st.host, t.layout())
+// placedAs is the operand of the contiguous t seen with shape, the same elements in the
+// same order (a reduction's result with its reduced axes kept as 1).
+func (t *Tensor) placedAs(shape []int) kernels.Operand {
+	o := t.operand()
+	o.Layout = kernels.Layout{Shape: shape, Strides: rowMajor(shape), Offset: t.offset}
+	return o
+}
+
+// operand is t as a kernel operand (nil: the absent operand).
+func (t *Tensor) operand() kernels.Operand {
+	if t == nil {
+		return kernels.Operand{}
+	}
+	return kernels.Operand{Layout: t.layout(), DType: t.dt, Mem: t.st.mem()}
 }

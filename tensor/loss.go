@@ -5,7 +5,6 @@ import (
 
 	"github.com/subletml/sublet/autograd"
 	"github.com/subletml/sublet/dtype"
-	"github.com/subletml/sublet/kernels/cpu"
 )
 
 // IgnoreIndex is the label CrossEntropy leaves out of the loss (PyTorch's default).
@@ -27,13 +26,8 @@ func CrossEntropy(logits, labels *Tensor) *Tensor {
 	n, k := x.shape[0], x.shape[1]
 	out := c.alloc(x.dt, nil)
 	lse := c.alloc(dtype.F32, []int{n})
-	if c.computes(out, lse) {
-		xs, ls := c.dense(x), c.dense64(l)
-		v, err := cpu.CrossEntropy(float32s(lse), float32s(xs), int64s(ls), n, k, IgnoreIndex)
-		if err != nil {
-			c.bad(errors.Join(ErrShape, err), "a label is not a class index")
-		}
-		cpu.Fill(out.operand(), float64(v))
+	if err := c.k.CrossEntropy(out.operand(), lse.operand(), c.dense(x).operand(), c.dense64(l).operand(), n, k, IgnoreIndex); err != nil {
+		c.bad(errors.Join(ErrShape, err), "a label is not a class index")
 	}
 	if c.recording() {
 		r := &crossEntropyBackward{n: n, k: k}
@@ -51,7 +45,7 @@ func (c *call) dense64(t *Tensor) *Tensor {
 	}
 	d := c.alloc(dtype.I64, t.shape)
 	c.scratch = append(c.scratch, d)
-	cpu.Copy(d.operand(), t.operand())
+	c.k.Copy(d.operand(), t.operand())
 	return d
 }
 
@@ -64,20 +58,11 @@ func (r *crossEntropyBackward) backward(b *bwd) {
 	g, x, l, lse := b.g, b.saved(r.x), b.saved(r.labels), b.saved(r.lse)
 	c := begin("cross entropy backward", g, x, l, lse)
 	dx := c.alloc(x.dt, x.shape)
-	if c.computes(dx) {
-		buf := c.denseOut(dx)
-		cpu.CrossEntropyBackward(float32s(buf), float32s(c.dense(x)), float32s(c.dense(lse)), int64s(c.dense64(l)), r.n, r.k,
-			IgnoreIndex, float32(scalarValue(g)))
-		c.flush(dx, buf)
-	}
+	buf := c.denseOut(dx)
+	c.k.CrossEntropyBackward(buf.operand(), c.dense(x).operand(), c.dense(lse).operand(), c.dense64(l).operand(),
+		g.operand(), r.n, r.k, IgnoreIndex)
+	c.flush(dx, buf)
 	b.set(0, c.done(dx))
-}
-
-// scalarValue reads a one-element tensor that has host data.
-func scalarValue(t *Tensor) float64 {
-	var v [1]float32
-	cpu.Copy(cpu.F32(v[:], cpu.Layout{}), cpu.FromBytes(t.dt, t.st.host, cpu.Layout{Offset: t.offset}))
-	return float64(v[0])
 }
 
 // MSE returns the mean of (a-b)² over all elements of a and b (same shape): a scalar.
@@ -90,9 +75,7 @@ func MSE(a, b *Tensor) *Tensor {
 		c.bad(ErrShape, "MSE takes two tensors of one shape")
 	}
 	out := c.alloc(promote(x.dt, y.dt), nil)
-	if c.computes(out) {
-		cpu.Fill(out.operand(), float64(cpu.MSE(float32s(c.dense(x)), float32s(c.dense(y)))))
-	}
+	c.k.MSE(out.operand(), c.dense(x).operand(), c.dense(y).operand())
 	if c.recording() {
 		r := &mseBackward{}
 		c.record(r, out)
@@ -113,12 +96,10 @@ func (r *mseBackward) backward(b *bwd) {
 	if b.needs(1) {
 		db = c.alloc(y.dt, y.shape)
 	}
-	if c.computes(da, db) {
-		bufA, bufB := c.denseOut(da), c.denseOut(db)
-		cpu.MSEBackward(float32s(bufA), float32s(bufB), float32s(c.dense(x)), float32s(c.dense(y)), float32(scalarValue(g)))
-		c.flush(da, bufA)
-		c.flush(db, bufB)
-	}
+	bufA, bufB := c.denseOut(da), c.denseOut(db)
+	c.k.MSEBackward(bufA.operand(), bufB.operand(), c.dense(x).operand(), c.dense(y).operand(), g.operand())
+	c.flush(da, bufA)
+	c.flush(db, bufB)
 	c.done(nil)
 	b.set(0, da)
 	b.set(1, db)

@@ -4,7 +4,7 @@ import (
 	"slices"
 
 	"github.com/subletml/sublet/autograd"
-	"github.com/subletml/sublet/kernels/cpu"
+	"github.com/subletml/sublet/kernels"
 )
 
 // MatMul returns the matrix product of a ([..., m, k]) and b ([..., k, n]): the batch
@@ -30,9 +30,7 @@ func (a *Tensor) MatMul(b *Tensor) *Tensor {
 		c.record(r, out)
 		r.a, r.b = c.saveCross(x, y)
 	}
-	if c.computes(out) {
-		c.gemm(out, x, y)
-	}
+	c.k.Matmul(out.operand(), x.operand(), y.operand())
 	return c.done(out)
 }
 
@@ -87,16 +85,14 @@ func Linear(x, w, bias *Tensor) *Tensor {
 		c.record(r, out)
 		r.x, r.w = c.saveCross(x, w)
 	}
-	if c.computes(out) {
-		rows := numel(x.shape[:len(x.shape)-1])
-		x2 := c.placed(x, []int{rows, nIn})
-		wt := c.internalView(w, []int{nIn, nOut}, []int{w.strides[1], w.strides[0]}, w.offset)
-		o2 := c.internalView(out, []int{rows, nOut}, rowMajor([]int{rows, nOut}), 0)
-		c.gemm(o2, x2, wt)
-		if bias != nil {
-			o := out.operand()
-			cpu.Binary(cpu.Add, o, o, bias.operand())
-		}
+	rows := numel(x.shape[:len(x.shape)-1])
+	x2 := c.placed(x, []int{rows, nIn})
+	wt := c.internalView(w, []int{nIn, nOut}, []int{w.strides[1], w.strides[0]}, w.offset)
+	o2 := c.internalView(out, []int{rows, nOut}, rowMajor([]int{rows, nOut}), 0)
+	c.k.Matmul(o2.operand(), x2.operand(), wt.operand())
+	if bias != nil {
+		o := out.operand()
+		c.k.Binary(kernels.Add, o, o, bias.operand())
 	}
 	return c.done(out)
 }
@@ -117,21 +113,6 @@ func (r *linearBackward) backward(b *bwd) {
 	if len(in) > 2 && b.needs(2) {
 		b.set(2, g.Sum(0))
 	}
-}
-
-// gemm writes x·y into out ([batch..., m, n]) with x broadcast to [batch..., m, k] and
-// y to [batch..., k, n]. kernels/cpu's Matmul reads transposed views in place and
-// converts F16/BF16 operands while packing, writing 16-bit results through bounded
-// float32 blocks: no operand or result is copied whole.
-func (c *call) gemm(out, x, y *Tensor) {
-	if out.Numel() == 0 {
-		return
-	}
-	if x.shape[len(x.shape)-1] == 0 {
-		cpu.Fill(out.operand(), 0)
-		return
-	}
-	cpu.Matmul(nil, out.operand(), x.operand(), y.operand(), 1, 0)
 }
 
 // internalView is the kernels' view of an operand t, never seen outside the op: a

@@ -3,7 +3,6 @@ package tensor
 import (
 	"github.com/subletml/sublet/autograd"
 	"github.com/subletml/sublet/dtype"
-	"github.com/subletml/sublet/kernels/cpu"
 )
 
 // LayerNorm normalizes x over its last dimension (size n) to zero mean and unit
@@ -40,12 +39,10 @@ func LayerNorm(x, w, b *Tensor, eps float64) *Tensor {
 	out := c.alloc(x.dt, x.shape)
 	mean := c.alloc(dtype.F32, []int{rows})
 	rstd := c.alloc(dtype.F32, []int{rows})
-	if c.computes(out, mean, rstd) {
-		buf := c.denseOut(out)
-		cpu.LayerNorm(float32s(buf), float32s(mean), float32s(rstd), float32s(c.dense(x)), float32s(c.dense(w)),
-			float32s(c.dense(b)), rows, n, float32(eps))
-		c.flush(out, buf)
-	}
+	buf := c.denseOut(out)
+	c.k.LayerNorm(buf.operand(), mean.operand(), rstd.operand(), c.dense(x).operand(), c.dense(w).operand(),
+		c.dense(b).operand(), rows, n, float32(eps))
+	c.flush(out, buf)
 	if c.recording() {
 		r := &layerNormBackward{rows: rows, n: n, hasW: w != nil, hasB: b != nil}
 		c.record(r, out)
@@ -89,12 +86,10 @@ func (r *layerNormBackward) backward(b *bwd) {
 	if r.hasB && b.needs(ib) {
 		db = c.alloc(dtype.F32, []int{r.n})
 	}
-	if c.computes(dx, dw, db) {
-		buf := c.denseOut(dx)
-		cpu.LayerNormBackward(float32s(buf), float32s(dw), float32s(db), float32s(c.dense(g)), float32s(c.dense(x)),
-			float32s(c.dense(mean)), float32s(c.dense(rstd)), float32s(c.dense(w)), r.rows, r.n)
-		c.flush(dx, buf)
-	}
+	buf := c.denseOut(dx)
+	c.k.LayerNormBackward(buf.operand(), dw.operand(), db.operand(), c.dense(g).operand(), c.dense(x).operand(),
+		c.dense(mean).operand(), c.dense(rstd).operand(), c.dense(w).operand(), r.rows, r.n)
+	c.flush(dx, buf)
 	c.done(nil)
 	b.set(0, dx)
 	if r.hasW {

@@ -8,7 +8,7 @@ import (
 	"github.com/subletml/sublet/autograd"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
-	"github.com/subletml/sublet/kernels/cpu"
+	"github.com/subletml/sublet/kernels"
 )
 
 // call is one op in progress: its name, its inputs (after autocast), the scope its
@@ -18,6 +18,7 @@ type call struct {
 	in   []*Tensor
 	s    *Scope
 	dev  device.Device
+	k    kernels.Backend // computes on dev's memory (kernelsFor); nil for beginView
 	made []*Tensor
 	node *autograd.Node // the op's node once record ran
 	fn   *function      // its rule
@@ -34,17 +35,23 @@ type call struct {
 // begin starts op on inputs in: it checks they are live and on one device with
 // kernels, picks the result scope (the innermost of theirs) and lets that scope's
 // autocast policy replace them.
-func begin(op string, in ...*Tensor) *call {
+func begin(op string, in ...*Tensor) *call { return start(op, true, in) }
+
+// beginView is begin for an op that runs no kernel (a view, a copy the driver makes):
+// it runs on a device without kernels too, and c.k is nil.
+func beginView(op string, in ...*Tensor) *call { return start(op, false, in) }
+
+func start(op string, compute bool, in []*Tensor) *call {
 	for _, t := range in {
 		t.live(op)
 	}
-	return beginIn(resultScope(op, in), in[0].st.dev, op, in...)
+	return beginIn(resultScope(op, in), in[0].st.dev, op, compute, in...)
 }
 
 // beginIn starts op with results in s on dev (factories, and casts the autocast policy
-// asks for); the inputs are live.
-func beginIn(s *Scope, dev device.Device, op string, in ...*Tensor) *call {
-	c := open(s, dev, op, in)
+// asks for), with dev's kernels when compute is set; the inputs are live.
+func beginIn(s *Scope, dev device.Device, op string, compute bool, in ...*Tensor) *call {
+	c := open(s, dev, op, compute, in)
 	if ac := s.m.autocast; ac != nil && op != OpCast && len(in) > 0 {
 		got := ac.Inputs(op, slices.Clone(in), c.cast)
 		if len(got) != len(in) {
@@ -78,10 +85,10 @@ func beginTyped(op string, t *Tensor, dt dtype.DType) (*call, dtype.DType) {
 		}
 	}
 	if dt == dtype.Invalid {
-		c := beginIn(s, t.st.dev, op, in...)
+		c := beginIn(s, t.st.dev, op, true, in...)
 		return c, c.in[0].dt
 	}
-	c := open(s, t.st.dev, op, in)
+	c := open(s, t.st.dev, op, true, in)
 	if !dt.IsFloat() {
 		c.bad(ErrDType, "result type %v: the op's results are floating", dt)
 	}
@@ -103,9 +110,10 @@ func (c *call) readAs(i int, dt dtype.DType) *Tensor {
 	return y
 }
 
-// open makes the call of op with results in s on dev after checking that s is open
-// and the inputs are on dev, which has kernels; the inputs are live.
-func open(s *Scope, dev device.Device, op string, in []*Tensor) *call {
+// open makes the call of op with results in s on dev, computing with dev's kernels when
+// compute is set, after checking that s is open and the inputs are on dev; the inputs
+// are live.
+func open(s *Scope, dev device.Device, op string, compute bool, in []*Tensor) *call {
 	if s.Closed() {
 		fail(op, ErrScope, in, "the scope the result belongs to is closed")
 	}
@@ -114,10 +122,10 @@ func open(s *Scope, dev device.Device, op string, in []*Tensor) *call {
 			fail(op, ErrDevice, in, "inputs on %s and %s; move them to one device with To", dev.Name(), t.st.dev.Name())
 		}
 	}
-	if !hostCapable(dev) {
-		fail(op, ErrNoKernels, in, "%s has no kernels yet (only cpu and sim do); move the tensors with To", dev.Name())
-	}
 	c := &call{op: op, s: s, dev: dev}
+	if compute {
+		c.k = kernelsFor(op, dev, in)
+	}
 	c.in, c.made = append(c.inBuf[:0], in...), c.madeBuf[:0]
 	return c
 }
@@ -149,7 +157,7 @@ func resultScope(op string, in []*Tensor) *Scope {
 // cast once its op returns): a node that saved it holds its own reference.
 func (c *call) cast(t *Tensor, dt dtype.DType) *Tensor {
 	t.live(OpCast)
-	y := castOp(beginIn(c.s, c.dev, OpCast, t), dt)
+	y := castOp(beginIn(c.s, c.dev, OpCast, true, t), dt)
 	c.made, c.scratch = append(c.made, y), append(c.scratch, y)
 	return y
 }
@@ -212,14 +220,14 @@ func (c *call) scratchF32(shape []int) *Tensor {
 	return t
 }
 
-// dense returns t as contiguous F32 for the dense kernels: t itself (nil for nil), or
-// a converted copy released when the op is done. Only call it when the op computes.
+// dense returns t as contiguous F32 for the row kernels: t itself (nil for nil), or a
+// converted copy released when the op is done.
 func (c *call) dense(t *Tensor) *Tensor {
 	if t == nil || t.dt == dtype.F32 && t.IsContiguous() {
 		return t
 	}
 	d := c.scratchF32(t.shape)
-	cpu.Copy(d.operand(), t.operand())
+	c.k.Copy(d.operand(), t.operand())
 	return d
 }
 
@@ -236,7 +244,7 @@ func (c *call) denseOut(out *Tensor) *Tensor {
 // included).
 func (c *call) flush(out, buf *Tensor) {
 	if out != buf {
-		cpu.Copy(out.operand(), buf.operand())
+		c.k.Copy(out.operand(), buf.operand())
 	}
 }
 
@@ -250,30 +258,6 @@ func (c *call) abort() {
 		t.Release()
 	}
 	c.made, c.scratch = nil, nil
-}
-
-// computes reports whether the kernels run: every input and output (nil ones left
-// out) has host data, and some output has elements. Otherwise the device keeps no
-// data (meta) and the op only allocates, or there is nothing to write (the row-major
-// strides of an empty shape can be 0 along a longer dimension, which the kernels
-// refuse as an output).
-func (c *call) computes(outs ...*Tensor) bool {
-	for _, t := range c.in {
-		if t.st.host == nil {
-			return false
-		}
-	}
-	empty := true
-	for _, t := range outs {
-		if t == nil {
-			continue
-		}
-		if t.st.host == nil {
-			return false
-		}
-		empty = empty && t.Numel() == 0
-	}
-	return !empty
 }
 
 // bad panics with an *Error about the op's inputs.

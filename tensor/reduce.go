@@ -5,7 +5,7 @@ import (
 
 	"github.com/subletml/sublet/autograd"
 	"github.com/subletml/sublet/dtype"
-	"github.com/subletml/sublet/kernels/cpu"
+	"github.com/subletml/sublet/kernels"
 )
 
 // Sum returns the sum of t over axes (every axis when none is given), dropping them.
@@ -81,13 +81,11 @@ func (c *call) reduce(x *Tensor, dt dtype.DType, axes []int, keepDims, mean bool
 		shape = keep
 	}
 	out := c.alloc(dt, shape)
-	if c.computes(out) {
-		dst := cpu.FromBytes(out.dt, out.st.host, cpu.Contiguous(keep...))
-		if mean {
-			cpu.Mean(dst, x.operand())
-		} else {
-			cpu.Sum(dst, x.operand())
-		}
+	dst := out.placedAs(keep)
+	if mean {
+		c.k.Mean(dst, x.operand())
+	} else {
+		c.k.Sum(dst, x.operand())
 	}
 	if c.recording() {
 		scale := 1.0
@@ -125,9 +123,7 @@ func (t *Tensor) SumTo(shape ...int) *Tensor {
 		c.bad(ErrShape, "%v does not broadcast to the tensor's shape", shape)
 	}
 	out := c.alloc(dt, slices.Clone(shape))
-	if c.computes(out) {
-		cpu.Sum(out.operand(), x.operand())
-	}
+	c.k.Sum(out.operand(), x.operand())
 	if c.recording() {
 		c.record(expandBackward{}, out)
 	}
@@ -174,15 +170,11 @@ func (c *call) argmax(ax int, values, keepDims bool) (idx, val *Tensor, keep []i
 		}
 		val = c.alloc(x.dt, shape)
 	}
-	if c.computes(idx, val) {
-		var dst cpu.Operand
-		if val != nil {
-			dst = cpu.FromBytes(val.dt, val.st.host, cpu.Contiguous(keep...))
-		} else {
-			dst = cpu.F32(make([]float32, numel(keep)), cpu.Contiguous(keep...)) // values Argmax drops
-		}
-		cpu.Max(dst, int64s(idx), x.operand())
+	var dst kernels.Operand // absent for Argmax, which drops the values
+	if val != nil {
+		dst = val.placedAs(keep)
 	}
+	c.k.Max(dst, idx.placedAs(keep), x.operand())
 	return idx, val, keep
 }
 
@@ -209,8 +201,6 @@ func (r *maxBackward) backward(b *bwd) {
 	g, idx := b.g.Reshape(r.keep...), b.saved(r.idx)
 	c := begin("max backward", g, idx)
 	dx := c.alloc(g.dt, b.f.in[0].shape)
-	if c.computes(dx) {
-		cpu.MaxBackward(dx.operand(), g.operand(), int64s(c.dense64(idx)))
-	}
+	c.k.MaxBackward(dx.operand(), g.operand(), c.dense64(idx).operand())
 	b.set(0, c.done(dx))
 }

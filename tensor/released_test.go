@@ -77,8 +77,6 @@ func TestEveryOpRefusesAReleasedOrNilTensor(t *testing.T) {
 		{"Layer", func(x *tensor.Tensor) { tensor.Layer(x, nil) }},
 		{"ToSlice", func(x *tensor.Tensor) { tensor.ToSlice[float32](x) }},
 		{"Item", func(x *tensor.Tensor) { x.Item() }},
-		{"KernelOperand", func(x *tensor.Tensor) { x.KernelOperand() }},
-		{"Float32Data", func(x *tensor.Tensor) { x.Float32Data() }},
 	}
 	for _, o := range ops {
 		x := s.Ones(d, dtype.F32, 2, 2)

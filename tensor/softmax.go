@@ -3,7 +3,6 @@ package tensor
 import (
 	"github.com/subletml/sublet/autograd"
 	"github.com/subletml/sublet/dtype"
-	"github.com/subletml/sublet/kernels/cpu"
 )
 
 // Softmax returns exp(t) normalized to sum 1 along axis. It saves its output. In an
@@ -44,22 +43,20 @@ func softmaxOp(op string, t *Tensor, dt dtype.DType, ax int) *Tensor {
 	x := c.readAs(0, dt)
 	outer, n, inner := c.split(x.shape, ax)
 	out := c.alloc(dt, x.shape)
-	if c.computes(out) {
-		// The kernels read and write contiguous F32. An input of another type or layout
-		// is converted into the F32 buffer the result is computed in (out itself when
-		// it is F32), and the kernel runs there in place: no copy of the input is made.
-		buf, xs := c.denseOut(out), x
-		if x.dt != dtype.F32 || !x.IsContiguous() {
-			cpu.Copy(buf.operand(), x.operand())
-			xs = buf
-		}
-		if op == OpSoftmax {
-			cpu.Softmax(float32s(buf), float32s(xs), outer, n, inner)
-		} else {
-			cpu.LogSoftmax(float32s(buf), float32s(xs), outer, n, inner)
-		}
-		c.flush(out, buf)
+	// The kernels read and write contiguous F32. An input of another type or layout is
+	// converted into the F32 buffer the result is computed in (out itself when it is
+	// F32), and the kernel runs there in place: no copy of the input is made.
+	buf, xs := c.denseOut(out), x
+	if x.dt != dtype.F32 || !x.IsContiguous() {
+		c.k.Copy(buf.operand(), x.operand())
+		xs = buf
 	}
+	if op == OpSoftmax {
+		c.k.Softmax(buf.operand(), xs.operand(), outer, n, inner)
+	} else {
+		c.k.LogSoftmax(buf.operand(), xs.operand(), outer, n, inner)
+	}
+	c.flush(out, buf)
 	if c.recording() {
 		r := &softmaxBackward{log: op == OpLogSoftmax, outer: outer, n: n, inner: inner}
 		c.record(r, out)
@@ -80,14 +77,12 @@ func (r *softmaxBackward) backward(b *bwd) {
 	g, y := b.g, b.saved(r.y)
 	c := begin("softmax backward", g, y)
 	dx := c.alloc(b.f.in[0].dt, g.shape)
-	if c.computes(dx) {
-		buf, gs, ys := c.denseOut(dx), c.dense(g), c.dense(y)
-		if r.log {
-			cpu.LogSoftmaxBackward(float32s(buf), float32s(gs), float32s(ys), r.outer, r.n, r.inner)
-		} else {
-			cpu.SoftmaxBackward(float32s(buf), float32s(gs), float32s(ys), r.outer, r.n, r.inner)
-		}
-		c.flush(dx, buf)
+	buf, gs, ys := c.denseOut(dx), c.dense(g), c.dense(y)
+	if r.log {
+		c.k.LogSoftmaxBackward(buf.operand(), gs.operand(), ys.operand(), r.outer, r.n, r.inner)
+	} else {
+		c.k.SoftmaxBackward(buf.operand(), gs.operand(), ys.operand(), r.outer, r.n, r.inner)
 	}
+	c.flush(dx, buf)
 	b.set(0, c.done(dx))
 }

@@ -1,11 +1,13 @@
 package tensor
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/kernels"
 )
 
 // Storage is one block of device memory from the device's caching allocator, shared by
@@ -18,10 +20,10 @@ type Storage struct {
 	al   *alloc.Allocator
 	ptr  device.Ptr
 	size int64
-	// host aliases the block when the CPU can address it (cpu, sim with a backing
-	// store): the CPU kernels compute there. It is nil where the device keeps no data
-	// (sim without backing store) or cannot be addressed (cuda). A block of 0 bytes on a
-	// host device has a non-nil empty host.
+	// res is where the device keeps the data, which picks the kernels (backendFor).
+	res device.Residency
+	// host aliases the block where the CPU addresses it (res == device.Host): the CPU
+	// kernels compute there. nil otherwise. A block of 0 bytes has a non-nil empty host.
 	host []byte
 
 	// refs counts the handles over the storage; changed atomically; at 0 the block is
@@ -41,28 +43,28 @@ func (s *Storage) Ptr() device.Ptr { return s.ptr }
 // Size is the storage's size in bytes: exactly the bytes its tensor asked for.
 func (s *Storage) Size() int64 { return s.size }
 
+// Residency is where the data is: device.Host (the CPU addresses it: cpu, sim with a
+// backing store), device.Remote (only the device reaches it: cuda) or device.Meta (no
+// data: sim without backing store, where ops allocate and compute nothing).
+func (s *Storage) Residency() device.Residency { return s.res }
+
 // Refs is the number of handles holding the storage now.
 func (s *Storage) Refs() int { return int(s.refs.Load()) }
 
 // Version is the count of in-place writes so far.
 func (s *Storage) Version() uint64 { return s.version.Load() }
 
-// Host returns the block's bytes when the CPU can address them (cpu, sim with a backing
-// store), nil otherwise. Writing through it is an in-place write: call BumpVersion.
+// Host returns the block's bytes where the CPU addresses them (Residency device.Host),
+// nil otherwise. Writing through it is an in-place write: call BumpVersion.
 func (s *Storage) Host() []byte { return s.host }
 
 // BumpVersion records an in-place write made outside the tensor package's ops, so that
 // backward refuses a saved tensor that changed.
 func (s *Storage) BumpVersion() { s.version.Add(1) }
 
-// hostCapable reports whether the CPU kernels can run on dev's memory (or, for a sim
-// without backing store, pretend to).
-func hostCapable(dev device.Device) bool {
-	if _, ok := dev.(device.HostMemory); !ok {
-		return false
-	}
-	k := dev.Kind()
-	return k == device.CPU || k == device.Sim
+// mem is the block as the kernels see it.
+func (s *Storage) mem() kernels.Mem {
+	return kernels.Mem{Host: s.host, Ptr: s.ptr, Size: s.size}
 }
 
 // newStorage allocates size bytes on dev's allocator, holding one reference.
@@ -75,12 +77,15 @@ func newStorage(dev device.Device, size int64) (*Storage, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Storage{dev: dev, al: al, ptr: p, size: size}
-	if hm, ok := dev.(device.HostMemory); ok && hostCapable(dev) {
+	s := &Storage{dev: dev, al: al, ptr: p, size: size, res: device.ResidencyOf(dev)}
+	if s.res == device.Host {
 		if size == 0 {
 			s.host = []byte{}
-		} else if b, ok := hm.Bytes(p, size); ok {
+		} else if b, ok := dev.(device.HostMemory).Bytes(p, size); ok {
 			s.host = b
+		} else {
+			err := fmt.Errorf("tensor: %s keeps data but gave no host bytes for its block of %d bytes at %#x", dev.Name(), size, p)
+			return nil, errors.Join(err, al.Free(p))
 		}
 	}
 	s.refs.Store(1)

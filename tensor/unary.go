@@ -2,54 +2,52 @@ package tensor
 
 import (
 	"github.com/subletml/sublet/autograd"
-	"github.com/subletml/sublet/kernels/cpu"
+	"github.com/subletml/sublet/kernels"
 )
 
 // Neg returns -t.
-func (t *Tensor) Neg() *Tensor { return unaryOp(OpNeg, cpu.Neg, t) }
+func (t *Tensor) Neg() *Tensor { return unaryOp(OpNeg, kernels.Neg, t) }
 
 // Abs returns |t| (gradient 0 at 0).
-func (t *Tensor) Abs() *Tensor { return unaryOp(OpAbs, cpu.Abs, t) }
+func (t *Tensor) Abs() *Tensor { return unaryOp(OpAbs, kernels.Abs, t) }
 
 // Exp returns e^t.
-func (t *Tensor) Exp() *Tensor { return unaryOp(OpExp, cpu.Exp, t) }
+func (t *Tensor) Exp() *Tensor { return unaryOp(OpExp, kernels.Exp, t) }
 
 // Log returns ln t.
-func (t *Tensor) Log() *Tensor { return unaryOp(OpLog, cpu.Log, t) }
+func (t *Tensor) Log() *Tensor { return unaryOp(OpLog, kernels.Log, t) }
 
 // Sqrt returns √t.
-func (t *Tensor) Sqrt() *Tensor { return unaryOp(OpSqrt, cpu.Sqrt, t) }
+func (t *Tensor) Sqrt() *Tensor { return unaryOp(OpSqrt, kernels.Sqrt, t) }
 
 // Tanh returns tanh t.
-func (t *Tensor) Tanh() *Tensor { return unaryOp(OpTanh, cpu.Tanh, t) }
+func (t *Tensor) Tanh() *Tensor { return unaryOp(OpTanh, kernels.Tanh, t) }
 
 // Sigmoid returns 1/(1+e^-t).
-func (t *Tensor) Sigmoid() *Tensor { return unaryOp(OpSigmoid, cpu.Sigmoid, t) }
+func (t *Tensor) Sigmoid() *Tensor { return unaryOp(OpSigmoid, kernels.Sigmoid, t) }
 
 // Relu returns max(t, 0) (gradient 0 at 0).
-func (t *Tensor) Relu() *Tensor { return unaryOp(OpRelu, cpu.Relu, t) }
+func (t *Tensor) Relu() *Tensor { return unaryOp(OpRelu, kernels.Relu, t) }
 
 // Gelu returns x/2·(1+erf(x/√2)), PyTorch's default GELU.
-func (t *Tensor) Gelu() *Tensor { return unaryOp(OpGelu, cpu.GeluErf, t) }
+func (t *Tensor) Gelu() *Tensor { return unaryOp(OpGelu, kernels.GeluErf, t) }
 
 // GeluTanh returns the tanh approximation x/2·(1+tanh(√(2/π)(x+0.044715x³))).
-func (t *Tensor) GeluTanh() *Tensor { return unaryOp(OpGelu, cpu.GeluTanh, t) }
+func (t *Tensor) GeluTanh() *Tensor { return unaryOp(OpGelu, kernels.GeluTanh, t) }
 
-func unaryOp(op string, k cpu.UnaryOp, t *Tensor) *Tensor {
+func unaryOp(op string, k kernels.UnaryOp, t *Tensor) *Tensor {
 	c := begin(op, t)
 	c.floatOnly()
 	x := c.in[0]
 	out := c.alloc(x.dt, x.shape)
-	if c.computes(out) {
-		cpu.Unary(k, out.operand(), x.operand())
-	}
+	c.k.Unary(k, out.operand(), x.operand())
 	if c.recording() {
 		r := &unaryBackward{k: k}
 		c.record(r, out)
 		// Each op saves what its derivative reads: the output for exp, tanh, sigmoid,
 		// relu and sqrt, the input for the others, nothing for neg.
 		switch {
-		case k == cpu.Neg:
+		case k == kernels.Neg:
 		case k.SavesOutput():
 			r.saved = c.save(out)
 		default:
@@ -60,7 +58,7 @@ func unaryOp(op string, k cpu.UnaryOp, t *Tensor) *Tensor {
 }
 
 type unaryBackward struct {
-	k     cpu.UnaryOp
+	k     kernels.UnaryOp
 	saved *autograd.Saved // the input or the output (k.SavesOutput); nil for Neg
 }
 
@@ -72,7 +70,7 @@ func (r *unaryBackward) backward(b *bwd) {
 		sv = b.saved(r.saved)
 		ins = append(ins, sv)
 	}
-	b.set(0, gradKernel(r.k.String()+" backward", g, ins, func(dst cpu.Operand) {
-		cpu.UnaryBackward(r.k, dst, g.operand(), operandOr(sv))
+	b.set(0, gradKernel(r.k.String()+" backward", g, ins, func(k kernels.Backend, dst kernels.Operand) {
+		k.UnaryBackward(r.k, dst, g.operand(), sv.operand())
 	}))
 }

@@ -12,7 +12,7 @@ import (
 type placement func(c *call, x *Tensor) (shape, strides []int, offset int)
 
 func viewOp(op string, t *Tensor, place placement, r rule) *Tensor {
-	c := begin(op, t)
+	c := beginView(op, t)
 	x := c.in[0]
 	shape, strides, offset := place(c, x)
 	out := c.view(x, shape, strides, offset)

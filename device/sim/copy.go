@@ -24,6 +24,9 @@ func (d *Device) Memset(dst device.Ptr, value byte, n int64, s device.Stream) er
 	return d.copier.Memset(dst, value, n, s)
 }
 
+// KeepsData reports whether the device has a backing store (Options.Backing).
+func (d *Device) KeepsData() bool { return d.backing }
+
 // Bytes returns the bytes at [p, p+n) when the device has a backing store; see
 // device.HostMemory.
 func (d *Device) Bytes(p device.Ptr, n int64) ([]byte, bool) { return d.table.Bytes(p, n) }

@@ -181,7 +181,7 @@ func newTrainer(c config, dev device.Device) *trainer {
 	data := tensor.NewScope(tensor.NoGrad())
 	t := &trainer{dev: dev, m: m, opt: opt, data: data, gen: gen,
 		x: tensor.FromSlice(data, dev, dtype.F32, xs, c.batch, c.width), y: tensor.FromSlice(data, dev, dtype.I64, labels)}
-	_, t.hasData = m.head.Weight.Float32Data()
+	t.hasData = m.head.Weight.Storage().Residency() != device.Meta
 	return t
 }
 

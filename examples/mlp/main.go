@@ -168,7 +168,7 @@ func train(c config, dev device.Device, a *alloc.Allocator, out io.Writer) error
 		return err
 	}
 	defer opt.Release()
-	_, hasData := nn.Parameters(model)[0].Float32Data()
+	hasData := nn.Parameters(model)[0].Storage().Residency() != device.Meta
 
 	params := nn.ParameterBytes(model)
 	fmt.Fprintf(out, "sublet examples/mlp: %d spiral arms, %d points (%d train, %d test), MLP %s (%d parameters, %s), %s %s, batch %d, %d epochs on %s\n",

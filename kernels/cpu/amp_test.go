@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 
+	"github.com/subletml/sublet/kernels"
+
 	"github.com/stretchr/testify/assert"
 
 	"github.com/subletml/sublet/dtype"
@@ -21,7 +23,7 @@ func TestNonFiniteAndUnscale(t *testing.T) {
 				g[at] = bad
 			}
 			orig := append([]float32(nil), g...)
-			o := F32(g, Contiguous(n))
+			o := F32(g, kernels.Contiguous(n))
 			assert.Equal(t, bad != 0, NonFinite(o), "%v at %d", bad, at)
 			assert.Equal(t, bad != 0, Unscale(o, 0.5), "found-inf for %v at %d", bad, at)
 			for i := range g {
@@ -32,10 +34,10 @@ func TestNonFiniteAndUnscale(t *testing.T) {
 		}
 	}
 	h := []uint16{dtype.F32ToF16(1), dtype.F32ToF16(float32(math.Inf(1)))}
-	assert.True(t, NonFinite(F16(h, Contiguous(2))))
-	assert.False(t, NonFinite(F16(h[:1], Contiguous(1))))
+	assert.True(t, NonFinite(F16(h, kernels.Contiguous(2))))
+	assert.False(t, NonFinite(F16(h[:1], kernels.Contiguous(1))))
 	// A strided view sees only its own elements.
-	assert.False(t, NonFinite(F16(h, Layout{Shape: []int{1}, Strides: []int{2}})))
-	assert.True(t, Unscale(F16(h, Contiguous(2)), 4))
+	assert.False(t, NonFinite(F16(h, kernels.Layout{Shape: []int{1}, Strides: []int{2}})))
+	assert.True(t, Unscale(F16(h, kernels.Contiguous(2)), 4))
 	assert.Equal(t, float32(4), dtype.F16ToF32(h[0]))
 }

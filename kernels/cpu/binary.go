@@ -3,62 +3,23 @@ package cpu
 import (
 	"fmt"
 
+	"github.com/subletml/sublet/kernels"
+
 	"github.com/chewxy/math32"
 )
 
-// BinaryOp names an elementwise function of two tensors.
-type BinaryOp uint8
-
-const (
-	Add     BinaryOp = iota + 1 // a + b
-	Sub                         // a - b
-	Mul                         // a · b
-	Div                         // a / b
-	Pow                         // a^b
-	Maximum                     // max(a, b), NaN if either is NaN
-	Minimum                     // min(a, b), NaN if either is NaN
-)
-
-func (op BinaryOp) String() string {
-	switch op {
-	case Add:
-		return "add"
-	case Sub:
-		return "sub"
-	case Mul:
-		return "mul"
-	case Div:
-		return "div"
-	case Pow:
-		return "pow"
-	case Maximum:
-		return "maximum"
-	case Minimum:
-		return "minimum"
-	}
-	return fmt.Sprintf("cpu.BinaryOp(%d)", uint8(op))
-}
-
-// check panics, before any goroutine starts, on an op or Arg this package does not
+// checkBinary panics, before any goroutine starts, on an op or Arg kernels does not
 // define.
-func (op BinaryOp) check(wrt Arg) {
-	if op < Add || op > Minimum || wrt > ArgB {
+func checkBinary(op kernels.BinaryOp, wrt kernels.Arg) {
+	if !op.Valid() || !wrt.Valid() {
 		panic(fmt.Sprintf("kernels/cpu: unknown %v or argument %d", op, wrt))
 	}
 }
 
-// Arg picks an operand of a binary op for its backward kernel.
-type Arg uint8
-
-const (
-	ArgA Arg = iota // the left operand a
-	ArgB            // the right operand b
-)
-
 // Binary writes op(a, b) into dst. a and b broadcast to dst's shape; dst may be a or b
 // itself (same buffer and layout) but must not otherwise overlap them.
-func Binary(op BinaryOp, dst, a, b Operand) {
-	op.check(ArgA)
+func Binary(op kernels.BinaryOp, dst, a, b Operand) {
+	checkBinary(op, kernels.ArgA)
 	elementwise(op.String(), dst, []Operand{a, b}, func(out []float32, in [][]float32) {
 		binaryRun(op, out, in[0], in[1])
 	})
@@ -68,62 +29,62 @@ func Binary(op BinaryOp, dst, a, b Operand) {
 // is the shape of op's output. g, a and b broadcast to it. When the operand wrt was
 // broadcast in the forward op, reduce dst to its shape with Sum. dst may be g itself.
 // At ties Maximum and Minimum give each side half the gradient.
-func BinaryBackward(op BinaryOp, wrt Arg, dst, g, a, b Operand) {
-	op.check(wrt)
+func BinaryBackward(op kernels.BinaryOp, wrt kernels.Arg, dst, g, a, b Operand) {
+	checkBinary(op, wrt)
 	elementwise(op.String()+" backward", dst, []Operand{g, a, b}, func(out []float32, in [][]float32) {
 		binaryGradRun(op, wrt, out, in[0], in[1], in[2])
 	})
 }
 
-func binaryRun(op BinaryOp, dst, a, b []float32) {
+func binaryRun(op kernels.BinaryOp, dst, a, b []float32) {
 	switch op {
-	case Add:
+	case kernels.Add:
 		zipRun(dst, a, b, func(x, y float32) float32 { return x + y })
-	case Sub:
+	case kernels.Sub:
 		zipRun(dst, a, b, func(x, y float32) float32 { return x - y })
-	case Mul:
+	case kernels.Mul:
 		zipRun(dst, a, b, func(x, y float32) float32 { return x * y })
-	case Div:
+	case kernels.Div:
 		zipRun(dst, a, b, func(x, y float32) float32 { return x / y })
-	case Pow:
+	case kernels.Pow:
 		zipRun(dst, a, b, math32.Pow)
-	case Maximum:
+	case kernels.Maximum:
 		zipRun(dst, a, b, func(x, y float32) float32 { return max(x, y) })
-	case Minimum:
+	case kernels.Minimum:
 		zipRun(dst, a, b, func(x, y float32) float32 { return min(x, y) })
 	default:
 		panic(fmt.Sprintf("kernels/cpu: unknown %v", op))
 	}
 }
 
-func binaryGradRun(op BinaryOp, wrt Arg, dst, g, a, b []float32) {
+func binaryGradRun(op kernels.BinaryOp, wrt kernels.Arg, dst, g, a, b []float32) {
 	dst = dst[:len(g)]
 	a = a[:len(g)]
 	b = b[:len(g)]
 	switch {
-	case op == Add, op == Sub && wrt == ArgA:
+	case op == kernels.Add, op == kernels.Sub && wrt == kernels.ArgA:
 		copy(dst, g)
-	case op == Sub:
+	case op == kernels.Sub:
 		for i, gv := range g {
 			dst[i] = -gv
 		}
-	case op == Mul && wrt == ArgA:
+	case op == kernels.Mul && wrt == kernels.ArgA:
 		for i, gv := range g {
 			dst[i] = gv * b[i]
 		}
-	case op == Mul:
+	case op == kernels.Mul:
 		for i, gv := range g {
 			dst[i] = gv * a[i]
 		}
-	case op == Div && wrt == ArgA:
+	case op == kernels.Div && wrt == kernels.ArgA:
 		for i, gv := range g {
 			dst[i] = gv / b[i]
 		}
-	case op == Div:
+	case op == kernels.Div:
 		for i, gv := range g {
 			dst[i] = -gv * a[i] / (b[i] * b[i])
 		}
-	case op == Pow && wrt == ArgA:
+	case op == kernels.Pow && wrt == kernels.ArgA:
 		for i, gv := range g {
 			if b[i] == 0 {
 				dst[i] = 0 * gv
@@ -131,7 +92,7 @@ func binaryGradRun(op BinaryOp, wrt Arg, dst, g, a, b []float32) {
 			}
 			dst[i] = gv * b[i] * math32.Pow(a[i], b[i]-1)
 		}
-	case op == Pow:
+	case op == kernels.Pow:
 		for i, gv := range g {
 			if a[i] == 0 && b[i] >= 0 {
 				dst[i] = 0 * gv
@@ -139,10 +100,10 @@ func binaryGradRun(op BinaryOp, wrt Arg, dst, g, a, b []float32) {
 			}
 			dst[i] = gv * math32.Pow(a[i], b[i]) * math32.Log(a[i])
 		}
-	case op == Maximum || op == Minimum:
+	case op == kernels.Maximum || op == kernels.Minimum:
 		// p is the operand wrt, oriented so that it wins when p > q.
 		p, q := a, b
-		if (op == Maximum) != (wrt == ArgA) {
+		if (op == kernels.Maximum) != (wrt == kernels.ArgA) {
 			p, q = b, a
 		}
 		for i, gv := range g {

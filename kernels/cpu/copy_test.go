@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/subletml/sublet/kernels"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -78,7 +80,7 @@ func TestCopyAllTypePairs(t *testing.T) {
 func TestCopyConversionEdges(t *testing.T) {
 	nan, inf := float32(math.NaN()), float32(math.Inf(1))
 	src := []float32{nan, inf, -inf, 3e9, -3e9, 2.9, -2.9, 1e20, -1e20}
-	l := Contiguous(len(src))
+	l := kernels.Contiguous(len(src))
 	i32 := make([]int32, len(src))
 	Copy(I32(i32, l), F32(src, l))
 	assert.Equal(t, []int32{0, math.MaxInt32, math.MinInt32, math.MaxInt32, math.MinInt32, 2, -2, math.MaxInt32, math.MinInt32}, i32)
@@ -90,7 +92,7 @@ func TestCopyConversionEdges(t *testing.T) {
 	assert.Equal(t, []uint8{1, 1, 1, 1, 1, 1, 1, 1, 1}, b)
 
 	big := []int64{1<<40 + 5, -1, 1 << 62}
-	l3 := Contiguous(3)
+	l3 := kernels.Contiguous(3)
 	w := make([]int32, 3)
 	Copy(I32(w, l3), I64(big, l3))
 	assert.Equal(t, []int32{5, -1, 0}, w, "int64 to int32 wraps")
@@ -107,8 +109,8 @@ func TestCopyLargeTranspose(t *testing.T) {
 		src[i] = float32(i)
 	}
 	dst := make([]float32, rows*cols)
-	tr := Layout{Shape: []int{cols, rows}, Strides: []int{1, cols}}
-	Copy(F32(dst, Contiguous(cols, rows)), F32(src, tr))
+	tr := kernels.Layout{Shape: []int{cols, rows}, Strides: []int{1, cols}}
+	Copy(F32(dst, kernels.Contiguous(cols, rows)), F32(src, tr))
 	for i := range cols {
 		for j := range rows {
 			require.Equal(t, src[j*cols+i], dst[i*rows+j])
@@ -166,12 +168,12 @@ func TestAxpy(t *testing.T) {
 // An output with no elements is writable whatever its strides: row-major strides of
 // [3 0] are [0 1], which would otherwise read as a repeated element.
 func TestEmptyOutputsWriteNothing(t *testing.T) {
-	empty := Contiguous(3, 0)
+	empty := kernels.Contiguous(3, 0)
 	require.Equal(t, []int{0, 1}, empty.Strides)
 	dst := F32(nil, empty)
 	require.NotPanics(t, func() { Fill(dst, 1) })
-	require.NotPanics(t, func() { Copy(dst, F32(nil, Contiguous(3, 0))) })
-	require.NotPanics(t, func() { Unary(Exp, dst, F32(nil, Contiguous(3, 0))) })
-	require.Panics(t, func() { Fill(F32(make([]float32, 1), Layout{Shape: []int{3}, Strides: []int{0}}), 1) },
+	require.NotPanics(t, func() { Copy(dst, F32(nil, kernels.Contiguous(3, 0))) })
+	require.NotPanics(t, func() { Unary(kernels.Exp, dst, F32(nil, kernels.Contiguous(3, 0))) })
+	require.Panics(t, func() { Fill(F32(make([]float32, 1), kernels.Layout{Shape: []int{3}, Strides: []int{0}}), 1) },
 		"a non-empty output that repeats an element is still refused")
 }

@@ -56,7 +56,7 @@
 //     disagree, an integer output for a float kernel, an output with a stride of 0
 //     along a dimension longer than 1) is a caller bug and panics with
 //     a message naming the kernel and the shapes, before anything is written. Errors
-//     that depend on data, an index out of range, are returned as *IndexError, also
+//     that depend on data, an index out of range, are returned as *kernels.IndexError, also
 //     before anything is written.
 //   - Work below a size threshold runs on the calling goroutine; above it a kernel
 //     starts at most GOMAXPROCS-1 goroutines and waits for them before returning, so

@@ -5,23 +5,26 @@ import (
 	"math"
 )
 
-// DropoutMask fills mask with 0 (drop, probability p) or 1 (keep), drawing from next,
-// a source of uniformly random uint64s such as math/rand/v2's (*Rand).Uint64 or
-// (*PCG).Uint64: each draw decides two elements (32 bits each), so the mask depends
-// only on the source's sequence. It runs on the calling goroutine.
-func DropoutMask(mask []uint8, p float32, next func() uint64) {
+// DropoutMask fills mask with 0 (drop, probability p) or 1 (keep): element i is kept
+// when the 32-bit word i%4 of Philox4x32-10 at counter i/4 under the key seed is at
+// least p·2³². The mask is a function of seed, p and the position alone, so every
+// backend that follows this rule draws the same mask, however it spreads the work.
+func DropoutMask(mask []uint8, p float32, seed uint64) {
 	if !(p >= 0 && p <= 1) {
 		panic(fmt.Sprintf("kernels/cpu: dropout: probability %v outside [0, 1]", p))
 	}
-	// Keep when the 32-bit draw is at least p·2³².
 	thr := uint64(math.Ldexp(float64(p), 32))
-	for i := 0; i < len(mask); i += 2 {
-		u := next()
-		mask[i] = boolByte(u&0xffffffff >= thr)
-		if i+1 < len(mask) {
-			mask[i+1] = boolByte(u>>32 >= thr)
+	blocks := (len(mask) + 3) / 4
+	parallelFor(blocks, grain/4, func(lo, hi int) {
+		for b := lo; b < hi; b++ {
+			w := philoxBlock(seed, uint64(b))
+			for j := range 4 {
+				if i := 4*b + j; i < len(mask) {
+					mask[i] = boolByte(uint64(w[j]) >= thr)
+				}
+			}
 		}
-	}
+	})
 }
 
 // Dropout writes x·mask/(1-p) into dst (0 where mask is 0); with the output's

@@ -1,6 +1,10 @@
 package cpu
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/subletml/sublet/kernels"
+)
 
 func benchElementwise(b *testing.B, n int, run func(dst, x, y Operand)) {
 	x := make([]float32, n)
@@ -10,7 +14,7 @@ func benchElementwise(b *testing.B, n int, run func(dst, x, y Operand)) {
 		x[i] = float32(i%100) / 50
 		y[i] = 1
 	}
-	l := Contiguous(n)
+	l := kernels.Contiguous(n)
 	dst, xo, yo := F32(d, l), F32(x, l), F32(y, l)
 	b.SetBytes(int64(12 * n))
 	for b.Loop() {
@@ -19,13 +23,13 @@ func benchElementwise(b *testing.B, n int, run func(dst, x, y Operand)) {
 }
 
 func BenchmarkAdd1M(b *testing.B) {
-	benchElementwise(b, 1<<20, func(d, x, y Operand) { Binary(Add, d, x, y) })
+	benchElementwise(b, 1<<20, func(d, x, y Operand) { Binary(kernels.Add, d, x, y) })
 }
 
 func BenchmarkExp1M(b *testing.B) {
-	benchElementwise(b, 1<<20, func(d, x, _ Operand) { Unary(Exp, d, x) })
+	benchElementwise(b, 1<<20, func(d, x, _ Operand) { Unary(kernels.Exp, d, x) })
 }
 
 func BenchmarkGeluTanh1M(b *testing.B) {
-	benchElementwise(b, 1<<20, func(d, x, _ Operand) { Unary(GeluTanh, d, x) })
+	benchElementwise(b, 1<<20, func(d, x, _ Operand) { Unary(kernels.GeluTanh, d, x) })
 }

@@ -5,46 +5,48 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/subletml/sublet/kernels"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/subletml/sublet/dtype"
 )
 
-var unaryOps = []UnaryOp{Neg, Abs, Exp, Log, Sqrt, Tanh, Sigmoid, Relu, GeluTanh, GeluErf}
+var unaryOps = []kernels.UnaryOp{kernels.Neg, kernels.Abs, kernels.Exp, kernels.Log, kernels.Sqrt, kernels.Tanh, kernels.Sigmoid, kernels.Relu, kernels.GeluTanh, kernels.GeluErf}
 
-func refUnary(op UnaryOp, x float64) float64 {
+func refUnary(op kernels.UnaryOp, x float64) float64 {
 	switch op {
-	case Neg:
+	case kernels.Neg:
 		return -x
-	case Abs:
+	case kernels.Abs:
 		return math.Abs(x)
-	case Exp:
+	case kernels.Exp:
 		return math.Exp(x)
-	case Log:
+	case kernels.Log:
 		return math.Log(x)
-	case Sqrt:
+	case kernels.Sqrt:
 		return math.Sqrt(x)
-	case Tanh:
+	case kernels.Tanh:
 		return math.Tanh(x)
-	case Sigmoid:
+	case kernels.Sigmoid:
 		return 1 / (1 + math.Exp(-x))
-	case Relu:
+	case kernels.Relu:
 		return math.Max(x, 0)
-	case GeluTanh:
+	case kernels.GeluTanh:
 		return 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x)))
-	case GeluErf:
+	case kernels.GeluErf:
 		return 0.5 * x * (1 + math.Erf(x/math.Sqrt2))
 	}
 	panic(op)
 }
 
 // refUnaryGrad differentiates refUnary numerically-free: closed forms in float64.
-func refUnaryGrad(op UnaryOp, x float64) float64 {
+func refUnaryGrad(op kernels.UnaryOp, x float64) float64 {
 	switch op {
-	case Neg:
+	case kernels.Neg:
 		return -1
-	case Abs:
+	case kernels.Abs:
 		switch {
 		case x > 0:
 			return 1
@@ -52,35 +54,35 @@ func refUnaryGrad(op UnaryOp, x float64) float64 {
 			return -1
 		}
 		return 0
-	case Exp:
+	case kernels.Exp:
 		return math.Exp(x)
-	case Log:
+	case kernels.Log:
 		return 1 / x
-	case Sqrt:
+	case kernels.Sqrt:
 		return 0.5 / math.Sqrt(x)
-	case Tanh:
+	case kernels.Tanh:
 		t := math.Tanh(x)
 		return 1 - t*t
-	case Sigmoid:
+	case kernels.Sigmoid:
 		s := 1 / (1 + math.Exp(-x))
 		return s * (1 - s)
-	case Relu:
+	case kernels.Relu:
 		if x > 0 {
 			return 1
 		}
 		return 0
-	case GeluTanh:
+	case kernels.GeluTanh:
 		k := math.Sqrt(2 / math.Pi)
 		t := math.Tanh(k * (x + 0.044715*x*x*x))
 		return 0.5*(1+t) + 0.5*x*(1-t*t)*k*(1+3*0.044715*x*x)
-	case GeluErf:
+	case kernels.GeluErf:
 		return 0.5*(1+math.Erf(x/math.Sqrt2)) + x*math.Exp(-x*x/2)/math.Sqrt(2*math.Pi)
 	}
 	panic(op)
 }
 
-func domain(op UnaryOp, r *rand.Rand) func() float64 {
-	if op == Log || op == Sqrt {
+func domain(op kernels.UnaryOp, r *rand.Rand) func() float64 {
+	if op == kernels.Log || op == kernels.Sqrt {
 		return func() float64 { return 0.05 + 4*r.Float64() }
 	}
 	return func() float64 { return 6*r.Float64() - 3 }
@@ -126,16 +128,16 @@ func TestUnaryAgainstReference(t *testing.T) {
 func TestUnaryEdges(t *testing.T) {
 	in := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), -100, 100}
 	out := make([]float32, len(in))
-	l := Contiguous(len(in))
-	Unary(Sigmoid, F32(out, l), F32(in, l))
+	l := kernels.Contiguous(len(in))
+	Unary(kernels.Sigmoid, F32(out, l), F32(in, l))
 	assert.Equal(t, []float32{0.5, 0.5, 1, 0}, out[:4])
 	assert.True(t, math.IsNaN(float64(out[4])))
 	assert.Equal(t, float32(0), out[5], "sigmoid(-100) underflows to 0, not NaN")
 	assert.Equal(t, float32(1), out[6])
-	Unary(Relu, F32(out, l), F32(in, l))
+	Unary(kernels.Relu, F32(out, l), F32(in, l))
 	assert.Equal(t, float32(math.Inf(1)), out[2])
 	assert.True(t, math.IsNaN(float64(out[4])), "relu keeps NaN")
-	Unary(GeluTanh, F32(out, l), F32(in, l))
+	Unary(kernels.GeluTanh, F32(out, l), F32(in, l))
 	assert.Equal(t, []float32{0, 0}, out[:2])
 	assert.Equal(t, []bool{false, true}, []bool{math.Signbit(float64(out[0])), math.Signbit(float64(out[1]))}, "gelu keeps the sign of zero")
 	assert.True(t, out[5] == 0 && math.Signbit(float64(out[5])), "gelu(-100) is -0, as x/2·(1+tanh u) = -50·0: %v", out[5])
@@ -151,36 +153,36 @@ func TestUnaryInPlaceAndLarge(t *testing.T) {
 		x[i] = float32(i%1000) / 100
 		want[i] = float32(math.Tanh(float64(x[i])))
 	}
-	l := Contiguous(n)
-	Unary(Tanh, F32(x, l), F32(x, l))
+	l := kernels.Contiguous(n)
+	Unary(kernels.Tanh, F32(x, l), F32(x, l))
 	for i := range x {
 		require.InDelta(t, want[i], x[i], 2e-6, "at %d", i)
 	}
 }
 
-var binaryOps = []BinaryOp{Add, Sub, Mul, Div, Pow, Maximum, Minimum}
+var binaryOps = []kernels.BinaryOp{kernels.Add, kernels.Sub, kernels.Mul, kernels.Div, kernels.Pow, kernels.Maximum, kernels.Minimum}
 
-func refBinary(op BinaryOp, a, b float64) float64 {
+func refBinary(op kernels.BinaryOp, a, b float64) float64 {
 	switch op {
-	case Add:
+	case kernels.Add:
 		return a + b
-	case Sub:
+	case kernels.Sub:
 		return a - b
-	case Mul:
+	case kernels.Mul:
 		return a * b
-	case Div:
+	case kernels.Div:
 		return a / b
-	case Pow:
+	case kernels.Pow:
 		return math.Pow(a, b)
-	case Maximum:
+	case kernels.Maximum:
 		return math.Max(a, b)
-	case Minimum:
+	case kernels.Minimum:
 		return math.Min(a, b)
 	}
 	panic(op)
 }
 
-func refBinaryGrad(op BinaryOp, wrt Arg, a, b float64) float64 {
+func refBinaryGrad(op kernels.BinaryOp, wrt kernels.Arg, a, b float64) float64 {
 	half := func(win bool, tie bool) float64 {
 		switch {
 		case tie:
@@ -191,35 +193,35 @@ func refBinaryGrad(op BinaryOp, wrt Arg, a, b float64) float64 {
 		return 0
 	}
 	switch op {
-	case Add:
+	case kernels.Add:
 		return 1
-	case Sub:
-		if wrt == ArgA {
+	case kernels.Sub:
+		if wrt == kernels.ArgA {
 			return 1
 		}
 		return -1
-	case Mul:
-		if wrt == ArgA {
+	case kernels.Mul:
+		if wrt == kernels.ArgA {
 			return b
 		}
 		return a
-	case Div:
-		if wrt == ArgA {
+	case kernels.Div:
+		if wrt == kernels.ArgA {
 			return 1 / b
 		}
 		return -a / (b * b)
-	case Pow:
-		if wrt == ArgA {
+	case kernels.Pow:
+		if wrt == kernels.ArgA {
 			return b * math.Pow(a, b-1)
 		}
 		return math.Pow(a, b) * math.Log(a)
-	case Maximum:
-		if wrt == ArgA {
+	case kernels.Maximum:
+		if wrt == kernels.ArgA {
 			return half(a > b, a == b)
 		}
 		return half(b > a, a == b)
-	case Minimum:
-		if wrt == ArgA {
+	case kernels.Minimum:
+		if wrt == kernels.ArgA {
 			return half(a < b, a == b)
 		}
 		return half(b < a, a == b)
@@ -234,16 +236,16 @@ func TestBinaryAgainstReference(t *testing.T) {
 		shape := randShape(r, r.IntN(5), 6)
 		at, bt, dt := pick(r, floatTypes), pick(r, floatTypes), pick(r, floatTypes)
 		gen := func() float64 {
-			if op == Pow {
+			if op == kernels.Pow {
 				return 0.2 + 2*r.Float64()
 			}
-			if op == Maximum || op == Minimum {
+			if op == kernels.Maximum || op == kernels.Minimum {
 				return float64(r.IntN(3)) // ties happen
 			}
 			return 4*r.Float64() - 2
 		}
 		genB := gen
-		if op == Div {
+		if op == kernels.Div {
 			genB = func() float64 { return 0.5 + r.Float64() }
 		}
 		aShape, bShape := shape, shape
@@ -265,7 +267,7 @@ func TestBinaryAgainstReference(t *testing.T) {
 			requireClose(t, dt, want, dst.get(idx), "%v %v,%v->%v at %v", op, at, bt, dt, idx)
 		})
 		g := randView(r, pick(r, floatTypes), shape, func() float64 { return 2*r.Float64() - 1 })
-		for _, wrt := range []Arg{ArgA, ArgB} {
+		for _, wrt := range []kernels.Arg{kernels.ArgA, kernels.ArgB} {
 			d := randView(r, dt, shape, func() float64 { return 99 })
 			BinaryBackward(op, wrt, d.op(), g.op(), a.op(), b.op())
 			forEachIndex(shape, func(idx []int) {
@@ -287,8 +289,8 @@ func TestBinaryInPlaceBroadcast(t *testing.T) {
 	for j := range bias {
 		bias[j] = float32(100 * j)
 	}
-	l := Contiguous(rows, n)
-	Binary(Add, F32(x, l), F32(x, l), F32(bias, Contiguous(n)))
+	l := kernels.Contiguous(rows, n)
+	Binary(kernels.Add, F32(x, l), F32(x, l), F32(bias, kernels.Contiguous(n)))
 	for i := range x {
 		assert.Equal(t, float32(i+100*(i%n)), x[i])
 	}
@@ -299,10 +301,10 @@ func TestPowBackwardZeros(t *testing.T) {
 	b := []float32{0, 2, 0}
 	g := []float32{1, 1, 1}
 	d := make([]float32, 3)
-	l := Contiguous(3)
-	BinaryBackward(Pow, ArgA, F32(d, l), F32(g, l), F32(a, l), F32(b, l))
+	l := kernels.Contiguous(3)
+	BinaryBackward(kernels.Pow, kernels.ArgA, F32(d, l), F32(g, l), F32(a, l), F32(b, l))
 	assert.Equal(t, []float32{0, 0, 0}, d, "d/da a^0 is 0 everywhere; d/da a^2 at 0 is 0")
-	BinaryBackward(Pow, ArgB, F32(d, l), F32(g, l), F32(a, l), F32(b, l))
+	BinaryBackward(kernels.Pow, kernels.ArgB, F32(d, l), F32(g, l), F32(a, l), F32(b, l))
 	assert.Equal(t, float32(0), d[0], "d/db 0^b is 0 for b >= 0, not NaN")
 	assert.Equal(t, float32(0), d[1])
 	assert.InDelta(t, math.Log(2), d[2], 1e-6)
@@ -315,11 +317,11 @@ func TestMaximumNaNAndInf(t *testing.T) {
 	b := []float32{inf, 1, nan}
 	g := []float32{1, 1, 1}
 	d := make([]float32, 3)
-	l := Contiguous(3)
-	Binary(Maximum, F32(d, l), F32(a, l), F32(b, l))
+	l := kernels.Contiguous(3)
+	Binary(kernels.Maximum, F32(d, l), F32(a, l), F32(b, l))
 	assert.Equal(t, inf, d[0])
 	assert.True(t, math.IsNaN(float64(d[1])) && math.IsNaN(float64(d[2])), "maximum propagates NaN: %v", d)
-	BinaryBackward(Maximum, ArgA, F32(d, l), F32(g, l), F32(a, l), F32(b, l))
+	BinaryBackward(kernels.Maximum, kernels.ArgA, F32(d, l), F32(g, l), F32(a, l), F32(b, l))
 	assert.Equal(t, float32(0.5), d[0], "equal infinities are a tie")
 	assert.True(t, math.IsNaN(float64(d[1])) && math.IsNaN(float64(d[2])))
 }
@@ -329,14 +331,18 @@ func TestBroadcastMismatchPanics(t *testing.T) {
 	b := make([]float32, 4)
 	assert.PanicsWithValue(t,
 		"kernels/cpu: add: input 1 of shape [4] does not broadcast to [2 3]",
-		func() { Binary(Add, F32(a, Contiguous(2, 3)), F32(a, Contiguous(2, 3)), F32(b, Contiguous(4))) })
-	assert.Panics(t, func() { F32(a, Contiguous(7)) }, "layout past the buffer")
-	assert.Panics(t, func() { Unary(Exp, I32(make([]int32, 6), Contiguous(6)), F32(a, Contiguous(6))) }, "int output")
-	expanded := Layout{Shape: []int{2, 3}, Strides: []int{0, 1}}
+		func() {
+			Binary(kernels.Add, F32(a, kernels.Contiguous(2, 3)), F32(a, kernels.Contiguous(2, 3)), F32(b, kernels.Contiguous(4)))
+		})
+	assert.Panics(t, func() { F32(a, kernels.Contiguous(7)) }, "layout past the buffer")
+	assert.Panics(t, func() {
+		Unary(kernels.Exp, I32(make([]int32, 6), kernels.Contiguous(6)), F32(a, kernels.Contiguous(6)))
+	}, "int output")
+	expanded := kernels.Layout{Shape: []int{2, 3}, Strides: []int{0, 1}}
 	assert.PanicsWithValue(t,
 		"kernels/cpu: exp: output (shape [2 3] strides [0 1] offset 0) repeats elements along dimension 0; write to a tensor that owns its elements",
-		func() { Unary(Exp, F32(a, expanded), F32(a, Contiguous(2, 3))) })
-	assert.Panics(t, func() { Copy(F32(a, expanded), F32(a, Contiguous(2, 3))) })
+		func() { Unary(kernels.Exp, F32(a, expanded), F32(a, kernels.Contiguous(2, 3))) })
+	assert.Panics(t, func() { Copy(F32(a, expanded), F32(a, kernels.Contiguous(2, 3))) })
 	assert.Panics(t, func() { Fill(F32(a, expanded), 1) })
 }
 
@@ -347,7 +353,7 @@ func TestReluBackwardAtNaN(t *testing.T) {
 	y := []float32{nan, 0, 2, float32(math.Inf(1))}
 	g := []float32{3, 3, 3, 3}
 	dx := make([]float32, len(y))
-	l := Contiguous(len(y))
-	UnaryBackward(Relu, F32(dx, l), F32(g, l), F32(y, l))
+	l := kernels.Contiguous(len(y))
+	UnaryBackward(kernels.Relu, F32(dx, l), F32(g, l), F32(y, l))
 	assert.Equal(t, []float32{3, 0, 3, 3}, dx)
 }

@@ -4,7 +4,7 @@ import "fmt"
 
 // Embedding gathers rows of weight (a [vocab, dim] row-major table, vocab =
 // len(weight)/dim) into dst: row i of dst ([len(idx), dim]) is row idx[i] of weight. An
-// index outside [0, vocab) is an *IndexError, and then nothing is written.
+// index outside [0, vocab) is an *kernels.IndexError, and then nothing is written.
 func Embedding(dst, weight []float32, dim int, idx []int64) error {
 	const op = "embedding"
 	checkLen(op, "dst", len(dst), len(idx)*dim)
@@ -25,7 +25,7 @@ func Embedding(dst, weight []float32, dim int, idx []int64) error {
 // weight's gradient, [vocab, dim]) for every i: a scatter-add; zero dw first for a
 // fresh gradient. Repeated indices add in index order (columns are split across
 // goroutines, never rows), so the result is deterministic. An index outside
-// [0, vocab) is an *IndexError, and then nothing is written.
+// [0, vocab) is an *kernels.IndexError, and then nothing is written.
 func EmbeddingBackward(dw, g []float32, dim int, idx []int64) error {
 	const op = "embedding backward"
 	checkLen(op, "g", len(g), len(idx)*dim)

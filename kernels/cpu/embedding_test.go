@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/subletml/sublet/kernels"
 )
 
 func TestEmbedding(t *testing.T) {
@@ -40,7 +41,7 @@ func TestEmbeddingBadIndex(t *testing.T) {
 	w := []float32{1, 2, 3, 4}
 	dst := []float32{9, 9}
 	err := Embedding(dst, w, 2, []int64{2})
-	var ie *IndexError
+	var ie *kernels.IndexError
 	require.True(t, errors.As(err, &ie))
 	assert.Equal(t, int64(2), ie.Index)
 	assert.Equal(t, 2, ie.Limit)

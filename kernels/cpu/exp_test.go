@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 
+	"github.com/subletml/sublet/kernels"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -99,7 +101,7 @@ func TestTanhAccuracy(t *testing.T) {
 	inf := float32(math.Inf(1))
 	xs = append(xs, 0.625, -0.625, math.Nextafter32(0.625, 0), inf, -inf, float32(math.Copysign(0, -1)))
 	got := make([]float32, len(xs))
-	Unary(Tanh, F32(got, Contiguous(len(xs))), F32(xs, Contiguous(len(xs))))
+	Unary(kernels.Tanh, F32(got, kernels.Contiguous(len(xs))), F32(xs, kernels.Contiguous(len(xs))))
 	for i, x := range xs {
 		require.LessOrEqual(t, ulpErr(got[i], math.Tanh(float64(x))), 2.0, "tanh(%v) = %v", x, got[i])
 	}
@@ -107,6 +109,6 @@ func TestTanhAccuracy(t *testing.T) {
 	assert.Equal(t, []float32{1, -1}, got[n-3:n-1])
 	assert.True(t, math.Signbit(float64(got[n-1])), "tanh(-0) is -0")
 	nan := []float32{float32(math.NaN())}
-	Unary(Tanh, F32(nan, Contiguous(1)), F32(nan, Contiguous(1)))
+	Unary(kernels.Tanh, F32(nan, kernels.Contiguous(1)), F32(nan, kernels.Contiguous(1)))
 	assert.True(t, math.IsNaN(float64(nan[0])))
 }

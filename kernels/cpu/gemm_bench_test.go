@@ -11,6 +11,7 @@ import (
 	"gonum.org/v1/gonum/blas/blas32"
 
 	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/kernels"
 	"github.com/subletml/sublet/kernels/cpu"
 	sysblas "github.com/subletml/sublet/kernels/cpu/blas"
 )
@@ -83,7 +84,7 @@ func BenchmarkMatmulF16(b *testing.B) {
 			h[i] = make([]uint16, len(s))
 			dtype.F32sToF16s(h[i], s)
 		}
-		l := cpu.Contiguous(n, n)
+		l := kernels.Contiguous(n, n)
 		return func() { cpu.Matmul(nil, cpu.F16(h[2], l), cpu.F16(h[0], l), cpu.F16(h[1], l), 1, 0) }
 	})
 }

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/subletml/sublet/kernels"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/subletml/sublet/dtype"
@@ -18,7 +20,7 @@ type view struct {
 	i32 []int32
 	i64 []int64
 	u8  []uint8
-	l   Layout
+	l   kernels.Layout
 }
 
 func (v *view) op() Operand {
@@ -81,7 +83,7 @@ func (v *view) get(idx []int) float64 { return v.at(pos(v.l, idx)) }
 // pos is the buffer position of a multi-index, straight from the Layout definition,
 // with the index right-aligned against the layout's shape and broadcast where the
 // layout's size is 1.
-func pos(l Layout, idx []int) int {
+func pos(l kernels.Layout, idx []int) int {
 	d := len(idx) - len(l.Shape)
 	p := l.Offset
 	for i := range l.Shape {
@@ -148,7 +150,7 @@ func randView(r *rand.Rand, dt dtype.DType, shape []int, gen func() float64) vie
 		s *= max(shape[d], 1)
 	}
 	off := r.IntN(3)
-	l := Layout{Shape: append([]int(nil), shape...), Strides: strides, Offset: off}
+	l := kernels.Layout{Shape: append([]int(nil), shape...), Strides: strides, Offset: off}
 	v := newBuf(dt, off+s+r.IntN(3))
 	for i := range v.bufLen() {
 		v.set(i, gen())
@@ -159,7 +161,7 @@ func randView(r *rand.Rand, dt dtype.DType, shape []int, gen func() float64) vie
 
 // contiguousView is a dense row-major tensor of shape, filled by gen.
 func contiguousView(dt dtype.DType, shape []int, gen func() float64) view {
-	l := Contiguous(shape...)
+	l := kernels.Contiguous(shape...)
 	v := newBuf(dt, l.Size())
 	for i := range v.bufLen() {
 		v.set(i, gen())

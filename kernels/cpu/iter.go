@@ -3,6 +3,8 @@ package cpu
 import (
 	"fmt"
 	"sync"
+
+	"github.com/subletml/sublet/kernels"
 )
 
 // maxOperands is the most operands one elementwise kernel touches (output included).
@@ -13,21 +15,21 @@ const maxOperands = 4
 // dropped and neighbours that are dense for every operand are merged, so a contiguous
 // walk is a single run.
 type iter struct {
-	ops   int                       // operands: 0 is the output
-	rank  int                       // dimensions after merging, ≥ 1
-	shape [MaxRank]int              // shape[rank-1] is the innermost
-	st    [maxOperands][MaxRank]int // strides per operand and dimension
-	off   [maxOperands]int          // Offset per operand
-	size  int                       // elements in the output
+	ops   int                               // operands: 0 is the output
+	rank  int                               // dimensions after merging, ≥ 1
+	shape [kernels.MaxRank]int              // shape[rank-1] is the innermost
+	st    [maxOperands][kernels.MaxRank]int // strides per operand and dimension
+	off   [maxOperands]int                  // Offset per operand
+	size  int                               // elements in the output
 }
 
 // newIter builds the walk over out.Shape; each input must broadcast to it (numpy rules:
 // shapes align at the right, a missing or size-1 dimension repeats).
-func newIter(op string, out Layout, ins ...Layout) iter {
+func newIter(op string, out kernels.Layout, ins ...kernels.Layout) iter {
 	r := len(out.Shape)
 	var off [maxOperands]int
-	var shape [MaxRank]int
-	var st [maxOperands][MaxRank]int
+	var shape [kernels.MaxRank]int
+	var st [maxOperands][kernels.MaxRank]int
 	copy(shape[:], out.Shape)
 	copy(st[0][:], out.Strides)
 	off[0] = out.Offset
@@ -53,7 +55,7 @@ func newIter(op string, out Layout, ins ...Layout) iter {
 // mergedIter builds the walk over the r dimensions of shape, operand k having strides
 // st[k] and offset off[k]: dimensions of size 1 are dropped and neighbours that are
 // dense for every operand merged, keeping the row-major order of the elements.
-func mergedIter(ops, r int, shape *[MaxRank]int, st *[maxOperands][MaxRank]int, off [maxOperands]int) iter {
+func mergedIter(ops, r int, shape *[kernels.MaxRank]int, st *[maxOperands][kernels.MaxRank]int, off [maxOperands]int) iter {
 	it := iter{ops: ops, off: off, size: 1}
 	for i := range r {
 		it.size *= shape[i]
@@ -105,7 +107,7 @@ func (it *iter) walk(lo, hi int, fn func(offs *[maxOperands]int, inner *[maxOper
 	}
 	r := it.rank
 	last := r - 1
-	var idx [MaxRank]int
+	var idx [kernels.MaxRank]int
 	var offs, inner [maxOperands]int
 	rem := lo
 	for d := last; d >= 0; d-- {
@@ -152,7 +154,7 @@ var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 // chunk's results into out, which is then stored in dst's type.
 func elementwise(name string, dst Operand, ins []Operand, fn func(out []float32, in [][]float32)) {
 	dst.requireFloat(name)
-	var ls [maxOperands - 1]Layout
+	var ls [maxOperands - 1]kernels.Layout
 	for k, in := range ins {
 		ls[k] = in.Layout
 	}

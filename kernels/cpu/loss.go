@@ -14,7 +14,7 @@ const NoIgnore int64 = math.MinInt64
 // (PyTorch's default ignore index is -100; pass NoIgnore to count every row). It
 // stores each row's log-sum-exp in lse (n floats) for CrossEntropyBackward. With every
 // row ignored the loss is NaN, as in PyTorch. A label outside [0, c) that is not
-// ignore is an *IndexError, and then nothing is written.
+// ignore is an *kernels.IndexError, and then nothing is written.
 func CrossEntropy(lse, logits []float32, labels []int64, n, c int, ignore int64) (float32, error) {
 	const op = "cross_entropy"
 	checkLen(op, "logits", len(logits), n*c)

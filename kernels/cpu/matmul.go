@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/subletml/sublet/kernels"
+
 	"github.com/subletml/sublet/dtype"
 )
 
@@ -39,9 +41,9 @@ func Matmul(gemm Gemm, dst, a, b Operand, alpha, beta float32) {
 			panic(fmt.Sprintf("kernels/cpu: %s: operands must be float32, float16 or bfloat16, not %v", op, o.dt))
 		}
 	}
-	batchOf := func(o Operand) Layout {
+	batchOf := func(o Operand) kernels.Layout {
 		r := len(o.Shape) - 2
-		return Layout{Shape: o.Shape[:r], Strides: o.Strides[:r], Offset: o.Offset}
+		return kernels.Layout{Shape: o.Shape[:r], Strides: o.Strides[:r], Offset: o.Offset}
 	}
 	it := newIter(op, batchOf(dst), batchOf(a), batchOf(b))
 	g := bestGemmKernel()

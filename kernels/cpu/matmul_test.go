@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/subletml/sublet/kernels"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -95,7 +97,7 @@ func TestMatmulRoutesToSystemGemm(t *testing.T) {
 	for i := range b {
 		b[i] = float32(i % 3)
 	}
-	Matmul(rec, F32(c, Contiguous(2, 3, 5)), F32(a, Contiguous(2, 3, 4)), F32(b, Contiguous(4, 5)), 1, 0)
+	Matmul(rec, F32(c, kernels.Contiguous(2, 3, 5)), F32(a, kernels.Contiguous(2, 3, 4)), F32(b, kernels.Contiguous(4, 5)), 1, 0)
 	assert.Equal(t, 2, rec.calls, "one call per batch matrix, weight shared")
 	want := make([]float32, len(c))
 	SgemmBatched(false, false, 3, 5, 4, 1, a, 4, 12, b, 5, 0, 0, want, 5, 15, 2)
@@ -103,34 +105,34 @@ func TestMatmulRoutesToSystemGemm(t *testing.T) {
 
 	// A transposed view of b still suits a BLAS; a float16 operand does not.
 	bt := make([]float32, 5*4)
-	Copy(F32(bt, Contiguous(5, 4)), F32(b, Layout{Shape: []int{5, 4}, Strides: []int{1, 5}}))
+	Copy(F32(bt, kernels.Contiguous(5, 4)), F32(b, kernels.Layout{Shape: []int{5, 4}, Strides: []int{1, 5}}))
 	rec.calls = 0
-	Matmul(rec, F32(c, Contiguous(2, 3, 5)), F32(a, Contiguous(2, 3, 4)), F32(bt, Layout{Shape: []int{4, 5}, Strides: []int{1, 4}}), 1, 0)
+	Matmul(rec, F32(c, kernels.Contiguous(2, 3, 5)), F32(a, kernels.Contiguous(2, 3, 4)), F32(bt, kernels.Layout{Shape: []int{4, 5}, Strides: []int{1, 4}}), 1, 0)
 	assert.Equal(t, 2, rec.calls)
 	assert.Equal(t, want, c)
 	// Single rows and columns with strides other than 1.
 	row := make([]float32, 5)
 	wantRow := make([]float32, 5)
-	strided := Layout{Shape: []int{1, 4}, Strides: []int{0, 2}}
-	Matmul(nil, F32(wantRow, Contiguous(1, 5)), F32(a, strided), F32(b, Contiguous(4, 5)), 1, 0)
+	strided := kernels.Layout{Shape: []int{1, 4}, Strides: []int{0, 2}}
+	Matmul(nil, F32(wantRow, kernels.Contiguous(1, 5)), F32(a, strided), F32(b, kernels.Contiguous(4, 5)), 1, 0)
 	rec.calls = 0
-	Matmul(rec, F32(row, Contiguous(1, 5)), F32(a, strided), F32(b, Contiguous(4, 5)), 1, 0)
+	Matmul(rec, F32(row, kernels.Contiguous(1, 5)), F32(a, strided), F32(b, kernels.Contiguous(4, 5)), 1, 0)
 	assert.Equal(t, 1, rec.calls)
 	assert.Equal(t, wantRow, row)
 	assert.Equal(t, float32(0*0+2*2+4*1+6*0), row[0])
 	col := make([]float32, 3)
 	wantCol := make([]float32, 3)
-	colB := Layout{Shape: []int{4, 1}, Strides: []int{5, 7}}
-	Matmul(nil, F32(wantCol, Contiguous(3, 1)), F32(a, Contiguous(3, 4)), F32(b, colB), 1, 0)
+	colB := kernels.Layout{Shape: []int{4, 1}, Strides: []int{5, 7}}
+	Matmul(nil, F32(wantCol, kernels.Contiguous(3, 1)), F32(a, kernels.Contiguous(3, 4)), F32(b, colB), 1, 0)
 	rec.calls = 0
-	Matmul(rec, F32(col, Contiguous(3, 1)), F32(a, Contiguous(3, 4)), F32(b, colB), 1, 0)
+	Matmul(rec, F32(col, kernels.Contiguous(3, 1)), F32(a, kernels.Contiguous(3, 4)), F32(b, colB), 1, 0)
 	assert.Equal(t, 1, rec.calls)
 	assert.Equal(t, wantCol, col)
 
 	h := make([]uint16, len(b))
 	dtype.F32sToF16s(h, b)
 	rec.calls = 0
-	Matmul(rec, F32(c, Contiguous(2, 3, 5)), F32(a, Contiguous(2, 3, 4)), F16(h, Contiguous(4, 5)), 1, 0)
+	Matmul(rec, F32(c, kernels.Contiguous(2, 3, 5)), F32(a, kernels.Contiguous(2, 3, 4)), F16(h, kernels.Contiguous(4, 5)), 1, 0)
 	assert.Equal(t, 0, rec.calls)
 	assert.Equal(t, want, c)
 }
@@ -138,14 +140,16 @@ func TestMatmulRoutesToSystemGemm(t *testing.T) {
 func TestMatmulShapeErrors(t *testing.T) {
 	x := make([]float32, 64)
 	assert.PanicsWithValue(t, "kernels/cpu: matmul: shapes a [2 3], b [4 5] do not multiply into dst [2 5]", func() {
-		Matmul(nil, F32(x, Contiguous(2, 5)), F32(x, Contiguous(2, 3)), F32(x, Contiguous(4, 5)), 1, 0)
+		Matmul(nil, F32(x, kernels.Contiguous(2, 5)), F32(x, kernels.Contiguous(2, 3)), F32(x, kernels.Contiguous(4, 5)), 1, 0)
 	})
-	assert.Panics(t, func() { Matmul(nil, F32(x, Contiguous(2)), F32(x, Contiguous(2, 3)), F32(x, Contiguous(3, 1)), 1, 0) })
 	assert.Panics(t, func() {
-		Matmul(nil, F32(x, Contiguous(3, 2, 2)), F32(x, Contiguous(2, 2, 2)), F32(x, Contiguous(2, 2)), 1, 0)
+		Matmul(nil, F32(x, kernels.Contiguous(2)), F32(x, kernels.Contiguous(2, 3)), F32(x, kernels.Contiguous(3, 1)), 1, 0)
+	})
+	assert.Panics(t, func() {
+		Matmul(nil, F32(x, kernels.Contiguous(3, 2, 2)), F32(x, kernels.Contiguous(2, 2, 2)), F32(x, kernels.Contiguous(2, 2)), 1, 0)
 	}, "batch 2 does not broadcast to 3")
 	assert.Panics(t, func() {
-		Matmul(nil, I32(make([]int32, 4), Contiguous(2, 2)), F32(x, Contiguous(2, 2)), F32(x, Contiguous(2, 2)), 1, 0)
+		Matmul(nil, I32(make([]int32, 4), kernels.Contiguous(2, 2)), F32(x, kernels.Contiguous(2, 2)), F32(x, kernels.Contiguous(2, 2)), 1, 0)
 	})
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/subletml/sublet/kernels"
+
 	"github.com/subletml/sublet/dtype"
 )
 
@@ -11,38 +13,38 @@ import (
 // kernels read and write. Build one with F32, F16, BF16, I32, I64, Bool or FromBytes;
 // they check that the Layout stays inside the buffer.
 type Operand struct {
-	Layout
+	kernels.Layout
 	dt   dtype.DType
 	data unsafe.Pointer // element 0 of the buffer; nil when the buffer is empty
 	n    int            // elements in the buffer
 }
 
-func newOperand[T any](dt dtype.DType, data []T, l Layout) Operand {
-	l.check("operand "+dt.String(), len(data))
+func newOperand[T any](dt dtype.DType, data []T, l kernels.Layout) Operand {
+	checkLayout("operand "+dt.String(), l, len(data))
 	return Operand{Layout: l, dt: dt, data: unsafe.Pointer(unsafe.SliceData(data)), n: len(data)}
 }
 
 // F32 views data as float32 elements placed by l.
-func F32(data []float32, l Layout) Operand { return newOperand(dtype.F32, data, l) }
+func F32(data []float32, l kernels.Layout) Operand { return newOperand(dtype.F32, data, l) }
 
 // F16 views data as IEEE half elements (bits) placed by l.
-func F16(data []uint16, l Layout) Operand { return newOperand(dtype.F16, data, l) }
+func F16(data []uint16, l kernels.Layout) Operand { return newOperand(dtype.F16, data, l) }
 
 // BF16 views data as bfloat16 elements (bits) placed by l.
-func BF16(data []uint16, l Layout) Operand { return newOperand(dtype.BF16, data, l) }
+func BF16(data []uint16, l kernels.Layout) Operand { return newOperand(dtype.BF16, data, l) }
 
 // I32 views data as int32 elements placed by l.
-func I32(data []int32, l Layout) Operand { return newOperand(dtype.I32, data, l) }
+func I32(data []int32, l kernels.Layout) Operand { return newOperand(dtype.I32, data, l) }
 
 // I64 views data as int64 elements placed by l.
-func I64(data []int64, l Layout) Operand { return newOperand(dtype.I64, data, l) }
+func I64(data []int64, l kernels.Layout) Operand { return newOperand(dtype.I64, data, l) }
 
 // Bool views data as bool elements (one byte each, 0 or 1) placed by l.
-func Bool(data []uint8, l Layout) Operand { return newOperand(dtype.Bool, data, l) }
+func Bool(data []uint8, l kernels.Layout) Operand { return newOperand(dtype.Bool, data, l) }
 
 // FromBytes views raw bytes as elements of dt placed by l (Offset and Strides count
 // elements). b must be aligned to dt.Size(), as allocator blocks are.
-func FromBytes(dt dtype.DType, b []byte, l Layout) Operand {
+func FromBytes(dt dtype.DType, b []byte, l kernels.Layout) Operand {
 	size := dt.Size()
 	if size == 0 {
 		panic(fmt.Sprintf("kernels/cpu: FromBytes: invalid dtype %v", dt))
@@ -51,8 +53,16 @@ func FromBytes(dt dtype.DType, b []byte, l Layout) Operand {
 	if uintptr(p)%uintptr(size) != 0 {
 		panic(fmt.Sprintf("kernels/cpu: FromBytes: %v buffer at %p is not %d-byte aligned", dt, p, size))
 	}
-	l.check("FromBytes "+dt.String(), len(b)/size)
+	checkLayout("FromBytes "+dt.String(), l, len(b)/size)
 	return Operand{Layout: l, dt: dt, data: p, n: len(b) / size}
+}
+
+// checkLayout panics with a message naming op when l is malformed or needs more than
+// n elements.
+func checkLayout(op string, l kernels.Layout, n int) {
+	if err := l.Check(n); err != nil {
+		panic(fmt.Sprintf("kernels/cpu: %s: %v", op, err))
+	}
 }
 
 // DType is the element type of the operand.

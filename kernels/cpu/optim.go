@@ -4,19 +4,14 @@ import (
 	"math"
 
 	"github.com/chewxy/math32"
+	"github.com/subletml/sublet/kernels"
 )
 
-// SGD holds the hyper-parameters of stochastic gradient descent as PyTorch's
-// torch.optim.SGD defines them.
-type SGD struct {
-	LR, Momentum, Dampening, WeightDecay float32
-	Nesterov                             bool
-}
-
-// Step updates the parameters p in place from their gradient g. buf is the momentum
-// buffer (len(p) floats; unused and may be nil when Momentum is 0); on the first step
-// (first) it is set to the gradient rather than decayed, as PyTorch does.
-func (c SGD) Step(p, g, buf []float32, first bool) {
+// SGDStep updates the parameters p in place from their gradient g with the
+// hyper-parameters c. buf is the momentum buffer (len(p) floats; unused and may be nil
+// when Momentum is 0); on the first step (first) it is set to the gradient rather than
+// decayed, as PyTorch does.
+func SGDStep(c kernels.SGD, p, g, buf []float32, first bool) {
 	const op = "sgd"
 	checkLen(op, "g", len(g), len(p))
 	if c.Momentum != 0 {
@@ -45,21 +40,11 @@ func (c SGD) Step(p, g, buf []float32, first bool) {
 	})
 }
 
-// Adam holds the hyper-parameters of Adam (and AdamW when Decoupled) as PyTorch's
-// torch.optim.Adam and AdamW define them. They are float64 like PyTorch's Python
-// floats: the bias corrections 1-β^t are computed from them in float64 (float32(0.999)
-// would put 1-β2 off by 1.3e-5 relative); the per-element math runs in float32.
-type Adam struct {
-	LR, Beta1, Beta2, Eps, WeightDecay float64
-	// Decoupled applies weight decay to the parameters directly (AdamW) instead of
-	// adding it to the gradient (Adam).
-	Decoupled bool
-}
-
-// Step runs update number step (1 for the first) on parameters p in place from their
-// gradient g, with the first and second moment buffers m and v (len(p) floats each,
-// zero before the first step), fused in one pass.
-func (c Adam) Step(step int, p, g, m, v []float32) {
+// AdamStep runs Adam's (AdamW's when c.Decoupled) update number step (1 for the
+// first) on parameters p in place from their gradient g, with the first and second
+// moment buffers m and v (len(p) floats each, zero before the first step), fused in
+// one pass.
+func AdamStep(c kernels.Adam, step int, p, g, m, v []float32) {
 	const op = "adam"
 	checkLen(op, "g", len(g), len(p))
 	checkLen(op, "m", len(m), len(p))

@@ -1,6 +1,10 @@
 package cpu
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/subletml/sublet/kernels"
+)
 
 // Sum writes into dst the sum of src over every dimension that dst reduces: dst's
 // shape broadcasts to src's (numpy rules), and src is summed over the dimensions where
@@ -40,14 +44,14 @@ type reduction struct {
 	pieces     int // pieces each output's reduced elements are cut into
 }
 
-func newReduction(op string, dst, src Layout) reduction {
+func newReduction(op string, dst, src kernels.Layout) reduction {
 	r := len(src.Shape)
 	d := r - len(dst.Shape)
 	if d < 0 {
 		panic(fmt.Sprintf("kernels/cpu: %s: output shape %v has more dimensions than the input %v", op, dst.Shape, src.Shape))
 	}
-	var ks, rs [MaxRank]int
-	var kst, rst [maxOperands][MaxRank]int
+	var ks, rs [kernels.MaxRank]int
+	var kst, rst [maxOperands][kernels.MaxRank]int
 	nk, nr := 0, 0
 	for i, n := range src.Shape {
 		switch {

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/subletml/sublet/kernels"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -62,7 +64,7 @@ func checkReductions(t *testing.T, r *rand.Rand, src view, dstShape []int) {
 	sum := randView(r, dt, dstShape, func() float64 { return 99 })
 	mean := randView(r, dt, dstShape, func() float64 { return 99 })
 	mx := randView(r, dt, dstShape, func() float64 { return 99 })
-	n := Contiguous(dstShape...).Size()
+	n := kernels.Contiguous(dstShape...).Size()
 	idx := make([]int64, n)
 	Sum(sum.op(), src.op())
 	Mean(mean.op(), src.op())
@@ -121,9 +123,9 @@ func TestReduceDeterministicAcrossGOMAXPROCS(t *testing.T) {
 	}
 	run := func() (float32, [4]float32) {
 		var s [1]float32
-		Sum(F32(s[:], Layout{}), F32(x, Contiguous(n)))
+		Sum(F32(s[:], kernels.Layout{}), F32(x, kernels.Contiguous(n)))
 		var c [4]float32
-		Sum(F32(c[:], Contiguous(4)), F32(cols, Contiguous(n, 4)))
+		Sum(F32(c[:], kernels.Contiguous(4)), F32(cols, kernels.Contiguous(n, 4)))
 		return s[0], c
 	}
 	old := runtime.GOMAXPROCS(1)
@@ -142,18 +144,18 @@ func TestReduceEdges(t *testing.T) {
 	src := []float32{1, nan, 5, -inf, -inf, -inf, 2, 2, 1}
 	var m [3]float32
 	idx := make([]int64, 3)
-	Max(F32(m[:], Contiguous(3, 1)), idx, F32(src, Contiguous(3, 3)))
+	Max(F32(m[:], kernels.Contiguous(3, 1)), idx, F32(src, kernels.Contiguous(3, 3)))
 	assert.True(t, math.IsNaN(float64(m[0])))
 	assert.Equal(t, []int64{1, 0, 0}, idx, "first NaN, an all -Inf row, the first of equal maxima")
 	assert.Equal(t, float32(math.Inf(-1)), m[1])
 
 	var s [2]float32
-	Sum(F32(s[:], Contiguous(2, 1)), F32(nil, Contiguous(2, 0)))
+	Sum(F32(s[:], kernels.Contiguous(2, 1)), F32(nil, kernels.Contiguous(2, 0)))
 	assert.Equal(t, [2]float32{0, 0}, s, "empty sum is 0")
-	Mean(F32(s[:], Contiguous(2, 1)), F32(nil, Contiguous(2, 0)))
+	Mean(F32(s[:], kernels.Contiguous(2, 1)), F32(nil, kernels.Contiguous(2, 0)))
 	assert.True(t, math.IsNaN(float64(s[0])), "empty mean is NaN")
-	assert.Panics(t, func() { Max(F32(s[:], Contiguous(2, 1)), idx[:2], F32(nil, Contiguous(2, 0))) })
-	assert.Panics(t, func() { Sum(F32(s[:], Contiguous(2)), F32(src, Contiguous(3, 3))) }, "does not broadcast")
+	assert.Panics(t, func() { Max(F32(s[:], kernels.Contiguous(2, 1)), idx[:2], F32(nil, kernels.Contiguous(2, 0))) })
+	assert.Panics(t, func() { Sum(F32(s[:], kernels.Contiguous(2)), F32(src, kernels.Contiguous(3, 3))) }, "does not broadcast")
 }
 
 func TestMaxBackward(t *testing.T) {

@@ -3,72 +3,22 @@ package cpu
 import (
 	"fmt"
 
+	"github.com/subletml/sublet/kernels"
+
 	"github.com/chewxy/math32"
 )
 
-// UnaryOp names an elementwise function of one tensor.
-type UnaryOp uint8
-
-const (
-	Neg      UnaryOp = iota + 1 // -x
-	Abs                         // |x|; gradient 0 at 0
-	Exp                         // e^x
-	Log                         // ln x
-	Sqrt                        // √x
-	Tanh                        // tanh x
-	Sigmoid                     // 1/(1+e^-x)
-	Relu                        // max(x, 0); gradient 0 at 0
-	GeluTanh                    // x/2·(1+tanh(√(2/π)(x+0.044715x³)))
-	GeluErf                     // x/2·(1+erf(x/√2))
-)
-
-func (op UnaryOp) String() string {
-	switch op {
-	case Neg:
-		return "neg"
-	case Abs:
-		return "abs"
-	case Exp:
-		return "exp"
-	case Log:
-		return "log"
-	case Sqrt:
-		return "sqrt"
-	case Tanh:
-		return "tanh"
-	case Sigmoid:
-		return "sigmoid"
-	case Relu:
-		return "relu"
-	case GeluTanh:
-		return "gelu_tanh"
-	case GeluErf:
-		return "gelu"
-	}
-	return fmt.Sprintf("cpu.UnaryOp(%d)", uint8(op))
-}
-
-// check panics, before any goroutine starts, on an op this package does not define.
-func (op UnaryOp) check() {
-	if op < Neg || op > GeluErf {
+// checkUnary panics, before any goroutine starts, on an op kernels does not define.
+func checkUnary(op kernels.UnaryOp) {
+	if !op.Valid() {
 		panic(fmt.Sprintf("kernels/cpu: unknown %v", op))
 	}
 }
 
-// SavesOutput reports which tensor UnaryBackward needs besides the gradient: the
-// output y (true) or the input x (false). Neg needs neither.
-func (op UnaryOp) SavesOutput() bool {
-	switch op {
-	case Exp, Sqrt, Tanh, Sigmoid, Relu:
-		return true
-	}
-	return false
-}
-
 // Unary writes op(x) into dst. x broadcasts to dst's shape; dst may be x itself (same
 // buffer and layout) but must not otherwise overlap it.
-func Unary(op UnaryOp, dst, x Operand) {
-	op.check()
+func Unary(op kernels.UnaryOp, dst, x Operand) {
+	checkUnary(op)
 	elementwise(op.String(), dst, []Operand{x}, func(out []float32, in [][]float32) {
 		unaryRun(op, out, in[0])
 	})
@@ -77,8 +27,8 @@ func Unary(op UnaryOp, dst, x Operand) {
 // UnaryBackward writes the gradient of op's input into dx given the output's gradient
 // g and saved, which is op's output y when op.SavesOutput() and its input x otherwise
 // (any operand for Neg). g and saved broadcast to dx's shape; dx may be g itself.
-func UnaryBackward(op UnaryOp, dx, g, saved Operand) {
-	op.check()
+func UnaryBackward(op kernels.UnaryOp, dx, g, saved Operand) {
+	checkUnary(op)
 	elementwise(op.String()+" backward", dx, []Operand{g, saved}, func(out []float32, in [][]float32) {
 		unaryGradRun(op, out, in[0], in[1])
 	})
@@ -91,19 +41,19 @@ const (
 	invSqrt2Pi  = 0.3989422804014327 // 1/√(2π)
 )
 
-func unaryRun(op UnaryOp, dst, x []float32) {
+func unaryRun(op kernels.UnaryOp, dst, x []float32) {
 	switch op {
-	case Neg:
+	case kernels.Neg:
 		mapRun(dst, x, func(v float32) float32 { return -v })
-	case Abs:
+	case kernels.Abs:
 		mapRun(dst, x, math32.Abs)
-	case Exp:
+	case kernels.Exp:
 		expTo(dst, x)
-	case Log:
+	case kernels.Log:
 		mapRun(dst, x, math32.Log)
-	case Sqrt:
+	case kernels.Sqrt:
 		mapRun(dst, x, math32.Sqrt)
-	case Tanh:
+	case kernels.Tanh:
 		forChunks(len(x), func(lo, hi int) {
 			var e [chunk]float32
 			es := e[:hi-lo]
@@ -111,14 +61,14 @@ func unaryRun(op UnaryOp, dst, x []float32) {
 			expTo(es, es)
 			zipRun(dst[lo:hi], x[lo:hi], es, tanhFromExp)
 		})
-	case Sigmoid:
+	case kernels.Sigmoid:
 		// 1/(1+e^-x): e^-x overflowing to +Inf gives 0, as it should.
 		mapRun(dst, x, func(v float32) float32 { return -v })
 		expTo(dst, dst)
 		mapRun(dst, dst, func(e float32) float32 { return 1 / (1 + e) })
-	case Relu:
+	case kernels.Relu:
 		mapRun(dst, x, func(v float32) float32 { return max(v, 0) })
-	case GeluTanh:
+	case kernels.GeluTanh:
 		// x/2·(1+tanh u) = x·σ(2u) = x/(1+e^-2u), u = √(2/π)(x+0.044715x³).
 		forChunks(len(x), func(lo, hi int) {
 			var e [chunk]float32
@@ -127,7 +77,7 @@ func unaryRun(op UnaryOp, dst, x []float32) {
 			expTo(es, es)
 			zipRun(dst[lo:hi], x[lo:hi], es, func(v, e float32) float32 { return v / (1 + e) })
 		})
-	case GeluErf:
+	case kernels.GeluErf:
 		mapRun(dst, x, func(v float32) float32 { return 0.5 * v * (1 + math32.Erf(v*invSqrt2)) })
 	default:
 		panic(fmt.Sprintf("kernels/cpu: unknown %v", op))
@@ -177,11 +127,11 @@ func forChunks(n int, fn func(lo, hi int)) {
 }
 
 // unaryGradRun writes dst[i] = g[i]·op'(x) where s is y or x as SavesOutput says.
-func unaryGradRun(op UnaryOp, dst, g, s []float32) {
+func unaryGradRun(op kernels.UnaryOp, dst, g, s []float32) {
 	switch op {
-	case Neg:
+	case kernels.Neg:
 		mapRun(dst, g, func(gv float32) float32 { return -gv })
-	case Abs:
+	case kernels.Abs:
 		zipRun(dst, g, s, func(gv, x float32) float32 {
 			switch {
 			case x > 0:
@@ -191,17 +141,17 @@ func unaryGradRun(op UnaryOp, dst, g, s []float32) {
 			}
 			return 0 * gv
 		})
-	case Exp:
+	case kernels.Exp:
 		zipRun(dst, g, s, func(gv, y float32) float32 { return gv * y })
-	case Log:
+	case kernels.Log:
 		zipRun(dst, g, s, func(gv, x float32) float32 { return gv / x })
-	case Sqrt:
+	case kernels.Sqrt:
 		zipRun(dst, g, s, func(gv, y float32) float32 { return gv / (2 * y) })
-	case Tanh:
+	case kernels.Tanh:
 		zipRun(dst, g, s, func(gv, y float32) float32 { return gv * (1 - y*y) })
-	case Sigmoid:
+	case kernels.Sigmoid:
 		zipRun(dst, g, s, func(gv, y float32) float32 { return gv * y * (1 - y) })
-	case Relu:
+	case kernels.Relu:
 		// PyTorch's threshold_backward: 0 where y <= 0, so a NaN y passes g on.
 		zipRun(dst, g, s, func(gv, y float32) float32 {
 			if y <= 0 {
@@ -209,7 +159,7 @@ func unaryGradRun(op UnaryOp, dst, g, s []float32) {
 			}
 			return gv
 		})
-	case GeluTanh:
+	case kernels.GeluTanh:
 		// tanh u = 2/(1+e^-2u) - 1, which stays finite when e^-2u overflows.
 		forChunks(len(g), func(lo, hi int) {
 			var e [chunk]float32
@@ -224,7 +174,7 @@ func unaryGradRun(op UnaryOp, dst, g, s []float32) {
 				ds[i] = gs[i] * (0.5*(1+t) + 0.5*x*(1-t*t)*du)
 			}
 		})
-	case GeluErf:
+	case kernels.GeluErf:
 		forChunks(len(g), func(lo, hi int) {
 			var e [chunk]float32
 			es := e[:hi-lo]

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/subletml/sublet/kernels"
 	"github.com/subletml/sublet/kernels/cpu"
 )
 
@@ -107,11 +108,11 @@ func TestMatmulOnSystemBLAS(t *testing.T) {
 		b[i] = float32(r.NormFloat64())
 	}
 	// a is [3, 20, 30]; b is viewed transposed as [30, 40] from a [40, 30] buffer.
-	bt := cpu.Layout{Shape: []int{30, 40}, Strides: []int{1, 30}}
+	bt := kernels.Layout{Shape: []int{30, 40}, Strides: []int{1, 30}}
 	want := make([]float32, 3*20*40)
 	got := make([]float32, 3*20*40)
-	cpu.Matmul(nil, cpu.F32(want, cpu.Contiguous(3, 20, 40)), cpu.F32(a, cpu.Contiguous(3, 20, 30)), cpu.F32(b, bt), 1, 0)
-	cpu.Matmul(lib, cpu.F32(got, cpu.Contiguous(3, 20, 40)), cpu.F32(a, cpu.Contiguous(3, 20, 30)), cpu.F32(b, bt), 1, 0)
+	cpu.Matmul(nil, cpu.F32(want, kernels.Contiguous(3, 20, 40)), cpu.F32(a, kernels.Contiguous(3, 20, 30)), cpu.F32(b, bt), 1, 0)
+	cpu.Matmul(lib, cpu.F32(got, kernels.Contiguous(3, 20, 40)), cpu.F32(a, kernels.Contiguous(3, 20, 30)), cpu.F32(b, bt), 1, 0)
 	for i := range want {
 		require.InDelta(t, want[i], got[i], 1e-4*(1+math.Abs(float64(want[i]))), "at %d", i)
 	}

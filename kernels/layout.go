@@ -1,4 +1,4 @@
-package cpu
+package kernels
 
 import (
 	"fmt"
@@ -72,18 +72,20 @@ func (l Layout) String() string {
 	return fmt.Sprintf("shape %v strides %v offset %d", l.Shape, l.Strides, l.Offset)
 }
 
-// check panics with a message naming op when l is malformed or needs more than n
-// elements.
-func (l Layout) check(op string, n int) {
+// Check reports, as an error saying what is wrong, whether l is malformed (ranks that
+// differ or pass MaxRank, a negative size, stride or offset) or reaches past the n
+// elements of its buffer.
+func (l Layout) Check(n int) error {
 	if len(l.Shape) != len(l.Strides) || len(l.Shape) > MaxRank {
-		panic(fmt.Sprintf("kernels/cpu: %s: bad layout (%v): need len(Strides) == len(Shape) <= %d", op, l, MaxRank))
+		return fmt.Errorf("bad layout (%v): need len(Strides) == len(Shape) <= %d", l, MaxRank)
 	}
 	for i, d := range l.Shape {
 		if d < 0 || l.Strides[i] < 0 {
-			panic(fmt.Sprintf("kernels/cpu: %s: bad layout (%v): sizes and strides must be >= 0", op, l))
+			return fmt.Errorf("bad layout (%v): sizes and strides must be >= 0", l)
 		}
 	}
 	if l.Offset < 0 || l.Span() > n {
-		panic(fmt.Sprintf("kernels/cpu: %s: layout (%v) reaches element %d of a buffer of %d", op, l, l.Span()-1, n))
+		return fmt.Errorf("layout (%v) reaches element %d of a buffer of %d", l, l.Span()-1, n)
 	}
+	return nil
 }

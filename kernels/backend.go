@@ -1,0 +1,110 @@
+package kernels
+
+// Backend computes the tensor package's ops on one kind of memory. tensor picks one per
+// op from where its storage lives (device.Residency): the CPU kernels (package
+// kernels/cpu) for host memory, Meta for a device that keeps no data, a GPU backend for
+// device memory. Every method has the contract of the kernels/cpu function of the same
+// name; the doc comments here say what every backend must do.
+//
+// Operands: outputs come first; every output is written whole. Inputs broadcast to the
+// output's shape by numpy rules where a method says so; the row kernels (softmax, layer
+// norm, losses, embedding, optimizer steps) take contiguous F32 operands (I64 for
+// labels and indices) from their first element. An elementwise output may be the very
+// same memory as an input (same Mem, same Layout), never otherwise overlap it. An
+// output with no elements writes nothing. Absent operands (the zero Operand) stand for
+// what a method calls optional.
+//
+// Errors: misuse (shapes that do not agree, layouts outside their block) is the
+// caller's bug and panics before anything is written. An index out of range, which
+// depends on the data, is a *IndexError: a synchronous backend returns it from the
+// call, before writing anything; an asynchronous one may return nil and report it at
+// the next synchronisation. Methods that return a value (NonFinite) synchronise.
+//
+// Determinism: the same inputs give the same bits on every run.
+type Backend interface {
+	// Name says which backend this is: "cpu", "meta", "cuda".
+	Name() string
+
+	// Unary writes op(x) into dst.
+	Unary(op UnaryOp, dst, x Operand)
+	// UnaryBackward writes the gradient of op's input into dx from the output's
+	// gradient g and saved: op's output when op.SavesOutput(), its input otherwise
+	// (anything for Neg).
+	UnaryBackward(op UnaryOp, dx, g, saved Operand)
+	// Binary writes op(a, b) into dst; a or b may be a Scalar.
+	Binary(op BinaryOp, dst, a, b Operand)
+	// BinaryBackward writes g·∂op(a,b)/∂wrt into dst (the output's shape); a or b may be
+	// a Scalar, or absent where the derivative does not read it.
+	BinaryBackward(op BinaryOp, wrt Arg, dst, g, a, b Operand)
+	// Copy converts src (any type, broadcast) into dst (any type and layout).
+	Copy(dst, src Operand)
+	// Fill sets every element of dst to v, converted to dst's type.
+	Fill(dst Operand, v float64)
+	// Axpy adds alpha·x (broadcast) into dst in place.
+	Axpy(dst Operand, alpha float32, x Operand)
+	// DropoutMask fills the contiguous Bool mask with 0 (probability p) or 1, element i
+	// from word i%4 of Philox4x32-10 at counter i/4 under the key seed (see
+	// kernels/cpu.DropoutMask): the same mask on every backend.
+	DropoutMask(mask Operand, p float32, seed uint64)
+	// Dropout writes x·mask/(1-p) into dst (0 where the Bool mask is 0).
+	Dropout(dst, x, mask Operand, p float32)
+
+	// Sum writes into dst the sum of src over the dimensions where dst has size 1 or
+	// is missing; Mean the mean.
+	Sum(dst, src Operand)
+	Mean(dst, src Operand)
+	// Max writes into dst (optional) the largest element of src over the one dimension
+	// where idx has size 1 (NaN wins), and its first position along it into the
+	// contiguous I64 idx, which has dst's shape.
+	Max(dst, idx, src Operand)
+	// MaxBackward writes g (dst's shape of Max) into dx at the positions idx, zero
+	// elsewhere.
+	MaxBackward(dx, g, idx Operand)
+
+	// Matmul writes a·b into dst ([batch..., m, n]) for a [batch..., m, k] and b
+	// [batch..., k, n], batch dimensions broadcast; strided (transposed) operands are
+	// read in place. k may be 0 (dst becomes 0).
+	Matmul(dst, a, b Operand)
+
+	// Softmax writes softmax (LogSoftmax: log-softmax) of x along the middle of
+	// [outer, n, inner] into dst; dst may be x.
+	Softmax(dst, x Operand, outer, n, inner int)
+	LogSoftmax(dst, x Operand, outer, n, inner int)
+	// SoftmaxBackward writes the input gradient dx from the output's gradient g and
+	// the output y; LogSoftmaxBackward likewise for LogSoftmax.
+	SoftmaxBackward(dx, g, y Operand, outer, n, inner int)
+	LogSoftmaxBackward(dx, g, y Operand, outer, n, inner int)
+	// LayerNorm normalises each of rows rows of n elements of x into y, keeping the
+	// row's mean and reciprocal deviation; w and b ([n]) are optional.
+	LayerNorm(y, mean, rstd, x, w, b Operand, rows, n int, eps float32)
+	// LayerNormBackward writes the gradients dx, dw and db (each optional).
+	LayerNormBackward(dx, dw, db, g, x, mean, rstd, w Operand, rows, n int)
+	// CrossEntropy writes into the scalar loss (of any floating type) the mean over the
+	// rows of logits [n, c] whose label is not ignore of -log softmax(row)[label], and
+	// each row's log-sum-exp into lse.
+	CrossEntropy(loss, lse, logits, labels Operand, n, c int, ignore int64) error
+	// CrossEntropyBackward writes the logits' gradient for the output's gradient g (a
+	// floating scalar of any type).
+	CrossEntropyBackward(dlogits, logits, lse, labels, g Operand, n, c int, ignore int64)
+	// MSE writes the mean of (a-b)² into the scalar loss (of any floating type).
+	MSE(loss, a, b Operand)
+	// MSEBackward writes the gradients da and db (each optional) for the floating
+	// scalar g.
+	MSEBackward(da, db, a, b, g Operand)
+	// Embedding gathers the rows idx of the table w (rows of dim) into dst.
+	Embedding(dst, w, idx Operand, dim int) error
+	// EmbeddingBackward adds the rows of g into the rows idx of dw.
+	EmbeddingBackward(dw, g, idx Operand, dim int) error
+
+	// SGD updates p in place from its gradient g and momentum buffer buf (absent
+	// without momentum); first sets buf to the gradient, as PyTorch does.
+	SGD(c SGD, p, g, buf Operand, first bool)
+	// Adam runs update number step (from 1) on p in place with the moments m and v.
+	Adam(c Adam, step int, p, g, m, v Operand)
+	// Unscale multiplies the floating g by inv in place and sets the F32 scalar found to
+	// 1 when g holds an Inf or a NaN (it is left as it was otherwise): PyTorch's
+	// _amp_foreach_non_finite_check_and_unscale_.
+	Unscale(g Operand, inv float32, found Operand)
+	// NonFinite reports whether x holds an Inf or a NaN; it synchronises.
+	NonFinite(x Operand) bool
+}

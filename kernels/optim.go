@@ -1,0 +1,19 @@
+package kernels
+
+// SGD holds the hyper-parameters of stochastic gradient descent as PyTorch's
+// torch.optim.SGD defines them.
+type SGD struct {
+	LR, Momentum, Dampening, WeightDecay float32
+	Nesterov                             bool
+}
+
+// Adam holds the hyper-parameters of Adam (and AdamW when Decoupled) as PyTorch's
+// torch.optim.Adam and AdamW define them. They are float64 like PyTorch's Python
+// floats: the bias corrections 1-β^t are computed from them in float64 (float32(0.999)
+// would put 1-β2 off by 1.3e-5 relative); the per-element math runs in float32.
+type Adam struct {
+	LR, Beta1, Beta2, Eps, WeightDecay float64
+	// Decoupled applies weight decay to the parameters directly (AdamW) instead of
+	// adding it to the gradient (Adam).
+	Decoupled bool
+}
