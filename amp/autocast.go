@@ -57,10 +57,10 @@ type policy struct {
 	region  *region
 }
 
-// OutputType gives the fp32Out ops an F32 result when their input is floating
+// OutputType gives the AutocastF32Out ops an F32 result when their input is floating
 // (tensor.AutocastOutput); they then do not call Inputs.
 func (p *policy) OutputType(op string, in []*tensor.Tensor) (dtype.DType, bool) {
-	if !p.enabled || classOf(op) != fp32Out || !in[0].DType().IsFloat() {
+	if !p.enabled || classOf(op) != tensor.AutocastF32Out || !in[0].DType().IsFloat() {
 		return dtype.Invalid, false
 	}
 	return dtype.F32, true
@@ -73,9 +73,9 @@ func (p *policy) Inputs(op string, in []*tensor.Tensor, cast func(*tensor.Tensor
 	}
 	var to dtype.DType
 	switch classOf(op) {
-	case lower:
+	case tensor.AutocastLower:
 		to = p.dt
-	case fp32:
+	case tensor.AutocastF32:
 		to = dtype.F32
 	default:
 		return in

@@ -32,7 +32,8 @@ type AutocastOutput interface {
 	OutputType(op string, in []*Tensor) (dt dtype.DType, ok bool)
 }
 
-// Op names, as ops report them in errors, to Autocast policies and in graph nodes.
+// Op names, as ops report them in errors, to Autocast policies and in graph nodes;
+// each has a row in the op table (ops.go).
 const (
 	OpAdd          = "Add"
 	OpSub          = "Sub"

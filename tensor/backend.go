@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"fmt"
+	"os"
 	"sync"
 
 	"github.com/subletml/sublet/device"
@@ -17,10 +18,20 @@ import (
 var hostKernels = sync.OnceValues(func() (kernels.Backend, error) {
 	g, err := blas.FromEnv()
 	if err != nil {
-		return nil, fmt.Errorf("%s=%q: %w (unset it for the built-in GEMM)", blas.Env, blas.Env, err)
+		return nil, fmt.Errorf("%s=%q: %w (unset it for the built-in GEMM)", blas.Env, os.Getenv(blas.Env), err)
 	}
 	return cpu.NewBackend(g), nil
 })
+
+// HostGemm names the GEMM the CPU kernels use for float32 products ("builtin-avx2",
+// or the system BLAS SUBLET_BLAS names), or returns why SUBLET_BLAS cannot be used.
+func HostGemm() (string, error) {
+	k, err := hostKernels()
+	if err != nil {
+		return "", err
+	}
+	return k.(*cpu.Backend).Gemm().Name(), nil
+}
 
 // kernelsFor returns the kernels that compute on dev's memory for op: the CPU kernels
 // on host memory, the meta backend (which computes nothing) where there is no data. It

@@ -6,26 +6,26 @@ import (
 )
 
 // Add returns a + b, broadcasting by numpy rules.
-func (a *Tensor) Add(b *Tensor) *Tensor { return binaryOp(OpAdd, kernels.Add, a, b) }
+func (a *Tensor) Add(b *Tensor) *Tensor { return binaryOp(opAdd, a, b) }
 
 // Sub returns a - b, broadcasting.
-func (a *Tensor) Sub(b *Tensor) *Tensor { return binaryOp(OpSub, kernels.Sub, a, b) }
+func (a *Tensor) Sub(b *Tensor) *Tensor { return binaryOp(opSub, a, b) }
 
 // Mul returns a · b elementwise, broadcasting.
-func (a *Tensor) Mul(b *Tensor) *Tensor { return binaryOp(OpMul, kernels.Mul, a, b) }
+func (a *Tensor) Mul(b *Tensor) *Tensor { return binaryOp(opMul, a, b) }
 
 // Div returns a / b elementwise, broadcasting.
-func (a *Tensor) Div(b *Tensor) *Tensor { return binaryOp(OpDiv, kernels.Div, a, b) }
+func (a *Tensor) Div(b *Tensor) *Tensor { return binaryOp(opDiv, a, b) }
 
 // Pow returns a^b elementwise, broadcasting.
-func (a *Tensor) Pow(b *Tensor) *Tensor { return binaryOp(OpPow, kernels.Pow, a, b) }
+func (a *Tensor) Pow(b *Tensor) *Tensor { return binaryOp(opPow, a, b) }
 
 // Maximum returns max(a, b) elementwise, broadcasting (NaN if either is NaN; at ties
 // each side gets half the gradient).
-func (a *Tensor) Maximum(b *Tensor) *Tensor { return binaryOp(OpMaximum, kernels.Maximum, a, b) }
+func (a *Tensor) Maximum(b *Tensor) *Tensor { return binaryOp(opMaximum, a, b) }
 
 // Minimum returns min(a, b) elementwise, broadcasting.
-func (a *Tensor) Minimum(b *Tensor) *Tensor { return binaryOp(OpMinimum, kernels.Minimum, a, b) }
+func (a *Tensor) Minimum(b *Tensor) *Tensor { return binaryOp(opMinimum, a, b) }
 
 // floatOnly panics unless every input of the call is floating.
 func (c *call) floatOnly() {
@@ -36,8 +36,9 @@ func (c *call) floatOnly() {
 	}
 }
 
-func binaryOp(op string, k kernels.BinaryOp, a, b *Tensor) *Tensor {
-	c := begin(op, a, b)
+func binaryOp(op *OpInfo, a, b *Tensor) *Tensor {
+	k := op.binary
+	c := begin(op.Name, a, b)
 	c.floatOnly()
 	x, y := c.in[0], c.in[1]
 	shape, ok := broadcast(x.shape, y.shape)
@@ -118,21 +119,22 @@ func gradKernel(op string, g *Tensor, ins []*Tensor, f func(k kernels.Backend, d
 
 // AddScalar returns t + v.
 func (t *Tensor) AddScalar(v float64) *Tensor {
-	return scalarOp(OpAddScalar, kernels.Add, t, v, identityBackward{})
+	return scalarOp(opAddScalar, t, v, identityBackward{})
 }
 
 // MulScalar returns t · v.
 func (t *Tensor) MulScalar(v float64) *Tensor {
-	return scalarOp(OpMulScalar, kernels.Mul, t, v, mulScalarBackward{v})
+	return scalarOp(opMulScalar, t, v, mulScalarBackward{v})
 }
 
 // PowScalar returns t^p elementwise.
 func (t *Tensor) PowScalar(p float64) *Tensor {
-	return scalarOp(OpPowScalar, kernels.Pow, t, p, &powScalarBackward{p: p})
+	return scalarOp(opPowScalar, t, p, &powScalarBackward{p: p})
 }
 
-func scalarOp(op string, k kernels.BinaryOp, t *Tensor, v float64, r rule) *Tensor {
-	c := begin(op, t)
+func scalarOp(op *OpInfo, t *Tensor, v float64, r rule) *Tensor {
+	k := op.binary
+	c := begin(op.Name, t)
 	c.floatOnly()
 	x := c.in[0]
 	out := c.alloc(x.dt, x.shape)

@@ -11,12 +11,19 @@
 // Transpose, Permute, Slice, Expand, Squeeze, Unsqueeze, Detach, Contiguous of a
 // contiguous tensor) are new handles over the same storage.
 //
-// Ops run on cpu and on sim with a backing store through the CPU kernels (package
-// kernels/cpu). On sim without a backing store (the meta device) ops allocate their
-// outputs and compute nothing, so memory at named moments can be checked at full
-// model size in milliseconds; reading values there (Item, ToSlice) panics with
-// ErrNoData. On a device without kernels (cuda for now) every op panics with
-// ErrNoKernels naming the op and the device.
+// Every op is written once (its checks, its autograd recording, what it saves) and
+// computes through a kernels.Backend picked from where its storage lives
+// (Storage.Residency): the CPU kernels (package kernels/cpu, with the system BLAS
+// SUBLET_BLAS names for float32 products) on host memory (cpu, sim with a backing
+// store); kernels.Meta on sim without a backing store (the meta device), where ops
+// allocate every output and temporary a real device would and compute nothing, so
+// memory at named moments can be checked at full model size in milliseconds (reading
+// values there, Item or ToSlice, panics with ErrNoData). On a device without kernels
+// (cuda for now) an op that computes panics with ErrNoKernels naming the op and the
+// device; what needs no kernel works everywhere: views, Detach, To of a contiguous
+// tensor (in every direction), FromSlice, ToSlice and Item (which wait for the device).
+// The op table (Ops, LookupOp) lists every op with its inputs, what it saves and its
+// autocast class.
 //
 // # Ownership and release (the contract)
 //

@@ -6,37 +6,38 @@ import (
 )
 
 // Neg returns -t.
-func (t *Tensor) Neg() *Tensor { return unaryOp(OpNeg, kernels.Neg, t) }
+func (t *Tensor) Neg() *Tensor { return unaryOp(opNeg, t) }
 
 // Abs returns |t| (gradient 0 at 0).
-func (t *Tensor) Abs() *Tensor { return unaryOp(OpAbs, kernels.Abs, t) }
+func (t *Tensor) Abs() *Tensor { return unaryOp(opAbs, t) }
 
 // Exp returns e^t.
-func (t *Tensor) Exp() *Tensor { return unaryOp(OpExp, kernels.Exp, t) }
+func (t *Tensor) Exp() *Tensor { return unaryOp(opExp, t) }
 
 // Log returns ln t.
-func (t *Tensor) Log() *Tensor { return unaryOp(OpLog, kernels.Log, t) }
+func (t *Tensor) Log() *Tensor { return unaryOp(opLog, t) }
 
 // Sqrt returns √t.
-func (t *Tensor) Sqrt() *Tensor { return unaryOp(OpSqrt, kernels.Sqrt, t) }
+func (t *Tensor) Sqrt() *Tensor { return unaryOp(opSqrt, t) }
 
 // Tanh returns tanh t.
-func (t *Tensor) Tanh() *Tensor { return unaryOp(OpTanh, kernels.Tanh, t) }
+func (t *Tensor) Tanh() *Tensor { return unaryOp(opTanh, t) }
 
 // Sigmoid returns 1/(1+e^-t).
-func (t *Tensor) Sigmoid() *Tensor { return unaryOp(OpSigmoid, kernels.Sigmoid, t) }
+func (t *Tensor) Sigmoid() *Tensor { return unaryOp(opSigmoid, t) }
 
 // Relu returns max(t, 0) (gradient 0 at 0).
-func (t *Tensor) Relu() *Tensor { return unaryOp(OpRelu, kernels.Relu, t) }
+func (t *Tensor) Relu() *Tensor { return unaryOp(opRelu, t) }
 
 // Gelu returns x/2·(1+erf(x/√2)), PyTorch's default GELU.
-func (t *Tensor) Gelu() *Tensor { return unaryOp(OpGelu, kernels.GeluErf, t) }
+func (t *Tensor) Gelu() *Tensor { return unaryOp(opGelu, t) }
 
 // GeluTanh returns the tanh approximation x/2·(1+tanh(√(2/π)(x+0.044715x³))).
-func (t *Tensor) GeluTanh() *Tensor { return unaryOp(OpGelu, kernels.GeluTanh, t) }
+func (t *Tensor) GeluTanh() *Tensor { return unaryOp(opGeluTanh, t) }
 
-func unaryOp(op string, k kernels.UnaryOp, t *Tensor) *Tensor {
-	c := begin(op, t)
+func unaryOp(op *OpInfo, t *Tensor) *Tensor {
+	k := op.unary
+	c := begin(op.Name, t)
 	c.floatOnly()
 	x := c.in[0]
 	out := c.alloc(x.dt, x.shape)

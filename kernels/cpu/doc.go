@@ -1,12 +1,16 @@
 // Package cpu holds the CPU compute kernels: plain functions over memory the caller
 // owns, in pure Go plus Go assembly for the GEMM micro-kernels and exp on amd64 (chosen
 // at run time by CPU feature) and the GEMM micro-kernel on arm64 (pure-Go kernels
-// everywhere else), parallel across goroutines for large inputs.
+// everywhere else), parallel across goroutines for large inputs. Backend wraps them as
+// a kernels.Backend over host memory: what the tensor package runs on cpu and on a
+// simulated device with a backing store, and the reference every other backend is
+// tested against. The op enums, Layout and the optimizer hyper-parameters are package
+// kernels'.
 //
 // # Passing tensors
 //
 // Elementwise, copy, reduction and matmul kernels take Operands: a typed buffer plus a
-// Layout (Shape, Strides and Offset, all counted in elements) built with F32, F16,
+// kernels.Layout (Shape, Strides and Offset, all counted in elements) built with F32, F16,
 // BF16, I32, I64, Bool or FromBytes. Strides may be 0 (broadcast) but not negative.
 // Inputs broadcast to the output's shape by numpy rules, so a scalar is a rank-0
 // Operand over a one-element slice, and a view (transpose, permute, slice, expand) is
@@ -23,7 +27,8 @@
 //   - Elementwise: Unary and UnaryBackward (neg, abs, exp, log, sqrt, tanh, sigmoid,
 //     relu, gelu in tanh and erf forms), Binary and BinaryBackward (add, sub, mul,
 //     div, pow, maximum, minimum; reduce a broadcast operand's gradient with Sum),
-//     Axpy (gradient accumulation), Fill, Dropout (with DropoutMask).
+//     Axpy (gradient accumulation), Fill, Dropout (with DropoutMask, Philox4x32-10
+//     keyed by a seed, so every backend draws the same mask).
 //   - Copy: any dtype to any dtype, any layout to any layout. Materializing a view,
 //     reshaping a non-contiguous tensor, and concat/stack (copy each input into its
 //     slice of the output; the backward copies the slices of the gradient out) are all
@@ -35,8 +40,8 @@
 //     kernels/cpu/blas) stand in for Builtin.
 //   - Softmax, LogSoftmax and their backward along any axis; CrossEntropy (mean,
 //     ignore index) with its fused backward; MSE; LayerNorm with its backward.
-//   - Embedding and its scatter-add backward; SGD and Adam (AdamW) steps; NonFinite and
-//     Unscale for mixed precision.
+//   - Embedding and its scatter-add backward; SGDStep and AdamStep (AdamW); NonFinite
+//     and Unscale for mixed precision.
 //
 // # Invariants
 //
@@ -54,10 +59,10 @@
 //     Any other overlap between an output and an input gives unspecified results.
 //   - Misuse (shapes that do not broadcast, layouts outside their buffer, lengths that
 //     disagree, an integer output for a float kernel, an output with a stride of 0
-//     along a dimension longer than 1) is a caller bug and panics with
-//     a message naming the kernel and the shapes, before anything is written. Errors
-//     that depend on data, an index out of range, are returned as *kernels.IndexError, also
-//     before anything is written.
+//     along a dimension longer than 1) is a caller bug and panics with a message naming
+//     the kernel and the shapes, before anything is written. Errors that depend on
+//     data, an index out of range, are returned as *kernels.IndexError, also before
+//     anything is written.
 //   - Work below a size threshold runs on the calling goroutine; above it a kernel
 //     starts at most GOMAXPROCS-1 goroutines and waits for them before returning, so
 //     no goroutine outlives a call. Kernels are safe to call from many goroutines at

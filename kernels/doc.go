@@ -1,0 +1,20 @@
+// Package kernels is the compute-backend seam between the tensor package and the code
+// that computes: the op enums (UnaryOp, BinaryOp, Arg), Layout (shape, strides and
+// offset in elements), Operand (a memory block, a layout and an element type, or a
+// Scalar immediate), the optimizer hyper-parameters, and Backend, the interface every
+// backend implements. kernels/cpu implements it over host memory and is the reference
+// every other backend is tested against; Meta computes nothing, for devices that keep
+// no data; a GPU backend passes device pointers.
+//
+// The tensor package picks one Backend per op from the residency of the op's device
+// (device.Residency) and calls it with operands it built from its storages: adding a
+// backend touches that one choice, adding an op one Backend method per backend.
+//
+// Invariants every backend keeps (Backend's doc has the details):
+//   - Backends never allocate outputs or device memory: the caller passes every output
+//     and temporary, so the allocator sees all memory an op uses.
+//   - Results are deterministic: the same inputs give the same bits on every run.
+//   - Misuse panics before anything is written; a data-dependent error (an index out
+//     of range) is an *IndexError, returned by a synchronous backend before anything
+//     is written and by an asynchronous one at the next synchronisation.
+package kernels
