@@ -29,6 +29,7 @@ func commands() []command {
 		{"replay", "replay a trace through the caching allocator; print its statistics as JSON", runReplay},
 		{"snapshot", "replay a trace with memory history on; write the memory snapshot (pickle or JSON)", runSnapshot},
 		{"trace", "generate, list and summarize allocation traces (sublet trace -h)", runTrace},
+		{"viz", "render a memory snapshot as one self-contained HTML page on stdout", runViz},
 	}
 }
 

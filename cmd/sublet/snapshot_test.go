@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -66,4 +67,24 @@ func TestSnapshotMaxEntriesAndErrors(t *testing.T) {
 	code, _, errs = sublet("snapshot", "-trace", "../../testdata/traces/blog.jsonl.gz", "-o", filepath.Join(t.TempDir(), "no", "s.json"))
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errs, "write snapshot: open")
+}
+
+func TestVizOfASnapshot(t *testing.T) {
+	snap := filepath.Join(t.TempDir(), "s.pickle")
+	code, _, errs := sublet("snapshot", "-trace", "../../testdata/traces/oom_fraction.jsonl.gz", "-fraction", "0.0143", "-o", snap)
+	require.Equal(t, 0, code, errs)
+	code, page, errs := sublet("viz", "-title", "oom_fraction", snap)
+	require.Equal(t, 0, code, errs)
+	assert.Contains(t, page, "<title>oom_fraction</title>")
+	assert.Contains(t, page, `class="oom-marker"`)
+	assert.Contains(t, page, `id="largest-0"`)
+
+	code, _, errs = sublet("viz")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, "viz: give one snapshot file")
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	require.NoError(t, os.WriteFile(bad, []byte("{\"segments\": [{\"address\": 1}]}"), 0o644))
+	code, _, errs = sublet("viz", bad)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "read snapshot "+bad+": segments[0].total_size: missing")
 }
