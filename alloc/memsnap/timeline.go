@@ -29,8 +29,8 @@ type Timeline struct {
 
 // Point is the memory after one event.
 type Point struct {
-	TimeUs                     int64
-	Action                     string
+	TimeUs                      int64
+	Action                      string
 	Allocated, Reserved, Active int64
 	// BySite[i] is what Sites[i] holds allocated.
 	BySite []int64
