@@ -6,6 +6,7 @@ require (
 	github.com/chewxy/math32 v1.11.1
 	github.com/chromedp/chromedp v0.23.0
 	github.com/ebitengine/purego v0.11.3
+	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
 	github.com/stretchr/testify v1.12.1
 	github.com/x448/float16 v0.8.4
 	golang.org/x/sys v0.50.0

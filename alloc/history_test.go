@@ -231,3 +231,10 @@ func TestActionNames(t *testing.T) {
 	_, ok := ParseAction("")
 	assert.False(t, ok)
 }
+
+func TestRegisteredListsTheAllocatorsOfFor(t *testing.T) {
+	d := newSim(t, 0)
+	a, err := For(d)
+	require.NoError(t, err)
+	assert.Contains(t, Registered(), a)
+}
