@@ -93,7 +93,7 @@ func run(args []string, out io.Writer) error {
 	fmt.Fprintf(out, "  %-28s %6s %14s %14s\n", "settings", "OOMs", "peak reserved", "peak allocated")
 	var avoided []string
 	for _, conf := range settings {
-		r, err := replayUnder(events, conf, *capacity)
+		r, err := replay.OnSim(events, conf, 0, *capacity)
 		if err != nil {
 			return err
 		}
@@ -118,33 +118,6 @@ func run(args []string, out io.Writer) error {
 		fmt.Fprintln(out)
 	}
 	return nil
-}
-
-// replayUnder replays events through a new allocator with conf on a device of capacity
-// bytes and returns its final statistics.
-func replayUnder(events []replay.Event, conf string, capacity int64) (map[string]int64, error) {
-	d, err := sim.New(sim.Options{Capacity: capacity})
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := alloc.ParseConfig(conf)
-	if err != nil {
-		return nil, err
-	}
-	a, err := alloc.New(d, cfg)
-	if err != nil {
-		return nil, err
-	}
-	res, err := replay.Replay(a, events, false)
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range res.Live {
-		if err := a.Free(p); err != nil {
-			return nil, err
-		}
-	}
-	return res.Final, a.EmptyCache()
 }
 
 // workload is the decoding loop; request and step say where it is.
