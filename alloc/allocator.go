@@ -33,6 +33,7 @@ import (
 	"math"
 	"reflect"
 	"sync"
+	"sync/atomic"
 
 	"github.com/subletml/sublet/device"
 )
@@ -79,6 +80,14 @@ type Allocator struct {
 	events eventState
 	// spareBlocks are released block structs kept for reuse. Guarded by mu.
 	spareBlocks []*block
+	// hist is the memory history, nil until RecordHistory. Guarded by mu.
+	hist *history
+	// histOn says whether calls capture their stack for the history; read before
+	// taking mu, so that calls pay nothing else while it is off. Set under mu.
+	histOn atomic.Bool
+	// histTrace says whether Free and EmptyCache capture theirs too: only the trace
+	// ring keeps the stacks of their events. Set under mu.
+	histTrace atomic.Bool
 }
 
 // New returns a caching allocator over dev. cfg is checked as ParseConfig checks a
@@ -209,6 +218,30 @@ func (a *Allocator) RoundSize(n int64) int64 { return roundSize(n, &a.divisions)
 // returns 0 and touches nothing. When no cached block fits and the device has no memory
 // left even after the cache is released, the error is an *OOMError.
 func (a *Allocator) Alloc(size int64, s device.Stream) (device.Ptr, error) {
+	if a.histOn.Load() {
+		return a.allocRecorded(size, s, Tag{})
+	}
+	return a.alloc(size, s, nil)
+}
+
+// AllocTagged is Alloc with a tag that the memory history keeps with the block and its
+// events (the op and scope that asked for it); with history off it is Alloc.
+func (a *Allocator) AllocTagged(size int64, s device.Stream, tag Tag) (device.Ptr, error) {
+	if a.histOn.Load() {
+		return a.allocRecorded(size, s, tag)
+	}
+	return a.alloc(size, s, nil)
+}
+
+// allocRecorded is Alloc capturing its caller's stack for the history.
+//
+//go:noinline
+func (a *Allocator) allocRecorded(size int64, s device.Stream, tag Tag) (device.Ptr, error) {
+	var c callSite
+	return a.alloc(size, s, c.capture(2, tag))
+}
+
+func (a *Allocator) alloc(size int64, s device.Stream, c *callSite) (device.Ptr, error) {
 	if size <= 0 {
 		if size == 0 {
 			return 0, nil
@@ -220,6 +253,9 @@ func (a *Allocator) Alloc(size int64, s device.Stream) (device.Ptr, error) {
 			Hint: "the request is larger than any device; check the size computation"}
 	}
 	a.mu.Lock()
+	if a.hist != nil {
+		a.beginCall(c)
+	}
 	if a.events.pending > 0 {
 		if err := a.processEvents(); err != nil {
 			a.mu.Unlock()
@@ -238,6 +274,9 @@ func (a *Allocator) Alloc(size int64, s device.Stream) (device.Ptr, error) {
 	}
 	b = a.allocFoundBlock(&r, b)
 	a.ptrs.put(b.addr, b)
+	if a.hist != nil {
+		a.recordAlloc(b, s)
+	}
 	a.mu.Unlock()
 	return b.addr, nil
 }
@@ -251,7 +290,25 @@ func (a *Allocator) Free(p device.Ptr) error {
 	if p == 0 {
 		return nil
 	}
+	if a.histTrace.Load() {
+		return a.freeRecorded(p)
+	}
+	return a.free(p, nil)
+}
+
+// freeRecorded is Free capturing its caller's stack for the history.
+//
+//go:noinline
+func (a *Allocator) freeRecorded(p device.Ptr) error {
+	var c callSite
+	return a.free(p, c.capture(2, Tag{}))
+}
+
+func (a *Allocator) free(p device.Ptr, c *callSite) error {
 	a.mu.Lock()
+	if a.hist != nil {
+		a.beginCall(c)
+	}
 	b := a.ptrs.remove(p)
 	if b == nil {
 		a.mu.Unlock()
@@ -267,6 +324,9 @@ func (a *Allocator) Free(p device.Ptr) error {
 		}
 	}
 	b.allocated = false
+	if a.hist != nil {
+		a.recordFree(ActionFreeRequested, b)
+	}
 	k := b.kind()
 	a.stats.Allocation.decrease(k, 1)
 	a.stats.AllocatedBytes.decrease(k, b.size)

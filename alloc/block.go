@@ -23,6 +23,8 @@ type block struct {
 	allocated  bool
 	// mapped is false only for unmapped address space of an expandable segment.
 	mapped bool
+	// site is the memory history's site of the allocation (0: none recorded).
+	site int32
 	// streamUses are the streams other than the allocation stream that RecordStream
 	// named since the block was allocated (a set; usually empty).
 	streamUses []device.Stream

@@ -118,7 +118,7 @@ func (a *Allocator) mapBlock(r *request, b *block, size int64) (bool, error) {
 // are now mapped: they become a free block, merged with free neighbours, in the free
 // set.
 func (a *Allocator) commitMapped(b *block, mapped int64) {
-	seg := b.seg
+	seg, start := b.seg, b.addr
 	a.removeUnmapped(b)
 	b.mapped = true
 	if mapped < b.size {
@@ -134,6 +134,9 @@ func (a *Allocator) commitMapped(b *block, mapped int64) {
 	a.totalAllocated += mapped
 	a.stats.ReservedBytes.increase(seg.kind, mapped)
 	a.stats.NumDeviceAlloc++
+	if a.hist != nil {
+		a.recordSegment(ActionSegmentMap, start, mapped, seg)
+	}
 }
 
 // unmapBlock is PyTorch's unmap_block: give back the whole pages inside free block b,
@@ -184,6 +187,9 @@ func (a *Allocator) unmapBlock(b *block) error {
 	a.totalAllocated -= usize
 	a.stats.ReservedBytes.decrease(seg.kind, usize)
 	a.stats.NumDeviceFree++
+	if a.hist != nil {
+		a.recordSegment(ActionSegmentUnmap, ulo, usize, seg)
+	}
 	return uerr
 }
 

@@ -3,6 +3,9 @@ package alloc
 // freeBlock is PyTorch's free_block: b, no longer allocated and with no pending stream
 // use, merges with its free neighbours and goes back to its free set.
 func (a *Allocator) freeBlock(b *block) {
+	if a.hist != nil {
+		a.recordFree(ActionFreeCompleted, b)
+	}
 	origSize, requested := b.size, b.requested
 	k := b.kind()
 	var netBlocks, netBytes int64

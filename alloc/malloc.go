@@ -188,6 +188,9 @@ func (a *Allocator) allocBlock(r *request, retry bool) (*block, error) {
 		a.stats.OversizeSegments.increase(1)
 	}
 	a.stats.NumDeviceAlloc++
+	if a.hist != nil {
+		a.recordSegment(ActionSegmentAlloc, p, size, seg)
+	}
 	return b, nil
 }
 
@@ -211,6 +214,9 @@ func (a *Allocator) removeSegment(seg *segment) {
 func (a *Allocator) oom(r *request) error {
 	free, total, _ := a.dev.MemInfo()
 	a.stats.NumOOMs++
+	if a.hist != nil {
+		a.recordCall(ActionOOM, r.size, r.ss.stream, free)
+	}
 	e := &OOMError{
 		Device:             a.dev.Name(),
 		Requested:          r.size,

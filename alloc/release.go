@@ -7,8 +7,27 @@ import "fmt"
 // free pages of expandable segments. Free blocks inside segments that still hold live
 // blocks stay (InactiveSplitBytes).
 func (a *Allocator) EmptyCache() error {
+	if a.histTrace.Load() {
+		return a.emptyCacheRecorded()
+	}
+	return a.emptyCache(nil)
+}
+
+// emptyCacheRecorded is EmptyCache capturing its caller's stack for the history.
+//
+//go:noinline
+func (a *Allocator) emptyCacheRecorded() error {
+	var c callSite
+	return a.emptyCache(c.capture(2, Tag{}))
+}
+
+func (a *Allocator) emptyCache(c *callSite) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.hist != nil {
+		a.beginCall(c)
+		a.recordCall(ActionEmptyCache, 0, 0, 0)
+	}
 	if err := a.releaseCachedBlocks(); err != nil {
 		return fmt.Errorf("alloc: EmptyCache on %s: %w", a.dev.Name(), err)
 	}
@@ -71,6 +90,9 @@ func (a *Allocator) releaseBlock(b *block) error {
 		return fmt.Errorf("freeing a %d-byte segment: %w", seg.size, err)
 	}
 	a.stats.NumDeviceFree++
+	if a.hist != nil {
+		a.recordSegment(ActionSegmentFree, seg.base, seg.size, seg)
+	}
 	a.totalAllocated -= b.size
 	a.stats.Segment.decrease(seg.kind, 1)
 	a.stats.ReservedBytes.decrease(seg.kind, b.size)

@@ -36,6 +36,12 @@ type BlockInfo struct {
 	// Requested is the caller's size for an active block, 0 for an inactive one.
 	Requested int64
 	State     BlockState
+	// Frames and Tag are where an active block was allocated, when the memory history
+	// recorded it (RecordHistory); empty otherwise. Frames start at the caller of Alloc.
+	Frames []Frame
+	Tag    Tag
+	// site is the history's site of the block while the snapshot is assembled.
+	site int32
 }
 
 // SegmentInfo describes one segment, as in torch.cuda.memory_snapshot(): a raw device
@@ -54,10 +60,19 @@ type SegmentInfo struct {
 	Blocks []BlockInfo
 }
 
-// Snapshot describes every segment and its blocks, sorted by address.
+// Snapshot describes every segment and its blocks, sorted by address; with memory
+// history on, each active block says where it was allocated.
 func (a *Allocator) Snapshot() []SegmentInfo {
 	a.mu.Lock()
-	defer a.mu.Unlock()
+	segs := a.segmentsLocked()
+	sym := a.symbolizerLocked()
+	a.mu.Unlock()
+	sym.blocks(segs)
+	return segs
+}
+
+// segmentsLocked is Snapshot's description, with each block's history site.
+func (a *Allocator) segmentsLocked() []SegmentInfo {
 	var out []SegmentInfo
 	for _, seg := range a.segments {
 		var cur *SegmentInfo
@@ -79,7 +94,7 @@ func (a *Allocator) Snapshot() []SegmentInfo {
 				bi.State = ActivePendingFree
 			}
 			if bi.State != Inactive {
-				bi.Requested = b.requested
+				bi.Requested, bi.site = b.requested, b.site
 				cur.ActiveSize += b.size
 				cur.RequestedSize += b.requested
 			}

@@ -86,6 +86,24 @@ func (e *EventError) Unwrap() error { return e.Err }
 // SeriesKeys is recorded after every event. Ids still live at the end stay allocated
 // (Result.Live).
 func Replay(a *alloc.Allocator, events []Event, series bool) (*Result, error) {
+	return ReplayWith(a, events, Options{Series: series})
+}
+
+// Options are ReplayWith's.
+type Options struct {
+	// Series records a row of SeriesKeys after every event.
+	Series bool
+	// Progress, when not nil, is called with the number of events replayed so far,
+	// every ProgressEvery events and after the last.
+	Progress func(done int)
+}
+
+// ProgressEvery is how many events pass between two calls of Options.Progress.
+const ProgressEvery = 4096
+
+// ReplayWith is Replay with options.
+func ReplayWith(a *alloc.Allocator, events []Event, o Options) (*Result, error) {
+	series := o.Series
 	if err := Validate(events); err != nil {
 		return nil, err
 	}
@@ -106,6 +124,9 @@ func Replay(a *alloc.Allocator, events []Event, series bool) (*Result, error) {
 				row[j] = k.get(&st)
 			}
 			res.Series = append(res.Series, row)
+		}
+		if o.Progress != nil && ((i+1)%ProgressEvery == 0 || i == len(events)-1) {
+			o.Progress(i + 1)
 		}
 	}
 	r.finish(res)

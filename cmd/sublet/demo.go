@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/alloc/replay"
-	"github.com/subletml/sublet/device/sim"
 )
 
 // demoRuns are the demo's (trace kind, conf, fraction) rows, each showing one knob.
@@ -48,7 +46,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 		}
 		var reserved [2]int64
 		for i, conf := range []string{"", "expandable_segments:True"} {
-			final, err := demoReplay(events, conf, 0)
+			final, err := replay.OnSim(events, conf, 0, 0)
 			if err != nil {
 				return err
 			}
@@ -63,7 +61,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		final, err := demoReplay(events, r.conf, r.fraction)
+		final, err := replay.OnSim(events, r.conf, r.fraction, 0)
 		if err != nil {
 			return err
 		}
@@ -78,30 +76,4 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintln(stdout, "\nReplay any trace: sublet replay -trace testdata/traces/seqlen.jsonl.gz [-conf ...] [-series]")
 	return nil
-}
-
-// demoReplay replays events on a fresh simulated H200 and returns the final statistics.
-func demoReplay(events []replay.Event, conf string, fraction float64) (map[string]int64, error) {
-	d, err := sim.New(sim.Options{})
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := alloc.ParseConfig(conf)
-	if err != nil {
-		return nil, err
-	}
-	a, err := alloc.New(d, cfg)
-	if err != nil {
-		return nil, err
-	}
-	if fraction != 0 {
-		if err := a.SetMemoryFraction(fraction); err != nil {
-			return nil, err
-		}
-	}
-	res, err := replay.Replay(a, events, false)
-	if err != nil {
-		return nil, err
-	}
-	return res.Final, nil
 }

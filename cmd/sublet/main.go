@@ -27,7 +27,9 @@ func commands() []command {
 		{"demo", "show the caching allocator on a few generated traces", runDemo},
 		{"info", "print the devices, the default device and the allocator settings in force", runInfo},
 		{"replay", "replay a trace through the caching allocator; print its statistics as JSON", runReplay},
+		{"snapshot", "replay a trace with memory history on; write the memory snapshot (pickle or JSON)", runSnapshot},
 		{"trace", "generate, list and summarize allocation traces (sublet trace -h)", runTrace},
+		{"viz", "render a memory snapshot as one self-contained HTML page on stdout", runViz},
 	}
 }
 

@@ -4,7 +4,7 @@
 # (carry [".gpu"]). Needs no Go there; python3 + torch for the PyTorch side.
 #
 #   scripts/gpu/suite.sh [--no-info] [--no-tests] [--no-gpubench] [--no-torch]
-#                        [--no-bench] [--no-replay] [--oracle]
+#                        [--no-bench] [--no-replay] [--no-memviz] [--oracle]
 #
 # Steps, in this order, each logged, none stopping the others:
 #   info:     sublet info (devices, driver, allocator settings)
@@ -22,6 +22,10 @@
 #             compared row by row and final key by key with PyTorch's results
 #             (testdata/oracle/NAME.json.gz, or this call's with --oracle) by
 #             compare_replay.py
+#   memviz:   sublet snapshot of testdata/traces/oom_fraction (expandable segments, a
+#             memory fraction, so OOMs and segment_map/unmap are in it) and of train on
+#             cuda:0, each read by PyTorch's own `python -m torch.cuda._memory_viz` stats,
+#             trace, trace_plot and segment_plot (issue 11: the pickle PyTorch reads)
 #   oracle:   only with --oracle: scripts/gpu/oracle.sh (PyTorch on every matrix run,
 #             about 3 minutes) before the replay; testdata/oracle already holds its
 #             results of 2026-11-30
@@ -31,10 +35,10 @@
 # $OUT/oracle.tar.gz. Each step's time limit: STEP_TIMEOUT seconds (300).
 set -uo pipefail
 
-steps=" info tests gpubench torch bench replay " # spaced: names are removed whole
+steps=" info tests gpubench torch bench replay memviz " # spaced: names are removed whole
 while (($#)); do
 	case "$1" in
-	--no-info | --no-tests | --no-gpubench | --no-torch | --no-bench | --no-replay) steps=${steps/ ${1#--no-} / } ;;
+	--no-info | --no-tests | --no-gpubench | --no-torch | --no-bench | --no-replay | --no-memviz) steps=${steps/ ${1#--no-} / } ;;
 	--oracle) steps=${steps/ replay / oracle replay } ;;
 	*) echo "suite.sh: unknown argument $1 (see the top of $0)" >&2; exit 2 ;;
 	esac
@@ -53,7 +57,7 @@ STEP_TIMEOUT=${STEP_TIMEOUT:-300}
 [[ -x .gpu/bin/sublet && -x .gpu/bin/sublet-bench && -f .gpu/tests.txt ]] ||
 	{ echo "suite.sh: .gpu/ not built: run scripts/gpu/build.sh on the dev machine and carry .gpu" >&2; exit 1; }
 rm -rf "$LOG"
-mkdir -p "$LOG/tests" "$LOG/bench" "$LOG/replay" "$OUT"
+mkdir -p "$LOG/tests" "$LOG/bench" "$LOG/replay" "$LOG/memviz" "$OUT"
 : >"$LOG/status.tsv"
 t0=$SECONDS
 
@@ -138,6 +142,26 @@ for r in json.load(open(sys.argv[1]))["runs"]:
 	"$PY" scripts/gpu/compare_replay.py "$oracle_dir" "$LOG"/replay/*.json >"$LOG/replay/compare.txt" 2>&1
 	status replay compare_replay.py $? $((SECONDS - t))
 	tail -n 1 "$LOG/replay/compare.txt" >&2
+fi
+
+if has memviz; then
+	for run in "oom_fraction expandable_segments:True 0.0143" "train - 0"; do
+		read -r trace conf frac <<<"$run"
+		[[ $conf == - ]] && conf=
+		snap=$LOG/memviz/$trace.pickle
+		t=$SECONDS
+		timeout "$STEP_TIMEOUT" .gpu/bin/sublet snapshot -trace "testdata/traces/$trace.jsonl.gz" -conf "$conf" \
+			-fraction "$frac" -device cuda:0 -o "$snap" >"$LOG/memviz/$trace.snapshot.txt" 2>&1
+		status memviz "snapshot $trace" $? $((SECONDS - t))
+		for act in stats trace trace_plot segment_plot; do
+			t=$SECONDS
+			case $act in
+			stats | trace) timeout "$STEP_TIMEOUT" "$PY" -m torch.cuda._memory_viz $act "$snap" ;;
+			*) timeout "$STEP_TIMEOUT" "$PY" -m torch.cuda._memory_viz $act "$snap" -o "$LOG/memviz/$trace.$act.html" ;;
+			esac >"$LOG/memviz/$trace.$act.txt" 2>&1
+			status memviz "_memory_viz $act $trace" $? $((SECONDS - t))
+		done
+	done
 fi
 
 pack

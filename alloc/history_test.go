@@ -1,0 +1,240 @@
+package alloc
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/subletml/sublet/device"
+)
+
+// event is the comparable part of a TraceEntry.
+type event struct {
+	act             Action
+	addr            device.Ptr
+	size, blockSize int64
+}
+
+func events(s *MemorySnapshot) []event {
+	var out []event
+	for _, e := range s.Trace {
+		out = append(out, event{e.Action, e.Addr, e.Size, e.BlockSize})
+	}
+	return out
+}
+
+func TestHistoryOffRecordsNothing(t *testing.T) {
+	a, d := newAlloc(t, 0, Config{})
+	p, err := a.AllocTagged(1000, 0, Tag{Op: "MatMul"})
+	require.NoError(t, err)
+	s := a.MemorySnapshot()
+	assert.Empty(t, s.Trace)
+	require.Len(t, s.Segments, 1)
+	assert.Nil(t, s.Segments[0].Blocks[0].Frames)
+	assert.Equal(t, Tag{}, s.Segments[0].Blocks[0].Tag)
+	assert.Nil(t, a.HistorySites())
+	mustFree(t, a, p)
+	requireDrained(t, a, d)
+}
+
+func TestHistoryTraceOfOneAllocation(t *testing.T) {
+	a, d := newAlloc(t, 0, Config{})
+	require.NoError(t, a.RecordHistory(HistoryOptions{Trace: true}))
+	p, err := a.AllocTagged(1000, 0, Tag{Op: "MatMul", Scope: "layer1"})
+	require.NoError(t, err)
+
+	s := a.MemorySnapshot()
+	require.Len(t, s.Segments, 1)
+	b := s.Segments[0].Blocks[0]
+	assert.Equal(t, ActiveAllocated, b.State)
+	assert.Equal(t, Tag{Op: "MatMul", Scope: "layer1"}, b.Tag)
+	require.NotEmpty(t, b.Frames)
+	assert.Equal(t, "github.com/subletml/sublet/alloc.TestHistoryTraceOfOneAllocation", b.Frames[0].Name,
+		"the first frame is the caller of AllocTagged")
+	assert.True(t, strings.HasSuffix(b.Frames[0].Filename, "alloc/history_test.go"), b.Frames[0].Filename)
+	assert.Positive(t, b.Frames[0].Line)
+
+	require.NoError(t, a.Free(p))
+	require.NoError(t, a.EmptyCache())
+	s = a.MemorySnapshot()
+	seg := 2 * MiB // a small request's segment
+	assert.Equal(t, []event{
+		{ActionSegmentAlloc, p, seg, seg},
+		{ActionAlloc, p, 1000, 1024},
+		{ActionSnapshot, 0, 0, 0},
+		{ActionFreeRequested, p, 1000, 1024},
+		{ActionFreeCompleted, p, 1000, 1024},
+		{ActionEmptyCache, 0, 0, 0},
+		{ActionSegmentFree, p, seg, seg},
+		{ActionSnapshot, 0, 0, 0},
+	}, events(s))
+	assert.Zero(t, s.Dropped)
+	assert.True(t, s.Recording)
+	for i, e := range s.Trace {
+		assert.Positive(t, e.TimeUs, "event %d", i)
+		if i > 0 {
+			assert.GreaterOrEqual(t, e.TimeUs, s.Trace[i-1].TimeUs, "event %d", i)
+		}
+	}
+	assert.Equal(t, "MatMul", s.Trace[1].Tag.Op)
+	// Every event but the snapshots was made by a call from this test.
+	for _, i := range []int{0, 1, 3, 4, 5, 6} {
+		require.NotEmpty(t, s.Trace[i].Frames, "event %d", i)
+		assert.Equal(t, "github.com/subletml/sublet/alloc.TestHistoryTraceOfOneAllocation", s.Trace[i].Frames[0].Name, "event %d", i)
+	}
+	assert.Empty(t, s.Trace[2].Frames)
+	requireDrained(t, a, d)
+}
+
+func TestHistoryRingKeepsTheNewest(t *testing.T) {
+	a, d := newAlloc(t, 0, Config{})
+	require.NoError(t, a.RecordHistory(HistoryOptions{Trace: true, MaxEntries: 4}))
+	p := mustAlloc(t, a, 512, 0) // segment_alloc, alloc
+	for range 3 {
+		mustFree(t, a, p) // free_requested, free_completed
+		p = mustAlloc(t, a, 512, 0)
+	}
+	// 2 + 3×(2+1) = 11 events, then the snapshot's: the ring keeps the last 4.
+	s := a.MemorySnapshot()
+	assert.Equal(t, []event{
+		{ActionFreeRequested, p, 512, 512},
+		{ActionFreeCompleted, p, 512, 512},
+		{ActionAlloc, p, 512, 512},
+		{ActionSnapshot, 0, 0, 0},
+	}, events(s))
+	assert.Equal(t, int64(8), s.Dropped)
+
+	// Growing the ring keeps what it holds; shrinking keeps the newest.
+	require.NoError(t, a.RecordHistory(HistoryOptions{Trace: true, MaxEntries: 10}))
+	mustFree(t, a, p)
+	s = a.MemorySnapshot()
+	require.Len(t, s.Trace, 7)
+	assert.Equal(t, ActionFreeRequested, s.Trace[0].Action)
+	require.NoError(t, a.RecordHistory(HistoryOptions{Trace: true, MaxEntries: 2}))
+	s = a.MemorySnapshot()
+	assert.Equal(t, []event{{ActionSnapshot, 0, 0, 0}, {ActionSnapshot, 0, 0, 0}}, events(s))
+	requireDrained(t, a, d)
+}
+
+func TestHistoryStateOnlyKeepsStacksOfLiveBlocks(t *testing.T) {
+	a, d := newAlloc(t, 0, Config{})
+	var seen []Action
+	require.NoError(t, a.RecordHistory(HistoryOptions{Sink: func(e HistoryEvent) { seen = append(seen, e.Action) }}))
+	var ps []device.Ptr
+	for range 2 {
+		ps = append(ps, mustAlloc(t, a, 4*MiB, 0)) // one site: same stack, no tag
+	}
+	p := ps[0]
+	mustFree(t, a, ps[1])
+	s := a.MemorySnapshot()
+	assert.Empty(t, s.Trace, "no ring without Trace")
+	require.Len(t, s.Segments, 1)
+	blocks := s.Segments[0].Blocks
+	require.Len(t, blocks, 2)
+	require.NotEmpty(t, blocks[0].Frames)
+	assert.Equal(t, "github.com/subletml/sublet/alloc.mustAlloc", blocks[0].Frames[0].Name)
+	assert.Equal(t, "github.com/subletml/sublet/alloc.TestHistoryStateOnlyKeepsStacksOfLiveBlocks", blocks[0].Frames[1].Name)
+	assert.Nil(t, blocks[1].Frames, "a free block has no stack")
+	assert.Equal(t, []Action{ActionSegmentAlloc, ActionAlloc, ActionAlloc, ActionFreeRequested, ActionFreeCompleted, ActionSnapshot}, seen,
+		"the sink sees every event")
+
+	sites := a.HistorySites()
+	require.Len(t, sites, 1, "one stack and tag allocated (the Free's site allocated nothing)")
+	assert.Equal(t, int64(1), sites[0].LiveBlocks)
+	assert.Equal(t, 4*MiB, sites[0].LiveBytes)
+	assert.Equal(t, int64(2), sites[0].Allocs)
+	assert.Equal(t, 8*MiB, sites[0].AllocBytes)
+	assert.Equal(t, blocks[0].Frames, sites[0].Frames)
+	require.NotEmpty(t, sites[0].PCs)
+
+	a.StopHistory()
+	r := mustAlloc(t, a, 4*MiB, 0)
+	s = a.MemorySnapshot()
+	assert.False(t, s.Recording)
+	assert.Equal(t, ActionSnapshot, seen[len(seen)-1], "nothing recorded after StopHistory")
+	assert.Nil(t, s.Segments[0].Blocks[1].Frames, "allocated while history was off")
+	assert.NotNil(t, s.Segments[0].Blocks[0].Frames, "what was recorded stays")
+	a.ClearHistory()
+	assert.Empty(t, a.HistorySites())
+	assert.Nil(t, a.MemorySnapshot().Segments[0].Blocks[0].Frames)
+	mustFree(t, a, p, r)
+	requireDrained(t, a, d)
+}
+
+func TestHistoryOOMAndDeferredFree(t *testing.T) {
+	a, d := newAlloc(t, 64*MiB, Config{})
+	require.NoError(t, a.RecordHistory(HistoryOptions{Trace: true}))
+	p := mustAlloc(t, a, 40*MiB, 0)
+	_, err := a.Alloc(40*MiB, 0)
+	var oom *OOMError
+	require.ErrorAs(t, err, &oom)
+	s2 := newStream(t, d, true)
+	require.NoError(t, a.RecordStream(p, s2))
+	mustFree(t, a, p)
+	s := a.MemorySnapshot()
+	assert.Equal(t, []event{
+		{ActionSegmentAlloc, p, 40 * MiB, 40 * MiB},
+		{ActionAlloc, p, 40 * MiB, 40 * MiB},
+		{ActionOOM, 0, 40 * MiB, 0},
+		{ActionFreeRequested, p, 40 * MiB, 40 * MiB},
+		{ActionSnapshot, 0, 0, 0},
+	}, events(s), "the free completes only once the other stream's work is done")
+	assert.Equal(t, 24*MiB, s.Trace[2].DeviceFree)
+	assert.Equal(t, ActivePendingFree, s.Segments[0].Blocks[0].State)
+	require.NoError(t, d.ReleaseStream(s2))
+	require.NoError(t, a.EmptyCache())
+	s = a.MemorySnapshot()
+	tail := events(s)[5:]
+	assert.Equal(t, []event{
+		{ActionEmptyCache, 0, 0, 0},
+		{ActionFreeCompleted, p, 40 * MiB, 40 * MiB},
+		{ActionSegmentFree, p, 40 * MiB, 40 * MiB},
+		{ActionSnapshot, 0, 0, 0},
+	}, tail)
+	requireDrained(t, a, d)
+}
+
+func TestHistoryExpandableSegmentsMapAndUnmap(t *testing.T) {
+	a, d := newAlloc(t, 0, Config{ExpandableSegments: true})
+	require.NoError(t, a.RecordHistory(HistoryOptions{Trace: true}))
+	p := mustAlloc(t, a, 30*MiB, 0)
+	mustFree(t, a, p)
+	require.NoError(t, a.EmptyCache())
+	s := a.MemorySnapshot()
+	assert.Equal(t, []event{
+		{ActionSegmentMap, p, 40 * MiB, 40 * MiB},
+		{ActionAlloc, p, 30 * MiB, 30 * MiB},
+		{ActionFreeRequested, p, 30 * MiB, 30 * MiB},
+		{ActionFreeCompleted, p, 30 * MiB, 30 * MiB},
+		{ActionEmptyCache, 0, 0, 0},
+		{ActionSegmentUnmap, p, 40 * MiB, 40 * MiB},
+		{ActionSnapshot, 0, 0, 0},
+	}, events(s))
+	requireDrained(t, a, d)
+}
+
+func TestRecordHistoryRefusesNegativeMaxEntries(t *testing.T) {
+	a, _ := newAlloc(t, 0, Config{})
+	err := a.RecordHistory(HistoryOptions{Trace: true, MaxEntries: -1})
+	require.ErrorContains(t, err, "MaxEntries -1 is negative")
+	assert.False(t, a.histOn.Load())
+}
+
+func TestActionNames(t *testing.T) {
+	for act := ActionAlloc; act <= ActionEmptyCache; act++ {
+		got, ok := ParseAction(act.String())
+		assert.True(t, ok, act.String())
+		assert.Equal(t, act, got)
+	}
+	assert.Equal(t, "alloc.Action(99)", Action(99).String())
+	_, ok := ParseAction("")
+	assert.False(t, ok)
+}
+
+func TestRegisteredListsTheAllocatorsOfFor(t *testing.T) {
+	d := newSim(t, 0)
+	a, err := For(d)
+	require.NoError(t, err)
+	assert.Contains(t, Registered(), a)
+}

@@ -1,0 +1,372 @@
+// Package memviz renders a memory snapshot (package memsnap: sublet's or PyTorch's) as
+// one self-contained HTML page: no network, no external script or style. For each
+// device it draws allocated memory over time stacked by allocation site with reserved
+// and active memory as lines, the OOM moments marked; the segment map with every block
+// coloured by state; and the largest live allocations with their stacks.
+//
+//	s, err := memsnap.ReadFile("snap.pickle")
+//	err = memviz.WriteHTML(os.Stdout, s)
+//
+// The page's elements carry stable ids and classes (#device-N, .timeline, .oom-marker,
+// .segment, .block, #largest-N, #ooms-N) that its browser test checks.
+package memviz
+
+import (
+	"bytes"
+	"cmp"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/subletml/sublet/alloc/memsnap"
+)
+
+//go:embed page.html
+var pageSource string
+
+var page = template.Must(template.New("page").Funcs(template.FuncMap{
+	"bytes":     FormatBytes,
+	"add":       func(a, b int) int { return a + b },
+	"segY":      func(i int) int { return i * segRowH },
+	"segHeight": func(rows []segmentRow) int { return max(1, len(rows)) * segRowH },
+}).Parse(pageSource))
+
+// segRowH is the height of one segment's row in the segment map.
+const segRowH = 34
+
+// Options shape the page.
+type Options struct {
+	// Title heads the page; "" means "sublet memory snapshot".
+	Title string
+	// Progress, when not nil, is called with the number of devices rendered so far.
+	Progress func(done, total int)
+}
+
+// WriteHTML writes the page of s.
+func WriteHTML(w io.Writer, s *memsnap.Snapshot, o Options) error {
+	if o.Title == "" {
+		o.Title = "sublet memory snapshot"
+	}
+	n := max(len(s.DeviceTraces), len(s.Devices))
+	for _, seg := range s.Segments {
+		n = max(n, seg.Device+1)
+	}
+	data := pageData{Title: o.Title}
+	for d := range n {
+		dv, err := deviceOf(s, d)
+		if err != nil {
+			return err
+		}
+		data.Devices = append(data.Devices, dv)
+		if o.Progress != nil {
+			o.Progress(d+1, n)
+		}
+	}
+	var buf bytes.Buffer
+	if err := page.Execute(&buf, data); err != nil {
+		return fmt.Errorf("memviz: %w", err)
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+type pageData struct {
+	Title   string
+	Devices []deviceData
+}
+
+type deviceData struct {
+	Index                                    int
+	Name                                     string
+	Events, Dropped                          int64
+	Allocated, Reserved, Active, Total, Free int64
+	Requested                                bool
+	Timeline                                 *chart
+	Segments                                 []segmentRow
+	Largest                                  []largeRow
+	OOMs                                     []oomRow
+	// MoreOOMs counts the OOMs beyond the rows shown.
+	MoreOOMs int
+	// Data is the sampled series for the page's cursor readout.
+	Data template.JS
+}
+
+// Geometry of the timeline chart, in SVG user units.
+const (
+	chartW, chartH = 1000.0, 320.0
+	padL, padT     = 80.0, 12.0
+	padB           = 24.0
+	maxColumns     = 1500
+	segBarW        = 860.0
+	maxSegments    = 300
+	maxLargest     = 20
+	maxOOMRows     = 50
+)
+
+// palette colours the sites, in order (the last is for "other").
+var palette = []string{"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
+	"#ff9da7", "#9c755f", "#bab0ac", "#86bcb6", "#8cd17d"}
+
+type chart struct {
+	W, H, PadL, PadB float64
+	Areas            []area
+	Reserved, Active string
+	Ticks            []tick
+	OOMX             []float64
+}
+
+type area struct {
+	Site, Colour, Path string
+	Peak               int64
+}
+
+type tick struct {
+	Y     float64
+	Label string
+}
+
+type segmentRow struct {
+	Label  string
+	Width  float64
+	Blocks []blockRect
+}
+
+type blockRect struct {
+	X, W  float64
+	Class string
+	Title string
+}
+
+type largeRow struct {
+	Size, Requested int64
+	Segment         string
+	Site            string
+	Stack           []string
+}
+
+type oomRow struct {
+	Index               int
+	Size, DeviceFree    int64
+	Allocated, Reserved int64
+	Site                string
+}
+
+func deviceOf(s *memsnap.Snapshot, d int) (deviceData, error) {
+	dv := deviceData{Index: d, Name: fmt.Sprintf("device %d", d)}
+	if d < len(s.Devices) {
+		dev := s.Devices[d]
+		dv.Name, dv.Total, dv.Free, dv.Dropped = dev.Name, dev.DeviceTotal, dev.DeviceFree, dev.Dropped
+	}
+	tl, err := memsnap.TimelineOf(s, d)
+	if err != nil {
+		return dv, err
+	}
+	dv.Requested = tl.Requested
+	dv.Events = int64(len(tl.Points))
+	var tr []memsnap.TraceEntry
+	if d < len(s.DeviceTraces) {
+		tr = s.DeviceTraces[d]
+	}
+	for _, seg := range s.Segments {
+		if seg.Device != d {
+			continue
+		}
+		dv.Reserved += seg.TotalSize
+		for _, b := range seg.Blocks {
+			switch b.State {
+			case "active_allocated":
+				dv.Allocated += b.Size
+				dv.Active += b.Size
+			case "inactive":
+			default:
+				dv.Active += b.Size
+			}
+		}
+	}
+	if len(tl.Points) > 0 {
+		dv.Timeline = timeline(tl)
+		dv.Data = series(tl)
+	}
+	dv.MoreOOMs = max(0, len(tl.OOMs)-maxOOMRows)
+	dv.Segments = segments(s, d)
+	dv.Largest = largest(s, d)
+	for _, i := range tl.OOMs[:min(len(tl.OOMs), maxOOMRows)] {
+		p := tl.Points[i]
+		e := tr[i]
+		dv.OOMs = append(dv.OOMs, oomRow{Index: i, Size: e.Size, DeviceFree: e.DeviceFree, Allocated: p.Allocated,
+			Reserved: p.Reserved, Site: memsnap.SiteLabel(e.Frames, e.Op)})
+	}
+	return dv, nil
+}
+
+// columns picks the points drawn: all of them, or maxColumns evenly spread (each
+// column shows the highest allocation in its span, so peaks survive).
+func columns(tl *memsnap.Timeline) []int {
+	n := len(tl.Points)
+	if n <= maxColumns {
+		idx := make([]int, n)
+		for i := range idx {
+			idx[i] = i
+		}
+		return idx
+	}
+	idx := make([]int, 0, maxColumns)
+	for c := range maxColumns {
+		lo, hi := c*n/maxColumns, (c+1)*n/maxColumns
+		best := lo
+		for i := lo; i < hi; i++ {
+			if tl.Points[i].Reserved > tl.Points[best].Reserved || tl.Points[i].Allocated > tl.Points[best].Allocated {
+				best = i
+			}
+		}
+		idx = append(idx, best)
+	}
+	return idx
+}
+
+func timeline(tl *memsnap.Timeline) *chart {
+	c := &chart{W: chartW, H: chartH, PadL: padL, PadB: padB}
+	idx := columns(tl)
+	var top int64 = 1
+	for _, i := range idx {
+		p := tl.Points[i]
+		top = max(top, p.Reserved, p.Active, p.Allocated)
+	}
+	n := len(tl.Points)
+	x := func(i int) float64 { return padL + (chartW-padL)*float64(i)/float64(max(n-1, 1)) }
+	y := func(v int64) float64 { return padT + (chartH-padT-padB)*(1-float64(v)/float64(top)) }
+	for k, site := range tl.Sites {
+		var b strings.Builder
+		var peak int64
+		// Upper edge left to right (the cumulative sum through this site), lower edge
+		// back.
+		for j, i := range idx {
+			var sum int64
+			for _, v := range tl.Points[i].BySite[:k+1] {
+				sum += v
+			}
+			peak = max(peak, tl.Points[i].BySite[k])
+			fmt.Fprintf(&b, "%s%.1f,%.1f ", map[bool]string{true: "M", false: "L"}[j == 0], x(i), y(sum))
+		}
+		for j := len(idx) - 1; j >= 0; j-- {
+			i := idx[j]
+			var sum int64
+			for _, v := range tl.Points[i].BySite[:k] {
+				sum += v
+			}
+			fmt.Fprintf(&b, "L%.1f,%.1f ", x(i), y(sum))
+		}
+		b.WriteString("Z")
+		c.Areas = append(c.Areas, area{Site: site, Colour: palette[k%len(palette)], Path: b.String(), Peak: peak})
+	}
+	line := func(get func(p memsnap.Point) int64) string {
+		var b strings.Builder
+		for j, i := range idx {
+			fmt.Fprintf(&b, "%s%.1f,%.1f ", map[bool]string{true: "M", false: "L"}[j == 0], x(i), y(get(tl.Points[i])))
+		}
+		return b.String()
+	}
+	c.Reserved = line(func(p memsnap.Point) int64 { return p.Reserved })
+	c.Active = line(func(p memsnap.Point) int64 { return p.Active })
+	for k := 0; k <= 4; k++ {
+		v := top * int64(k) / 4
+		c.Ticks = append(c.Ticks, tick{Y: y(v), Label: FormatBytes(v)})
+	}
+	for _, i := range tl.OOMs {
+		c.OOMX = append(c.OOMX, x(i))
+	}
+	return c
+}
+
+// series is the JSON of the drawn points for the cursor readout.
+func series(tl *memsnap.Timeline) template.JS {
+	type pt struct {
+		I int      `json:"i"`
+		A string   `json:"a"`
+		M [3]int64 `json:"m"`
+	}
+	var pts []pt
+	for _, i := range columns(tl) {
+		p := tl.Points[i]
+		pts = append(pts, pt{i, p.Action, [3]int64{p.Allocated, p.Reserved, p.Active}})
+	}
+	b, _ := json.Marshal(map[string]any{"n": len(tl.Points), "points": pts})
+	return template.JS(b)
+}
+
+func segments(s *memsnap.Snapshot, d int) []segmentRow {
+	var segs []memsnap.Segment
+	var biggest int64 = 1
+	for _, seg := range s.Segments {
+		if seg.Device == d {
+			segs = append(segs, seg)
+			biggest = max(biggest, seg.TotalSize)
+		}
+	}
+	slices.SortFunc(segs, func(a, b memsnap.Segment) int { return cmp.Compare(a.Address, b.Address) })
+	if len(segs) > maxSegments {
+		segs = segs[:maxSegments]
+	}
+	var rows []segmentRow
+	for _, seg := range segs {
+		w := max(4, segBarW*float64(seg.TotalSize)/float64(biggest))
+		r := segmentRow{Width: w, Label: fmt.Sprintf("%#x %s %s%s stream %d", seg.Address, FormatBytes(seg.TotalSize), seg.SegmentType,
+			map[bool]string{true: " expandable", false: ""}[seg.IsExpandable], seg.Stream)}
+		var off int64
+		for _, b := range seg.Blocks {
+			bx := w * float64(off) / float64(max(seg.TotalSize, 1))
+			bw := w * float64(b.Size) / float64(max(seg.TotalSize, 1))
+			title := fmt.Sprintf("%#x: %s %s", b.Address, FormatBytes(b.Size), b.State)
+			if b.State != "inactive" {
+				title += fmt.Sprintf(" (requested %s) %s", FormatBytes(b.RequestedSize), memsnap.SiteLabel(b.Frames, b.Op))
+			}
+			r.Blocks = append(r.Blocks, blockRect{X: bx, W: max(bw, 0.5), Class: "block " + b.State, Title: title})
+			off += b.Size
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+func largest(s *memsnap.Snapshot, d int) []largeRow {
+	var rows []largeRow
+	for _, seg := range s.Segments {
+		if seg.Device != d {
+			continue
+		}
+		for _, b := range seg.Blocks {
+			if b.State != "active_allocated" {
+				continue
+			}
+			r := largeRow{Size: b.Size, Requested: b.RequestedSize, Segment: fmt.Sprintf("%#x", seg.Address), Site: memsnap.SiteLabel(b.Frames, b.Op)}
+			for _, f := range b.Frames {
+				r.Stack = append(r.Stack, fmt.Sprintf("%s  %s:%d", f.Name, f.Filename, f.Line))
+			}
+			rows = append(rows, r)
+		}
+	}
+	slices.SortStableFunc(rows, func(a, b largeRow) int { return cmp.Compare(b.Size, a.Size) })
+	if len(rows) > maxLargest {
+		rows = rows[:maxLargest]
+	}
+	return rows
+}
+
+// FormatBytes is n in B, KiB, MiB, GiB or TiB with up to one decimal.
+func FormatBytes(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	v := float64(n)
+	u := 0
+	for u < len(units)-1 && (v >= 1024 || v <= -1024) {
+		v /= 1024
+		u++
+	}
+	if u == 0 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%.1f %s", v, units[u])
+}
