@@ -59,11 +59,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.size, "size", 1000, "the seed's x is size × size floats")
 	fs.IntVar(&c.batch, "batch", 128, "batch size of the evaluation loop (MLP 64-256-256-10)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the data and the parameters")
-	if err := fs.Parse(args); err != nil {
+	if err := demo.Parse(fs, args); err != nil {
 		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if c.iterations < 2 || c.size < 1 || c.batch < 1 {
 		return c, fmt.Errorf("need -iterations ≥ 2 (growth is the difference of two), -size ≥ 1 and -batch ≥ 1")

@@ -14,6 +14,7 @@ package demo
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -176,4 +177,15 @@ func Table(out io.Writer, indent string, header []string, rows [][]string) {
 		}
 		fmt.Fprintln(out, strings.TrimRight(b.String(), " "))
 	}
+}
+
+// Parse parses an example's command line with fs and refuses arguments after the flags.
+func Parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return nil
 }
