@@ -18,7 +18,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -52,9 +51,7 @@ type config struct {
 
 func parseFlags(args []string, out io.Writer) (config, error) {
 	c := config{sizes: []int{64, 256, 256, 10}}
-	fs := flag.NewFlagSet("leaks", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.StringVar(&c.device, "device", "cpu", demo.DeviceUsage)
+	fs := demo.Flags("leaks", out, &c.device, "cpu")
 	fs.IntVar(&c.iterations, "iterations", 5, "iterations of each loop")
 	fs.IntVar(&c.size, "size", 1000, "the seed's x is size × size floats")
 	fs.IntVar(&c.batch, "batch", 128, "batch size of the evaluation loop (MLP 64-256-256-10)")

@@ -23,7 +23,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -58,9 +57,7 @@ type config struct {
 
 func parseFlags(args []string, out io.Writer) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("zerograd", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.StringVar(&c.device, "device", "cpu", demo.DeviceUsage)
+	fs := demo.Flags("zerograd", out, &c.device, "cpu")
 	fs.IntVar(&c.width, "width", 1000, "the layer is Linear(width→width)")
 	fs.IntVar(&c.batch, "batch", 64, "batch size")
 	fs.IntVar(&c.steps, "steps", 10, "training steps of each way")
@@ -271,7 +268,7 @@ func report(out io.Writer, c config, costs [numWays]cost, hasData bool) {
 		return r
 	}
 	steps := int64(c.steps - 1) // what is counted per step leaves out the first
-	perStep := func(n int64) string { return fmt.Sprintf("%.1f", float64(n)/float64(steps)) }
+	perStep := func(n int64) string { return fmt.Sprintf("%.3g", float64(n)/float64(steps)) }
 	rows := [][]string{
 		row("held after the first step", func(k cost) string { return demo.Bytes(k.held[0]) }),
 		row("held after the last step", func(k cost) string { return demo.Bytes(k.held[len(k.held)-1]) }),

@@ -189,3 +189,12 @@ func Parse(fs *flag.FlagSet, args []string) error {
 	}
 	return nil
 }
+
+// Flags returns the flag set of the example called name, writing its messages to out,
+// with the -device flag already defined: it sets *dev, def by default.
+func Flags(name string, out io.Writer, dev *string, def string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(dev, "device", def, DeviceUsage)
+	return fs
+}
