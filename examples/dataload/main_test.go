@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/examples/internal/demo"
 	"github.com/subletml/sublet/tensor/tensortest"
 )
@@ -19,9 +18,7 @@ var small = []string{"-samples", "640", "-batch", "16", "-features", "64", "-hid
 func TestEachWayLoadsEverySampleAndTrainsTheSame(t *testing.T) {
 	c, err := parseFlags(small, io.Discard)
 	require.NoError(t, err)
-	dev, hasData, err := demo.Open("cpu")
-	require.NoError(t, err)
-	a, err := alloc.For(dev)
+	dev, a, hasData, err := demo.Open("cpu")
 	require.NoError(t, err)
 	ds := images{n: c.samples, seed: c.seed, t: demo.NewTeacher(c.seed, c.features, c.classes)}
 	params := int64((64*32 + 32 + 32*4 + 4) * 4)

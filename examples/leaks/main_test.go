@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/examples/internal/demo"
 	"github.com/subletml/sublet/tensor/tensortest"
 )
@@ -17,9 +16,7 @@ func measureOn(t *testing.T, name string, args ...string) result {
 	t.Helper()
 	c, err := parseFlags(args, io.Discard)
 	require.NoError(t, err)
-	dev, hasData, err := demo.Open(name)
-	require.NoError(t, err)
-	a, err := alloc.For(dev)
+	dev, a, hasData, err := demo.Open(name)
 	require.NoError(t, err)
 	var r result
 	require.NoError(t, demo.Try(dev, func() error { r, err = measure(c, dev, a, hasData); return err }))
@@ -94,7 +91,7 @@ func TestRunPrintsTables(t *testing.T) {
 }
 
 func TestCUDAWithoutAGPUIsAClearError(t *testing.T) {
-	if _, _, err := demo.Open("cuda:0"); err == nil {
+	if _, _, _, err := demo.Open("cuda:0"); err == nil {
 		t.Skip("a GPU is present")
 	}
 	err := run([]string{"-device", "cuda:0"}, io.Discard)

@@ -107,11 +107,7 @@ func run(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	dev, hasData, err := demo.Open(c.device)
-	if err != nil {
-		return err
-	}
-	a, err := alloc.For(dev)
+	dev, a, hasData, err := demo.Open(c.device)
 	if err != nil {
 		return err
 	}

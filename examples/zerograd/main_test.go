@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/examples/internal/demo"
 	"github.com/subletml/sublet/tensor/tensortest"
 )
@@ -18,9 +17,7 @@ func trainAll(t *testing.T, dev string, args ...string) (config, [numWays]cost) 
 	t.Helper()
 	c, err := parseFlags(args, io.Discard)
 	require.NoError(t, err)
-	d, hasData, err := demo.Open(dev)
-	require.NoError(t, err)
-	a, err := alloc.For(d)
+	d, a, hasData, err := demo.Open(dev)
 	require.NoError(t, err)
 	data := newTask(c, hasData)
 	var costs [numWays]cost

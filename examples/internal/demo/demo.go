@@ -2,10 +2,10 @@
 // names, reading the caching allocator's figures at a named moment, and writing bytes
 // the way the examples print them.
 //
-// Use Open for the device (a fresh cpu or simulated device per call, so that each run of
-// an example starts from an empty allocator and its figures are exact; the GPU through
-// device/named), alloc.For for its allocator, Read for its memory at a moment, and
-// Bytes/Explain for what the program prints.
+// Use Open for the device and its allocator (a fresh cpu or simulated device per call,
+// so that each run of an example starts from an empty allocator and its figures are
+// exact; the GPU through device/named), Read for its memory at a moment, and
+// Bytes/Table/Explain for what the program prints.
 //
 // Invariants: nothing here keeps state between calls; Open never returns a device
 // another call returned, except for cuda, which has one device value per process
@@ -31,10 +31,21 @@ import (
 // DeviceUsage is the help text of an example's -device flag.
 const DeviceUsage = "cpu, sim (a simulated GPU without data: exact memory, no compute), sim-backed (a simulated GPU with data) or cuda[:N]"
 
-// Open returns the device name stands for and whether it keeps data (tensor values can
-// be read back: false only on sim, the meta device). cpu, sim and sim-backed are new
-// devices with their own allocators; cuda and cuda:N come from device/named.
-func Open(name string) (dev device.Device, hasData bool, err error) {
+// Open returns the device name stands for, its caching allocator, and whether it keeps
+// data (tensor values can be read back: false only on sim, the meta device). cpu, sim
+// and sim-backed are new devices with their own allocators; cuda and cuda:N come from
+// device/named.
+func Open(name string) (dev device.Device, a *alloc.Allocator, hasData bool, err error) {
+	if dev, hasData, err = open(name); err != nil {
+		return nil, nil, false, err
+	}
+	if a, err = alloc.For(dev); err != nil {
+		return nil, nil, false, err
+	}
+	return dev, a, hasData, nil
+}
+
+func open(name string) (device.Device, bool, error) {
 	switch name {
 	case "cpu":
 		d, err := cpu.New(cpu.Options{})

@@ -35,24 +35,23 @@ func TestOpen(t *testing.T) {
 	seen := map[device.Device]bool{}
 	for name, data := range map[string]bool{"cpu": true, "sim": false, "sim-backed": true} {
 		for range 2 {
-			dev, hasData, err := Open(name)
+			dev, a, hasData, err := Open(name)
 			require.NoError(t, err)
 			assert.Equal(t, data, hasData, name)
+			assert.Same(t, a, must(alloc.For(dev)), "the device's allocator")
 			assert.False(t, seen[dev], "%s: a fresh device each time", name)
 			seen[dev] = true
 		}
 	}
-	_, _, err := Open("tpu")
+	_, _, _, err := Open("tpu")
 	assert.ErrorContains(t, err, `-device "tpu": want cpu, sim`)
-	if _, _, err := Open("cuda:0"); err != nil {
+	if _, _, _, err := Open("cuda:0"); err != nil {
 		assert.ErrorContains(t, err, "use -device cpu, sim or sim-backed")
 	}
 }
 
 func TestReadAndDrain(t *testing.T) {
-	dev, _, err := Open("sim")
-	require.NoError(t, err)
-	a, err := alloc.For(dev)
+	_, a, _, err := Open("sim")
 	require.NoError(t, err)
 	p, err := a.Alloc(1000, 0)
 	require.NoError(t, err)
@@ -72,4 +71,11 @@ func TestFlags(t *testing.T) {
 	assert.Equal(t, "sim", dev)
 	assert.Equal(t, 3, *n)
 	assert.ErrorContains(t, Parse(Flags("x", io.Discard, &dev, "cpu"), []string{"extra"}), `unexpected arguments ["extra"]`)
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
