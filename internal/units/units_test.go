@@ -1,0 +1,28 @@
+package units
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestBytes(t *testing.T) {
+	for n, want := range map[int64]string{
+		0: "0 B", 512: "512 B", 1023: "1023 B", 1024: "1.0 KiB", 1536: "1.5 KiB", 872 << 20: "872.0 MiB",
+		3 << 29: "1.5 GiB", 150109880320: "139.8 GiB", 5 << 40: "5.0 TiB", 5 << 50: "5120.0 TiB", -2048: "-2.0 KiB",
+	} {
+		assert.Equal(t, want, Bytes(n), "%d", n)
+	}
+}
+
+func TestParseAndJoinInts(t *testing.T) {
+	v, err := ParseInts("-sizes", "784, 256,10")
+	require.NoError(t, err)
+	assert.Equal(t, []int{784, 256, 10}, v)
+	assert.Equal(t, "784-256-10", JoinInts(v, "-"))
+	for _, bad := range []string{"", "1,,2", "1,x", "0", "-3", "1.5"} {
+		_, err := ParseInts("-sizes", bad)
+		assert.EqualError(t, err, `-sizes "`+bad+`": want positive integers separated by commas`, bad)
+	}
+}
