@@ -23,14 +23,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
-	"github.com/subletml/sublet/device/cpu"
 	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/examples/internal/exdevice"
 	"github.com/subletml/sublet/internal/units"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
@@ -66,7 +65,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	c := config{auto: true}
 	fs := flag.NewFlagSet("emptycache", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.StringVar(&c.device, "device", "sim", "sim (a simulated H200 without data: memory and modelled time), sim-backed (with data), cpu or cuda[:N]")
+	fs.StringVar(&c.device, "device", "sim", exdevice.Usage)
 	sizes := fs.String("sizes", "1024,4096,4096,4096,4096,4096,1000", "the MLP's layer sizes: inputs, hidden widths, classes")
 	fs.IntVar(&c.batch, "batch", 256, "batch size")
 	fs.IntVar(&c.epochs, "epochs", 2, "epochs per cadence")
@@ -136,22 +135,11 @@ func (c config) flops() float64 {
 // openDevice opens a fresh device for one cadence, so that each starts from an empty
 // cache and a zero driver clock; meta says it keeps no data.
 func openDevice(name string) (dev device.Device, meta bool, err error) {
-	switch name {
-	case "sim":
-		d, err := sim.New(sim.Options{})
-		return d, true, err
-	case "sim-backed":
-		d, err := sim.New(sim.Options{Backing: true})
-		return d, false, err
-	case "cpu":
-		d, err := cpu.New(cpu.Options{})
-		return d, false, err
+	dev, data, err := exdevice.Fresh(name)
+	if errors.Is(err, tensor.ErrNoKernels) {
+		err = fmt.Errorf("%w; `go run ./cmd/sublet-bench -device %s -run emptycache` measures the allocator's side of this table on the GPU", err, name)
 	}
-	if strings.HasPrefix(name, "cuda") {
-		return nil, false, fmt.Errorf("-device %s: sublet has no CUDA kernels yet, so a model cannot train there; "+
-			"`go run ./cmd/sublet-bench -device %s -run emptycache` measures the allocator's side of this table on the GPU", name, name)
-	}
-	return nil, false, fmt.Errorf("-device %q: want sim, sim-backed, cpu or cuda[:N]", name)
+	return dev, !data, err
 }
 
 // row is what one cadence measured, over the steps after the first (which fills the
@@ -270,14 +258,7 @@ func train(c config, cd cadence) (row, error) {
 	}
 	opt.Release()
 	model.Release()
-	if err := a.EmptyCache(); err != nil {
-		return r, err
-	}
-	if st := a.Stats(); st.AllocatedBytes[alloc.StatAll].Current != 0 || st.ReservedBytes[alloc.StatAll].Current != 0 {
-		return r, fmt.Errorf("after releasing everything and emptying the cache the allocator holds %d bytes allocated, %d reserved",
-			st.AllocatedBytes[alloc.StatAll].Current, st.ReservedBytes[alloc.StatAll].Current)
-	}
-	return r, nil
+	return r, exdevice.Drained(a)
 }
 
 // driverTime is the simulated driver's clock, 0 on a device whose driver calls take
