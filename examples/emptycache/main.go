@@ -91,12 +91,10 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var err error
-	if c.sizes, err = units.ParseInts("-sizes", *sizes); err != nil {
+	if c.sizes, err = units.ParseLayerSizes("-sizes", *sizes); err != nil {
 		return c, err
 	}
 	switch {
-	case len(c.sizes) < 2:
-		return c, fmt.Errorf("-sizes %q: want the inputs and the classes at least", *sizes)
 	case c.batch < 1 || c.epochs < 1:
 		return c, errors.New("need -batch ≥ 1 and -epochs ≥ 1")
 	case c.every < 2 || c.every >= c.steps:

@@ -38,6 +38,16 @@ func ParseInts(flag, s string) ([]int, error) {
 	return v, nil
 }
 
+// ParseLayerSizes reads an MLP's layer sizes (inputs, hidden widths, outputs) from the
+// value of the flag named flag: ParseInts, and at least two sizes.
+func ParseLayerSizes(flag, s string) ([]int, error) {
+	v, err := ParseInts(flag, s)
+	if err == nil && len(v) < 2 {
+		err = fmt.Errorf("%s %q: want the inputs and the outputs at least, separated by commas", flag, s)
+	}
+	return v, err
+}
+
 // JoinInts writes v with sep between the numbers ("2-128-3").
 func JoinInts(v []int, sep string) string {
 	s := make([]string, len(v))

@@ -26,3 +26,13 @@ func TestParseAndJoinInts(t *testing.T) {
 		assert.EqualError(t, err, `-sizes "`+bad+`": want positive integers separated by commas`, bad)
 	}
 }
+
+func TestParseLayerSizes(t *testing.T) {
+	v, err := ParseLayerSizes("-sizes", "2,3")
+	require.NoError(t, err)
+	assert.Equal(t, []int{2, 3}, v)
+	_, err = ParseLayerSizes("-sizes", "8")
+	assert.EqualError(t, err, `-sizes "8": want the inputs and the outputs at least, separated by commas`)
+	_, err = ParseLayerSizes("-sizes", "8,x")
+	assert.EqualError(t, err, `-sizes "8,x": want positive integers separated by commas`)
+}
