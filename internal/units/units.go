@@ -5,6 +5,7 @@ package units
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -55,4 +56,30 @@ func JoinInts(v []int, sep string) string {
 		s[i] = strconv.Itoa(x)
 	}
 	return strings.Join(s, sep)
+}
+
+// byteUnits are the units ParseBytes reads, by their lower-case names.
+var byteUnits = map[string]float64{
+	"": 1, "b": 1,
+	"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+	"kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+}
+
+// ParseBytes reads a byte count, the value of the flag named flag: a number of bytes
+// ("150109880320") or a number and a unit, binary (KiB, MiB, GiB, TiB) or decimal (KB,
+// MB, GB, TB), in any case, with or without a space ("80GiB", "1.5 TiB", "141 GB"). The
+// result is rounded to a whole byte; it must be positive.
+func ParseBytes(flag, s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	i := strings.IndexFunc(t, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	if i < 0 {
+		i = len(t)
+	}
+	unit, ok := byteUnits[strings.ToLower(strings.TrimSpace(t[i:]))]
+	v, err := strconv.ParseFloat(t[:i], 64)
+	n := math.Round(v * unit)
+	if !ok || err != nil || !(n >= 1 && n <= math.MaxInt64/2) {
+		return 0, fmt.Errorf("%s %q: want a positive byte count such as 150109880320, 80GiB or 141GB (units B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)", flag, s)
+	}
+	return int64(n), nil
 }

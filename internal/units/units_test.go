@@ -36,3 +36,18 @@ func TestParseLayerSizes(t *testing.T) {
 	_, err = ParseLayerSizes("-sizes", "8,x")
 	assert.EqualError(t, err, `-sizes "8,x": want positive integers separated by commas`)
 }
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{
+		"150109880320": 150109880320, "80GiB": 80 << 30, "80 gib": 80 << 30, "1.5TiB": 3 << 39,
+		"141GB": 141e9, "512MiB": 512 << 20, "2kb": 2000, "7B": 7, " 1 KiB ": 1024, "0.5": 1,
+	} {
+		n, err := ParseBytes("-capacity", in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, n, in)
+	}
+	for _, bad := range []string{"", "GiB", "0", "-1GiB", "1.2.3MiB", "12 parsecs", "1e3", "80 GiB GiB", "9999999TiB", "0.2"} {
+		_, err := ParseBytes("-capacity", bad)
+		assert.ErrorContains(t, err, `-capacity "`+bad+`": want a positive byte count`, bad)
+	}
+}
