@@ -34,6 +34,9 @@ func runReplay(args []string, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	if w := gcThresholdWarning(cfg, *fraction); w != "" {
+		fmt.Fprintf(stderr, "replay: warning: %s (here: -fraction)\n", w)
+	}
 	d, release, err := openDevice(*dev, simShape{capacity: *capacity, segments: *segments})
 	if err != nil {
 		return err
