@@ -64,6 +64,11 @@ type Device interface {
 	// Name is the user-facing name: "cpu", "sim", "cuda:0".
 	Name() string
 	Kind() Kind
+	// Residency says where the device keeps data, and so what computes on it: Host
+	// (the device implements HostMemory and its Bytes work), Remote (only the device's
+	// copies and kernels reach it) or Meta (it keeps none). A device that wraps another
+	// one by embedding inherits the wrapped device's.
+	Residency() Residency
 
 	// Malloc returns size bytes of device memory (size > 0), aligned to at least 512
 	// bytes. A lack of memory is an error wrapping ErrOutOfMemory.
@@ -122,12 +127,8 @@ type VirtualMemory interface {
 }
 
 // HostMemory is implemented by devices whose memory the CPU can address (cpu, and sim,
-// which addresses it only with a backing store).
+// which addresses it only with a backing store: Residency says which).
 type HostMemory interface {
-	// KeepsData reports whether the device stores data at all: false for a simulated
-	// device without backing store, which only accounts memory (Bytes then never
-	// succeeds).
-	KeepsData() bool
 	// Bytes returns the n bytes at p as a slice aliasing device memory, or ok=false when
 	// the device keeps no data (sim without backing store) or [p, p+n) is not wholly
 	// inside one live Malloc allocation or one reserved range mapped throughout.
@@ -136,7 +137,7 @@ type HostMemory interface {
 
 // Residency says where a device keeps the data in its memory, which decides what can
 // compute on it: the CPU kernels where the CPU addresses it, the device's own kernels
-// where only they reach it, nothing where there is no data.
+// where only they reach it, nothing where there is no data (Device.Residency).
 type Residency uint8
 
 const (
@@ -159,17 +160,4 @@ func (r Residency) String() string {
 		return "remote"
 	}
 	return fmt.Sprintf("device.Residency(%d)", uint8(r))
-}
-
-// ResidencyOf is where d keeps its data: Host or Meta for a HostMemory by KeepsData,
-// Remote for any other device.
-func ResidencyOf(d Device) Residency {
-	hm, ok := d.(HostMemory)
-	switch {
-	case !ok:
-		return Remote
-	case hm.KeepsData():
-		return Host
-	}
-	return Meta
 }

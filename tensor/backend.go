@@ -37,7 +37,7 @@ func HostGemm() (string, error) {
 // on host memory, the meta backend (which computes nothing) where there is no data. It
 // panics with an *Error naming op and its inputs ins where there are none.
 func kernelsFor(op string, dev device.Device, ins []*Tensor) kernels.Backend {
-	switch device.ResidencyOf(dev) {
+	switch dev.Residency() {
 	case device.Host:
 		k, err := hostKernels()
 		if err != nil {

@@ -35,8 +35,9 @@ func TestMetaDeviceAllocatesAndComputesNothing(t *testing.T) {
 // noKernels is a device without CPU-addressable memory, as cuda is.
 type noKernels struct{ device.Device }
 
-func (noKernels) Kind() device.Kind { return device.CUDA }
-func (noKernels) Name() string      { return "cuda:0" }
+func (noKernels) Kind() device.Kind           { return device.CUDA }
+func (noKernels) Name() string                { return "cuda:0" }
+func (noKernels) Residency() device.Residency { return device.Remote }
 
 func TestDeviceWithoutKernelsIsAClearError(t *testing.T) {
 	gpu := &noKernels{newSim(t, 64<<20, false)}

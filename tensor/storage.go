@@ -77,7 +77,7 @@ func newStorage(dev device.Device, size int64) (*Storage, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Storage{dev: dev, al: al, ptr: p, size: size, res: device.ResidencyOf(dev)}
+	s := &Storage{dev: dev, al: al, ptr: p, size: size, res: dev.Residency()}
 	if s.res == device.Host {
 		if size == 0 {
 			s.host = []byte{}

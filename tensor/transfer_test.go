@@ -18,8 +18,9 @@ type remote struct {
 	name string
 }
 
-func (r *remote) Kind() device.Kind { return device.CUDA }
-func (r *remote) Name() string      { return r.name }
+func (r *remote) Kind() device.Kind           { return device.CUDA }
+func (r *remote) Name() string                { return r.name }
+func (r *remote) Residency() device.Residency { return device.Remote }
 
 func newRemote(t *testing.T, name string) *remote {
 	return &remote{Device: newSim(t, 64<<20, true), name: name}
@@ -27,7 +28,7 @@ func newRemote(t *testing.T, name string) *remote {
 
 func TestToCopiesInEveryDirection(t *testing.T) {
 	host, backed, gpu0, gpu1 := newCPU(t), newSim(t, 64<<20, true), newRemote(t, "cuda:0"), newRemote(t, "cuda:1")
-	require.Equal(t, device.Remote, device.ResidencyOf(gpu0))
+	require.Equal(t, device.Remote, gpu0.Residency())
 	s := tensor.NewScope()
 	want := []float32{1, 2, 3, 4, 5, 6}
 	x := tensor.FromSlice(s, host, dtype.F32, want, 2, 3)

@@ -137,7 +137,7 @@ func TestExperimentsReportTheirCases(t *testing.T) {
 	}{
 		{runPair, []string{"512B", "1MiB", "20MiB", "256MiB"}, "ns/pair"},
 		{runChurn, []string{"64 slots 512B-4MiB"}, "ns/step"},
-		{runEmptyCache, []string{"never", "every 100", "every 1"}, "steps/s"},
+		{runEmptyCache, []string{"never", "every epoch (500)", "every 100", "every 1"}, "steps/s"},
 	} {
 		d := newSim(t, 0)
 		b, out := quick()

@@ -6,12 +6,14 @@
 //	pair        Alloc+Free of one size, the cached fast path (torch_alloc_cpp.py's pair)
 //	churn       64 slots freed and refilled by an LCG, 512 B to 4 MiB (its churn)
 //	raw         the device's own Malloc+Free against the cached path, same sizes
-//	emptycache  an MLP training step's allocations with EmptyCache never, every 100
-//	            iterations and every iteration (the seed tutorial's experiment)
+//	emptycache  an MLP training step's allocations with EmptyCache never, every epoch,
+//	            every 100 steps and every step (the seed tutorial's experiment); a
+//	            step's time is the host's, the simulated driver's on sim, and -compute
+//	            (no kernels run: the compute a real step would do, added serially)
 //	concurrent  goroutines churning on one allocator at once, with and without a
 //	            device call per allocation; ops/s and errors
 //
-//	sublet-bench [-device sim,cuda:0] [-run pair,churn,...] [-time 1s] [-json FILE]
+//	sublet-bench [-device sim,cuda:0] [-run pair,churn,...] [-time 1s] [-compute 2.26ms] [-json FILE]
 //
 // Each experiment ends by freeing everything and checking that the allocator holds
 // nothing after EmptyCache; a leak or any error makes the exit status 1. Results go to
@@ -69,7 +71,9 @@ func experiments() []experiment {
 // bench is one run of the program: its settings and the results so far.
 type bench struct {
 	// per is the time each figure is measured over.
-	per     time.Duration
+	per time.Duration
+	// compute is the simulated compute time of one emptycache training step.
+	compute time.Duration
 	out     io.Writer
 	results []Result
 }
@@ -85,9 +89,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	devices := fs.String("device", "sim", "comma-separated devices: sim (simulated H200), cpu, cuda:N")
 	which := fs.String("run", "pair,churn,raw,emptycache,concurrent", "comma-separated experiments")
 	per := fs.Duration("time", time.Second, "time to measure each figure over")
+	compute := fs.Duration("compute", defaultCompute(), "emptycache: simulated compute time per training step (the default is the step's flops at the H200's measured 51.3 TFLOP/s FP32)")
 	jsonPath := fs.String("json", "", "also write the results as a JSON array to this file")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sublet-bench [-device LIST] [-run LIST] [-time D] [-json FILE]")
+		fmt.Fprintln(stderr, "usage: sublet-bench [-device LIST] [-run LIST] [-time D] [-compute D] [-json FILE]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -96,7 +101,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	if fs.NArg() > 0 || *per <= 0 {
+	if fs.NArg() > 0 || *per <= 0 || *compute < 0 {
 		fs.Usage()
 		return 2
 	}
@@ -109,9 +114,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		chosen = append(chosen, experiments()[i])
 	}
-	b := &bench{per: *per, out: stdout}
-	fmt.Fprintf(stdout, "# sublet-bench %s GOMAXPROCS=%d %s/%s %s, %s per figure\n",
-		time.Now().UTC().Format(time.RFC3339), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version(), *per)
+	b := &bench{per: *per, compute: *compute, out: stdout}
+	fmt.Fprintf(stdout, "# sublet-bench %s GOMAXPROCS=%d %s/%s %s, %s per figure, emptycache compute %s per step\n",
+		time.Now().UTC().Format(time.RFC3339), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version(), *per, *compute)
 	failed := false
 	for _, name := range strings.Split(*devices, ",") {
 		dev, err := named.Open(name)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -37,7 +38,7 @@ func TestEveryExperimentOnSim(t *testing.T) {
 		assert.Positive(t, r.N, "%+v", r)
 		assert.Contains(t, out, r.Case)
 	}
-	assert.Equal(t, map[string]int{"pair": 4, "churn": 1, "emptycache": 3, "concurrent": 8}, count,
+	assert.Equal(t, map[string]int{"pair": 4, "churn": 1, "emptycache": 4, "concurrent": 8}, count,
 		"raw is skipped on the simulated device, whose raw cost is virtual")
 	for _, r := range rs {
 		if r.Experiment == "concurrent" {
@@ -92,10 +93,10 @@ func TestTrainingStepFreesItsBlocks(t *testing.T) {
 }
 
 func TestBadTimeAndJSONPath(t *testing.T) {
-	for _, d := range []string{"0s", "-1s"} {
-		code, _, errs := runBench("-time", d)
-		assert.Equal(t, 2, code, d)
-		assert.Contains(t, errs, "usage: sublet-bench", d)
+	for _, args := range [][]string{{"-time", "0s"}, {"-time", "-1s"}, {"-compute", "-1ms"}} {
+		code, _, errs := runBench(args...)
+		assert.Equal(t, 2, code, args)
+		assert.Contains(t, errs, "usage: sublet-bench", args)
 	}
 	code, out, errs := runBench("-run", "pair", "-time", "1ns", "-json", filepath.Join(t.TempDir(), "no", "such", "dir", "r.json"))
 	assert.Equal(t, 1, code, "the figures were measured, but not written")
@@ -112,4 +113,37 @@ func TestSizeName(t *testing.T) {
 	} {
 		assert.Equal(t, want, sizeName(n), "%d", n)
 	}
+}
+
+// On sim the simulated driver's time is part of a step's: emptying the cache every step
+// costs each step the driver calls it causes, here 9 cuMemAlloc+cuMemFree pairs at
+// 10 ms against 10 ms of compute, so it runs at a tenth of never's rate (the bug was a
+// step timed by the host clock alone, where emptying every step looked faster).
+func TestEmptyCacheCountsTheSimulatedDriver(t *testing.T) {
+	pair := 10 * time.Millisecond
+	d, err := sim.New(sim.Options{Cost: &sim.CostModel{PairBase: pair, Knee: 1 << 40}})
+	require.NoError(t, err)
+	var out bytes.Buffer
+	b := &bench{per: time.Nanosecond, compute: 10 * time.Millisecond, out: &out}
+	never, err := emptyCacheCase(b, d, 0)
+	require.NoError(t, err)
+	every, err := emptyCacheCase(b, d, 1)
+	require.NoError(t, err)
+
+	assert.Equal(t, int64(emptyCacheEpoch), never.steps, "one epoch measured")
+	assert.Zero(t, never.driver, "no driver call after the first step")
+	assert.Zero(t, never.deviceAllocs)
+	assert.Equal(t, emptyCacheEpoch*b.compute, never.compute)
+	// The first step measured finds the cache the warm-up step filled; each step frees
+	// its 9 segments when it ends.
+	assert.Equal(t, int64(9*(emptyCacheEpoch-1)), every.deviceAllocs, "9 segments each step but the first")
+	assert.Equal(t, time.Duration(9*(emptyCacheEpoch-1)+9*emptyCacheEpoch)*pair/2, every.driver, "half a pair per Malloc and per Free")
+	ratio := every.rate() / never.rate()
+	assert.InDelta(t, 0.1, ratio, 0.005, "(10 ms compute) / (10 ms + 90 ms of driver calls)")
+	assert.Zero(t, d.Stats().InUse)
+}
+
+func TestDefaultComputeIsTheStepsFlopsAtTheMeasuredRate(t *testing.T) {
+	assert.InDelta(t, 115.85, trainModel.gflops(), 0.01, "6 × 75.4 M parameters × 256 samples")
+	assert.Equal(t, 2258*time.Microsecond, defaultCompute().Truncate(time.Microsecond))
 }

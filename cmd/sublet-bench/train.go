@@ -185,64 +185,151 @@ func freeAll(a *alloc.Allocator, ps ...device.Ptr) error {
 	return nil
 }
 
-// runEmptyCache times training steps with EmptyCache never, every 100 steps and after
-// every step, and reports steps per second and the ratio to never.
+// emptyCacheEpoch is the emptycache experiment's epoch, in steps: its "every epoch"
+// case empties the cache less often than the seed's "every 100 batches".
+const emptyCacheEpoch = 500
+
+// cadences are the emptycache experiment's cases, the seed tutorial's table: EmptyCache
+// never, every epoch, every 100 steps and after every step.
+var cadences = []struct {
+	name  string
+	every int64 // steps between two EmptyCache calls; 0 is never
+}{
+	{"never", 0},
+	{fmt.Sprintf("every epoch (%d)", emptyCacheEpoch), emptyCacheEpoch},
+	{"every 100", 100},
+	{"every 1", 1},
+}
+
+// gflops is the floating-point work of one training step of m: 6 flops per parameter
+// and sample (2 for the forward's multiply-add, 4 for the backward's two), in units of
+// 1e9.
+func (m mlp) gflops() float64 {
+	var params int64
+	for _, d := range m.dims() {
+		params += d[0]*d[1] + d[1]
+	}
+	return 6 * float64(params) * float64(m.batch) / 1e9
+}
+
+// fp32TFLOPS is the FP32 GEMM rate measured through cuBLAS on the H200 (51.3 TFLOP/s,
+// 2026-11-30): what the emptycache experiment's default compute time assumes.
+const fp32TFLOPS = 51.3
+
+// defaultCompute is the simulated compute time of one step of trainModel: its flops at
+// fp32TFLOPS (2.26 ms).
+func defaultCompute() time.Duration {
+	return time.Duration(trainModel.gflops() / fp32TFLOPS * 1e6) // 1e9 flop / 1e12 flop/s in ns
+}
+
+// driverClock is a device whose driver calls are charged to a virtual clock instead of
+// taking real time (device/sim): the experiment adds the clock's advance to the time
+// it measured.
+type driverClock interface {
+	Elapsed() time.Duration
+}
+
+// driverTime is dev's virtual driver time so far, 0 for a device whose driver calls
+// take real time (they are in the measured time already).
+func driverTime(dev device.Device) time.Duration {
+	if c, ok := dev.(driverClock); ok {
+		return c.Elapsed()
+	}
+	return 0
+}
+
+// runEmptyCache times training steps with each of the cadences and reports steps per
+// second and the ratio to never. A step's time is the host time measured, the driver's
+// simulated time on a simulated device, and b.compute: no kernels run, so the compute
+// a real step would do is added as a constant, serially (cuMemFree and EmptyCache
+// synchronize the device, so their cost is not hidden behind compute).
 func runEmptyCache(b *bench, dev device.Device) error {
 	var base float64
-	for _, every := range []int64{0, 100, 1} {
-		rate, err := emptyCacheCase(b, dev, every, base)
+	for _, c := range cadences {
+		r, err := emptyCacheCase(b, dev, c.every)
 		if err != nil {
 			return err
 		}
-		if every == 0 {
-			base = rate
+		if c.every == 0 {
+			base = r.rate()
 		}
+		note := fmt.Sprintf("ratio to never %.4f; host %.1f µs/step", r.rate()/base, r.perStep(r.host))
+		if _, ok := dev.(driverClock); ok {
+			note += fmt.Sprintf(" + simulated driver %.1f µs/step", r.perStep(r.driver))
+		}
+		note += fmt.Sprintf(" + compute %.1f µs/step; %.2f device allocs/step; peak reserved %d MiB",
+			r.perStep(r.compute), float64(r.deviceAllocs)/float64(r.steps), r.peakReserved>>20)
+		b.report(Result{Experiment: "emptycache", Device: dev.Name(), Case: c.name, Value: r.rate(), Unit: "steps/s", N: r.steps, Note: note})
 	}
 	return nil
 }
 
-// emptyCacheCase times training steps on a fresh allocator with EmptyCache every
-// every steps (0: never), reports them against base steps/s, and returns its steps/s.
-func emptyCacheCase(b *bench, dev device.Device, every int64, base float64) (rate float64, err error) {
+// cadenceRun is what one emptycache case measured, over steps steps after the first.
+type cadenceRun struct {
+	steps int64
+	// host is the time measured; driver the simulated driver's (0 on a real device);
+	// compute the simulated compute's.
+	host, driver, compute time.Duration
+	deviceAllocs          int64
+	peakReserved          int64
+}
+
+// perStep is d per step in microseconds.
+func (r cadenceRun) perStep(d time.Duration) float64 {
+	return float64(d) / float64(time.Microsecond) / float64(r.steps)
+}
+
+// rate is the steps per second.
+func (r cadenceRun) rate() float64 {
+	return float64(r.steps) / (r.host + r.driver + r.compute).Seconds()
+}
+
+// emptyCacheCase runs whole epochs of training steps on a fresh allocator, with
+// EmptyCache every every steps (0: never), until b.per has passed, after a first step
+// that fills the cache.
+func emptyCacheCase(b *bench, dev device.Device, every int64) (r cadenceRun, err error) {
 	a, err := newAllocator(dev)
 	if err != nil {
-		return 0, err
+		return r, err
 	}
 	defer func() { err = finish(a, err) }()
 	md, err := newModel(a, trainModel)
 	if err != nil {
-		return 0, err
+		return r, err
 	}
 	s := &stepper{a: a, m: trainModel, model: md}
-	if err := s.step(); err != nil { // the first step fills the cache
-		return 0, err
+	if err := s.step(); err != nil { // finish gives back what a failed experiment holds
+		return r, err
 	}
 	a.ResetAccumulatedStats()
+	a.ResetPeakStats()
+	driver := driverTime(dev)
 	var i int64
-	per, n, err := measure(b.per, func() error {
-		i++
-		if err := s.step(); err != nil {
-			return err
-		}
-		if every > 0 && i%every == 0 {
-			return a.EmptyCache()
+	per, epochs, err := measure(b.per, func() error {
+		for range emptyCacheEpoch {
+			i++
+			if err := s.step(); err != nil {
+				return err
+			}
+			if every > 0 && i%every == 0 {
+				if err := a.EmptyCache(); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return r, err
 	}
 	st := a.Stats()
-	rate = float64(time.Second) / float64(per)
-	if every == 0 {
-		base = rate
+	r = cadenceRun{
+		steps:        epochs * emptyCacheEpoch,
+		host:         per * time.Duration(epochs),
+		driver:       driverTime(dev) - driver,
+		deviceAllocs: st.NumDeviceAlloc,
+		peakReserved: st.ReservedBytes[alloc.StatAll].Peak,
 	}
-	name := "never"
-	if every > 0 {
-		name = fmt.Sprintf("every %d", every)
-	}
-	b.report(Result{Experiment: "emptycache", Device: dev.Name(), Case: name, Value: rate, Unit: "steps/s", N: n,
-		Note: fmt.Sprintf("ratio to never %.4f; %.2f device allocs/step; reserved %d MiB", rate/base,
-			float64(st.NumDeviceAlloc)/float64(n), st.ReservedBytes[alloc.StatAll].Current>>20)})
-	return rate, md.free()
+	r.compute = b.compute * time.Duration(r.steps)
+	return r, md.free()
 }

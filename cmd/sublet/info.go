@@ -62,12 +62,27 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 		}
 		cfg = a.Config()
 	}
+	if w := gcThresholdWarning(cfg, 0); w != "" {
+		fmt.Fprintf(stdout, "\nwarning: %s\n", w)
+	}
 	b, err := allocatorSettings(conf, cfg)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "\nallocator settings (%s; keys of PyTorch's memory snapshot \"allocator_settings\", then sublet's others):\n%s\n", alloc.ConfigEnv, b)
 	return errors.Join(errs...)
+}
+
+// gcThresholdWarning says why cfg's garbage_collection_threshold does nothing, or ""
+// when it is off or armed: the allocator reclaims cached blocks against the memory a
+// fraction allows, so without one (per_process_memory_fraction in cfg, or fraction, a
+// fraction the caller sets at run time) it never collects, in PyTorch as here.
+func gcThresholdWarning(cfg alloc.Config, fraction float64) string {
+	if cfg.GarbageCollectionThreshold == 0 || cfg.PerProcessMemoryFraction > 0 || fraction > 0 {
+		return ""
+	}
+	return fmt.Sprintf("garbage_collection_threshold:%g does nothing without a memory fraction: the threshold is a share of the memory the fraction allows. "+
+		"Set per_process_memory_fraction in %s as well (or call SetMemoryFraction in the program), or drop it", cfg.GarbageCollectionThreshold, alloc.ConfigEnv)
 }
 
 // infoCUDA prints the driver and every GPU, or why there are none.

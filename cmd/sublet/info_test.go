@@ -92,3 +92,36 @@ func TestParseDriverVersion(t *testing.T) {
 		assert.Equal(t, want, parseDriverVersion([]byte(in)), in)
 	}
 }
+
+// garbage_collection_threshold is a share of what a memory fraction allows: without one
+// it does nothing, and info says so.
+func TestInfoWarnsOfAGCThresholdWithoutAFraction(t *testing.T) {
+	t.Setenv("SUBLET_DEVICE", "sim")
+	for conf, warns := range map[string]bool{
+		"garbage_collection_threshold:0.8":                                                  true,
+		"max_split_size_mb:128,roundup_power2_divisions:4,garbage_collection_threshold:0.8": true,
+		"garbage_collection_threshold:0.8,per_process_memory_fraction:0.5":                  false,
+		"max_split_size_mb:64": false,
+		"":                     false,
+	} {
+		t.Setenv("SUBLET_ALLOC_CONF", conf)
+		code, out, errs := sublet("info")
+		require.Equal(t, 0, code, errs)
+		const w = "\nwarning: garbage_collection_threshold:0.8 does nothing without a memory fraction: the threshold is a share of the memory the fraction allows. Set per_process_memory_fraction in SUBLET_ALLOC_CONF as well (or call SetMemoryFraction in the program), or drop it\n"
+		if warns {
+			assert.Contains(t, out, w, conf)
+		} else {
+			assert.NotContains(t, out, "warning:", conf)
+		}
+	}
+}
+
+func TestReplayWarnsOfAGCThresholdWithoutAFraction(t *testing.T) {
+	trace := "../../testdata/traces/blog.jsonl.gz"
+	code, _, errs := sublet("replay", "-trace", trace, "-conf", "garbage_collection_threshold:0.6")
+	require.Equal(t, 0, code, errs)
+	assert.Contains(t, errs, "replay: warning: garbage_collection_threshold:0.6 does nothing without a memory fraction")
+	code, _, errs = sublet("replay", "-trace", trace, "-conf", "garbage_collection_threshold:0.6", "-fraction", "0.5")
+	require.Equal(t, 0, code, errs)
+	assert.Empty(t, errs)
+}

@@ -25,6 +25,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"demo", "show the caching allocator on a few generated traces", runDemo},
+		{"fit", "find the largest batch an MLP trains with on a device of a given memory (simulated, no GPU needed)", runFit},
 		{"info", "print the devices, the default device and the allocator settings in force", runInfo},
 		{"replay", "replay a trace through the caching allocator; print its statistics as JSON", runReplay},
 		{"snapshot", "replay a trace with memory history on; write the memory snapshot (pickle or JSON)", runSnapshot},

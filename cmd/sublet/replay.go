@@ -43,6 +43,9 @@ func (f *replayFlags) open(fs *flag.FlagSet, stderr io.Writer) (events []replay.
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if w := gcThresholdWarning(cfg, f.fraction); w != "" {
+		fmt.Fprintf(stderr, "%s: warning: %s (here: -fraction)\n", fs.Name(), w)
+	}
 	d, release, err := openDevice(f.dev, simShape{capacity: f.capacity, segments: f.segments})
 	if err != nil {
 		return nil, nil, nil, err

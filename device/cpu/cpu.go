@@ -151,8 +151,8 @@ func (d *Device) Free(p device.Ptr) error {
 	return nil
 }
 
-// KeepsData is true: the memory is the process's own.
-func (d *Device) KeepsData() bool { return true }
+// Residency is device.Host: the memory is the process's own.
+func (d *Device) Residency() device.Residency { return device.Host }
 
 // Bytes returns the memory at [p, p+n); see device.HostMemory.
 func (d *Device) Bytes(p device.Ptr, n int64) ([]byte, bool) { return d.table.Bytes(p, n) }

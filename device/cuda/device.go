@@ -211,6 +211,9 @@ func (d *Device) Name() string { return d.name }
 // Kind returns device.CUDA.
 func (d *Device) Kind() device.Kind { return device.CUDA }
 
+// Residency is device.Remote: only the GPU's copies and kernels reach its memory.
+func (d *Device) Residency() device.Residency { return device.Remote }
+
 // Properties returns what the driver reported about the GPU at Open.
 func (d *Device) Properties() Properties { return d.props }
 

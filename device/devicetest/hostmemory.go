@@ -12,16 +12,15 @@ func (s suite) hostMemory(t *testing.T) {
 	x := s.open(t)
 	hm, ok := x.d.(device.HostMemory)
 	if !ok {
-		require.Equal(t, device.Remote, device.ResidencyOf(x.d), "a device the CPU cannot address")
+		require.Equal(t, device.Remote, x.d.Residency(), "a device the CPU cannot address")
 		t.Skipf("%s does not implement device.HostMemory", x.d.Name())
 	}
 	d := x.d
-	require.Equal(t, x.c.KeepsData, hm.KeepsData())
 	want := device.Meta
 	if x.c.KeepsData {
 		want = device.Host
 	}
-	require.Equal(t, want, device.ResidencyOf(d))
+	require.Equal(t, want, d.Residency())
 	const n = 3 * 4096
 	p := x.malloc(n)
 	b, ok := hm.Bytes(p, n)

@@ -24,8 +24,13 @@ func (d *Device) Memset(dst device.Ptr, value byte, n int64, s device.Stream) er
 	return d.copier.Memset(dst, value, n, s)
 }
 
-// KeepsData reports whether the device has a backing store (Options.Backing).
-func (d *Device) KeepsData() bool { return d.backing }
+// Residency is device.Host with a backing store (Options.Backing), device.Meta without.
+func (d *Device) Residency() device.Residency {
+	if d.backing {
+		return device.Host
+	}
+	return device.Meta
+}
 
 // Bytes returns the bytes at [p, p+n) when the device has a backing store; see
 // device.HostMemory.

@@ -18,7 +18,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 
 	"github.com/subletml/sublet/alloc"
@@ -26,6 +25,7 @@ import (
 	"github.com/subletml/sublet/device/named"
 	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/internal/units"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/tensor"
@@ -76,12 +76,9 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	for _, w := range strings.Split(*hidden, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(w))
-		if err != nil || n <= 0 {
-			return c, fmt.Errorf("-hidden %q: want positive widths separated by commas", *hidden)
-		}
-		c.hidden = append(c.hidden, n)
+	var err error
+	if c.hidden, err = units.ParseInts("-hidden", *hidden); err != nil {
+		return c, err
 	}
 	switch {
 	case c.samples < 10 || c.classes < 2 || c.epochs < 1 || c.batch < 1:
@@ -172,7 +169,7 @@ func train(c config, dev device.Device, a *alloc.Allocator, out io.Writer) error
 
 	params := nn.ParameterBytes(model)
 	fmt.Fprintf(out, "sublet examples/mlp: %d spiral arms, %d points (%d train, %d test), MLP %s (%d parameters, %s), %s %s, batch %d, %d epochs on %s\n",
-		c.classes, c.samples, trainSet.len(), testSet.len(), joinInts(sizes, "-"), params/4, human(params), c.optimizer, describe(opt), c.batch, c.epochs, dev.Name())
+		c.classes, c.samples, trainSet.len(), testSet.len(), units.JoinInts(sizes, "-"), params/4, units.Bytes(params), c.optimizer, describe(opt), c.batch, c.epochs, dev.Name())
 	if !hasData {
 		fmt.Fprintf(out, "%s keeps no data: ops allocate their results and compute nothing, so only the memory figures are real\n", dev.Name())
 	}
@@ -196,7 +193,7 @@ func train(c config, dev device.Device, a *alloc.Allocator, out io.Writer) error
 		st := a.Stats()
 		fmt.Fprintf(out, "epoch %3d/%d  %s  %s  allocated %s (peak %s)  reserved %s\n", epoch, c.epochs,
 			figure("loss", sum/float64(steps), hasData), figure("test loss", testLoss, hasData)+"  "+figure("test accuracy", acc, hasData),
-			human(st.AllocatedBytes[alloc.StatAll].Current), human(st.AllocatedBytes[alloc.StatAll].Peak), human(st.ReservedBytes[alloc.StatAll].Current))
+			units.Bytes(st.AllocatedBytes[alloc.StatAll].Current), units.Bytes(st.AllocatedBytes[alloc.StatAll].Peak), units.Bytes(st.ReservedBytes[alloc.StatAll].Current))
 	}
 	if hasData {
 		fmt.Fprintf(out, "final test accuracy %.3f (chance %.3f)\n", acc, 1/float64(c.classes))
@@ -293,26 +290,4 @@ func figure(name string, v float64, hasData bool) string {
 		return name + " -"
 	}
 	return fmt.Sprintf("%s %.4f", name, v)
-}
-
-// human formats a byte count in units of 1024.
-func human(n int64) string {
-	v, units := float64(n), []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	i := 0
-	for v >= 1024 && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	if i == 0 {
-		return fmt.Sprintf("%d B", n)
-	}
-	return fmt.Sprintf("%.1f %s", v, units[i])
-}
-
-func joinInts(v []int, sep string) string {
-	s := make([]string, len(v))
-	for i, x := range v {
-		s[i] = strconv.Itoa(x)
-	}
-	return strings.Join(s, sep)
 }

@@ -1,0 +1,55 @@
+// Package exdevice opens the devices sublet's examples train on, by the names of their
+// -device flag, and checks what a run leaves behind.
+//
+// Every device Fresh returns is new, with a caching allocator of its own created on first
+// use, so that one row of an example's table never finds the cache another row filled.
+package exdevice
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/subletml/sublet/alloc"
+	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/device/cpu"
+	"github.com/subletml/sublet/device/sim"
+	"github.com/subletml/sublet/tensor"
+)
+
+// Usage is the help of a -device flag that Fresh reads.
+const Usage = "sim (a simulated H200 without data: exact memory, no compute), sim-backed (a simulated H200 with data) or cpu"
+
+// Fresh opens a new device: "sim" is a simulated H200 without backing store (data is
+// false: ops allocate and compute nothing), "sim-backed" one with data, "cpu" host
+// memory. A cuda name is refused with an error wrapping tensor.ErrNoKernels: the tensor
+// ops these examples run have no CUDA kernels yet.
+func Fresh(name string) (dev device.Device, data bool, err error) {
+	switch name {
+	case "sim":
+		d, err := sim.New(sim.Options{})
+		return d, false, err
+	case "sim-backed":
+		d, err := sim.New(sim.Options{Backing: true})
+		return d, true, err
+	case "cpu":
+		d, err := cpu.New(cpu.Options{})
+		return d, true, err
+	}
+	if strings.HasPrefix(name, "cuda") {
+		return nil, false, fmt.Errorf("-device %s: %w: a model cannot train there yet (use sim, sim-backed or cpu)", name, tensor.ErrNoKernels)
+	}
+	return nil, false, fmt.Errorf("-device %q: want sim, sim-backed or cpu", name)
+}
+
+// Drained empties a's cache and returns an error unless it then holds nothing, neither
+// allocated nor reserved: what an example checks once it released everything it made.
+func Drained(a *alloc.Allocator) error {
+	if err := a.EmptyCache(); err != nil {
+		return err
+	}
+	st := a.Stats()
+	if n, r := st.AllocatedBytes[alloc.StatAll].Current, st.ReservedBytes[alloc.StatAll].Current; n != 0 || r != 0 {
+		return fmt.Errorf("after releasing everything and emptying the cache the allocator on %s holds %d bytes allocated and %d reserved: something leaked", a.Device().Name(), n, r)
+	}
+	return nil
+}

@@ -1,0 +1,45 @@
+package exdevice
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/subletml/sublet/alloc"
+	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/tensor"
+)
+
+func TestFreshDevices(t *testing.T) {
+	for name, c := range map[string]struct {
+		kind device.Kind
+		data bool
+	}{"sim": {device.Sim, false}, "sim-backed": {device.Sim, true}, "cpu": {device.CPU, true}} {
+		d, data, err := Fresh(name)
+		require.NoError(t, err, name)
+		assert.Equal(t, c.kind, d.Kind(), name)
+		assert.Equal(t, c.data, data, name)
+		again, _, err := Fresh(name)
+		require.NoError(t, err)
+		assert.NotSame(t, d, again, "%s: a new device each time", name)
+	}
+	_, _, err := Fresh("cuda:0")
+	assert.True(t, errors.Is(err, tensor.ErrNoKernels), "%v", err)
+	_, _, err = Fresh("tpu")
+	assert.EqualError(t, err, `-device "tpu": want sim, sim-backed or cpu`)
+}
+
+func TestDrained(t *testing.T) {
+	d, _, err := Fresh("sim")
+	require.NoError(t, err)
+	a, err := alloc.For(d)
+	require.NoError(t, err)
+	p, err := a.Alloc(3<<20, 0)
+	require.NoError(t, err)
+	assert.EqualError(t, Drained(a), "after releasing everything and emptying the cache the allocator on sim holds 3145728 bytes allocated and 20971520 reserved: something leaked", "3 MiB in a 20 MiB segment")
+	require.NoError(t, a.Free(p))
+	require.NoError(t, Drained(a))
+	assert.Zero(t, a.Stats().ReservedBytes[alloc.StatAll].Current)
+}
