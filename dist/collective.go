@@ -78,14 +78,23 @@ type Backend interface {
 // Work is an issued collective. Wait returns once it has completed on this rank (its
 // tensors are then the caller's again) with its error, the same at every call.
 type Work struct {
-	wait func() error
-	once sync.Once
-	err  error
+	// early, when set, returns an error for a Wait that comes too early (inside the
+	// open group that holds the collective), and nil once waiting can work.
+	early func() error
+	wait  func() error
+	once  sync.Once
+	err   error
 }
 
 // Wait waits for the collective and returns its error. It may be called from any
-// goroutine, any number of times.
+// goroutine, any number of times. Inside the open group that holds the collective it
+// returns an error at once, and waits again once the group has ended.
 func (w *Work) Wait() error {
+	if w.early != nil {
+		if err := w.early(); err != nil {
+			return err
+		}
+	}
 	w.once.Do(func() { w.err = w.wait() })
 	return w.err
 }
