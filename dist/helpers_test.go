@@ -60,14 +60,16 @@ func initGroups(t testing.TB, n int, timeout time.Duration) []*Group {
 	return groups
 }
 
-// requireDistError asserts err is an *Error of rank with cause, whose peer is peer, and
-// returns it.
+// requireDistError asserts err is an *Error of rank with cause (nil: any), whose peer
+// is peer, and returns it.
 func requireDistError(t testing.TB, err error, rank, peer int, cause error) *Error {
 	t.Helper()
 	require.Error(t, err)
 	e, ok := err.(*Error)
 	require.True(t, ok, "%T: %v", err, err)
-	require.ErrorIs(t, err, cause, "%v", err)
+	if cause != nil {
+		require.ErrorIs(t, err, cause, "%v", err)
+	}
 	require.Equal(t, rank, e.Rank, "reporting rank of %v", err)
 	require.Equal(t, peer, e.Peer, "rank at fault in %v", err)
 	return e

@@ -27,6 +27,7 @@ func commands() []command {
 		{"demo", "show the caching allocator on a few generated traces", runDemo},
 		{"info", "print the devices, the default device and the allocator settings in force", runInfo},
 		{"replay", "replay a trace through the caching allocator; print its statistics as JSON", runReplay},
+		{"run", "start N processes of a program for data-parallel training (sublet run -h)", runLaunch},
 		{"trace", "generate, list and summarize allocation traces (sublet trace -h)", runTrace},
 	}
 }
