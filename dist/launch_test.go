@@ -1,0 +1,170 @@
+//go:build unix
+
+package dist
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func init() {
+	helpers["env"] = func() int {
+		var vals []string
+		for _, k := range rankEnv {
+			vals = append(vals, k+"="+os.Getenv(k))
+		}
+		fmt.Println(strings.Join(vals, " "))
+		fmt.Fprint(os.Stderr, "no newline at the end")
+		return 0
+	}
+	// wait: report ready, wait for SIGTERM or SIGINT, report it; rank $FAIL_RANK exits
+	// with status 3 at once instead.
+	helpers["wait"] = func() int {
+		if os.Getenv("FAIL_RANK") == os.Getenv(EnvRank) {
+			fmt.Println("failing")
+			return 3
+		}
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+		fmt.Println("ready")
+		fmt.Println("got", <-ch)
+		return 0
+	}
+	// stubborn: ignore SIGTERM, report ready, never exit by itself.
+	helpers["stubborn"] = func() int {
+		if os.Getenv("FAIL_RANK") == os.Getenv(EnvRank) {
+			return 4
+		}
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Println("ready")
+		select {}
+	}
+}
+
+// watched is a writer that counts the lines containing a word and tells when n have come.
+type watched struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	word  string
+	n     int
+	ready chan struct{}
+}
+
+func newWatched(word string, n int) *watched {
+	return &watched{word: word, n: n, ready: make(chan struct{})}
+}
+
+func (w *watched) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(b)
+	if w.n > 0 && strings.Count(w.buf.String(), w.word) >= w.n {
+		w.n = 0
+		close(w.ready)
+	}
+	return len(b), nil
+}
+
+func (w *watched) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// helperLaunch is a launch of n ranks of this test binary running helper.
+func helperLaunch(n int, helper string, env ...string) LaunchConfig {
+	return LaunchConfig{NProc: n, Program: os.Args[0], Prefix: true,
+		Env: append(append(os.Environ(), helperEnv+"="+helper), env...)}
+}
+
+func TestLaunchGivesEachRankItsEnvironment(t *testing.T) {
+	c := helperLaunch(3, "env", "RANK=99", "NCCL_NVLS_ENABLE=1")
+	c.MasterPort, c.Timeout = 4242, 90*time.Second
+	var out, errs bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errs
+	require.NoError(t, Launch(context.Background(), c))
+	for r := range 3 {
+		assert.Contains(t, out.String(), fmt.Sprintf("[rank %d] RANK=%d WORLD_SIZE=3 LOCAL_RANK=%d LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=4242 SUBLET_DIST_TIMEOUT=1m30s NCCL_NVLS_ENABLE=0\n", r, r, r))
+		assert.Contains(t, errs.String(), fmt.Sprintf("[rank %d] no newline at the end\n", r), "a last unended line is ended")
+	}
+	assert.Equal(t, 3, strings.Count(out.String(), "\n"))
+
+	c = helperLaunch(2, "env")
+	out.Reset()
+	c.Stdout, c.Stderr, c.Prefix = &out, &errs, false
+	require.NoError(t, Launch(context.Background(), c))
+	assert.Contains(t, out.String(), "RANK=1 WORLD_SIZE=2 ")
+	assert.NotContains(t, out.String(), "MASTER_PORT=0 ", "a free port was picked")
+	assert.NotContains(t, out.String(), "[rank")
+}
+
+func TestLaunchStopsTheRestWhenOneFails(t *testing.T) {
+	c := helperLaunch(3, "wait", "FAIL_RANK=1")
+	out := new(watched)
+	c.Stdout, c.Stderr = out, out
+	err := Launch(context.Background(), c)
+	e := requireDistError(t, err, -1, 1, nil)
+	var exit *exec.ExitError
+	require.True(t, errors.As(err, &exit))
+	assert.Equal(t, 3, exit.ExitCode())
+	assert.Contains(t, e.Error(), "dist: launch: rank 1 of 3 failed")
+	assert.Contains(t, e.Error(), "exit status 3")
+	for _, r := range []int{0, 2} {
+		// a rank stopped before its handler was installed dies of the signal instead
+		if strings.Contains(out.String(), fmt.Sprintf("[rank %d] ready", r)) {
+			assert.Contains(t, out.String(), fmt.Sprintf("[rank %d] got terminated", r))
+		}
+	}
+}
+
+func TestLaunchKillsWhatIgnoresTheStop(t *testing.T) {
+	c := helperLaunch(2, "stubborn")
+	out := newWatched("ready", 2)
+	c.Stdout, c.Stderr, c.Grace = out, out, 100*time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-out.ready
+		cancel()
+	}()
+	err := Launch(ctx, c)
+	e := requireDistError(t, err, -1, 0, nil)
+	assert.Contains(t, e.Error(), "rank 0 of 2 failed (after context canceled); rank(s) 1 were stopped or failed too: signal: killed")
+}
+
+func TestLaunchForwardsSignals(t *testing.T) {
+	c := helperLaunch(2, "wait")
+	out := newWatched("ready", 2)
+	sigs := make(chan os.Signal, 1)
+	c.Stdout, c.Stderr, c.Signals = out, out, sigs
+	go func() {
+		<-out.ready
+		sigs <- syscall.SIGINT
+	}()
+	require.NoError(t, Launch(context.Background(), c), "the ranks handled the signal and exited with 0")
+	assert.Contains(t, out.String(), "[rank 0] got interrupt")
+	assert.Contains(t, out.String(), "[rank 1] got interrupt")
+}
+
+func TestLaunchErrors(t *testing.T) {
+	err := Launch(context.Background(), LaunchConfig{NProc: 0, Program: "x"})
+	assert.ErrorIs(t, err, ErrConfig)
+	assert.Contains(t, err.Error(), `nproc="0": start at least one process`)
+	err = Launch(context.Background(), LaunchConfig{NProc: 1})
+	assert.ErrorIs(t, err, ErrConfig)
+	err = Launch(context.Background(), LaunchConfig{NProc: 2, Program: "/nonexistent/program"})
+	requireDistError(t, err, -1, 0, os.ErrNotExist)
+	assert.Contains(t, err.Error(), "cannot start rank 0: /nonexistent/program")
+}
