@@ -12,8 +12,11 @@
 //	            (no kernels run: the compute a real step would do, added serially)
 //	concurrent  goroutines churning on one allocator at once, with and without a
 //	            device call per allocation; ops/s and errors
+//	train       training steps of MLPs through tensor, nn and optim (-cases: the cpu
+//	            set of issue 10, the gpu set of issue 9, or case names); steps/s and
+//	            the peaks; scripts/bench/torch_train.py runs the same cases in PyTorch
 //
-//	sublet-bench [-device sim,cuda:0] [-run pair,churn,...] [-time 1s] [-compute 2.26ms] [-json FILE]
+//	sublet-bench [-device sim,cuda:0] [-run pair,churn,...] [-time 1s] [-compute 2.26ms] [-cases cpu] [-json FILE] [-jsonl FILE]
 //
 // Each experiment ends by freeing everything and checking that the allocator holds
 // nothing after EmptyCache; a leak or any error makes the exit status 1. Results go to
@@ -21,6 +24,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -65,6 +69,7 @@ func experiments() []experiment {
 		{"raw", runRaw},
 		{"emptycache", runEmptyCache},
 		{"concurrent", runConcurrent},
+		{"train", runTrain},
 	}
 }
 
@@ -74,6 +79,8 @@ type bench struct {
 	per time.Duration
 	// compute is the simulated compute time of one emptycache training step.
 	compute time.Duration
+	// train are the cases of the train experiment.
+	train   []trainCase
 	out     io.Writer
 	results []Result
 }
@@ -90,9 +97,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	which := fs.String("run", "pair,churn,raw,emptycache,concurrent", "comma-separated experiments")
 	per := fs.Duration("time", time.Second, "time to measure each figure over")
 	compute := fs.Duration("compute", defaultCompute(), "emptycache: simulated compute time per training step (the default is the step's flops at the H200's measured 51.3 TFLOP/s FP32)")
+	cases := fs.String("cases", "cpu", "train: comma-separated cases or sets (cpu, gpu; "+caseNames()+")")
 	jsonPath := fs.String("json", "", "also write the results as a JSON array to this file")
+	jsonlPath := fs.String("jsonl", "", "also write the results as JSON lines, one per figure, to this file")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sublet-bench [-device LIST] [-run LIST] [-time D] [-compute D] [-json FILE]")
+		fmt.Fprintln(stderr, "usage: sublet-bench [-device LIST] [-run LIST] [-time D] [-compute D] [-cases LIST] [-json FILE] [-jsonl FILE]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -114,7 +123,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		chosen = append(chosen, experiments()[i])
 	}
-	b := &bench{per: *per, compute: *compute, out: stdout}
+	train, err := pickTrainCases(*cases)
+	if err != nil {
+		fmt.Fprintf(stderr, "sublet-bench: %v\n", err)
+		return 2
+	}
+	b := &bench{per: *per, compute: *compute, train: train, out: stdout}
 	fmt.Fprintf(stdout, "# sublet-bench %s GOMAXPROCS=%d %s/%s %s, %s per figure, emptycache compute %s per step\n",
 		time.Now().UTC().Format(time.RFC3339), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version(), *per, *compute)
 	failed := false
@@ -138,6 +152,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			failed = true
 		}
 	}
+	if *jsonlPath != "" {
+		if err := writeResultLines(*jsonlPath, b.results); err != nil {
+			fmt.Fprintf(stderr, "sublet-bench: %v\n", err)
+			failed = true
+		}
+	}
 	if failed {
 		return 1
 	}
@@ -150,6 +170,17 @@ func writeResults(path string, results []Result) error {
 		return err
 	}
 	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+func writeResultLines(path string, results []Result) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	for _, r := range results {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o644)
 }
 
 // newAllocator returns a fresh allocator over dev with the default configuration (not

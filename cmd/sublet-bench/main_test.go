@@ -147,3 +147,31 @@ func TestDefaultComputeIsTheStepsFlopsAtTheMeasuredRate(t *testing.T) {
 	assert.InDelta(t, 115.85, trainModel.gflops(), 0.01, "6 × 75.4 M parameters × 256 samples")
 	assert.Equal(t, 2258*time.Microsecond, defaultCompute().Truncate(time.Microsecond))
 }
+
+func TestTrainPeaksOnSimEqualThoseWithData(t *testing.T) {
+	notes := map[string][]string{}
+	for _, dev := range []string{"sim", "sim-backed"} {
+		path := filepath.Join(t.TempDir(), "r.jsonl")
+		code, out, errs := runBench("-device", dev, "-run", "train", "-cases", "tiny-sgd,tiny-adam", "-time", "1ms", "-jsonl", path)
+		require.Equal(t, 0, code, errs)
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		require.Len(t, lines, 2, out)
+		for _, line := range lines {
+			var r Result
+			require.NoError(t, json.Unmarshal([]byte(line), &r), line)
+			assert.Equal(t, "train", r.Experiment)
+			assert.GreaterOrEqual(t, r.N, int64(3))
+			notes[r.Case] = append(notes[r.Case], r.Note)
+		}
+	}
+	for c, n := range notes {
+		assert.Equal(t, n[0], n[1], "%s: the meta device allocates what a device with data does", c)
+	}
+	assert.Contains(t, notes["tiny-sgd"][0], "269322 parameters")
+
+	code, _, errs := runBench("-run", "train", "-cases", "nope")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, `unknown case "nope"`)
+}

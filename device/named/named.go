@@ -1,5 +1,7 @@
 // Package named opens devices by name, for programs and tools that let the user choose:
-// "cpu", "sim", "cuda" (the first GPU) and "cuda:N". The environment variable
+// "cpu", "sim" (a simulated H200 that keeps no data: memory figures only),
+// "sim-backed" (the same with a backing store in host memory: ops compute), "cuda" (the
+// first GPU) and "cuda:N". The environment variable
 // SUBLET_DEVICE, read by Default at each call, overrides the automatic choice.
 //
 // Invariants:
@@ -29,7 +31,7 @@ import (
 const EnvVar = "SUBLET_DEVICE"
 
 // forms lists the accepted names, for error messages.
-const forms = `"cpu", "sim", "cuda" or "cuda:N" (N = 0, 1, ...)`
+const forms = `"cpu", "sim", "sim-backed", "cuda" or "cuda:N" (N = 0, 1, ...)`
 
 // opened holds the devices opened so far, by canonical name.
 var opened struct {
@@ -38,7 +40,8 @@ var opened struct {
 }
 
 // Open returns the device called name (see the package doc), opening it on first use:
-// cpu.New and sim.New with default options, cuda.Open for a GPU.
+// cpu.New and sim.New with default options (a backing store for sim-backed), cuda.Open
+// for a GPU.
 func Open(name string) (device.Device, error) {
 	canon, ordinal, err := parse(name)
 	if err != nil {
@@ -55,6 +58,8 @@ func Open(name string) (device.Device, error) {
 		d, err = cpu.New(cpu.Options{})
 	case "sim":
 		d, err = sim.New(sim.Options{})
+	case "sim-backed":
+		d, err = sim.New(sim.Options{Backing: true})
 	default:
 		d, err = openCUDA(ordinal)
 	}
@@ -80,7 +85,7 @@ func openCUDA(ordinal int) (device.Device, error) {
 // parse returns the canonical name and, for a GPU, its ordinal.
 func parse(name string) (canon string, ordinal int, err error) {
 	switch name {
-	case "cpu", "sim":
+	case "cpu", "sim", "sim-backed":
 		return name, 0, nil
 	case "cuda":
 		return "cuda:0", 0, nil

@@ -13,11 +13,20 @@ import (
 )
 
 func TestOpenReturnsOneValuePerName(t *testing.T) {
-	for name, kind := range map[string]device.Kind{"cpu": device.CPU, "sim": device.Sim} {
+	for name, want := range map[string]struct {
+		kind device.Kind
+		name string
+		res  device.Residency
+	}{
+		"cpu":        {device.CPU, "cpu", device.Host},
+		"sim":        {device.Sim, "sim", device.Meta},
+		"sim-backed": {device.Sim, "sim", device.Host},
+	} {
 		d, err := Open(name)
 		require.NoError(t, err)
-		assert.Equal(t, kind, d.Kind())
-		assert.Equal(t, name, d.Name())
+		assert.Equal(t, want.kind, d.Kind())
+		assert.Equal(t, want.name, d.Name())
+		assert.Equal(t, want.res, d.Residency(), name)
 		again, err := Open(name)
 		require.NoError(t, err)
 		assert.Same(t, d, again, "Open(%q) twice", name)
@@ -33,7 +42,7 @@ func TestBadNames(t *testing.T) {
 	for _, name := range []string{"", "gpu", "CPU", "cuda:", "cuda:-1", "cuda:x", "cuda:01", "cuda:+1", "cuda:0:1", " cpu"} {
 		_, err := Open(name)
 		require.Error(t, err, "Open(%q)", name)
-		assert.Contains(t, err.Error(), `want "cpu", "sim", "cuda" or "cuda:N"`, "Open(%q)", name)
+		assert.Contains(t, err.Error(), `want "cpu", "sim", "sim-backed", "cuda" or "cuda:N"`, "Open(%q)", name)
 	}
 }
 
@@ -89,5 +98,5 @@ func TestDefault(t *testing.T) {
 	_, err = Default()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `SUBLET_DEVICE="tpu"`)
-	assert.Contains(t, err.Error(), `"cpu", "sim", "cuda" or "cuda:N"`)
+	assert.Contains(t, err.Error(), `"cpu", "sim", "sim-backed", "cuda" or "cuda:N"`)
 }

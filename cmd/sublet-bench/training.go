@@ -1,0 +1,206 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/subletml/sublet/alloc"
+	"github.com/subletml/sublet/amp"
+	"github.com/subletml/sublet/checkpoint"
+	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/nn"
+	"github.com/subletml/sublet/optim"
+	"github.com/subletml/sublet/tensor"
+)
+
+// trainCase is one model trained by the train experiment: an MLP of widths (ReLU
+// between the Linear layers, cross entropy over the last width), a batch of random
+// inputs and labels, an optimizer, optionally checkpoint.Sequential over its layers and
+// F16/BF16 autocast with a GradScaler. The same cases, with the same names, are in
+// scripts/bench/torch_train.py.
+type trainCase struct {
+	name     string
+	widths   []int
+	batch    int
+	opt      string      // "sgd" (momentum 0.9) or "adam"
+	segments int         // checkpoint.Sequential segments; 0 for none
+	autocast dtype.DType // dtype.Invalid for none
+}
+
+func repeat(w, n int, last ...int) []int {
+	return append(slices.Repeat([]int{w}, n), last...)
+}
+
+// trainCases are the cases of issues 9 (GPU) and 10 (CPU). "cpu" and "gpu" name the
+// sets measured on each.
+var trainCases = []trainCase{
+	{name: "tiny-sgd", widths: []int{784, 256, 256, 10}, batch: 64, opt: "sgd"},
+	{name: "tiny-adam", widths: []int{784, 256, 256, 10}, batch: 64, opt: "adam"},
+	{name: "wide-adam", widths: []int{1024, 4096, 4096, 4096, 1024}, batch: 512, opt: "adam"},
+	{name: "deep-sgd", widths: repeat(1024, 17, 10), batch: 1024, opt: "sgd"},
+	{name: "deep-sgd-ckpt4", widths: repeat(1024, 17, 10), batch: 1024, opt: "sgd", segments: 4},
+	{name: "wide4096-adam", widths: repeat(4096, 5, 10), batch: 4096, opt: "adam"},
+	{name: "wide4096-adam-f16", widths: repeat(4096, 5, 10), batch: 4096, opt: "adam", autocast: dtype.F16},
+	{name: "wide4096-adam-bf16", widths: repeat(4096, 5, 10), batch: 4096, opt: "adam", autocast: dtype.BF16},
+	{name: "deep4096-sgd", widths: repeat(4096, 17, 10), batch: 4096, opt: "sgd"},
+	{name: "deep4096-sgd-ckpt4", widths: repeat(4096, 17, 10), batch: 4096, opt: "sgd", segments: 4},
+}
+
+var trainSets = map[string][]string{
+	"cpu": {"tiny-sgd", "wide-adam", "deep-sgd", "deep-sgd-ckpt4"},
+	"gpu": {"tiny-sgd", "tiny-adam", "wide4096-adam", "wide4096-adam-f16", "wide4096-adam-bf16", "deep4096-sgd", "deep4096-sgd-ckpt4"},
+}
+
+// pickTrainCases resolves a comma-separated list of case and set names.
+func pickTrainCases(list string) ([]trainCase, error) {
+	var out []trainCase
+	for _, name := range strings.Split(list, ",") {
+		names := trainSets[name]
+		if names == nil {
+			names = []string{name}
+		}
+		for _, n := range names {
+			i := slices.IndexFunc(trainCases, func(c trainCase) bool { return c.name == n })
+			if i < 0 {
+				return nil, fmt.Errorf("-cases: unknown case %q (cases: %s; sets: cpu, gpu)", n, caseNames())
+			}
+			out = append(out, trainCases[i])
+		}
+	}
+	return out, nil
+}
+
+func caseNames() string {
+	names := make([]string, len(trainCases))
+	for i, c := range trainCases {
+		names[i] = c.name
+	}
+	return strings.Join(names, ", ")
+}
+
+// runTrain trains each chosen case for a few warm-up steps, then for b.per or at least
+// 3 steps, and reports steps per second with the peak allocated and reserved memory of
+// the timed steps. On a device without data the steps only allocate: the figure is
+// the host's cost of running the graph, and the peaks are the model's real ones.
+func runTrain(b *bench, dev device.Device) error {
+	for _, c := range b.train {
+		r, err := trainOne(b, dev, c)
+		if err == nil {
+			a, aerr := alloc.For(dev)
+			err = errors.Join(aerr, drain(a)) // the model, optimizer and every step released
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
+		b.report(r)
+	}
+	return nil
+}
+
+func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
+	a, err := alloc.For(dev)
+	if err != nil {
+		return r, err
+	}
+	gen := tensor.NewGenerator(1)
+	model := nn.NewMLP(nn.Init{Device: dev, Gen: gen}, nn.MLPConfig{Sizes: c.widths})
+	defer model.Release()
+	params := nn.Parameters(model)
+	var opt optim.Optimizer
+	if c.opt == "adam" {
+		opt, err = optim.NewAdam(params, optim.DefaultAdam())
+	} else {
+		opt, err = optim.NewSGD(params, optim.SGDConfig{LR: 0.01, Momentum: 0.9})
+	}
+	if err != nil {
+		return r, err
+	}
+	defer opt.Release()
+	scaler, err := amp.NewGradScaler(amp.ScalerConfig{Disabled: c.autocast == dtype.Invalid})
+	if err != nil {
+		return r, err
+	}
+	rng := rand.New(rand.NewPCG(2, 3))
+	x := make([]float32, c.batch*c.widths[0])
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	labels := make([]int64, c.batch)
+	for i := range labels {
+		labels[i] = rng.Int64N(int64(c.widths[len(c.widths)-1]))
+	}
+	layers := make([]checkpoint.Layer, len(model.Children))
+	for i, m := range model.Children {
+		layers[i] = m
+	}
+	hasData := dev.Residency() != device.Meta
+	step := func() error {
+		s := tensor.NewScope(tensor.WithGenerator(gen))
+		defer s.Close()
+		var stepErr error
+		err := tensor.Try(func() {
+			xt := tensor.FromSlice(s, dev, dtype.F32, x, c.batch, c.widths[0])
+			lt := tensor.FromSlice(s, dev, dtype.I64, labels)
+			fs := s
+			if c.autocast != dtype.Invalid {
+				if fs, stepErr = amp.Autocast(s, c.autocast); stepErr != nil {
+					return
+				}
+				xt = fs.Bind(xt)
+			}
+			var out *tensor.Tensor
+			if c.segments > 0 {
+				out = checkpoint.Sequential(layers, c.segments, xt)
+			} else {
+				out = model.Forward(xt)
+			}
+			loss := nn.CrossEntropyLoss{}.Loss(out, fs.Bind(lt))
+			if fs != s {
+				loss = fs.Keep(loss)
+				fs.Close()
+			}
+			scaler.Scale(loss).Backward()
+			if hasData {
+				loss.Item() // waits for the device, as a training loop printing its loss does
+			}
+		})
+		if err != nil {
+			return err
+		}
+		if stepErr != nil {
+			return stepErr
+		}
+		if _, err := scaler.Step(opt); err != nil {
+			return err
+		}
+		if err := scaler.Update(); err != nil {
+			return err
+		}
+		opt.ZeroGrad(true)
+		return nil
+	}
+	for range 3 {
+		if err := step(); err != nil {
+			return r, err
+		}
+	}
+	a.ResetPeakStats()
+	start := time.Now()
+	n := int64(0)
+	for n < 3 || time.Since(start) < b.per {
+		if err := step(); err != nil {
+			return r, err
+		}
+		n++
+	}
+	el := time.Since(start)
+	st := a.Stats()
+	return Result{Experiment: "train", Device: dev.Name(), Case: c.name, Value: float64(n) / el.Seconds(), Unit: "steps/s", N: n,
+		Note: fmt.Sprintf("peak allocated %d reserved %d; %d parameters", st.AllocatedBytes[alloc.StatAll].Peak,
+			st.ReservedBytes[alloc.StatAll].Peak, nn.ParameterBytes(model)/4)}, nil
+}

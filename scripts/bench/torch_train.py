@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""PyTorch side of `sublet-bench -run train`: the same training cases, the same JSON lines.
+
+    python3 scripts/bench/torch_train.py [--device cpu|cuda] [--cases cpu|gpu|NAME,...]
+                                         [--threads N] [--time SECONDS] [--jsonl FILE]
+
+Each case trains an MLP (Linear layers with ReLU between, cross entropy over the last
+width) on one random batch: 3 warm-up steps, then steps for --time seconds (at least 3),
+reading the loss every step as sublet-bench does. A line per case on stdout:
+{"experiment": "train", "device": ..., "case": ..., "value": steps/s, "unit": "steps/s",
+"n": steps, "note": "peak allocated A reserved R; P parameters"}. On the CPU the peaks
+are those of PyTorch's CUDA allocator only on cuda; on cpu the note gives the process's
+peak resident set instead (sublet-bench's peaks count tensor memory only).
+"""
+import argparse, json, resource, sys, time
+import torch, torch.nn as nn
+from torch.utils.checkpoint import checkpoint_sequential
+
+
+def repeat(w, n, *last):
+    return [w] * n + list(last)
+
+
+CASES = {
+    "tiny-sgd": dict(widths=[784, 256, 256, 10], batch=64, opt="sgd"),
+    "tiny-adam": dict(widths=[784, 256, 256, 10], batch=64, opt="adam"),
+    "wide-adam": dict(widths=[1024, 4096, 4096, 4096, 1024], batch=512, opt="adam"),
+    "deep-sgd": dict(widths=repeat(1024, 17, 10), batch=1024, opt="sgd"),
+    "deep-sgd-ckpt4": dict(widths=repeat(1024, 17, 10), batch=1024, opt="sgd", segments=4),
+    "wide4096-adam": dict(widths=repeat(4096, 5, 10), batch=4096, opt="adam"),
+    "wide4096-adam-f16": dict(widths=repeat(4096, 5, 10), batch=4096, opt="adam", amp=torch.float16),
+    "wide4096-adam-bf16": dict(widths=repeat(4096, 5, 10), batch=4096, opt="adam", amp=torch.bfloat16),
+    "deep4096-sgd": dict(widths=repeat(4096, 17, 10), batch=4096, opt="sgd"),
+    "deep4096-sgd-ckpt4": dict(widths=repeat(4096, 17, 10), batch=4096, opt="sgd", segments=4),
+}
+SETS = {
+    "cpu": ["tiny-sgd", "wide-adam", "deep-sgd", "deep-sgd-ckpt4"],
+    "gpu": ["tiny-sgd", "tiny-adam", "wide4096-adam", "wide4096-adam-f16", "wide4096-adam-bf16",
+            "deep4096-sgd", "deep4096-sgd-ckpt4"],
+}
+
+
+def mlp(widths, dev):
+    layers = []
+    for a, b in zip(widths, widths[1:]):
+        layers += [nn.Linear(a, b), nn.ReLU()]
+    return nn.Sequential(*layers[:-1]).to(dev)
+
+
+def run(name, dev, per, widths, batch, opt, segments=0, amp=None):
+    torch.manual_seed(0)
+    model = mlp(widths, dev)
+    params = sum(p.numel() for p in model.parameters())
+    if opt == "sgd":
+        o = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    else:
+        o = torch.optim.Adam(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler(dev, enabled=amp is not None) if dev == "cuda" else None
+    x = torch.randn(batch, widths[0], device=dev)
+    y = torch.randint(0, widths[-1], (batch,), device=dev)
+    lossf = nn.CrossEntropyLoss()
+
+    def step():
+        with torch.autocast(dev, dtype=amp or torch.bfloat16, enabled=amp is not None):
+            if segments:
+                out = checkpoint_sequential(model, segments, x, use_reentrant=False)
+            else:
+                out = model(x)
+            loss = lossf(out, y)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(o)
+            scaler.update()
+        else:
+            loss.backward()
+            o.step()
+        o.zero_grad(set_to_none=True)
+        loss.item()
+
+    for _ in range(3):
+        step()
+    if dev == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    n, t0 = 0, time.perf_counter()
+    while n < 3 or time.perf_counter() - t0 < per:
+        step()
+        n += 1
+    el = time.perf_counter() - t0
+    if dev == "cuda":
+        note = "peak allocated %d reserved %d" % (torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved())
+    else:
+        note = "peak rss %d" % (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    return {"experiment": "train", "device": dev if dev == "cpu" else "cuda:0", "case": name,
+            "value": n / el, "unit": "steps/s", "n": n,
+            "note": "%s; %d parameters; torch %s, %d threads" % (note, params, torch.__version__, torch.get_num_threads())}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--cases", default="cpu")
+    ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads; 0 keeps PyTorch's default")
+    ap.add_argument("--time", type=float, default=1.0)
+    ap.add_argument("--jsonl")
+    a = ap.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    names = []
+    for n in a.cases.split(","):
+        names += SETS.get(n, [n])
+    out = open(a.jsonl, "w") if a.jsonl else None
+    for n in names:
+        if n not in CASES:
+            sys.exit("unknown case %r (cases: %s; sets: cpu, gpu)" % (n, ", ".join(CASES)))
+        r = run(n, a.device, a.time, **CASES[n])
+        line = json.dumps(r)
+        print(line, flush=True)
+        if out:
+            out.write(line + "\n")
+
+
+if __name__ == "__main__":
+    main()
