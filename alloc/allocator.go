@@ -3,7 +3,8 @@
 // rounding, small and large pools, segment sizes, best fit by (stream, size, address),
 // splitting and merging, max_split_size, garbage collection, expandable segments,
 // per-stream pools with deferred frees through events, the release-and-retry path,
-// and the same statistics, event by event (checked against PyTorch's own numbers in
+// private pools with PyTorch's graph-capture rules (NewPool, BeginCapture), and the
+// same statistics, event by event (checked against PyTorch's own numbers in
 // testdata/oracle).
 //
 // One mutex per Allocator guards all its state; the hot path (a cached block) takes it
@@ -14,9 +15,13 @@
 //   - The blocks of a segment tile it exactly: linked by prev/next in address order,
 //     each starting where the previous ends, the first at the segment's base.
 //   - A block is in exactly one state: allocated (in ptrs); pending (freed, waiting for
-//     eventCount stream events, each queued once); free (mapped, in its stream's
-//     freeSet of its pool); or unmapped (expandable segments only, in its stream's
-//     unmapped list).
+//     eventCount stream events, each queued once, or, freed during a capture while
+//     used on other streams, in events.deferred until the last capture ends); free
+//     (mapped, in its stream's freeSet of its pool); or unmapped (expandable segments
+//     only, in its stream's unmapped list). A segment's streamState is the default
+//     pools' or a private Pool's, for good.
+//   - While a capture is underway no stream event is recorded or queried and no memory
+//     goes back to the device.
 //   - Two free blocks, or two unmapped blocks, are never adjacent: freeing merges.
 //   - Every statistic's Current equals a recount of the blocks and segments it
 //     describes, and Allocated − Freed until ResetAccumulatedStats.
@@ -80,6 +85,10 @@ type Allocator struct {
 	events eventState
 	// spareBlocks are released block structs kept for reuse. Guarded by mu.
 	spareBlocks []*block
+	// pools are the private pools (NewPool) until released and empty; captures the
+	// streams being captured into one, in the order captured. Guarded by mu.
+	pools    []*Pool
+	captures []capture
 	// hist is the memory history, nil until RecordHistory. Guarded by mu.
 	hist *history
 	// histOn says whether calls capture their stack for the history; read before
@@ -256,13 +265,17 @@ func (a *Allocator) alloc(size int64, s device.Stream, c *callSite) (device.Ptr,
 	if a.hist != nil {
 		a.beginCall(c)
 	}
-	if a.events.pending > 0 {
-		if err := a.processEvents(); err != nil {
+	if len(a.captures) == 0 && (a.events.pending > 0 || len(a.events.deferred) > 0) {
+		err := a.insertDeferredEvents()
+		if err == nil {
+			err = a.processEvents()
+		}
+		if err != nil {
 			a.mu.Unlock()
 			return 0, fmt.Errorf("alloc: Alloc(%d) on %s: %w", size, a.dev.Name(), err)
 		}
 	}
-	r := request{size: size, rounded: roundSize(size, &a.divisions), ss: a.streamState(s)}
+	r := request{size: size, rounded: roundSize(size, &a.divisions), ss: a.requestState(s)}
 	r.kind = kindOf(r.rounded)
 	b := a.getFreeBlock(&r)
 	if b == nil {
@@ -315,7 +328,8 @@ func (a *Allocator) free(p device.Ptr, c *callSite) error {
 		return fmt.Errorf("alloc: Free(%#x) on %s: not a live allocation of this allocator (never allocated, already freed, or from another allocator)", uintptr(p), a.dev.Name())
 	}
 	var evs []streamEvent
-	if len(b.streamUses) > 0 {
+	capturing := len(a.captures) > 0
+	if len(b.streamUses) > 0 && !capturing {
 		var err error
 		if evs, err = a.recordUses(b); err != nil {
 			a.ptrs.put(p, b)
@@ -333,9 +347,12 @@ func (a *Allocator) free(p device.Ptr, c *callSite) error {
 	if b.size >= a.maxSplit {
 		a.stats.OversizeAllocations.decrease(1)
 	}
-	if len(b.streamUses) > 0 {
+	switch {
+	case len(b.streamUses) > 0 && capturing:
+		a.deferUntilNoCapture(b)
+	case len(b.streamUses) > 0:
 		a.deferFree(b, evs)
-	} else {
+	default:
 		a.freeBlock(b)
 	}
 	a.mu.Unlock()

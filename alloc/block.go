@@ -67,6 +67,8 @@ type segment struct {
 // owns its range. Guarded by Allocator.mu.
 type streamState struct {
 	stream device.Stream
+	// pool is the private pool the state belongs to, nil for the default pools.
+	pool *Pool
 	// free holds the cached free (mapped) blocks, indexed by poolKind.
 	free [3]freeSet
 	// unmapped holds the unmapped blocks of this stream's expandable segments, by

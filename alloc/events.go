@@ -15,6 +15,9 @@ type eventState struct {
 	queues []*eventQueue
 	// spare are completed events kept for reuse (PyTorch's EventPool).
 	spare []device.Event
+	// deferred are blocks freed during a capture while used on other streams, whose
+	// events are recorded once no capture is underway; they stay active until then.
+	deferred []*block
 }
 
 // eventQueue is the FIFO of one stream: events complete in the order recorded. Guarded

@@ -2,6 +2,7 @@ package alloc
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -94,6 +95,14 @@ func invariantError(a *Allocator) error {
 	unmappedSeen := map[*block]bool{}
 	allocated := 0
 	pendingEvents := 0
+	deferred := map[*block]bool{}
+	for _, b := range a.events.deferred {
+		if b.allocated || b.eventCount > 0 || len(b.streamUses) == 0 || deferred[b] {
+			return fmt.Errorf("deferred block %#x is allocated, has events, has no stream use, or is deferred twice", b.addr)
+		}
+		deferred[b] = true
+	}
+
 	var reserved int64
 	for i, seg := range a.segments {
 		if seg.index != i {
@@ -129,8 +138,8 @@ func invariantError(a *Allocator) error {
 				return fmt.Errorf("allocated block %#x is unmapped", b.addr)
 			case b.allocated && b.eventCount > 0:
 				return fmt.Errorf("allocated block %#x has pending events", b.addr)
-			case !b.allocated && len(b.streamUses) > 0:
-				return fmt.Errorf("free block %#x has stream uses", b.addr)
+			case !b.allocated && len(b.streamUses) > 0 && !deferred[b]:
+				return fmt.Errorf("free block %#x has stream uses and is not deferred to a capture's end", b.addr)
 			}
 			if prev != nil && prev.allocatable() && b.allocatable() && prev.mapped == b.mapped {
 				return fmt.Errorf("adjacent free blocks %#x and %#x were not merged", prev.addr, b.addr)
@@ -142,7 +151,7 @@ func invariantError(a *Allocator) error {
 				want.ReservedBytes.increase(k, b.size)
 				reserved += b.size
 			}
-			active := b.allocated || b.eventCount > 0
+			active := b.allocated || b.eventCount > 0 || deferred[b]
 			if b.allocated {
 				allocated++
 				if a.ptrs.get(b.addr) != b {
@@ -180,7 +189,11 @@ func invariantError(a *Allocator) error {
 	if pendingEvents != a.events.pending {
 		return fmt.Errorf("blocks wait for %d events, queues hold %d", pendingEvents, a.events.pending)
 	}
-	for _, ss := range a.streams {
+	states := a.streams
+	for _, p := range a.pools {
+		states = append(slices.Clip(states), p.streams...)
+	}
+	for _, ss := range states {
 		for k := smallPool; k <= largePool; k++ {
 			set := &ss.free[k]
 			n := 0

@@ -130,13 +130,16 @@ func (a *Allocator) mallocSlow(r *request) (*block, error) {
 		}
 	}
 	b, err := a.allocBlock(r, false)
-	if b == nil && err == nil {
+	// A capture returns nothing to the device: releasing would free memory (and
+	// synchronize) inside it.
+	capturing := len(a.captures) > 0
+	if b == nil && err == nil && !capturing {
 		var released bool
 		if released, err = a.releaseAvailableCachedBlocks(r); released && err == nil {
 			b, err = a.allocBlock(r, false)
 		}
 	}
-	if b == nil && err == nil {
+	if b == nil && err == nil && !capturing {
 		if err = a.releaseCachedBlocks(); err == nil {
 			b, err = a.allocBlock(r, true)
 		}

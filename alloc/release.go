@@ -24,6 +24,9 @@ func (a *Allocator) emptyCacheRecorded() error {
 func (a *Allocator) emptyCache(c *callSite) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if len(a.captures) > 0 {
+		return fmt.Errorf("alloc: EmptyCache on %s: %w (on stream %d): end it first", a.dev.Name(), ErrCaptureUnderway, a.captures[0].s)
+	}
 	if a.hist != nil {
 		a.beginCall(c)
 		a.recordCall(ActionEmptyCache, 0, 0, 0)
@@ -34,33 +37,40 @@ func (a *Allocator) emptyCache(c *callSite) error {
 	return nil
 }
 
-// releaseCachedBlocks is PyTorch's release_cached_blocks.
+// releaseCachedBlocks is PyTorch's release_cached_blocks: the default pools, then the
+// private pools released and used by no capture, which are forgotten once empty.
 func (a *Allocator) releaseCachedBlocks() error {
 	if err := a.synchronizeAndFreeEvents(); err != nil {
 		return err
 	}
-	if err := a.releaseBlocks(largePool); err != nil {
-		return err
+	for _, states := range [][]*streamState{a.streams, a.freeablePools()} {
+		if err := a.releaseBlocks(states, largePool); err != nil {
+			return err
+		}
+		if err := a.releaseBlocks(states, smallPool); err != nil {
+			return err
+		}
 	}
-	return a.releaseBlocks(smallPool)
+	a.dropEmptyPools()
+	return nil
 }
 
-// freeBlocks returns the free blocks of pool k of every stream, in PyTorch's pool
+// freeBlocks returns the free blocks of pool k of the streams states, in PyTorch's pool
 // order (stream, size, address).
-func (a *Allocator) freeBlocks(k poolKind) []*block {
+func freeBlocks(states []*streamState, k poolKind) []*block {
 	var all []*block
-	for _, ss := range a.streams {
+	for _, ss := range states {
 		all = ss.free[k].appendAll(all)
 	}
 	return all
 }
 
-// releaseBlocks is PyTorch's release_blocks: release every free block of pool k that is
-// a whole segment, then unmap the free pages of expandable segments, releasing those
-// left wholly unmapped.
-func (a *Allocator) releaseBlocks(k poolKind) error {
+// releaseBlocks is PyTorch's release_blocks: release every free block of pool k of the
+// streams states that is a whole segment, then unmap the free pages of expandable
+// segments, releasing those left wholly unmapped.
+func (a *Allocator) releaseBlocks(states []*streamState, k poolKind) error {
 	var unmap []*block
-	for _, b := range a.freeBlocks(k) {
+	for _, b := range freeBlocks(states, k) {
 		if b.seg.expandable {
 			unmap = append(unmap, b)
 		} else if !b.isSplit() {
@@ -155,7 +165,7 @@ func (a *Allocator) garbageCollect() error {
 	target := a.totalAllocated - threshold
 	now := a.freeSearches[largePool]
 	var totalAge, count int64
-	for _, b := range a.freeBlocks(largePool) {
+	for _, b := range freeBlocks(a.streams, largePool) {
 		if !b.isSplit() {
 			totalAge += now - b.gcBase
 			count++
@@ -165,7 +175,7 @@ func (a *Allocator) garbageCollect() error {
 	for freed := true; reclaimed < target && freed && count > 0; {
 		avg := float64(totalAge) / float64(count)
 		freed = false
-		for _, b := range a.freeBlocks(largePool) {
+		for _, b := range freeBlocks(a.streams, largePool) {
 			if age := now - b.gcBase; !b.isSplit() && !b.seg.expandable && float64(age) >= avg {
 				freed = true
 				reclaimed += b.size

@@ -90,7 +90,7 @@ func (a *Allocator) segmentsLocked() []SegmentInfo {
 			case b.allocated:
 				bi.State = ActiveAllocated
 				cur.AllocatedSize += b.size
-			case b.eventCount > 0:
+			case b.eventCount > 0 || len(b.streamUses) > 0: // waiting for events, or for a capture's end
 				bi.State = ActivePendingFree
 			}
 			if bi.State != Inactive {
