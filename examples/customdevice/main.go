@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
@@ -238,14 +239,11 @@ func (t *trainer) figure(loss float64) string {
 	return fmt.Sprintf("%.4f", loss)
 }
 
-func firstLine(s string) string {
-	for i, r := range s {
-		if r == '\n' {
-			return s[:i]
-		}
-	}
-	return s
-}
-
 // Check at compile time that meter is a device the allocator and tensor take.
 var _ device.Device = (*meter)(nil)
+
+// firstLine is s up to its first newline.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
