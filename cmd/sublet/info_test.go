@@ -29,9 +29,12 @@ func TestInfo(t *testing.T) {
 	assert.Contains(t, out, "\ncpu     host memory: ")
 	assert.Contains(t, out, "\nsim     simulated H200, no GPU needed: 143155.9 MiB (150109880320 bytes) total\n")
 	assert.Contains(t, out, "\ndefault device: sim (SUBLET_DEVICE=\"sim\")\n")
-	if _, err := cuda.Count(); err != nil {
+	switch n, err := cuda.Count(); {
+	case err != nil:
 		assert.Contains(t, out, "cuda    none: "+err.Error()+"\n")
-	} else {
+	case n == 0: // a driver without GPUs
+		assert.Contains(t, out, ", 0 GPU(s)\n")
+	default:
 		assert.Contains(t, out, "  cuda:0  ")
 		assert.Contains(t, out, "compute capability ")
 	}

@@ -83,8 +83,8 @@ func TestLedger(t *testing.T) {
 // On a GPU the memory is the driver's, all processes included: after each round it is
 // back where it was. Skipped without one.
 func TestTwoProcessesOnTheGPU(t *testing.T) {
-	if _, err := cuda.Count(); err != nil {
-		t.Skipf("no GPU: %v", err)
+	if n, err := cuda.Count(); err != nil || n == 0 {
+		t.Skipf("no GPU (%d found, %v)", n, err)
 	}
 	var out bytes.Buffer
 	require.NoError(t, run([]string{"-device", "cuda:0"}, &out), "output:\n%s", out.String())
