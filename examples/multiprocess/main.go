@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/subletml/sublet/device/cuda"
+	"github.com/subletml/sublet/examples/internal/exflag"
 	"github.com/subletml/sublet/internal/units"
 )
 
@@ -45,11 +46,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	capacity := fs.String("capacity", "1GiB", "sim: the shared device's memory (bytes, or with KiB, MiB, GiB...)")
 	fs.Float64Var(&c.train, "train", 0.4, "the train worker's memory fraction")
 	fs.Float64Var(&c.serve, "serve", 0.4, "the serve worker's memory fraction")
-	if err := fs.Parse(args); err != nil {
+	if err := exflag.Parse(fs, args); err != nil {
 		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var err error
 	if c.capacity, err = units.ParseBytes("-capacity", *capacity); err != nil {
