@@ -95,8 +95,10 @@ func churnWorker(dev device.Device, a *alloc.Allocator, id int, touch bool, stop
 		c.touch = func(p device.Ptr, size int64) error { return dev.Memset(p, byte(id), size, c.stream) }
 	}
 	defer func() { err = errors.Join(err, c.drain()) }()
+	// Every goroutine does at least one batch, also one scheduled only after stop was
+	// set on a busy machine: no case reports 0 operations for lack of a start.
 	var n int64
-	for !stop.Load() {
+	for done := false; !done; done = stop.Load() {
 		for range 64 {
 			if err := c.step(); err != nil {
 				ops.Add(n)

@@ -116,15 +116,16 @@ func TestSizeName(t *testing.T) {
 }
 
 // On sim the simulated driver's time is part of a step's: emptying the cache every step
-// costs each step the driver calls it causes, here 9 cuMemAlloc+cuMemFree pairs at
-// 10 ms against 10 ms of compute, so it runs at a tenth of never's rate (the bug was a
-// step timed by the host clock alone, where emptying every step looked faster).
+// costs each step the driver calls it causes, here 9 cuMemAlloc+cuMemFree pairs at 1 s
+// against 1 s of compute, so it runs at a tenth of never's rate (the bug was a step
+// timed by the host clock alone, where emptying every step looked faster). The virtual
+// costs dwarf the host's time, even under the race detector.
 func TestEmptyCacheCountsTheSimulatedDriver(t *testing.T) {
-	pair := 10 * time.Millisecond
+	pair := time.Second
 	d, err := sim.New(sim.Options{Cost: &sim.CostModel{PairBase: pair, Knee: 1 << 40}})
 	require.NoError(t, err)
 	var out bytes.Buffer
-	b := &bench{per: time.Nanosecond, compute: 10 * time.Millisecond, out: &out}
+	b := &bench{per: time.Nanosecond, compute: time.Second, out: &out}
 	never, err := emptyCacheCase(b, d, 0)
 	require.NoError(t, err)
 	every, err := emptyCacheCase(b, d, 1)
@@ -139,7 +140,7 @@ func TestEmptyCacheCountsTheSimulatedDriver(t *testing.T) {
 	assert.Equal(t, int64(9*(emptyCacheEpoch-1)), every.deviceAllocs, "9 segments each step but the first")
 	assert.Equal(t, time.Duration(9*(emptyCacheEpoch-1)+9*emptyCacheEpoch)*pair/2, every.driver, "half a pair per Malloc and per Free")
 	ratio := every.rate() / never.rate()
-	assert.InDelta(t, 0.1, ratio, 0.005, "(10 ms compute) / (10 ms + 90 ms of driver calls)")
+	assert.InDelta(t, 0.1, ratio, 0.005, "(1 s of compute) / (1 s + 9 s of driver calls)")
 	assert.Zero(t, d.Stats().InUse)
 }
 

@@ -23,11 +23,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/examples/internal/exdata"
 	"github.com/subletml/sublet/examples/internal/exdevice"
+	"github.com/subletml/sublet/examples/internal/exflag"
 	"github.com/subletml/sublet/internal/units"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
@@ -65,11 +67,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.steps, "steps", 5, "training steps of each run")
 	fs.Int64Var(&c.budgetMiB, "budget", 0, "meter's budget in MiB for the second run (0: three quarters of the first run's peak)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the parameters and the data")
-	if err := fs.Parse(args); err != nil {
+	if err := exflag.Parse(fs, args); err != nil {
 		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var err error
 	if c.sizes, err = units.ParseLayerSizes("-sizes", *sizes); err != nil {
@@ -238,14 +237,11 @@ func (t *trainer) figure(loss float64) string {
 	return fmt.Sprintf("%.4f", loss)
 }
 
-func firstLine(s string) string {
-	for i, r := range s {
-		if r == '\n' {
-			return s[:i]
-		}
-	}
-	return s
-}
-
 // Check at compile time that meter is a device the allocator and tensor take.
 var _ device.Device = (*meter)(nil)
+
+// firstLine is s up to its first newline.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}

@@ -30,6 +30,7 @@ import (
 	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/examples/internal/exdevice"
+	"github.com/subletml/sublet/examples/internal/exflag"
 	"github.com/subletml/sublet/internal/units"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
@@ -84,11 +85,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		return nil
 	})
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the parameters and the batches")
-	if err := fs.Parse(args); err != nil {
+	if err := exflag.Parse(fs, args); err != nil {
 		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var err error
 	if c.sizes, err = units.ParseLayerSizes("-sizes", *sizes); err != nil {

@@ -49,6 +49,7 @@ import (
 	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/examples/internal/exdata"
 	"github.com/subletml/sublet/examples/internal/exdevice"
+	"github.com/subletml/sublet/examples/internal/exflag"
 	"github.com/subletml/sublet/internal/units"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
@@ -86,11 +87,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.steps, "steps", 40, "training steps, each on a batch of a size drawn between -min-batch and -max-batch")
 	guesses := fs.String("guess", "1024,256", "sizes in MiB of the seed's preallocate(size_mb) rows")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the parameters, the batch sizes and the data")
-	if err := fs.Parse(args); err != nil {
+	if err := exflag.Parse(fs, args); err != nil {
 		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var err error
 	if c.sizes, err = units.ParseLayerSizes("-sizes", *sizes); err != nil {
