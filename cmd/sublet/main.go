@@ -26,6 +26,7 @@ func commands() []command {
 	return []command{
 		{"demo", "show the caching allocator on a few generated traces", runDemo},
 		{"info", "print the devices, the default device and the allocator settings in force", runInfo},
+		{"plot", "draw allocated, reserved and active memory over time as a PNG (from a snapshot or a trace)", runPlot},
 		{"replay", "replay a trace through the caching allocator; print its statistics as JSON", runReplay},
 		{"snapshot", "replay a trace with memory history on; write the memory snapshot (pickle or JSON)", runSnapshot},
 		{"trace", "generate, list and summarize allocation traces (sublet trace -h)", runTrace},
