@@ -29,6 +29,7 @@ func commands() []command {
 		{"plot", "draw allocated, reserved and active memory over time as a PNG (from a snapshot or a trace)", runPlot},
 		{"replay", "replay a trace through the caching allocator; print its statistics as JSON", runReplay},
 		{"snapshot", "replay a trace with memory history on; write the memory snapshot (pickle or JSON)", runSnapshot},
+		{"top", "a live view of every device's memory (this process, a replayed trace, or a program's /metrics)", runTop},
 		{"trace", "generate, list and summarize allocation traces (sublet trace -h)", runTrace},
 		{"viz", "render a memory snapshot as one self-contained HTML page on stdout", runViz},
 	}
