@@ -12,8 +12,9 @@
 //	p.WriteChromeTrace(f) // open in ui.perfetto.dev or chrome://tracing
 //
 // Memory is seen through the allocators' history sink (alloc.HistoryOptions.Sink):
-// every alloc and free is attributed to the innermost op open at that moment, so the
-// profiler replaces a history sink already set (a recorder's, say) while it runs.
+// every alloc and free is attributed to the innermost op open at that moment. The
+// profiler adds its sink to the history in force (a recorder's sink, a trace ring stay)
+// and Stop puts the history back as it was.
 //
 // Invariants:
 //   - Ops nest: OpEnd closes the innermost open op, the one whose token it is given
@@ -56,8 +57,9 @@ type Options struct {
 
 // Profiler aggregates ops. Its methods are safe for concurrent use.
 type Profiler struct {
-	opts   Options
-	allocs []*alloc.Allocator
+	opts Options
+	// undo put the allocators' history back as it was before Start.
+	undo []func()
 
 	mu sync.Mutex
 	// open are the ops begun and not ended, innermost last. Guarded by mu.
@@ -92,40 +94,47 @@ type counter struct {
 	allocated, reserved int64
 }
 
-// Start profiles the ops that call OpBegin/OpEnd, with memory from allocs (each
-// gets the profiler as its history sink; stacks of live blocks are recorded too).
+// Start profiles the ops that call OpBegin/OpEnd, with memory from allocs (the
+// profiler's sink is added to each one's history, which is turned on with stacks of
+// live blocks when it is off).
 func Start(o Options, allocs ...*alloc.Allocator) (*Profiler, error) {
 	if o.Now == nil {
 		origin := time.Now()
 		o.Now = func() time.Duration { return time.Since(origin) }
 	}
-	p := &Profiler{opts: o, allocs: allocs, next: 1}
+	p := &Profiler{opts: o, next: 1}
 	for _, a := range allocs {
 		st := a.Stats()
 		p.allocated += st.AllocatedBytes[alloc.StatAll].Current
 		p.reserved += st.ReservedBytes[alloc.StatAll].Current
 	}
-	for i, a := range allocs {
-		if err := a.RecordHistory(alloc.HistoryOptions{Sink: p.sink}); err != nil {
-			for _, b := range allocs[:i] {
-				b.StopHistory()
-			}
+	for _, a := range allocs {
+		undo, err := a.AddHistorySink(p.sink)
+		if err != nil {
+			p.restore()
 			return nil, err
 		}
+		p.undo = append(p.undo, undo)
 	}
 	return p, nil
 }
 
-// Stop ends profiling and turns the allocators' history off. Ops still open are
-// dropped.
+// restore puts every allocator's history back as it was before Start.
+func (p *Profiler) restore() {
+	for _, undo := range p.undo {
+		undo()
+	}
+	p.undo = nil
+}
+
+// Stop ends profiling and puts the allocators' history back as it was before Start.
+// Ops still open are dropped.
 func (p *Profiler) Stop() {
 	p.mu.Lock()
 	p.stopped = true
 	p.open = nil
 	p.mu.Unlock()
-	for _, a := range p.allocs {
-		a.StopHistory()
-	}
+	p.restore()
 }
 
 // OpBegin starts an op on dev and returns the token its OpEnd passes back.
