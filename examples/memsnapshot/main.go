@@ -17,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -121,13 +122,7 @@ func train(dev device.Device, a *alloc.Allocator, steps, batch int, dir string, 
 		"memory.pb.gz":    func(f *os.File) error { return memprof.Write(f, a) },
 		"trace.json":      func(f *os.File) error { return prof.WriteChromeTrace(f) },
 	}
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for k := range paths {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, name := range slices.Sorted(maps.Keys(paths)) {
 		f, err := os.Create(filepath.Join(dir, name))
 		if err != nil {
 			return err

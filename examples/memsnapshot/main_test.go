@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/pprof/profile"
@@ -14,8 +16,19 @@ import (
 	"github.com/subletml/sublet/alloc/memsnap"
 )
 
-// pkg is how the example's package is named in its stacks under go test.
-const pkg = "memsnapshot"
+// site is the label of the allocation site at the line of main.go that contains code
+// (in train; the package is "memsnapshot" in the stacks of go test).
+func site(t *testing.T, code string) string {
+	src, err := os.ReadFile("main.go")
+	require.NoError(t, err)
+	for i, line := range strings.Split(string(src), "\n") {
+		if strings.Contains(line, code) {
+			return fmt.Sprintf("memsnapshot.train (main.go:%d)", i+1)
+		}
+	}
+	t.Fatalf("no %q in main.go", code)
+	return ""
+}
 
 func TestMemSnapshot(t *testing.T) {
 	dir := t.TempDir()
@@ -25,10 +38,10 @@ func TestMemSnapshot(t *testing.T) {
 	for _, want := range []string{
 		"3 training steps of an MLP 512-1024-1024-10 (batch 256) on sim with memory history on\n",
 		"history: 213 events kept, 0 dropped by the ring\n",
-		"    18.1 MiB        0 B  " + pkg + ".train (main.go:93)\n", // activations: all freed by the step's scope
-		"    12.1 MiB   12.1 MiB  " + pkg + ".train (main.go:95)\n", // Adam's state, made by its first Step
-		"     6.0 MiB    6.0 MiB  " + pkg + ".train (main.go:76)\n", // the parameters
-		"     6.0 MiB        0 B  " + pkg + ".train (main.go:92)\n", // the inputs
+		"    18.1 MiB        0 B  " + site(t, "loss.Backward()") + "\n",             // backward: gradients and its temporaries, none left
+		"    12.1 MiB   12.1 MiB  " + site(t, "opt.Step()") + "\n",                  // Adam's state, made by its first Step
+		"     6.0 MiB    6.0 MiB  " + site(t, "model := nn.NewMLP") + "\n",          // the parameters
+		"     6.0 MiB        0 B  " + site(t, "loss := nn.CrossEntropyLoss") + "\n", // the forward pass: inputs and activations, freed by the scope
 		"              train_step       100.00%",
 		"after training: 19021944 bytes requested = parameters 6340648 + Adam state 12681296\n",
 	} {
@@ -50,7 +63,7 @@ func TestMemSnapshot(t *testing.T) {
 	assert.Equal(t, 18, live, "6 parameters, 12 Adam moments")
 	html, err := os.ReadFile(filepath.Join(dir, "snapshot.html"))
 	require.NoError(t, err)
-	assert.Contains(t, string(html), pkg+".train (main.go:93)")
+	assert.Contains(t, string(html), site(t, "loss.Backward()"))
 	pb, err := os.ReadFile(filepath.Join(dir, "memory.pb.gz"))
 	require.NoError(t, err)
 	p, err := profile.ParseData(pb)
