@@ -43,12 +43,6 @@ func TestPNGRoundTrip(t *testing.T) {
 	for name, c := range map[string]color.RGBA{"allocated": AllocatedColour, "reserved": ReservedColour, "oom": OOMColour} {
 		assert.Greater(t, count(img, c), 100, "%s line drawn", name)
 	}
-	s.OOMs = nil
-	b.Reset()
-	require.NoError(t, WritePNG(&b, s, "test"))
-	img, err = png.Decode(&b)
-	require.NoError(t, err)
-	assert.Zero(t, count(img, OOMColour), "no OOM, no marker")
 
 	assert.ErrorContains(t, WritePNG(&b, Series{}, "x"), "want the same number, at least one")
 	assert.ErrorContains(t, WritePNG(&b, Series{Allocated: []int64{1}}, "x"), "1 allocated, 0 reserved and 0 active points")

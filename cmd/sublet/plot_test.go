@@ -16,13 +16,13 @@ func TestPlotOfATraceAndOfASnapshot(t *testing.T) {
 	code, _, errs := sublet("snapshot", "-trace", "../../testdata/traces/blog.jsonl.gz", "-o", snap)
 	require.Equal(t, 0, code, errs)
 	for _, c := range []struct{ in, want string }{
-		{"../../testdata/traces/oom_fraction.jsonl.gz", ": 8956 events, 65 OOMs\n"},
+		{"../../testdata/traces/blog.jsonl.gz", ": 370 events, 41 OOMs\n"},
 		{snap, ": 782 events, 0 OOMs\n"},
 	} {
 		out := filepath.Join(dir, "m.png")
 		args := []string{"plot", "-o", out}
 		if c.in != snap {
-			args = append(args, "-fraction", "0.0143")
+			args = append(args, "-capacity", "209715200")
 		}
 		code, stdout, errs := sublet(append(args, c.in)...)
 		require.Equal(t, 0, code, errs)
