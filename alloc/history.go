@@ -182,6 +182,42 @@ func (a *Allocator) RecordHistory(o HistoryOptions) error {
 	return nil
 }
 
+// HistoryOptions returns the options history records with, and whether it is
+// recording; a tool that adds its own Sink (a recorder, a profiler) keeps the rest and
+// puts them back when it is done.
+func (a *Allocator) HistoryOptions() (HistoryOptions, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if h := a.recording(); h != nil {
+		return h.opts, true
+	}
+	return HistoryOptions{}, false
+}
+
+// AddHistorySink adds sink to the history in force, after its Sink if it has one,
+// keeping its other options (turning history on, stacks of live blocks only, when it is
+// off), and returns the function that puts the history back as it was: how a recorder
+// or a profiler listens without disturbing what the program records.
+func (a *Allocator) AddHistorySink(sink func(HistoryEvent)) (undo func(), err error) {
+	prev, on := a.HistoryOptions()
+	o := prev
+	if old := prev.Sink; old != nil {
+		o.Sink = func(e HistoryEvent) { old(e); sink(e) }
+	} else {
+		o.Sink = sink
+	}
+	if err := a.RecordHistory(o); err != nil {
+		return nil, err
+	}
+	return func() {
+		if on {
+			a.RecordHistory(prev) // prev was accepted before: it cannot fail
+		} else {
+			a.StopHistory()
+		}
+	}, nil
+}
+
 // StopHistory stops recording (PyTorch's _record_memory_history(None)): calls no longer
 // capture stacks. What was recorded stays readable through MemorySnapshot until
 // ClearHistory or the next RecordHistory's changes.

@@ -238,3 +238,30 @@ func TestRegisteredListsTheAllocatorsOfFor(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, Registered(), a)
 }
+
+func TestAddHistorySinkKeepsWhatIsRecorded(t *testing.T) {
+	a, d := newAlloc(t, 0, Config{})
+	var first, second []Action
+	require.NoError(t, a.RecordHistory(HistoryOptions{Trace: true, MaxEntries: 100, Sink: func(e HistoryEvent) { first = append(first, e.Action) }}))
+	undo, err := a.AddHistorySink(func(e HistoryEvent) { second = append(second, e.Action) })
+	require.NoError(t, err)
+	p := mustAlloc(t, a, 512, 0)
+	undo()
+	mustFree(t, a, p)
+	assert.Equal(t, []Action{ActionSegmentAlloc, ActionAlloc}, second, "the added sink, until undone")
+	assert.Equal(t, []Action{ActionSegmentAlloc, ActionAlloc, ActionFreeRequested, ActionFreeCompleted}, first, "the program's sink throughout")
+	o, on := a.HistoryOptions()
+	assert.True(t, on)
+	assert.Equal(t, 100, o.MaxEntries)
+	assert.Len(t, a.MemorySnapshot().Trace, 5, "the ring kept recording")
+
+	b, _ := newAlloc(t, 0, Config{})
+	undo, err = b.AddHistorySink(func(HistoryEvent) {})
+	require.NoError(t, err)
+	_, on = b.HistoryOptions()
+	assert.True(t, on, "on while the sink listens")
+	undo()
+	_, on = b.HistoryOptions()
+	assert.False(t, on, "off again, as it was")
+	requireDrained(t, a, d)
+}

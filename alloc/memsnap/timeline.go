@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"path"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -204,7 +205,7 @@ var libraryPackages = []string{"alloc", "tensor", "autograd", "nn", "optim", "am
 func SiteLabel(frames []alloc.Frame, op string) string {
 	var at string
 	for _, f := range frames {
-		if isLibrary(f.Name) {
+		if isLibrary(f) {
 			continue
 		}
 		at = fmt.Sprintf("%s (%s:%d)", shortFunc(f.Name), path.Base(f.Filename), f.Line)
@@ -221,17 +222,28 @@ func SiteLabel(frames []alloc.Frame, op string) string {
 	return "(no stack)"
 }
 
-func isLibrary(fn string) bool {
-	if strings.HasPrefix(fn, "runtime.") || strings.HasPrefix(fn, "testing.") {
+// moduleRoot is the folder of sublet's sources in this build, read from this file's
+// own path (it is alloc/memsnap/timeline.go): a closure of a library package inlined
+// into the caller's function carries the caller's name but the library's file.
+var moduleRoot = func() string {
+	_, file, _, _ := runtime.Caller(0)
+	return path.Dir(path.Dir(path.Dir(file)))
+}()
+
+func isLibrary(f alloc.Frame) bool {
+	if strings.HasPrefix(f.Name, "runtime.") || strings.HasPrefix(f.Name, "testing.") {
 		return true
 	}
-	rest, ok := strings.CutPrefix(fn, "github.com/subletml/sublet/")
-	if !ok {
-		return false
+	if rest, ok := strings.CutPrefix(f.Filename, moduleRoot+"/"); ok && moduleRoot != "." {
+		top, _, _ := strings.Cut(rest, "/")
+		return slices.Contains(libraryPackages, top)
 	}
-	pkg, _, _ := strings.Cut(rest, ".")
-	top, _, _ := strings.Cut(pkg, "/")
-	return slices.Contains(libraryPackages, top)
+	if rest, ok := strings.CutPrefix(f.Name, "github.com/subletml/sublet/"); ok {
+		pkg, _, _ := strings.Cut(rest, ".")
+		top, _, _ := strings.Cut(pkg, "/")
+		return slices.Contains(libraryPackages, top)
+	}
+	return false
 }
 
 // shortFunc drops the import path of a function name: "pkg.Func".

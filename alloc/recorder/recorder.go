@@ -27,7 +27,8 @@ import (
 
 // Recorder collects one allocator's events. Its methods are safe for concurrent use.
 type Recorder struct {
-	a *alloc.Allocator
+	// undo puts the allocator's history back as it was before Start.
+	undo func()
 
 	mu sync.Mutex
 	// events is the trace so far. Guarded by mu.
@@ -42,14 +43,16 @@ type Recorder struct {
 	stopped bool
 }
 
-// Start records a's allocations from now on. It turns a's memory history on with the
-// recorder as its sink and no ring (replacing history options in force); Stop turns
-// history off again.
+// Start records a's allocations from now on. It adds the recorder's sink to a's memory
+// history (alloc.Allocator.AddHistorySink: what the program records stays); Stop puts
+// the history back as it was.
 func Start(a *alloc.Allocator) (*Recorder, error) {
-	r := &Recorder{a: a, ids: make(map[device.Ptr]int64), streams: map[device.Stream]int64{0: 0}}
-	if err := a.RecordHistory(alloc.HistoryOptions{Sink: r.sink}); err != nil {
+	r := &Recorder{ids: make(map[device.Ptr]int64), streams: map[device.Stream]int64{0: 0}}
+	undo, err := a.AddHistorySink(r.sink)
+	if err != nil {
 		return nil, fmt.Errorf("recorder.Start: %w", err)
 	}
+	r.undo = undo
 	return r, nil
 }
 
@@ -86,12 +89,16 @@ func (r *Recorder) stream(s device.Stream) int64 {
 	return n
 }
 
-// Stop ends the recording and turns the allocator's history off.
+// Stop ends the recording and puts the allocator's history back as it was. A second
+// Stop does nothing.
 func (r *Recorder) Stop() {
 	r.mu.Lock()
-	r.stopped = true
+	undo := r.undo
+	r.stopped, r.undo = true, nil
 	r.mu.Unlock()
-	r.a.StopHistory()
+	if undo != nil {
+		undo()
+	}
 }
 
 // Events returns a copy of the trace so far.

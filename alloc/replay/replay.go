@@ -3,8 +3,6 @@ package replay
 import (
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
@@ -136,10 +134,7 @@ func ReplayWith(a *alloc.Allocator, events []Event, o Options) (*Result, error) 
 // finish records the final statistics and the blocks still live, lowest id first.
 func (r *replayer) finish(res *Result) {
 	res.Final = r.a.StatsMap()
-	ids := slices.Sorted(maps.Keys(r.ptrs))
-	for _, id := range ids {
-		res.Live = append(res.Live, r.ptrs[id])
-	}
+	res.Live = (&Player{r: *r}).Live()
 }
 
 // replayer is the state of one Replay call.

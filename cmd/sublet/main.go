@@ -27,9 +27,11 @@ func commands() []command {
 		{"demo", "show the caching allocator on a few generated traces", runDemo},
 		{"fit", "find the largest batch an MLP trains with on a device of a given memory (simulated, no GPU needed)", runFit},
 		{"info", "print the devices, the default device and the allocator settings in force", runInfo},
+		{"plot", "draw allocated, reserved and active memory over time as a PNG (from a snapshot or a trace)", runPlot},
 		{"replay", "replay a trace through the caching allocator; print its statistics as JSON", runReplay},
 		{"run", "start N processes of a program for data-parallel training (sublet run -h)", runLaunch},
 		{"snapshot", "replay a trace with memory history on; write the memory snapshot (pickle or JSON)", runSnapshot},
+		{"top", "a live view of every device's memory (this process, a replayed trace, or a program's /metrics)", runTop},
 		{"trace", "generate, list and summarize allocation traces (sublet trace -h)", runTrace},
 		{"viz", "render a memory snapshot as one self-contained HTML page on stdout", runViz},
 	}

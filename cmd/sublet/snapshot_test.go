@@ -22,21 +22,27 @@ func countActions(tr []memsnap.TraceEntry) map[string]int {
 
 func TestSnapshotOfAReplayedTrace(t *testing.T) {
 	dir := t.TempDir()
-	for _, name := range []string{"s.pickle", "s.json"} {
-		out := filepath.Join(dir, name)
-		code, stdout, errs := sublet("snapshot", "-trace", "../../testdata/traces/oom_fraction.jsonl.gz",
-			"-conf", "expandable_segments:True", "-fraction", "0.0143", "-o", out)
+	// The blog's trace on a 200 MiB device: it needs 256 MiB.
+	for _, c := range []struct{ name, conf, want string }{
+		{"s.pickle", "expandable_segments:True", "0 segments, 555 events (0 dropped), 41 OOMs"},
+		{"s.json", "", "0 segments, 670 events (0 dropped), 41 OOMs"},
+	} {
+		out := filepath.Join(dir, c.name)
+		code, stdout, errs := sublet("snapshot", "-trace", "../../testdata/traces/blog.jsonl.gz",
+			"-conf", c.conf, "-capacity", "209715200", "-o", out)
 		require.Equal(t, 0, code, errs)
-		assert.Equal(t, "wrote "+out+": 2 segments, 13532 events (0 dropped), 49 OOMs\n", stdout)
+		assert.Equal(t, "wrote "+out+": "+c.want+"\n", stdout)
 		s, err := memsnap.ReadFile(out)
 		require.NoError(t, err)
 		n := countActions(s.DeviceTraces[0])
-		assert.Equal(t, 49, n["oom"])
+		assert.Equal(t, 41, n["oom"])
 		assert.Equal(t, n["alloc"], n["free_requested"]+livecount(s), "every alloc but the live ones was freed")
-		assert.Positive(t, n["segment_map"])
+		expandable := c.conf != ""
+		assert.Equal(t, expandable, n["segment_map"] > 0)
+		assert.Equal(t, !expandable, n["segment_alloc"] > 0)
 		assert.Equal(t, 1, n["snapshot"])
 		assert.Equal(t, "sim", s.Devices[0].Name)
-		assert.True(t, s.Settings.ExpandableSegments)
+		assert.Equal(t, expandable, s.Settings.ExpandableSegments)
 	}
 }
 
@@ -71,11 +77,11 @@ func TestSnapshotMaxEntriesAndErrors(t *testing.T) {
 
 func TestVizOfASnapshot(t *testing.T) {
 	snap := filepath.Join(t.TempDir(), "s.pickle")
-	code, _, errs := sublet("snapshot", "-trace", "../../testdata/traces/oom_fraction.jsonl.gz", "-fraction", "0.0143", "-o", snap)
+	code, _, errs := sublet("snapshot", "-trace", "../../testdata/traces/blog.jsonl.gz", "-capacity", "209715200", "-o", snap)
 	require.Equal(t, 0, code, errs)
-	code, page, errs := sublet("viz", "-title", "oom_fraction", snap)
+	code, page, errs := sublet("viz", "-title", "blog", snap)
 	require.Equal(t, 0, code, errs)
-	assert.Contains(t, page, "<title>oom_fraction</title>")
+	assert.Contains(t, page, "<title>blog</title>")
 	assert.Contains(t, page, `class="oom-marker"`)
 	assert.Contains(t, page, `id="largest-0"`)
 

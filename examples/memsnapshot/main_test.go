@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/pprof/profile"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/subletml/sublet/alloc/memsnap"
+)
+
+// site is the label of the allocation site at the line of main.go that contains code
+// (in train; the package is "memsnapshot" in the stacks of go test).
+func site(t *testing.T, code string) string {
+	src, err := os.ReadFile("main.go")
+	require.NoError(t, err)
+	for i, line := range strings.Split(string(src), "\n") {
+		if strings.Contains(line, code) {
+			return fmt.Sprintf("memsnapshot.train (main.go:%d)", i+1)
+		}
+	}
+	t.Fatalf("no %q in main.go", code)
+	return ""
+}
+
+func TestMemSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	require.NoError(t, run([]string{"-out", dir}, &out))
+	got := out.String()
+	for _, want := range []string{
+		"3 training steps of an MLP 512-1024-1024-10 (batch 256) on sim with memory history on\n",
+		"history: 213 events kept, 0 dropped by the ring\n",
+		"    18.1 MiB        0 B  " + site(t, "loss.Backward()") + "\n",             // backward: gradients and its temporaries, none left
+		"    12.1 MiB   12.1 MiB  " + site(t, "opt.Step()") + "\n",                  // Adam's state, made by its first Step
+		"     6.0 MiB    6.0 MiB  " + site(t, "model := nn.NewMLP") + "\n",          // the parameters
+		"     6.0 MiB        0 B  " + site(t, "loss := nn.CrossEntropyLoss") + "\n", // the forward pass: inputs and activations, freed by the scope
+		"              train_step       100.00%",
+		"after training: 19021944 bytes requested = parameters 6340648 + Adam state 12681296\n",
+	} {
+		assert.Contains(t, got, want)
+	}
+	s, err := memsnap.ReadFile(filepath.Join(dir, "snapshot.pickle"))
+	require.NoError(t, err)
+	require.Len(t, s.DeviceTraces[0], 213)
+	assert.Equal(t, "snapshot", s.DeviceTraces[0][212].Action, "the snapshot marks its own moment last")
+	live := 0
+	for _, seg := range s.Segments {
+		for _, b := range seg.Blocks {
+			if b.State == "active_allocated" {
+				live++
+				require.NotEmpty(t, b.Frames)
+			}
+		}
+	}
+	assert.Equal(t, 18, live, "6 parameters, 12 Adam moments")
+	html, err := os.ReadFile(filepath.Join(dir, "snapshot.html"))
+	require.NoError(t, err)
+	assert.Contains(t, string(html), site(t, "loss.Backward()"))
+	pb, err := os.ReadFile(filepath.Join(dir, "memory.pb.gz"))
+	require.NoError(t, err)
+	p, err := profile.ParseData(pb)
+	require.NoError(t, err)
+	assert.NotEmpty(t, p.Sample)
+	tr, err := os.ReadFile(filepath.Join(dir, "trace.json"))
+	require.NoError(t, err)
+	var v struct{ TraceEvents []map[string]any }
+	require.NoError(t, json.Unmarshal(tr, &v))
+	assert.NotEmpty(t, v.TraceEvents)
+}
