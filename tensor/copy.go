@@ -98,7 +98,7 @@ func (t *Tensor) To(dev device.Device) *Tensor {
 		c.k.Copy(src.operand(), x.operand())
 	}
 	n := src.Bytes()
-	st, err := newStorage(dev, n)
+	st, err := newStorage(dev, n, c.op)
 	if err != nil {
 		c.abort()
 		fail(OpTo, err, c.in, "allocating %d bytes on %s", n, dev.Name())

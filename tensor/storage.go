@@ -10,6 +10,26 @@ import (
 	"github.com/subletml/sublet/kernels"
 )
 
+// Allocator is what tensors take their memory from: the device's caching allocator
+// (*alloc.Allocator, the default), or one of the program's own behind a device that
+// implements AllocatorSource (PyTorch's pluggable allocator). Alloc(0) need not be
+// served: the tensor package makes empty storages itself. A lack of memory must be an
+// *alloc.OOMError or an error wrapping device.ErrOutOfMemory, so that Try and
+// errors.As see it as such. The memory must be the device's own (on a host device,
+// inside what Bytes reaches), ordered on the stream given.
+type Allocator interface {
+	Alloc(size int64, s device.Stream) (device.Ptr, error)
+	Free(p device.Ptr) error
+}
+
+// AllocatorSource is implemented by a device whose tensors take their memory from an
+// allocator other than its caching allocator: a device type of the program's own,
+// typically wrapping a real one by embedding. TensorAllocator is asked at every
+// allocation; nil means the caching allocator.
+type AllocatorSource interface {
+	TensorAllocator() Allocator
+}
+
 // Storage is one block of device memory from the device's caching allocator, shared by
 // every handle and view over it and by the graph nodes that saved it. It counts its
 // references: each live Tensor handle over it holds one (a node's saved tensor is such a
@@ -17,7 +37,7 @@ import (
 type Storage struct {
 	// Set at allocation, never changed.
 	dev  device.Device
-	al   *alloc.Allocator
+	al   Allocator
 	ptr  device.Ptr
 	size int64
 	// res is where the device keeps the data, which picks the kernels (backendFor).
@@ -67,25 +87,51 @@ func (s *Storage) mem() kernels.Mem {
 	return kernels.Mem{Host: s.host, Ptr: s.ptr, Size: s.size}
 }
 
-// newStorage allocates size bytes on dev's allocator, holding one reference.
-func newStorage(dev device.Device, size int64) (*Storage, error) {
-	al, err := alloc.For(dev)
+// allocatorOf is the allocator dev's tensors use: its own (AllocatorSource) or its
+// caching allocator.
+func allocatorOf(dev device.Device) (Allocator, error) {
+	if src, ok := dev.(AllocatorSource); ok {
+		if al := src.TensorAllocator(); al != nil {
+			return al, nil
+		}
+	}
+	return alloc.For(dev)
+}
+
+// newStorage allocates size bytes on dev's allocator for op, holding one reference.
+// The caching allocator's memory history keeps op with the block.
+func newStorage(dev device.Device, size int64, op string) (*Storage, error) {
+	al, err := allocatorOf(dev)
 	if err != nil {
 		return nil, err
 	}
-	p, err := al.Alloc(size, 0)
-	if err != nil {
-		return nil, err
+	var p device.Ptr
+	if size > 0 {
+		if ca, ok := al.(*alloc.Allocator); ok {
+			p, err = ca.AllocTagged(size, 0, alloc.Tag{Op: op})
+		} else {
+			p, err = al.Alloc(size, 0)
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 	s := &Storage{dev: dev, al: al, ptr: p, size: size, res: dev.Residency()}
 	if s.res == device.Host {
-		if size == 0 {
+		hm, isHost := dev.(device.HostMemory)
+		switch {
+		case size == 0:
 			s.host = []byte{}
-		} else if b, ok := dev.(device.HostMemory).Bytes(p, size); ok {
-			s.host = b
-		} else {
-			err := fmt.Errorf("tensor: %s keeps data but gave no host bytes for its block of %d bytes at %#x", dev.Name(), size, p)
+		case !isHost:
+			err := fmt.Errorf("tensor: %s reports host residency but does not implement device.HostMemory (a wrapper must forward Bytes)", dev.Name())
 			return nil, errors.Join(err, al.Free(p))
+		default:
+			b, ok := hm.Bytes(p, size)
+			if !ok {
+				err := fmt.Errorf("tensor: %s keeps data but gave no host bytes for its block of %d bytes at %#x", dev.Name(), size, p)
+				return nil, errors.Join(err, al.Free(p))
+			}
+			s.host = b
 		}
 	}
 	s.refs.Store(1)
@@ -107,6 +153,9 @@ func (s *Storage) release() {
 		panic(fmt.Sprintf("tensor: internal error: storage at %#x on %s released more often than retained", s.ptr, s.dev.Name()))
 	}
 	s.host = nil
+	if s.size == 0 {
+		return
+	}
 	if err := s.al.Free(s.ptr); err != nil {
 		panic(fmt.Sprintf("tensor: internal error: freeing storage at %#x on %s: %v", s.ptr, s.dev.Name(), err))
 	}

@@ -76,7 +76,7 @@ func store(t *Tensor, k kernels.Backend, src func() cpu.Operand) error {
 	if t.IsContiguous() {
 		return t.st.dev.CopyToDevice(t.st.ptr+device.Ptr(int64(t.offset)*size), b, 0)
 	}
-	tmp, err := newStorage(t.st.dev, t.Bytes())
+	tmp, err := newStorage(t.st.dev, t.Bytes(), "store")
 	if err != nil {
 		return err
 	}
