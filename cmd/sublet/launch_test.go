@@ -15,7 +15,9 @@ import (
 // started: it prints its rank and fails (status 5) when it is rank $value.
 const rankHelperEnv = "SUBLET_CLI_TEST_RANK"
 
-func TestMain(m *testing.M) {
+// rankHelper acts as the rank rankHelperEnv asks for (TestMain in top_test.go calls it
+// first).
+func rankHelper() {
 	if fail, ok := os.LookupEnv(rankHelperEnv); ok {
 		fmt.Printf("rank %s of %s, master %s\n", os.Getenv("RANK"), os.Getenv("WORLD_SIZE"), os.Getenv("MASTER_ADDR"))
 		if os.Getenv("RANK") == fail {
@@ -24,7 +26,6 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
 }
 
 func TestRunStartsTheRanks(t *testing.T) {

@@ -22,8 +22,10 @@ import (
 	"github.com/subletml/sublet/device/sim"
 )
 
-// TestMain lets the tests run this binary as the sublet command (under tmux).
+// TestMain lets the tests run this binary as the sublet command (under tmux), or as a
+// rank that `sublet run` started (rankHelper).
 func TestMain(m *testing.M) {
+	rankHelper()
 	if os.Getenv("SUBLET_TEST_MAIN") == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
