@@ -45,6 +45,13 @@ type Tensor struct {
 	// index in scope.owned, guarded by the scope's mu.
 	scope *Scope
 	pos   int
+	// place is where the handle was made or bound: its scope, or a region (With) of
+	// it, whose modes the ops on the handle follow while it is open. Written with
+	// scope.
+	place *Scope
+	// born is the scope's step count when it adopted the handle (Scope.steps), for the
+	// growth report; guarded by the scope's mu.
+	born uint32
 }
 
 // Shape returns a copy of the sizes of the dimensions.
@@ -172,9 +179,10 @@ func (t *Tensor) live(op string) {
 }
 
 // newHandle makes a handle over st (taking a reference unless fresh) placed by shape,
-// strides and offset, owned by s (nil: unowned, and the caller makes the leak report
-// find it), created at the site at (nil: the caller's caller for a handle a scope owns;
-// none in an internal scope, nor for an unowned one, which watch gives one).
+// strides and offset, owned by s's owner (nil: unowned, and the caller makes the leak
+// report find it), created at the site at (nil: the caller's caller for a handle a
+// scope owns; none in an internal scope, nor for an unowned one, which watch gives
+// one).
 func newHandle(s *Scope, st *Storage, fresh bool, dt dtype.DType, shape, strides []int, offset int, at *site) *Tensor {
 	if !fresh {
 		st.retain()
