@@ -42,7 +42,7 @@
 //	}
 //
 // Modes for a few lines are regions, which own nothing (PyTorch's `with` blocks):
-// s.With(tensor.NoGrad()), amp.Autocast(s, dt). The
+// s.With(tensor.NoGrad()), s.With(tensor.InferenceMode(true)), amp.Autocast(s, dt). The
 // ops run inside follow the region's modes and their results belong to s (its owner),
 // so a loss computed under autocast is backpropagated after the region closed.
 //
@@ -145,12 +145,19 @@
 // # Modes
 //
 // Modes are properties of a scope, fixed when it is made (NewScope, Child, With, Aside
-// and the Options): grad recording (NoGrad, EnableGrad), the random generator (WithGenerator), saved-tensor hooks
+// and the Options): grad recording (NoGrad, EnableGrad), inference mode
+// (InferenceMode), the random generator (WithGenerator), saved-tensor hooks
 // (WithSavedHooks), anomaly mode (WithAnomaly) and the autocast policy (WithAutocast).
 // An op follows the modes of the scope it runs in (routing included). There is no
 // global or per-goroutine mode: two goroutines with different scopes never affect each
 // other. A scope and its handles are used by one goroutine at a time; Close is
 // idempotent and safe from any goroutine.
+//
+// Inference mode (torch.inference_mode) records no graph, and what its ops make are
+// inference tensors: they count no in-place writes (Version stays 0), and a recorded
+// op outside inference mode that would save one for backward panics with ErrGrad,
+// naming itself; SetRequiresGrad refuses them. Clone one outside inference mode to use
+// it in autograd.
 //
 // # Errors
 //

@@ -324,6 +324,10 @@ func (c *call) record(r rule, out *Tensor) {
 // save keeps t's data for the node's backward, through the scope's saved hooks. The
 // leak report finds the saved handle through the rule's ledger.
 func (c *call) save(t *Tensor) *autograd.Saved {
+	if t.st.inference {
+		c.bad(ErrGrad, "Inference tensors cannot be saved for backward. To work around you can make a clone to get "+
+			"a normal tensor and use it in autograd (a %v %v made in inference mode: Clone it outside inference mode)", t.shape, t.dt)
+	}
 	at := c.site()
 	if at == nil { // recording in an internal scope (a hook's EnableGrad child)
 		at = here(0)

@@ -75,11 +75,12 @@ type scopeSite [6]uintptr
 
 // modes are the scope properties ops follow. They never change after the scope is made.
 type modes struct {
-	grad     bool                // record the graph (false: no_grad)
-	gen      *Generator          // where random ops draw; nil: none set
-	hooks    autograd.SavedHooks // pack/unpack of what nodes save; nil: none
-	anomaly  bool                // record op sites; backward checks for NaN/Inf
-	autocast Autocast            // casts op inputs; nil: none
+	grad      bool                // record the graph (false: no_grad)
+	inference bool                // inference mode: no graph, results are inference tensors
+	gen       *Generator          // where random ops draw; nil: none set
+	hooks     autograd.SavedHooks // pack/unpack of what nodes save; nil: none
+	anomaly   bool                // record op sites; backward checks for NaN/Inf
+	autocast  Autocast            // casts op inputs; nil: none
 }
 
 // Option sets a mode of a new scope.
@@ -90,7 +91,16 @@ type Option func(*modes)
 func NoGrad() Option { return func(m *modes) { m.grad = false } }
 
 // EnableGrad makes a scope that records again inside a no-grad one (torch.enable_grad).
+// Inside inference mode it records nothing: leave inference mode with
+// InferenceMode(false).
 func EnableGrad() Option { return func(m *modes) { m.grad = true } }
+
+// InferenceMode turns inference mode on or off (torch.inference_mode): its ops record
+// no graph (whatever EnableGrad says), and the tensors they make are inference
+// tensors, with no version counter (in-place writes are not counted: Version stays
+// 0), which a recorded op refuses to save for backward later, naming itself (use a
+// Clone made outside inference mode instead). Views of a tensor share its kind.
+func InferenceMode(on bool) Option { return func(m *modes) { m.inference = on } }
 
 // WithGenerator sets the random generator that Rand, Randn and Dropout draw from.
 func WithGenerator(g *Generator) Option { return func(m *modes) { m.gen = g } }
@@ -248,7 +258,10 @@ func (s *Scope) Parent() *Scope { return s.parent }
 func (s *Scope) Owner() *Scope { return s.owner }
 
 // GradEnabled reports whether ops in the scope record the graph.
-func (s *Scope) GradEnabled() bool { return s.m.grad }
+func (s *Scope) GradEnabled() bool { return s.m.grad && !s.m.inference }
+
+// InferenceMode reports whether the scope is in inference mode.
+func (s *Scope) InferenceMode() bool { return s.m.inference }
 
 // Generator is the scope's random generator, nil when none was set.
 func (s *Scope) Generator() *Generator { return s.m.gen }

@@ -112,7 +112,12 @@ func (t *Tensor) IsLeaf() bool { return t.node == nil }
 // Released reports whether Release was called (or the owning scope closed).
 func (t *Tensor) Released() bool { return t.h.released.Load() }
 
-// Version is the storage's count of in-place writes; a saved tensor remembers it.
+// IsInference reports whether t is an inference tensor: made in inference mode (or a
+// view of one), it counts no in-place writes and cannot be saved for backward.
+func (t *Tensor) IsInference() bool { return t.st.inference }
+
+// Version is the storage's count of in-place writes; a saved tensor remembers it (0
+// for an inference tensor, which counts none).
 func (t *Tensor) Version() uint64 { return t.st.version.Load() }
 
 func (t *Tensor) String() string {
@@ -178,7 +183,8 @@ func (t *Tensor) live(op string) {
 	}
 }
 
-// newHandle makes a handle over st (taking a reference unless fresh) placed by shape,
+// newHandle makes a handle over st (taking a reference unless fresh, in which case st
+// becomes an inference tensor's storage in an inference-mode s) placed by shape,
 // strides and offset, owned by s's owner (nil: unowned, and the caller makes the leak
 // report find it), created at the site at (nil: the caller's caller for a handle a
 // scope owns; none in an internal scope, nor for an unowned one, which watch gives
@@ -186,6 +192,8 @@ func (t *Tensor) live(op string) {
 func newHandle(s *Scope, st *Storage, fresh bool, dt dtype.DType, shape, strides []int, offset int, at *site) *Tensor {
 	if !fresh {
 		st.retain()
+	} else if s != nil && s.m.inference {
+		st.inference, st.version.off = true, true
 	}
 	if at == nil && s != nil && !s.internal {
 		at = here(1)
