@@ -72,7 +72,9 @@
 // GradScaler is torch.amp.GradScaler, state machine and numbers included (spec §3.4):
 // scale 2^16, growth 2 after 2000 good steps, backoff 0.5, all configurable. Per
 // optimizer and iteration: Unscale at most once, before Step; Step at most once; then
-// one Update for all optimizers. Misuse returns errors with PyTorch's messages.
+// one Update for all optimizers. Misuse returns errors with PyTorch's messages: before
+// the first Scale, Unscale, Step, Update and UpdateTo refuse (ErrNotScaled), instead
+// of dividing gradients that were never scaled.
 // Invariants:
 //
 //   - The scale changes only in Update (or UpdateTo), so every optimizer of an
