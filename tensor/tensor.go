@@ -3,7 +3,6 @@ package tensor
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/subletml/sublet/autograd"
 	"github.com/subletml/sublet/device"
@@ -120,20 +119,17 @@ func (t *Tensor) IsInference() bool { return t.st.inference }
 // for an inference tensor, which counts none).
 func (t *Tensor) Version() uint64 { return t.st.version.Load() }
 
+// String prints t as PyTorch does, values first (summarized to the first and last
+// three items of each long dimension past 1000 elements; downloaded from a GPU), then
+// the shape, dtype, device and graph: Tensor([[1., 2.], [3., 4.]], shape=[2 2],
+// dtype=float32, device=cpu, requires_grad) with one row per line. Where values cannot
+// be read (a released handle, a device that keeps no data) only the rest is printed.
 func (t *Tensor) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Tensor(%v %v %s", t.shape, t.dt, t.st.dev.Name())
-	if t.requiresGrad {
-		b.WriteString(" requires_grad")
+	const prefix = "Tensor("
+	if v, ok := t.formatValues(len(prefix)); ok {
+		return prefix + v + ", " + t.metadata() + ")"
 	}
-	if t.node != nil {
-		fmt.Fprintf(&b, " grad_fn=%s", t.node.Name())
-	}
-	if t.h.released.Load() {
-		b.WriteString(" released")
-	}
-	b.WriteString(")")
-	return b.String()
+	return prefix + t.metadata() + ")"
 }
 
 // Release drops the handle: its reference to the storage (the memory returns to the
