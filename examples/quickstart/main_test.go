@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -39,4 +41,16 @@ func TestRunPrintsProgress(t *testing.T) {
 	require.NoError(t, run(&out, 100))
 	require.Regexp(t, `step 100  loss 0\.00\d\d  held 2008 bytes\n`, out.String())
 	require.Contains(t, out.String(), "accuracy 1.00; 0 bytes held after training\n")
+}
+
+// The README shows train as it is in train.go.
+func TestReadmeShowsTheLoop(t *testing.T) {
+	src, err := os.ReadFile("train.go")
+	require.NoError(t, err)
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	code := string(src)
+	start := strings.Index(code, "func train(")
+	end := start + strings.Index(code[start:], "\n}\n") + 3
+	require.Contains(t, string(readme), "```go\n"+code[start:end]+"```\n")
 }
