@@ -21,12 +21,15 @@ func Enabled(on bool) Option { return func(p *policy) { p.enabled = on } }
 // again.
 func CacheEnabled(on bool) Option { return func(p *policy) { p.cache = on } }
 
-// Autocast returns a child scope of parent whose ops follow the autocast policy to dt
-// (F16 or BF16): products run in dt, ops that need range or accuracy run in F32, the
-// others in their inputs' types (see the package doc). The scope's children inherit
-// it. When parent is itself inside an autocast scope, the new scope joins that
-// region and shares its weight-cast cache; otherwise it starts a region, and closing it
-// releases the cache.
+// Autocast returns a region of parent (tensor.Scope.With) whose ops follow the autocast
+// policy to dt (F16 or BF16): products run in dt, ops that need range or accuracy run
+// in F32, the others in their inputs' types (see the package doc). Like PyTorch's
+// `with torch.autocast(...)`, it owns nothing: while it is parent's only open child,
+// the ops on parent's tensors run in it, and their results belong to parent's owner,
+// so a loss computed inside is used (Backward) after Close without Keep. The scope's
+// children inherit the policy. When parent is itself inside an autocast scope, the
+// new scope joins that region and shares its weight-cast cache; otherwise it starts a
+// region, and closing it releases the cache.
 func Autocast(parent *tensor.Scope, dt dtype.DType, opts ...Option) (*tensor.Scope, error) {
 	switch {
 	case parent == nil:
@@ -40,9 +43,9 @@ func Autocast(parent *tensor.Scope, dt dtype.DType, opts ...Option) (*tensor.Sco
 	}
 	if outer, ok := parent.Autocast().(*policy); ok {
 		p.region = outer.region
-		return parent.Child(tensor.WithAutocast(p)), nil
+		return parent.With(tensor.WithAutocast(p)), nil
 	}
-	s := parent.Child(tensor.WithAutocast(p))
+	s := parent.With(tensor.WithAutocast(p))
 	p.region = newRegion(s)
 	return s, nil
 }
@@ -80,43 +83,19 @@ func (p *policy) Inputs(op string, in []*tensor.Tensor, cast func(*tensor.Tensor
 	default:
 		return in
 	}
-	var home *tensor.Scope // the op's scope, found once a cached cast needs it
 	for i, t := range in {
 		if !t.DType().IsFloat() || t.DType() == to {
 			continue
 		}
 		if p.cache && to == p.dt && cacheable(t) {
+			// The op reads the cached cast as it is (what it saves holds its own
+			// reference), so nothing of the op's is left in the region.
 			if c := p.region.cast(t, to); c != nil {
-				if home == nil {
-					home = innermost(in)
-				}
-				in[i] = home.Bind(c)
+				in[i] = c
 				continue
 			}
 		}
 		in[i] = cast(t, to)
 	}
 	return in
-}
-
-// innermost is the scope an op on in lands in: the deepest of the inputs' scopes
-// (tensor checks that the others enclose it).
-func innermost(in []*tensor.Tensor) *tensor.Scope {
-	var s *tensor.Scope
-	best := -1
-	for _, t := range in {
-		if d := depth(t.Scope()); d > best {
-			s, best = t.Scope(), d
-		}
-	}
-	return s
-}
-
-// depth is the number of scopes enclosing s (-1 for none).
-func depth(s *tensor.Scope) int {
-	d := -1
-	for ; s != nil; s = s.Parent() {
-		d++
-	}
-	return d
 }

@@ -14,12 +14,12 @@ import (
 // saved until backward releases them).
 type region struct {
 	mu sync.Mutex
-	// casts makes the cached casts: a child of the outermost scope that records the
-	// graph, whatever the scope of the op asking, so a cast first made under NoGrad
-	// still carries the gradient to its weight when a recording op reuses it (the
-	// PyTorch bug of spec §3.2). It shares the outermost scope's clock, so in backward
-	// each cast runs right after the layer that used it, as in PyTorch. Nil once the
-	// region closed. Guarded by mu.
+	// casts makes the cached casts: an Aside child of the outermost scope (ops are
+	// never routed into it) that records the graph, whatever the scope of the op
+	// asking, so a cast first made under NoGrad still carries the gradient to its
+	// weight when a recording op reuses it (the PyTorch bug of spec §3.2). It shares
+	// the outermost scope's clock, so in backward each cast runs right after the layer
+	// that used it, as in PyTorch. Nil once the region closed. Guarded by mu.
 	casts *tensor.Scope
 	// entries holds the casts by weight and type; guarded by mu.
 	entries map[cacheKey]cacheEntry
@@ -44,7 +44,7 @@ type cacheEntry struct {
 
 // newRegion starts the region of the outermost autocast scope s.
 func newRegion(s *tensor.Scope) *region {
-	r := &region{casts: s.Child(tensor.EnableGrad()), entries: map[cacheKey]cacheEntry{}}
+	r := &region{casts: s.Aside(tensor.EnableGrad()), entries: map[cacheKey]cacheEntry{}}
 	// s closes its children (r.casts, releasing every cached cast) before its OnClose
 	// callbacks run.
 	s.OnClose(r.close)
@@ -60,7 +60,7 @@ func cacheable(t *tensor.Tensor) bool {
 }
 
 // cast returns the cached cast of weight w to dt, making it on first use (or when w
-// changed since), or nil once the region closed. The caller binds it into its scope.
+// changed since), or nil once the region closed.
 func (r *region) cast(w *tensor.Tensor, dt dtype.DType) *tensor.Tensor {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -117,9 +117,11 @@ func TestWhatIsCached(t *testing.T) {
 	tensor.Linear(noCache.Bind(x), w, nil)
 	require.Zero(t, amp.CacheBytes(ac), "cache disabled")
 	require.Equal(t, int64(2*(4+4)), tensortest.Requested(t, d)-before, "each call: the input's cast the graph saved and the output")
+	noCache.Close()
 
 	bf := autocast(t, ac, dtype.BF16)
 	tensor.Linear(bf.Bind(x), w, nil)
+	bf.Close()
 	tensor.Linear(ac.Bind(x), w, nil)
 	tensor.Linear(ac.Bind(x), w, nil)
 	require.Equal(t, int64(2*8), amp.CacheBytes(ac), "one cast per weight and type")

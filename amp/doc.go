@@ -5,8 +5,18 @@
 //
 // # Autocast
 //
-// Autocast(parent, dt) makes a child scope whose ops consult the policy before they
-// run (tensor.Autocast). Eligible inputs are floating tensors (F32, F16, BF16) on any
+// Autocast(parent, dt) makes a region of parent (tensor.Scope.With: it owns nothing)
+// whose ops consult the policy before they run (tensor.Autocast). It is PyTorch's
+// `with torch.autocast(...)` block:
+//
+//	ac, err := amp.Autocast(step, dtype.F16) // step: the loop's step scope
+//	...
+//	loss := nn.CrossEntropyLoss{}.Loss(model.Forward(x), y) // x owned by the data scope
+//	ac.Close()
+//	scaler.Scale(loss).Backward() // the loss belongs to step, not to the region
+//
+// While the region is the only open child of step, the ops on step's tensors (and on
+// those of the scopes above, down the chain) run in it; their results belong to step. Eligible inputs are floating tensors (F32, F16, BF16) on any
 // device; integer inputs (labels, indices) are never cast. By op, with PyTorch's CUDA
 // lists on every device:
 //
@@ -22,13 +32,14 @@
 // The cast is an op of the graph (tensor records it in the op's scope), so the op
 // saves its low-precision inputs for backward and each gradient is cast back to its
 // input's type: master weights stay F32 and so do their gradients. An explicit Cast is
-// never changed. Casts of activations belong to the op's scope: run layers in child
-// scopes (tensor.Layer, nn's containers) so they die at the layer boundary.
+// never changed. A cast is a temporary of its op, released when the op returns
+// (what the op saved holds its own reference).
 //
 // # Regions and the weight-cast cache
 //
 // An autocast scope made inside another joins its region (Enabled(false) scopes too);
-// the outermost one owns the region's weight-cast cache. Invariants:
+// the outermost one owns the region's weight-cast cache, kept in an Aside scope of it
+// (ops are never routed there). Invariants:
 //
 //   - A cast is cached iff its target is the scope's autocast type and its source is
 //     an F32 leaf that requires grad and covers its storage (a parameter, not a view),
@@ -61,7 +72,9 @@
 // GradScaler is torch.amp.GradScaler, state machine and numbers included (spec §3.4):
 // scale 2^16, growth 2 after 2000 good steps, backoff 0.5, all configurable. Per
 // optimizer and iteration: Unscale at most once, before Step; Step at most once; then
-// one Update for all optimizers. Misuse returns errors with PyTorch's messages.
+// one Update for all optimizers. Misuse returns errors with PyTorch's messages: before
+// the first Scale, Unscale, Step, Update and UpdateTo refuse (ErrNotScaled), instead
+// of dividing gradients that were never scaled.
 // Invariants:
 //
 //   - The scale changes only in Update (or UpdateTo), so every optimizer of an

@@ -34,7 +34,17 @@ var (
 	ErrFP16Gradients = errors.New("Attempting to unscale FP16 gradients.")
 	// ErrEmptyState: LoadState of the State of a disabled scaler.
 	ErrEmptyState = errors.New("The source state dict is empty, possibly because it was saved from a disabled instance of GradScaler.")
+	// ErrNotScaled: Unscale, Step, Update or UpdateTo before the scaler's first Scale
+	// (PyTorch's lazily made scale tensor is still None then). The error reads as
+	// PyTorch's: "Attempted unscale_ but _scale is None.  This may indicate …".
+	ErrNotScaled = errors.New("_scale is None")
 )
+
+// notScaled is the error of method (PyTorch's name funcname for it) before any Scale.
+func notScaled(method, funcname string) error {
+	return fmt.Errorf("amp: GradScaler.%s: Attempted %s but %w.  This may indicate your script did not use "+
+		"scaler.scale(loss or outputs) earlier in the iteration. (Backpropagate GradScaler.Scale(loss).)", method, funcname, ErrNotScaled)
+}
 
 // ScalerConfig configures a GradScaler. Zero fields take PyTorch's defaults.
 type ScalerConfig struct {
@@ -71,6 +81,9 @@ type GradScaler struct {
 	interval        int32
 	// opts are the optimizers seen since the last Update; Update forgets them.
 	opts map[Optimizer]*optState
+	// scaled is set by the first Scale; until then Unscale, Step, Update and UpdateTo
+	// refuse, as PyTorch's do before its scale tensor exists.
+	scaled bool
 }
 
 // stage is where an optimizer is in the iteration.
@@ -140,11 +153,13 @@ func checkScale(s float64) error {
 }
 
 // Scale returns t·S, the loss to backpropagate (t itself when disabled). The result
-// has t's type and belongs to t's scope.
+// has t's type and belongs where an op on t puts it. Until the first Scale, Unscale,
+// Step, Update and UpdateTo refuse with ErrNotScaled, as PyTorch's do.
 func (g *GradScaler) Scale(t *tensor.Tensor) *tensor.Tensor {
 	if !g.enabled {
 		return t
 	}
+	g.scaled = true
 	return t.MulScalar(float64(g.scale))
 }
 
@@ -168,6 +183,9 @@ func (g *GradScaler) state(opt Optimizer) *optState {
 func (g *GradScaler) Unscale(opt Optimizer) error {
 	if !g.enabled {
 		return nil
+	}
+	if !g.scaled {
+		return notScaled("Unscale", "unscale_")
 	}
 	if err := g.unscale(opt); err != nil {
 		return fmt.Errorf("amp: GradScaler.Unscale: %w", err)
@@ -212,6 +230,9 @@ func (g *GradScaler) Step(opt Optimizer) (stepped bool, err error) {
 		opt.Step()
 		return true, nil
 	}
+	if !g.scaled {
+		return false, notScaled("Step", "step")
+	}
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("amp: GradScaler.Step: %w", err)
@@ -247,6 +268,9 @@ func (g *GradScaler) Update() error {
 	if !g.enabled {
 		return nil
 	}
+	if !g.scaled {
+		return notScaled("Update", "update")
+	}
 	checked, found := false, false
 	for _, st := range g.opts {
 		checked = checked || st.checked
@@ -279,6 +303,9 @@ func (g *GradScaler) UpdateTo(s float64) error {
 	}
 	if err := checkScale(s); err != nil {
 		return fmt.Errorf("amp: GradScaler.UpdateTo: %w", err)
+	}
+	if !g.scaled {
+		return notScaled("UpdateTo", "update")
 	}
 	g.scale = float32(s)
 	clear(g.opts)

@@ -137,8 +137,7 @@ func TestScalerNeverGrowsToInfinity(t *testing.T) {
 // back as 21·float32(1/7) = 3.0000002, as in PyTorch.
 func TestUnscaleUsesTheFloat64Reciprocal(t *testing.T) {
 	p := newProblem(t, []float32{0, 0, 0})
-	sc := newScaler(t, amp.ScalerConfig{})
-	require.NoError(t, sc.UpdateTo(7))
+	sc := newScaler(t, amp.ScalerConfig{InitScale: 7})
 	require.Equal(t, 7.0, sc.GetScale())
 	x := []float32{1, 3, 5}
 	p.backward(sc, x...)
@@ -183,8 +182,22 @@ func TestScalerMisuseErrorsSayWhatPyTorchSays(t *testing.T) {
 		require.ErrorContains(t, err, text)
 	}
 
-	requireErr(sc.Update(), amp.ErrNoInfChecks, "No inf checks were recorded prior to update.")
+	// Before any Scale, PyTorch's scale tensor does not exist yet and every method
+	// that reads it refuses, naming itself.
+	const fix = " but _scale is None.  This may indicate your script did not use scaler.scale(loss or outputs) earlier in the iteration."
+	requireErr(sc.Unscale(p.opt), amp.ErrNotScaled, "amp: GradScaler.Unscale: Attempted unscale_"+fix)
 	_, err := sc.Step(p.opt)
+	requireErr(err, amp.ErrNotScaled, "amp: GradScaler.Step: Attempted step"+fix)
+	requireErr(sc.Update(), amp.ErrNotScaled, "amp: GradScaler.Update: Attempted update"+fix)
+	requireErr(sc.UpdateTo(2), amp.ErrNotScaled, "amp: GradScaler.UpdateTo: Attempted update"+fix)
+	require.Equal(t, 65536.0, sc.GetScale(), "nothing changed")
+	require.Equal(t, 0, p.opt.steps, "nor did the optimizer step")
+
+	// A Scale whose backward left no gradient: nothing to check.
+	p.backward(sc, 1, 2)
+	p.w.ZeroGrad(true)
+	requireErr(sc.Update(), amp.ErrNoInfChecks, "No inf checks were recorded prior to update.")
+	_, err = sc.Step(p.opt)
 	requireErr(err, amp.ErrNoInfChecksForOptimizer, "No inf checks were recorded for this optimizer.")
 	// As in PyTorch, that Step unscaled (nothing) first, and Update has no checks to go
 	// by: only an explicit scale starts the iteration over.

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/subletml/sublet/tensor"
@@ -40,8 +41,8 @@ func Checkpoint(fn Func, in ...*tensor.Tensor) []*tensor.Tensor {
 
 // Checkpoint runs fn on in without keeping what its ops save for backward: the graph
 // is recorded as usual, but every saved tensor is replaced by a placeholder and only
-// the inputs are kept (see the package doc). The results belong to the innermost
-// scope among the inputs' (at least one input needs a scope), like an op's. In a scope
+// the inputs are kept (see the package doc). The results belong where an op on the
+// inputs puts them (tensor.ResultScope; at least one input needs a scope). In a scope
 // that records no graph it just runs fn, in a child scope.
 //
 // It panics with a *tensor.Error when the inputs have no scope or fn returns a tensor
@@ -57,27 +58,18 @@ func (c Config) Checkpoint(fn Func, in ...*tensor.Tensor) []*tensor.Tensor {
 	return runIn(opCheckpoint, s, f, fn, in)
 }
 
-// callScope is the innermost scope among the inputs'; every other input scope must
-// enclose it (the rule ops follow for their results).
+// callScope is the scope an op on in would run in (tensor.ResultScope), where the
+// function's child scope opens.
 func callScope(op string, in []*tensor.Tensor) *tensor.Scope {
-	var s *tensor.Scope
 	for _, t := range in {
 		if t == nil {
 			panic(&tensor.Error{Op: op, Msg: "nil input", Err: tensor.ErrShape})
 		}
-		if ts := t.Scope(); ts != nil && (s == nil || encloses(s, ts)) {
-			s = ts
-		}
 	}
-	if s == nil {
-		panic(&tensor.Error{Op: op, Msg: fmt.Sprintf("none of the %d inputs belongs to a scope, so the results "+
-			"would have no owner; bind one into a scope with s.Bind(t)", len(in)), Err: tensor.ErrScope})
-	}
-	for i, t := range in {
-		if ts := t.Scope(); ts != nil && !encloses(ts, s) {
-			panic(&tensor.Error{Op: op, Msg: fmt.Sprintf("input %d belongs to a scope unrelated to the other inputs'; "+
-				"bind the inputs into one scope with Bind", i), Err: tensor.ErrScope})
-		}
+	s, err := tensor.TryValue(func() *tensor.Scope { return tensor.ResultScope(in...) })
+	if e := (*tensor.Error)(nil); errors.As(err, &e) {
+		e.Op = op
+		panic(e)
 	}
 	return s
 }

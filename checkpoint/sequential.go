@@ -9,8 +9,8 @@ import (
 
 // Layer is what Sequential needs of a layer: nn's modules are layers.
 type Layer interface {
-	// Forward computes the layer on x, which a scope owns; the result belongs to x's
-	// scope.
+	// Forward computes the layer on x, which a scope owns; the result belongs where an
+	// op on x puts it.
 	Forward(x *tensor.Tensor) *tensor.Tensor
 }
 
@@ -59,8 +59,8 @@ func Sequential(layers []Layer, k int, x *tensor.Tensor) *tensor.Tensor {
 // Each layer runs in a child scope and each intermediate result is released once the
 // next layer consumed it, so after a recorded forward the memory held is the
 // parameters, the inputs of the checkpointed segments, the activations the last
-// segment saved and the result (owned by x's scope). It panics with a *tensor.Error
-// wrapping ErrSegments for a k outside [1, len(layers)].
+// segment saved and the result (owned where an op on x puts it). It panics with a
+// *tensor.Error wrapping ErrSegments for a k outside [1, len(layers)].
 func (c Config) Sequential(layers []Layer, k int, x *tensor.Tensor) *tensor.Tensor {
 	segs, err := Segments(len(layers), k)
 	if err != nil {
@@ -85,7 +85,8 @@ func (c Config) Sequential(layers []Layer, k int, x *tensor.Tensor) *tensor.Tens
 }
 
 // forward runs layers on x, each in a child scope, releasing each intermediate result
-// once the next layer consumed it. The result belongs to x's scope; x is untouched.
+// once the next layer consumed it. The result belongs where an op on x puts it; x is
+// untouched.
 func forward(layers []Layer, x *tensor.Tensor) *tensor.Tensor {
 	h := x
 	for _, l := range layers {

@@ -9,10 +9,11 @@
 //     Module.Release releases every parameter and its gradient (the memory returns to
 //     the allocator); it is idempotent, and the module cannot run afterwards.
 //   - Forward takes an input owned by a scope (the caller's) and returns a result
-//     owned by that same scope. Ops on a parameter and the input land in the input's
-//     scope and follow its modes: grad recording, the random generator Dropout draws
-//     from, autocast. To evaluate without recording, run the forward on an input owned
-//     by a NoGrad scope.
+//     owned where an op on the input puts it: that scope, or the step scope (or
+//     region) open in it, whose modes the ops follow: grad recording, the random
+//     generator Dropout draws from, autocast (see tensor's package doc). To evaluate
+//     without recording, run the forward in a NoGrad child or region
+//     (s.Child(tensor.NoGrad()), s.With(tensor.NoGrad())).
 //   - Containers (Sequential, and MLP, which is one) run each child with tensor.Layer,
 //     in a child scope, and release each intermediate result as soon as the next child
 //     has consumed it. Temporaries therefore die at layer boundaries: what outlives a
@@ -22,7 +23,7 @@
 //     holds, at its peak, the parameters, the caller's tensors and one layer's input
 //     and output.
 //   - Losses (CrossEntropyLoss, MSELoss, behind the Loss interface) take a prediction
-//     and a target owned by scopes; the loss belongs to the innermost of their scopes.
+//     and a target owned by scopes; the loss belongs where an op on them puts it.
 //
 // # Modes
 //

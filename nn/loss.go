@@ -3,7 +3,7 @@ package nn
 import "github.com/subletml/sublet/tensor"
 
 // Loss is a criterion: a scalar from a prediction and a target, both owned by scopes;
-// the result belongs to the innermost of their scopes.
+// the result belongs where an op on them puts it (tensor.ResultScope).
 type Loss interface {
 	Loss(pred, target *tensor.Tensor) *tensor.Tensor
 }

@@ -10,8 +10,9 @@ import (
 
 // Module is a layer, a container of layers, or a model.
 type Module interface {
-	// Forward computes the module on x, which a scope owns; the result belongs to x's
-	// scope (see the package doc).
+	// Forward computes the module on x, which a scope owns; the result belongs where
+	// an op on x puts it: x's scope, or the step scope open in it (see the package
+	// doc and tensor.ResultScope).
 	Forward(x *tensor.Tensor) *tensor.Tensor
 	// NamedParameters lists the parameters, children's first in order, each named by
 	// its dotted path ("0.weight", "2.bias"), as PyTorch's named_parameters does.

@@ -19,8 +19,8 @@ func NewSequential(children ...Module) *Sequential {
 	return &Sequential{Children: children}
 }
 
-// Forward runs the children on x in order and returns the last one's result, owned by
-// x's scope.
+// Forward runs the children on x in order and returns the last one's result, owned
+// where an op on x puts it (each child's scope opens there).
 func (s *Sequential) Forward(x *tensor.Tensor) *tensor.Tensor {
 	return tensor.Layer(x, func(h *tensor.Tensor) *tensor.Tensor {
 		for _, c := range s.Children {

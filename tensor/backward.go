@@ -19,7 +19,8 @@ type BackwardOptions struct {
 // leaf that requires grad and accumulates it into the leaves' gradients. Each node's
 // saved tensors are released as soon as its backward ran, so a second Backward through
 // the same graph panics (autograd.ErrBackwardTwice) unless the first retained it. The
-// backward runs in t's scope's anomaly mode.
+// backward runs in the anomaly mode of the scope an op on t would run in. It ends a
+// step of t's scope and of the scopes enclosing it (see Leaks).
 func (t *Tensor) Backward() { t.BackwardWith(BackwardOptions{}) }
 
 // BackwardWith is Backward with options.
@@ -52,10 +53,13 @@ func (t *Tensor) BackwardWith(o BackwardOptions) {
 	}
 	opts := autograd.Options{Arith: arith{}, RetainGraph: o.RetainGraph}
 	if t.scope != nil {
-		opts.DetectAnomaly = t.scope.m.anomaly
+		opts.DetectAnomaly = resultScope(op, []*Tensor{t}).m.anomaly
 	}
 	if err := autograd.Backward([]autograd.Root{{Edge: e, Grad: seed}}, opts); err != nil {
 		fail(op, gradErr(err), []*Tensor{t}, "")
+	}
+	if t.scope != nil {
+		t.scope.endStep()
 	}
 }
 

@@ -21,6 +21,21 @@ func BenchmarkOpOverhead(b *testing.B) {
 	}
 }
 
+// BenchmarkOpOverheadRouted is BenchmarkOpOverhead with the input in a data scope and
+// the op routed down four open scopes (a step, a region, two layers) to where it runs:
+// the price of routing, one atomic load per scope on the way.
+func BenchmarkOpOverheadRouted(b *testing.B) {
+	d := newCPU(b)
+	s := tensor.NewScope(tensor.NoGrad())
+	defer s.Close()
+	x := s.Ones(d, dtype.F32, 4)
+	s.Child().With().Child().Child()
+	b.ReportAllocs()
+	for b.Loop() {
+		x.Add(x).Release()
+	}
+}
+
 // BenchmarkOpOverheadRecorded adds a graph node and a saved tensor (Mul saves both
 // operands) to the small op.
 func BenchmarkOpOverheadRecorded(b *testing.B) {

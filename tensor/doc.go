@@ -25,6 +25,27 @@
 // The op table (Ops, LookupOp) lists every op with its inputs, what it saves and its
 // autocast class.
 //
+// # Scopes in a training loop
+//
+// Scopes own what ops make; the loop opens one per step and closes it, as a PyTorch
+// loop lets each iteration's tensors go:
+//
+//	data := tensor.NewScope()      // lives as long as the data
+//	x := tensor.FromSlice(data, dev, dtype.F32, xs, n, 2)
+//	for range steps {
+//		step := data.Child()       // data's only open child: ops on x run in it
+//		loss := nn.CrossEntropyLoss{}.Loss(model.Forward(x), y)
+//		loss.Backward()
+//		opt.Step()
+//		opt.ZeroGrad(true)
+//		step.Close()               // this step's tensors go back to the allocator
+//	}
+//
+// Modes for a few lines are regions, which own nothing (PyTorch's `with` blocks):
+// s.With(tensor.NoGrad()), s.With(tensor.InferenceMode(true)), amp.Autocast(s, dt). The
+// ops run inside follow the region's modes and their results belong to s (its owner),
+// so a loss computed under autocast is backpropagated after the region closed.
+//
 // # Ownership and release (the contract)
 //
 //   - A Storage counts references. Every live handle over it holds one; so does every
@@ -33,14 +54,22 @@
 //   - Every handle is owned by a Scope, or by the caller: parameters (AsParameter),
 //     gradients (owned by their leaf), handles a root scope Kept, and the values
 //     saved-tensor hooks and gradient hooks receive.
-//   - An op's result belongs to the innermost scope among its inputs' scopes (all
-//     others must enclose it), and follows that scope's modes. An op on a parameter and
-//     an activation lands in the activation's scope. An op whose inputs have no scope
-//     panics with ErrScope: bind one with Scope.Bind. Factories take their scope
-//     explicitly (s.Zeros, s.Randn, FromSlice(s, …)).
+//   - An op runs in a scope, whose modes it follows and whose owner owns its result.
+//     Start from the innermost of its inputs' scopes (all others must enclose it; a
+//     handle made or bound in a region that is still open counts as the region's).
+//     While that scope has exactly one open child, go down to it, and on down the chain
+//     of only children: the op runs at its end (routing). A scope on the way with
+//     several open children panics with ErrScope, naming them by where they were made:
+//     which should own the result is ambiguous. Aside children are never routed into.
+//     The owner is the scope itself, or for a region the nearest enclosing scope that
+//     owns. An op on a parameter and an activation runs where the activation leads.
+//     An op whose inputs have no scope panics with ErrScope: bind one with Scope.Bind.
+//     Factories and Bind take their scope explicitly (s.Zeros, s.Randn, FromSlice(s, …))
+//     and are not routed. ResultScope says where an op would run.
 //   - Scope.Close releases every handle the scope still owns, after closing its open
-//     children. Scope.Keep moves a handle to the parent first (out of all scopes for a
-//     root). Layers run in child scopes (Layer does it for one input), so their
+//     children; from its start, ops no longer route into it. Scope.Keep moves a handle
+//     to the parent's owner first (out of all scopes for a root). Layers run in child
+//     scopes opened where the op would run (Layer does it for one input), so their
 //     temporaries die at the layer boundary; a temporary an op saved for backward
 //     lives on in its node, not in the scope.
 //   - Release drops a handle: its storage reference, its reference to the node that
@@ -63,6 +92,45 @@
 //     unclosed, a node the handles it saved if it is never freed, and only handles no
 //     scope owns (kept out of a root, parameters, gradients) are watched one by one.
 //     Gradients in flight belong to the autograd engine, which releases every one.
+//   - What routing cannot see (a loop with no step scope, a factory into the
+//     long-lived scope inside the loop) Leaks reports as growth at the second step:
+//     each Backward ends a step of the scopes enclosing its tensor, and a scope that
+//     gained handles from one allocation site in each of its last two steps is named.
+//
+// # Why routing (the decision, and what was weighed)
+//
+// As first built, a result belonged to its inputs' innermost scope. The straight
+// translation of a PyTorch loop then failed silently: a step scope around the body
+// captured nothing (every result went to the scope of x, memory grew each step), and
+// ops inside an autocast scope ran in F32 unless x was bound to it. The fix had to
+// make that loop right, or make it fail at the first step, without thread-locals or
+// globals (a goroutine's mode must not leak into another's). Weighed:
+//
+//   - A current scope per goroutine (PyTorch's thread-local modes): Go has no
+//     goroutine-local state, and faking one (goroutine ids, a context argument to every
+//     op) breaks either the no-globals rule or every signature.
+//   - An explicit scope argument to every op, or a refusal of any op on a tensor whose
+//     scope has an open child (always bind inputs into the step): deterministic, but
+//     the PyTorch loop fails instead of working, and every layer and loss needs a scope
+//     in its signature.
+//   - Routing to the newest open child: works for the loop, but with two open children
+//     it silently picks one, which is the trap again (and goroutine-dependent).
+//   - Routing down a chain of only children, an error for several (chosen): the loop
+//     works as written; with one child there is nothing to guess, and with several the
+//     op fails loudly, naming both. The cost per op is an atomic load per scope on the
+//     chain (no lock): Child, With and Close keep each scope's only child in an atomic
+//     pointer. Regions (With) owning nothing make `with no_grad():` and
+//     `with autocast():` blocks translate line for line, results included.
+//
+// Consequences: goroutines with their own root scopes never affect each other. Two
+// goroutines that share a parent scope each work in an Aside child of it, binding in
+// what they read (an op on the shared parent's own tensors would run wherever its
+// chain leads, and several open children are an error). Close from another goroutine
+// stays allowed and stops routing into the scope at once. Layer (and so nn's
+// containers, checkpoint and amp) opens its scope where the op would run, so layers
+// nest under the step; amp keeps its weight-cast cache in an Aside scope of the
+// outermost autocast region; checkpoint's recomputation runs in a root scope of its
+// own. A scope's Keep still exists for results that must outlive it.
 //
 // Memory at named moments is therefore exact: after a forward, the allocator's
 // requested bytes are the parameters plus what the ops saved plus what the caller
@@ -76,17 +144,28 @@
 //
 // # Modes
 //
-// Modes are properties of a scope, fixed when it is made (NewScope, Child and the
-// Options): grad recording (NoGrad, EnableGrad), the random generator (WithGenerator),
-// saved-tensor hooks (WithSavedHooks), anomaly mode (WithAnomaly) and the autocast
-// policy (WithAutocast). There is no global or per-goroutine mode: two goroutines
-// with different scopes never affect each other. A scope and its handles are used by
-// one goroutine at a time; Close is idempotent and safe from any goroutine.
+// Modes are properties of a scope, fixed when it is made (NewScope, Child, With, Aside
+// and the Options): grad recording (NoGrad, EnableGrad), inference mode
+// (InferenceMode), the random generator (WithGenerator), saved-tensor hooks
+// (WithSavedHooks), anomaly mode (WithAnomaly) and the autocast policy (WithAutocast).
+// An op follows the modes of the scope it runs in (routing included). There is no
+// global or per-goroutine mode: two goroutines with different scopes never affect each
+// other. A scope and its handles are used by one goroutine at a time; Close is
+// idempotent and safe from any goroutine.
+//
+// Inference mode (torch.inference_mode) records no graph, and what its ops make are
+// inference tensors: they count no in-place writes (Version stays 0), and a recorded
+// op outside inference mode that would save one for backward panics with ErrGrad,
+// naming itself; SetRequiresGrad refuses them. Clone one outside inference mode to use
+// it in autograd.
 //
 // # Errors
 //
 // Tensor math panics with an *Error naming the op, the shapes, the dtypes and the
-// device, wrapping the cause (ErrShape, ErrReleased, an *alloc.OOMError, ...). Try
+// device, wrapping the cause (ErrShape, ErrReleased, ErrScope, an *alloc.OOMError,
+// ...): ops, factories, scopes, Backward. Try (TryValue for a function with a result)
 // turns such a panic back into an error, so a step can be retried after running out
-// of memory; nothing else recovers panics.
+// of memory; nothing else recovers panics. Math panics because a chain of ops would
+// otherwise check an error after each one; what fails for reasons outside the
+// program (configuration, files, opening devices) returns an error instead.
 package tensor

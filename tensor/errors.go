@@ -90,18 +90,27 @@ var (
 // Try runs f and returns the *Error f panicked with, or nil. Any other panic goes on
 // unwinding: only tensor math errors are turned back into values, so that a step can be
 // retried after an out-of-memory error (errors.As(err, new(*alloc.OOMError))).
-func Try(f func()) (err error) {
+func Try(f func()) error {
+	_, err := TryValue(func() struct{} { f(); return struct{}{} })
+	return err
+}
+
+// TryValue is Try for a function with a result: f's result and nil, or T's zero value
+// and the *Error f panicked with (any other panic goes on unwinding):
+//
+//	loss, err := tensor.TryValue(func() float64 { return step(batch) })
+func TryValue[T any](f func() T) (v T, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			e, ok := r.(*Error)
 			if !ok {
 				panic(r)
 			}
-			err = e
+			var zero T
+			v, err = zero, e
 		}
 	}()
-	f()
-	return nil
+	return f(), nil
 }
 
 // gradError is an error of the autograd engine (or of a hook or rule it ran) as a

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/tensor"
 )
@@ -124,6 +125,29 @@ func TestShapesPastTwoToTheSixtyThreeBytesAreRefused(t *testing.T) {
 	require.Contains(t, e.Error(), "[4294967296 4294967296]")
 	require.Equal(t, before, requested(t, d))
 	require.Zero(t, s.Empty(d, dtype.F32, 1<<62, 0, 1<<62).Numel(), "an empty shape has no bytes")
+	s.Close()
+	requireEmpty(t, d)
+}
+
+// TryValue gives f's result back, or T's zero value and the tensor error f panicked
+// with (running out of memory inside an op here: the step can be retried); other
+// panics go on.
+func TestTryValue(t *testing.T) {
+	d := newSim(t, 30<<20, true)
+	s := tensor.NewScope()
+	x := s.Ones(d, dtype.F32, 3<<20) // 12 MiB
+	sum := func() float64 { return x.Exp().Sum().Item() }
+	ballast := s.Zeros(d, dtype.F32, 3<<20)
+	v, err := tensor.TryValue(sum)
+	var oom *alloc.OOMError
+	require.ErrorAs(t, err, &oom)
+	require.Zero(t, v)
+	require.Equal(t, 2*x.Bytes(), requested(t, d), "the failed op kept nothing")
+	ballast.Release()
+	v, err = tensor.TryValue(sum)
+	require.NoError(t, err)
+	require.InDelta(t, float64(3<<20)*2.718281828, v, 1e3)
+	require.PanicsWithValue(t, "boom", func() { _, _ = tensor.TryValue(func() int { panic("boom") }) })
 	s.Close()
 	requireEmpty(t, d)
 }

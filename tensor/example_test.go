@@ -1,6 +1,7 @@
 package tensor_test
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/subletml/sublet/alloc"
@@ -55,4 +56,29 @@ func Example() {
 	// after the step: 82000
 	// after the update: 41000
 	// at the end: 0
+}
+
+// TryValue turns the panic of tensor math back into an error and gives the function's
+// result otherwise: a step that runs out of memory is retried with a smaller batch.
+// (Constructors, configuration, files and devices return errors themselves.)
+func ExampleTryValue() {
+	dev, _ := sim.New(sim.Options{Capacity: 64 << 20}) // meta: memory only
+	step := func(batch int) float64 {
+		s := tensor.NewScope()
+		defer s.Close()
+		x := s.Empty(dev, dtype.F32, batch, 1024)
+		return float64(x.Exp().Tanh().Bytes())
+	}
+	for _, batch := range []int{16384, 4096} {
+		bytes, err := tensor.TryValue(func() float64 { return step(batch) })
+		var oom *alloc.OOMError
+		if errors.As(err, &oom) {
+			fmt.Printf("batch %d: out of memory (%d bytes asked)\n", batch, oom.Requested)
+			continue
+		}
+		fmt.Printf("batch %d: %.0f bytes per activation\n", batch, bytes)
+	}
+	// Output:
+	// batch 16384: out of memory (67108864 bytes asked)
+	// batch 4096: 16777216 bytes per activation
 }

@@ -117,6 +117,10 @@ func (t *Tensor) SetRequiresGrad(on bool) *Tensor {
 	if !t.dt.IsFloat() && on {
 		fail("SetRequiresGrad", ErrDType, []*Tensor{t}, "only floating tensors can require gradients")
 	}
+	if t.st.inference && on {
+		fail("SetRequiresGrad", ErrGrad, []*Tensor{t}, "Setting requires_grad=True on inference tensor outside InferenceMode is not allowed "+
+			"(it was made in inference mode; Clone it outside inference mode)")
+	}
 	if on == t.requiresGrad {
 		return t
 	}

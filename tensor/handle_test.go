@@ -50,13 +50,18 @@ func TestHandleAndStorageAccessors(t *testing.T) {
 	st.BumpVersion()
 	require.Equal(t, uint64(2), v.Version())
 
-	require.Equal(t, "Tensor([2 3 4] float32 cpu)", x.String())
+	require.Equal(t, "Tensor([[[0., 0., 0., 0.],\n"+
+		"         [1., 1., 1., 1.],\n"+
+		"         [1., 1., 1., 1.]],\n\n"+
+		"        [[0., 0., 0., 0.],\n"+
+		"         [1., 1., 1., 1.],\n"+
+		"         [1., 1., 1., 1.]]], shape=[2 3 4], dtype=float32, device=cpu)", x.String())
 	l := f32(s, d, []float32{1, 2}).SetRequiresGrad(true)
-	require.Equal(t, "Tensor([2] float32 cpu requires_grad)", l.String())
+	require.Equal(t, "Tensor([1., 2.], shape=[2], dtype=float32, device=cpu, requires_grad)", l.String())
 	y := l.Exp()
-	require.Equal(t, "Tensor([2] float32 cpu requires_grad grad_fn=Exp)", y.String())
+	require.Equal(t, "Tensor([2.7183, 7.3891], shape=[2], dtype=float32, device=cpu, requires_grad, grad_fn=Exp)", y.String())
 	y.Release()
-	require.Equal(t, "Tensor([2] float32 cpu requires_grad released)", y.String(), "a released handle let go of its node")
+	require.Equal(t, "Tensor(shape=[2], dtype=float32, device=cpu, requires_grad, released)", y.String(), "a released handle let go of its node")
 	v.Release()
 	require.Equal(t, 2, st.Refs())
 	s.Close()

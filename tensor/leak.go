@@ -77,7 +77,7 @@ func reportLedger(l *ledger) {
 
 // Leak is one allocation site of handles the garbage collector found unreleased. Their
 // device memory was not freed (a leak is reported, never repaired): Release every
-// handle, or close its scope.
+// handle, or close its scope. With Growing set it is growth instead: see Leaks.
 type Leak struct {
 	// Site is the call stack that created the handles, innermost first, starting at the
 	// first frame outside package tensor.
@@ -88,6 +88,10 @@ type Leak struct {
 	// shared by several leaked views counts once per view).
 	Count int
 	Bytes int64
+	// Growing marks growth rather than collected handles: an open scope owned Count
+	// handles (Bytes) made at Site when a step ended, having gained some from there in
+	// each of its last two steps.
+	Growing bool
 }
 
 type leakKey struct {
@@ -95,10 +99,16 @@ type leakKey struct {
 	device string
 }
 
-// leaks accumulates the report; only reportLeak writes it.
+// siteKey is a site as reported: stacks that differ only inside the package (an op's
+// result and what its node saved, say) show as one.
+type siteKey struct{ site, device string }
+
+// leaks accumulates the report; only reportLeak and reportGrowth write it.
 var leaks struct {
 	mu     sync.Mutex
 	bySite map[leakKey]*Leak // guarded by mu
+	// growth is the latest growth seen at each site; guarded by mu.
+	growth map[siteKey]*Leak
 }
 
 func reportLeak(h *handle) {
@@ -129,15 +139,21 @@ func reportLeak(h *handle) {
 // owns when it is unreachable, one a scope owns when that scope is unreachable and was
 // never closed. Run runtime.GC (twice: cleanups run after the cycle that found them)
 // before asking.
+//
+// Leaks also reports growth (Growing set), the memory a training loop loses when it
+// keeps each step's tensors in a long-lived scope: a step of a scope ends at each
+// Backward from a tensor the scope, or a scope inside it, owns; when a scope gained
+// handles made at one site in each of its last two steps and still owns them, the site
+// is reported with what the scope owns from there. A loop with no scope per step (see
+// the package doc), factories or Keep into the long-lived scope inside the loop, and
+// several backwards in one scope are found so, at the second step: each Backward
+// checks the scopes enclosing its tensor, comparing the handles they own.
 func Leaks() []Leak {
-	// Stacks that differ only inside the package (an op's result and what its node
-	// saved, say) show as one site.
-	type key struct{ site, device string }
-	merged := map[key]*Leak{}
+	merged := map[siteKey]*Leak{}
 	var out []Leak
 	leaks.mu.Lock()
 	for _, l := range leaks.bySite {
-		k := key{l.Site, l.Device}
+		k := siteKey{l.Site, l.Device}
 		if m := merged[k]; m != nil {
 			m.Count += l.Count
 			m.Bytes += l.Bytes
@@ -145,6 +161,9 @@ func Leaks() []Leak {
 		}
 		c := *l
 		merged[k] = &c
+	}
+	for _, l := range leaks.growth {
+		out = append(out, *l)
 	}
 	leaks.mu.Unlock()
 	for _, l := range merged {
@@ -156,10 +175,98 @@ func Leaks() []Leak {
 	return out
 }
 
+// endStep ends a step of s and of every scope enclosing it that owns handles: each
+// reports the sites it grew at (see Leaks).
+func (s *Scope) endStep() {
+	for sc := s; sc != nil; sc = sc.parent {
+		if sc.owner == sc && !sc.internal {
+			sc.countStep()
+		}
+	}
+}
+
+// countStep ends a step of s and reports the allocation sites of which s owns handles
+// born in both this step and the one before.
+func (s *Scope) countStep() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.steps
+	s.steps++
+	if now == 0 {
+		return
+	}
+	var before map[site]bool
+	for _, t := range s.owned {
+		if t.born == now-1 && t.h.at != nil {
+			if before == nil {
+				before = map[site]bool{}
+			}
+			before[*t.h.at] = true
+		}
+	}
+	grew := map[site]bool{}
+	for _, t := range s.owned {
+		if t.born == now && t.h.at != nil && before[*t.h.at] {
+			grew[*t.h.at] = true
+		}
+	}
+	if len(grew) == 0 {
+		return
+	}
+	type count struct {
+		n     int
+		bytes int64
+	}
+	byStack := map[leakKey]*count{}
+	for _, t := range s.owned {
+		if t.h.at == nil || !grew[*t.h.at] {
+			continue
+		}
+		k := leakKey{*t.h.at, t.st.dev.Name()}
+		c := byStack[k]
+		if c == nil {
+			c = &count{}
+			byStack[k] = c
+		}
+		c.n++
+		c.bytes += t.st.size
+	}
+	found := map[siteKey]*Leak{}
+	for k, c := range byStack {
+		sk := siteKey{siteString(k.at[:]), k.device}
+		l := found[sk]
+		if l == nil {
+			l = &Leak{Site: sk.site, Device: sk.device, Growing: true}
+			found[sk] = l
+		}
+		l.Count += c.n
+		l.Bytes += c.bytes
+	}
+	leaks.mu.Lock()
+	defer leaks.mu.Unlock()
+	if leaks.growth == nil {
+		leaks.growth = make(map[siteKey]*Leak)
+	}
+	for k, l := range found {
+		leaks.growth[k] = l
+	}
+}
+
 const selfPkg = "github.com/subletml/sublet/tensor."
 
 // siteString formats pcs, dropping the package's own frames at the top.
-func siteString(pcs []uintptr) string {
+func siteString(pcs []uintptr) string { return frames(pcs).String() }
+
+// firstFrame is the first frame of pcs outside the package, "" when there is none.
+func firstFrame(pcs []uintptr) string {
+	if fs := frames(pcs); len(fs) > 0 {
+		return strings.TrimSpace(fs[:1].String())
+	}
+	return ""
+}
+
+// frames symbolizes pcs, dropping the package's own frames at the top.
+func frames(pcs []uintptr) autograd.Site {
 	frames := runtime.CallersFrames(pcs)
 	var site autograd.Site
 	inside := true
@@ -179,7 +286,7 @@ func siteString(pcs []uintptr) string {
 			break
 		}
 	}
-	return site.String()
+	return site
 }
 
 func trimModule(fn string) string {

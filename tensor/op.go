@@ -11,8 +11,9 @@ import (
 	"github.com/subletml/sublet/kernels"
 )
 
-// call is one op in progress: its name, its inputs (after autocast), the scope its
-// results go to, and what it allocated, released again if the op fails.
+// call is one op in progress: its name, its inputs (after autocast), the scope it runs
+// in (whose modes it follows and whose owner owns its results), and what it allocated,
+// released again if the op fails.
 type call struct {
 	op   string
 	in   []*Tensor
@@ -33,8 +34,8 @@ type call struct {
 }
 
 // begin starts op on inputs in: it checks they are live and on one device with
-// kernels, picks the result scope (the innermost of theirs) and lets that scope's
-// autocast policy replace them.
+// kernels, picks the scope it runs in (resultScope) and lets that scope's autocast
+// policy replace them.
 func begin(op string, in ...*Tensor) *call { return start(op, true, in) }
 
 // beginView is begin for an op that runs no kernel (a view, a copy the driver makes):
@@ -130,13 +131,14 @@ func open(s *Scope, dev device.Device, op string, compute bool, in []*Tensor) *c
 	return c
 }
 
-// resultScope is the innermost scope among the inputs'; every other input scope must
-// enclose it.
+// resultScope is the scope op on in runs in: the innermost of the inputs' places
+// (every other one must enclose it), routed down its chain of only open children
+// (Scope.route).
 func resultScope(op string, in []*Tensor) *Scope {
 	var s *Scope
 	for _, t := range in {
-		if t.scope != nil && (s == nil || t.scope.depth > s.depth) {
-			s = t.scope
+		if p := t.origin(); p != nil && (s == nil || p.depth > s.depth) {
+			s = p
 		}
 	}
 	if s == nil {
@@ -144,12 +146,21 @@ func resultScope(op string, in []*Tensor) *Scope {
 			"tensors belong to their owner), so the result would have no owner; bind one into a scope with s.Bind(t)")
 	}
 	for _, t := range in {
-		if t.scope != nil && !t.scope.encloses(s) {
+		if p := t.origin(); p != nil && !p.encloses(s) {
 			fail(op, ErrScope, in, "inputs belong to unrelated scopes (different trees, or sibling scopes); "+
 				"bind them into one scope with Bind")
 		}
 	}
-	return s
+	return s.route(op, in)
+}
+
+// origin is where routing starts for an op on t: the region t was made or bound in
+// while it is open, else t's scope (nil for none).
+func (t *Tensor) origin() *Scope {
+	if p := t.place; p != t.scope && !p.closing.Load() {
+		return p
+	}
+	return t.scope
 }
 
 // cast is the Cast op in c's scope, for the autocast policy. Its result is a
@@ -269,7 +280,7 @@ func (c *call) bad(cause error, format string, args ...any) {
 // recording reports whether the op records a node: the scope records and an input
 // requires grad.
 func (c *call) recording() bool {
-	if !c.s.m.grad {
+	if !c.s.GradEnabled() {
 		return false
 	}
 	for _, t := range c.in {
@@ -313,6 +324,10 @@ func (c *call) record(r rule, out *Tensor) {
 // save keeps t's data for the node's backward, through the scope's saved hooks. The
 // leak report finds the saved handle through the rule's ledger.
 func (c *call) save(t *Tensor) *autograd.Saved {
+	if t.st.inference {
+		c.bad(ErrGrad, "Inference tensors cannot be saved for backward. To work around you can make a clone to get "+
+			"a normal tensor and use it in autograd (a %v %v made in inference mode: Clone it outside inference mode)", t.shape, t.dt)
+	}
 	at := c.site()
 	if at == nil { // recording in an internal scope (a hook's EnableGrad child)
 		at = here(0)

@@ -3,17 +3,22 @@ package tensor
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/subletml/sublet/autograd"
 )
 
 // Scope owns tensor handles and carries the modes the ops on them follow. See the
 // package doc for the rules; in short:
-//   - a result belongs to the innermost scope among its inputs' scopes, and follows
-//     that scope's modes;
+//   - an op runs in the innermost scope among its inputs' scopes, or, when that scope
+//     has exactly one open child, in that child (and so on down: routing); several
+//     open children are an ErrScope naming them;
+//   - the scope an op runs in gives its modes; its owner (the scope itself, or for a
+//     region made by With the nearest enclosing scope that owns) owns the result;
 //   - Close releases every handle the scope still owns; Keep moves a handle to the
-//     parent first (out of any scope for a root, so that the caller owns it);
+//     parent's owner first (out of any scope for a root, so that the caller owns it);
 //   - a child scope inherits its parent's modes and is closed with it.
 //
 // A scope is used by one goroutine at a time, as are its handles; Close is idempotent
@@ -21,34 +26,61 @@ import (
 type Scope struct {
 	// Set at creation, never changed.
 	parent *Scope
-	depth  int
-	m      modes
-	clock  *autograd.Clock // shared by a root and its descendants
+	// owner owns what is made in the scope: the scope itself, or for a region (With)
+	// its parent's owner.
+	owner *Scope
+	depth int
+	m     modes
+	clock *autograd.Clock // shared by a root and its descendants
+	// aside marks a scope made by Aside: ops never route into it.
+	aside bool
+	// at is where the scope was made (nil in internal scopes), for the errors and
+	// reports that name it.
+	at *scopeSite
 
 	// internal marks the package's own scopes (a backward rule's, a gradient sum's),
 	// which are always closed before the call that made them returns: the leak report
 	// need not watch them. Their children inherit it. Set at creation.
 	internal bool
 
+	// next is where an op that would run in this scope runs instead: its only open
+	// child that is not aside, nil when it has none, or ambiguous when it has several.
+	// Written under mu (by Child, With and a child's Close), read by every op without
+	// the lock.
+	next atomic.Pointer[Scope]
+
 	mu       sync.Mutex
-	owned    []*Tensor  // guarded by mu; a handle's pos is its index here
-	children []*Scope   // guarded by mu; open children
-	onClose  []func()   // guarded by mu
-	closing  bool       // guarded by mu; set once by Close
+	owned    []*Tensor // guarded by mu; a handle's pos is its index here
+	children []*Scope  // guarded by mu; open children
+	onClose  []func()  // guarded by mu
+	// closing is set once by Close, under mu; ops read it without the lock to route
+	// past a region that closed.
+	closing  atomic.Bool
 	ownedBuf [4]*Tensor // room for owned; guarded by mu
+	// steps counts the steps the scope saw end: Backwards from a tensor it or one of
+	// its descendants owns. A handle's born is the count when the scope adopted it;
+	// the growth report compares the last two steps. Guarded by mu.
+	steps uint32
 	// ledger holds the handles of owned for the leak report, which reads it if the
 	// scope is found unreachable and unclosed. Guarded by mu; made when the scope first
 	// owns a handle; nil in internal scopes.
 	ledger *ledger
 }
 
+// ambiguous is the value of Scope.next for a scope with several open children.
+var ambiguous = new(Scope)
+
+// scopeSite is the call stack that made a scope (innermost first).
+type scopeSite [6]uintptr
+
 // modes are the scope properties ops follow. They never change after the scope is made.
 type modes struct {
-	grad     bool                // record the graph (false: no_grad)
-	gen      *Generator          // where random ops draw; nil: none set
-	hooks    autograd.SavedHooks // pack/unpack of what nodes save; nil: none
-	anomaly  bool                // record op sites; backward checks for NaN/Inf
-	autocast Autocast            // casts op inputs; nil: none
+	grad      bool                // record the graph (false: no_grad)
+	inference bool                // inference mode: no graph, results are inference tensors
+	gen       *Generator          // where random ops draw; nil: none set
+	hooks     autograd.SavedHooks // pack/unpack of what nodes save; nil: none
+	anomaly   bool                // record op sites; backward checks for NaN/Inf
+	autocast  Autocast            // casts op inputs; nil: none
 }
 
 // Option sets a mode of a new scope.
@@ -59,7 +91,16 @@ type Option func(*modes)
 func NoGrad() Option { return func(m *modes) { m.grad = false } }
 
 // EnableGrad makes a scope that records again inside a no-grad one (torch.enable_grad).
+// Inside inference mode it records nothing: leave inference mode with
+// InferenceMode(false).
 func EnableGrad() Option { return func(m *modes) { m.grad = true } }
+
+// InferenceMode turns inference mode on or off (torch.inference_mode): its ops record
+// no graph (whatever EnableGrad says), and the tensors they make are inference
+// tensors, with no version counter (in-place writes are not counted: Version stays
+// 0), which a recorded op refuses to save for backward later, naming itself (use a
+// Clone made outside inference mode instead). Views of a tensor share its kind.
+func InferenceMode(on bool) Option { return func(m *modes) { m.inference = on } }
 
 // WithGenerator sets the random generator that Rand, Randn and Dropout draw from.
 func WithGenerator(g *Generator) Option { return func(m *modes) { m.gen = g } }
@@ -83,7 +124,8 @@ func WithAutocast(p Autocast) Option { return func(m *modes) { m.autocast = p } 
 // anomaly mode, no autocast, then opts.
 func NewScope(opts ...Option) *Scope {
 	s := &Scope{m: modes{grad: true}, clock: new(autograd.Clock)}
-	s.owned = s.ownedBuf[:0]
+	s.owner, s.owned = s, s.ownedBuf[:0]
+	s.at = madeAt()
 	for _, o := range opts {
 		o(&s.m)
 	}
@@ -93,32 +135,133 @@ func NewScope(opts ...Option) *Scope {
 // newInternalScope makes a root no-grad scope for the package's own temporaries; the
 // caller closes it before returning, also when it panics.
 func newInternalScope() *Scope {
-	s := NewScope(NoGrad())
-	s.internal = true
+	s := &Scope{m: modes{grad: false}, clock: new(autograd.Clock), internal: true}
+	s.owner, s.owned = s, s.ownedBuf[:0]
 	return s
 }
 
-// Child makes a scope nested in s with s's modes, then opts. Closing s closes it.
-func (s *Scope) Child(opts ...Option) *Scope {
-	c := &Scope{parent: s, depth: s.depth + 1, m: s.m, clock: s.clock, internal: s.internal}
-	c.owned = c.ownedBuf[:0]
+// Child makes a scope nested in s with s's modes, then opts, that owns what is made in
+// it: the results of the ops that run in it (while it is s's only open child, the ops
+// on s's tensors too: see the package doc) and its factories' and Bind's handles.
+// Closing s closes it.
+func (s *Scope) Child(opts ...Option) *Scope { return s.child(true, false, opts) }
+
+// With makes a region nested in s: a scope with s's modes, then opts, that owns
+// nothing. Ops run in it as in a child (while it is s's only open child, the ops on
+// s's tensors too), following its modes, and their results belong to s's owner, so
+// they outlive the region: PyTorch's `with torch.no_grad():` or `with
+// torch.autocast(...):` around a few lines. Factories and Bind in a region make
+// handles its owner owns. Closing s closes it; closing it releases nothing of its own
+// (its children, if any, close with it).
+func (s *Scope) With(opts ...Option) *Scope { return s.child(false, false, opts) }
+
+// Aside makes a child scope like Child that ops are never routed into: it owns only
+// what is made in it by name (its factories, Bind, and ops on the handles it owns),
+// and it does not count among s's open children. It is for what lives beside the
+// scopes a loop opens and closes: amp's weight-cast cache, or another goroutine's
+// work on tensors bound in from s. Closing s closes it.
+func (s *Scope) Aside(opts ...Option) *Scope { return s.child(true, true, opts) }
+
+func (s *Scope) child(owns, aside bool, opts []Option) *Scope {
+	c := &Scope{parent: s, depth: s.depth + 1, m: s.m, clock: s.clock, internal: s.internal, aside: aside}
+	c.owner, c.owned = s.owner, c.ownedBuf[:0]
+	if owns {
+		c.owner = c
+	}
+	if !c.internal {
+		c.at = madeAt()
+	}
 	for _, o := range opts {
 		o(&c.m)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closing {
+	if s.closing.Load() {
 		panic(&Error{Op: "Child", Msg: "the parent scope is closed", Err: ErrScope})
 	}
 	s.children = append(s.children, c)
+	s.reroute()
 	return c
+}
+
+// madeAt records where the scope being made was made from: the first caller outside
+// this file's constructors.
+func madeAt() *scopeSite {
+	at := new(scopeSite)
+	runtime.Callers(3, at[:])
+	return at
+}
+
+// reroute sets s.next from s.children; s.mu is held.
+func (s *Scope) reroute() {
+	var only *Scope
+	for _, k := range s.children {
+		if k.aside {
+			continue
+		}
+		if only != nil {
+			s.next.Store(ambiguous)
+			return
+		}
+		only = k
+	}
+	s.next.Store(only)
+}
+
+// route is the scope an op whose inputs' innermost scope is s runs in: s, or down the
+// chain of only open children as far as it goes. A scope on the way with several open
+// children fails op.
+func (s *Scope) route(op string, in []*Tensor) *Scope {
+	for {
+		n := s.next.Load()
+		switch n {
+		case nil:
+			return s
+		case ambiguous:
+			s.ambiguity(op, in)
+		}
+		s = n
+	}
+}
+
+// ambiguity fails op: s, where it would run, has several open children.
+func (s *Scope) ambiguity(op string, in []*Tensor) {
+	s.mu.Lock()
+	var kids []string
+	for _, k := range s.children {
+		if !k.aside {
+			kids = append(kids, k.describe())
+		}
+	}
+	s.mu.Unlock()
+	fail(op, ErrScope, in, "the op would run in %s, which has %d open child scopes (%s), so which one owns the result "+
+		"is ambiguous; close the ones done with, bind the inputs into the scope that should own the result "+
+		"(c.Bind(x)), or make a scope another goroutine uses with Aside", s.describe(), len(kids), strings.Join(kids, "; "))
+}
+
+// ResultScope is the scope an op on in runs in (see the package doc): its modes apply,
+// and its Owner owns the result. Layer and checkpoint open their child scopes there. It
+// panics with ErrScope where the op would: no input has a scope, the inputs' scopes
+// are unrelated, or a scope on the way has several open children.
+func ResultScope(in ...*Tensor) *Scope {
+	for _, t := range in {
+		t.live("ResultScope")
+	}
+	return resultScope("ResultScope", in)
 }
 
 // Parent is the enclosing scope, nil for a root.
 func (s *Scope) Parent() *Scope { return s.parent }
 
+// Owner is the scope that owns what is made in s: s itself, or, for a region made by
+// With, the nearest enclosing scope that owns.
+func (s *Scope) Owner() *Scope { return s.owner }
+
 // GradEnabled reports whether ops in the scope record the graph.
-func (s *Scope) GradEnabled() bool { return s.m.grad }
+func (s *Scope) GradEnabled() bool { return s.m.grad && !s.m.inference }
+
+// InferenceMode reports whether the scope is in inference mode.
+func (s *Scope) InferenceMode() bool { return s.m.inference }
 
 // Generator is the scope's random generator, nil when none was set.
 func (s *Scope) Generator() *Generator { return s.m.gen }
@@ -132,7 +275,7 @@ func (s *Scope) Anomaly() bool { return s.m.anomaly }
 // Autocast is the autocast policy in effect, nil when none.
 func (s *Scope) Autocast() Autocast { return s.m.autocast }
 
-// Len is the number of handles the scope owns now.
+// Len is the number of handles the scope owns now (0 for a region).
 func (s *Scope) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -140,11 +283,7 @@ func (s *Scope) Len() int {
 }
 
 // Closed reports whether Close was called.
-func (s *Scope) Closed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closing
-}
+func (s *Scope) Closed() bool { return s.closing.Load() }
 
 // OnClose registers f to run when the scope closes, before it releases its handles
 // (callbacks run last registered first; f may Keep handles). amp clears its weight-cast
@@ -152,32 +291,34 @@ func (s *Scope) Closed() bool {
 func (s *Scope) OnClose(f func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closing {
+	if s.closing.Load() {
 		panic(&Error{Op: "OnClose", Msg: "the scope is closed", Err: ErrScope})
 	}
 	s.onClose = append(s.onClose, f)
 }
 
 // Close closes the open children (newest first), runs the OnClose callbacks, then
-// releases every handle the scope still owns, newest first. Closing again does nothing.
-// A child's Close or a callback that panics does not leave the rest undone: everything
-// above still happens, then the panic goes on.
+// releases every handle the scope still owns, newest first. From the moment it starts,
+// ops no longer route into the scope. Closing again does nothing. A child's Close or a
+// callback that panics does not leave the rest undone: everything above still happens,
+// then the panic goes on.
 func (s *Scope) Close() {
 	s.mu.Lock()
-	if s.closing {
+	if s.closing.Load() {
 		s.mu.Unlock()
 		return
 	}
-	s.closing = true
+	s.closing.Store(true)
 	kids, hooks := s.children, s.onClose
 	s.children, s.onClose = nil, nil
+	s.next.Store(nil)
 	s.mu.Unlock()
+	if p := s.parent; p != nil {
+		p.removeChild(s)
+	}
 
 	// Deferred calls run last registered first, and all of them run while a panic
 	// unwinds.
-	if p := s.parent; p != nil {
-		defer p.removeChild(s)
-	}
 	defer s.releaseOwned()
 	for _, f := range hooks {
 		defer f()
@@ -211,15 +352,25 @@ func (p *Scope) removeChild(c *Scope) {
 	for i, k := range p.children {
 		if k == c {
 			p.children = append(p.children[:i], p.children[i+1:]...)
+			p.reroute()
 			return
 		}
 	}
 }
 
-// Keep moves t, which s owns, out of s before s closes: to s's parent, or, for a root,
-// out of every scope (the caller then owns it and must Release it). It returns t.
+// Keep makes t outlive s. When s owns t, Keep moves it to the owner of s's parent, or,
+// for a root, out of every scope (the caller then owns it and must Release it). A
+// region owns nothing: there Keep returns t if a scope enclosing the region owns it
+// (t outlives the region as it is). It returns t.
 func (s *Scope) Keep(t *Tensor) *Tensor {
 	t.live("Keep")
+	if s.owner != s {
+		if t.scope == nil || !t.scope.encloses(s) {
+			fail("Keep", ErrScope, []*Tensor{t}, "the tensor is owned by %s, inside this region (which owns nothing); "+
+				"Keep the handle in the scope that owns it", t.scope.describe())
+		}
+		return t
+	}
 	if t.scope != s {
 		fail("Keep", ErrScope, []*Tensor{t}, "the tensor is owned by %s, not by this scope; Keep the handle in the scope that owns it", t.scope.describe())
 	}
@@ -232,10 +383,10 @@ func (s *Scope) Keep(t *Tensor) *Tensor {
 	return t
 }
 
-// Bind makes a new handle to t owned by s: same storage, same element layout, same
-// place in the graph (gradients reach t's producer, or t's own gradient for a leaf).
-// Ops on a parameter alone use it to give their result an owner and modes:
-// s.Bind(w).T(). The new handle is released with s; t is untouched.
+// Bind makes a new handle to t owned by s's owner: same storage, same element layout,
+// same place in the graph (gradients reach t's producer, or t's own gradient for a
+// leaf). Ops on a parameter alone use it to give their result an owner and modes:
+// s.Bind(w).T(). The new handle is released with its owner; t is untouched.
 func (s *Scope) Bind(t *Tensor) *Tensor {
 	t.live("Bind")
 	b := newHandle(s, t.st, false, t.dt, t.shape, t.strides, t.offset, nil)
@@ -261,17 +412,19 @@ func (s *Scope) handOver(t *Tensor) *Tensor {
 	return t
 }
 
-// adopt makes s the owner of t, which has none.
+// adopt makes s's owner the owner of t, which has none, and s its place.
 func (s *Scope) adopt(t *Tensor) {
+	place := s
+	s = s.owner
 	s.mu.Lock()
-	if s.closing {
+	if s.closing.Load() {
 		s.mu.Unlock()
 		if !t.h.released.Swap(true) {
 			t.drop()
 		}
 		panic(&Error{Op: "adopt", Msg: "the scope the result belongs to is closed", Err: ErrScope})
 	}
-	t.scope, t.pos = s, len(s.owned)
+	t.scope, t.place, t.pos, t.born = s, place, len(s.owned), s.steps
 	s.owned = append(s.owned, t)
 	if !s.internal {
 		if s.ledger == nil {
@@ -288,7 +441,7 @@ func (s *Scope) adopt(t *Tensor) {
 func (s *Scope) forget(t *Tensor) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t.scope = nil
+	t.scope, t.place = nil, nil
 	if t.pos >= len(s.owned) || s.owned[t.pos] != t {
 		return
 	}
@@ -315,30 +468,45 @@ func (s *Scope) encloses(c *Scope) bool {
 	return false
 }
 
+// describe names s in errors: its depth and where it was made.
 func (s *Scope) describe() string {
 	if s == nil {
 		return "no scope (the caller)"
 	}
-	return fmt.Sprintf("a scope at depth %d", s.depth)
+	kind := "scope"
+	switch {
+	case s.owner != s:
+		kind = "region"
+	case s.aside:
+		kind = "aside scope"
+	}
+	if s.at != nil {
+		if f := firstFrame(s.at[:]); f != "" {
+			return fmt.Sprintf("the %s at depth %d made at %s", kind, s.depth, f)
+		}
+	}
+	return fmt.Sprintf("a %s at depth %d", kind, s.depth)
 }
 
-// Layer runs f on x inside a child scope of x's scope (with opts applied to it): x is
-// bound into the child, so everything f computes from it belongs there; when f
-// returns, its result is kept (moved to x's scope) and the child is closed, releasing
-// f's temporaries. Temporaries a recorded op saved for backward live on in the graph.
+// Layer runs f on x inside a child scope (with opts applied to it) of the scope an op
+// on x runs in (ResultScope): x is bound into the child, so everything f computes from
+// it belongs there; when f returns, its result is kept (moved to the owner of the
+// child's parent) and the child is closed, releasing f's temporaries. Temporaries a
+// recorded op saved for backward live on in the graph.
 func Layer(x *Tensor, f func(x *Tensor) *Tensor, opts ...Option) *Tensor {
 	x.live("Layer")
 	if x.scope == nil {
 		fail("Layer", ErrScope, []*Tensor{x}, "the input belongs to no scope; bind it into one with Scope.Bind")
 	}
-	c := x.scope.Child(opts...)
+	home := resultScope("Layer", []*Tensor{x})
+	c := home.Child(opts...)
 	defer c.Close()
 	y := f(c.Bind(x))
 	y.live("Layer")
 	switch {
 	case y.scope == c:
 		return c.Keep(y)
-	case y.scope != nil && y.scope.encloses(x.scope):
+	case y.scope != nil && y.scope.encloses(home):
 		return y
 	}
 	fail("Layer", ErrScope, []*Tensor{y}, "the layer returned a tensor owned by %s; return one computed in the layer's scope", y.scope.describe())

@@ -58,6 +58,8 @@ func TestScopeErrors(t *testing.T) {
 	c1, c2 := a.Child(), a.Child()
 	requireOpError(t, tensor.OpAdd, tensor.ErrScope, func() { c1.Bind(x).Add(c2.Bind(x)) })
 	requireOpError(t, "Keep", tensor.ErrScope, func() { b.Keep(x) })
+	c1.Close()
+	c2.Close()
 
 	p := a.Ones(d, dtype.F32, 2).AsParameter()
 	require.Nil(t, p.Scope())

@@ -51,8 +51,26 @@ type Storage struct {
 	refs atomic.Int32
 	// version counts in-place writes; a saved tensor records it and backward fails if
 	// it changed (autograd.ErrModifiedInPlace).
-	version atomic.Uint64
+	version versionCounter
+	// inference marks the storage of a tensor made in inference mode: its version is
+	// not counted, and no node may save it. Set before the storage is shared.
+	inference bool
 }
+
+// versionCounter is a storage's count of in-place writes; it counts nothing for an
+// inference tensor's storage.
+type versionCounter struct {
+	n   atomic.Uint64
+	off bool // set with Storage.inference
+}
+
+func (v *versionCounter) Add(d uint64) {
+	if !v.off {
+		v.n.Add(d)
+	}
+}
+
+func (v *versionCounter) Load() uint64 { return v.n.Load() }
 
 // Device is the device holding the storage.
 func (s *Storage) Device() device.Device { return s.dev }
@@ -71,7 +89,8 @@ func (s *Storage) Residency() device.Residency { return s.res }
 // Refs is the number of handles holding the storage now.
 func (s *Storage) Refs() int { return int(s.refs.Load()) }
 
-// Version is the count of in-place writes so far.
+// Version is the count of in-place writes so far (always 0 for an inference tensor's
+// storage, which counts none).
 func (s *Storage) Version() uint64 { return s.version.Load() }
 
 // Host returns the block's bytes where the CPU addresses them (Residency device.Host),

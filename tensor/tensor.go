@@ -3,7 +3,6 @@ package tensor
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/subletml/sublet/autograd"
 	"github.com/subletml/sublet/device"
@@ -45,6 +44,13 @@ type Tensor struct {
 	// index in scope.owned, guarded by the scope's mu.
 	scope *Scope
 	pos   int
+	// place is where the handle was made or bound: its scope, or a region (With) of
+	// it, whose modes the ops on the handle follow while it is open. Written with
+	// scope.
+	place *Scope
+	// born is the scope's step count when it adopted the handle (Scope.steps), for the
+	// growth report; guarded by the scope's mu.
+	born uint32
 }
 
 // Shape returns a copy of the sizes of the dimensions.
@@ -105,23 +111,25 @@ func (t *Tensor) IsLeaf() bool { return t.node == nil }
 // Released reports whether Release was called (or the owning scope closed).
 func (t *Tensor) Released() bool { return t.h.released.Load() }
 
-// Version is the storage's count of in-place writes; a saved tensor remembers it.
+// IsInference reports whether t is an inference tensor: made in inference mode (or a
+// view of one), it counts no in-place writes and cannot be saved for backward.
+func (t *Tensor) IsInference() bool { return t.st.inference }
+
+// Version is the storage's count of in-place writes; a saved tensor remembers it (0
+// for an inference tensor, which counts none).
 func (t *Tensor) Version() uint64 { return t.st.version.Load() }
 
+// String prints t as PyTorch does, values first (summarized to the first and last
+// three items of each long dimension past 1000 elements; downloaded from a GPU), then
+// the shape, dtype, device and graph: Tensor([[1., 2.], [3., 4.]], shape=[2 2],
+// dtype=float32, device=cpu, requires_grad) with one row per line. Where values cannot
+// be read (a released handle, a device that keeps no data) only the rest is printed.
 func (t *Tensor) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Tensor(%v %v %s", t.shape, t.dt, t.st.dev.Name())
-	if t.requiresGrad {
-		b.WriteString(" requires_grad")
+	const prefix = "Tensor("
+	if v, ok := t.formatValues(len(prefix)); ok {
+		return prefix + v + ", " + t.metadata() + ")"
 	}
-	if t.node != nil {
-		fmt.Fprintf(&b, " grad_fn=%s", t.node.Name())
-	}
-	if t.h.released.Load() {
-		b.WriteString(" released")
-	}
-	b.WriteString(")")
-	return b.String()
+	return prefix + t.metadata() + ")"
 }
 
 // Release drops the handle: its reference to the storage (the memory returns to the
@@ -171,13 +179,17 @@ func (t *Tensor) live(op string) {
 	}
 }
 
-// newHandle makes a handle over st (taking a reference unless fresh) placed by shape,
-// strides and offset, owned by s (nil: unowned, and the caller makes the leak report
-// find it), created at the site at (nil: the caller's caller for a handle a scope owns;
-// none in an internal scope, nor for an unowned one, which watch gives one).
+// newHandle makes a handle over st (taking a reference unless fresh, in which case st
+// becomes an inference tensor's storage in an inference-mode s) placed by shape,
+// strides and offset, owned by s's owner (nil: unowned, and the caller makes the leak
+// report find it), created at the site at (nil: the caller's caller for a handle a
+// scope owns; none in an internal scope, nor for an unowned one, which watch gives
+// one).
 func newHandle(s *Scope, st *Storage, fresh bool, dt dtype.DType, shape, strides []int, offset int, at *site) *Tensor {
 	if !fresh {
 		st.retain()
+	} else if s != nil && s.m.inference {
+		st.inference, st.version.off = true, true
 	}
 	if at == nil && s != nil && !s.internal {
 		at = here(1)

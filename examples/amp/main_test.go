@@ -67,8 +67,8 @@ func TestMixedPrecisionTrainsAndSavesActivations(t *testing.T) {
 	const act16 = 128*16*2 + 2*128*64*2 + 128*4*2 + 128*4*4 + 128*4 + 4
 	assert.Equal(t, int64(act16+casts+biasCasts), mixed.last.forward)
 	assert.Equal(t, int64(casts+biasCasts), mixed.last.cache)
-	// Closing the autocast scope frees the F16 logits (the F32 cast is what the loss
-	// saved), the bias casts and the first weight's cast, which no Linear saved: the
+	// Releasing the logits frees the F16 logits (the F32 cast is what the loss saved);
+	// closing the autocast region frees the bias casts and the first weight's cast, which no Linear saved: the
 	// input requires no gradient, so the first Linear needs no weight for backward.
 	assert.Equal(t, int64(act16-128*4*2+casts-16*64*2), mixed.last.saved)
 	for _, r := range []result{f32, mixed} {

@@ -31,7 +31,7 @@ type result struct {
 type memory struct {
 	forward int64 // held after forward and loss: activations, and the cache under autocast
 	cache   int64 // the weight-cast cache then
-	saved   int64 // held once the autocast scope closed: what the graph saved for backward
+	saved   int64 // held once the autocast region closed and the logits went: what the graph saved
 	peak    int64 // the most held during the step
 }
 
@@ -124,12 +124,15 @@ func step(al *alloc.Allocator, dev device.Device, model nn.Module, opt optim.Opt
 			return 0, false, m, err
 		}
 	}
-	l := nn.CrossEntropyLoss{}.Loss(model.Forward(fwd.Bind(xb)), fwd.Bind(yb))
+	// In the autocast region the ops on xb run under its policy; their results belong
+	// to s, so the loss outlives the region (torch.autocast's `with` block).
+	logits := model.Forward(xb)
+	l := nn.CrossEntropyLoss{}.Loss(logits, yb)
 	m.forward, m.cache = held()-start, amp.CacheBytes(fwd)
 	if mixed {
-		fwd.Keep(l)
 		fwd.Close()
 	}
+	logits.Release() // the loss saved what its backward reads (under autocast, an F32 cast)
 	m.saved = held() - start
 
 	scaler.Scale(l).Backward()
@@ -170,7 +173,7 @@ func report(out io.Writer, c config, f32, mixed result) {
 	}
 	row("held after forward and loss", f32.last.forward, mixed.last.forward)
 	row("  of which the weight-cast cache", f32.last.cache, mixed.last.cache)
-	row("saved for backward (autocast scope closed)", f32.last.saved, mixed.last.saved)
+	row("saved for backward (region closed, logits released)", f32.last.saved, mixed.last.saved)
 	row("peak during the step", f32.last.peak, mixed.last.peak)
 	fmt.Fprintf(out, "(on the CPU, ops other than matrix products compute F16 tensors in float32 buffers; the AMP peak counts them)\n")
 	for _, r := range []result{f32, mixed} {

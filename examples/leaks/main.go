@@ -3,9 +3,10 @@
 //
 //   - The seed's loop, x = randn(1000, 1000); y = x * 2: translated straight (one scope
 //     around the loop) every iteration's x and y stay until the scope closes, 7.63 MiB
-//     more per iteration. A scope per iteration keeps memory flat. So does binding a
-//     long-lived input into the iteration's scope (s.Bind), where without it the
-//     iteration's results belong to the input's scope and pile up there.
+//     more per iteration. A scope per iteration keeps memory flat, also over an input
+//     made before the loop in a longer-lived scope: while that scope has one open
+//     child, the iteration's scope, an op on its tensors hands the result to the child
+//     (tensor's scope routing), with or without s.Bind.
 //
 //   - Accumulating a loss tensor in an evaluation loop: total = total + loss keeps
 //     every iteration's graph, and the graph keeps what its ops saved for backward (the
@@ -196,8 +197,8 @@ func seedLoops(dev device.Device, gen *tensor.Generator, size, n int) []variant 
 }
 
 // fixedInput is the seed's loop over one x made before it, each iteration in a scope
-// of its own, with x bound into that scope or not: unbound, x * 2 belongs to x's scope
-// (a result belongs to its inputs' scope), and the iteration's scope captures nothing.
+// of its own, with x bound into that scope or not: either way x * 2 belongs to the
+// iteration's scope, the one open child of x's scope, and dies with it.
 func fixedInput(dev device.Device, gen *tensor.Generator, size, n int, bind bool) func(each func()) {
 	return func(each func()) {
 		outer := tensor.NewScope(tensor.WithGenerator(gen))
