@@ -18,7 +18,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 
 	"github.com/subletml/sublet/alloc"
@@ -77,12 +76,9 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	for _, w := range strings.Split(*hidden, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(w))
-		if err != nil || n <= 0 {
-			return c, fmt.Errorf("-hidden %q: want positive widths separated by commas", *hidden)
-		}
-		c.hidden = append(c.hidden, n)
+	var err error
+	if c.hidden, err = toy.Widths(*hidden); err != nil {
+		return c, err
 	}
 	switch {
 	case c.samples < 10 || c.classes < 2 || c.epochs < 1 || c.batch < 1:
@@ -173,7 +169,7 @@ func train(c config, dev device.Device, a *alloc.Allocator, out io.Writer) error
 
 	params := nn.ParameterBytes(model)
 	fmt.Fprintf(out, "sublet examples/mlp: %d spiral arms, %d points (%d train, %d test), MLP %s (%d parameters, %s), %s %s, batch %d, %d epochs on %s\n",
-		c.classes, c.samples, trainSet.Len(), testSet.Len(), joinInts(sizes, "-"), params/4, toy.Human(params), c.optimizer, describe(opt), c.batch, c.epochs, dev.Name())
+		c.classes, c.samples, trainSet.Len(), testSet.Len(), toy.JoinInts(sizes, "-"), params/4, toy.Human(params), c.optimizer, describe(opt), c.batch, c.epochs, dev.Name())
 	if !hasData {
 		fmt.Fprintf(out, "%s keeps no data: ops allocate their results and compute nothing, so only the memory figures are real\n", dev.Name())
 	}
@@ -294,12 +290,4 @@ func figure(name string, v float64, hasData bool) string {
 		return name + " -"
 	}
 	return fmt.Sprintf("%s %.4f", name, v)
-}
-
-func joinInts(v []int, sep string) string {
-	s := make([]string, len(v))
-	for i, x := range v {
-		s[i] = strconv.Itoa(x)
-	}
-	return strings.Join(s, sep)
 }

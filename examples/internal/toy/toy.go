@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 )
 
 // Dataset is a classification set on the host: points of Dim features, row-major in X,
@@ -77,4 +79,26 @@ func Human(n int64) string {
 		return fmt.Sprintf("%d B", n)
 	}
 	return fmt.Sprintf("%.1f %s", v, units[i])
+}
+
+// Widths parses a -hidden flag: positive layer widths separated by commas ("128,128").
+func Widths(flag string) ([]int, error) {
+	var out []int
+	for _, w := range strings.Split(flag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(w))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("-hidden %q: want positive widths separated by commas", flag)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// JoinInts writes layer sizes as "2-128-128-3" (with sep "-").
+func JoinInts(v []int, sep string) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, sep)
 }

@@ -32,3 +32,12 @@ func TestHuman(t *testing.T) {
 	assert.Equal(t, "1.5 KiB", Human(1536))
 	assert.Equal(t, "2.0 GiB", Human(2<<30))
 }
+
+func TestWidthsAndJoin(t *testing.T) {
+	w, err := Widths("128, 64")
+	assert.NoError(t, err)
+	assert.Equal(t, []int{128, 64}, w)
+	_, err = Widths("8,0")
+	assert.EqualError(t, err, `-hidden "8,0": want positive widths separated by commas`)
+	assert.Equal(t, "2-128-3", JoinInts([]int{2, 128, 3}, "-"))
+}
