@@ -241,7 +241,7 @@ func (b *NCCL) issue(m meta, call func() error) (*Work, error) {
 	case b.closed:
 		return nil, argError(b.g, m, ErrClosed, "the backend was closed")
 	}
-	if err := call(); err != nil {
+	if err := b.bounded(m.String(), call); err != nil {
 		return nil, b.failLocked(argError(b.g, m, fmt.Errorf("%w: %w", ErrBackend, err), "NCCL refused the collective; the communicator was aborted"))
 	}
 	w := &ncclWork{m: m}
@@ -261,6 +261,23 @@ func (b *NCCL) issue(m meta, call func() error) (*Work, error) {
 		},
 		wait: func() error { return b.wait(w) },
 	}, nil
+}
+
+// bounded runs an NCCL call, under mu, within the timeout: a call can block (the first
+// collective sets up the connections to the peers, and waits for them); past the
+// timeout the communicator is aborted, which ends the call, and the error says why.
+func (b *NCCL) bounded(what string, call func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- call() }()
+	timer := time.NewTimer(b.g.Timeout())
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		return b.failLocked(&Error{Op: what, Rank: b.g.Rank(), Peer: -1, Err: ErrTimeout,
+			Msg: fmt.Sprintf("NCCL did not return within %v: a rank is hung, dead or far behind (if it is only slow, raise %s); the communicator was aborted", b.g.Timeout(), EnvTimeout)})
+	}
 }
 
 // record records w's event on stream 0, under mu.
@@ -366,7 +383,7 @@ func (b *NCCL) GroupEnd() error {
 	if b.failed != nil {
 		return b.failed
 	}
-	if err := b.comm.GroupEnd(); err != nil {
+	if err := b.bounded("GroupEnd", b.comm.GroupEnd); err != nil {
 		return b.failLocked(&Error{Op: "GroupEnd", Rank: b.g.Rank(), Peer: -1, Msg: "NCCL could not launch the group; the communicator was aborted", Err: fmt.Errorf("%w: %w", ErrBackend, err)})
 	}
 	for _, w := range held {

@@ -26,7 +26,8 @@ func (*simGPU) MakeCurrent() error { return nil }
 // The NCCL backend's own logic against the stand-in libnccl.so.2 of package nccltest,
 // on a simulated GPU: the addresses and types each collective passes, events waited
 // for, group calls, and the faults: an asynchronous NCCL error, a collective that never
-// completes (held stream: the timeout aborts the communicator), a refused call.
+// completes (held stream: the timeout aborts the communicator), a call that blocks in
+// NCCL, a refused call.
 func TestNCCLBackendAgainstAFakeLibrary(t *testing.T) {
 	fake := nccltest.Run(t)
 	if fake == nil {
@@ -96,6 +97,14 @@ func TestNCCLBackendAgainstAFakeLibrary(t *testing.T) {
 	assert.Less(t, time.Since(start), 5*time.Second)
 	assert.Equal(t, "abort comm=1", fake.Last())
 	require.NoError(t, gpu.ReleaseStream(0))
+	g.Close()
+
+	// a call that blocks inside NCCL: 17 elements, in the stand-in
+	g, b = newBackend(50 * time.Millisecond)
+	_, err = b.AllReduce(tensor.FromSlice(s, gpu, dtype.F32, make([]float32, 17)), Sum)
+	requireDistError(t, err, 0, -1, ErrTimeout)
+	assert.Contains(t, err.Error(), "AllReduce(float32[17], sum): NCCL did not return within 50ms")
+	assert.Equal(t, "abort comm=1", fake.Last())
 	g.Close()
 
 	// NCCL refuses a call: 13 elements, in the stand-in

@@ -68,11 +68,17 @@ func listen(c Config, deadline time.Time) ([]net.Conn, error) {
 			if err != nil {
 				return // the listener was closed
 			}
+			read := make(chan hello, 1)
+			go func() { read <- readHello(conn, deadline) }()
 			go func() {
-				h := readHello(conn, deadline)
 				select {
-				case hellos <- h:
-				case <-stop:
+				case h := <-read:
+					select {
+					case hellos <- h:
+					case <-stop:
+						conn.Close()
+					}
+				case <-stop: // the rendezvous is over: a connection still silent is dropped
 					conn.Close()
 				}
 			}()
