@@ -10,8 +10,8 @@
 // Start one process per rank (per GPU) with `sublet run -nproc N ./program` (or
 // torchrun); each one does:
 //
-//	cfg, err := dist.ConfigFromEnv()       // RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
-//	g, err := dist.Init(cfg)               // the rendezvous: every rank connects to rank 0
+//	g, err := dist.InitFromEnv()           // RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT:
+//	                                       // the rendezvous, every rank connects to rank 0
 //	defer g.Close()
 //	dev, err := named.Open(fmt.Sprintf("cuda:%d", g.LocalRank())) // or "cpu"
 //	b, err := dist.NewBackend(g, dev)      // NCCL on cuda, the CPU backend otherwise

@@ -117,16 +117,12 @@ func init() {
 }
 
 func ncclTrainRank() error {
-	c, err := ConfigFromEnv()
-	if err != nil {
-		return err
-	}
-	g, err := Init(c)
+	g, err := InitFromEnv()
 	if err != nil {
 		return err
 	}
 	defer g.Close()
-	dev, err := cuda.Open(c.LocalRank)
+	dev, err := cuda.Open(g.LocalRank())
 	if err != nil {
 		return err
 	}
@@ -141,7 +137,7 @@ func ncclTrainRank() error {
 	defer b.Close()
 	var dpErr error
 	err = tensor.Try(func() {
-		m := nn.NewMLP(nn.Init{Device: dev, Gen: tensor.NewGenerator(uint64(c.Rank))}, nn.MLPConfig{Sizes: []int{4, 8, 2}})
+		m := nn.NewMLP(nn.Init{Device: dev, Gen: tensor.NewGenerator(uint64(g.Rank()))}, nn.MLPConfig{Sizes: []int{4, 8, 2}})
 		defer m.Release()
 		dp, err := NewDataParallel(m, b, DataParallelConfig{FirstBucketBytes: 64, BucketBytes: 64})
 		if err != nil {
@@ -151,7 +147,7 @@ func ncclTrainRank() error {
 		defer dp.Release()
 		s := tensor.NewScope()
 		defer s.Close()
-		dp.Forward(s.Full(dev, dtype.F32, float64(c.Rank+1), 3, 4)).Sum().Backward()
+		dp.Forward(s.Full(dev, dtype.F32, float64(g.Rank()+1), 3, 4)).Sum().Backward()
 		for _, p := range m.NamedParameters() {
 			fmt.Printf("%s %x\n", p.Name, bits(tensor.ToSlice[float32](p.Tensor.Grad().To(host))))
 		}

@@ -37,11 +37,7 @@ func init() {
 }
 
 func faultyRank(fault, faultRank string) error {
-	c, err := ConfigFromEnv()
-	if err != nil {
-		return err
-	}
-	g, err := Init(c)
+	g, err := InitFromEnv()
 	if err != nil {
 		return err
 	}
@@ -58,7 +54,7 @@ func faultyRank(fault, faultRank string) error {
 	}
 	defer dp.Release()
 	for i := range 3 {
-		if i == 1 && fmt.Sprint(c.Rank) == faultRank {
+		if i == 1 && fmt.Sprint(g.Rank()) == faultRank {
 			switch fault {
 			case "die":
 				os.Exit(3)

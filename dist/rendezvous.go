@@ -37,6 +37,16 @@ func Init(c Config) (*Group, error) {
 	return newGroup(c, peers), nil
 }
 
+// InitFromEnv joins the group the launcher's environment describes: ConfigFromEnv, then
+// Init (PyTorch's init_process_group with init_method "env://").
+func InitFromEnv() (*Group, error) {
+	c, err := ConfigFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	return Init(c)
+}
+
 // rendezvousErr is an error of the rendezvous on rank.
 func rendezvousErr(rank, peer int, cause error, format string, args ...any) error {
 	return &Error{Op: "rendezvous", Rank: rank, Peer: peer, Msg: fmt.Sprintf(format, args...), Err: cause}
