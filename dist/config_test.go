@@ -76,3 +76,19 @@ func TestLaunchedFollowsTheEnvironment(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, c.WorldSize)
 }
+
+func TestInitFromEnvNamesAMissingVariable(t *testing.T) {
+	t.Setenv(EnvWorldSize, "2")
+	t.Setenv(EnvRank, "1")
+	t.Setenv(EnvMasterAddr, "127.0.0.1")
+	t.Setenv(EnvMasterPort, "")
+	_, err := InitFromEnv()
+	assert.ErrorIs(t, err, ErrConfig)
+	assert.Contains(t, err.Error(), `MASTER_PORT="": not set`)
+	t.Setenv(EnvWorldSize, "1")
+	t.Setenv(EnvRank, "0")
+	g, err := InitFromEnv()
+	require.NoError(t, err)
+	assert.Equal(t, 1, g.WorldSize())
+	require.NoError(t, g.Close())
+}

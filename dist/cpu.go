@@ -1,9 +1,7 @@
 package dist
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 	"sync"
 
 	"github.com/subletml/sublet/tensor"
@@ -216,7 +214,8 @@ func (c *CPU) Close() error {
 	return nil
 }
 
-// reduce combines the ranks' wire elements of collective m in rank order.
+// reduce combines the ranks' wire elements of collective m in rank order: every
+// element is ((r0 ∘ r1) ∘ r2) ∘ …, rank by rank over the whole tensor.
 func reduce(m meta, in [][]byte) ([]byte, error) {
 	size := wireSize(m.dt)
 	for r, b := range in {
@@ -224,60 +223,66 @@ func reduce(m meta, in [][]byte) ([]byte, error) {
 			return nil, fmt.Errorf("dist: internal error: rank %d sent %d bytes for %v", r, len(b), m)
 		}
 	}
-	out := make([]byte, m.count*size)
-	le := binary.LittleEndian
 	if m.dt.IsFloat() {
-		for i := 0; i < m.count; i++ {
-			acc := math.Float32frombits(le.Uint32(in[0][4*i:]))
-			for _, b := range in[1:] {
-				acc = reduceFloat(m.redop, acc, math.Float32frombits(le.Uint32(b[4*i:])))
-			}
-			if m.redop == Avg {
-				acc /= float32(len(in))
-			}
-			le.PutUint32(out[4*i:], math.Float32bits(acc))
-		}
-		return out, nil
-	}
-	for i := 0; i < m.count; i++ {
-		acc := int64(le.Uint64(in[0][8*i:]))
+		acc := decodeFloats(in[0])
 		for _, b := range in[1:] {
-			acc = reduceInt(m.redop, acc, int64(le.Uint64(b[8*i:])))
+			combineFloats(m.redop, acc, decodeFloats(b))
 		}
-		le.PutUint64(out[8*i:], uint64(acc))
+		if m.redop == Avg {
+			n := float32(len(in))
+			for i := range acc {
+				acc[i] /= n
+			}
+		}
+		return encodeFloats(acc), nil
 	}
-	return out, nil
+	acc := decodeInts(in[0])
+	for _, b := range in[1:] {
+		combineInts(m.redop, acc, decodeInts(b))
+	}
+	return encodeInts(acc), nil
 }
 
-func reduceFloat(op ReduceOp, acc, x float32) float32 {
-	nan := func(v float32) bool { return v != v }
+// combineFloats folds v into acc elementwise with op (Avg sums: the division comes
+// once, after the last rank). Max and Min let a NaN win.
+func combineFloats(op ReduceOp, acc, v []float32) {
+	nan := func(x float32) bool { return x != x }
 	switch op {
 	case Sum, Avg:
-		return acc + x
+		for i, x := range v {
+			acc[i] += x
+		}
 	case Prod:
-		return acc * x
+		for i, x := range v {
+			acc[i] *= x
+		}
 	case Max:
-		if !nan(acc) && (nan(x) || x > acc) {
-			return x
+		for i, x := range v {
+			if !nan(acc[i]) && (nan(x) || x > acc[i]) {
+				acc[i] = x
+			}
 		}
 	case Min:
-		if !nan(acc) && (nan(x) || x < acc) {
-			return x
+		for i, x := range v {
+			if !nan(acc[i]) && (nan(x) || x < acc[i]) {
+				acc[i] = x
+			}
 		}
 	}
-	return acc
 }
 
-func reduceInt(op ReduceOp, acc, x int64) int64 {
-	switch op {
-	case Sum:
-		return acc + x
-	case Prod:
-		return acc * x
-	case Max:
-		return max(acc, x)
-	case Min:
-		return min(acc, x)
+// combineInts folds v into acc elementwise with op.
+func combineInts(op ReduceOp, acc, v []int64) {
+	for i, x := range v {
+		switch op {
+		case Sum:
+			acc[i] += x
+		case Prod:
+			acc[i] *= x
+		case Max:
+			acc[i] = max(acc[i], x)
+		case Min:
+			acc[i] = min(acc[i], x)
+		}
 	}
-	return acc
 }

@@ -57,10 +57,20 @@ func rankValues(r int) []float32 {
 func TestAllReduceIsTheRankOrderReductionOnEveryRank(t *testing.T) {
 	const n = 4
 	for _, op := range []ReduceOp{Sum, Avg, Max, Min, Prod} {
+		// the reference: element by element, rank after rank, in float32
 		want := rankValues(0)
 		for r := 1; r < n; r++ {
 			for i, x := range rankValues(r) {
-				want[i] = reduceFloat(op, want[i], x)
+				switch op {
+				case Sum, Avg:
+					want[i] += x
+				case Prod:
+					want[i] *= x
+				case Max:
+					want[i] = max(want[i], x)
+				case Min:
+					want[i] = min(want[i], x)
+				}
 			}
 		}
 		if op == Avg {
@@ -218,5 +228,26 @@ func TestCollectivesOfDifferentSizesAreAMismatch(t *testing.T) {
 	requireDistError(t, errs[1], 1, 1, ErrMismatch)
 	for _, d := range devs {
 		tensortest.RequireEmpty(t, d)
+	}
+}
+
+func TestMaxAndMinLetANaNWin(t *testing.T) {
+	nan := float32(math.NaN())
+	for _, op := range []ReduceOp{Max, Min} {
+		got := make([][]float32, 2)
+		ranks(t, 2, func(r int, b Backend, dev device.Device) error {
+			s := tensor.NewScope()
+			defer s.Close()
+			x := tensortest.F32(s, dev, [][]float32{{nan, 1, 3}, {2, nan, 4}}[r], 3)
+			if err := wait(b.AllReduce(x, op)); err != nil {
+				return err
+			}
+			got[r] = tensortest.Values(x)
+			return nil
+		})
+		for r := range 2 {
+			assert.True(t, math.IsNaN(float64(got[r][0])) && math.IsNaN(float64(got[r][1])), "%v rank %d: %v", op, r, got[r])
+			assert.Equal(t, map[ReduceOp]float32{Max: 4, Min: 3}[op], got[r][2])
+		}
 	}
 }

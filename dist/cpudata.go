@@ -43,18 +43,10 @@ func hostReadable(t *tensor.Tensor) bool {
 func readElements(t *tensor.Tensor) (b []byte, err error) {
 	err = tensor.Try(func() {
 		if t.DType().IsFloat() {
-			v := tensor.ToSlice[float32](t)
-			b = make([]byte, 0, 4*len(v))
-			for _, x := range v {
-				b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
-			}
+			b = encodeFloats(tensor.ToSlice[float32](t))
 			return
 		}
-		v := tensor.ToSlice[int64](t)
-		b = make([]byte, 0, 8*len(v))
-		for _, x := range v {
-			b = binary.LittleEndian.AppendUint64(b, uint64(x))
-		}
+		b = encodeInts(tensor.ToSlice[int64](t))
 	})
 	return b, err
 }
@@ -70,18 +62,42 @@ func writeElements(t *tensor.Tensor, b []byte) error {
 		defer s.Close()
 		var src *tensor.Tensor
 		if t.DType().IsFloat() {
-			v := make([]float32, t.Numel())
-			for i := range v {
-				v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-			}
-			src = tensor.FromSlice(s, t.Device(), t.DType(), v)
+			src = tensor.FromSlice(s, t.Device(), t.DType(), decodeFloats(b))
 		} else {
-			v := make([]int64, t.Numel())
-			for i := range v {
-				v[i] = int64(binary.LittleEndian.Uint64(b[8*i:]))
-			}
-			src = tensor.FromSlice(s, t.Device(), t.DType(), v)
+			src = tensor.FromSlice(s, t.Device(), t.DType(), decodeInts(b))
 		}
 		s.Bind(t).CopyFrom(src.Reshape(t.Shape()...))
 	})
+}
+
+func encodeFloats(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:4*i+4], math.Float32bits(x))
+	}
+	return b
+}
+
+func decodeFloats(b []byte) []float32 {
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i : 4*i+4]))
+	}
+	return v
+}
+
+func encodeInts(v []int64) []byte {
+	b := make([]byte, 8*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint64(b[8*i:8*i+8], uint64(x))
+	}
+	return b
+}
+
+func decodeInts(b []byte) []int64 {
+	v := make([]int64, len(b)/8)
+	for i := range v {
+		v[i] = int64(binary.LittleEndian.Uint64(b[8*i : 8*i+8]))
+	}
+	return v
 }

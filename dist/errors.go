@@ -34,11 +34,14 @@ var (
 	// ErrUnfinished: a backward of a DataParallel model did not reach every parameter,
 	// so its gradients were never averaged.
 	ErrUnfinished = errors.New("gradient reduction unfinished")
+	// ErrBackend: the communication library failed (NCCL could not load, refused a
+	// call, or reported an error while a collective ran).
+	ErrBackend = errors.New("communication library failed")
 )
 
 // causes lists the causes in the order of their wire codes (index + 1; 0 is a cause
 // that is none of them).
-var causes = []error{ErrConfig, ErrRendezvous, ErrTimeout, ErrPeerGone, ErrMismatch, ErrAborted, ErrClosed, ErrUnsupported, ErrUnfinished}
+var causes = []error{ErrConfig, ErrRendezvous, ErrTimeout, ErrPeerGone, ErrMismatch, ErrAborted, ErrClosed, ErrUnsupported, ErrUnfinished, ErrBackend}
 
 // causeCode is the wire code of err's cause.
 func causeCode(err error) uint8 {

@@ -37,6 +37,16 @@ func Init(c Config) (*Group, error) {
 	return newGroup(c, peers), nil
 }
 
+// InitFromEnv joins the group the launcher's environment describes: ConfigFromEnv, then
+// Init (PyTorch's init_process_group with init_method "env://").
+func InitFromEnv() (*Group, error) {
+	c, err := ConfigFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	return Init(c)
+}
+
 // rendezvousErr is an error of the rendezvous on rank.
 func rendezvousErr(rank, peer int, cause error, format string, args ...any) error {
 	return &Error{Op: "rendezvous", Rank: rank, Peer: peer, Msg: fmt.Sprintf(format, args...), Err: cause}
@@ -68,11 +78,17 @@ func listen(c Config, deadline time.Time) ([]net.Conn, error) {
 			if err != nil {
 				return // the listener was closed
 			}
+			read := make(chan hello, 1)
+			go func() { read <- readHello(conn, deadline) }()
 			go func() {
-				h := readHello(conn, deadline)
 				select {
-				case hellos <- h:
-				case <-stop:
+				case h := <-read:
+					select {
+					case hellos <- h:
+					case <-stop:
+						conn.Close()
+					}
+				case <-stop: // the rendezvous is over: a connection still silent is dropped
 					conn.Close()
 				}
 			}()

@@ -73,12 +73,14 @@ func (h *header) decode(b []byte) error {
 	return nil
 }
 
-// writeFrame writes h (its length set to len(body)) and body in one write.
+// writeFrame writes h (its length set to len(body)) and body, in one writev where the
+// writer is a connection (no copy of body).
 func writeFrame(w io.Writer, h header, body []byte) error {
 	h.length = uint64(len(body))
-	buf := make([]byte, headerSize, headerSize+len(body))
-	h.encode(buf)
-	_, err := w.Write(append(buf, body...))
+	var hdr [headerSize]byte
+	h.encode(hdr[:])
+	bufs := net.Buffers{hdr[:], body}
+	_, err := bufs.WriteTo(w)
 	return err
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/subletml/sublet/device/named"
 	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/examples/internal/toy"
 	"github.com/subletml/sublet/internal/units"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
@@ -154,9 +155,9 @@ func run(args []string, stdout io.Writer) error {
 // train trains the model and prints the report. Tensor math panics (out of memory, no
 // kernels) reach run through tensor.Try; the deferred releases run on the way.
 func train(c config, dev device.Device, a *alloc.Allocator, out io.Writer) error {
-	data := spirals(c.seed, c.samples, c.classes)
-	trainSet, testSet := data.split(c.samples * 4 / 5)
-	sizes := append(append([]int{data.dim}, c.hidden...), c.classes)
+	data := toy.Spirals(c.seed, c.samples, c.classes)
+	trainSet, testSet := data.Split(c.samples * 4 / 5)
+	sizes := append(append([]int{data.Dim}, c.hidden...), c.classes)
 	gen := tensor.NewGenerator(c.seed)
 	model := nn.NewMLP(nn.Init{Device: dev, Gen: gen}, nn.MLPConfig{Sizes: sizes, Dropout: c.dropout})
 	defer model.Release()
@@ -169,7 +170,7 @@ func train(c config, dev device.Device, a *alloc.Allocator, out io.Writer) error
 
 	params := nn.ParameterBytes(model)
 	fmt.Fprintf(out, "sublet examples/mlp: %d spiral arms, %d points (%d train, %d test), MLP %s (%d parameters, %s), %s %s, batch %d, %d epochs on %s\n",
-		c.classes, c.samples, trainSet.len(), testSet.len(), units.JoinInts(sizes, "-"), params/4, units.Bytes(params), c.optimizer, describe(opt), c.batch, c.epochs, dev.Name())
+		c.classes, c.samples, trainSet.Len(), testSet.Len(), units.JoinInts(sizes, "-"), params/4, units.Bytes(params), c.optimizer, describe(opt), c.batch, c.epochs, dev.Name())
 	if !hasData {
 		fmt.Fprintf(out, "%s keeps no data: ops allocate their results and compute nothing, so only the memory figures are real\n", dev.Name())
 	}
@@ -180,10 +181,10 @@ func train(c config, dev device.Device, a *alloc.Allocator, out io.Writer) error
 	acc := 0.0
 	for epoch := 1; epoch <= c.epochs; epoch++ {
 		model.SetTraining(true)
-		perm := shuffle.Perm(trainSet.len())
+		perm := shuffle.Perm(trainSet.Len())
 		sum, steps := 0.0, 0
 		for b := 0; b < len(perm); b += c.batch {
-			xb, lb = trainSet.batch(perm[b:min(b+c.batch, len(perm))], xb, lb)
+			xb, lb = trainSet.Batch(perm[b:min(b+c.batch, len(perm))], xb, lb)
 			loss := step(dev, gen, model, opt, xb, lb, hasData)
 			sum += loss
 			steps++
@@ -252,23 +253,23 @@ func step(dev device.Device, gen *tensor.Generator, model nn.Module, opt optim.O
 
 // evaluate returns the loss and accuracy on d, computed under NoGrad in evaluation
 // mode: no graph, and each layer's temporaries die at its boundary.
-func evaluate(dev device.Device, model nn.Module, d dataset, hasData bool) (loss, accuracy float64) {
+func evaluate(dev device.Device, model nn.Module, d toy.Dataset, hasData bool) (loss, accuracy float64) {
 	model.SetTraining(false)
 	s := tensor.NewScope(tensor.NoGrad())
 	defer s.Close()
-	logits := model.Forward(tensor.FromSlice(s, dev, dtype.F32, d.x, d.len(), d.dim))
-	l := nn.CrossEntropyLoss{}.Loss(logits, tensor.FromSlice(s, dev, dtype.I64, d.labels))
+	logits := model.Forward(tensor.FromSlice(s, dev, dtype.F32, d.X, d.Len(), d.Dim))
+	l := nn.CrossEntropyLoss{}.Loss(logits, tensor.FromSlice(s, dev, dtype.I64, d.Labels))
 	pred := logits.Argmax(1)
 	if !hasData {
 		return 0, 0
 	}
 	correct := 0
 	for i, p := range tensor.ToSlice[int64](pred) {
-		if p == d.labels[i] {
+		if p == d.Labels[i] {
 			correct++
 		}
 	}
-	return l.Item(), float64(correct) / float64(d.len())
+	return l.Item(), float64(correct) / float64(d.Len())
 }
 
 // describe names an optimizer's hyper-parameters.

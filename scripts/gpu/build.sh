@@ -7,6 +7,7 @@
 # Produces (.gpu/ is git-ignored):
 #   .gpu/bin/sublet          the CLI, CGO_ENABLED=0 GOOS=linux GOARCH=amd64
 #   .gpu/bin/sublet-bench    the allocator measurements (cmd/sublet-bench)
+#   .gpu/bin/ddp             the data-parallel example (examples/ddp), for ddp_scaling.sh
 #   .gpu/bin/PKG.test        test binary of each package in GPU_PKGS that has tests
 #                            (PKG is the import path below the module, '/' -> '_')
 #   .gpu/tests.txt           one line per test binary: "PACKAGE_DIR BINARY"; the binary
@@ -30,6 +31,7 @@ rm -rf .gpu/bin .gpu/bench .gpu/tests.txt .gpu/out .gpu/oracle-work .gpu/traces 
 mkdir -p .gpu/bin
 go build "${FLAGS[@]}" -o .gpu/bin/sublet ./cmd/sublet
 go build "${FLAGS[@]}" -o .gpu/bin/sublet-bench ./cmd/sublet-bench
+go build "${FLAGS[@]}" -o .gpu/bin/ddp ./examples/ddp
 : >.gpu/tests.txt
 failed=""
 for pkg in $GPU_PKGS; do
