@@ -5,8 +5,8 @@
 // Chrome/Perfetto trace with memory counter tracks.
 //
 //	p, err := profiler.Start(profiler.Options{}, a) // a: the devices' allocators
-//	... the tensor package calls p.OpBegin / p.OpEnd around each op of a scope
-//	... that has the profiler (see OpHook) ...
+//	s := tensor.NewScope(tensor.WithOpHook(p)) // its ops (and their backward) are profiled
+//	...
 //	p.Stop()
 //	p.Table(os.Stdout, profiler.SortSelfTime, 10, false)
 //	p.WriteChromeTrace(f) // open in ui.perfetto.dev or chrome://tracing
@@ -35,15 +35,11 @@ import (
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/alloc/memsnap"
 	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/tensor"
 )
 
-// OpHook is what the tensor package calls around each op of a scope that has a hook:
-// OpBegin when the op starts (before it allocates), OpEnd with its token when it
-// returns, failing or not. *Profiler implements it.
-type OpHook interface {
-	OpBegin(op string, dev device.Device) uint64
-	OpEnd(token uint64)
-}
+// A *Profiler is the tensor.OpHook of the scopes it profiles (tensor.WithOpHook).
+var _ tensor.OpHook = (*Profiler)(nil)
 
 // Options configure a Profiler.
 type Options struct {

@@ -12,6 +12,7 @@ import (
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/sim"
+	"github.com/subletml/sublet/tensor"
 )
 
 // clock is a fake clock that advances 1 µs per reading.
@@ -22,7 +23,7 @@ func (c *clock) now() time.Duration { c.t += time.Microsecond; return c.t }
 // step is what a tensor op sequence does: Linear = MatMul (4 MiB out) + Add (4 MiB
 // out, the MatMul's output freed), then Relu in place of nothing (1 MiB scratch,
 // freed).
-func step(t *testing.T, h OpHook, a *alloc.Allocator, dev device.Device) device.Ptr {
+func step(t *testing.T, h tensor.OpHook, a *alloc.Allocator, dev device.Device) device.Ptr {
 	take := func(n int64) device.Ptr {
 		p, err := a.AllocTagged(n, 0, alloc.Tag{})
 		require.NoError(t, err)

@@ -20,6 +20,10 @@ type call struct {
 	s    *Scope
 	dev  device.Device
 	k    kernels.Backend // computes on dev's memory (kernelsFor); nil for beginView
+	// hook is the scope's OpHook (nil: none) and token what its OpBegin returned; end
+	// calls OpEnd once.
+	hook  OpHook
+	token uint64
 	made []*Tensor
 	node *autograd.Node // the op's node once record ran
 	fn   *function      // its rule
@@ -56,10 +60,12 @@ func beginIn(s *Scope, dev device.Device, op string, compute bool, in ...*Tensor
 	if ac := s.m.autocast; ac != nil && op != OpCast && len(in) > 0 {
 		got := ac.Inputs(op, slices.Clone(in), c.cast)
 		if len(got) != len(in) {
-			fail(op, ErrShape, in, "the autocast policy returned %d inputs for %d", len(got), len(in))
+			c.bad(ErrShape, "the autocast policy returned %d inputs for %d", len(got), len(in))
 		}
 		for _, t := range got {
-			t.live(op)
+			if t == nil || t.h.released.Load() {
+				c.bad(ErrReleased, "the autocast policy returned a nil or released input")
+			}
 		}
 		c.in = got
 	}
@@ -128,6 +134,9 @@ func open(s *Scope, dev device.Device, op string, compute bool, in []*Tensor) *c
 		c.k = kernelsFor(op, dev, in)
 	}
 	c.in, c.made = append(c.inBuf[:0], in...), c.madeBuf[:0]
+	if h := s.m.hook; h != nil {
+		c.hook, c.token = h, h.OpBegin(op, dev)
+	}
 	return c
 }
 
@@ -269,6 +278,15 @@ func (c *call) abort() {
 		t.Release()
 	}
 	c.made, c.scratch = nil, nil
+	c.end()
+}
+
+// end tells the scope's hook the op ended (once).
+func (c *call) end() {
+	if h := c.hook; h != nil {
+		c.hook = nil
+		h.OpEnd(c.token)
+	}
 }
 
 // bad panics with an *Error about the op's inputs.
@@ -295,7 +313,7 @@ func (c *call) recording() bool {
 // requires grad and holds the node's reference.
 func (c *call) record(r rule, out *Tensor) {
 	edges := make([]autograd.Edge, len(c.in))
-	f := &function{name: c.op, r: r}
+	f := &function{name: c.op, r: r, hook: c.s.m.hook}
 	f.in = append(f.inBuf[:0], make([]meta, len(c.in))...)
 	metas := f.in
 	for i, t := range c.in {
@@ -368,6 +386,7 @@ func (c *call) done(out *Tensor) *Tensor {
 		t.Release()
 	}
 	c.made, c.scratch = nil, nil
+	c.end()
 	return out
 }
 
@@ -398,6 +417,8 @@ type rule interface {
 type function struct {
 	name string
 	r    rule
+	// hook is the OpHook of the forward op's scope, told of the rule's ops too.
+	hook OpHook
 	in   []meta
 	// saved holds the handles the node saved (released when the node frees them), for
 	// the leak report: the function is collected with its node, so a node never freed
@@ -435,6 +456,7 @@ type bwd struct {
 // memory) becomes the returned error.
 func (f *function) Backward(ctx *autograd.Ctx, grads []autograd.Value) ([]autograd.Value, error) {
 	b := &bwd{ctx: ctx, f: f, s: newInternalScope()}
+	b.s.m.hook = f.hook
 	b.out = append(b.outBuf[:0], make([]*Tensor, len(f.in))...)
 	err := Try(func() {
 		defer b.s.Close()

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/subletml/sublet/autograd"
+	"github.com/subletml/sublet/device"
 )
 
 // Scope owns tensor handles and carries the modes the ops on them follow. See the
@@ -81,6 +82,7 @@ type modes struct {
 	hooks     autograd.SavedHooks // pack/unpack of what nodes save; nil: none
 	anomaly   bool                // record op sites; backward checks for NaN/Inf
 	autocast  Autocast            // casts op inputs; nil: none
+	hook      OpHook              // told of every op's start and end; nil: none
 }
 
 // Option sets a mode of a new scope.
@@ -119,6 +121,19 @@ func WithAnomaly(on bool) Option { return func(m *modes) { m.anomaly = on } }
 
 // WithAutocast sets the autocast policy (nil: none) consulted before every op.
 func WithAutocast(p Autocast) Option { return func(m *modes) { m.autocast = p } }
+
+// OpHook is told when each op of a scope starts and when it ends, successful or not,
+// for profiling (package profiler implements it): OpBegin before the op allocates,
+// OpEnd with the token OpBegin returned once it is done. Ops nest (the casts autocast
+// makes run inside their op), and the ops of a backward rule are reported to the hook
+// of the scope the forward op ran in. Calls come from the goroutine running the op.
+type OpHook interface {
+	OpBegin(op string, dev device.Device) uint64
+	OpEnd(token uint64)
+}
+
+// WithOpHook sets the hook told of every op of the scope and its children (nil: none).
+func WithOpHook(h OpHook) Option { return func(m *modes) { m.hook = h } }
 
 // NewScope makes a root scope: grad recording on, no generator, no saved hooks, no
 // anomaly mode, no autocast, then opts.

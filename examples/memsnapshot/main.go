@@ -89,7 +89,7 @@ func train(dev device.Device, a *alloc.Allocator, steps, batch int, dir string, 
 	labels := make([]int64, batch)
 	for range steps {
 		tok := prof.OpBegin("train_step", dev)
-		s := tensor.NewScope(tensor.WithGenerator(gen))
+		s := tensor.NewScope(tensor.WithGenerator(gen), tensor.WithOpHook(prof))
 		loss := nn.CrossEntropyLoss{}.Loss(model.Forward(tensor.FromSlice(s, dev, dtype.F32, x, batch, 512)), tensor.FromSlice(s, dev, dtype.I64, labels))
 		loss.Backward()
 		s.Close()

@@ -42,11 +42,21 @@ func TestMemSnapshot(t *testing.T) {
 		"    12.1 MiB   12.1 MiB  Full @ " + site(t, "opt.Step()") + "\n",                    // Adam's state, made by its first Step
 		"     6.0 MiB    6.0 MiB  Empty @ " + site(t, "model := nn.NewMLP") + "\n",           // the parameters
 		"     6.0 MiB        0 B  Linear @ " + site(t, "loss := nn.CrossEntropyLoss") + "\n", // the forward pass: inputs and activations, freed by the scope
-		"              train_step       100.00%",
 		"after training: 19021944 bytes requested = parameters 6340648 + Adam state 12681296\n",
 	} {
 		assert.Contains(t, got, want)
 	}
+	// The per-op table: the step and, inside it, every tensor op (and backward rule) of
+	// its scope, with their exact memory columns and calls.
+	rows := map[string][]string{}
+	for _, line := range strings.Split(got, "\n") {
+		if f := strings.Fields(line); len(f) > 12 { // the name, 5 time columns, 3 sizes and the calls
+			rows[strings.Join(f[:len(f)-12], " ")] = f[len(f)-7:]
+		}
+	}
+	assert.Equal(t, []string{"55.8", "MiB", "-31.6", "MiB", "18.1", "MiB", "3"}, rows["train_step"])
+	assert.Equal(t, []string{"24.1", "MiB", "24.1", "MiB", "4.0", "MiB", "15"}, rows["MatMul"], "the forward's 9 and the backward's 6 products")
+	assert.Equal(t, []string{"6.0", "MiB", "6.0", "MiB", "1.0", "MiB", "6"}, rows["relu backward"])
 	s, err := memsnap.ReadFile(filepath.Join(dir, "snapshot.pickle"))
 	require.NoError(t, err)
 	require.Len(t, s.DeviceTraces[0], 213)
