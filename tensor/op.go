@@ -15,18 +15,18 @@ import (
 // in (whose modes it follows and whose owner owns its results), and what it allocated,
 // released again if the op fails.
 type call struct {
-	op   string
-	in   []*Tensor
-	s    *Scope
-	dev  device.Device
-	k    kernels.Backend // computes on dev's memory (kernelsFor); nil for beginView
+	op  string
+	in  []*Tensor
+	s   *Scope
+	dev device.Device
+	k   kernels.Backend // computes on dev's memory (kernelsFor); nil for beginView
 	// hook is the scope's OpHook (nil: none) and token what its OpBegin returned; end
 	// calls OpEnd once.
 	hook  OpHook
 	token uint64
-	made []*Tensor
-	node *autograd.Node // the op's node once record ran
-	fn   *function      // its rule
+	made  []*Tensor
+	node  *autograd.Node // the op's node once record ran
+	fn    *function      // its rule
 	// at is where the op was called from, recorded with its first handle and shared
 	// by all of them: one call stack per op.
 	at *site
