@@ -21,8 +21,9 @@
 //     parameters, the saved activations and what the caller holds; under NoGrad it
 //     holds, at its peak, the parameters, the caller's tensors and one layer's input
 //     and output.
-//   - Losses (CrossEntropyLoss, MSELoss, behind the Loss interface) take a prediction
-//     and a target owned by scopes; the loss belongs to the innermost of their scopes.
+//   - Losses (CrossEntropyLoss, MSELoss, BCELoss, BCEWithLogitsLoss, behind the Loss
+//     interface) take a prediction and a target owned by scopes; the loss belongs to
+//     the innermost of their scopes.
 //
 // # Modes
 //
