@@ -121,4 +121,9 @@ type Backend interface {
 	// BinaryCrossEntropyWithLogitsBackward writes g·∂/∂wrt of it into dst: for x
 	// g·((1+(pw−1)·y)·σ(x) − pw·y), for y g·((pw−1)·softplus(−x) − x).
 	BinaryCrossEntropyWithLogitsBackward(wrt Arg, dst, g, x, y, pw Operand)
+
+	// Addc writes x + value·a·b (op Mul) or x + value·a/b (op Div) into dst,
+	// elementwise, computed as x + (value·a)·b and x + (value·a)/b (x, a and b
+	// broadcast to dst; dst may be x).
+	Addc(op BinaryOp, dst, x, a, b Operand, value float64)
 }

@@ -51,3 +51,5 @@ func (meta) BinaryCrossEntropyBackward(Arg, Operand, Operand, Operand, Operand) 
 func (meta) BinaryCrossEntropyWithLogits(Operand, Operand, Operand, Operand)    {}
 func (meta) BinaryCrossEntropyWithLogitsBackward(Arg, Operand, Operand, Operand, Operand, Operand) {
 }
+
+func (meta) Addc(BinaryOp, Operand, Operand, Operand, Operand, float64) {}

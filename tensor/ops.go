@@ -126,7 +126,7 @@ var opTable = []*OpInfo{
 	{Name: OpConcat, MinInputs: 1, MaxInputs: -1, Saves: "nothing"},
 	{Name: OpStack, MinInputs: 1, MaxInputs: -1, Saves: "nothing"},
 	{Name: OpDetach, MinInputs: 1, MaxInputs: 1, Saves: "nothing (it records no node)"},
-	opBinaryCrossEntropy, opBinaryCrossEntropyWithLogits,
+	opBinaryCrossEntropy, opBinaryCrossEntropyWithLogits, opAddcmul, opAddcdiv,
 }
 
 // The rows of the ops whose method runs its row.
@@ -138,6 +138,11 @@ var (
 			"BinaryCrossEntropyWithLogits and BCEWithLogitsLoss are safe to autocast"}
 	opBinaryCrossEntropyWithLogits = &OpInfo{Name: OpBinaryCrossEntropyWithLogits, MinInputs: 2, MaxInputs: 3,
 		Saves: "the logits, the target and the positive weight", Autocast: AutocastF32}
+	// PyTorch's "promote" list: the op promotes its inputs itself.
+	opAddcmul = &OpInfo{Name: OpAddcmul, MinInputs: 3, MaxInputs: 3, Saves: "b when a wants a gradient, a when b does",
+		binary: kernels.Mul}
+	opAddcdiv = &OpInfo{Name: OpAddcdiv, MinInputs: 3, MaxInputs: 3,
+		Saves: "b when a or b wants a gradient, a when b does", binary: kernels.Div}
 )
 
 // ErrAutocastBanned is the cause of the error an autocast policy panics with for an
