@@ -8,13 +8,11 @@
 //     no scope owns them, they require grad, and their gradients belong to them.
 //     Module.Release releases every parameter and its gradient (the memory returns to
 //     the allocator); it is idempotent, and the module cannot run afterwards.
-//
 //   - Forward takes an input owned by a scope (the caller's) and returns a result
 //     owned by that same scope. Ops on a parameter and the input land in the input's
 //     scope and follow its modes: grad recording, the random generator Dropout draws
 //     from, autocast. To evaluate without recording, run the forward on an input owned
 //     by a NoGrad scope.
-//
 //   - Containers (Sequential, and MLP, which is one) run each child with tensor.Layer,
 //     in a child scope, and release each intermediate result as soon as the next child
 //     has consumed it. Temporaries therefore die at layer boundaries: what outlives a
@@ -23,11 +21,9 @@
 //     parameters, the saved activations and what the caller holds; under NoGrad it
 //     holds, at its peak, the parameters, the caller's tensors and one layer's input
 //     and output.
-//
 //   - Losses (CrossEntropyLoss, MSELoss, BCELoss, BCEWithLogitsLoss, behind the Loss
 //     interface) take a prediction and a target owned by scopes; the loss belongs to
 //     the innermost of their scopes.
-//
 //   - ClipGradNorm and ClipGradValue clip the gradients of a list of parameters in
 //     place (torch.nn.utils.clip_grad_norm_ and clip_grad_value_), computing on the
 //     gradients' devices: the total norm ClipGradNorm returns is a tensor owned by the
