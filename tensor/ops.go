@@ -62,6 +62,9 @@ type OpInfo struct {
 	// Banned says, for an AutocastBanned op, why autocast refuses it and what to use
 	// instead (PyTorch's message).
 	Banned string
+	// SavesExtra says the op saves a tensor it computes besides its result
+	// (statistics, a mask, indices): an OpCache cannot answer it.
+	SavesExtra bool
 
 	// unary and binary are the kernels of the elementwise families.
 	unary  kernels.UnaryOp
@@ -101,17 +104,17 @@ var opTable = []*OpInfo{
 	opNeg, opAbs, opExp, opLog, opSqrt, opTanh, opSigmoid, opRelu, opGelu, opGeluTanh,
 	{Name: OpSum, MinInputs: 1, MaxInputs: 1, Saves: "nothing", Autocast: AutocastF32Out},
 	{Name: OpMean, MinInputs: 1, MaxInputs: 1, Saves: "nothing"},
-	{Name: OpMax, MinInputs: 1, MaxInputs: 1, Saves: "the I64 positions of the maxima"},
+	{Name: OpMax, MinInputs: 1, MaxInputs: 1, Saves: "the I64 positions of the maxima", SavesExtra: true},
 	{Name: OpSumTo, MinInputs: 1, MaxInputs: 1, Saves: "nothing", Autocast: AutocastF32Out},
 	{Name: OpMatMul, MinInputs: 2, MaxInputs: 2, Saves: "a when b wants a gradient, b when a does", Autocast: AutocastLower},
 	{Name: OpLinear, MinInputs: 2, MaxInputs: 3, Saves: "x when the weight wants a gradient, the weight when x does", Autocast: AutocastLower},
 	{Name: OpSoftmax, MinInputs: 1, MaxInputs: 1, Saves: "its output", Autocast: AutocastF32Out},
 	{Name: OpLogSoftmax, MinInputs: 1, MaxInputs: 1, Saves: "its output", Autocast: AutocastF32Out},
-	{Name: OpCrossEntropy, MinInputs: 2, MaxInputs: 2, Saves: "the logits, the labels and one log-sum-exp per row", Autocast: AutocastF32},
+	{Name: OpCrossEntropy, MinInputs: 2, MaxInputs: 2, Saves: "the logits, the labels and one log-sum-exp per row", Autocast: AutocastF32, SavesExtra: true},
 	{Name: OpMSE, MinInputs: 2, MaxInputs: 2, Saves: "both inputs", Autocast: AutocastF32},
-	{Name: OpLayerNorm, MinInputs: 1, MaxInputs: 3, Saves: "x, the weight, and one mean and one reciprocal deviation per row", Autocast: AutocastF32},
+	{Name: OpLayerNorm, MinInputs: 1, MaxInputs: 3, Saves: "x, the weight, and one mean and one reciprocal deviation per row", Autocast: AutocastF32, SavesExtra: true},
 	{Name: OpEmbedding, MinInputs: 2, MaxInputs: 2, Saves: "the indices"},
-	{Name: OpDropout, MinInputs: 1, MaxInputs: 1, Saves: "the mask, one byte per element"},
+	{Name: OpDropout, MinInputs: 1, MaxInputs: 1, Saves: "the mask, one byte per element", SavesExtra: true},
 	{Name: OpCast, MinInputs: 1, MaxInputs: 1, Saves: "nothing"},
 	{Name: OpTo, MinInputs: 1, MaxInputs: 1, Saves: "nothing"},
 	{Name: OpContiguous, MinInputs: 1, MaxInputs: 1, Saves: "nothing"},
