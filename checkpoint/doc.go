@@ -1,6 +1,9 @@
-// Package checkpoint trades compute for memory: it runs a function of tensors without
-// keeping what its ops save for backward, and runs it again during backward to
-// regenerate those tensors (torch.utils.checkpoint with use_reentrant=False).
+// Package checkpoint trades compute, or host memory, for device memory: Checkpoint
+// runs a function of tensors without keeping what its ops save for backward, and runs
+// it again during backward to regenerate those tensors (torch.utils.checkpoint with
+// use_reentrant=False), selectively with a Policy; Sequential does it to a stack of
+// layers (checkpoint_sequential); SaveOnCPU keeps what the ops of a scope save in host
+// memory instead (torch.autograd.graph.save_on_cpu).
 //
 // # How
 //
