@@ -30,6 +30,11 @@ type Optimizer interface {
 	SetLR(i int, lr float64)
 	// StateBytes is the device memory the optimizer's state holds now.
 	StateBytes() int64
+	// StateDict returns the state and the groups' hyper-parameters as PyTorch's
+	// state_dict lays them out, its tensors owned by s; LoadStateDict replaces them
+	// (see StateDict). Package safetensors saves and loads them.
+	StateDict(s *tensor.Scope) StateDict
+	LoadStateDict(d StateDict) error
 	// Release releases the state; the optimizer cannot step afterwards. Releasing
 	// again does nothing.
 	Release()
