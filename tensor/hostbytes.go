@@ -82,3 +82,40 @@ func FromBytes(s *Scope, dev device.Device, dt dtype.DType, src []byte, shape ..
 	}
 	return c.done(t)
 }
+
+// SetBytes overwrites the elements of t, a contiguous tensor, with src, raw elements of
+// t's type in row-major order (exactly t.Bytes()), in place: loading saved values into
+// a parameter without a temporary on its device. It bumps t's version and refuses the
+// output of a recorded op, as the other in-place ops do. On a device that implements
+// device.PinnedHost the copy is asynchronous, as FromBytes's.
+func (t *Tensor) SetBytes(src []byte) {
+	const op = "SetBytes"
+	t.live(op)
+	switch n := t.Bytes(); {
+	case t.node != nil:
+		fail(op, ErrGrad, []*Tensor{t}, "an in-place write to the output of %s would break its gradient", t.node.Name())
+	case !t.IsContiguous():
+		fail(op, ErrShape, []*Tensor{t}, "the tensor has strides %v; SetBytes writes contiguous tensors", t.strides)
+	case int64(len(src)) != n:
+		fail(op, ErrShape, []*Tensor{t}, "%d bytes for a tensor of %d", len(src), n)
+	}
+	t.st.version.Add(1)
+	n := t.Bytes()
+	if n == 0 || t.st.res == device.Meta {
+		return
+	}
+	off := int64(t.offset) * int64(t.dt.Size())
+	if t.st.res == device.Host {
+		copy(t.st.host[off:off+n], src)
+		return
+	}
+	var err error
+	if ph, ok := t.st.dev.(device.PinnedHost); ok {
+		err = ph.CopyToDeviceAsync(t.st.ptr+device.Ptr(off), src, 0)
+	} else {
+		err = t.st.dev.CopyToDevice(t.st.ptr+device.Ptr(off), src, 0)
+	}
+	if err != nil {
+		fail(op, err, []*Tensor{t}, "copying %d bytes to %s", n, t.st.dev.Name())
+	}
+}
