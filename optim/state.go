@@ -46,8 +46,10 @@ func (o *Adam) StateDict(s *tensor.Scope) StateDict {
 		st["step"] = s.Full(o.params.params[i].Device(), dtype.F32, float64(o.steps[i]))
 	}
 	for i, c := range o.groups {
+		// decoupled_weight_decay: torch ≥ 2.6 reads it, and its AdamW loading a group
+		// without it would decay as Adam does.
 		d.Groups = append(d.Groups, o.group(i, map[string]any{"lr": c.LR, "betas": []any{c.Beta1, c.Beta2}, "eps": c.Eps,
-			"weight_decay": c.WeightDecay, "amsgrad": false}))
+			"weight_decay": c.WeightDecay, "amsgrad": false, "decoupled_weight_decay": o.decoupled}))
 	}
 	return d
 }
@@ -116,6 +118,9 @@ func (o *Adam) LoadStateDict(d StateDict) error {
 		c := AdamConfig{LR: h.num("lr"), Beta1: b[0], Beta2: b[1], Eps: h.num("eps"), WeightDecay: h.num("weight_decay")}
 		if h.flag("amsgrad") && h.err == nil {
 			h.err = fmt.Errorf("amsgrad is not implemented")
+		}
+		if _, ok := h.m["decoupled_weight_decay"]; ok && h.flag("decoupled_weight_decay") != o.decoupled && h.err == nil {
+			h.err = fmt.Errorf("decoupled_weight_decay is %v; this is %s", h.m["decoupled_weight_decay"], o.op)
 		}
 		if h.err == nil {
 			h.err = c.check()

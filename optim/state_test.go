@@ -76,6 +76,10 @@ func TestStateDictRoundTrip(t *testing.T) {
 			bad = sd
 			bad.Groups = bad.Groups[:1]
 			require.ErrorContains(t, q.LoadStateDict(bad), "1 parameter groups for 2")
+			if name == "adamw" {
+				sd.Groups[1]["decoupled_weight_decay"] = false
+				require.ErrorContains(t, q.LoadStateDict(sd), "group 1: decoupled_weight_decay is false; this is AdamW")
+			}
 			s.Close()
 			for _, x := range []optim.Optimizer{o, q} {
 				x.Release()

@@ -27,14 +27,24 @@ func params(m nn.Module) [][]float32 {
 	return out
 }
 
-// trainStep runs one SGD-free step's backward on m with a fixed batch and steps o.
+// batchAt is the k-th training batch of the tests: 2 rows of 4 features, 3 classes.
+func batchAt(k int) (x []float32, labels []int64) {
+	return []float32{1, -2, 0.5, float32(k), 0, 1, 2, -1}, []int64{2, int64(k % 3)}
+}
+
+// trainStep runs one step of o on m with the k-th batch and the mean cross entropy.
 func trainStep(d device.Device, m nn.Module, o optim.Optimizer, k int) {
+	x, labels := batchAt(k)
+	trainOn(d, m, o, x, labels)
+}
+
+// trainOn runs one step of o on m with the batch x [2, 4] and labels [2].
+func trainOn(d device.Device, m nn.Module, o optim.Optimizer, x []float32, labels []int64) {
 	s := tensor.NewScope()
 	defer s.Close()
-	x := tensor.FromSlice(s, d, dtype.F32, []float32{1, -2, 0.5, float32(k), 0, 1, 2, -1}, 2, 4)
-	labels := tensor.FromSlice(s, d, dtype.I64, []int64{2, 0})
 	o.ZeroGrad(true)
-	nn.CrossEntropyLoss{}.Loss(m.Forward(x), labels).Backward()
+	nn.CrossEntropyLoss{}.Loss(m.Forward(tensor.FromSlice(s, d, dtype.F32, x, 2, 4)),
+		tensor.FromSlice(s, d, dtype.I64, labels)).Backward()
 	o.Step()
 }
 
@@ -72,7 +82,7 @@ func TestModuleAndOptimizerRoundTrip(t *testing.T) {
 	require.ElementsMatch(t, []string{"state.0.exp_avg", "state.0.exp_avg_sq", "state.0.step", "state.1.exp_avg", "state.1.exp_avg_sq",
 		"state.1.step", "state.2.exp_avg", "state.2.exp_avg_sq", "state.2.step", "state.3.exp_avg", "state.3.exp_avg_sq", "state.3.step"}, names)
 	require.Equal(t, "AdamW", f.Metadata()["optimizer"])
-	require.JSONEq(t, `[{"lr":0.001,"betas":[0.9,0.999],"eps":1e-8,"weight_decay":0.01,"amsgrad":false,"params":[0,1,2,3]}]`,
+	require.JSONEq(t, `[{"lr":0.001,"betas":[0.9,0.999],"eps":1e-8,"weight_decay":0.01,"amsgrad":false,"decoupled_weight_decay":true,"params":[0,1,2,3]}]`,
 		f.Metadata()["param_groups"])
 	require.NoError(t, safetensors.LoadOptimizer(f.Reader, o2))
 	require.NoError(t, f.Close())
