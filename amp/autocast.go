@@ -80,6 +80,8 @@ func (p *policy) Inputs(op string, in []*tensor.Tensor, cast func(*tensor.Tensor
 		to = p.dt
 	case tensor.AutocastF32:
 		to = dtype.F32
+	case tensor.AutocastBanned:
+		panic(tensor.AutocastBannedError(op))
 	default:
 		return in
 	}

@@ -70,6 +70,18 @@
 // The order of runs, and so of releases, is therefore a function of the graph
 // alone: memory at named moments is deterministic.
 //
+// # Restricted backwards and Grad
+//
+// Options.Inputs restricts a backward to the nodes from which one of the given
+// edges is reachable (backward(inputs=)); the other reachable nodes do not run,
+// keep their saved values and are not consumed. Options.Capture (and Grad,
+// built on it) takes the gradients arriving at those edges instead of letting
+// their nodes consume them (torch.autograd.grad): a node of the edges runs its
+// Function only when another input lies upstream of it, so leaves' accumulators
+// do not run. The dependency counts, the order and the releases are those of
+// the restricted graph, so memory at named moments stays a function of the
+// graph and the inputs.
+//
 // # Concurrency
 //
 // There is no package-level mutable state, no grad mode and no thread-local:

@@ -25,6 +25,21 @@ type Options struct {
 	// Function and hooks ran, its gradients were handed on or released, and
 	// its saved values were released unless the graph is retained.
 	AfterNode func(n *Node)
+	// Inputs, when not empty, restricts the backward to the part of the graph
+	// that leads to these edges (PyTorch's backward(inputs=) and
+	// torch.autograd.grad): only nodes from which one of them is reachable
+	// run, the others are left as they are (their saved values stay). Without
+	// Capture the nodes of the edges run too, so leaves accumulate and the
+	// hooks of other outputs (a retained gradient) see their gradients.
+	Inputs []Edge
+	// Capture, with Inputs, is handed the gradient of Inputs[i] (summed over its
+	// uses, after the gradient hooks of that output slot) instead of letting
+	// the edge's node consume it: torch.autograd.grad. A node of the edges runs
+	// its Function only if another input edge is reachable from it, so a leaf's
+	// accumulator never runs. Capture owns g from the call on, also on error;
+	// it is called after the node's Function, and not for an edge no gradient
+	// reached. Each edge must appear once in Inputs.
+	Capture func(i int, g Value) error
 }
 
 // Backward runs the graph reachable from roots in reverse, feeding each
@@ -95,15 +110,23 @@ func (b *backward) start(roots []Root) (retained []*Node, err error) {
 	if err := b.discover(roots); err != nil {
 		return retained, err
 	}
+	if err := b.restrict(); err != nil {
+		return retained, err
+	}
 	for _, r := range roots {
 		seeded++
-		if err := b.deliver(b.index[r.Edge.Node], r.Edge.Slot, r.Grad); err != nil {
+		i := b.index[r.Edge.Node]
+		if !b.tasks[i].active {
+			r.Grad.Release()
+			continue
+		}
+		if err := b.deliver(i, r.Edge.Slot, r.Grad); err != nil {
 			return retained, err
 		}
 	}
 	for _, r := range roots {
 		// Once, also when several roots share the node.
-		if i := b.index[r.Edge.Node]; b.tasks[i].deps == 0 && !b.tasks[i].queued {
+		if i := b.index[r.Edge.Node]; b.tasks[i].active && b.tasks[i].deps == 0 && !b.tasks[i].queued {
 			b.push(i)
 		}
 	}
@@ -124,15 +147,12 @@ func checkRoot(i int, r Root) error {
 }
 
 // discover walks every node reachable from the roots, counting the edges
-// into each, and fails before anything runs if one was consumed or freed.
+// into each.
 func (b *backward) discover(roots []Root) error {
 	var stack []*Node
 	visit := func(n *Node) (int32, error) {
 		if i, ok := b.index[n]; ok {
 			return i, nil
-		}
-		if err := n.checkRunnable(); err != nil {
-			return 0, fmt.Errorf("autograd: Backward: %w", err)
 		}
 		i := int32(len(b.tasks))
 		b.index[n] = i
@@ -158,6 +178,109 @@ func (b *backward) discover(roots []Root) error {
 				return err
 			}
 			b.tasks[i].deps++
+		}
+	}
+	return nil
+}
+
+// restrict decides which discovered nodes take part (all of them without
+// Options.Inputs) and which run their Function, then fails before anything
+// runs if one that would was consumed or freed.
+func (b *backward) restrict() error {
+	in := b.opts.Inputs
+	if len(in) == 0 {
+		for i := range b.tasks {
+			b.tasks[i].active, b.tasks[i].runs = true, true
+		}
+		return b.checkRunnable()
+	}
+	if b.opts.Capture != nil {
+		seen := make(map[Edge]int, len(in))
+		for k, e := range in {
+			if e.Node == nil {
+				return fmt.Errorf("autograd: Backward: input %d does not require grad and has no node", k)
+			}
+			if j, dup := seen[e]; dup {
+				return fmt.Errorf("autograd: Backward: inputs %d and %d are the same edge (slot %d of %s)", j, k, e.Slot, e.Node)
+			}
+			seen[e] = k
+		}
+	}
+	target := make([]bool, len(b.tasks))
+	for k, e := range in {
+		if e.Node == nil {
+			return fmt.Errorf("autograd: Backward: input %d does not require grad and has no node", k)
+		}
+		i, ok := b.index[e.Node]
+		if !ok {
+			continue // not reached from the roots: it gets no gradient
+		}
+		target[i] = true
+		if b.opts.Capture != nil {
+			b.tasks[i].captures = append(b.tasks[i].captures, capture{slot: e.Slot, input: k})
+		}
+	}
+	// Producers after their consumers (Kahn's order over the discovered edges),
+	// so that walking it backwards sees every input of a node before the node.
+	deps := make([]int32, len(b.tasks))
+	for i := range b.tasks {
+		deps[i] = b.tasks[i].deps
+	}
+	var order []int32
+	for i := range b.tasks {
+		if deps[i] == 0 {
+			order = append(order, int32(i))
+		}
+	}
+	for k := 0; k < len(order); k++ {
+		for _, e := range b.tasks[order[k]].node.inputs {
+			if e.Node == nil {
+				continue
+			}
+			j := b.index[e.Node]
+			if deps[j]--; deps[j] == 0 {
+				order = append(order, j)
+			}
+		}
+	}
+	for k := len(order) - 1; k >= 0; k-- {
+		t := &b.tasks[order[k]]
+		upstream := false
+		for _, e := range t.node.inputs {
+			if e.Node != nil && b.tasks[b.index[e.Node]].active {
+				upstream = true
+				break
+			}
+		}
+		t.active = upstream || target[order[k]]
+		t.runs = upstream || (target[order[k]] && b.opts.Capture == nil)
+	}
+	// Only edges between nodes that take part deliver.
+	for i := range b.tasks {
+		b.tasks[i].deps = 0
+	}
+	for i := range b.tasks {
+		if !b.tasks[i].active {
+			continue
+		}
+		for _, e := range b.tasks[i].node.inputs {
+			if e.Node != nil && b.tasks[b.index[e.Node]].active {
+				b.tasks[b.index[e.Node]].deps++
+			}
+		}
+	}
+	return b.checkRunnable()
+}
+
+// checkRunnable fails for the first node that would run its Function but
+// cannot.
+func (b *backward) checkRunnable() error {
+	for _, t := range b.tasks {
+		if !t.runs {
+			continue
+		}
+		if err := t.node.checkRunnable(); err != nil {
+			return fmt.Errorf("autograd: Backward: %w", err)
 		}
 	}
 	return nil
@@ -214,6 +337,12 @@ func (b *backward) step(i int32) error {
 			continue
 		}
 		dst := b.index[e.Node]
+		if !b.tasks[dst].active {
+			if g != nil {
+				g.Release()
+			}
+			continue
+		}
 		if g != nil {
 			if err := b.deliver(dst, e.Slot, g); err != nil {
 				releaseAll(outs)
@@ -236,8 +365,9 @@ func (b *backward) step(i int32) error {
 // is not run (no Function, no hooks) and returns nil, but is consumed all the
 // same.
 func (b *backward) run(i int32) ([]Value, error) {
-	n := b.tasks[i].node
-	fn, gradHooks, postHooks, err := n.begin()
+	t := &b.tasks[i]
+	n := t.node
+	fn, gradHooks, postHooks, err := n.begin(t.runs)
 	if err != nil {
 		return nil, fmt.Errorf("autograd: Backward: %w", err)
 	}
@@ -257,7 +387,7 @@ func (b *backward) run(i int32) ([]Value, error) {
 		}
 	}
 	var outs []Value
-	if arrived {
+	if arrived && t.runs {
 		if outs, err = b.call(n, fn, grads); err != nil {
 			return nil, err
 		}
@@ -268,7 +398,18 @@ func (b *backward) run(i int32) ([]Value, error) {
 			}
 		}
 	}
-	if n.kind == KindOp && !b.opts.RetainGraph {
+	for _, c := range t.captures {
+		g := grads[c.slot]
+		if g == nil {
+			continue
+		}
+		grads[c.slot] = nil
+		if err := b.opts.Capture(c.input, g); err != nil {
+			releaseAll(outs)
+			return nil, nodeError(n, fmt.Errorf("capturing the gradient of input %d: %w", c.input, err))
+		}
+	}
+	if t.runs && n.kind == KindOp && !b.opts.RetainGraph {
 		n.releaseSaved()
 	}
 	return outs, nil
@@ -294,12 +435,13 @@ func (b *backward) call(n *Node, fn Function, grads []Value) ([]Value, error) {
 	return outs, nil
 }
 
-// begin checks that n can run now (a concurrent backward may have consumed
-// it since discovery) and snapshots its Function and hooks.
-func (n *Node) begin() (Function, [][]GradHook, []PostHook, error) {
+// begin checks that n can run now when it will run its Function (a
+// concurrent backward may have consumed it since discovery) and snapshots its
+// Function and hooks.
+func (n *Node) begin(runs bool) (Function, [][]GradHook, []PostHook, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if err := n.runnableLocked(); err != nil {
+	if err := n.runnableLocked(); err != nil && runs {
 		return nil, nil, nil, err
 	}
 	var gradHooks [][]GradHook

@@ -8,6 +8,16 @@ type task struct {
 	deps   int32 // edges from reachable nodes that have not delivered yet
 	grad   int32 // its gradients, one per output slot, start at backward.grads[grad]
 	queued bool  // pushed on the ready queue (a node runs once)
+	// active says the node takes part (every node without Options.Inputs, else
+	// those that lead to an input edge); runs that it calls its Function.
+	active, runs bool
+	captures     []capture // the input edges of Options.Inputs at this node, under Capture
+}
+
+// capture is one input edge whose gradient a Grad takes: output slot of the
+// task's node, Options.Inputs[input].
+type capture struct {
+	slot, input int
 }
 
 // before is the run order of ready nodes (see the package doc).

@@ -30,6 +30,47 @@ type Config struct {
 	// NoEarlyStop runs the whole function on recompute instead of stopping once every
 	// saved tensor is regenerated (set_checkpoint_early_stop(False)).
 	NoEarlyStop bool
+	// Policy, when set, makes the checkpoint selective (PyTorch's
+	// create_selective_checkpoint_contexts): the results of the ops it says to Save
+	// are kept from the forward, and the recomputation reuses them instead of
+	// running those ops again; every other op is recomputed. See SaveOps.
+	Policy Policy
+}
+
+// Decision is what a Policy says of an op (PyTorch's CheckpointPolicy, whose MUST_
+// and PREFER_ forms differ only under a compiler).
+type Decision uint8
+
+const (
+	// Recompute runs the op again in the recomputation (the default).
+	Recompute Decision = iota
+	// Save keeps the op's result from the forward for the recomputation.
+	Save
+)
+
+// Policy decides, in the forward, whether the result of each op of the checkpointed
+// function (named by the tensor.Op* constants; in are its inputs) is kept. It is
+// asked only of the ops a result can be reused for: every op of tensor's op table
+// but views, factories and those that save a statistic, mask or index they compute
+// (LayerNorm, CrossEntropy, Dropout, Max: tensor.OpInfo.SavesExtra), which are
+// always recomputed.
+type Policy func(op string, in []*tensor.Tensor) Decision
+
+// SaveOps is the policy that keeps the results of the ops named and recomputes the
+// rest (create_selective_checkpoint_contexts with a list of ops): SaveOps(
+// tensor.OpMatMul, tensor.OpLinear) keeps the products, which cost the most to
+// recompute, and recomputes the cheap elementwise ops between them.
+func SaveOps(ops ...string) Policy {
+	keep := make(map[string]bool, len(ops))
+	for _, op := range ops {
+		keep[op] = true
+	}
+	return func(op string, _ []*tensor.Tensor) Decision {
+		if keep[op] {
+			return Save
+		}
+		return Recompute
+	}
 }
 
 const opCheckpoint = "checkpoint.Checkpoint"

@@ -1,6 +1,9 @@
-// Package checkpoint trades compute for memory: it runs a function of tensors without
-// keeping what its ops save for backward, and runs it again during backward to
-// regenerate those tensors (torch.utils.checkpoint with use_reentrant=False).
+// Package checkpoint trades compute, or host memory, for device memory: Checkpoint
+// runs a function of tensors without keeping what its ops save for backward, and runs
+// it again during backward to regenerate those tensors (torch.utils.checkpoint with
+// use_reentrant=False), selectively with a Policy; Sequential does it to a stack of
+// layers (checkpoint_sequential); SaveOnCPU keeps what the ops of a scope save in host
+// memory instead (torch.autograd.graph.save_on_cpu).
 //
 // # How
 //
@@ -55,6 +58,29 @@
 //     in place since the forward fails it too.
 //   - In a scope that records no graph, Checkpoint just runs the function (in a
 //     child scope): nothing is kept for a backward that cannot happen.
+//
+// # Selective checkpointing
+//
+// With Config.Policy (SaveOps names the ops) the checkpoint is selective, as
+// PyTorch's create_selective_checkpoint_contexts: the frame is also the scope's
+// tensor.OpCache. In the forward every op that a result can be reused for is numbered
+// and, when the policy says Save, a reference to its result's data is kept. The
+// recomputation numbers its ops the same way and hands each kept result to its op,
+// which copies it into its own result instead of running its kernels, then records
+// and saves as usual, so the recomputation saves what the forward saved (the
+// determinism check holds) and the early stop works as before.
+//
+//   - After a recorded forward a selective checkpoint keeps its inputs and the kept
+//     results: those are the memory the policy trades for compute. They are released
+//     with the inputs, with the last holder.
+//   - The policy is asked in the forward only, of every op but views, factories and
+//     the ops that save something they compute besides their result (LayerNorm,
+//     CrossEntropy, Dropout, Max), which are always recomputed.
+//   - An op of another name where the forward kept a result, or a kept result
+//     modified in place since the forward, fails the backward (ErrNondeterministic
+//     for the first).
+//   - Kept results are held directly, not through an enclosing scope's saved-tensor
+//     hooks.
 //
 // # Concurrency
 //

@@ -30,6 +30,20 @@ type frame struct {
 	holders    []*holder // guarded by mu; one per tensor the forward saved, in order
 	refs       int       // guarded by mu; live holders, plus one while the forward runs
 	forwarding bool      // guarded by mu; the forward is running: Pack makes holders
+	// ops counts the ops the forward told the frame it ran (tensor.OpCache.Ran);
+	// kept are the results the policy kept, in that order. Guarded by mu; kept is
+	// released with the inputs.
+	ops  int
+	kept []kept
+}
+
+// kept is the result of the forward's op number seq, of op, which the policy kept:
+// an unowned handle outside the graph over its data, at version.
+type kept struct {
+	seq     int
+	op      string
+	t       *tensor.Tensor
+	version uint64
 }
 
 // input is one input of the checkpointed function as the frame keeps it.
@@ -85,10 +99,8 @@ func newFrame(c Config, fn Func, s *tensor.Scope, in []*tensor.Tensor) *frame {
 			f.releaseInputs()
 		}
 	}()
-	tmp := tensor.NewScope(tensor.NoGrad())
-	defer tmp.Close()
 	for i, t := range in {
-		d := tmp.Keep(tmp.Bind(t).Detach())
+		d := dataOf(t)
 		k := input{kept: d, requiresGrad: t.RequiresGrad(), version: d.Version()}
 		if f.outer != nil {
 			p, err := f.outer.Pack(d)
@@ -120,6 +132,50 @@ func (f *frame) releaseInputs() {
 	for _, in := range f.inputs {
 		in.kept.Release()
 	}
+	f.mu.Lock()
+	ks := f.kept
+	f.kept = nil
+	f.mu.Unlock()
+	for _, k := range ks {
+		k.t.Release()
+	}
+}
+
+// dataOf is a new handle over t's data, outside the graph and every scope: the
+// caller owns it.
+func dataOf(t *tensor.Tensor) *tensor.Tensor {
+	tmp := tensor.NewScope(tensor.NoGrad())
+	defer tmp.Close()
+	return tmp.Keep(tmp.Bind(t).Detach())
+}
+
+// Result is the forward's side of the op cache: it computes every op.
+func (f *frame) Result(string, []*tensor.Tensor) (*tensor.Tensor, error) { return nil, nil }
+
+// Ran numbers the forward's ops and keeps the result of those the policy saves.
+func (f *frame) Ran(op string, in []*tensor.Tensor, out *tensor.Tensor) {
+	f.mu.Lock()
+	seq := f.ops
+	f.ops++
+	f.mu.Unlock()
+	if f.cfg.Policy == nil || f.cfg.Policy(op, in) != Save {
+		return
+	}
+	d := dataOf(out)
+	f.mu.Lock()
+	f.kept = append(f.kept, kept{seq: seq, op: op, t: d, version: d.Version()})
+	f.mu.Unlock()
+}
+
+// keptAt is the result the forward kept of its op number seq, if it kept one.
+func (f *frame) keptAt(seq int) (kept, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i, found := slices.BinarySearchFunc(f.kept, seq, func(k kept, seq int) int { return k.seq - seq })
+	if !found {
+		return kept{}, false
+	}
+	return f.kept[i], true
 }
 
 // Pack replaces a tensor the forward saves by a holder and releases the tensor.

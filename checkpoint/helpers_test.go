@@ -59,7 +59,7 @@ func forward(m *nn.Sequential, c checkpoint.Config, k int, x *tensor.Tensor) *te
 	if k == 0 {
 		return m.Forward(x)
 	}
-	return c.Sequential(layersOf(m), k, x)
+	return checkpoint.SequentialWith(c, m, k, x)
 }
 
 // finish closes s, releases m and asserts nothing is left on dev.

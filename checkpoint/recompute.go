@@ -20,6 +20,7 @@ var ErrNondeterministic = errors.New("the recomputation differs from the origina
 type recomputation struct {
 	f          *frame
 	n          int      // tensors saved so far
+	ops        int      // ops asked for a kept result so far (tensor.OpCache.Result)
 	mismatches []string // determinism check failures, by position
 }
 
@@ -204,6 +205,30 @@ func (r *recomputation) Unpack(autograd.Value) (autograd.Value, error) {
 	return nil, errors.New("checkpoint: a tensor saved during a recomputation was unpacked; " +
 		"backward through a recomputation's own graph is not supported")
 }
+
+// Result gives op, the recomputation's op number r.ops, the result the forward kept of
+// the same op, if it kept one: the op then copies it instead of computing. Another op
+// there, or a kept result modified in place since, ends the recomputation with an
+// error.
+func (r *recomputation) Result(op string, _ []*tensor.Tensor) (*tensor.Tensor, error) {
+	seq := r.ops
+	r.ops++
+	k, ok := r.f.keptAt(seq)
+	switch {
+	case !ok:
+		return nil, nil
+	case k.op != op:
+		return nil, &stopped{r: r, err: fmt.Errorf("checkpoint: %w: op %d of the recomputation is %s, where the forward ran %s "+
+			"and the policy kept its result", ErrNondeterministic, seq, op, k.op)}
+	case k.t.Version() != k.version:
+		return nil, &stopped{r: r, err: fmt.Errorf("checkpoint: the result of %s (op %d) that the policy kept was modified in place "+
+			"since the forward (version %d, now %d); do the in-place op on a copy", op, seq, k.version, k.t.Version())}
+	}
+	return dataOf(k.t), nil
+}
+
+// Ran does nothing: the recomputation keeps no results.
+func (r *recomputation) Ran(string, []*tensor.Tensor, *tensor.Tensor) {}
 
 // recomputed stands in the recomputation's graph for a tensor handed to a holder.
 type recomputed struct{}

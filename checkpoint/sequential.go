@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/tensor"
 )
 
@@ -48,20 +49,47 @@ func Segments(n, k int) ([]Segment, error) {
 
 const opSequential = "checkpoint.Sequential"
 
-// Sequential runs layers on x split into k segments with the zero Config; see
-// Config.Sequential.
-func Sequential(layers []Layer, k int, x *tensor.Tensor) *tensor.Tensor {
-	return Config{}.Sequential(layers, k, x)
+// Stack is what Sequential splits into segments: an *nn.Sequential, whose children
+// are the layers, in order (PyTorch's checkpoint_sequential takes an nn.Sequential),
+// or a list of layers.
+type Stack interface {
+	*nn.Sequential | []Layer
 }
 
-// Sequential runs layers one after the other on x (which a scope owns), the first k−1
-// segments of Segments(len(layers), k) each under one Checkpoint, the last one plainly.
-// Each layer runs in a child scope and each intermediate result is released once the
-// next layer consumed it, so after a recorded forward the memory held is the
-// parameters, the inputs of the checkpointed segments, the activations the last
-// segment saved and the result (owned where an op on x puts it). It panics with a
-// *tensor.Error wrapping ErrSegments for a k outside [1, len(layers)].
-func (c Config) Sequential(layers []Layer, k int, x *tensor.Tensor) *tensor.Tensor {
+// layersOf lists the layers of a stack.
+func layersOf[S Stack](stack S) []Layer {
+	switch st := any(stack).(type) {
+	case *nn.Sequential:
+		if st == nil {
+			return nil
+		}
+		ls := make([]Layer, len(st.Children))
+		for i, c := range st.Children {
+			ls[i] = c
+		}
+		return ls
+	case []Layer:
+		return st
+	}
+	return nil
+}
+
+// Sequential runs the layers of stack on x split into k segments with the zero
+// Config; see SequentialWith.
+func Sequential[S Stack](stack S, k int, x *tensor.Tensor) *tensor.Tensor {
+	return SequentialWith(Config{}, stack, k, x)
+}
+
+// SequentialWith runs the layers of stack one after the other on x (which a scope
+// owns), the first k−1 segments of Segments(len(layers), k) each under one Checkpoint
+// with c, the last one plainly. Each layer runs in a child scope and each intermediate
+// result is released once the next layer consumed it, so after a recorded forward the
+// memory held is the parameters, the inputs of the checkpointed segments, the
+// activations the last segment saved and the result (owned where an op on x puts it). It panics
+// with a *tensor.Error wrapping ErrSegments for a k outside [1, len(layers)]. (It is a
+// function, not a method of Config, because a Go method cannot take a type parameter.)
+func SequentialWith[S Stack](c Config, stack S, k int, x *tensor.Tensor) *tensor.Tensor {
+	layers := layersOf(stack)
 	segs, err := Segments(len(layers), k)
 	if err != nil {
 		panic(&tensor.Error{Op: opSequential, Msg: "splitting the layers", Err: err})

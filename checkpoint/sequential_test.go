@@ -309,7 +309,7 @@ func TestSequentialErrors(t *testing.T) {
 		require.ErrorAs(t, err, &te)
 		assert.Equal(t, "checkpoint.Sequential", te.Op)
 	}
-	err := tensor.Try(func() { checkpoint.Sequential(nil, 1, x) })
+	err := tensor.Try(func() { checkpoint.Sequential([]checkpoint.Layer(nil), 1, x) })
 	require.ErrorIs(t, err, checkpoint.ErrSegments)
 	assert.Equal(t, x.Bytes(), tensortest.Requested(t, dev)-nn.ParameterBytes(m), "a refused call allocates nothing")
 }
@@ -341,4 +341,35 @@ func TestSequentialOfFunctions(t *testing.T) {
 	assert.Equal(t, want, run(2))
 	assert.Equal(t, 6, calls, "the checkpointed segment [0, 2) runs again in backward")
 	tensortest.RequireEmpty(t, dev)
+}
+
+// Sequential takes an *nn.Sequential as PyTorch's checkpoint_sequential takes an
+// nn.Sequential: its children are the layers (a nested Sequential is one layer), with
+// the gradients of the list form and of the plain forward.
+func TestSequentialOfAnNNSequential(t *testing.T) {
+	d := tensortest.CPU(t)
+	m := linears(d, 4, 8, 5)
+	nested := nn.NewSequential(m.Children[0], nn.NewSequential(m.Children[1], nn.ReLU{}), m.Children[2], m.Children[3])
+	run := func(f func(x *tensor.Tensor) *tensor.Tensor) [][]float32 {
+		s := newScope(3)
+		defer s.Close()
+		f(input(s, d, 4, 8)).Sum().Backward()
+		g := grads(m)
+		for _, p := range nn.Parameters(m) {
+			p.ZeroGrad(true)
+		}
+		return g
+	}
+	plain := run(nested.Forward)
+	require.Equal(t, plain, run(func(x *tensor.Tensor) *tensor.Tensor { return checkpoint.Sequential(nested, 2, x) }))
+	require.Equal(t, plain, run(func(x *tensor.Tensor) *tensor.Tensor { return checkpoint.Sequential(layersOf(nested), 2, x) }))
+	require.Equal(t, plain, run(func(x *tensor.Tensor) *tensor.Tensor {
+		return checkpoint.SequentialWith(checkpoint.Config{Policy: checkpoint.SaveOps(tensor.OpLinear)}, nested, 4, x)
+	}))
+	s := newScope(1)
+	err := tensor.Try(func() { checkpoint.Sequential((*nn.Sequential)(nil), 1, input(s, d, 1, 8)) })
+	require.ErrorIs(t, err, checkpoint.ErrSegments)
+	s.Close()
+	m.Release()
+	tensortest.RequireEmpty(t, d)
 }

@@ -107,4 +107,23 @@ type Backend interface {
 	Unscale(g Operand, inv float32, found Operand)
 	// NonFinite reports whether x holds an Inf or a NaN; it synchronises.
 	NonFinite(x Operand) bool
+
+	// BinaryCrossEntropy writes −(y·max(ln x, −100) + (1−y)·max(ln(1−x), −100)) into
+	// dst, elementwise (x and y broadcast to dst). An x outside [0, 1], or NaN, is a
+	// *RangeError (dst is then undefined).
+	BinaryCrossEntropy(dst, x, y Operand) error
+	// BinaryCrossEntropyBackward writes g·∂/∂wrt of it into dst: for x (ArgA)
+	// g·(x−y)/max(x·(1−x), 1e-12), for y (ArgB) −g·ln(x/(1−x)).
+	BinaryCrossEntropyBackward(wrt Arg, dst, g, x, y Operand)
+	// BinaryCrossEntropyWithLogits writes (1−y)·x − (1+(pw−1)·y)·ln σ(x) into dst,
+	// elementwise, with pw the optional positive weight (absent: 1).
+	BinaryCrossEntropyWithLogits(dst, x, y, pw Operand)
+	// BinaryCrossEntropyWithLogitsBackward writes g·∂/∂wrt of it into dst: for x
+	// g·((1+(pw−1)·y)·σ(x) − pw·y), for y g·((pw−1)·softplus(−x) − x).
+	BinaryCrossEntropyWithLogitsBackward(wrt Arg, dst, g, x, y, pw Operand)
+
+	// Addc writes x + value·a·b (op Mul) or x + value·a/b (op Div) into dst,
+	// elementwise, computed as x + (value·a)·b and x + (value·a)/b (x, a and b
+	// broadcast to dst; dst may be x).
+	Addc(op BinaryOp, dst, x, a, b Operand, value float64)
 }

@@ -14,3 +14,16 @@ type IndexError struct {
 func (e *IndexError) Error() string {
 	return fmt.Sprintf("%s: index %d at position %d is outside [0, %d)", e.Op, e.Index, e.Pos, e.Limit)
 }
+
+// RangeError reports input values outside the domain an op is defined on (a
+// probability outside [0, 1]). A backend may report it after writing its output.
+type RangeError struct {
+	Op     string  // the kernel: "binary_cross_entropy", …
+	Count  int     // how many elements are outside (NaN included)
+	Lo, Hi float64 // the domain, [Lo, Hi]
+}
+
+func (e *RangeError) Error() string {
+	return fmt.Sprintf("%s: %d input elements are outside [%g, %g] or NaN; all elements of the input should be between %g and %g",
+		e.Op, e.Count, e.Lo, e.Hi, e.Lo, e.Hi)
+}

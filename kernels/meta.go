@@ -44,3 +44,12 @@ func (meta) SGD(SGD, Operand, Operand, Operand, bool)                {}
 func (meta) Adam(Adam, int, Operand, Operand, Operand, Operand)      {}
 func (meta) Unscale(Operand, float32, Operand)                       {}
 func (meta) NonFinite(Operand) bool                                  { return false }
+
+// The losses of binary classification.
+func (meta) BinaryCrossEntropy(Operand, Operand, Operand) error                 { return nil }
+func (meta) BinaryCrossEntropyBackward(Arg, Operand, Operand, Operand, Operand) {}
+func (meta) BinaryCrossEntropyWithLogits(Operand, Operand, Operand, Operand)    {}
+func (meta) BinaryCrossEntropyWithLogitsBackward(Arg, Operand, Operand, Operand, Operand, Operand) {
+}
+
+func (meta) Addc(BinaryOp, Operand, Operand, Operand, Operand, float64) {}

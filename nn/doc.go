@@ -22,8 +22,13 @@
 //     parameters, the saved activations and what the caller holds; under NoGrad it
 //     holds, at its peak, the parameters, the caller's tensors and one layer's input
 //     and output.
-//   - Losses (CrossEntropyLoss, MSELoss, behind the Loss interface) take a prediction
-//     and a target owned by scopes; the loss belongs where an op on them puts it.
+//   - Losses (CrossEntropyLoss, MSELoss, BCELoss, BCEWithLogitsLoss, behind the Loss
+//     interface) take a prediction and a target owned by scopes; the loss belongs where
+//     an op on them puts it.
+//   - ClipGradNorm and ClipGradValue clip the gradients of a list of parameters in
+//     place (torch.nn.utils.clip_grad_norm_ and clip_grad_value_), computing on the
+//     gradients' devices: the total norm ClipGradNorm returns is a tensor owned by the
+//     scope it is given, and nothing is read back unless its finiteness is checked.
 //
 // # Modes
 //

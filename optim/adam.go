@@ -25,8 +25,31 @@ func DefaultAdamW() AdamConfig {
 	return c
 }
 
+// check names the first bad hyper-parameter.
+func (c AdamConfig) check() error {
+	switch {
+	case !(c.LR >= 0):
+		return fmt.Errorf("learning rate %g: need LR ≥ 0", c.LR)
+	case !(c.Beta1 >= 0 && c.Beta1 < 1) || !(c.Beta2 >= 0 && c.Beta2 < 1):
+		return fmt.Errorf("betas (%g, %g): each must be in [0, 1) (PyTorch's defaults are 0.9, 0.999)", c.Beta1, c.Beta2)
+	case !(c.Eps >= 0):
+		return fmt.Errorf("eps %g: need Eps ≥ 0", c.Eps)
+	case !(c.WeightDecay >= 0):
+		return fmt.Errorf("weight decay %g: need WeightDecay ≥ 0", c.WeightDecay)
+	}
+	return nil
+}
+
+// AdamGroup is a parameter group of Adam or AdamW (an entry of PyTorch's
+// param_groups): the parameters and the hyper-parameters they step with.
+type AdamGroup struct {
+	Params []*tensor.Tensor
+	AdamConfig
+}
+
 // Adam is Adam (torch.optim.Adam) or, made by NewAdamW, AdamW. For each parameter p
-// with gradient g, at its step t (counted per parameter, from 1):
+// with gradient g, at its step t (counted per parameter, from 1), with the
+// hyper-parameters of p's group:
 //
 //	Adam:  g = g + WeightDecay·p          AdamW: p = p·(1 − LR·WeightDecay)
 //	m = Beta1·m + (1−Beta1)·g
@@ -37,49 +60,98 @@ func DefaultAdamW() AdamConfig {
 // parameter has stepped. The step counts live on the host (PyTorch keeps them in CPU
 // tensors).
 type Adam struct {
-	c         AdamConfig
+	groups    []AdamConfig
 	decoupled bool
 	steps     []int // per parameter
-	group
+	params
 }
 
-// NewAdam returns an Adam optimizer over params, or an error naming a bad
-// hyper-parameter or parameter.
+// NewAdam returns an Adam optimizer over params, all in one group, or an error naming
+// a bad hyper-parameter or parameter.
 func NewAdam(params []*tensor.Tensor, c AdamConfig) (*Adam, error) {
-	return newAdam("Adam", params, c, false)
+	return NewAdamGroups(AdamGroup{Params: params, AdamConfig: c})
 }
 
-// NewAdamW returns an AdamW optimizer (decoupled weight decay) over params.
+// NewAdamW returns an AdamW optimizer (decoupled weight decay) over params, all in one
+// group.
 func NewAdamW(params []*tensor.Tensor, c AdamConfig) (*Adam, error) {
-	return newAdam("AdamW", params, c, true)
+	return NewAdamWGroups(AdamGroup{Params: params, AdamConfig: c})
 }
 
-func newAdam(op string, params []*tensor.Tensor, c AdamConfig, decoupled bool) (*Adam, error) {
-	switch {
-	case !(c.LR >= 0):
-		return nil, fmt.Errorf("optim: %s: learning rate %g: need LR ≥ 0", op, c.LR)
-	case !(c.Beta1 >= 0 && c.Beta1 < 1) || !(c.Beta2 >= 0 && c.Beta2 < 1):
-		return nil, fmt.Errorf("optim: %s: betas (%g, %g): each must be in [0, 1) (PyTorch's defaults are 0.9, 0.999)", op, c.Beta1, c.Beta2)
-	case !(c.Eps >= 0):
-		return nil, fmt.Errorf("optim: %s: eps %g: need Eps ≥ 0", op, c.Eps)
-	case !(c.WeightDecay >= 0):
-		return nil, fmt.Errorf("optim: %s: weight decay %g: need WeightDecay ≥ 0", op, c.WeightDecay)
+// NewAdamGroups returns an Adam optimizer over parameter groups, each with its own
+// hyper-parameters (PyTorch's Adam(param_groups)).
+func NewAdamGroups(groups ...AdamGroup) (*Adam, error) { return newAdam("Adam", false, groups) }
+
+// NewAdamWGroups returns an AdamW optimizer over parameter groups.
+func NewAdamWGroups(groups ...AdamGroup) (*Adam, error) { return newAdam("AdamW", true, groups) }
+
+func newAdam(op string, decoupled bool, groups []AdamGroup) (*Adam, error) {
+	if len(groups) == 0 {
+		return nil, fmt.Errorf("optim: %s: no parameter groups; pass the module's parameters (nn.Parameters)", op)
 	}
-	g, err := newGroup(op, params)
-	if err != nil {
-		return nil, err
+	o := &Adam{decoupled: decoupled, params: params{op: op}}
+	for _, g := range groups {
+		if err := o.AddGroup(g); err != nil {
+			return nil, err
+		}
 	}
-	return &Adam{c: c, decoupled: decoupled, steps: make([]int, len(params)), group: g}, nil
+	return o, nil
 }
 
-// Config returns the hyper-parameters.
-func (o *Adam) Config() AdamConfig { return o.c }
+// AddGroup adds a parameter group (PyTorch's add_param_group), for parameters the
+// optimizer does not have yet.
+func (o *Adam) AddGroup(g AdamGroup) error {
+	if err := g.check(); err != nil {
+		return fmt.Errorf("optim: %s: group %d: %w", o.op, o.NumGroups(), err)
+	}
+	if err := o.add(g.Params); err != nil {
+		return err
+	}
+	o.groups = append(o.groups, g.AdamConfig)
+	o.steps = append(o.steps, make([]int, len(g.Params))...)
+	o.addedGroup(g.LR)
+	return nil
+}
+
+// Config returns the hyper-parameters of the first group.
+func (o *Adam) Config() AdamConfig { return o.groups[0] }
+
+// Group returns parameter group i.
+func (o *Adam) Group(i int) AdamGroup {
+	checkGroup(o.op+".Group", i, len(o.groups))
+	return AdamGroup{Params: o.GroupParams(i), AdamConfig: o.groups[i]}
+}
+
+// SetGroupConfig changes the hyper-parameters of group i, or returns an error naming
+// a bad one.
+func (o *Adam) SetGroupConfig(i int, c AdamConfig) error {
+	checkGroup(o.op+".SetGroupConfig", i, len(o.groups))
+	if err := c.check(); err != nil {
+		return fmt.Errorf("optim: %s: group %d: %w", o.op, i, err)
+	}
+	o.groups[i] = c
+	return nil
+}
+
+// LR is the learning rate of group i.
+func (o *Adam) LR(i int) float64 {
+	checkGroup(o.op+".LR", i, len(o.groups))
+	return o.groups[i].LR
+}
+
+// SetLR sets the learning rate of group i.
+func (o *Adam) SetLR(i int, lr float64) {
+	o.groups[i].LR = checkLR(o.op+".SetLR", i, len(o.groups), lr)
+}
 
 // Step updates every parameter that has a gradient.
 func (o *Adam) Step() {
-	k := kernels.Adam{LR: o.c.LR, Beta1: o.c.Beta1, Beta2: o.c.Beta2, Eps: o.c.Eps, WeightDecay: o.c.WeightDecay, Decoupled: o.decoupled}
-	o.each(2, func(i int, p, g *tensor.Tensor, st []*tensor.Tensor, _ bool) {
+	ks := make([]kernels.Adam, len(o.groups))
+	for i, c := range o.groups {
+		ks[i] = kernels.Adam{LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay, Decoupled: o.decoupled}
+	}
+	o.each(func(int) int { return 2 }, func(i, g int, p, grad *tensor.Tensor, st []*tensor.Tensor, _ bool) {
 		o.steps[i]++
-		tensor.StepAdam(k, o.steps[i], p, g, st[0], st[1])
+		tensor.StepAdam(ks[g], o.steps[i], p, grad, st[0], st[1])
 	})
 }

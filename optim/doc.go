@@ -1,5 +1,29 @@
 // Package optim is sublet's optimizers: SGD (momentum, dampening, Nesterov, weight
-// decay), Adam and AdamW, with PyTorch's update formulas and semantics.
+// decay), Adam and AdamW, with PyTorch's update formulas and semantics, over parameter
+// groups, and the learning-rate schedulers that drive them.
+//
+// # Use
+//
+// NewSGD, NewAdam and NewAdamW take one list of parameters (nn.Parameters(model)) and
+// one configuration. NewSGDGroups, NewAdamGroups and NewAdamWGroups take parameter
+// groups (PyTorch's param_groups), each with its own hyper-parameters: a smaller
+// learning rate for a pretrained body, no weight decay for biases. AddGroup adds one
+// later (add_param_group); LR, SetLR, Group and SetGroupConfig read and change a
+// group's hyper-parameters. A parameter belongs to one group.
+//
+// Schedulers (NewStepLR, NewLinearLR, NewCosineAnnealingLR, NewLambdaLR, and
+// NewSequentialLR and NewChainedScheduler to compose them) set the groups' learning
+// rates; call their Step after the optimizer's. They follow
+// torch.optim.lr_scheduler exactly: the first scheduler made on an optimizer records
+// each group's rate as its initial rate, which every scheduler of the optimizer
+// starts from; a constructor runs the first step (epoch 0); Step applies the chainable
+// form, so chained schedules multiply and SequentialLR restarts each schedule at its
+// milestone from its closed form. A warm-up then cosine decay:
+//
+//	warm, _ := optim.NewLinearLR(opt, 0.1, 1, 5)
+//	cos, _ := optim.NewCosineAnnealingLR(opt, 95, 0)
+//	sched, _ := optim.NewSequentialLR(opt, []*optim.LRScheduler{warm, cos}, []int{5})
+//	for epoch := range 100 { train(); sched.Step() }
 //
 // # Ownership and memory
 //
@@ -15,6 +39,8 @@
 //     no data (the meta device) it allocates the state and computes nothing, so the
 //     memory of a step is checked at full size. Every update bumps the parameter's
 //     version, so a graph that saved the old value refuses to backward through it.
+//   - SGD keeps momentum buffers only for the parameters of groups whose Momentum is
+//     not 0 (made on their first step with momentum).
 //   - A parameter without a gradient is skipped (no update, no state), as PyTorch
 //     skips a None grad; a zeroed gradient still steps (weight decay and momentum
 //     act).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/tensor"
+	"github.com/subletml/sublet/tensor/tensortest"
 )
 
 // String prints values as PyTorch does (same number formats, alignment, nesting,
@@ -55,7 +56,7 @@ func TestStringShowsValuesAsPyTorch(t *testing.T) {
 // shown, for a summary); a device that keeps no data, or a released handle, prints
 // the metadata alone.
 func TestStringReadsEveryDevice(t *testing.T) {
-	gpu, meta := newRemote(t, "cuda:0"), newSim(t, 0, false)
+	gpu, meta := tensortest.NewRemote(t, "cuda:0"), newSim(t, 0, false)
 	s := tensor.NewScope()
 	g := tensor.FromSlice(s, gpu, dtype.F16, []float32{1, 2, 3, 4, 5, 6}, 2, 3).T()
 	require.Equal(t, "Tensor([[1., 4.],\n        [2., 5.],\n        [3., 6.]], shape=[3 2], dtype=float16, device=cuda:0)", g.String())

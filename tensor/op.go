@@ -32,6 +32,11 @@ type call struct {
 	at *site
 	// scratch are temporaries the op releases when it is done.
 	scratch []*Tensor
+	// cached is the result an OpCache gave the op to copy instead of computing it
+	// (opcache.go), owned by the op until its result is allocated; answered says one
+	// was given.
+	cached   *Tensor
+	answered bool
 	// Room for the usual few inputs and results without allocating.
 	inBuf   [3]*Tensor
 	madeBuf [2]*Tensor
@@ -69,6 +74,9 @@ func beginIn(s *Scope, dev device.Device, op string, compute bool, in ...*Tensor
 		}
 		c.in = got
 	}
+	if compute {
+		c.lookup() // after the autocast casts, which are ops of their own
+	}
 	return c
 }
 
@@ -99,6 +107,7 @@ func beginTyped(op string, t *Tensor, dt dtype.DType) (*call, dtype.DType) {
 	if !dt.IsFloat() {
 		c.bad(ErrDType, "result type %v: the op's results are floating", dt)
 	}
+	c.lookup()
 	return c, dt
 }
 
@@ -197,6 +206,7 @@ func (c *call) alloc(dt dtype.DType, shape []int) *Tensor {
 	}
 	t := newHandle(c.s, st, true, dt, shape, c.rowMajor(shape), 0, c.site())
 	c.made = append(c.made, t)
+	c.fromCache(t)
 	return t
 }
 
@@ -271,6 +281,10 @@ func (c *call) flush(out, buf *Tensor) {
 // abort releases everything the op made, its results and its temporaries (Release is
 // idempotent: a scratch tensor is in both lists).
 func (c *call) abort() {
+	if c.cached != nil {
+		c.cached.Release()
+		c.cached = nil
+	}
 	for i := len(c.made) - 1; i >= 0; i-- {
 		c.made[i].Release()
 	}
@@ -382,6 +396,7 @@ func (c *call) saveCross(a, b *Tensor) (sa, sb *autograd.Saved) {
 // done hands the outputs over: the op succeeded; its scratch is released, nothing
 // else any more.
 func (c *call) done(out *Tensor) *Tensor {
+	c.finishCache(out)
 	for _, t := range c.scratch {
 		t.Release()
 	}

@@ -1,6 +1,10 @@
 package tensor
 
-import "github.com/subletml/sublet/kernels"
+import (
+	"errors"
+
+	"github.com/subletml/sublet/kernels"
+)
 
 // AutocastClass is what an autocast policy (package amp) does to an op's floating
 // inputs: PyTorch's CUDA autocast lists, applied on every device.
@@ -22,6 +26,10 @@ const (
 	// no F32 copy of it (PyTorch's fp32_set_opt_dtype); the explicit forms (SumAs,
 	// SoftmaxAs, …) keep their type. The op asks through AutocastOutput.
 	AutocastF32Out
+	// AutocastBanned ops are refused in an enabled autocast scope: the policy panics
+	// with AutocastBannedError (PyTorch's banned list: binary_cross_entropy, whose
+	// 16-bit inputs lose what the logits form keeps).
+	AutocastBanned
 )
 
 func (c AutocastClass) String() string {
@@ -32,6 +40,8 @@ func (c AutocastClass) String() string {
 		return "fp32"
 	case AutocastF32Out:
 		return "fp32 result"
+	case AutocastBanned:
+		return "banned"
 	}
 	return "none"
 }
@@ -49,6 +59,12 @@ type OpInfo struct {
 	Saves string
 	// Autocast is the op's class under an autocast policy.
 	Autocast AutocastClass
+	// Banned says, for an AutocastBanned op, why autocast refuses it and what to use
+	// instead (PyTorch's message).
+	Banned string
+	// SavesExtra says the op saves a tensor it computes besides its result
+	// (statistics, a mask, indices): an OpCache cannot answer it.
+	SavesExtra bool
 
 	// unary and binary are the kernels of the elementwise families.
 	unary  kernels.UnaryOp
@@ -88,17 +104,17 @@ var opTable = []*OpInfo{
 	opNeg, opAbs, opExp, opLog, opSqrt, opTanh, opSigmoid, opRelu, opGelu, opGeluTanh,
 	{Name: OpSum, MinInputs: 1, MaxInputs: 1, Saves: "nothing", Autocast: AutocastF32Out},
 	{Name: OpMean, MinInputs: 1, MaxInputs: 1, Saves: "nothing"},
-	{Name: OpMax, MinInputs: 1, MaxInputs: 1, Saves: "the I64 positions of the maxima"},
+	{Name: OpMax, MinInputs: 1, MaxInputs: 1, Saves: "the I64 positions of the maxima", SavesExtra: true},
 	{Name: OpSumTo, MinInputs: 1, MaxInputs: 1, Saves: "nothing", Autocast: AutocastF32Out},
 	{Name: OpMatMul, MinInputs: 2, MaxInputs: 2, Saves: "a when b wants a gradient, b when a does", Autocast: AutocastLower},
 	{Name: OpLinear, MinInputs: 2, MaxInputs: 3, Saves: "x when the weight wants a gradient, the weight when x does", Autocast: AutocastLower},
 	{Name: OpSoftmax, MinInputs: 1, MaxInputs: 1, Saves: "its output", Autocast: AutocastF32Out},
 	{Name: OpLogSoftmax, MinInputs: 1, MaxInputs: 1, Saves: "its output", Autocast: AutocastF32Out},
-	{Name: OpCrossEntropy, MinInputs: 2, MaxInputs: 2, Saves: "the logits, the labels and one log-sum-exp per row", Autocast: AutocastF32},
+	{Name: OpCrossEntropy, MinInputs: 2, MaxInputs: 2, Saves: "the logits, the labels and one log-sum-exp per row", Autocast: AutocastF32, SavesExtra: true},
 	{Name: OpMSE, MinInputs: 2, MaxInputs: 2, Saves: "both inputs", Autocast: AutocastF32},
-	{Name: OpLayerNorm, MinInputs: 1, MaxInputs: 3, Saves: "x, the weight, and one mean and one reciprocal deviation per row", Autocast: AutocastF32},
+	{Name: OpLayerNorm, MinInputs: 1, MaxInputs: 3, Saves: "x, the weight, and one mean and one reciprocal deviation per row", Autocast: AutocastF32, SavesExtra: true},
 	{Name: OpEmbedding, MinInputs: 2, MaxInputs: 2, Saves: "the indices"},
-	{Name: OpDropout, MinInputs: 1, MaxInputs: 1, Saves: "the mask, one byte per element"},
+	{Name: OpDropout, MinInputs: 1, MaxInputs: 1, Saves: "the mask, one byte per element", SavesExtra: true},
 	{Name: OpCast, MinInputs: 1, MaxInputs: 1, Saves: "nothing"},
 	{Name: OpTo, MinInputs: 1, MaxInputs: 1, Saves: "nothing"},
 	{Name: OpContiguous, MinInputs: 1, MaxInputs: 1, Saves: "nothing"},
@@ -113,6 +129,38 @@ var opTable = []*OpInfo{
 	{Name: OpConcat, MinInputs: 1, MaxInputs: -1, Saves: "nothing"},
 	{Name: OpStack, MinInputs: 1, MaxInputs: -1, Saves: "nothing"},
 	{Name: OpDetach, MinInputs: 1, MaxInputs: 1, Saves: "nothing (it records no node)"},
+	opBinaryCrossEntropy, opBinaryCrossEntropyWithLogits, opAddcmul, opAddcdiv,
+}
+
+// The rows of the ops whose method runs its row.
+var (
+	opBinaryCrossEntropy = &OpInfo{Name: OpBinaryCrossEntropy, MinInputs: 2, MaxInputs: 2, Saves: "the input and the target",
+		Autocast: AutocastBanned, Banned: "tensor.BinaryCrossEntropy and nn.BCELoss are unsafe to autocast. " +
+			"Many models use a sigmoid layer right before the binary cross entropy layer. " +
+			"In this case, combine the two layers using tensor.BinaryCrossEntropyWithLogits or nn.BCEWithLogitsLoss. " +
+			"BinaryCrossEntropyWithLogits and BCEWithLogitsLoss are safe to autocast"}
+	opBinaryCrossEntropyWithLogits = &OpInfo{Name: OpBinaryCrossEntropyWithLogits, MinInputs: 2, MaxInputs: 3,
+		Saves: "the logits, the target and the positive weight", Autocast: AutocastF32}
+	// PyTorch's "promote" list: the op promotes its inputs itself.
+	opAddcmul = &OpInfo{Name: OpAddcmul, MinInputs: 3, MaxInputs: 3, Saves: "b when a wants a gradient, a when b does",
+		binary: kernels.Mul}
+	opAddcdiv = &OpInfo{Name: OpAddcdiv, MinInputs: 3, MaxInputs: 3,
+		Saves: "b when a or b wants a gradient, a when b does", binary: kernels.Div}
+)
+
+// ErrAutocastBanned is the cause of the error an autocast policy panics with for an
+// op of class AutocastBanned.
+var ErrAutocastBanned = errors.New("unsafe to autocast")
+
+// AutocastBannedError is the error an enabled autocast policy panics with when asked
+// for op, an AutocastBanned op: it names the op, says why and what to use instead, and
+// wraps ErrAutocastBanned.
+func AutocastBannedError(op string) *Error {
+	e := &Error{Op: op, Msg: "the op is unsafe to autocast", Err: ErrAutocastBanned}
+	if o, ok := opByName[op]; ok && o.Banned != "" {
+		e.Msg = o.Banned
+	}
+	return e
 }
 
 // Ops returns the op table: a row for every op (one per method: Gelu and GeluTanh

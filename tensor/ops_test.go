@@ -32,8 +32,9 @@ func TestOpTable(t *testing.T) {
 	want := map[tensor.AutocastClass][]string{
 		tensor.AutocastLower: {tensor.OpMatMul, tensor.OpLinear},
 		tensor.AutocastF32: {tensor.OpExp, tensor.OpLog, tensor.OpPow, tensor.OpPowScalar, tensor.OpLayerNorm,
-			tensor.OpMSE, tensor.OpCrossEntropy},
+			tensor.OpMSE, tensor.OpCrossEntropy, tensor.OpBinaryCrossEntropyWithLogits},
 		tensor.AutocastF32Out: {tensor.OpSoftmax, tensor.OpLogSoftmax, tensor.OpSum, tensor.OpSumTo},
+		tensor.AutocastBanned: {tensor.OpBinaryCrossEntropy},
 	}
 	listed := 0
 	for class, ops := range want {

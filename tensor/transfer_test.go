@@ -8,26 +8,11 @@ import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/tensor"
+	"github.com/subletml/sublet/tensor/tensortest"
 )
 
-// remote is a device whose memory the CPU cannot address, as a GPU's: it hides the
-// HostMemory of the simulated device with a backing store it wraps, so its data moves
-// only through the device's copies.
-type remote struct {
-	device.Device
-	name string
-}
-
-func (r *remote) Kind() device.Kind           { return device.CUDA }
-func (r *remote) Name() string                { return r.name }
-func (r *remote) Residency() device.Residency { return device.Remote }
-
-func newRemote(t *testing.T, name string) *remote {
-	return &remote{Device: newSim(t, 64<<20, true), name: name}
-}
-
 func TestToCopiesInEveryDirection(t *testing.T) {
-	host, backed, gpu0, gpu1 := newCPU(t), newSim(t, 64<<20, true), newRemote(t, "cuda:0"), newRemote(t, "cuda:1")
+	host, backed, gpu0, gpu1 := newCPU(t), newSim(t, 64<<20, true), tensortest.NewRemote(t, "cuda:0"), tensortest.NewRemote(t, "cuda:1")
 	require.Equal(t, device.Remote, gpu0.Residency())
 	s := tensor.NewScope()
 	want := []float32{1, 2, 3, 4, 5, 6}
@@ -70,7 +55,7 @@ func TestToCopiesInEveryDirection(t *testing.T) {
 }
 
 func TestToCarriesTheGradientBack(t *testing.T) {
-	host, gpu := newCPU(t), newRemote(t, "cuda:0")
+	host, gpu := newCPU(t), tensortest.NewRemote(t, "cuda:0")
 	s := tensor.NewScope()
 	x := tensor.FromSlice(s, host, dtype.F32, []float32{1, 2, 3}).SetRequiresGrad(true)
 	back := x.To(gpu).To(host)

@@ -20,7 +20,7 @@
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 
-GPU_PKGS=${GPU_PKGS:-"device/cuda device/named alloc alloc/pinned alloc/replay kernels tensor cmd/sublet"}
+GPU_PKGS=${GPU_PKGS:-"device/cuda device/named alloc alloc/pinned alloc/replay kernels tensor safetensors cmd/sublet"}
 BENCH_SRC=${BENCH_SRC:-/work/shared/bench}
 export CGO_ENABLED=0 GOOS=linux GOARCH=amd64
 # stripped: the binaries travel within the 64 MiB carry limit

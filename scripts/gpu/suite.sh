@@ -4,7 +4,7 @@
 # (carry [".gpu"]). Needs no Go there; python3 + torch for the PyTorch side.
 #
 #   scripts/gpu/suite.sh [--no-info] [--no-tests] [--no-gpubench] [--no-torch]
-#                        [--no-bench] [--no-replay] [--no-memviz] [--oracle]
+#                        [--no-bench] [--no-safetensors] [--no-replay] [--no-memviz] [--oracle]
 #
 # Steps, in this order, each logged, none stopping the others:
 #   info:     sublet info (devices, driver, allocator settings)
@@ -17,6 +17,12 @@
 #             extension first, about a minute)
 #   bench:    go benchmarks of BENCH_PKGS (alloc: BenchmarkPair, BenchmarkChurn, ...)
 #             with -test.benchtime BENCHTIME (1s)
+#   safetensors: safetensors' TestInteropWithPyTorch writes sublet's files (tensors from
+#             the cpu and through cuda:0, an MLP, its AdamW state),
+#             safetensors_interop.py loads them with safetensors.torch.load_file, into
+#             a torch MLP (load_state_dict) and a torch AdamW (load_state_dict), steps
+#             once and compares, then writes PyTorch's, which the test reads back onto
+#             the cpu and cuda:0, loads into an nn.MLP and AdamW, steps and compares
 #   replay:   sublet replay -device cuda:0 -series of every run of
 #             testdata/traces/matrix.json, one at a time with nothing else on the GPU,
 #             compared row by row and final key by key with PyTorch's results
@@ -30,15 +36,16 @@
 #             about 3 minutes) before the replay; testdata/oracle already holds its
 #             results of 2026-11-30
 # Output: $OUT/suite.tar.gz (suite/: env.txt, status.tsv, info.txt, tests/, gpubench.txt
-# and .json, torch.txt, bench/, replay/ with compare.txt), rewritten after every step so
+# and .json, torch.txt, bench/, safetensors.log and safetensors/ with the files both
+# sides wrote, replay/ with compare.txt), rewritten after every step so
 # that a call cut short still brings back what ran; with --oracle also
 # $OUT/oracle.tar.gz. Each step's time limit: STEP_TIMEOUT seconds (300).
 set -uo pipefail
 
-steps=" info tests gpubench torch bench replay memviz " # spaced: names are removed whole
+steps=" info tests gpubench torch bench safetensors replay memviz " # spaced: names are removed whole
 while (($#)); do
 	case "$1" in
-	--no-info | --no-tests | --no-gpubench | --no-torch | --no-bench | --no-replay | --no-memviz) steps=${steps/ ${1#--no-} / } ;;
+	--no-info | --no-tests | --no-gpubench | --no-torch | --no-bench | --no-safetensors | --no-replay | --no-memviz) steps=${steps/ ${1#--no-} / } ;;
 	--oracle) steps=${steps/ replay / oracle replay } ;;
 	*) echo "suite.sh: unknown argument $1 (see the top of $0)" >&2; exit 2 ;;
 	esac
@@ -114,6 +121,29 @@ if has bench; then
 			>"$LOG/bench/${pkg//\//_}.log" 2>&1
 		status bench "$pkg" $? $((SECONDS - t))
 	done
+fi
+
+if has safetensors; then
+	t=$SECONDS
+	dir=$ROOT/$LOG/safetensors
+	mkdir -p "$dir"
+	bin=$ROOT/.gpu/bin/safetensors.test
+	# interop PHASE: the Go side of the exchange, in the package folder.
+	interop() {
+		(cd safetensors && SUBLET_SAFETENSORS_INTEROP=$dir SUBLET_SAFETENSORS_PHASE=$1 SUBLET_SAFETENSORS_DEVICE=cuda:0 \
+			timeout "$STEP_TIMEOUT" "$bin" -test.run '^TestInteropWithPyTorch$' -test.v -test.count=1)
+	}
+	{
+		if [[ ! -x $bin ]]; then
+			echo "suite.sh: no $bin; build.sh builds it (safetensors is in GPU_PKGS)"
+			false
+		else
+			interop write &&
+				timeout "$STEP_TIMEOUT" "$PY" scripts/gpu/safetensors_interop.py "$dir" &&
+				interop read
+		fi
+	} >"$LOG/safetensors.log" 2>&1
+	status safetensors interop $? $((SECONDS - t))
 fi
 
 oracle_dir=testdata/oracle

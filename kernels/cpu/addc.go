@@ -1,0 +1,35 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/subletml/sublet/kernels"
+)
+
+// Addc writes x + (value·a)·b (op Mul: addcmul) or x + (value·a)/b (op Div: addcdiv)
+// into dst, elementwise in float32 in PyTorch's order. x, a and b broadcast to dst's
+// shape; dst may be x itself.
+func Addc(op kernels.BinaryOp, dst, x, a, b Operand, value float64) {
+	if op != kernels.Mul && op != kernels.Div {
+		panic(fmt.Sprintf("kernels/cpu: addc of %v; it takes mul or div", op))
+	}
+	v := float32(value)
+	elementwise("addc"+op.String(), dst, []Operand{x, a, b}, func(out []float32, in [][]float32) {
+		xs := in[0]
+		as, bs := in[1][:len(xs)], in[2][:len(xs)]
+		out = out[:len(xs)]
+		if op == kernels.Mul {
+			for i, s := range xs {
+				out[i] = s + float32(v*as[i]*bs[i]) // the conversion rounds: no fused multiply-add
+			}
+			return
+		}
+		for i, s := range xs {
+			out[i] = s + float32(v*as[i]/bs[i])
+		}
+	})
+}
+
+func (*Backend) Addc(op kernels.BinaryOp, dst, x, a, b kernels.Operand, value float64) {
+	Addc(op, operand(dst), operand(x), operand(a), operand(b), value)
+}

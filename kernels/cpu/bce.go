@@ -1,0 +1,148 @@
+package cpu
+
+import (
+	"sync/atomic"
+
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/kernels"
+
+	"github.com/chewxy/math32"
+)
+
+// The binary cross-entropy kernels, elementwise over dst's shape: x and y (and the
+// positive weight pw of the logits form) broadcast to it, and are read as float32.
+// The formulas are PyTorch's: the logarithms of BinaryCrossEntropy are clamped at
+// −100 so that a probability of exactly 0 or 1 gives a finite loss, and its input
+// gradient divides by x·(1−x) no smaller than 1e-12.
+
+// bceLogClamp is the least value BinaryCrossEntropy's logarithms take.
+const bceLogClamp = -100
+
+// bceEps is the least denominator of BinaryCrossEntropy's input gradient.
+const bceEps = 1e-12
+
+// BinaryCrossEntropy writes −(y·max(ln x, −100) + (1−y)·max(ln(1−x), −100)) into dst
+// and returns how many x are outside [0, 1] or NaN (their losses are computed all the
+// same).
+func BinaryCrossEntropy(dst, x, y Operand) (outside int) {
+	var bad atomic.Int64
+	elementwise("binary_cross_entropy", dst, []Operand{x, y}, func(out []float32, in [][]float32) {
+		xs, ys := in[0], in[1][:len(in[0])]
+		out = out[:len(xs)]
+		n := 0
+		for i, p := range xs {
+			if !(p >= 0 && p <= 1) {
+				n++
+			}
+			t := ys[i]
+			out[i] = (t-1)*max(math32.Log1p(-p), bceLogClamp) - t*max(math32.Log(p), bceLogClamp)
+		}
+		if n > 0 {
+			bad.Add(int64(n))
+		}
+	})
+	return int(bad.Load())
+}
+
+// BinaryCrossEntropyBackward writes g·∂/∂wrt of BinaryCrossEntropy into dst: for x
+// (ArgA) g·(x−y)/max(x·(1−x), 1e-12), for y (ArgB) −g·ln(x/(1−x)), PyTorch's −logit.
+func BinaryCrossEntropyBackward(wrt kernels.Arg, dst, g, x, y Operand) {
+	checkBinary(kernels.Sub, wrt)
+	elementwise("binary_cross_entropy backward", dst, []Operand{g, x, y}, func(out []float32, in [][]float32) {
+		gs := in[0]
+		xs, ys := in[1][:len(gs)], in[2][:len(gs)]
+		out = out[:len(gs)]
+		for i, gv := range gs {
+			p := xs[i]
+			if wrt == kernels.ArgA {
+				out[i] = gv * (p - ys[i]) / max((1-p)*p, bceEps)
+			} else {
+				out[i] = -gv * math32.Log(p/(1-p))
+			}
+		}
+	})
+}
+
+// logSigmoid is ln σ(v) = min(v, 0) − ln(1 + e^−|v|), finite for every finite v.
+func logSigmoid(v float32) float32 {
+	return min(v, 0) - math32.Log1p(math32.Exp(-math32.Abs(v)))
+}
+
+func sigmoid(v float32) float32 { return 1 / (1 + math32.Exp(-v)) }
+
+// BinaryCrossEntropyWithLogits writes (1−y)·x − (1+(pw−1)·y)·ln σ(x) into dst, the
+// binary cross-entropy of σ(x) against y with the positive term weighted by pw (a
+// scalar 1 for none).
+func BinaryCrossEntropyWithLogits(dst, x, y, pw Operand) {
+	elementwise("binary_cross_entropy_with_logits", dst, []Operand{x, y, pw}, func(out []float32, in [][]float32) {
+		xs := in[0]
+		ys, ws := in[1][:len(xs)], in[2][:len(xs)]
+		out = out[:len(xs)]
+		for i, v := range xs {
+			t := ys[i]
+			out[i] = (1-t)*v - ((ws[i]-1)*t+1)*logSigmoid(v)
+		}
+	})
+}
+
+// BinaryCrossEntropyWithLogitsBackward writes g·∂/∂wrt of BinaryCrossEntropyWithLogits
+// into dst: for x (ArgA) g·((1+(pw−1)·y)·σ(x) − pw·y), for y (ArgB)
+// g·(ln σ(−x) − pw·ln σ(x)).
+func BinaryCrossEntropyWithLogitsBackward(wrt kernels.Arg, dst, g, x, y, pw Operand) {
+	checkBinary(kernels.Sub, wrt)
+	if wrt == kernels.ArgB {
+		elementwise("binary_cross_entropy_with_logits backward", dst, []Operand{g, x, pw}, func(out []float32, in [][]float32) {
+			gs := in[0]
+			xs, ws := in[1][:len(gs)], in[2][:len(gs)]
+			out = out[:len(gs)]
+			for i, gv := range gs {
+				out[i] = gv * (logSigmoid(-xs[i]) - ws[i]*logSigmoid(xs[i]))
+			}
+		})
+		return
+	}
+	// The input gradient reads four operands, one more than an elementwise pass takes:
+	// the factor of g goes into an F32 buffer first (dst itself when it is F32), then
+	// g multiplies it into dst.
+	buf := dst
+	if dst.dt != dtype.F32 {
+		buf = F32(make([]float32, dst.Size()), kernels.Contiguous(dst.Shape...))
+	}
+	elementwise("binary_cross_entropy_with_logits backward", buf, []Operand{x, y, pw}, func(out []float32, in [][]float32) {
+		xs := in[0]
+		ys, ws := in[1][:len(xs)], in[2][:len(xs)]
+		out = out[:len(xs)]
+		for i, v := range xs {
+			t := ys[i]
+			out[i] = ((ws[i]-1)*t+1)*sigmoid(v) - ws[i]*t
+		}
+	})
+	Binary(kernels.Mul, dst, buf, g)
+}
+
+func (*Backend) BinaryCrossEntropy(dst, x, y kernels.Operand) error {
+	if n := BinaryCrossEntropy(operand(dst), operand(x), operand(y)); n > 0 {
+		return &kernels.RangeError{Op: "binary_cross_entropy", Count: n, Lo: 0, Hi: 1}
+	}
+	return nil
+}
+
+func (*Backend) BinaryCrossEntropyBackward(wrt kernels.Arg, dst, g, x, y kernels.Operand) {
+	BinaryCrossEntropyBackward(wrt, operand(dst), operand(g), operand(x), operand(y))
+}
+
+func (*Backend) BinaryCrossEntropyWithLogits(dst, x, y, pw kernels.Operand) {
+	BinaryCrossEntropyWithLogits(operand(dst), operand(x), operand(y), posWeight(pw))
+}
+
+func (*Backend) BinaryCrossEntropyWithLogitsBackward(wrt kernels.Arg, dst, g, x, y, pw kernels.Operand) {
+	BinaryCrossEntropyWithLogitsBackward(wrt, operand(dst), operand(g), operand(x), operand(y), posWeight(pw))
+}
+
+// posWeight is pw's operand, or a scalar 1 for an absent one (no weighting).
+func posWeight(pw kernels.Operand) Operand {
+	if pw.Absent() {
+		return F32([]float32{1}, kernels.Layout{})
+	}
+	return operand(pw)
+}
