@@ -337,9 +337,12 @@ func (a *Allocator) beginCall(c *callSite) {
 	}
 }
 
+// recordAlloc records b's allocation. Stopped, it still clears b's site: a block reused
+// whole keeps the struct, and with it the site of the allocation that held it before.
 func (a *Allocator) recordAlloc(b *block, s device.Stream) {
 	h := a.recording()
 	if h == nil {
+		b.site = 0
 		return
 	}
 	b.site = h.cur

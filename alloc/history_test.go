@@ -265,3 +265,27 @@ func TestAddHistorySinkKeepsWhatIsRecorded(t *testing.T) {
 	assert.False(t, on, "off again, as it was")
 	requireDrained(t, a, d)
 }
+
+// A block reused whole (no split) by an allocation made while history is off has no
+// site: neither the snapshot nor HistorySites may credit it to the allocation that used
+// the block before.
+func TestHistoryOffAllocationOfAReusedBlockHasNoSite(t *testing.T) {
+	a, d := newAlloc(t, 0, Config{})
+	require.NoError(t, a.RecordHistory(HistoryOptions{}))
+	p := mustAlloc(t, a, 20*MiB, 0) // a whole 20 MiB segment: reused whole below
+	mustFree(t, a, p)
+	a.StopHistory()
+	q := mustAlloc(t, a, 20*MiB, 0)
+	require.Equal(t, p, q, "the same block")
+	s := a.MemorySnapshot()
+	require.Len(t, s.Segments, 1)
+	require.Len(t, s.Segments[0].Blocks, 1)
+	assert.Nil(t, s.Segments[0].Blocks[0].Frames, "allocated while history was off")
+	sites := a.HistorySites()
+	require.Len(t, sites, 1, "the first allocation's site")
+	assert.Equal(t, int64(1), sites[0].Allocs)
+	assert.Zero(t, sites[0].LiveBlocks, "its block was freed; the live one is not its")
+	assert.Zero(t, sites[0].LiveBytes)
+	mustFree(t, a, q)
+	requireDrained(t, a, d)
+}
