@@ -124,9 +124,9 @@ type history struct {
 	// ring holds the events, oldest at next once the ring is full (len == MaxEntries).
 	ring []traceRec
 	next int
-	// recorded counts every event since recording started; recorded − len(ring) were
-	// dropped.
-	recorded int64
+	// dropped counts the events the ring pushed out (or a smaller MaxEntries cut); 0
+	// while there is no ring.
+	dropped int64
 	// sites are the interned (stack, tag) pairs; sites[0] is "unknown".
 	sites     []site
 	siteIndex map[siteKey]int32
@@ -174,7 +174,7 @@ func (a *Allocator) RecordHistory(o HistoryOptions) error {
 	if o.Trace {
 		h.resize(o.MaxEntries)
 	} else {
-		h.ring, h.next = nil, 0
+		h.ring, h.next, h.dropped = nil, 0, 0
 	}
 	h.opts, h.on = o, true
 	a.histOn.Store(true)
@@ -252,6 +252,7 @@ func (a *Allocator) ClearHistory() {
 func (h *history) resize(n int) {
 	old := h.ordered()
 	if len(old) > n {
+		h.dropped += int64(len(old) - n)
 		old = old[len(old)-n:]
 	}
 	h.ring = append(make([]traceRec, 0, min(n, max(len(old), 1024))), old...)
@@ -299,7 +300,6 @@ func (h *history) begin(c *callSite) {
 
 // record adds event e, made at site s.
 func (h *history) record(e HistoryEvent, s int32) {
-	h.recorded++
 	e.TimeUs = time.Now().UnixMicro()
 	e.Tag = h.sites[s].key.tag
 	if h.opts.Sink != nil {
@@ -314,6 +314,7 @@ func (h *history) record(e HistoryEvent, s int32) {
 		return
 	}
 	h.ring[h.next] = r
+	h.dropped++
 	if h.next++; h.next == len(h.ring) {
 		h.next = 0
 	}

@@ -289,3 +289,25 @@ func TestHistoryOffAllocationOfAReusedBlockHasNoSite(t *testing.T) {
 	mustFree(t, a, q)
 	requireDrained(t, a, d)
 }
+
+// Dropped counts only what the ring pushed out: events recorded while there was no ring
+// (stacks of live blocks only) were never in it.
+func TestHistoryDroppedCountsOnlyTheRing(t *testing.T) {
+	a, d := newAlloc(t, 0, Config{})
+	require.NoError(t, a.RecordHistory(HistoryOptions{}))
+	mustFree(t, a, mustAlloc(t, a, 512, 0)) // segment_alloc, alloc, free_requested, free_completed: no ring
+	require.NoError(t, a.RecordHistory(HistoryOptions{Trace: true, MaxEntries: 3}))
+	p := mustAlloc(t, a, 512, 0)
+	s := a.MemorySnapshot()
+	assert.Equal(t, []event{{ActionAlloc, p, 512, 512}, {ActionSnapshot, 0, 0, 0}}, events(s))
+	assert.Zero(t, s.Dropped, "the ring dropped nothing")
+	mustFree(t, a, p) // free_requested, free_completed: the ring of 3 drops 2
+	s = a.MemorySnapshot()
+	assert.Equal(t, []event{{ActionFreeRequested, p, 512, 512}, {ActionFreeCompleted, p, 512, 512}, {ActionSnapshot, 0, 0, 0}}, events(s))
+	assert.Equal(t, int64(2), s.Dropped)
+	require.NoError(t, a.RecordHistory(HistoryOptions{Trace: true, MaxEntries: 1}))
+	assert.Equal(t, int64(2+2+1), a.MemorySnapshot().Dropped, "shrinking drops the oldest two, the snapshot one more")
+	require.NoError(t, a.RecordHistory(HistoryOptions{}))
+	assert.Zero(t, a.MemorySnapshot().Dropped, "no ring, nothing dropped from it")
+	requireDrained(t, a, d)
+}
