@@ -311,3 +311,62 @@ func TestHistoryDroppedCountsOnlyTheRing(t *testing.T) {
 	assert.Zero(t, a.MemorySnapshot().Dropped, "no ring, nothing dropped from it")
 	requireDrained(t, a, d)
 }
+
+// Two tools (a recorder, a profiler) stopping in the order they started: each undo
+// takes away its own sink only, and history goes off once neither listens.
+func TestAddHistorySinkUndoneInAnyOrder(t *testing.T) {
+	a, d := newAlloc(t, 0, Config{})
+	var first, second []Action
+	undoFirst, err := a.AddHistorySink(func(e HistoryEvent) { first = append(first, e.Action) })
+	require.NoError(t, err)
+	undoSecond, err := a.AddHistorySink(func(e HistoryEvent) { second = append(second, e.Action) })
+	require.NoError(t, err)
+	p := mustAlloc(t, a, 512, 0)
+	undoFirst()
+	mustFree(t, a, p)
+	undoSecond()
+	_, on := a.HistoryOptions()
+	assert.False(t, on, "off again: nobody listens and the program never turned it on")
+	assert.False(t, a.histOn.Load(), "calls capture no stack any more")
+	undoFirst() // a second undo does nothing
+	_, on = a.HistoryOptions()
+	assert.False(t, on)
+	mustFree(t, a, mustAlloc(t, a, 512, 0))
+	assert.Equal(t, []Action{ActionSegmentAlloc, ActionAlloc}, first)
+	assert.Equal(t, []Action{ActionSegmentAlloc, ActionAlloc, ActionFreeRequested, ActionFreeCompleted}, second,
+		"the second sink hears the free after the first was undone")
+	_, err = a.AddHistorySink(nil)
+	assert.ErrorContains(t, err, "AddHistorySink on sim: the sink is nil")
+	requireDrained(t, a, d)
+}
+
+// The program turning history on (or changing it) while a tool listens keeps the tool's
+// sink, and the tool's undo keeps what the program turned on.
+func TestRecordHistoryWhileASinkListens(t *testing.T) {
+	a, d := newAlloc(t, 0, Config{})
+	var heard []Action
+	undo, err := a.AddHistorySink(func(e HistoryEvent) { heard = append(heard, e.Action) })
+	require.NoError(t, err)
+	require.NoError(t, a.RecordHistory(HistoryOptions{Trace: true, MaxEntries: 100}))
+	p := mustAlloc(t, a, 512, 0)
+	undo()
+	mustFree(t, a, p)
+	assert.Equal(t, []Action{ActionSegmentAlloc, ActionAlloc}, heard, "the sink heard the program's allocation")
+	o, on := a.HistoryOptions()
+	assert.True(t, on, "the program's history stays on")
+	assert.True(t, o.Trace)
+	assert.Len(t, a.MemorySnapshot().Trace, 5, "segment_alloc, alloc, free_requested, free_completed, snapshot")
+
+	// A program's StopHistory leaves a tool listening until its undo.
+	heard = nil
+	undo, err = a.AddHistorySink(func(e HistoryEvent) { heard = append(heard, e.Action) })
+	require.NoError(t, err)
+	a.StopHistory()
+	mustFree(t, a, mustAlloc(t, a, 512, 0))
+	undo()
+	assert.Equal(t, []Action{ActionAlloc, ActionFreeRequested, ActionFreeCompleted}, heard)
+	_, on = a.HistoryOptions()
+	assert.False(t, on)
+	assert.Len(t, a.MemorySnapshot().Trace, 5, "the program's ring, kept as it was when it stopped")
+	requireDrained(t, a, d)
+}

@@ -62,7 +62,7 @@ func (a *Allocator) MemorySnapshot() *MemorySnapshot {
 	if h := a.hist; h != nil {
 		recs = slices.Clone(h.ordered())
 		s.Dropped = h.dropped
-		s.Recording = h.on
+		s.Recording = h.on()
 	}
 	sym := a.symbolizerLocked()
 	a.mu.Unlock()
