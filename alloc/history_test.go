@@ -370,3 +370,31 @@ func TestRecordHistoryWhileASinkListens(t *testing.T) {
 	assert.Len(t, a.MemorySnapshot().Trace, 5, "the program's ring, kept as it was when it stopped")
 	requireDrained(t, a, d)
 }
+
+// A deferred free completed by EndCapture (whose call captures no stack) carries the
+// block's own site, not that of the call before it.
+func TestHistoryFreeCompletedByEndCaptureHasTheBlocksSite(t *testing.T) {
+	a, f, d := newFlakyAlloc(t, 0, Config{})
+	require.NoError(t, a.RecordHistory(HistoryOptions{Trace: true}))
+	side := newStream(t, d, true)
+	p, err := a.AllocTagged(4096, 0, Tag{Op: "Used"})
+	require.NoError(t, err)
+	require.NoError(t, a.RecordStream(p, side))
+	pool := a.NewPool()
+	require.NoError(t, a.BeginCapture(0, pool))
+	mustFree(t, a, p) // used on side during a capture: deferred to the capture's end
+	q, err := a.AllocTagged(4096, 0, Tag{Op: "InCapture"})
+	require.NoError(t, err)
+	f.failNext("RecordEvent", always) // EndCapture synchronizes side instead and frees p at once
+	require.NoError(t, a.EndCapture(0))
+	f.heal("RecordEvent")
+	s := a.MemorySnapshot()
+	last := s.Trace[len(s.Trace)-2]
+	require.Equal(t, ActionFreeCompleted, last.Action)
+	require.Equal(t, p, last.Addr)
+	assert.Equal(t, "Used", last.Tag.Op, "the block's own site, as PyTorch falls back to the allocation's context")
+	mustFree(t, a, q)
+	require.NoError(t, a.ReleasePool(pool))
+	require.NoError(t, d.ReleaseStream(side))
+	requireDrained(t, a, d)
+}
