@@ -212,3 +212,19 @@ func TestPickleErrorsNameTheOffset(t *testing.T) {
 	_, err := ReadFile(filepath.Join(t.TempDir(), "none.pickle"))
 	assert.ErrorContains(t, err, "read snapshot: open")
 }
+
+// Stacks that share their first frame but not their length (one a prefix of the other)
+// are two stacks in the pickle, not one written once.
+func TestPickleSharesOnlyWholeStacks(t *testing.T) {
+	stack := []alloc.Frame{{Name: "main.step", Filename: "/src/train.go", Line: 42}, {Name: "main.main", Filename: "/src/train.go", Line: 9}}
+	s := &Snapshot{DeviceTraces: [][]TraceEntry{{
+		{Action: "alloc", Addr: 4096, Size: 1, Frames: stack},
+		{Action: "alloc", Addr: 8192, Size: 1, Frames: stack[:1]},
+		{Action: "alloc", Addr: 12288, Size: 1, Frames: stack},
+	}}}
+	var p bytes.Buffer
+	require.NoError(t, WritePickle(&p, s))
+	got, err := Read(&p)
+	require.NoError(t, err)
+	assert.Equal(t, s.DeviceTraces, got.DeviceTraces)
+}
