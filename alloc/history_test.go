@@ -1,6 +1,7 @@
 package alloc
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -397,4 +398,22 @@ func TestHistoryFreeCompletedByEndCaptureHasTheBlocksSite(t *testing.T) {
 	require.NoError(t, a.ReleasePool(pool))
 	require.NoError(t, d.ReleaseStream(side))
 	requireDrained(t, a, d)
+}
+
+// Devices of one name are listed in the order their allocators were made, so that a
+// collector can tell them apart the same way at every scrape.
+func TestRegisteredOrdersDevicesOfOneNameByCreation(t *testing.T) {
+	var made []*Allocator
+	for range 8 {
+		a, err := For(newSim(t, 0))
+		require.NoError(t, err)
+		made = append(made, a)
+	}
+	var listed []*Allocator
+	for _, a := range Registered() {
+		if slices.Contains(made, a) {
+			listed = append(listed, a)
+		}
+	}
+	assert.Equal(t, made, listed)
 }
