@@ -20,15 +20,22 @@ import (
 	"github.com/subletml/sublet/device/sim"
 )
 
-// recorded runs a small workload with history on: weights, then activations from two
-// call sites, a free, and an allocation too large for the device.
-func recorded(t *testing.T) *memsnap.Snapshot {
+// recording returns an allocator over a 256 MiB simulated device with the trace on.
+func recording(t *testing.T) *alloc.Allocator {
 	t.Helper()
 	d, err := sim.New(sim.Options{Capacity: 256 << 20, Cost: &sim.CostModel{}})
 	require.NoError(t, err)
 	a, err := alloc.New(d, alloc.Config{})
 	require.NoError(t, err)
 	require.NoError(t, a.RecordHistory(alloc.HistoryOptions{Trace: true}))
+	return a
+}
+
+// recorded runs a small workload with history on: weights, then activations from two
+// call sites, a free, and an allocation too large for the device.
+func recorded(t *testing.T) *memsnap.Snapshot {
+	t.Helper()
+	a := recording(t)
 	var live []device.Ptr
 	get := func(size int64, op string) {
 		p, err := a.AllocTagged(size, 0, alloc.Tag{Op: op})
@@ -43,7 +50,7 @@ func recorded(t *testing.T) *memsnap.Snapshot {
 		get(512<<10, "Add")
 	}
 	require.NoError(t, a.Free(live[5]))
-	_, err = a.Alloc(300<<20, 0)
+	_, err := a.Alloc(300<<20, 0)
 	var oom *alloc.OOMError
 	require.ErrorAs(t, err, &oom)
 	s := memsnap.From(a.MemorySnapshot())
@@ -173,11 +180,7 @@ func TestPageInChromium(t *testing.T) {
 // churned records n allocations and frees of 4 KiB in one small segment: 3n+2 events.
 func churned(t *testing.T, n int) *memsnap.Snapshot {
 	t.Helper()
-	d, err := sim.New(sim.Options{Capacity: 256 << 20, Cost: &sim.CostModel{}})
-	require.NoError(t, err)
-	a, err := alloc.New(d, alloc.Config{})
-	require.NoError(t, err)
-	require.NoError(t, a.RecordHistory(alloc.HistoryOptions{Trace: true}))
+	a := recording(t)
 	keep, err := a.Alloc(4096, 0)
 	require.NoError(t, err)
 	for range n {
