@@ -3,11 +3,13 @@ package memsnap
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"testing/iotest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -211,6 +213,10 @@ func TestPickleErrorsNameTheOffset(t *testing.T) {
 	}
 	_, err := ReadFile(filepath.Join(t.TempDir(), "none.pickle"))
 	assert.ErrorContains(t, err, "read snapshot: open")
+	_, err = Read(bytes.NewReader(nil))
+	assert.ErrorContains(t, err, "empty snapshot: want a pickle or JSON")
+	_, err = Read(iotest.ErrReader(errors.New("disk gone")))
+	assert.EqualError(t, err, "disk gone", "a read error is not an empty snapshot")
 }
 
 // Stacks that share their first frame but not their length (one a prefix of the other)
