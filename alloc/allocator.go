@@ -150,10 +150,12 @@ func New(dev device.Device, cfg Config) (*Allocator, error) {
 // maxUnlimited is maxSplit when MaxSplitSize is unlimited.
 const maxUnlimited = math.MaxInt64
 
-// registry holds the allocator of each device For has seen.
+// registry holds the allocator of each device For has seen (m), and the same allocators
+// in the order they were made (order).
 var registry struct {
 	sync.Mutex
-	m map[device.Device]*Allocator
+	m     map[device.Device]*Allocator
+	order []*Allocator
 }
 
 // For returns dev's allocator, creating it on first use with ConfigFromEnv. dev must be
@@ -210,6 +212,7 @@ func forDevice(op string, dev device.Device, config func() (Config, error), want
 		registry.m = make(map[device.Device]*Allocator)
 	}
 	registry.m[dev] = a
+	registry.order = append(registry.order, a)
 	return a, nil
 }
 

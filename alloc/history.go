@@ -3,6 +3,7 @@ package alloc
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/subletml/sublet/device"
@@ -120,21 +121,36 @@ type HistoryEvent struct {
 
 // history is the recording state of an Allocator. Guarded by Allocator.mu.
 type history struct {
-	opts HistoryOptions
+	// opts are the program's options (RecordHistory), in force while program is set:
+	// from RecordHistory to StopHistory.
+	opts    HistoryOptions
+	program bool
+	// sinks are the sinks AddHistorySink added and their undo has not taken away, in
+	// the order added. They hear every event while they listen, whatever the program
+	// turns on or off, and keep history recording (stacks of live blocks only, when the
+	// program has it off).
+	sinks []*addedSink
 	// ring holds the events, oldest at next once the ring is full (len == MaxEntries).
 	ring []traceRec
 	next int
-	// recorded counts every event since recording started; recorded − len(ring) were
-	// dropped.
-	recorded int64
+	// dropped counts the events the ring pushed out (or a smaller MaxEntries cut); 0
+	// while there is no ring.
+	dropped int64
 	// sites are the interned (stack, tag) pairs; sites[0] is "unknown".
 	sites     []site
 	siteIndex map[siteKey]int32
 	// cur is the site of the call in progress (0 when it captured none).
 	cur int32
-	// on is false once StopHistory was called: nothing more is recorded.
-	on bool
 }
+
+// addedSink is a sink of AddHistorySink; its address tells it from the others.
+type addedSink struct{ f func(HistoryEvent) }
+
+// on reports whether history records, for the program or for a sink.
+func (h *history) on() bool { return h.program || len(h.sinks) > 0 }
+
+// tracing reports whether events go into the ring.
+func (h *history) tracing() bool { return h.program && h.opts.Trace }
 
 // siteKey is a call stack and a tag; the unused tail of pcs is zero.
 type siteKey struct {
@@ -166,68 +182,89 @@ func (a *Allocator) RecordHistory(o HistoryOptions) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	h := a.hist
-	if h == nil {
-		h = &history{sites: make([]site, 1), siteIndex: make(map[siteKey]int32)}
-		a.hist = h
-	}
+	h := a.historyLocked()
 	if o.Trace {
 		h.resize(o.MaxEntries)
 	} else {
-		h.ring, h.next = nil, 0
+		h.ring, h.next, h.dropped = nil, 0, 0
 	}
-	h.opts, h.on = o, true
-	a.histOn.Store(true)
-	a.histTrace.Store(o.Trace)
+	h.opts, h.program = o, true
+	a.setHistoryFlags()
 	return nil
 }
 
-// HistoryOptions returns the options history records with, and whether it is
-// recording; a tool that adds its own Sink (a recorder, a profiler) keeps the rest and
-// puts them back when it is done.
+// historyLocked returns the history, created empty on first use.
+func (a *Allocator) historyLocked() *history {
+	if a.hist == nil {
+		a.hist = &history{sites: make([]site, 1), siteIndex: make(map[siteKey]int32)}
+	}
+	return a.hist
+}
+
+// setHistoryFlags publishes, for the calls' check before the lock, whether they capture
+// their stack.
+func (a *Allocator) setHistoryFlags() {
+	a.histOn.Store(a.hist.on())
+	a.histTrace.Store(a.hist.tracing())
+}
+
+// HistoryOptions returns the options the program's RecordHistory set (zero when it has
+// not, or has stopped), and whether history records: for the program, or for a sink
+// AddHistorySink added.
 func (a *Allocator) HistoryOptions() (HistoryOptions, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if h := a.recording(); h != nil {
-		return h.opts, true
+	h := a.hist
+	if h == nil {
+		return HistoryOptions{}, false
 	}
-	return HistoryOptions{}, false
+	if !h.program {
+		return HistoryOptions{}, h.on()
+	}
+	return h.opts, true
 }
 
-// AddHistorySink adds sink to the history in force, after its Sink if it has one,
-// keeping its other options (turning history on, stacks of live blocks only, when it is
-// off), and returns the function that puts the history back as it was: how a recorder
-// or a profiler listens without disturbing what the program records.
+// AddHistorySink adds sink beside the program's history: it hears every event (as
+// HistoryOptions.Sink does, under the allocator's lock) until undo, whatever the program
+// records, turns on or stops meanwhile; while history is otherwise off it records
+// stacks of live blocks only. Undo takes away this sink alone, in whatever order the
+// sinks' undos come, and turns history off when it was on for the sinks only; a second
+// undo does nothing. It is how a recorder or a profiler listens without disturbing what
+// the program records.
 func (a *Allocator) AddHistorySink(sink func(HistoryEvent)) (undo func(), err error) {
-	prev, on := a.HistoryOptions()
-	o := prev
-	if old := prev.Sink; old != nil {
-		o.Sink = func(e HistoryEvent) { old(e); sink(e) }
-	} else {
-		o.Sink = sink
+	if sink == nil {
+		return nil, fmt.Errorf("alloc: AddHistorySink on %s: the sink is nil", a.dev.Name())
 	}
-	if err := a.RecordHistory(o); err != nil {
-		return nil, err
-	}
-	return func() {
-		if on {
-			a.RecordHistory(prev) // prev was accepted before: it cannot fail
-		} else {
-			a.StopHistory()
-		}
-	}, nil
+	s := &addedSink{sink}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	h := a.historyLocked()
+	h.sinks = append(h.sinks, s)
+	a.setHistoryFlags()
+	return func() { a.removeSink(s) }, nil
 }
 
-// StopHistory stops recording (PyTorch's _record_memory_history(None)): calls no longer
-// capture stacks. What was recorded stays readable through MemorySnapshot until
-// ClearHistory or the next RecordHistory's changes.
+// removeSink takes s away from the sinks, if it is still there.
+func (a *Allocator) removeSink(s *addedSink) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	h := a.hist
+	if i := slices.Index(h.sinks, s); i >= 0 {
+		h.sinks = slices.Delete(h.sinks, i, i+1)
+		a.setHistoryFlags()
+	}
+}
+
+// StopHistory stops the program's recording (PyTorch's _record_memory_history(None)):
+// calls no longer capture stacks, unless a sink AddHistorySink added still listens. What
+// was recorded stays readable through MemorySnapshot until ClearHistory or the next
+// RecordHistory's changes.
 func (a *Allocator) StopHistory() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.histOn.Store(false)
-	a.histTrace.Store(false)
 	if a.hist != nil {
-		a.hist.on = false
+		a.hist.program = false
+		a.setHistoryFlags()
 	}
 }
 
@@ -245,13 +282,14 @@ func (a *Allocator) ClearHistory() {
 		}
 	}
 	old := a.hist
-	a.hist = &history{opts: old.opts, on: old.on, sites: make([]site, 1), siteIndex: make(map[siteKey]int32)}
+	a.hist = &history{opts: old.opts, program: old.program, sinks: old.sinks, sites: make([]site, 1), siteIndex: make(map[siteKey]int32)}
 }
 
 // resize keeps the newest n events in order, oldest first.
 func (h *history) resize(n int) {
 	old := h.ordered()
 	if len(old) > n {
+		h.dropped += int64(len(old) - n)
 		old = old[len(old)-n:]
 	}
 	h.ring = append(make([]traceRec, 0, min(n, max(len(old), 1024))), old...)
@@ -299,13 +337,15 @@ func (h *history) begin(c *callSite) {
 
 // record adds event e, made at site s.
 func (h *history) record(e HistoryEvent, s int32) {
-	h.recorded++
 	e.TimeUs = time.Now().UnixMicro()
 	e.Tag = h.sites[s].key.tag
-	if h.opts.Sink != nil {
+	if h.program && h.opts.Sink != nil {
 		h.opts.Sink(e)
 	}
-	if !h.opts.Trace {
+	for _, sk := range h.sinks {
+		sk.f(e)
+	}
+	if !h.tracing() {
 		return
 	}
 	r := traceRec{HistoryEvent: e, site: s}
@@ -314,6 +354,7 @@ func (h *history) record(e HistoryEvent, s int32) {
 		return
 	}
 	h.ring[h.next] = r
+	h.dropped++
 	if h.next++; h.next == len(h.ring) {
 		h.next = 0
 	}
@@ -323,7 +364,7 @@ func (h *history) record(e HistoryEvent, s int32) {
 
 // recording returns the history while it records, else nil.
 func (a *Allocator) recording() *history {
-	if h := a.hist; h != nil && h.on {
+	if h := a.hist; h != nil && h.on() {
 		return h
 	}
 	return nil
@@ -337,9 +378,12 @@ func (a *Allocator) beginCall(c *callSite) {
 	}
 }
 
+// recordAlloc records b's allocation. Stopped, it still clears b's site: a block reused
+// whole keeps the struct, and with it the site of the allocation that held it before.
 func (a *Allocator) recordAlloc(b *block, s device.Stream) {
 	h := a.recording()
 	if h == nil {
+		b.site = 0
 		return
 	}
 	b.site = h.cur

@@ -1,6 +1,7 @@
 package alloc
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -264,4 +265,155 @@ func TestAddHistorySinkKeepsWhatIsRecorded(t *testing.T) {
 	_, on = b.HistoryOptions()
 	assert.False(t, on, "off again, as it was")
 	requireDrained(t, a, d)
+}
+
+// A block reused whole (no split) by an allocation made while history is off has no
+// site: neither the snapshot nor HistorySites may credit it to the allocation that used
+// the block before.
+func TestHistoryOffAllocationOfAReusedBlockHasNoSite(t *testing.T) {
+	a, d := newAlloc(t, 0, Config{})
+	require.NoError(t, a.RecordHistory(HistoryOptions{}))
+	p := mustAlloc(t, a, 20*MiB, 0) // a whole 20 MiB segment: reused whole below
+	mustFree(t, a, p)
+	a.StopHistory()
+	q := mustAlloc(t, a, 20*MiB, 0)
+	require.Equal(t, p, q, "the same block")
+	s := a.MemorySnapshot()
+	require.Len(t, s.Segments, 1)
+	require.Len(t, s.Segments[0].Blocks, 1)
+	assert.Nil(t, s.Segments[0].Blocks[0].Frames, "allocated while history was off")
+	sites := a.HistorySites()
+	require.Len(t, sites, 1, "the first allocation's site")
+	assert.Equal(t, int64(1), sites[0].Allocs)
+	assert.Zero(t, sites[0].LiveBlocks, "its block was freed; the live one is not its")
+	assert.Zero(t, sites[0].LiveBytes)
+	mustFree(t, a, q)
+	requireDrained(t, a, d)
+}
+
+// Dropped counts only what the ring pushed out: events recorded while there was no ring
+// (stacks of live blocks only) were never in it.
+func TestHistoryDroppedCountsOnlyTheRing(t *testing.T) {
+	a, d := newAlloc(t, 0, Config{})
+	require.NoError(t, a.RecordHistory(HistoryOptions{}))
+	mustFree(t, a, mustAlloc(t, a, 512, 0)) // segment_alloc, alloc, free_requested, free_completed: no ring
+	require.NoError(t, a.RecordHistory(HistoryOptions{Trace: true, MaxEntries: 3}))
+	p := mustAlloc(t, a, 512, 0)
+	s := a.MemorySnapshot()
+	assert.Equal(t, []event{{ActionAlloc, p, 512, 512}, {ActionSnapshot, 0, 0, 0}}, events(s))
+	assert.Zero(t, s.Dropped, "the ring dropped nothing")
+	mustFree(t, a, p) // free_requested, free_completed: the ring of 3 drops 2
+	s = a.MemorySnapshot()
+	assert.Equal(t, []event{{ActionFreeRequested, p, 512, 512}, {ActionFreeCompleted, p, 512, 512}, {ActionSnapshot, 0, 0, 0}}, events(s))
+	assert.Equal(t, int64(2), s.Dropped)
+	require.NoError(t, a.RecordHistory(HistoryOptions{Trace: true, MaxEntries: 1}))
+	assert.Equal(t, int64(2+2+1), a.MemorySnapshot().Dropped, "shrinking drops the oldest two, the snapshot one more")
+	require.NoError(t, a.RecordHistory(HistoryOptions{}))
+	assert.Zero(t, a.MemorySnapshot().Dropped, "no ring, nothing dropped from it")
+	requireDrained(t, a, d)
+}
+
+// Two tools (a recorder, a profiler) stopping in the order they started: each undo
+// takes away its own sink only, and history goes off once neither listens.
+func TestAddHistorySinkUndoneInAnyOrder(t *testing.T) {
+	a, d := newAlloc(t, 0, Config{})
+	var first, second []Action
+	undoFirst, err := a.AddHistorySink(func(e HistoryEvent) { first = append(first, e.Action) })
+	require.NoError(t, err)
+	undoSecond, err := a.AddHistorySink(func(e HistoryEvent) { second = append(second, e.Action) })
+	require.NoError(t, err)
+	p := mustAlloc(t, a, 512, 0)
+	undoFirst()
+	mustFree(t, a, p)
+	undoSecond()
+	_, on := a.HistoryOptions()
+	assert.False(t, on, "off again: nobody listens and the program never turned it on")
+	assert.False(t, a.histOn.Load(), "calls capture no stack any more")
+	undoFirst() // a second undo does nothing
+	_, on = a.HistoryOptions()
+	assert.False(t, on)
+	mustFree(t, a, mustAlloc(t, a, 512, 0))
+	assert.Equal(t, []Action{ActionSegmentAlloc, ActionAlloc}, first)
+	assert.Equal(t, []Action{ActionSegmentAlloc, ActionAlloc, ActionFreeRequested, ActionFreeCompleted}, second,
+		"the second sink hears the free after the first was undone")
+	_, err = a.AddHistorySink(nil)
+	assert.ErrorContains(t, err, "AddHistorySink on sim: the sink is nil")
+	requireDrained(t, a, d)
+}
+
+// The program turning history on (or changing it) while a tool listens keeps the tool's
+// sink, and the tool's undo keeps what the program turned on.
+func TestRecordHistoryWhileASinkListens(t *testing.T) {
+	a, d := newAlloc(t, 0, Config{})
+	var heard []Action
+	undo, err := a.AddHistorySink(func(e HistoryEvent) { heard = append(heard, e.Action) })
+	require.NoError(t, err)
+	require.NoError(t, a.RecordHistory(HistoryOptions{Trace: true, MaxEntries: 100}))
+	p := mustAlloc(t, a, 512, 0)
+	undo()
+	mustFree(t, a, p)
+	assert.Equal(t, []Action{ActionSegmentAlloc, ActionAlloc}, heard, "the sink heard the program's allocation")
+	o, on := a.HistoryOptions()
+	assert.True(t, on, "the program's history stays on")
+	assert.True(t, o.Trace)
+	assert.Len(t, a.MemorySnapshot().Trace, 5, "segment_alloc, alloc, free_requested, free_completed, snapshot")
+
+	// A program's StopHistory leaves a tool listening until its undo.
+	heard = nil
+	undo, err = a.AddHistorySink(func(e HistoryEvent) { heard = append(heard, e.Action) })
+	require.NoError(t, err)
+	a.StopHistory()
+	mustFree(t, a, mustAlloc(t, a, 512, 0))
+	undo()
+	assert.Equal(t, []Action{ActionAlloc, ActionFreeRequested, ActionFreeCompleted}, heard)
+	_, on = a.HistoryOptions()
+	assert.False(t, on)
+	assert.Len(t, a.MemorySnapshot().Trace, 5, "the program's ring, kept as it was when it stopped")
+	requireDrained(t, a, d)
+}
+
+// A deferred free completed by EndCapture (whose call captures no stack) carries the
+// block's own site, not that of the call before it.
+func TestHistoryFreeCompletedByEndCaptureHasTheBlocksSite(t *testing.T) {
+	a, f, d := newFlakyAlloc(t, 0, Config{})
+	require.NoError(t, a.RecordHistory(HistoryOptions{Trace: true}))
+	side := newStream(t, d, true)
+	p, err := a.AllocTagged(4096, 0, Tag{Op: "Used"})
+	require.NoError(t, err)
+	require.NoError(t, a.RecordStream(p, side))
+	pool := a.NewPool()
+	require.NoError(t, a.BeginCapture(0, pool))
+	mustFree(t, a, p) // used on side during a capture: deferred to the capture's end
+	q, err := a.AllocTagged(4096, 0, Tag{Op: "InCapture"})
+	require.NoError(t, err)
+	f.failNext("RecordEvent", always) // EndCapture synchronizes side instead and frees p at once
+	require.NoError(t, a.EndCapture(0))
+	f.heal("RecordEvent")
+	s := a.MemorySnapshot()
+	last := s.Trace[len(s.Trace)-2]
+	require.Equal(t, ActionFreeCompleted, last.Action)
+	require.Equal(t, p, last.Addr)
+	assert.Equal(t, "Used", last.Tag.Op, "the block's own site, as PyTorch falls back to the allocation's context")
+	mustFree(t, a, q)
+	require.NoError(t, a.ReleasePool(pool))
+	require.NoError(t, d.ReleaseStream(side))
+	requireDrained(t, a, d)
+}
+
+// Devices of one name are listed in the order their allocators were made, so that a
+// collector can tell them apart the same way at every scrape.
+func TestRegisteredOrdersDevicesOfOneNameByCreation(t *testing.T) {
+	var made []*Allocator
+	for range 8 {
+		a, err := For(newSim(t, 0))
+		require.NoError(t, err)
+		made = append(made, a)
+	}
+	var listed []*Allocator
+	for _, a := range Registered() {
+		if slices.Contains(made, a) {
+			listed = append(listed, a)
+		}
+	}
+	assert.Equal(t, made, listed)
 }

@@ -61,11 +61,8 @@ func (a *Allocator) MemorySnapshot() *MemorySnapshot {
 	var recs []traceRec
 	if h := a.hist; h != nil {
 		recs = slices.Clone(h.ordered())
-		s.Dropped = h.recorded - int64(len(h.ring))
-		s.Recording = h.on
-		if !h.opts.Trace {
-			s.Dropped = 0
-		}
+		s.Dropped = h.dropped
+		s.Recording = h.on()
 	}
 	sym := a.symbolizerLocked()
 	a.mu.Unlock()

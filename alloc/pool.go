@@ -89,6 +89,9 @@ func (a *Allocator) EndCapture(s device.Stream) error {
 	a.captures[i].p.uses--
 	a.captures = append(a.captures[:i], a.captures[i+1:]...)
 	if len(a.captures) == 0 {
+		if a.hist != nil {
+			a.beginCall(nil) // the frees it completes carry their blocks' sites
+		}
 		return a.insertDeferredEvents()
 	}
 	return nil

@@ -131,6 +131,9 @@ var errClosed = errors.New("data: Next after Close")
 func (l *Loader) Epoch(e int) *Iter {
 	it := &Iter{l: l}
 	it.batches, it.err = l.s.Batches(e)
+	if it.err == nil {
+		it.err = checkBatches(it.batches, l.ds.Len())
+	}
 	if it.err == nil && l.async {
 		it.stream, it.err = l.c.Device.NewStream()
 	}
@@ -143,6 +146,22 @@ func (l *Loader) Epoch(e int) *Iter {
 		go it.prefetch()
 	}
 	return it
+}
+
+// checkBatches reports the first batch that is empty or lists a sample outside
+// [0, n): the dataset would be asked for a sample it does not have.
+func checkBatches(batches [][]int, n int) error {
+	for k, idx := range batches {
+		if len(idx) == 0 {
+			return fmt.Errorf("batch %d is empty: a sampler's batch lists at least one sample", k)
+		}
+		for _, i := range idx {
+			if i < 0 || i >= n {
+				return fmt.Errorf("batch %d lists sample %d, but the dataset has %d samples (samples 0 to %d): check the sampler's N or Lengths", k, i, n, n-1)
+			}
+		}
+	}
+	return nil
 }
 
 // prefetch makes the batches in order and hands them over, until the last, an error,

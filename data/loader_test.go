@@ -271,3 +271,37 @@ func TestBadSettings(t *testing.T) {
 	assert.ErrorContains(t, err, "data: epoch 3: data.Sequential: 4 samples in batches of 0")
 	require.NoError(t, it.Close())
 }
+
+// fixed is a sampler of given batches.
+type fixed [][]int
+
+func (f fixed) Batches(int) ([][]int, error) { return f, nil }
+
+// A sampler that lists a sample the dataset does not have (a Sequential or Shuffle with
+// a larger N, Buckets with another dataset's Lengths), or an empty batch, fails the
+// epoch with an error naming it before the dataset is asked: the first Next returns it.
+func TestASamplersBadBatchEndsTheEpoch(t *testing.T) {
+	ds := counting{n: 10, f: 2, failAt: -1}
+	for _, c := range []struct {
+		s    Sampler
+		want string
+	}{
+		{Sequential{N: 12, Batch: 4}, "data: epoch 0: batch 2 lists sample 10, but the dataset has 10 samples (samples 0 to 9): check the sampler's N or Lengths"},
+		{fixed{{0, 1}, {3, -1}}, "data: epoch 0: batch 1 lists sample -1, but the dataset has 10 samples"},
+		{fixed{{0, 1}, {}}, "data: epoch 0: batch 1 is empty: a sampler's batch lists at least one sample"},
+	} {
+		for _, prefetch := range []int{0, 2} {
+			dev := tensortest.CPU(t)
+			host := newPinned(t, dev)
+			ld, err := NewLoader(ds, c.s, Config{Device: dev, Prefetch: prefetch, Pinned: host})
+			require.NoError(t, err)
+			it := ld.Epoch(0)
+			b, err := it.Next()
+			assert.Nil(t, b)
+			assert.ErrorContains(t, err, c.want)
+			require.NoError(t, it.Close())
+			tensortest.RequireEmpty(t, dev)
+			assert.Zero(t, host.Stats().ActiveRequests.Current)
+		}
+	}
+}

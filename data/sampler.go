@@ -6,7 +6,9 @@ import (
 	"slices"
 )
 
-// Sampler decides the batches of an epoch: the sample indices of each, in order.
+// Sampler decides the batches of an epoch: the sample indices of each, in order. Every
+// batch lists at least one sample, each in [0, Dataset.Len()); the loader refuses an
+// epoch that breaks this before it asks the dataset for anything.
 type Sampler interface {
 	// Batches returns the batches of epoch e (counted from 0), or an error naming what
 	// is wrong with the sampler's settings.

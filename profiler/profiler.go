@@ -54,10 +54,11 @@ type Options struct {
 // Profiler aggregates ops. Its methods are safe for concurrent use.
 type Profiler struct {
 	opts Options
-	// undo put the allocators' history back as it was before Start.
-	undo []func()
 
 	mu sync.Mutex
+	// undo take the profiler's sink away from the allocators' history; nil once Stop
+	// has. Guarded by mu.
+	undo []func()
 	// open are the ops begun and not ended, innermost last. Guarded by mu.
 	open []*span
 	// done are the ended ops in end order. Guarded by mu.
@@ -70,7 +71,8 @@ type Profiler struct {
 	counters []counter
 	// mismatched counts OpEnd calls whose token was not the innermost op's. Guarded by mu.
 	mismatched int
-	stopped    bool
+	// stopped is set by Stop: nothing more is recorded. Guarded by mu.
+	stopped bool
 }
 
 // span is one op call.
@@ -107,30 +109,29 @@ func Start(o Options, allocs ...*alloc.Allocator) (*Profiler, error) {
 	for _, a := range allocs {
 		undo, err := a.AddHistorySink(p.sink)
 		if err != nil {
-			p.restore()
+			p.Stop()
 			return nil, err
 		}
+		p.mu.Lock()
 		p.undo = append(p.undo, undo)
+		p.mu.Unlock()
 	}
 	return p, nil
 }
 
-// restore puts every allocator's history back as it was before Start.
-func (p *Profiler) restore() {
-	for _, undo := range p.undo {
-		undo()
-	}
-	p.undo = nil
-}
-
 // Stop ends profiling and puts the allocators' history back as it was before Start.
-// Ops still open are dropped.
+// Ops still open are dropped. A second Stop does nothing.
 func (p *Profiler) Stop() {
 	p.mu.Lock()
 	p.stopped = true
 	p.open = nil
+	undo := p.undo
+	p.undo = nil
 	p.mu.Unlock()
-	p.restore()
+	// Outside mu: an undo takes the allocator's lock, under which the sink takes mu.
+	for _, u := range undo {
+		u()
+	}
 }
 
 // OpBegin starts an op on dev and returns the token its OpEnd passes back.

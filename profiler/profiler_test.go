@@ -3,6 +3,7 @@ package profiler
 import (
 	"bytes"
 	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
@@ -159,4 +160,18 @@ func TestMismatchedEndAndStop(t *testing.T) {
 	p.Stop()
 	assert.Zero(t, p.OpBegin("C", d), "nothing after Stop")
 	assert.Len(t, p.KeyAverages(false), 2)
+}
+
+// Stop may come from two goroutines at once (the race detector checks it): the history
+// is put back once.
+func TestConcurrentStops(t *testing.T) {
+	p, a, _, _ := newProfiled(t, Options{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.Stop() }()
+	}
+	wg.Wait()
+	_, on := a.HistoryOptions()
+	assert.False(t, on, "the profiler's sink is gone and history off, as before Start")
 }

@@ -18,6 +18,7 @@
 package memmetrics
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -69,10 +70,15 @@ func (c *Collector) desc(name, help string) *prometheus.Desc {
 	return d
 }
 
-// Collect sends every allocator's metrics.
+// Collect sends every allocator's metrics. Devices of one name (every simulated device
+// is "sim") are told apart in the list's order: the second is NAME#2, and so on.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	seen := map[string]int{}
 	for _, a := range c.list() {
 		dev := a.Device().Name()
+		if seen[dev]++; seen[dev] > 1 {
+			dev = fmt.Sprintf("%s#%d", dev, seen[dev])
+		}
 		st := a.Stats()
 		m := st.Map()
 		keys := make([]string, 0, len(m))

@@ -50,3 +50,31 @@ sublet_device_total_bytes{device="sim"} 6.7108864e+07
 	assert.Zero(t, a.Stats().ReservedBytes[alloc.StatAll].Current)
 	assert.Equal(t, "sublet_allocated_bytes_all_current", MetricName("allocated_bytes.all.current"))
 }
+
+// Two devices of one name (every simulated device is "sim") are two label values, in
+// the list's order, stable from scrape to scrape: Prometheus refuses a metric collected
+// twice with the same labels, which failed the whole /metrics.
+func TestDevicesOfOneName(t *testing.T) {
+	var as []*alloc.Allocator
+	for range 2 {
+		d, err := sim.New(sim.Options{Capacity: 64 << 20, Cost: &sim.CostModel{}})
+		require.NoError(t, err)
+		a, err := alloc.New(d, alloc.Config{})
+		require.NoError(t, err)
+		as = append(as, a)
+	}
+	p, err := as[1].Alloc(1<<20, 0)
+	require.NoError(t, err)
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(NewCollector(func() []*alloc.Allocator { return as })))
+	want := `
+# HELP sublet_allocated_bytes_all_current PyTorch memory_stats() key allocated_bytes.all.current
+# TYPE sublet_allocated_bytes_all_current gauge
+sublet_allocated_bytes_all_current{device="sim"} 0
+sublet_allocated_bytes_all_current{device="sim#2"} 1.048576e+06
+`
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "sublet_allocated_bytes_all_current"))
+	require.NoError(t, as[1].Free(p))
+	require.NoError(t, as[1].EmptyCache())
+	assert.Zero(t, as[1].Stats().ReservedBytes[alloc.StatAll].Current)
+}

@@ -34,8 +34,11 @@ func WriteFile(path string, s *Snapshot) error {
 func Read(r io.Reader) (*Snapshot, error) {
 	br := bufio.NewReader(r)
 	b, err := br.Peek(1)
-	if err != nil {
+	if err == io.EOF {
 		return nil, fmt.Errorf("empty snapshot: want a pickle or JSON")
+	}
+	if err != nil {
+		return nil, err
 	}
 	if b[0] == opProto {
 		return ReadPickle(br)

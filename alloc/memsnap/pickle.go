@@ -57,7 +57,7 @@ const (
 // pickle.load, `python -m torch.cuda._memory_viz` and pytorch.org/memory_viz read. A
 // stack shared by several blocks or events is written once and referenced.
 func WritePickle(w io.Writer, s *Snapshot) error {
-	p := pickler{w: bufio.NewWriter(w), memo: make(map[*alloc.Frame]uint32)}
+	p := pickler{w: bufio.NewWriter(w), memo: make(map[stackKey]uint32)}
 	p.w.WriteByte(opProto)
 	p.w.WriteByte(opPickleProtocol)
 	p.value(s.tree())
@@ -67,9 +67,16 @@ func WritePickle(w io.Writer, s *Snapshot) error {
 
 type pickler struct {
 	w *bufio.Writer
-	// memo maps the first frame of a written stack to its memo slot.
-	memo map[*alloc.Frame]uint32
+	// memo maps a written stack to its memo slot.
+	memo map[stackKey]uint32
 	next uint32
+}
+
+// stackKey is a stack by identity: its first frame's address and its length (a
+// prefix of a stack shares the address).
+type stackKey struct {
+	first *alloc.Frame
+	n     int
 }
 
 func (p *pickler) value(v any) {
@@ -145,7 +152,8 @@ func (p *pickler) frames(fs frames) {
 		p.w.WriteByte(opEmptyList)
 		return
 	}
-	if slot, ok := p.memo[&fs[0]]; ok {
+	key := stackKey{&fs[0], len(fs)}
+	if slot, ok := p.memo[key]; ok {
 		p.w.WriteByte(opLongBinGet)
 		p.u32(slot)
 		return
@@ -153,7 +161,7 @@ func (p *pickler) frames(fs frames) {
 	p.w.WriteByte(opEmptyList)
 	p.w.WriteByte(opLongBinPut)
 	p.u32(p.next)
-	p.memo[&fs[0]] = p.next
+	p.memo[key] = p.next
 	p.next++
 	l := make([]any, len(fs))
 	for i, f := range fs {

@@ -3,11 +3,13 @@ package memsnap
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"testing/iotest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -211,4 +213,24 @@ func TestPickleErrorsNameTheOffset(t *testing.T) {
 	}
 	_, err := ReadFile(filepath.Join(t.TempDir(), "none.pickle"))
 	assert.ErrorContains(t, err, "read snapshot: open")
+	_, err = Read(bytes.NewReader(nil))
+	assert.ErrorContains(t, err, "empty snapshot: want a pickle or JSON")
+	_, err = Read(iotest.ErrReader(errors.New("disk gone")))
+	assert.EqualError(t, err, "disk gone", "a read error is not an empty snapshot")
+}
+
+// Stacks that share their first frame but not their length (one a prefix of the other)
+// are two stacks in the pickle, not one written once.
+func TestPickleSharesOnlyWholeStacks(t *testing.T) {
+	stack := []alloc.Frame{{Name: "main.step", Filename: "/src/train.go", Line: 42}, {Name: "main.main", Filename: "/src/train.go", Line: 9}}
+	s := &Snapshot{DeviceTraces: [][]TraceEntry{{
+		{Action: "alloc", Addr: 4096, Size: 1, Frames: stack},
+		{Action: "alloc", Addr: 8192, Size: 1, Frames: stack[:1]},
+		{Action: "alloc", Addr: 12288, Size: 1, Frames: stack},
+	}}}
+	var p bytes.Buffer
+	require.NoError(t, WritePickle(&p, s))
+	got, err := Read(&p)
+	require.NoError(t, err)
+	assert.Equal(t, s.DeviceTraces, got.DeviceTraces)
 }

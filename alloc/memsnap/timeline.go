@@ -17,9 +17,9 @@ import (
 type Timeline struct {
 	// Points has one entry per trace event, the state after it.
 	Points []Point
-	// Sites label the allocation sites, largest peak first; the last may be "other"
-	// (every site beyond MaxSites) and the first "(before the trace)" (blocks allocated
-	// before the first recorded event).
+	// Sites label the allocation sites, largest peak first; Before (blocks allocated
+	// before the first recorded event) is one of them when there were such blocks, and
+	// the last may be "other" (the sites beyond the first MaxSites-1).
 	Sites []string
 	// OOMs are the indices of the oom events.
 	OOMs []int
@@ -54,8 +54,8 @@ func (e *TraceEntry) sizeOf() int64 {
 // TimelineOf returns device dev's timeline. A trace inconsistent with the segments
 // (memory going negative) is an error naming the event.
 func TimelineOf(s *Snapshot, dev int) (*Timeline, error) {
-	if dev < 0 || dev >= max(len(s.DeviceTraces), len(s.Devices), 1) {
-		return nil, fmt.Errorf("timeline: no device %d in the snapshot (it has %d)", dev, len(s.DeviceTraces))
+	if n := max(len(s.DeviceTraces), len(s.Devices), 1); dev < 0 || dev >= n {
+		return nil, fmt.Errorf("timeline: no device %d in the snapshot (it has devices 0 to %d)", dev, n-1)
 	}
 	var tr []TraceEntry
 	if dev < len(s.DeviceTraces) {

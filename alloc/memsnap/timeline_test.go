@@ -44,7 +44,7 @@ func TestTimelineOfARecording(t *testing.T) {
 	_, err = TimelineOf(s, 0)
 	assert.ErrorContains(t, err, "device_traces[0][0]: memory before it would be negative")
 	_, err = TimelineOf(s, 3)
-	assert.ErrorContains(t, err, "no device 3")
+	assert.ErrorContains(t, err, "no device 3 in the snapshot (it has devices 0 to 0)")
 }
 
 func TestSiteLabel(t *testing.T) {

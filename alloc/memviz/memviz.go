@@ -203,38 +203,41 @@ func deviceOf(s *memsnap.Snapshot, d int) (deviceData, error) {
 	return dv, nil
 }
 
-// columns picks the points drawn: all of them, or maxColumns evenly spread (each
-// column shows the highest allocation in its span, so peaks survive).
-func columns(tl *memsnap.Timeline) []int {
+// column is one drawn column of the timeline: the point at which the allocated areas are
+// drawn, the span's highest allocation, and the span's highest reserved and active bytes
+// for the lines, so that every peak survives however many events a column covers.
+type column struct {
+	// lo and hi bound the span of points, hi excluded.
+	lo, hi, at       int
+	reserved, active int64
+}
+
+// columns are the timeline's columns: one per point, or maxColumns evenly spread.
+func columns(tl *memsnap.Timeline) []column {
 	n := len(tl.Points)
-	if n <= maxColumns {
-		idx := make([]int, n)
-		for i := range idx {
-			idx[i] = i
-		}
-		return idx
-	}
-	idx := make([]int, 0, maxColumns)
-	for c := range maxColumns {
-		lo, hi := c*n/maxColumns, (c+1)*n/maxColumns
-		best := lo
+	cols := min(n, maxColumns)
+	out := make([]column, 0, cols)
+	for c := range cols {
+		lo, hi := c*n/cols, (c+1)*n/cols
+		col := column{lo: lo, hi: hi, at: lo}
 		for i := lo; i < hi; i++ {
-			if tl.Points[i].Reserved > tl.Points[best].Reserved || tl.Points[i].Allocated > tl.Points[best].Allocated {
-				best = i
+			p := tl.Points[i]
+			if p.Allocated > tl.Points[col.at].Allocated {
+				col.at = i
 			}
+			col.reserved, col.active = max(col.reserved, p.Reserved), max(col.active, p.Active)
 		}
-		idx = append(idx, best)
+		out = append(out, col)
 	}
-	return idx
+	return out
 }
 
 func timeline(tl *memsnap.Timeline) *chart {
 	c := &chart{W: chartW, H: chartH, PadL: padL, PadB: padB}
-	idx := columns(tl)
+	cols := columns(tl)
 	var top int64 = 1
-	for _, i := range idx {
-		p := tl.Points[i]
-		top = max(top, p.Reserved, p.Active, p.Allocated)
+	for _, col := range cols {
+		top = max(top, col.reserved, col.active, tl.Points[col.at].Allocated)
 	}
 	n := len(tl.Points)
 	x := func(i int) float64 { return padL + (chartW-padL)*float64(i)/float64(max(n-1, 1)) }
@@ -244,16 +247,16 @@ func timeline(tl *memsnap.Timeline) *chart {
 		var peak int64
 		// Upper edge left to right (the cumulative sum through this site), lower edge
 		// back.
-		for j, i := range idx {
+		for j, col := range cols {
 			var sum int64
-			for _, v := range tl.Points[i].BySite[:k+1] {
+			for _, v := range tl.Points[col.at].BySite[:k+1] {
 				sum += v
 			}
-			peak = max(peak, tl.Points[i].BySite[k])
-			fmt.Fprintf(&b, "%s%.1f,%.1f ", map[bool]string{true: "M", false: "L"}[j == 0], x(i), y(sum))
+			peak = max(peak, tl.Points[col.at].BySite[k])
+			fmt.Fprintf(&b, "%s%.1f,%.1f ", map[bool]string{true: "M", false: "L"}[j == 0], x(col.at), y(sum))
 		}
-		for j := len(idx) - 1; j >= 0; j-- {
-			i := idx[j]
+		for j := len(cols) - 1; j >= 0; j-- {
+			i := cols[j].at
 			var sum int64
 			for _, v := range tl.Points[i].BySite[:k] {
 				sum += v
@@ -263,15 +266,15 @@ func timeline(tl *memsnap.Timeline) *chart {
 		b.WriteString("Z")
 		c.Areas = append(c.Areas, area{Site: site, Colour: palette[k%len(palette)], Path: b.String(), Peak: peak})
 	}
-	line := func(get func(p memsnap.Point) int64) string {
+	line := func(get func(col column) int64) string {
 		var b strings.Builder
-		for j, i := range idx {
-			fmt.Fprintf(&b, "%s%.1f,%.1f ", map[bool]string{true: "M", false: "L"}[j == 0], x(i), y(get(tl.Points[i])))
+		for j, col := range cols {
+			fmt.Fprintf(&b, "%s%.1f,%.1f ", map[bool]string{true: "M", false: "L"}[j == 0], x(col.at), y(get(col)))
 		}
 		return b.String()
 	}
-	c.Reserved = line(func(p memsnap.Point) int64 { return p.Reserved })
-	c.Active = line(func(p memsnap.Point) int64 { return p.Active })
+	c.Reserved = line(func(col column) int64 { return col.reserved })
+	c.Active = line(func(col column) int64 { return col.active })
 	for k := 0; k <= 4; k++ {
 		v := top * int64(k) / 4
 		c.Ticks = append(c.Ticks, tick{Y: y(v), Label: FormatBytes(v)})
@@ -282,17 +285,24 @@ func timeline(tl *memsnap.Timeline) *chart {
 	return c
 }
 
-// series is the JSON of the drawn points for the cursor readout.
+// series is the JSON of the drawn columns for the cursor readout: i the event drawn, a
+// its action, m the column's allocated (at i), reserved and active bytes, and s the
+// first and last event of a column that covers several.
 func series(tl *memsnap.Timeline) template.JS {
 	type pt struct {
 		I int      `json:"i"`
 		A string   `json:"a"`
 		M [3]int64 `json:"m"`
+		S []int    `json:"s,omitempty"`
 	}
 	var pts []pt
-	for _, i := range columns(tl) {
-		p := tl.Points[i]
-		pts = append(pts, pt{i, p.Action, [3]int64{p.Allocated, p.Reserved, p.Active}})
+	for _, col := range columns(tl) {
+		p := tl.Points[col.at]
+		q := pt{I: col.at, A: p.Action, M: [3]int64{p.Allocated, col.reserved, col.active}}
+		if col.hi-col.lo > 1 {
+			q.S = []int{col.lo, col.hi - 1}
+		}
+		pts = append(pts, q)
 	}
 	b, _ := json.Marshal(map[string]any{"n": len(tl.Points), "points": pts})
 	return template.JS(b)

@@ -20,15 +20,22 @@ import (
 	"github.com/subletml/sublet/device/sim"
 )
 
-// recorded runs a small workload with history on: weights, then activations from two
-// call sites, a free, and an allocation too large for the device.
-func recorded(t *testing.T) *memsnap.Snapshot {
+// recording returns an allocator over a 256 MiB simulated device with the trace on.
+func recording(t *testing.T) *alloc.Allocator {
 	t.Helper()
 	d, err := sim.New(sim.Options{Capacity: 256 << 20, Cost: &sim.CostModel{}})
 	require.NoError(t, err)
 	a, err := alloc.New(d, alloc.Config{})
 	require.NoError(t, err)
 	require.NoError(t, a.RecordHistory(alloc.HistoryOptions{Trace: true}))
+	return a
+}
+
+// recorded runs a small workload with history on: weights, then activations from two
+// call sites, a free, and an allocation too large for the device.
+func recorded(t *testing.T) *memsnap.Snapshot {
+	t.Helper()
+	a := recording(t)
 	var live []device.Ptr
 	get := func(size int64, op string) {
 		p, err := a.AllocTagged(size, 0, alloc.Tag{Op: op})
@@ -43,7 +50,7 @@ func recorded(t *testing.T) *memsnap.Snapshot {
 		get(512<<10, "Add")
 	}
 	require.NoError(t, a.Free(live[5]))
-	_, err = a.Alloc(300<<20, 0)
+	_, err := a.Alloc(300<<20, 0)
 	var oom *alloc.OOMError
 	require.ErrorAs(t, err, &oom)
 	s := memsnap.From(a.MemorySnapshot())
@@ -149,4 +156,41 @@ func TestPageInChromium(t *testing.T) {
 	if p := os.Getenv("MEMVIZ_SCREENSHOT"); p != "" {
 		require.NoError(t, os.WriteFile(p, shot, 0o644))
 	}
+
+	// A trace longer than the chart's columns: the readout names the column's events.
+	b.Reset()
+	require.NoError(t, WriteHTML(&b, churned(t, maxColumns), Options{}))
+	require.NoError(t, os.WriteFile(page, b.Bytes(), 0o644))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate("file://"+page), chromedp.WaitVisible(chromedp.CSS("svg.timeline"))))
+	readout, err = chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const s = document.querySelector("svg.timeline"), r = s.getBoundingClientRect();
+		s.dispatchEvent(new MouseEvent("mousemove", {clientX: r.left + r.width * 0.5, clientY: r.top + 50, bubbles: true}));
+		return document.getElementById("readout-0").textContent; })()`))
+	require.NoError(t, err)
+	assert.Regexp(t, `^events \d+ to \d+: highest allocated \d+\.\d KiB \(event \d+, (alloc|free_requested|free_completed)\), reserved 2\.0 MiB, active `, readout)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`console.info("memviz test: end 2")`)))
+	for m, err := range messages {
+		require.NoError(t, err)
+		if m.Text == "memviz test: end 2" {
+			break
+		}
+		assert.False(t, m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleWarning || m.IsException(), "%s", m)
+	}
+}
+
+// churned records n allocations and frees of 4 KiB in one small segment: 3n+2 events.
+func churned(t *testing.T, n int) *memsnap.Snapshot {
+	t.Helper()
+	a := recording(t)
+	keep, err := a.Alloc(4096, 0)
+	require.NoError(t, err)
+	for range n {
+		p, err := a.Alloc(4096, 0)
+		require.NoError(t, err)
+		require.NoError(t, a.Free(p))
+	}
+	s := memsnap.From(a.MemorySnapshot())
+	require.NoError(t, a.Free(keep))
+	require.NoError(t, a.EmptyCache())
+	require.Zero(t, a.Stats().ReservedBytes[alloc.StatAll].Current)
+	return s
 }

@@ -2,7 +2,7 @@ package main
 
 import (
 	"bufio"
-	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -77,8 +77,9 @@ func runPlot(args []string, stdout, stderr io.Writer) (err error) {
 	return nil
 }
 
-// looksLikeTrace tells a replay trace (JSONL of {"op": ...}, or gzip) from a snapshot
-// (a pickle, or one JSON object with "segments").
+// looksLikeTrace tells a replay trace (JSONL of objects with an "op" key, in any order
+// as replay reads them, or gzip) from a snapshot (a pickle, or one JSON object with
+// "segments").
 func looksLikeTrace(path string) (bool, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -95,5 +96,10 @@ func looksLikeTrace(path string) (bool, error) {
 	case len(line) >= 1 && line[0] == 0x80:
 		return false, nil
 	}
-	return bytes.HasPrefix(bytes.TrimSpace(line), []byte(`{"op"`)), nil
+	var first map[string]json.RawMessage
+	if json.Unmarshal(line, &first) != nil {
+		return false, nil // a snapshot spread over lines, or longer than the buffer
+	}
+	_, op := first["op"]
+	return op, nil
 }

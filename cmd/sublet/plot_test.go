@@ -34,6 +34,13 @@ func TestPlotOfATraceAndOfASnapshot(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 960, img.Bounds().Dx())
 	}
+	// A trace whose lines do not start with "op" (replay reads keys in any order).
+	reordered := filepath.Join(dir, "reordered.jsonl")
+	require.NoError(t, os.WriteFile(reordered, []byte("{\"id\": 0, \"op\": \"alloc\", \"size\": 1024}\n{\"id\": 0, \"op\": \"free\"}\n"), 0o644))
+	code, stdout, errs := sublet("plot", "-o", filepath.Join(dir, "r.png"), reordered)
+	require.Equal(t, 0, code, errs)
+	assert.Equal(t, "wrote "+filepath.Join(dir, "r.png")+": 2 events, 0 OOMs\n", stdout)
+
 	code, _, errs = sublet("plot")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errs, "plot: give one snapshot")

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/alloc/memsnap"
@@ -24,7 +25,7 @@ func runSnapshot(args []string, stdout, stderr io.Writer) (err error) {
 	defer func() { err = joinErr(err, release()) }()
 	n := *maxEntries
 	if n == 0 {
-		n = 3*len(events) + 16 // an event makes at most three history entries besides segments'
+		n = math.MaxInt // the ring only grows as events come
 	}
 	if err := a.RecordHistory(alloc.HistoryOptions{Trace: true, MaxEntries: n}); err != nil {
 		return err

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -36,14 +37,16 @@ func runTop(args []string, stdout, stderr io.Writer) (err error) {
 	if *frames == 0 && !interactive {
 		*frames = 1
 	}
-	var src func() ([]deviceView, error)
+	var src func(ctx context.Context) ([]deviceView, error)
 	var status func() string
 	switch {
 	case *metrics != "" && f.trace != "":
 		fmt.Fprintln(stderr, "top: give -metrics or -trace, not both")
 		return errUsage
 	case *metrics != "":
-		src, status = func() ([]deviceView, error) { return scrape(*metrics) }, func() string { return "watching " + *metrics }
+		timeout := max(2*time.Second, 2**interval)
+		src = func(ctx context.Context) ([]deviceView, error) { return scrape(ctx, *metrics, timeout) }
+		status = func() string { return "watching " + *metrics }
 	case f.trace != "":
 		events, a, release, err := f.open(fs, stderr)
 		if err != nil {
@@ -60,7 +63,7 @@ func runTop(args []string, stdout, stderr io.Writer) (err error) {
 			per = max(1, len(events)/100)
 		}
 		done := 0
-		src = func() ([]deviceView, error) {
+		src = func(context.Context) ([]deviceView, error) {
 			for end := min(done+per, len(events)); done < end; done++ {
 				if err := pl.Apply(events[done]); err != nil {
 					return nil, fmt.Errorf("%s line %d: %w", f.trace, done+1, err)
@@ -70,7 +73,7 @@ func runTop(args []string, stdout, stderr io.Writer) (err error) {
 		}
 		status = func() string { return fmt.Sprintf("replaying %s: event %d of %d", f.trace, done, len(events)) }
 	default:
-		src = func() ([]deviceView, error) {
+		src = func(context.Context) ([]deviceView, error) {
 			var vs []deviceView
 			for _, a := range alloc.Registered() {
 				vs = append(vs, localView(a))
@@ -83,8 +86,9 @@ func runTop(args []string, stdout, stderr io.Writer) (err error) {
 }
 
 // topLoop draws a frame every interval until frames are drawn (0: no limit), q or
-// Ctrl-C. Interactive output redraws the screen in place.
-func topLoop(w io.Writer, interactive bool, interval time.Duration, frames int, src func() ([]deviceView, error), status func() string) error {
+// Ctrl-C, which also end a src call under way. Interactive output redraws the screen in
+// place.
+func topLoop(w io.Writer, interactive bool, interval time.Duration, frames int, src func(context.Context) ([]deviceView, error), status func() string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if interactive {
@@ -108,7 +112,10 @@ func topLoop(w io.Writer, interactive bool, interval time.Duration, frames int, 
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for n := 0; frames == 0 || n < frames; n++ {
-		views, err := src()
+		views, err := src(ctx)
+		if ctx.Err() != nil {
+			return nil // q or Ctrl-C
+		}
 		if err != nil {
 			return err
 		}
@@ -183,9 +190,18 @@ func topSites(rows []siteRow) []siteRow {
 	return out[:min(len(out), maxTopSites)]
 }
 
-// scrape reads a memmetrics endpoint.
-func scrape(url string) ([]deviceView, error) {
-	resp, err := http.Get(url)
+// scrape reads a memmetrics endpoint, giving up after timeout or when ctx ends.
+func scrape(ctx context.Context, url string, timeout time.Duration) ([]deviceView, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("top: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil, fmt.Errorf("top: %s did not answer within %s (is the program running, or stopped in a debugger?)", url, timeout)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("top: %w", err)
 	}

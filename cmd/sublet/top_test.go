@@ -129,3 +129,26 @@ func TestTopUnderTmux(t *testing.T) {
 	}
 	assert.Equal(t, "sleep", cmd, "q ended sublet top; the shell went on to sleep")
 }
+
+// A program that takes the connection and never answers (stopped in a debugger, wedged)
+// cannot hang top: the scrape gives up after its timeout and says so.
+func TestTopGivesUpOnASilentEndpoint(t *testing.T) {
+	silent := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-silent }))
+	defer srv.Close()
+	defer close(silent)
+	done := make(chan struct{})
+	var code int
+	var errs string
+	go func() {
+		defer close(done)
+		code, _, errs = sublet("top", "-metrics", srv.URL, "-n", "1", "-interval", "10ms")
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("sublet top still waiting for the endpoint after 20 s")
+	}
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "top: "+srv.URL+" did not answer within 2s")
+}

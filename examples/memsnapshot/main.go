@@ -98,8 +98,8 @@ func train(dev device.Device, a *alloc.Allocator, steps, batch int, dir string, 
 		prof.OpEnd(tok)
 	}
 	prof.Stop()
-	// The profiler turned history off when it stopped; the snapshot still holds what
-	// was recorded.
+	// The profiler's Stop took its sink away; the program's history (with its ring) is
+	// still on.
 	snap := a.MemorySnapshot()
 	fmt.Fprintf(out, "%d training steps of an MLP 512-1024-1024-10 (batch %d) on %s with memory history on\n", steps, batch, dev.Name())
 	fmt.Fprintf(out, "history: %d events kept, %d dropped by the ring\n", len(snap.Trace), snap.Dropped)
