@@ -20,6 +20,7 @@ func TestSizeStringIsFloat(t *testing.T) {
 		{I32, 4, "int32", false},
 		{I64, 8, "int64", false},
 		{Bool, 1, "bool", false},
+		{F64, 8, "float64", true},
 	}
 	require.Len(t, All(), len(cases))
 	for i, c := range cases {
@@ -42,7 +43,7 @@ func TestSizeStringIsFloat(t *testing.T) {
 }
 
 func TestParseAliases(t *testing.T) {
-	for s, want := range map[string]DType{"f32": F32, "float": F32, "half": F16, "f16": F16, "bf16": BF16, "i32": I32, "i64": I64} {
+	for s, want := range map[string]DType{"f64": F64, "double": F64, "f32": F32, "float": F32, "half": F16, "f16": F16, "bf16": BF16, "i32": I32, "i64": I64} {
 		got, err := Parse(s)
 		require.NoError(t, err, s)
 		assert.Equal(t, want, got, s)
