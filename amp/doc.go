@@ -7,8 +7,9 @@
 //
 // Autocast(parent, dt) makes a child scope whose ops consult the policy before they
 // run (tensor.Autocast). Eligible inputs are floating tensors (F32, F16, BF16) on any
-// device; integer inputs (labels, indices) are never cast. By op, with PyTorch's CUDA
-// lists on every device:
+// device; integer inputs (labels, indices) and F64 tensors are never cast (PyTorch's
+// is_autocast_eligible leaves float64 alone: it is asked for explicitly), and an op on
+// an F64 input computes in F64. By op, with PyTorch's CUDA lists on every device:
 //
 //   - MatMul, Linear: every floating input is cast to dt (weights through the cache).
 //   - Exp, Log, Pow, PowScalar, LayerNorm, MSE, CrossEntropy: every floating input is

@@ -33,7 +33,7 @@ type group struct {
 	released bool
 }
 
-// newGroup checks params: F32 leaves that require grad, each given once.
+// newGroup checks params: F32 or F64 leaves that require grad, each given once.
 func newGroup(op string, params []*tensor.Tensor) (group, error) {
 	if len(params) == 0 {
 		return group{}, fmt.Errorf("optim: %s: an empty parameter list; pass the module's parameters (nn.Parameters)", op)
@@ -47,8 +47,8 @@ func newGroup(op string, params []*tensor.Tensor) (group, error) {
 			return group{}, fmt.Errorf("optim: %s: parameter %d was released", op, i)
 		case !p.IsLeaf() || !p.RequiresGrad():
 			return group{}, fmt.Errorf("optim: %s: parameter %d (%v) is not a leaf that requires grad; make it with AsParameter", op, i, p.Shape())
-		case p.DType() != dtype.F32 || !p.IsContiguous():
-			return group{}, fmt.Errorf("optim: %s: parameter %d is %v with strides %v; optimizers take contiguous F32 parameters (keep F32 master weights under autocast)", op, i, p.DType(), p.Strides())
+		case p.DType() != dtype.F32 && p.DType() != dtype.F64 || !p.IsContiguous():
+			return group{}, fmt.Errorf("optim: %s: parameter %d is %v with strides %v; optimizers take contiguous F32 or F64 parameters (keep F32 master weights under autocast)", op, i, p.DType(), p.Strides())
 		}
 		if j, dup := seen[p]; dup {
 			return group{}, fmt.Errorf("optim: %s: parameters %d and %d are the same tensor", op, j, i)

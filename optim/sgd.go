@@ -55,8 +55,8 @@ func (o *SGD) Config() SGDConfig { return o.c }
 
 // Step updates every parameter that has a gradient.
 func (o *SGD) Step() {
-	k := kernels.SGD{LR: float32(o.c.LR), Momentum: float32(o.c.Momentum), Dampening: float32(o.c.Dampening),
-		WeightDecay: float32(o.c.WeightDecay), Nesterov: o.c.Nesterov}
+	k := kernels.SGD{LR: o.c.LR, Momentum: o.c.Momentum, Dampening: o.c.Dampening, WeightDecay: o.c.WeightDecay,
+		Nesterov: o.c.Nesterov}
 	n := 0
 	if o.c.Momentum != 0 {
 		n = 1

@@ -80,29 +80,39 @@ func (s *Scope) Arange(dev device.Device, dt dtype.DType, start, end, step float
 }
 
 // Rand returns a tensor of dt and shape on dev owned by s with values uniform in
-// [0, 1), drawn from s's generator.
+// [0, 1), drawn from s's generator (in float64 for F64, in float32 otherwise).
 func (s *Scope) Rand(dev device.Device, dt dtype.DType, shape ...int) *Tensor {
-	return s.random("Rand", dev, dt, shape, (*Generator).fillUniform)
+	return s.random("Rand", dev, dt, shape, false)
 }
 
 // Randn returns a tensor of dt and shape on dev owned by s with standard normal
-// values, drawn from s's generator.
+// values, drawn from s's generator (in float64 for F64, in float32 otherwise).
 func (s *Scope) Randn(dev device.Device, dt dtype.DType, shape ...int) *Tensor {
-	return s.random("Randn", dev, dt, shape, (*Generator).fillNormal)
+	return s.random("Randn", dev, dt, shape, true)
 }
 
-func (s *Scope) random(op string, dev device.Device, dt dtype.DType, shape []int, fill func(*Generator, []float32)) *Tensor {
+func (s *Scope) random(op string, dev device.Device, dt dtype.DType, shape []int, normal bool) *Tensor {
 	g := s.generator(op)
 	if !dt.IsFloat() {
 		fail(op, ErrDType, nil, "random values need a floating dtype, not %v", dt)
 	}
 	c, t := s.newFactory(op, dev, dt, shape, false)
-	c.upload(t, func() cpu.Operand {
-		vals := make([]float32, t.Numel())
-		fill(g, vals)
-		return cpu.F32(vals, kernels.Contiguous(t.shape...))
-	})
+	c.upload(t, func() cpu.Operand { return randomOperand(g, dt, t.shape, normal, 0, 1) })
 	return c.done(t)
+}
+
+// randomOperand draws the values of a tensor of dt and shape from g (see fill): in
+// float64 for F64, so its values are not float32 ones, in float32 otherwise.
+func randomOperand(g *Generator, dt dtype.DType, shape []int, normal bool, shift, scale float64) cpu.Operand {
+	l := kernels.Contiguous(shape...)
+	if dt == dtype.F64 {
+		v := make([]float64, l.Size())
+		fill(g, v, normal, shift, scale)
+		return cpu.F64(v, l)
+	}
+	v := make([]float32, l.Size())
+	fill(g, v, normal, shift, scale)
+	return cpu.F32(v, l)
 }
 
 // generator is s's generator, or a panic naming op that explains how to set one.

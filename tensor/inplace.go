@@ -45,7 +45,7 @@ func (t *Tensor) CopyFrom(src *Tensor) {
 
 // AddScaled adds alpha·x (broadcast to t's shape) into t, in place: t += alpha·x.
 func (t *Tensor) AddScaled(alpha float64, x *Tensor) {
-	t.inPlace("AddScaled", x).Axpy(t.operand(), float32(alpha), x.operand())
+	t.inPlace("AddScaled", x).Axpy(t.operand(), alpha, x.operand())
 }
 
 // Scale multiplies t by alpha, in place.
@@ -55,28 +55,20 @@ func (t *Tensor) Scale(alpha float64) {
 }
 
 // FillUniform sets t's elements to values uniform in [lo, hi) drawn from g, in place
-// (parameter initialization). On a device without data it draws nothing.
+// (parameter initialization), in float64 for F64 and float32 otherwise. On a device
+// without data it draws nothing.
 func (t *Tensor) FillUniform(g *Generator, lo, hi float64) {
-	t.fillRandom("FillUniform", g, func(v []float32) {
-		g.fillUniform(v)
-		for i := range v {
-			v[i] = float32(lo + float64(v[i])*(hi-lo))
-		}
-	})
+	t.fillRandom("FillUniform", g, false, lo, hi-lo)
 }
 
 // FillNormal sets t's elements to normal values of mean and std drawn from g, in
-// place. On a device without data it draws nothing.
+// place, in float64 for F64 and float32 otherwise. On a device without data it draws
+// nothing.
 func (t *Tensor) FillNormal(g *Generator, mean, std float64) {
-	t.fillRandom("FillNormal", g, func(v []float32) {
-		g.fillNormal(v)
-		for i := range v {
-			v[i] = float32(mean + float64(v[i])*std)
-		}
-	})
+	t.fillRandom("FillNormal", g, true, mean, std)
 }
 
-func (t *Tensor) fillRandom(op string, g *Generator, draw func([]float32)) {
+func (t *Tensor) fillRandom(op string, g *Generator, normal bool, shift, scale float64) {
 	t.live(op)
 	if g == nil {
 		fail(op, ErrScope, []*Tensor{t}, "nil generator")
@@ -84,11 +76,7 @@ func (t *Tensor) fillRandom(op string, g *Generator, draw func([]float32)) {
 	if !t.dt.IsFloat() {
 		fail(op, ErrDType, []*Tensor{t}, "random values need a floating tensor")
 	}
-	err := store(t, t.inPlace(op), func() cpu.Operand {
-		v := make([]float32, t.Numel())
-		draw(v)
-		return cpu.F32(v, kernels.Contiguous(t.shape...))
-	})
+	err := store(t, t.inPlace(op), func() cpu.Operand { return randomOperand(g, t.dt, t.shape, normal, shift, scale) })
 	if err != nil {
 		fail(op, err, []*Tensor{t}, "copying %d bytes to %s", t.Bytes(), t.st.dev.Name())
 	}

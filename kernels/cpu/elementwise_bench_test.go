@@ -33,3 +33,30 @@ func BenchmarkExp1M(b *testing.B) {
 func BenchmarkGeluTanh1M(b *testing.B) {
 	benchElementwise(b, 1<<20, func(d, x, _ Operand) { Unary(kernels.GeluTanh, d, x) })
 }
+
+func BenchmarkLog1M(b *testing.B) {
+	benchElementwise(b, 1<<20, func(d, x, y Operand) { Unary(kernels.Log, d, y) })
+}
+
+func BenchmarkAbsSqrt1M(b *testing.B) {
+	benchElementwise(b, 1<<20, func(d, x, _ Operand) {
+		Unary(kernels.Abs, d, x)
+		Unary(kernels.Sqrt, d, d)
+	})
+}
+
+func BenchmarkTanhSigmoid1M(b *testing.B) {
+	benchElementwise(b, 1<<20, func(d, x, _ Operand) {
+		Unary(kernels.Tanh, d, x)
+		Unary(kernels.Sigmoid, d, d)
+	})
+}
+
+// BenchmarkPow1M raises x to 2.5 and takes the gradient for the exponent (x^2.5·ln x).
+func BenchmarkPow1M(b *testing.B) {
+	e := F32([]float32{2.5}, kernels.Layout{})
+	benchElementwise(b, 1<<20, func(d, x, y Operand) {
+		Binary(kernels.Pow, d, x, e)
+		BinaryBackward(kernels.Pow, kernels.ArgB, d, y, x, e)
+	})
+}

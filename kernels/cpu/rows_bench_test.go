@@ -115,4 +115,3 @@ func BenchmarkMaxRows1M(b *testing.B) {
 		Max(dst, idx, src)
 	}
 }
-
