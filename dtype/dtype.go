@@ -85,6 +85,21 @@ func (d DType) String() string {
 	return fmt.Sprintf("dtype.DType(%d)", uint8(d))
 }
 
+// Round returns x rounded to the nearest value of the floating type d, ties to even,
+// once (as the conversions of this package round): float32(x) for F32, the 16-bit
+// formats from x itself, x for F64. For the other types it returns x.
+func (d DType) Round(x float64) float64 {
+	switch d {
+	case F32:
+		return float64(float32(x))
+	case F16:
+		return float64(F16ToF32(F64ToF16(x)))
+	case BF16:
+		return float64(BF16ToF32(F64ToBF16(x)))
+	}
+	return x
+}
+
 // Parse returns the DType whose String is s; it also accepts the short names f64, f32,
 // f16, bf16, i32, i64 and the aliases double, float and half (PyTorch's).
 func Parse(s string) (DType, error) {

@@ -53,3 +53,14 @@ func TestParseAliases(t *testing.T) {
 	assert.Contains(t, err.Error(), `"float8"`)
 	assert.Contains(t, err.Error(), "bfloat16")
 }
+
+func TestRound(t *testing.T) {
+	x := 0.1
+	assert.Equal(t, float64(float32(x)), F32.Round(x))
+	assert.Equal(t, x, F64.Round(x))
+	assert.Equal(t, float64(F16ToF32(F64ToF16(x))), F16.Round(x))
+	assert.Equal(t, float64(BF16ToF32(F64ToBF16(x))), BF16.Round(x))
+	assert.Equal(t, 1.5, I64.Round(1.5), "not a floating type: unchanged")
+	tie := 1 + 1.0/2048 + 1e-12 // just above a tie of F16: up, not to even
+	assert.Equal(t, 1+1.0/1024, F16.Round(tie))
+}

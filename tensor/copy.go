@@ -153,16 +153,18 @@ func promotionRank(d dtype.DType) int {
 }
 
 // holds reports whether every value of src converts to dst exactly: the same type, a
-// float from a narrower float (F32 from F16 or BF16, F64 from any), F64 from I32 or
-// Bool.
+// float from a narrower float (F32 from F16 or BF16, F64 from any), an integer from a
+// narrower one (Bool is the narrowest), F64 from I32.
 func holds(dst, src dtype.DType) bool {
 	switch {
-	case dst == src:
+	case dst == src, src == dtype.Bool:
 		return true
 	case dst == dtype.F64:
 		return src != dtype.I64
 	case dst == dtype.F32:
-		return src == dtype.F16 || src == dtype.BF16 || src == dtype.Bool
+		return src == dtype.F16 || src == dtype.BF16
+	case dst == dtype.I64:
+		return src == dtype.I32
 	}
 	return false
 }

@@ -32,8 +32,14 @@ func (s *Scope) Empty(dev device.Device, dt dtype.DType, shape ...int) *Tensor {
 	return c.done(t)
 }
 
-// Full returns a tensor of dt and shape on dev owned by s with every element v.
+// Full returns a tensor of dt and shape on dev owned by s with every element v, a
+// constant (the package doc's conversion rules): rounded to nearest for a floating dt,
+// an ErrDType error when it overflows dt or, for an integer or Bool dt, is not one of
+// its values.
 func (s *Scope) Full(dev device.Device, dt dtype.DType, v float64, shape ...int) *Tensor {
+	if dt.IsValid() {
+		checkConstant("Full", v, dt, nil)
+	}
 	c, t := s.newFactory("Full", dev, dt, shape, true)
 	c.k.Fill(t.operand(), v)
 	return c.done(t)
@@ -50,7 +56,10 @@ func (s *Scope) Ones(dev device.Device, dt dtype.DType, shape ...int) *Tensor {
 }
 
 // Arange returns the 1-D tensor start, start+step, … (below end for a positive step,
-// above it for a negative one) of dt on dev owned by s.
+// above it for a negative one) of dt on dev owned by s. The values are computed in
+// float64 and are constants of dt (the package doc's conversion rules): rounded once
+// for a floating dt; for an integer dt start and step must be integers and every
+// value in range.
 func (s *Scope) Arange(dev device.Device, dt dtype.DType, start, end, step float64) *Tensor {
 	count := math.Ceil((end - start) / step)
 	if step == 0 || math.IsNaN(count) || math.IsInf(count, 0) || math.IsInf(step, 0) {
@@ -61,14 +70,21 @@ func (s *Scope) Arange(dev device.Device, dt dtype.DType, start, end, step float
 		fail("Arange", ErrShape, nil, "start %g, end %g, step %g: %g elements is too many", start, end, step, count)
 	}
 	n := max(int(count), 0)
+	if n > 0 && dt.IsValid() {
+		checkConstant("Arange", start, dt, nil)
+		checkConstant("Arange", start+float64(n-1)*step, dt, nil)
+		if !dt.IsFloat() && step != math.Trunc(step) {
+			fail("Arange", ErrDType, nil, "step %g: the values of %v are integers", step, dt)
+		}
+	}
 	c, t := s.newFactory("Arange", dev, dt, []int{n}, false)
 	c.upload(t, func() cpu.Operand {
 		if dt.IsFloat() {
-			v := make([]float32, n)
+			v := make([]float64, n)
 			for i := range v {
-				v[i] = float32(start + float64(i)*step)
+				v[i] = start + float64(i)*step
 			}
-			return cpu.F32(v, kernels.Contiguous(n))
+			return cpu.F64(v, kernels.Contiguous(n))
 		}
 		v := make([]int64, n)
 		for i := range v {

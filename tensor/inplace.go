@@ -32,8 +32,10 @@ func (t *Tensor) inPlace(op string, others ...*Tensor) kernels.Backend {
 	return k
 }
 
-// Fill sets every element of t to v, in place.
+// Fill sets every element of t to v, in place: a constant, as for Scope.Full.
 func (t *Tensor) Fill(v float64) {
+	t.live("Fill")
+	checkConstant("Fill", v, t.dt, []*Tensor{t})
 	t.inPlace("Fill").Fill(t.operand(), v)
 }
 
@@ -43,13 +45,20 @@ func (t *Tensor) CopyFrom(src *Tensor) {
 	t.inPlace("CopyFrom", src).Copy(t.operand(), src.operand())
 }
 
-// AddScaled adds alpha·x (broadcast to t's shape) into t, in place: t += alpha·x.
+// AddScaled adds alpha·x (broadcast to t's shape) into t, in place: t += alpha·x,
+// alpha a constant of the type the op computes in (float64 for F64, else float32).
 func (t *Tensor) AddScaled(alpha float64, x *Tensor) {
+	t.live("AddScaled")
+	x.live("AddScaled")
+	checkConstant("AddScaled", alpha, opType(promote(t.dt, x.dt)), []*Tensor{t, x})
 	t.inPlace("AddScaled", x).Axpy(t.operand(), alpha, x.operand())
 }
 
-// Scale multiplies t by alpha, in place.
+// Scale multiplies t by alpha, in place, alpha a constant of the type the op computes
+// in (float64 for F64, else float32).
 func (t *Tensor) Scale(alpha float64) {
+	t.live("Scale")
+	checkConstant("Scale", alpha, opType(t.dt), []*Tensor{t})
 	o := t.operand()
 	t.inPlace("Scale").Binary(kernels.Mul, o, o, kernels.Scalar(alpha))
 }

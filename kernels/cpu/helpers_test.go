@@ -240,13 +240,8 @@ func pick[T any](r *rand.Rand, xs []T) T { return xs[r.IntN(len(xs))] }
 
 // roundTo rounds x to what dt can hold, as the kernels' inputs and outputs are.
 func roundTo(dt dtype.DType, x float64) float64 {
-	switch dt {
-	case dtype.F64:
-		return x
-	case dtype.F16:
-		return float64(dtype.F16ToF32(dtype.F64ToF16(x)))
-	case dtype.BF16:
-		return float64(dtype.BF16ToF32(dtype.F64ToBF16(x)))
+	if dt.IsFloat() {
+		return dt.Round(x)
 	}
 	return float64(float32(x))
 }
