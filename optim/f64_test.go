@@ -3,12 +3,14 @@ package optim_test
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/tensor"
 	"github.com/subletml/sublet/tensor/tensortest"
@@ -108,5 +110,53 @@ func TestMixedF32AndF64Parameters(t *testing.T) {
 	s.Close()
 	a.Release()
 	b.Release()
+	tensortest.RequireEmpty(t, d)
+}
+
+// An F64 model trains in float64 end to end (nn layers of Init.DType F64, Adam on F64
+// parameters): from the F32 model's initial values its losses follow the F32 model's
+// to float32's precision and fall, and after each step the allocator holds exactly
+// the F64 parameters, gradients and moments.
+func TestF64ModelTrains(t *testing.T) {
+	d := tensortest.CPU(t)
+	const n, dim, k = 48, 4, 3
+	x32, labels := blobs(7, n, dim, k)
+	cfg := nn.MLPConfig{Sizes: []int{dim, 16, k}}
+	m32 := nn.NewMLP(nn.Init{Device: d, Gen: tensor.NewGenerator(7)}, cfg)
+	m64 := nn.NewMLP(nn.Init{Device: d, DType: dtype.F64, Gen: tensor.NewGenerator(7)}, cfg)
+	for i, p := range nn.Parameters(m64) {
+		p.CopyFrom(nn.Parameters(m32)[i])
+	}
+	run := func(m nn.Module, dt dtype.DType) []float64 {
+		o, err := optim.NewAdam(nn.Parameters(m), optim.AdamConfig{LR: 0.02, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8})
+		require.NoError(t, err)
+		params := tensortest.Sizes(nn.Parameters(m)...)
+		other := tensortest.Sizes(nn.Parameters(m32)...)
+		if dt == dtype.F32 {
+			other = tensortest.Sizes(nn.Parameters(m64)...)
+		}
+		var losses []float64
+		for range 8 {
+			s := tensor.NewScope()
+			x := tensor.FromSlice(s, d, dtype.F32, x32, n, dim).Cast(dt)
+			loss := nn.CrossEntropyLoss{}.Loss(m.Forward(x), tensor.FromSlice(s, d, dtype.I64, labels))
+			require.Equal(t, dt, loss.DType())
+			loss.Backward()
+			losses = append(losses, loss.Item())
+			s.Close()
+			o.Step()
+			tensortest.RequireLive(t, d, "after a step: parameters, gradients, two moments each (and the other model)",
+				slices.Concat(params, params, params, params, other)...)
+			o.ZeroGrad(true)
+		}
+		o.Release()
+		return losses
+	}
+	l64, l32 := run(m64, dtype.F64), run(m32, dtype.F32)
+	assert.InDeltaSlice(t, l32, l64, 1e-4, "the same training in either precision")
+	assert.Less(t, l64[len(l64)-1], l64[0], "the loss falls")
+	assert.Equal(t, 8*nn.ParameterBytes(m32)/4, nn.ParameterBytes(m64), "8 bytes per element")
+	m32.Release()
+	m64.Release()
 	tensortest.RequireEmpty(t, d)
 }

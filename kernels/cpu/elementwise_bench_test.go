@@ -60,3 +60,17 @@ func BenchmarkPow1M(b *testing.B) {
 		BinaryBackward(kernels.Pow, kernels.ArgB, d, y, x, e)
 	})
 }
+
+// BenchmarkAdd1MF64 is BenchmarkAdd1M on float64 operands.
+func BenchmarkAdd1MF64(b *testing.B) {
+	x, y, d := make([]float64, 1<<20), make([]float64, 1<<20), make([]float64, 1<<20)
+	for i := range x {
+		x[i] = float64(i%100) / 50
+		y[i] = 1
+	}
+	l := kernels.Contiguous(len(x))
+	b.SetBytes(int64(24 * len(x)))
+	for b.Loop() {
+		Binary(kernels.Add, F64(d, l), F64(x, l), F64(y, l))
+	}
+}
