@@ -60,10 +60,10 @@ type policy struct {
 	region  *region
 }
 
-// OutputType gives the AutocastF32Out ops an F32 result when their input is floating
+// OutputType gives the AutocastF32Out ops an F32 result when their input is eligible
 // (tensor.AutocastOutput); they then do not call Inputs.
 func (p *policy) OutputType(op string, in []*tensor.Tensor) (dtype.DType, bool) {
-	if !p.enabled || classOf(op) != tensor.AutocastF32Out || !in[0].DType().IsFloat() {
+	if !p.enabled || classOf(op) != tensor.AutocastF32Out || !eligible(in[0]) {
 		return dtype.Invalid, false
 	}
 	return dtype.F32, true
@@ -86,7 +86,7 @@ func (p *policy) Inputs(op string, in []*tensor.Tensor, cast func(*tensor.Tensor
 		return in
 	}
 	for i, t := range in {
-		if !t.DType().IsFloat() || t.DType() == to {
+		if !eligible(t) || t.DType() == to {
 			continue
 		}
 		if p.cache && to == p.dt && cacheable(t) {
@@ -101,3 +101,7 @@ func (p *policy) Inputs(op string, in []*tensor.Tensor, cast func(*tensor.Tensor
 	}
 	return in
 }
+
+// eligible reports whether autocast may cast t: a floating tensor other than F64, as
+// PyTorch's is_autocast_eligible (float64 is left alone: asking for it is explicit).
+func eligible(t *tensor.Tensor) bool { return t.DType().IsFloat() && t.DType() != dtype.F64 }

@@ -16,9 +16,11 @@
 //	scaler.Scale(loss).Backward() // the loss belongs to step, not to the region
 //
 // While the region is the only open child of step, the ops on step's tensors (and on
-// those of the scopes above, down the chain) run in it; their results belong to step. Eligible inputs are floating tensors (F32, F16, BF16) on any
-// device; integer inputs (labels, indices) are never cast. By op, with PyTorch's CUDA
-// lists on every device:
+// those of the scopes above, down the chain) run in it; their results belong to step. Eligible inputs are floating tensors (F32, F16, BF16) on
+// any device; integer inputs (labels, indices) and F64 tensors are never cast
+// (PyTorch's is_autocast_eligible leaves float64 alone: it is asked for explicitly), and
+// an op on an F64 input computes in F64. By op, with PyTorch's CUDA lists on every
+// device:
 //
 //   - MatMul, Linear: every floating input is cast to dt (weights through the cache).
 //   - Exp, Log, Pow, PowScalar, LayerNorm, MSE, CrossEntropy: every floating input is

@@ -1,15 +1,17 @@
 // Package dtype names the element types a tensor can hold and converts between the
-// 16-bit float formats and float32.
+// 16-bit float formats and float32 and float64.
 //
 // Invariants:
 //   - The zero DType is Invalid; every valid DType has a fixed Size in bytes and a
 //     stable String name (the names PyTorch uses without the "torch." prefix).
-//   - Conversions to F16 and BF16 round to nearest, ties to even; values beyond the
+//   - Conversions to F16 and BF16, from float32 or float64, round to nearest, ties to
+//     even, once (a float64 is not rounded to float32 first); values beyond the
 //     format's range become ±Inf, NaN stays NaN (quiet) and the sign of zero is kept.
-//   - Conversions from F16 and BF16 to float32 are exact.
+//   - Conversions from F16 and BF16 to float32 (and so to float64) are exact.
 //
 // F16 and BF16 values travel as their bit patterns in uint16; they have no arithmetic of
-// their own: compute in float32 and convert at the edges.
+// their own: compute in float32 and convert at the edges. F32 and F64 are Go's float32
+// and float64.
 package dtype
 
 import "fmt"
@@ -32,10 +34,13 @@ const (
 	I64
 	// Bool is one byte per element, 0 or 1; masks (dropout) are Bool.
 	Bool
+	// F64 is IEEE 754 binary64 (float64), computed in float64 throughout. It comes last
+	// so that the values of the types before it stay what they were.
+	F64
 )
 
 // All lists every valid DType in declaration order.
-func All() []DType { return []DType{F32, F16, BF16, I32, I64, Bool} }
+func All() []DType { return []DType{F32, F16, BF16, I32, I64, Bool, F64} }
 
 // Size is the number of bytes one element takes; 0 for Invalid or unknown values.
 func (d DType) Size() int {
@@ -44,7 +49,7 @@ func (d DType) Size() int {
 		return 4
 	case F16, BF16:
 		return 2
-	case I64:
+	case I64, F64:
 		return 8
 	case Bool:
 		return 1
@@ -52,11 +57,11 @@ func (d DType) Size() int {
 	return 0
 }
 
-// IsFloat reports whether d is a floating-point type (F32, F16, BF16).
-func (d DType) IsFloat() bool { return d == F32 || d == F16 || d == BF16 }
+// IsFloat reports whether d is a floating-point type (F64, F32, F16, BF16).
+func (d DType) IsFloat() bool { return d == F32 || d == F16 || d == BF16 || d == F64 }
 
 // IsValid reports whether d is one of the declared types other than Invalid.
-func (d DType) IsValid() bool { return d >= F32 && d <= Bool }
+func (d DType) IsValid() bool { return d >= F32 && d <= F64 }
 
 func (d DType) String() string {
 	switch d {
@@ -74,12 +79,29 @@ func (d DType) String() string {
 		return "int64"
 	case Bool:
 		return "bool"
+	case F64:
+		return "float64"
 	}
 	return fmt.Sprintf("dtype.DType(%d)", uint8(d))
 }
 
-// Parse returns the DType whose String is s; it also accepts the short names f32, f16,
-// bf16, i32, i64 and the aliases half and float.
+// Round returns x rounded to the nearest value of the floating type d, ties to even,
+// once (as the conversions of this package round): float32(x) for F32, the 16-bit
+// formats from x itself, x for F64. For the other types it returns x.
+func (d DType) Round(x float64) float64 {
+	switch d {
+	case F32:
+		return float64(float32(x))
+	case F16:
+		return float64(F16ToF32(F64ToF16(x)))
+	case BF16:
+		return float64(BF16ToF32(F64ToBF16(x)))
+	}
+	return x
+}
+
+// Parse returns the DType whose String is s; it also accepts the short names f64, f32,
+// f16, bf16, i32, i64 and the aliases double, float and half (PyTorch's).
 func Parse(s string) (DType, error) {
 	switch s {
 	case "float32", "f32", "float":
@@ -94,6 +116,8 @@ func Parse(s string) (DType, error) {
 		return I64, nil
 	case "bool":
 		return Bool, nil
+	case "float64", "f64", "double":
+		return F64, nil
 	}
-	return Invalid, fmt.Errorf("dtype: unknown dtype %q; use one of float32, float16, bfloat16, int32, int64, bool", s)
+	return Invalid, fmt.Errorf("dtype: unknown dtype %q; use one of float64, float32, float16, bfloat16, int32, int64, bool", s)
 }

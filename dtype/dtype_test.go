@@ -20,6 +20,7 @@ func TestSizeStringIsFloat(t *testing.T) {
 		{I32, 4, "int32", false},
 		{I64, 8, "int64", false},
 		{Bool, 1, "bool", false},
+		{F64, 8, "float64", true},
 	}
 	require.Len(t, All(), len(cases))
 	for i, c := range cases {
@@ -42,7 +43,7 @@ func TestSizeStringIsFloat(t *testing.T) {
 }
 
 func TestParseAliases(t *testing.T) {
-	for s, want := range map[string]DType{"f32": F32, "float": F32, "half": F16, "f16": F16, "bf16": BF16, "i32": I32, "i64": I64} {
+	for s, want := range map[string]DType{"f64": F64, "double": F64, "f32": F32, "float": F32, "half": F16, "f16": F16, "bf16": BF16, "i32": I32, "i64": I64} {
 		got, err := Parse(s)
 		require.NoError(t, err, s)
 		assert.Equal(t, want, got, s)
@@ -51,4 +52,15 @@ func TestParseAliases(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `"float8"`)
 	assert.Contains(t, err.Error(), "bfloat16")
+}
+
+func TestRound(t *testing.T) {
+	x := 0.1
+	assert.Equal(t, float64(float32(x)), F32.Round(x))
+	assert.Equal(t, x, F64.Round(x))
+	assert.Equal(t, float64(F16ToF32(F64ToF16(x))), F16.Round(x))
+	assert.Equal(t, float64(BF16ToF32(F64ToBF16(x))), BF16.Round(x))
+	assert.Equal(t, 1.5, I64.Round(1.5), "not a floating type: unchanged")
+	tie := 1 + 1.0/2048 + 1e-12 // just above a tie of F16: up, not to even
+	assert.Equal(t, 1+1.0/1024, F16.Round(tie))
 }

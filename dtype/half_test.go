@@ -297,3 +297,51 @@ func TestSliceConversionsMatchScalar(t *testing.T) {
 		require.Equal(t, F32ToF16(v), h[i], "%#08x", math.Float32bits(v))
 	}
 }
+
+// TestF64RoundingOnce checks the float64 conversions round once: at every midpoint
+// between adjacent finite values (also the one above the largest, which ties to Inf)
+// and one float64 ulp either side of it, where rounding to float32 first would land on
+// the tie and pick the even neighbour for both.
+func TestF64RoundingOnce(t *testing.T) {
+	from64 := map[string]func(float64) uint16{"F16": F64ToF16, "BF16": F64ToBF16}
+	for _, f := range formats {
+		conv := from64[f.name]
+		t.Run(f.name, func(t *testing.T) {
+			for _, sign := range []uint16{0, 0x8000} {
+				for lo := uint16(0); lo <= f.maxBits; lo++ {
+					a, b := sign|lo, sign|(lo+1)
+					mid := (f.ref(a) + f.ref(b)) / 2
+					if lo == f.maxBits { // b is Inf: the tie is half an ulp above the largest
+						mid = f.ref(a) + (f.ref(a)-f.ref(a-1))/2
+					}
+					even := a
+					if a&1 == 1 {
+						even = b
+					}
+					require.Equal(t, even, conv(mid), "%s tie between %#04x and %#04x", f.name, a, b)
+					away := math.Copysign(math.Inf(1), mid)
+					require.Equal(t, a, conv(math.Nextafter(mid, 0)), "%s just below the tie %#04x/%#04x", f.name, a, b)
+					require.Equal(t, b, conv(math.Nextafter(mid, away)), "%s just above the tie %#04x/%#04x", f.name, a, b)
+				}
+			}
+			require.Equal(t, f.infBits, conv(math.MaxFloat64), "beyond float32's range")
+			require.Equal(t, f.infBits|0x8000, conv(-1e300))
+			require.Equal(t, f.infBits, conv(math.Inf(1)))
+			require.Equal(t, uint16(0x8000), conv(math.Copysign(0, -1)), "the sign of zero")
+			require.Equal(t, uint16(0x8000), conv(-1e-300), "underflow keeps the sign")
+			n := conv(math.Copysign(math.NaN(), -1))
+			require.True(t, isNaN16(f, n), "NaN stays NaN")
+			require.Equal(t, uint16(0x8000), n&0x8000, "NaN keeps its sign")
+			r := rand.New(rand.NewPCG(5, 6))
+			for range 20000 {
+				x := math.Float32frombits(r.Uint32())
+				got, want := conv(float64(x)), f.fromF32(x)
+				if x != x {
+					require.True(t, isNaN16(f, got))
+					continue
+				}
+				require.Equal(t, want, got, "a float32 value %v rounds as from float32", x)
+			}
+		})
+	}
+}

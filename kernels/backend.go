@@ -8,11 +8,18 @@ package kernels
 //
 // Operands: outputs come first; every output is written whole. Inputs broadcast to the
 // output's shape by numpy rules where a method says so; the row kernels (softmax, layer
-// norm, losses, embedding, optimizer steps) take contiguous F32 operands (I64 for
-// labels and indices) from their first element. An elementwise output may be the very
-// same memory as an input (same Mem, same Layout), never otherwise overlap it. An
-// output with no elements writes nothing. Absent operands (the zero Operand) stand for
-// what a method calls optional.
+// norm, losses, embedding, optimizer steps) take contiguous float operands of one type,
+// F32 or F64, which is the type they compute in (I64 for labels and indices), from
+// their first element. An elementwise output may be the very same memory as an input
+// (same Mem, same Layout), never otherwise overlap it. An output with no elements
+// writes nothing. Absent operands (the zero Operand) stand for what a method calls
+// optional.
+//
+// Precision: the elementwise, copy, reduction and matmul kernels compute in float64
+// when an operand is F64 (a Scalar does not count) and in float32 otherwise (F16 and
+// BF16 are read as float32), and round each output once to its type; an F64 value
+// never goes through float32. Number arguments (alpha, eps, p, inv, the optimizers'
+// hyper-parameters) are float64 and rounded to the type the kernel computes in.
 //
 // Errors: misuse (shapes that do not agree, layouts outside their block) is the
 // caller's bug and panics before anything is written. An index out of range, which
@@ -41,13 +48,13 @@ type Backend interface {
 	// Fill sets every element of dst to v, converted to dst's type.
 	Fill(dst Operand, v float64)
 	// Axpy adds alpha·x (broadcast) into dst in place.
-	Axpy(dst Operand, alpha float32, x Operand)
+	Axpy(dst Operand, alpha float64, x Operand)
 	// DropoutMask fills the contiguous Bool mask with 0 (probability p) or 1, element i
 	// from word i%4 of Philox4x32-10 at counter i/4 under the key seed (see
 	// kernels/cpu.DropoutMask): the same mask on every backend.
-	DropoutMask(mask Operand, p float32, seed uint64)
+	DropoutMask(mask Operand, p float64, seed uint64)
 	// Dropout writes x·mask/(1-p) into dst (0 where the Bool mask is 0).
-	Dropout(dst, x, mask Operand, p float32)
+	Dropout(dst, x, mask Operand, p float64)
 
 	// Sum writes into dst the sum of src over the dimensions where dst has size 1 or
 	// is missing; Mean the mean.
@@ -76,7 +83,7 @@ type Backend interface {
 	LogSoftmaxBackward(dx, g, y Operand, outer, n, inner int)
 	// LayerNorm normalises each of rows rows of n elements of x into y, keeping the
 	// row's mean and reciprocal deviation; w and b ([n]) are optional.
-	LayerNorm(y, mean, rstd, x, w, b Operand, rows, n int, eps float32)
+	LayerNorm(y, mean, rstd, x, w, b Operand, rows, n int, eps float64)
 	// LayerNormBackward writes the gradients dx, dw and db (each optional).
 	LayerNormBackward(dx, dw, db, g, x, mean, rstd, w Operand, rows, n int)
 	// CrossEntropy writes into the scalar loss (of any floating type) the mean over the
@@ -104,7 +111,7 @@ type Backend interface {
 	// Unscale multiplies the floating g by inv in place and sets the F32 scalar found to
 	// 1 when g holds an Inf or a NaN (it is left as it was otherwise): PyTorch's
 	// _amp_foreach_non_finite_check_and_unscale_.
-	Unscale(g Operand, inv float32, found Operand)
+	Unscale(g Operand, inv float64, found Operand)
 	// NonFinite reports whether x holds an Inf or a NaN; it synchronises.
 	NonFinite(x Operand) bool
 

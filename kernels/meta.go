@@ -17,9 +17,9 @@ func (meta) Binary(BinaryOp, Operand, Operand, Operand)                       {}
 func (meta) BinaryBackward(BinaryOp, Arg, Operand, Operand, Operand, Operand) {}
 func (meta) Copy(Operand, Operand)                                            {}
 func (meta) Fill(Operand, float64)                                            {}
-func (meta) Axpy(Operand, float32, Operand)                                   {}
-func (meta) DropoutMask(Operand, float32, uint64)                             {}
-func (meta) Dropout(Operand, Operand, Operand, float32)                       {}
+func (meta) Axpy(Operand, float64, Operand)                                   {}
+func (meta) DropoutMask(Operand, float64, uint64)                             {}
+func (meta) Dropout(Operand, Operand, Operand, float64)                       {}
 func (meta) Sum(Operand, Operand)                                             {}
 func (meta) Mean(Operand, Operand)                                            {}
 func (meta) Max(Operand, Operand, Operand)                                    {}
@@ -29,7 +29,7 @@ func (meta) Softmax(Operand, Operand, int, int, int)                          {}
 func (meta) LogSoftmax(Operand, Operand, int, int, int)                       {}
 func (meta) SoftmaxBackward(Operand, Operand, Operand, int, int, int)         {}
 func (meta) LogSoftmaxBackward(Operand, Operand, Operand, int, int, int)      {}
-func (meta) LayerNorm(Operand, Operand, Operand, Operand, Operand, Operand, int, int, float32) {
+func (meta) LayerNorm(Operand, Operand, Operand, Operand, Operand, Operand, int, int, float64) {
 }
 func (meta) LayerNormBackward(Operand, Operand, Operand, Operand, Operand, Operand, Operand, Operand, int, int) {
 }
@@ -42,7 +42,7 @@ func (meta) Embedding(Operand, Operand, Operand, int) error          { return ni
 func (meta) EmbeddingBackward(Operand, Operand, Operand, int) error  { return nil }
 func (meta) SGD(SGD, Operand, Operand, Operand, bool)                {}
 func (meta) Adam(Adam, int, Operand, Operand, Operand, Operand)      {}
-func (meta) Unscale(Operand, float32, Operand)                       {}
+func (meta) Unscale(Operand, float64, Operand)                       {}
 func (meta) NonFinite(Operand) bool                                  { return false }
 
 // The losses of binary classification.

@@ -33,10 +33,12 @@ type Operand struct {
 	value  float64
 }
 
-// Scalar returns v as a rank-0 F32 operand that carries its value instead of memory:
-// the constant of a binary op with a number (AddScalar, MulScalar, PowScalar), which a
-// GPU backend passes by value.
-func Scalar(v float64) Operand { return Operand{DType: dtype.F32, scalar: true, value: v} }
+// Scalar returns v as a rank-0 operand that carries its value instead of memory: the
+// constant of a binary op with a number (AddScalar, MulScalar, PowScalar), which a GPU
+// backend passes by value. Its DType is F64, the type of the value it carries, but
+// like PyTorch's wrapped numbers it takes no part in choosing the type an op computes
+// in: a backend reads it in that type (float32 for an F32 op, float64 for an F64 one).
+func Scalar(v float64) Operand { return Operand{DType: dtype.F64, scalar: true, value: v} }
 
 // ScalarValue returns the value of an operand made by Scalar; ok is false for any other.
 func (o Operand) ScalarValue() (v float64, ok bool) { return o.value, o.scalar }

@@ -1,16 +1,18 @@
 package kernels
 
 // SGD holds the hyper-parameters of stochastic gradient descent as PyTorch's
-// torch.optim.SGD defines them.
+// torch.optim.SGD defines them. They are float64 like PyTorch's Python floats; a step
+// rounds them to the type it computes in (float32 for F32 parameters, float64 for F64).
 type SGD struct {
-	LR, Momentum, Dampening, WeightDecay float32
+	LR, Momentum, Dampening, WeightDecay float64
 	Nesterov                             bool
 }
 
 // Adam holds the hyper-parameters of Adam (and AdamW when Decoupled) as PyTorch's
 // torch.optim.Adam and AdamW define them. They are float64 like PyTorch's Python
 // floats: the bias corrections 1-β^t are computed from them in float64 (float32(0.999)
-// would put 1-β2 off by 1.3e-5 relative); the per-element math runs in float32.
+// would put 1-β2 off by 1.3e-5 relative); the per-element math runs in the parameters'
+// type (float32 for F32, float64 for F64).
 type Adam struct {
 	LR, Beta1, Beta2, Eps, WeightDecay float64
 	// Decoupled applies weight decay to the parameters directly (AdamW) instead of

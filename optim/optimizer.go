@@ -69,8 +69,8 @@ func (g *params) add(ps []*tensor.Tensor) error {
 			return fmt.Errorf("optim: %s: parameter %d of group %d was released", g.op, i, group)
 		case !p.IsLeaf() || !p.RequiresGrad():
 			return fmt.Errorf("optim: %s: parameter %d of group %d (%v) is not a leaf that requires grad; make it with AsParameter", g.op, i, group, p.Shape())
-		case p.DType() != dtype.F32 || !p.IsContiguous():
-			return fmt.Errorf("optim: %s: parameter %d of group %d is %v with strides %v; optimizers take contiguous F32 parameters (keep F32 master weights under autocast)", g.op, i, group, p.DType(), p.Strides())
+		case p.DType() != dtype.F32 && p.DType() != dtype.F64 || !p.IsContiguous():
+			return fmt.Errorf("optim: %s: parameter %d of group %d is %v with strides %v; optimizers take contiguous F32 or F64 parameters (keep F32 master weights under autocast)", g.op, i, group, p.DType(), p.Strides())
 		}
 		for j, q := range g.params {
 			if q == p {

@@ -122,8 +122,8 @@ func (o *SGD) SetLR(i int, lr float64) { o.groups[i].LR = checkLR("SGD.SetLR", i
 func (o *SGD) Step() {
 	ks := make([]kernels.SGD, len(o.groups))
 	for i, c := range o.groups {
-		ks[i] = kernels.SGD{LR: float32(c.LR), Momentum: float32(c.Momentum), Dampening: float32(c.Dampening),
-			WeightDecay: float32(c.WeightDecay), Nesterov: c.Nesterov}
+		ks[i] = kernels.SGD{LR: c.LR, Momentum: c.Momentum, Dampening: c.Dampening, WeightDecay: c.WeightDecay,
+			Nesterov: c.Nesterov}
 	}
 	buffers := func(g int) int {
 		if ks[g].Momentum != 0 {

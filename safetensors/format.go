@@ -76,6 +76,7 @@ func (i Info) Bytes() int64 { return i.End - i.Begin }
 // names of the dtypes sublet has, in the format's spelling.
 var names = map[dtype.DType]string{
 	dtype.Bool: "BOOL", dtype.F16: "F16", dtype.BF16: "BF16", dtype.I32: "I32", dtype.F32: "F32", dtype.I64: "I64",
+	dtype.F64: "F64",
 }
 
 // sizes of every dtype the format defines, by name.

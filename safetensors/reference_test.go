@@ -46,6 +46,7 @@ func TestReadsAFileFromAnotherWriter(t *testing.T) {
 		want  []float64
 	}{
 		{"weight", dtype.F32, []int{2, 2}, []float64{1.5, -2.25, float64(float32(3e10)), math.Copysign(0, -1)}},
+		{"double", dtype.F64, []int{2}, []float64{0.1, -1e300}},
 		{"half", dtype.F16, []int{4}, []float64{1, -2, 65504, 0.00006103515625}},
 		{"brain", dtype.BF16, []int{3}, []float64{1, -1.5, 3.140625}},
 		{"ids", dtype.I64, []int{2}, []float64{-(1 << 62), 5}},
@@ -62,7 +63,7 @@ func TestReadsAFileFromAnotherWriter(t *testing.T) {
 			require.Equal(t, c.want, tensor.ToSlice[float64](x), c.name)
 			continue
 		}
-		// ToSlice[float64] converts through float32; integers are read as int64.
+		// Integers are read as int64, which holds every value of theirs.
 		got := tensor.ToSlice[int64](x)
 		for i, w := range c.want {
 			require.Equal(t, int64(w), got[i], "%s[%d]", c.name, i)
@@ -113,7 +114,7 @@ func TestAnotherReaderReadsSubletsFile(t *testing.T) {
 	require.NoError(t, json.NewDecoder(bytes.NewReader(out)).Decode(&got))
 	require.Equal(t, map[string]string{"note": "ünïcode \"quoted\""}, got.Metadata)
 	require.Len(t, got.Tensors, len(ts))
-	spell := map[dtype.DType]string{dtype.F32: "F32", dtype.F16: "F16", dtype.BF16: "BF16", dtype.I32: "I32", dtype.I64: "I64", dtype.Bool: "BOOL"}
+	spell := map[dtype.DType]string{dtype.F64: "F64", dtype.F32: "F32", dtype.F16: "F16", dtype.BF16: "BF16", dtype.I32: "I32", dtype.I64: "I64", dtype.Bool: "BOOL"}
 	for _, nt := range ts {
 		g := got.Tensors[nt.Name]
 		require.Equal(t, spell[nt.Tensor.DType()], g.DType, nt.Name)

@@ -21,6 +21,7 @@ import (
 func sample(s *tensor.Scope, d device.Device) []safetensors.Named {
 	return []safetensors.Named{
 		{"w.f32", tensor.FromSlice(s, d, dtype.F32, []float32{1.5, -2, 0.25, 3, 4, 5}, 2, 3)},
+		{"d.f64", tensor.FromSlice(s, d, dtype.F64, []float64{0.1, -1e300})},
 		{"h.f16", tensor.FromSlice(s, d, dtype.F16, []float32{1, -2, 0.5})},
 		{"b.bf16", tensor.FromSlice(s, d, dtype.BF16, []float32{-1, 256})},
 		{"i32", tensor.FromSlice(s, d, dtype.I32, []int32{7, -7})},
@@ -58,7 +59,7 @@ func TestRoundTrip(t *testing.T) {
 				at = info.End
 			}
 			require.Equal(t, int64(len(file))-8-int64(n), at)
-			require.Equal(t, []string{"labels", "empty", "i32", "scalar", "strided", "w.f32", "b.bf16", "h.f16", "mask"}, order)
+			require.Equal(t, []string{"d.f64", "labels", "empty", "i32", "scalar", "strided", "w.f32", "b.bf16", "h.f16", "mask"}, order)
 			for _, nt := range ts {
 				got, err := r.Load(s, d, nt.Name)
 				require.NoError(t, err)

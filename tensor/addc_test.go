@@ -43,14 +43,16 @@ func TestAddcmulAddcdivKnownValues(t *testing.T) {
 	}
 }
 
-func TestGradcheckAddcmulAddcdiv(t *testing.T) {
-	d := newCPU(t)
-	runChecks(t, d, []gc{
-		{name: "Addcmul", shapes: [][]int{{2, 3}, {3}, {2, 1}}, f: func(_ *tensor.Scope, x []in) in { return x[0].Addcmul(x[1], x[2], -1.5) }},
-		{name: "Addcdiv", shapes: [][]int{{3}, {2, 3}, {2, 3}}, values: func(r *rand.Rand) float64 { return 0.5 + r.Float64() },
+// addcChecks are the gradient checks of Addcmul and Addcdiv.
+func addcChecks() []gc {
+	return []gc{
+		{name: "Addcmul", op: tensor.OpAddcmul, shapes: [][]int{{2, 3}, {3}, {2, 1}}, f: func(_ *tensor.Scope, x []in) in { return x[0].Addcmul(x[1], x[2], -1.5) }},
+		{name: "Addcdiv", op: tensor.OpAddcdiv, shapes: [][]int{{3}, {2, 3}, {2, 3}}, values: func(r *rand.Rand) float64 { return 0.5 + r.Float64() },
 			f: func(_ *tensor.Scope, x []in) in { return x[0].Addcdiv(x[1], x[2], 2) }},
-	})
+	}
 }
+
+func TestGradcheckAddcmulAddcdiv(t *testing.T) { runChecks(t, newCPU(t), addcChecks()) }
 
 // What each op keeps is what its wanted gradients read: with only a wanting one, b
 // (both ops); with b wanting one too, a and b (Addcdiv); t never.

@@ -29,23 +29,13 @@ func bceLogitsRef(v, y, pw float64) float64 {
 	return -(pw*y*math.Log(s) + (1-y)*math.Log(1-s))
 }
 
-// f64 is an F32 tensor of shape holding data rounded to float32, on d, owned by s.
-func f64(s *tensor.Scope, d device.Device, data []float64, shape ...int) *tensor.Tensor {
+// f32of is an F32 tensor of shape holding data rounded to float32, on d, owned by s.
+func f32of(s *tensor.Scope, d device.Device, data []float64, shape ...int) *tensor.Tensor {
 	v := make([]float32, len(data))
 	for i, x := range data {
 		v[i] = float32(x)
 	}
 	return f32(s, d, v, shape...)
-}
-
-// vals64 is a floating tensor's elements as float64 (read as float32).
-func vals64(t *tensor.Tensor) []float64 {
-	v := vals(t)
-	out := make([]float64, len(v))
-	for i, x := range v {
-		out[i] = float64(x)
-	}
-	return out
 }
 
 func sum64(v []float64) float64 {
@@ -75,8 +65,8 @@ func TestBinaryCrossEntropyKnownValues(t *testing.T) {
 			}
 			require.InDelta(t, 100, want[4], 1e-12, "ln 0 is clamped at −100")
 			s := tensor.NewScope()
-			x := f64(s, d, p, 2, 3).SetRequiresGrad(true)
-			tg := f64(s, d, y, 2, 3).SetRequiresGrad(true)
+			x := f32of(s, d, p, 2, 3).SetRequiresGrad(true)
+			tg := f32of(s, d, y, 2, 3).SetRequiresGrad(true)
 			none := tensor.BinaryCrossEntropy(x, tg, tensor.BCEOptions{Reduction: tensor.ReduceNone})
 			require.Equal(t, []int{2, 3}, none.Shape())
 			require.InDeltaSlice(t, want, vals64(none), 1e-5)
@@ -96,7 +86,7 @@ func TestBinaryCrossEntropyKnownValues(t *testing.T) {
 			require.True(t, math.IsInf(gy[3], 1) && math.IsInf(gy[4], -1), "−logit at 0 and 1: %v", gy)
 			require.InDelta(t, dy[5], gy[5], 1e-5)
 
-			weight := f64(s, d, w, 2, 3)
+			weight := f32of(s, d, w, 2, 3)
 			weighted := tensor.BinaryCrossEntropy(x, tg, tensor.BCEOptions{Weight: weight, Reduction: tensor.ReduceSum})
 			ws := 0.0
 			for i := range want {
@@ -116,9 +106,9 @@ func TestBinaryCrossEntropyWithLogitsKnownValues(t *testing.T) {
 	pw := []float64{0.5, 3}
 	s := tensor.NewScope()
 	defer s.Close()
-	x := f64(s, d, v, 4, 2).SetRequiresGrad(true)
-	tg := f64(s, d, y, 4, 2).SetRequiresGrad(true)
-	posw := f64(s, d, pw, 2)
+	x := f32of(s, d, v, 4, 2).SetRequiresGrad(true)
+	tg := f32of(s, d, y, 4, 2).SetRequiresGrad(true)
+	posw := f32of(s, d, pw, 2)
 	for _, withPW := range []bool{false, true} {
 		o := tensor.BCEOptions{Reduction: tensor.ReduceNone}
 		if withPW {
@@ -156,19 +146,24 @@ func TestBinaryCrossEntropyWithLogitsKnownValues(t *testing.T) {
 	}
 }
 
-func TestGradcheckBinaryCrossEntropy(t *testing.T) {
-	d := newCPU(t)
+// bceChecks are the gradient checks of the binary cross-entropies.
+func bceChecks(d device.Device) []gc {
 	cases := []gc{
-		{name: "BCE", shapes: [][]int{{2, 3}, {2, 3}}, f: func(_ *tensor.Scope, x []in) in {
+		{name: "BCE", op: tensor.OpBinaryCrossEntropy, shapes: [][]int{{2, 3}, {2, 3}}, f: func(_ *tensor.Scope, x []in) in {
 			return tensor.BinaryCrossEntropy(x[0], x[1], tensor.BCEOptions{Reduction: tensor.ReduceNone})
 		}},
-		{name: "BCEWithLogits", shapes: [][]int{{3, 2}, {3, 2}}, f: func(s *tensor.Scope, x []in) in {
+		{name: "BCEWithLogits", op: tensor.OpBinaryCrossEntropyWithLogits, shapes: [][]int{{3, 2}, {3, 2}}, f: func(s *tensor.Scope, x []in) in {
 			pw := tensor.FromSlice(s, d, dtype.F32, []float32{0.5, 2})
 			return tensor.BinaryCrossEntropyWithLogits(x[0], x[1], tensor.BCEOptions{PosWeight: pw, Reduction: tensor.ReduceSum})
 		}},
 	}
 	cases[0].values = func(r *rand.Rand) float64 { return 0.1 + 0.8*r.Float64() }
-	runChecks(t, d, cases)
+	return cases
+}
+
+func TestGradcheckBinaryCrossEntropy(t *testing.T) {
+	d := newCPU(t)
+	runChecks(t, d, bceChecks(d))
 }
 
 // The plain loss saves its two inputs, nothing else: after the forward the allocator

@@ -39,13 +39,18 @@ func (c *call) floatOnly() {
 func binaryOp(op *OpInfo, a, b *Tensor) *Tensor {
 	k := op.binary
 	c := begin(op.Name, a, b)
-	c.floatOnly()
 	x, y := c.in[0], c.in[1]
+	// An integer operand promotes to the other's floating type (PyTorch's rule); two
+	// integer operands have no floating result.
+	dt := promote(x.dt, y.dt)
+	if !dt.IsFloat() {
+		c.bad(ErrDType, "the op takes floating tensors (an integer one with a floating one); Cast the inputs first")
+	}
 	shape, ok := broadcast(x.shape, y.shape)
 	if !ok {
 		c.bad(ErrShape, "shapes do not broadcast")
 	}
-	out := c.alloc(promote(x.dt, y.dt), shape)
+	out := c.alloc(dt, shape)
 	if c.recording() { // before computing, as it saves only inputs
 		r := &binaryBackward{k: k}
 		c.record(r, out)
@@ -137,6 +142,9 @@ func scalarOp(op *OpInfo, t *Tensor, v float64, r rule) *Tensor {
 	c := begin(op.Name, t)
 	c.floatOnly()
 	x := c.in[0]
+	if why := badConstant(v, opType(x.dt)); why != "" {
+		c.bad(ErrDType, "%s", why)
+	}
 	out := c.alloc(x.dt, x.shape)
 	c.k.Binary(k, out.operand(), x.operand(), kernels.Scalar(v))
 	if c.recording() {

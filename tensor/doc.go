@@ -5,8 +5,9 @@
 // # Tensors and storage
 //
 // A Tensor is a handle: shape, strides and offset (in elements) over a Storage, an
-// element type (dtype: F32, F16, BF16, I32, I64, Bool; F16 and BF16 are stored as 16
-// bits and computed in float32), and its place in the graph. A Storage is one
+// element type (dtype: F64, F32, F16, BF16, I32, I64, Bool; F64 is computed in float64,
+// F16 and BF16 are stored as 16 bits and computed in float32), and its place in the
+// graph. A Storage is one
 // allocator block of exactly the bytes its tensor asked for. Views (Reshape, View,
 // Transpose, Permute, Slice, Expand, Squeeze, Unsqueeze, Detach, Contiguous of a
 // contiguous tensor) are new handles over the same storage.
@@ -45,6 +46,31 @@
 // s.With(tensor.NoGrad()), s.With(tensor.InferenceMode(true)), amp.Autocast(s, dt). The
 // ops run inside follow the region's modes and their results belong to s (its owner),
 // so a loss computed under autocast is backpropagated after the region closed.
+//
+// # Types and conversions
+//
+// An op computes in the type its inputs promote to, PyTorch's rule: F64 beats every
+// other type, F32 beats F16 and BF16 (F16 with BF16 gives F32), and an integer tensor
+// takes the floating one's type (the binary elementwise ops and Concat; the other ops
+// take floating tensors only). An F64 op computes in float64 throughout, no F64 value
+// going through float32; an F16 or BF16 op computes in float32 and rounds once to its
+// type. A gradient comes back in its input's type. The autocast policy (package amp)
+// never casts F64 tensors, as PyTorch's leaves float64 alone.
+//
+// Nothing changes a value silently (docs/dtypes.md has the tables):
+//   - Data converts only exactly. FromSlice takes values its dtype holds, ToSlice and
+//     Item give values the Go type holds; any other value is an ErrDType error naming
+//     it: a float64 0.1 into F32, ToSlice[float32] of an F64 0.1, ToSlice[int] of 2.5,
+//     Item of an I64 beyond 2^53. Float64 data makes F64 tensors; to round, say so:
+//     Cast, or convert the slice in Go.
+//   - Constants (Full, Fill, Arange, and the number of AddScalar, MulScalar, PowScalar,
+//     Scale, AddScaled) follow Go's rule for a constant: rounded to nearest in the type
+//     they are used in (float64 in an F64 op, float32 in an F32, F16 or BF16 one),
+//     but a finite value that would overflow it, or, for an integer or Bool type, a
+//     value that is not one of its values, is an ErrDType error.
+//   - Between tensors a type changes only by promotion (above) or Cast, which rounds to
+//     nearest once (a float to an integer truncates toward zero and saturates, NaN
+//     gives 0).
 //
 // # Ownership and release (the contract)
 //

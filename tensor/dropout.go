@@ -21,8 +21,8 @@ func (t *Tensor) Dropout(p float64) *Tensor {
 	x := c.in[0]
 	mask := c.alloc(dtype.Bool, x.shape)
 	out := c.alloc(x.dt, x.shape)
-	c.k.DropoutMask(mask.operand(), float32(p), gen.Uint64())
-	c.k.Dropout(out.operand(), x.operand(), mask.operand(), float32(p))
+	c.k.DropoutMask(mask.operand(), p, gen.Uint64())
+	c.k.Dropout(out.operand(), x.operand(), mask.operand(), p)
 	if c.recording() {
 		r := &dropoutBackward{p: p}
 		c.record(r, out)
@@ -40,6 +40,6 @@ type dropoutBackward struct {
 func (r *dropoutBackward) backward(b *bwd) {
 	g, mask := b.g, b.saved(r.mask)
 	b.set(0, gradKernel("dropout backward", g, []*Tensor{mask}, func(k kernels.Backend, dst kernels.Operand) {
-		k.Dropout(dst, g.operand(), mask.operand(), float32(r.p))
+		k.Dropout(dst, g.operand(), mask.operand(), r.p)
 	}))
 }

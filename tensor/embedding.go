@@ -44,7 +44,7 @@ func (r *embeddingBackward) backward(b *bwd) {
 	g, idx := b.g, b.saved(r.idx)
 	shape := b.f.in[0].shape
 	c := begin("embedding backward", g, idx)
-	dw := c.alloc(dtype.F32, shape)
+	dw := c.alloc(c.rowType(), shape)
 	c.k.Fill(dw.operand(), 0)
 	if err := c.k.EmbeddingBackward(dw.operand(), c.dense(g).operand(), c.dense64(idx).operand(), shape[1]); err != nil {
 		c.bad(errors.Join(ErrShape, err), "an index is outside the table")

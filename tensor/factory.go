@@ -32,8 +32,14 @@ func (s *Scope) Empty(dev device.Device, dt dtype.DType, shape ...int) *Tensor {
 	return c.done(t)
 }
 
-// Full returns a tensor of dt and shape on dev owned by s with every element v.
+// Full returns a tensor of dt and shape on dev owned by s with every element v, a
+// constant (the package doc's conversion rules): rounded to nearest for a floating dt,
+// an ErrDType error when it overflows dt or, for an integer or Bool dt, is not one of
+// its values.
 func (s *Scope) Full(dev device.Device, dt dtype.DType, v float64, shape ...int) *Tensor {
+	if dt.IsValid() {
+		checkConstant("Full", v, dt, nil)
+	}
 	c, t := s.newFactory("Full", dev, dt, shape, true)
 	c.k.Fill(t.operand(), v)
 	return c.done(t)
@@ -50,7 +56,10 @@ func (s *Scope) Ones(dev device.Device, dt dtype.DType, shape ...int) *Tensor {
 }
 
 // Arange returns the 1-D tensor start, start+step, … (below end for a positive step,
-// above it for a negative one) of dt on dev owned by s.
+// above it for a negative one) of dt on dev owned by s. The values are computed in
+// float64 and are constants of dt (the package doc's conversion rules): rounded once
+// for a floating dt; for an integer dt start and step must be integers and every
+// value in range.
 func (s *Scope) Arange(dev device.Device, dt dtype.DType, start, end, step float64) *Tensor {
 	count := math.Ceil((end - start) / step)
 	if step == 0 || math.IsNaN(count) || math.IsInf(count, 0) || math.IsInf(step, 0) {
@@ -61,14 +70,21 @@ func (s *Scope) Arange(dev device.Device, dt dtype.DType, start, end, step float
 		fail("Arange", ErrShape, nil, "start %g, end %g, step %g: %g elements is too many", start, end, step, count)
 	}
 	n := max(int(count), 0)
+	if n > 0 && dt.IsValid() {
+		checkConstant("Arange", start, dt, nil)
+		checkConstant("Arange", start+float64(n-1)*step, dt, nil)
+		if !dt.IsFloat() && step != math.Trunc(step) {
+			fail("Arange", ErrDType, nil, "step %g: the values of %v are integers", step, dt)
+		}
+	}
 	c, t := s.newFactory("Arange", dev, dt, []int{n}, false)
 	c.upload(t, func() cpu.Operand {
 		if dt.IsFloat() {
-			v := make([]float32, n)
+			v := make([]float64, n)
 			for i := range v {
-				v[i] = float32(start + float64(i)*step)
+				v[i] = start + float64(i)*step
 			}
-			return cpu.F32(v, kernels.Contiguous(n))
+			return cpu.F64(v, kernels.Contiguous(n))
 		}
 		v := make([]int64, n)
 		for i := range v {
@@ -80,29 +96,39 @@ func (s *Scope) Arange(dev device.Device, dt dtype.DType, start, end, step float
 }
 
 // Rand returns a tensor of dt and shape on dev owned by s with values uniform in
-// [0, 1), drawn from s's generator.
+// [0, 1), drawn from s's generator (in float64 for F64, in float32 otherwise).
 func (s *Scope) Rand(dev device.Device, dt dtype.DType, shape ...int) *Tensor {
-	return s.random("Rand", dev, dt, shape, (*Generator).fillUniform)
+	return s.random("Rand", dev, dt, shape, false)
 }
 
 // Randn returns a tensor of dt and shape on dev owned by s with standard normal
-// values, drawn from s's generator.
+// values, drawn from s's generator (in float64 for F64, in float32 otherwise).
 func (s *Scope) Randn(dev device.Device, dt dtype.DType, shape ...int) *Tensor {
-	return s.random("Randn", dev, dt, shape, (*Generator).fillNormal)
+	return s.random("Randn", dev, dt, shape, true)
 }
 
-func (s *Scope) random(op string, dev device.Device, dt dtype.DType, shape []int, fill func(*Generator, []float32)) *Tensor {
+func (s *Scope) random(op string, dev device.Device, dt dtype.DType, shape []int, normal bool) *Tensor {
 	g := s.generator(op)
 	if !dt.IsFloat() {
 		fail(op, ErrDType, nil, "random values need a floating dtype, not %v", dt)
 	}
 	c, t := s.newFactory(op, dev, dt, shape, false)
-	c.upload(t, func() cpu.Operand {
-		vals := make([]float32, t.Numel())
-		fill(g, vals)
-		return cpu.F32(vals, kernels.Contiguous(t.shape...))
-	})
+	c.upload(t, func() cpu.Operand { return randomOperand(g, dt, t.shape, normal, 0, 1) })
 	return c.done(t)
+}
+
+// randomOperand draws the values of a tensor of dt and shape from g (see fill): in
+// float64 for F64, so its values are not float32 ones, in float32 otherwise.
+func randomOperand(g *Generator, dt dtype.DType, shape []int, normal bool, shift, scale float64) cpu.Operand {
+	l := kernels.Contiguous(shape...)
+	if dt == dtype.F64 {
+		v := make([]float64, l.Size())
+		fill(g, v, normal, shift, scale)
+		return cpu.F64(v, l)
+	}
+	v := make([]float32, l.Size())
+	fill(g, v, normal, shift, scale)
+	return cpu.F32(v, l)
 }
 
 // generator is s's generator, or a panic naming op that explains how to set one.

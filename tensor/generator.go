@@ -60,20 +60,25 @@ func (g *Generator) Uint64() uint64 {
 	return g.src.Uint64()
 }
 
-// fillUniform writes uniform values in [0, 1) into dst.
-func (g *Generator) fillUniform(dst []float32) {
+// fill writes shift + v·scale into dst for values v drawn from g in dst's precision
+// (float32 draws for float32, the numbers F32 tensors always drew; float64 draws for
+// float64): uniform in [0, 1), or standard normal when normal is set.
+func fill[T float32 | float64](g *Generator, dst []T, normal bool, shift, scale float64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	_, wide := any(dst).([]float64)
 	for i := range dst {
-		dst[i] = g.r.Float32()
-	}
-}
-
-// fillNormal writes standard normal values into dst.
-func (g *Generator) fillNormal(dst []float32) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for i := range dst {
-		dst[i] = float32(g.r.NormFloat64())
+		var v float64
+		switch {
+		case normal && wide:
+			v = g.r.NormFloat64()
+		case normal:
+			v = float64(float32(g.r.NormFloat64()))
+		case wide:
+			v = g.r.Float64()
+		default:
+			v = float64(g.r.Float32())
+		}
+		dst[i] = T(shift + v*scale)
 	}
 }

@@ -32,8 +32,10 @@ func (t *Tensor) inPlace(op string, others ...*Tensor) kernels.Backend {
 	return k
 }
 
-// Fill sets every element of t to v, in place.
+// Fill sets every element of t to v, in place: a constant, as for Scope.Full.
 func (t *Tensor) Fill(v float64) {
+	t.live("Fill")
+	checkConstant("Fill", v, t.dt, []*Tensor{t})
 	t.inPlace("Fill").Fill(t.operand(), v)
 }
 
@@ -43,40 +45,39 @@ func (t *Tensor) CopyFrom(src *Tensor) {
 	t.inPlace("CopyFrom", src).Copy(t.operand(), src.operand())
 }
 
-// AddScaled adds alpha·x (broadcast to t's shape) into t, in place: t += alpha·x.
+// AddScaled adds alpha·x (broadcast to t's shape) into t, in place: t += alpha·x,
+// alpha a constant of the type the op computes in (float64 for F64, else float32).
 func (t *Tensor) AddScaled(alpha float64, x *Tensor) {
-	t.inPlace("AddScaled", x).Axpy(t.operand(), float32(alpha), x.operand())
+	t.live("AddScaled")
+	x.live("AddScaled")
+	checkConstant("AddScaled", alpha, opType(promote(t.dt, x.dt)), []*Tensor{t, x})
+	t.inPlace("AddScaled", x).Axpy(t.operand(), alpha, x.operand())
 }
 
-// Scale multiplies t by alpha, in place.
+// Scale multiplies t by alpha, in place, alpha a constant of the type the op computes
+// in (float64 for F64, else float32).
 func (t *Tensor) Scale(alpha float64) {
+	t.live("Scale")
+	checkConstant("Scale", alpha, opType(t.dt), []*Tensor{t})
 	o := t.operand()
 	t.inPlace("Scale").Binary(kernels.Mul, o, o, kernels.Scalar(alpha))
 }
 
 // FillUniform sets t's elements to values uniform in [lo, hi) drawn from g, in place
-// (parameter initialization). On a device without data it draws nothing.
+// (parameter initialization), in float64 for F64 and float32 otherwise. On a device
+// without data it draws nothing.
 func (t *Tensor) FillUniform(g *Generator, lo, hi float64) {
-	t.fillRandom("FillUniform", g, func(v []float32) {
-		g.fillUniform(v)
-		for i := range v {
-			v[i] = float32(lo + float64(v[i])*(hi-lo))
-		}
-	})
+	t.fillRandom("FillUniform", g, false, lo, hi-lo)
 }
 
 // FillNormal sets t's elements to normal values of mean and std drawn from g, in
-// place. On a device without data it draws nothing.
+// place, in float64 for F64 and float32 otherwise. On a device without data it draws
+// nothing.
 func (t *Tensor) FillNormal(g *Generator, mean, std float64) {
-	t.fillRandom("FillNormal", g, func(v []float32) {
-		g.fillNormal(v)
-		for i := range v {
-			v[i] = float32(mean + float64(v[i])*std)
-		}
-	})
+	t.fillRandom("FillNormal", g, true, mean, std)
 }
 
-func (t *Tensor) fillRandom(op string, g *Generator, draw func([]float32)) {
+func (t *Tensor) fillRandom(op string, g *Generator, normal bool, shift, scale float64) {
 	t.live(op)
 	if g == nil {
 		fail(op, ErrScope, []*Tensor{t}, "nil generator")
@@ -84,11 +85,7 @@ func (t *Tensor) fillRandom(op string, g *Generator, draw func([]float32)) {
 	if !t.dt.IsFloat() {
 		fail(op, ErrDType, []*Tensor{t}, "random values need a floating tensor")
 	}
-	err := store(t, t.inPlace(op), func() cpu.Operand {
-		v := make([]float32, t.Numel())
-		draw(v)
-		return cpu.F32(v, kernels.Contiguous(t.shape...))
-	})
+	err := store(t, t.inPlace(op), func() cpu.Operand { return randomOperand(g, t.dt, t.shape, normal, shift, scale) })
 	if err != nil {
 		fail(op, err, []*Tensor{t}, "copying %d bytes to %s", t.Bytes(), t.st.dev.Name())
 	}

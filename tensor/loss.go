@@ -25,7 +25,7 @@ func CrossEntropy(logits, labels *Tensor) *Tensor {
 	}
 	n, k := x.shape[0], x.shape[1]
 	out := c.alloc(x.dt, nil)
-	lse := c.alloc(dtype.F32, []int{n})
+	lse := c.alloc(c.rowType(), []int{n})
 	if err := c.k.CrossEntropy(out.operand(), lse.operand(), c.dense(x).operand(), c.dense64(l).operand(), n, k, IgnoreIndex); err != nil {
 		c.bad(errors.Join(ErrShape, err), "a label is not a class index")
 	}

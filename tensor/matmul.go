@@ -123,7 +123,8 @@ func (c *call) internalView(t *Tensor, shape, strides []int, offset int) *Tensor
 }
 
 // placed returns t's elements as a tensor of shape (same count): an internal view of t
-// when it is contiguous, of a contiguous F32 copy (released with the op) otherwise.
+// when it is contiguous, of a contiguous copy in the call's rowType (released with the
+// op) otherwise.
 func (c *call) placed(t *Tensor, shape []int) *Tensor {
 	if t.IsContiguous() {
 		return c.internalView(t, shape, rowMajor(shape), t.offset)

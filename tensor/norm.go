@@ -1,9 +1,6 @@
 package tensor
 
-import (
-	"github.com/subletml/sublet/autograd"
-	"github.com/subletml/sublet/dtype"
-)
+import "github.com/subletml/sublet/autograd"
 
 // LayerNorm normalizes x over its last dimension (size n) to zero mean and unit
 // variance (biased, with eps added), then scales by w and shifts by b ([n] each, nil
@@ -37,11 +34,11 @@ func LayerNorm(x, w, b *Tensor, eps float64) *Tensor {
 		}
 	}
 	out := c.alloc(x.dt, x.shape)
-	mean := c.alloc(dtype.F32, []int{rows})
-	rstd := c.alloc(dtype.F32, []int{rows})
+	mean := c.alloc(c.rowType(), []int{rows})
+	rstd := c.alloc(c.rowType(), []int{rows})
 	buf := c.denseOut(out)
 	c.k.LayerNorm(buf.operand(), mean.operand(), rstd.operand(), c.dense(x).operand(), c.dense(w).operand(),
-		c.dense(b).operand(), rows, n, float32(eps))
+		c.dense(b).operand(), rows, n, eps)
 	c.flush(out, buf)
 	if c.recording() {
 		r := &layerNormBackward{rows: rows, n: n, hasW: w != nil, hasB: b != nil}
@@ -81,10 +78,10 @@ func (r *layerNormBackward) backward(b *bwd) {
 		dx = c.alloc(x.dt, x.shape)
 	}
 	if r.hasW && b.needs(iw) {
-		dw = c.alloc(dtype.F32, []int{r.n})
+		dw = c.alloc(c.rowType(), []int{r.n})
 	}
 	if r.hasB && b.needs(ib) {
-		db = c.alloc(dtype.F32, []int{r.n})
+		db = c.alloc(c.rowType(), []int{r.n})
 	}
 	buf := c.denseOut(dx)
 	c.k.LayerNormBackward(buf.operand(), dw.operand(), db.operand(), c.dense(g).operand(), c.dense(x).operand(),

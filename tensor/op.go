@@ -112,13 +112,13 @@ func beginTyped(op string, t *Tensor, dt dtype.DType) (*call, dtype.DType) {
 }
 
 // readAs makes the call's input i what the op reads to compute a result of type dt:
-// the input itself where each of its values converts to dt exactly (same type, or F32
-// from F16 or BF16: the kernels convert as they read, and no copy is made), else its
-// Cast to dt, a temporary of the op (PyTorch casts the input to an explicit dtype
-// before the op). It returns the input to use.
+// the input itself where each of its values converts to dt exactly (holds: F32 from
+// F16 or BF16, F64 from any float; the kernels convert as they read, and no copy is
+// made), else its Cast to dt, a temporary of the op (PyTorch casts the input to an
+// explicit dtype before the op). It returns the input to use.
 func (c *call) readAs(i int, dt dtype.DType) *Tensor {
 	x := c.in[i]
-	if x.dt == dt || (dt == dtype.F32 && x.dt.IsFloat()) {
+	if holds(dt, x.dt) {
 		return x
 	}
 	y := c.cast(x, dt)
@@ -243,31 +243,47 @@ func (c *call) view(t *Tensor, shape, strides []int, offset int) *Tensor {
 // temp releases t, a temporary of the op, now.
 func (c *call) temp(t *Tensor) { t.Release() }
 
-// scratchF32 allocates a contiguous F32 temporary released when the op is done.
-func (c *call) scratchF32(shape []int) *Tensor {
-	t := c.alloc(dtype.F32, shape)
+// rowType is the type the row kernels (softmax, layer norm, the losses, embedding)
+// compute the call in: F64 when one of its inputs is F64, else F32 (F16 and BF16
+// inputs are converted to F32, as PyTorch computes them in float). Every operand of
+// such a kernel has it: dense, denseOut and the statistics an op saves.
+func (c *call) rowType() dtype.DType {
+	for _, t := range c.in {
+		if t.dt == dtype.F64 {
+			return dtype.F64
+		}
+	}
+	return dtype.F32
+}
+
+// scratchOf allocates a contiguous temporary of dt released when the op is done.
+func (c *call) scratchOf(dt dtype.DType, shape []int) *Tensor {
+	t := c.alloc(dt, shape)
 	c.scratch = append(c.scratch, t)
 	return t
 }
 
-// dense returns t as contiguous F32 for the row kernels: t itself (nil for nil), or a
-// converted copy released when the op is done.
+// dense returns t contiguous in the call's rowType for the row kernels: t itself (nil
+// for nil), or a converted copy released when the op is done.
 func (c *call) dense(t *Tensor) *Tensor {
-	if t == nil || t.dt == dtype.F32 && t.IsContiguous() {
+	dt := c.rowType()
+	if t == nil || t.dt == dt && t.IsContiguous() {
 		return t
 	}
-	d := c.scratchF32(t.shape)
+	d := c.scratchOf(dt, t.shape)
 	c.k.Copy(d.operand(), t.operand())
 	return d
 }
 
-// denseOut returns where a dense kernel writes out: out itself when it is F32 (or nil,
-// a gradient not wanted), else an F32 scratch that flush converts into out.
+// denseOut returns where a dense kernel writes out: out itself when it has the call's
+// rowType (or is nil, a gradient not wanted), else a scratch of that type that flush
+// converts into out.
 func (c *call) denseOut(out *Tensor) *Tensor {
-	if out == nil || out.dt == dtype.F32 {
+	dt := c.rowType()
+	if out == nil || out.dt == dt {
 		return out
 	}
-	return c.scratchF32(out.shape)
+	return c.scratchOf(dt, out.shape)
 }
 
 // flush stores a dense kernel's result buf into out (nothing when buf is out, nil

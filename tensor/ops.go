@@ -7,7 +7,8 @@ import (
 )
 
 // AutocastClass is what an autocast policy (package amp) does to an op's floating
-// inputs: PyTorch's CUDA autocast lists, applied on every device.
+// inputs other than F64 (which autocast leaves alone): PyTorch's CUDA autocast lists,
+// applied on every device.
 type AutocastClass uint8
 
 const (

@@ -8,8 +8,9 @@ import (
 // The fused update steps below are in-place ops for optimizers and gradient scalers
 // (packages optim and amp): each is one kernel over a parameter, its gradient and its
 // state, on their device, bumping the version of every tensor it writes. They record
-// nothing and need no scope. Every tensor must be a contiguous F32 tensor of the
-// parameter's shape on its device, not the output of a recorded op.
+// nothing and need no scope. Every tensor must be a contiguous tensor of the
+// parameter's shape, type (F32 or F64: the type the step computes in) and device, not
+// the output of a recorded op.
 
 // StepSGD runs one step of SGD with hyper-parameters c on p from its gradient g and its
 // momentum buffer buf (nil when c.Momentum is 0). first sets the buffer to the
@@ -55,7 +56,7 @@ func Unscale(g *Tensor, inv float64, found *Tensor) {
 		fail(op, ErrDevice, ins, "the gradient is on %s, the flag on %s", g.st.dev.Name(), found.st.dev.Name())
 	}
 	k := kernelsFor(op, g.st.dev, ins)
-	k.Unscale(g.operand(), float32(inv), found.operand())
+	k.Unscale(g.operand(), inv, found.operand())
 	g.st.version.Add(1)
 	found.st.version.Add(1)
 }
@@ -76,8 +77,11 @@ func updating(op string, p *Tensor, others ...*Tensor) kernels.Backend {
 		switch {
 		case t.node != nil:
 			fail(op, ErrGrad, all, "an in-place step on the output of %s would break its gradient", t.node.Name())
-		case t.dt != dtype.F32 || !t.IsContiguous():
-			fail(op, ErrDType, all, "every tensor of a step must be contiguous F32; one is %v with strides %v", t.dt, t.strides)
+		case p.dt != dtype.F32 && p.dt != dtype.F64:
+			fail(op, ErrDType, all, "a step updates F32 or F64 parameters, not %v", p.dt)
+		case t.dt != p.dt || !t.IsContiguous():
+			fail(op, ErrDType, all, "every tensor of a step must be contiguous and of the parameter's type %v; one is %v with strides %v",
+				p.dt, t.dt, t.strides)
 		case !sameShape(t.shape, p.shape):
 			fail(op, ErrShape, all, "every tensor of a step must have the parameter's shape %v", p.shape)
 		case t.st.dev != p.st.dev:

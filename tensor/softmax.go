@@ -43,11 +43,12 @@ func softmaxOp(op string, t *Tensor, dt dtype.DType, ax int) *Tensor {
 	x := c.readAs(0, dt)
 	outer, n, inner := c.split(x.shape, ax)
 	out := c.alloc(dt, x.shape)
-	// The kernels read and write contiguous F32. An input of another type or layout is
-	// converted into the F32 buffer the result is computed in (out itself when it is
-	// F32), and the kernel runs there in place: no copy of the input is made.
+	// The kernels read and write contiguous F32 or F64 (rowType). An input of another
+	// type or layout is converted into the buffer the result is computed in (out itself
+	// when it has that type), and the kernel runs there in place: no copy of the input
+	// is made.
 	buf, xs := c.denseOut(out), x
-	if x.dt != dtype.F32 || !x.IsContiguous() {
+	if x.dt != buf.dt || !x.IsContiguous() {
 		c.k.Copy(buf.operand(), x.operand())
 		xs = buf
 	}

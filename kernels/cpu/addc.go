@@ -7,25 +7,29 @@ import (
 )
 
 // Addc writes x + (value·a)·b (op Mul: addcmul) or x + (value·a)/b (op Div: addcdiv)
-// into dst, elementwise in float32 in PyTorch's order. x, a and b broadcast to dst's
-// shape; dst may be x itself.
+// into dst, elementwise in PyTorch's order, in float64 when an operand is F64 and in
+// float32 otherwise. x, a and b broadcast to dst's shape; dst may be x itself.
 func Addc(op kernels.BinaryOp, dst, x, a, b Operand, value float64) {
 	if op != kernels.Mul && op != kernels.Div {
 		panic(fmt.Sprintf("kernels/cpu: addc of %v; it takes mul or div", op))
 	}
-	v := float32(value)
-	elementwise("addc"+op.String(), dst, []Operand{x, a, b}, func(out []float32, in [][]float32) {
+	byType(addc[float32], addc[float64], dst.dt, x.dt, a.dt, b.dt)(op, dst, x, a, b, value)
+}
+
+func addc[T float](op kernels.BinaryOp, dst, x, a, b Operand, value float64) {
+	v := T(value)
+	elementwise("addc"+op.String(), dst, []Operand{x, a, b}, func(out []T, in [][]T) {
 		xs := in[0]
 		as, bs := in[1][:len(xs)], in[2][:len(xs)]
 		out = out[:len(xs)]
 		if op == kernels.Mul {
 			for i, s := range xs {
-				out[i] = s + float32(v*as[i]*bs[i]) // the conversion rounds: no fused multiply-add
+				out[i] = s + T(v*as[i]*bs[i]) // the conversion rounds: no fused multiply-add
 			}
 			return
 		}
 		for i, s := range xs {
-			out[i] = s + float32(v*as[i]/bs[i])
+			out[i] = s + T(v*as[i]/bs[i])
 		}
 	})
 }

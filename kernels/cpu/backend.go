@@ -32,21 +32,29 @@ func (*Backend) Name() string { return "cpu" }
 // Gemm is the GEMM the backend's Matmul uses for float32 products.
 func (b *Backend) Gemm() Gemm { return b.gemm }
 
-// operand is o as this package's Operand: its host bytes, or the value of a Scalar.
-func operand(o kernels.Operand) Operand {
+// operand is o as this package's Operand: its host bytes, or the value of a Scalar as
+// F32.
+func operand(o kernels.Operand) Operand { return operandIn(o, dtype.F32) }
+
+// operandIn is operand, a Scalar read as dt (F32 or F64): the type of the op it is a
+// constant of, since a number takes no part in choosing the type an op computes in.
+func operandIn(o kernels.Operand, dt dtype.DType) Operand {
 	if v, ok := o.ScalarValue(); ok {
+		if dt == dtype.F64 {
+			return F64([]float64{v}, kernels.Layout{})
+		}
 		return F32([]float32{float32(v)}, kernels.Layout{})
 	}
 	return FromBytes(o.DType, o.Mem.Host, o.Layout)
 }
 
-// optional is o's operand, or a scalar 0 standing for an absent one (an operand a
-// derivative does not read).
-func optional(o kernels.Operand) Operand {
+// optional is o's operand (a Scalar read as dt's type), or a scalar 0 standing for an
+// absent one (an operand a derivative does not read).
+func optional(o kernels.Operand, dt dtype.DType) Operand {
 	if o.Absent() {
 		return F32([]float32{0}, kernels.Layout{})
 	}
-	return operand(o)
+	return operandIn(o, dt)
 }
 
 // rows returns the elements of a contiguous operand of type dt as a slice (nil for an
@@ -70,13 +78,15 @@ func rows[T any](op string, o kernels.Operand, dt dtype.DType) []T {
 	return unsafe.Slice((*T)(unsafe.Pointer(&o.Mem.Host[o.Offset*size])), n)
 }
 
-func f32s(op string, o kernels.Operand) []float32 { return rows[float32](op, o, dtype.F32) }
-func i64s(op string, o kernels.Operand) []int64   { return rows[int64](op, o, dtype.I64) }
+// floats is rows of a float operand of T's type (native[T]).
+func floats[T float](op string, o kernels.Operand) []T { return rows[T](op, o, native[T]()) }
 
-// scalar reads the one element of o as float32.
-func scalar(o kernels.Operand) float32 {
-	var v [1]float32
-	Copy(F32(v[:], kernels.Layout{}), operand(o))
+func i64s(op string, o kernels.Operand) []int64 { return rows[int64](op, o, dtype.I64) }
+
+// scalar reads the one element of o as float64.
+func scalar(o kernels.Operand) float64 {
+	var v [1]float64
+	Copy(F64(v[:], kernels.Layout{}), operandIn(o, dtype.F64))
 	return v[0]
 }
 
@@ -85,30 +95,30 @@ func (*Backend) Unary(op kernels.UnaryOp, dst, x kernels.Operand) {
 }
 
 func (*Backend) UnaryBackward(op kernels.UnaryOp, dx, g, saved kernels.Operand) {
-	UnaryBackward(op, operand(dx), operand(g), optional(saved))
+	UnaryBackward(op, operand(dx), operand(g), optional(saved, dx.DType))
 }
 
 func (*Backend) Binary(op kernels.BinaryOp, dst, a, b kernels.Operand) {
-	Binary(op, operand(dst), operand(a), operand(b))
+	Binary(op, operand(dst), operandIn(a, dst.DType), operandIn(b, dst.DType))
 }
 
 func (*Backend) BinaryBackward(op kernels.BinaryOp, wrt kernels.Arg, dst, g, a, b kernels.Operand) {
-	BinaryBackward(op, wrt, operand(dst), operand(g), optional(a), optional(b))
+	BinaryBackward(op, wrt, operand(dst), operand(g), optional(a, dst.DType), optional(b, dst.DType))
 }
 
 func (*Backend) Copy(dst, src kernels.Operand) { Copy(operand(dst), operand(src)) }
 
 func (*Backend) Fill(dst kernels.Operand, v float64) { Fill(operand(dst), v) }
 
-func (*Backend) Axpy(dst kernels.Operand, alpha float32, x kernels.Operand) {
+func (*Backend) Axpy(dst kernels.Operand, alpha float64, x kernels.Operand) {
 	Axpy(operand(dst), alpha, operand(x))
 }
 
-func (*Backend) DropoutMask(mask kernels.Operand, p float32, seed uint64) {
+func (*Backend) DropoutMask(mask kernels.Operand, p float64, seed uint64) {
 	DropoutMask(rows[uint8]("dropout", mask, dtype.Bool), p, seed)
 }
 
-func (*Backend) Dropout(dst, x, mask kernels.Operand, p float32) {
+func (*Backend) Dropout(dst, x, mask kernels.Operand, p float64) {
 	Dropout(operand(dst), operand(x), operand(mask), p)
 }
 
@@ -139,38 +149,60 @@ func (b *Backend) Matmul(dst, x, y kernels.Operand) {
 	Matmul(b.gemm, d, operand(x), operand(y), 1, 0)
 }
 
+// The row kernels compute in the type of their first input, F32 or F64 (floats checks
+// every operand has it).
+
 func (*Backend) Softmax(dst, x kernels.Operand, outer, n, inner int) {
-	Softmax(f32s("softmax", dst), f32s("softmax", x), outer, n, inner)
+	byType(softmaxRows[float32], softmaxRows[float64], x.DType)("softmax", dst, x, outer, n, inner)
 }
 
 func (*Backend) LogSoftmax(dst, x kernels.Operand, outer, n, inner int) {
-	LogSoftmax(f32s("log_softmax", dst), f32s("log_softmax", x), outer, n, inner)
+	byType(softmaxRows[float32], softmaxRows[float64], x.DType)("log_softmax", dst, x, outer, n, inner)
+}
+
+func softmaxRows[T float](op string, dst, x kernels.Operand, outer, n, inner int) {
+	softmax(op, floats[T](op, dst), floats[T](op, x), outer, n, inner, op == "log_softmax")
 }
 
 func (*Backend) SoftmaxBackward(dx, g, y kernels.Operand, outer, n, inner int) {
-	const op = "softmax backward"
-	SoftmaxBackward(f32s(op, dx), f32s(op, g), f32s(op, y), outer, n, inner)
+	byType(softmaxRowsBackward[float32], softmaxRowsBackward[float64], y.DType)("softmax backward", dx, g, y, outer, n, inner)
 }
 
 func (*Backend) LogSoftmaxBackward(dx, g, y kernels.Operand, outer, n, inner int) {
-	const op = "log_softmax backward"
-	LogSoftmaxBackward(f32s(op, dx), f32s(op, g), f32s(op, y), outer, n, inner)
+	byType(softmaxRowsBackward[float32], softmaxRowsBackward[float64], y.DType)("log_softmax backward", dx, g, y, outer, n, inner)
 }
 
-func (*Backend) LayerNorm(y, mean, rstd, x, w, b kernels.Operand, rows, n int, eps float32) {
+func softmaxRowsBackward[T float](op string, dx, g, y kernels.Operand, outer, n, inner int) {
+	softmaxBackward(op, floats[T](op, dx), floats[T](op, g), floats[T](op, y), outer, n, inner, op == "log_softmax backward")
+}
+
+func (*Backend) LayerNorm(y, mean, rstd, x, w, b kernels.Operand, rows, n int, eps float64) {
+	byType(layerNorm[float32], layerNorm[float64], x.DType)(y, mean, rstd, x, w, b, rows, n, eps)
+}
+
+func layerNorm[T float](y, mean, rstd, x, w, b kernels.Operand, rows, n int, eps float64) {
 	const op = "layer_norm"
-	LayerNorm(f32s(op, y), f32s(op, mean), f32s(op, rstd), f32s(op, x), f32s(op, w), f32s(op, b), rows, n, eps)
+	LayerNorm(floats[T](op, y), floats[T](op, mean), floats[T](op, rstd), floats[T](op, x), floats[T](op, w),
+		floats[T](op, b), rows, n, eps)
 }
 
 func (*Backend) LayerNormBackward(dx, dw, db, g, x, mean, rstd, w kernels.Operand, rows, n int) {
+	byType(layerNormBackward[float32], layerNormBackward[float64], x.DType)(dx, dw, db, g, x, mean, rstd, w, rows, n)
+}
+
+func layerNormBackward[T float](dx, dw, db, g, x, mean, rstd, w kernels.Operand, rows, n int) {
 	const op = "layer_norm backward"
-	LayerNormBackward(f32s(op, dx), f32s(op, dw), f32s(op, db), f32s(op, g), f32s(op, x), f32s(op, mean),
-		f32s(op, rstd), f32s(op, w), rows, n)
+	LayerNormBackward(floats[T](op, dx), floats[T](op, dw), floats[T](op, db), floats[T](op, g), floats[T](op, x),
+		floats[T](op, mean), floats[T](op, rstd), floats[T](op, w), rows, n)
 }
 
 func (*Backend) CrossEntropy(loss, lse, logits, labels kernels.Operand, n, c int, ignore int64) error {
+	return byType(crossEntropy[float32], crossEntropy[float64], logits.DType)(loss, lse, logits, labels, n, c, ignore)
+}
+
+func crossEntropy[T float](loss, lse, logits, labels kernels.Operand, n, c int, ignore int64) error {
 	const op = "cross_entropy"
-	v, err := CrossEntropy(f32s(op, lse), f32s(op, logits), i64s(op, labels), n, c, ignore)
+	v, err := CrossEntropy(floats[T](op, lse), floats[T](op, logits), i64s(op, labels), n, c, ignore)
 	if err != nil {
 		return err
 	}
@@ -179,40 +211,68 @@ func (*Backend) CrossEntropy(loss, lse, logits, labels kernels.Operand, n, c int
 }
 
 func (*Backend) CrossEntropyBackward(dlogits, logits, lse, labels, g kernels.Operand, n, c int, ignore int64) {
+	byType(crossEntropyBackward[float32], crossEntropyBackward[float64], logits.DType)(dlogits, logits, lse, labels, g, n, c, ignore)
+}
+
+func crossEntropyBackward[T float](dlogits, logits, lse, labels, g kernels.Operand, n, c int, ignore int64) {
 	const op = "cross_entropy backward"
-	CrossEntropyBackward(f32s(op, dlogits), f32s(op, logits), f32s(op, lse), i64s(op, labels), n, c, ignore, scalar(g))
+	CrossEntropyBackward(floats[T](op, dlogits), floats[T](op, logits), floats[T](op, lse), i64s(op, labels), n, c, ignore, scalar(g))
 }
 
 func (*Backend) MSE(loss, a, b kernels.Operand) {
-	Fill(operand(loss), float64(MSE(f32s("mse", a), f32s("mse", b))))
+	byType(mse[float32], mse[float64], a.DType)(loss, a, b)
+}
+
+func mse[T float](loss, a, b kernels.Operand) {
+	Fill(operand(loss), float64(MSE(floats[T]("mse", a), floats[T]("mse", b))))
 }
 
 func (*Backend) MSEBackward(da, db, a, b, g kernels.Operand) {
+	byType(mseBackward[float32], mseBackward[float64], a.DType)(da, db, a, b, g)
+}
+
+func mseBackward[T float](da, db, a, b, g kernels.Operand) {
 	const op = "mse backward"
-	MSEBackward(f32s(op, da), f32s(op, db), f32s(op, a), f32s(op, b), scalar(g))
+	MSEBackward(floats[T](op, da), floats[T](op, db), floats[T](op, a), floats[T](op, b), scalar(g))
 }
 
 func (*Backend) Embedding(dst, w, idx kernels.Operand, dim int) error {
+	return byType(embedding[float32], embedding[float64], w.DType)(dst, w, idx, dim)
+}
+
+func embedding[T float](dst, w, idx kernels.Operand, dim int) error {
 	const op = "embedding"
-	return Embedding(f32s(op, dst), f32s(op, w), dim, i64s(op, idx))
+	return Embedding(floats[T](op, dst), floats[T](op, w), dim, i64s(op, idx))
 }
 
 func (*Backend) EmbeddingBackward(dw, g, idx kernels.Operand, dim int) error {
+	return byType(embeddingBackward[float32], embeddingBackward[float64], dw.DType)(dw, g, idx, dim)
+}
+
+func embeddingBackward[T float](dw, g, idx kernels.Operand, dim int) error {
 	const op = "embedding backward"
-	return EmbeddingBackward(f32s(op, dw), f32s(op, g), dim, i64s(op, idx))
+	return EmbeddingBackward(floats[T](op, dw), floats[T](op, g), dim, i64s(op, idx))
 }
 
 func (*Backend) SGD(c kernels.SGD, p, g, buf kernels.Operand, first bool) {
+	byType(sgd[float32], sgd[float64], p.DType)(c, p, g, buf, first)
+}
+
+func sgd[T float](c kernels.SGD, p, g, buf kernels.Operand, first bool) {
 	const op = "sgd"
-	SGDStep(c, f32s(op, p), f32s(op, g), f32s(op, buf), first)
+	SGDStep(c, floats[T](op, p), floats[T](op, g), floats[T](op, buf), first)
 }
 
 func (*Backend) Adam(c kernels.Adam, step int, p, g, m, v kernels.Operand) {
-	const op = "adam"
-	AdamStep(c, step, f32s(op, p), f32s(op, g), f32s(op, m), f32s(op, v))
+	byType(adam[float32], adam[float64], p.DType)(c, step, p, g, m, v)
 }
 
-func (*Backend) Unscale(g kernels.Operand, inv float32, found kernels.Operand) {
+func adam[T float](c kernels.Adam, step int, p, g, m, v kernels.Operand) {
+	const op = "adam"
+	AdamStep(c, step, floats[T](op, p), floats[T](op, g), floats[T](op, m), floats[T](op, v))
+}
+
+func (*Backend) Unscale(g kernels.Operand, inv float64, found kernels.Operand) {
 	if Unscale(operand(g), inv) {
 		Fill(operand(found), 1)
 	}

@@ -3,17 +3,15 @@ package cpu
 import (
 	"sync/atomic"
 
-	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
-
-	"github.com/chewxy/math32"
 )
 
 // The binary cross-entropy kernels, elementwise over dst's shape: x and y (and the
-// positive weight pw of the logits form) broadcast to it, and are read as float32.
-// The formulas are PyTorch's: the logarithms of BinaryCrossEntropy are clamped at
-// −100 so that a probability of exactly 0 or 1 gives a finite loss, and its input
-// gradient divides by x·(1−x) no smaller than 1e-12.
+// positive weight pw of the logits form) broadcast to it, and are read in the type the
+// kernel computes in (float64 when an operand is F64, float32 otherwise). The formulas
+// are PyTorch's: the logarithms of BinaryCrossEntropy are clamped at −100 so that a
+// probability of exactly 0 or 1 gives a finite loss, and its input gradient divides by
+// x·(1−x) no smaller than 1e-12.
 
 // bceLogClamp is the least value BinaryCrossEntropy's logarithms take.
 const bceLogClamp = -100
@@ -25,8 +23,13 @@ const bceEps = 1e-12
 // and returns how many x are outside [0, 1] or NaN (their losses are computed all the
 // same).
 func BinaryCrossEntropy(dst, x, y Operand) (outside int) {
+	return byType(bce[float32], bce[float64], dst.dt, x.dt, y.dt)(dst, x, y)
+}
+
+func bce[T float](dst, x, y Operand) int {
 	var bad atomic.Int64
-	elementwise("binary_cross_entropy", dst, []Operand{x, y}, func(out []float32, in [][]float32) {
+	log, log1p := logOf[T](), log1pOf[T]()
+	elementwise("binary_cross_entropy", dst, []Operand{x, y}, func(out []T, in [][]T) {
 		xs, ys := in[0], in[1][:len(in[0])]
 		out = out[:len(xs)]
 		n := 0
@@ -35,7 +38,7 @@ func BinaryCrossEntropy(dst, x, y Operand) (outside int) {
 				n++
 			}
 			t := ys[i]
-			out[i] = (t-1)*max(math32.Log1p(-p), bceLogClamp) - t*max(math32.Log(p), bceLogClamp)
+			out[i] = (t-1)*max(log1p(-p), bceLogClamp) - t*max(log(p), bceLogClamp)
 		}
 		if n > 0 {
 			bad.Add(int64(n))
@@ -48,7 +51,12 @@ func BinaryCrossEntropy(dst, x, y Operand) (outside int) {
 // (ArgA) g·(x−y)/max(x·(1−x), 1e-12), for y (ArgB) −g·ln(x/(1−x)), PyTorch's −logit.
 func BinaryCrossEntropyBackward(wrt kernels.Arg, dst, g, x, y Operand) {
 	checkBinary(kernels.Sub, wrt)
-	elementwise("binary_cross_entropy backward", dst, []Operand{g, x, y}, func(out []float32, in [][]float32) {
+	byType(bceBackward[float32], bceBackward[float64], dst.dt, g.dt, x.dt, y.dt)(wrt, dst, g, x, y)
+}
+
+func bceBackward[T float](wrt kernels.Arg, dst, g, x, y Operand) {
+	log := logOf[T]()
+	elementwise("binary_cross_entropy backward", dst, []Operand{g, x, y}, func(out []T, in [][]T) {
 		gs := in[0]
 		xs, ys := in[1][:len(gs)], in[2][:len(gs)]
 		out = out[:len(gs)]
@@ -57,24 +65,34 @@ func BinaryCrossEntropyBackward(wrt kernels.Arg, dst, g, x, y Operand) {
 			if wrt == kernels.ArgA {
 				out[i] = gv * (p - ys[i]) / max((1-p)*p, bceEps)
 			} else {
-				out[i] = -gv * math32.Log(p/(1-p))
+				out[i] = -gv * log(p/(1-p))
 			}
 		}
 	})
 }
 
-// logSigmoid is ln σ(v) = min(v, 0) − ln(1 + e^−|v|), finite for every finite v.
-func logSigmoid(v float32) float32 {
-	return min(v, 0) - math32.Log1p(math32.Exp(-math32.Abs(v)))
+// logSigmoidOf returns ln σ(v) = min(v, 0) − ln(1 + e^−|v|), finite for every finite
+// v, and sigmoidOf σ(v), in T.
+func logSigmoidOf[T float]() func(T) T {
+	log1p, exp := log1pOf[T](), expOf[T]()
+	return func(v T) T { return min(v, 0) - log1p(exp(-abs(v))) }
 }
 
-func sigmoid(v float32) float32 { return 1 / (1 + math32.Exp(-v)) }
+func sigmoidOf[T float]() func(T) T {
+	exp := expOf[T]()
+	return func(v T) T { return 1 / (1 + exp(-v)) }
+}
 
 // BinaryCrossEntropyWithLogits writes (1−y)·x − (1+(pw−1)·y)·ln σ(x) into dst, the
 // binary cross-entropy of σ(x) against y with the positive term weighted by pw (a
 // scalar 1 for none).
 func BinaryCrossEntropyWithLogits(dst, x, y, pw Operand) {
-	elementwise("binary_cross_entropy_with_logits", dst, []Operand{x, y, pw}, func(out []float32, in [][]float32) {
+	byType(bceLogits[float32], bceLogits[float64], dst.dt, x.dt, y.dt, pw.dt)(dst, x, y, pw)
+}
+
+func bceLogits[T float](dst, x, y, pw Operand) {
+	logSigmoid := logSigmoidOf[T]()
+	elementwise("binary_cross_entropy_with_logits", dst, []Operand{x, y, pw}, func(out []T, in [][]T) {
 		xs := in[0]
 		ys, ws := in[1][:len(xs)], in[2][:len(xs)]
 		out = out[:len(xs)]
@@ -90,8 +108,14 @@ func BinaryCrossEntropyWithLogits(dst, x, y, pw Operand) {
 // g·(ln σ(−x) − pw·ln σ(x)).
 func BinaryCrossEntropyWithLogitsBackward(wrt kernels.Arg, dst, g, x, y, pw Operand) {
 	checkBinary(kernels.Sub, wrt)
+	byType(bceLogitsBackward[float32], bceLogitsBackward[float64], dst.dt, g.dt, x.dt, y.dt, pw.dt)(wrt, dst, g, x, y, pw)
+}
+
+func bceLogitsBackward[T float](wrt kernels.Arg, dst, g, x, y, pw Operand) {
+	const op = "binary_cross_entropy_with_logits backward"
 	if wrt == kernels.ArgB {
-		elementwise("binary_cross_entropy_with_logits backward", dst, []Operand{g, x, pw}, func(out []float32, in [][]float32) {
+		logSigmoid := logSigmoidOf[T]()
+		elementwise(op, dst, []Operand{g, x, pw}, func(out []T, in [][]T) {
 			gs := in[0]
 			xs, ws := in[1][:len(gs)], in[2][:len(gs)]
 			out = out[:len(gs)]
@@ -102,13 +126,14 @@ func BinaryCrossEntropyWithLogitsBackward(wrt kernels.Arg, dst, g, x, y, pw Oper
 		return
 	}
 	// The input gradient reads four operands, one more than an elementwise pass takes:
-	// the factor of g goes into an F32 buffer first (dst itself when it is F32), then
-	// g multiplies it into dst.
+	// the factor of g goes into a buffer of the computing type first (dst itself when
+	// it has that type), then g multiplies it into dst.
 	buf := dst
-	if dst.dt != dtype.F32 {
-		buf = F32(make([]float32, dst.Size()), kernels.Contiguous(dst.Shape...))
+	if dst.dt != native[T]() {
+		buf = newOperand(native[T](), make([]T, dst.Size()), kernels.Contiguous(dst.Shape...))
 	}
-	elementwise("binary_cross_entropy_with_logits backward", buf, []Operand{x, y, pw}, func(out []float32, in [][]float32) {
+	sigmoid := sigmoidOf[T]()
+	elementwise(op, buf, []Operand{x, y, pw}, func(out []T, in [][]T) {
 		xs := in[0]
 		ys, ws := in[1][:len(xs)], in[2][:len(xs)]
 		out = out[:len(xs)]

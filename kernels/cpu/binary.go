@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	"github.com/subletml/sublet/kernels"
-
-	"github.com/chewxy/math32"
 )
 
 // checkBinary panics, before any goroutine starts, on an op or Arg kernels does not
@@ -20,9 +18,11 @@ func checkBinary(op kernels.BinaryOp, wrt kernels.Arg) {
 // itself (same buffer and layout) but must not otherwise overlap them.
 func Binary(op kernels.BinaryOp, dst, a, b Operand) {
 	checkBinary(op, kernels.ArgA)
-	elementwise(op.String(), dst, []Operand{a, b}, func(out []float32, in [][]float32) {
-		binaryRun(op, out, in[0], in[1])
-	})
+	byType(binary[float32], binary[float64], dst.dt, a.dt, b.dt)(op, dst, a, b)
+}
+
+func binary[T float](op kernels.BinaryOp, dst, a, b Operand) {
+	elementwise(op.String(), dst, []Operand{a, b}, func(out []T, in [][]T) { binaryRun(op, out, in[0], in[1]) })
 }
 
 // BinaryBackward writes g·∂op(a,b)/∂wrt into dst, elementwise over dst's shape, which
@@ -31,33 +31,38 @@ func Binary(op kernels.BinaryOp, dst, a, b Operand) {
 // At ties Maximum and Minimum give each side half the gradient.
 func BinaryBackward(op kernels.BinaryOp, wrt kernels.Arg, dst, g, a, b Operand) {
 	checkBinary(op, wrt)
-	elementwise(op.String()+" backward", dst, []Operand{g, a, b}, func(out []float32, in [][]float32) {
+	byType(binaryBackward[float32], binaryBackward[float64], dst.dt, g.dt, a.dt, b.dt)(op, wrt, dst, g, a, b)
+}
+
+func binaryBackward[T float](op kernels.BinaryOp, wrt kernels.Arg, dst, g, a, b Operand) {
+	elementwise(op.String()+" backward", dst, []Operand{g, a, b}, func(out []T, in [][]T) {
 		binaryGradRun(op, wrt, out, in[0], in[1], in[2])
 	})
 }
 
-func binaryRun(op kernels.BinaryOp, dst, a, b []float32) {
+func binaryRun[T float](op kernels.BinaryOp, dst, a, b []T) {
 	switch op {
 	case kernels.Add:
-		zipRun(dst, a, b, func(x, y float32) float32 { return x + y })
+		zipRun(dst, a, b, func(x, y T) T { return x + y })
 	case kernels.Sub:
-		zipRun(dst, a, b, func(x, y float32) float32 { return x - y })
+		zipRun(dst, a, b, func(x, y T) T { return x - y })
 	case kernels.Mul:
-		zipRun(dst, a, b, func(x, y float32) float32 { return x * y })
+		zipRun(dst, a, b, func(x, y T) T { return x * y })
 	case kernels.Div:
-		zipRun(dst, a, b, func(x, y float32) float32 { return x / y })
+		zipRun(dst, a, b, func(x, y T) T { return x / y })
 	case kernels.Pow:
-		zipRun(dst, a, b, math32.Pow)
+		zipRun(dst, a, b, powOf[T]())
 	case kernels.Maximum:
-		zipRun(dst, a, b, func(x, y float32) float32 { return max(x, y) })
+		zipRun(dst, a, b, func(x, y T) T { return max(x, y) })
 	case kernels.Minimum:
-		zipRun(dst, a, b, func(x, y float32) float32 { return min(x, y) })
+		zipRun(dst, a, b, func(x, y T) T { return min(x, y) })
 	default:
 		panic(fmt.Sprintf("kernels/cpu: unknown %v", op))
 	}
 }
 
-func binaryGradRun(op kernels.BinaryOp, wrt kernels.Arg, dst, g, a, b []float32) {
+func binaryGradRun[T float](op kernels.BinaryOp, wrt kernels.Arg, dst, g, a, b []T) {
+	pow, log := powOf[T](), logOf[T]()
 	dst = dst[:len(g)]
 	a = a[:len(g)]
 	b = b[:len(g)]
@@ -90,7 +95,7 @@ func binaryGradRun(op kernels.BinaryOp, wrt kernels.Arg, dst, g, a, b []float32)
 				dst[i] = 0 * gv
 				continue
 			}
-			dst[i] = gv * b[i] * math32.Pow(a[i], b[i]-1)
+			dst[i] = gv * b[i] * pow(a[i], b[i]-1)
 		}
 	case op == kernels.Pow:
 		for i, gv := range g {
@@ -98,7 +103,7 @@ func binaryGradRun(op kernels.BinaryOp, wrt kernels.Arg, dst, g, a, b []float32)
 				dst[i] = 0 * gv
 				continue
 			}
-			dst[i] = gv * math32.Pow(a[i], b[i]) * math32.Log(a[i])
+			dst[i] = gv * pow(a[i], b[i]) * log(a[i])
 		}
 	case op == kernels.Maximum || op == kernels.Minimum:
 		// p is the operand wrt, oriented so that it wins when p > q.

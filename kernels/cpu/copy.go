@@ -11,14 +11,18 @@ import (
 // slice, expand, and the pieces of concat and stack (copy each input into its slice of
 // the output; their backward copies the slices out). dst must not overlap src.
 //
-// Conversions: float to float rounds to nearest even; float to integer truncates toward
-// zero, saturates at the type's range and sends NaN to 0; integer to integer wraps as
-// Go's conversions do; anything to Bool is (x != 0), so NaN is true.
+// Conversions: float to float rounds to nearest even, once (F64 to F16 is not rounded
+// to float32 first); a conversion that involves F64 goes through float64, every other
+// one through float32 (exact for F16, BF16, I32 and Bool); float to integer truncates
+// toward zero, saturates at the type's range and sends NaN to 0; integer to integer
+// wraps as Go's conversions do; anything to Bool is (x != 0), so NaN is true.
 func Copy(dst, src Operand) {
 	dst.requireWritable("copy")
 	it := newIter("copy", dst.Layout, src.Layout)
+	viaF64 := wide(dst, src)
 	parallelFor(it.size, grain, func(lo, hi int) {
 		var buf [chunk]float32
+		var buf64 [chunk]float64
 		var ibuf [chunk]int64
 		it.walk(lo, hi, func(offs, inner *[maxOperands]int, n int) {
 			d, s := offs[0], offs[1]
@@ -28,15 +32,17 @@ func Copy(dst, src Operand) {
 				copySame(dst, d, ds, src, s, ss, n)
 			case isInt(dst.dt) && isInt(src.dt):
 				storeInts(dst, d, ds, loadInts(src, s, ss, n, &ibuf))
+			case viaF64:
+				storeFloats(dst, d, ds, load(&src, s, ss, n, &buf64))
 			default:
-				storeFloats(dst, d, ds, src.load(s, ss, n, &buf))
+				storeFloats(dst, d, ds, load(&src, s, ss, n, &buf))
 			}
 		})
 	})
 }
 
 // Fill sets every element of dst to v, converted to dst's type as Copy converts a
-// float64 (NaN to 0 for integers, x != 0 for Bool).
+// float64 (rounded once to a float type; NaN to 0 for integers, x != 0 for Bool).
 func Fill(dst Operand, v float64) {
 	dst.requireWritable("fill")
 	it := newIter("fill", dst.Layout)
@@ -46,10 +52,12 @@ func Fill(dst Operand, v float64) {
 			switch dst.dt {
 			case dtype.F32:
 				fillRun(dst.f32s(), o, s, n, float32(v))
+			case dtype.F64:
+				fillRun(dst.f64s(), o, s, n, v)
 			case dtype.F16:
-				fillRun(dst.u16s(), o, s, n, dtype.F32ToF16(float32(v)))
+				fillRun(dst.u16s(), o, s, n, dtype.F64ToF16(v))
 			case dtype.BF16:
-				fillRun(dst.u16s(), o, s, n, dtype.F32ToBF16(float32(v)))
+				fillRun(dst.u16s(), o, s, n, dtype.F64ToBF16(v))
 			case dtype.I32:
 				fillRun(dst.i32s(), o, s, n, int32(f64ToInt(v, math.MinInt32, math.MaxInt32)))
 			case dtype.I64:
@@ -61,11 +69,17 @@ func Fill(dst Operand, v float64) {
 	})
 }
 
-// Axpy adds alpha·x into dst elementwise (gradient accumulation: dst += x). x
-// broadcasts to dst's shape and must not overlap dst.
-func Axpy(dst Operand, alpha float32, x Operand) {
-	elementwise("axpy", dst, []Operand{dst, x}, func(out []float32, in [][]float32) {
-		zipRun(out, in[0], in[1], func(d, v float32) float32 { return d + alpha*v })
+// Axpy adds alpha·x into dst elementwise (gradient accumulation: dst += x), alpha
+// rounded to the type the kernel computes in. x broadcasts to dst's shape and must not
+// overlap dst.
+func Axpy(dst Operand, alpha float64, x Operand) {
+	byType(axpy[float32], axpy[float64], dst.dt, x.dt)(dst, alpha, x)
+}
+
+func axpy[T float](dst Operand, alpha float64, x Operand) {
+	a := T(alpha)
+	elementwise("axpy", dst, []Operand{dst, x}, func(out []T, in [][]T) {
+		zipRun(out, in[0], in[1], func(d, v T) T { return d + a*v })
 	})
 }
 
@@ -131,25 +145,25 @@ func storeInts(o Operand, off, s int, v []int64) {
 	}
 }
 
-// storeFloats stores float32 values into any dtype.
-func storeFloats(o Operand, off, s int, v []float32) {
+// storeFloats stores values of T into any dtype.
+func storeFloats[T float](o Operand, off, s int, v []T) {
 	switch o.dt {
-	case dtype.F32, dtype.F16, dtype.BF16:
-		if o.dt == dtype.F32 && s == 1 {
-			copy(o.f32s()[off:off+len(v)], v)
+	case dtype.F32, dtype.F16, dtype.BF16, dtype.F64:
+		if o.dt == native[T]() && s == 1 {
+			copy(elems[T](&o)[off:off+len(v)], v)
 			return
 		}
-		o.flush(off, s, v)
+		flush(&o, off, s, v)
 	case dtype.I32:
-		scatter(o.i32s(), off, s, v, func(x float32) int32 {
+		scatter(o.i32s(), off, s, v, func(x T) int32 {
 			return int32(f64ToInt(float64(x), math.MinInt32, math.MaxInt32))
 		})
 	case dtype.I64:
-		scatter(o.i64s(), off, s, v, func(x float32) int64 {
+		scatter(o.i64s(), off, s, v, func(x T) int64 {
 			return f64ToInt(float64(x), math.MinInt64, math.MaxInt64)
 		})
 	case dtype.Bool:
-		scatter(o.u8s(), off, s, v, func(x float32) uint8 { return boolByte(x != 0) })
+		scatter(o.u8s(), off, s, v, func(x T) uint8 { return boolByte(x != 0) })
 	}
 }
 

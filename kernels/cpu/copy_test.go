@@ -17,7 +17,7 @@ import (
 // returned as the float64 the test's view reads back.
 func refConvert(from, to dtype.DType, x float64) float64 {
 	switch to {
-	case dtype.F32, dtype.F16, dtype.BF16:
+	case dtype.F64, dtype.F32, dtype.F16, dtype.BF16:
 		return roundTo(to, x)
 	case dtype.Bool:
 		if x != 0 {

@@ -10,17 +10,26 @@
 // # Passing tensors
 //
 // Elementwise, copy, reduction and matmul kernels take Operands: a typed buffer plus a
-// kernels.Layout (Shape, Strides and Offset, all counted in elements) built with F32, F16,
-// BF16, I32, I64, Bool or FromBytes. Strides may be 0 (broadcast) but not negative.
-// Inputs broadcast to the output's shape by numpy rules, so a scalar is a rank-0
-// Operand over a one-element slice, and a view (transpose, permute, slice, expand) is
-// just another Layout over the same buffer. F16 and BF16 operands are converted to
-// float32 a few hundred elements at a time in bounded scratch and computed in float32;
-// outputs are rounded to their type once.
+// kernels.Layout (Shape, Strides and Offset, all counted in elements) built with F64,
+// F32, F16, BF16, I32, I64, Bool or FromBytes. Strides may be 0 (broadcast) but not
+// negative. Inputs broadcast to the output's shape by numpy rules, so a scalar is a
+// rank-0 Operand over a one-element slice, and a view (transpose, permute, slice,
+// expand) is just another Layout over the same buffer.
 //
-// Kernels over dense float32 rows (softmax, layer norm, losses, embedding, optimizers)
-// take []float32 slices with explicit sizes. Sgemm takes row-major matrices with a
-// leading dimension, as CBLAS does with CblasRowMajor.
+// # Precision
+//
+// A kernel computes in float64 when one of its operands is F64 and in float32
+// otherwise: F16 and BF16 operands (and F32 ones in a float64 kernel) are converted a
+// few hundred elements at a time in bounded scratch, and outputs are rounded to their
+// type once, so no F64 value goes through float32. The kernels are written once over
+// the type parameter float (float32 | float64); the float32 instantiation runs the
+// same code as before float64 existed (math32, the vector exp), the float64 one
+// package math. Matmul's float64 products run on gonum's Dgemm (product64); the float32
+// GEMM below is untouched by them.
+//
+// Kernels over dense rows (softmax, layer norm, losses, embedding, optimizers) take
+// []float32 or []float64 slices with explicit sizes and compute in that type. Sgemm
+// takes row-major matrices with a leading dimension, as CBLAS does with CblasRowMajor.
 //
 // # The kernels
 //
@@ -35,9 +44,9 @@
 //     Copy.
 //   - Reductions: Sum, Mean, Max (with argmax) and MaxBackward over the dimensions
 //     where the output has size 1.
-//   - Matrix products: Matmul (batched, broadcast, strided, F32/F16/BF16), Sgemm and
-//     SgemmBatched on float32 slices; Gemm lets a system BLAS (package
-//     kernels/cpu/blas) stand in for Builtin.
+//   - Matrix products: Matmul (batched, broadcast, strided, F64/F32/F16/BF16), Sgemm
+//     and SgemmBatched on float32 slices; Gemm lets a system BLAS (package
+//     kernels/cpu/blas) stand in for Builtin for float32 products.
 //   - Softmax, LogSoftmax and their backward along any axis; CrossEntropy (mean,
 //     ignore index) with its fused backward; MSE; LayerNorm with its backward.
 //   - Embedding and its scatter-add backward; SGDStep and AdamStep (AdamW); NonFinite
@@ -48,12 +57,14 @@
 //   - Kernels never allocate outputs: the caller passes every output. A kernel
 //     allocates at most small bounded scratch (iteration state; GEMM packing buffers
 //     and output blocks from sync.Pools; partial sums of 8 bytes per 32768 elements
-//     reduced).
+//     reduced; three 256×256 float64 blocks for a float64 product whose operands are
+//     not F64 with a unit stride).
 //   - Results are deterministic: the same inputs give the same bits on every run and
 //     for every GOMAXPROCS. Reductions accumulate in float64 in index order, in pieces
 //     whose bounds depend only on the shapes, combined in a fixed order; GEMM sums each
-//     output's products in k order however its blocks are spread over goroutines.
-//     (A system BLAS gives no such promise; Builtin does.)
+//     output's products in k order however its blocks are spread over goroutines, and
+//     so does gonum's Dgemm for float64. (A system BLAS gives no such promise; Builtin
+//     does.)
 //   - Aliasing: an elementwise output may be the very same memory as an input (same
 //     buffer, same Layout); kernels over rows say which outputs may be their inputs.
 //     Any other overlap between an output and an input gives unspecified results.

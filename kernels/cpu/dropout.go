@@ -7,13 +7,14 @@ import (
 
 // DropoutMask fills mask with 0 (drop, probability p) or 1 (keep): element i is kept
 // when the 32-bit word i%4 of Philox4x32-10 at counter i/4 under the key seed is at
-// least p·2³². The mask is a function of seed, p and the position alone, so every
-// backend that follows this rule draws the same mask, however it spreads the work.
-func DropoutMask(mask []uint8, p float32, seed uint64) {
+// least p·2³², p rounded to float32. The mask is a function of seed, p and the position
+// alone (not of the type of the tensor it drops), so every backend that follows this
+// rule draws the same mask, however it spreads the work.
+func DropoutMask(mask []uint8, p float64, seed uint64) {
 	if !(p >= 0 && p <= 1) {
 		panic(fmt.Sprintf("kernels/cpu: dropout: probability %v outside [0, 1]", p))
 	}
-	thr := uint64(math.Ldexp(float64(p), 32))
+	thr := uint64(math.Ldexp(float64(float32(p)), 32))
 	blocks := (len(mask) + 3) / 4
 	parallelFor(blocks, grain/4, func(lo, hi int) {
 		for b := lo; b < hi; b++ {
@@ -27,16 +28,21 @@ func DropoutMask(mask []uint8, p float32, seed uint64) {
 	})
 }
 
-// Dropout writes x·mask/(1-p) into dst (0 where mask is 0); with the output's
-// gradient in place of x it is also the backward. x and mask (a Bool operand, usually
-// contiguous over dst's shape) broadcast to dst's shape; dst may be x.
-func Dropout(dst, x, mask Operand, p float32) {
-	scale := float32(0)
+// Dropout writes x·mask/(1-p) into dst (0 where mask is 0), the scale computed in the
+// kernel's type from p rounded to it; with the output's gradient in place of x it is
+// also the backward. x and mask (a Bool operand, usually contiguous over dst's shape)
+// broadcast to dst's shape; dst may be x.
+func Dropout(dst, x, mask Operand, p float64) {
+	byType(dropout[float32], dropout[float64], dst.dt, x.dt)(dst, x, mask, p)
+}
+
+func dropout[T float](dst, x, mask Operand, p float64) {
+	scale := T(0)
 	if p < 1 {
-		scale = 1 / (1 - p)
+		scale = 1 / (1 - T(p))
 	}
-	elementwise("dropout", dst, []Operand{x, mask}, func(out []float32, in [][]float32) {
-		zipRun(out, in[0], in[1], func(v, m float32) float32 {
+	elementwise("dropout", dst, []Operand{x, mask}, func(out []T, in [][]T) {
+		zipRun(out, in[0], in[1], func(v, m T) T {
 			if m == 0 {
 				return 0
 			}

@@ -29,7 +29,7 @@ func TestPhiloxKnownAnswers(t *testing.T) {
 
 func TestDropoutMask(t *testing.T) {
 	n := 100001
-	for _, p := range []float32{0, 0.1, 0.5, 0.9, 1} {
+	for _, p := range []float64{0, 0.1, 0.5, 0.9, 1} {
 		mask := make([]uint8, n)
 		DropoutMask(mask, p, 7)
 		kept := 0
@@ -49,7 +49,7 @@ func TestDropoutMask(t *testing.T) {
 	// Element i keeps when word i%4 of the block at counter i/4 reaches p·2³²: with the
 	// all-zero key, block 0 is the first known answer above.
 	mask := make([]uint8, 5)
-	DropoutMask(mask, float32(0xa0000000)/(1<<32), 0)
+	DropoutMask(mask, float64(0xa0000000)/(1<<32), 0)
 	w1 := philox4x32([4]uint32{1}, [2]uint32{})
 	assert.Equal(t, []uint8{0, 1, 1, 0, boolByte(w1[0] >= 0xa0000000)}, mask)
 	// A prefix of a longer mask is the shorter mask: the work split changes nothing.

@@ -33,3 +33,44 @@ func BenchmarkExp1M(b *testing.B) {
 func BenchmarkGeluTanh1M(b *testing.B) {
 	benchElementwise(b, 1<<20, func(d, x, _ Operand) { Unary(kernels.GeluTanh, d, x) })
 }
+
+func BenchmarkLog1M(b *testing.B) {
+	benchElementwise(b, 1<<20, func(d, x, y Operand) { Unary(kernels.Log, d, y) })
+}
+
+func BenchmarkAbsSqrt1M(b *testing.B) {
+	benchElementwise(b, 1<<20, func(d, x, _ Operand) {
+		Unary(kernels.Abs, d, x)
+		Unary(kernels.Sqrt, d, d)
+	})
+}
+
+func BenchmarkTanhSigmoid1M(b *testing.B) {
+	benchElementwise(b, 1<<20, func(d, x, _ Operand) {
+		Unary(kernels.Tanh, d, x)
+		Unary(kernels.Sigmoid, d, d)
+	})
+}
+
+// BenchmarkPow1M raises x to 2.5 and takes the gradient for the exponent (x^2.5·ln x).
+func BenchmarkPow1M(b *testing.B) {
+	e := F32([]float32{2.5}, kernels.Layout{})
+	benchElementwise(b, 1<<20, func(d, x, y Operand) {
+		Binary(kernels.Pow, d, x, e)
+		BinaryBackward(kernels.Pow, kernels.ArgB, d, y, x, e)
+	})
+}
+
+// BenchmarkAdd1MF64 is BenchmarkAdd1M on float64 operands.
+func BenchmarkAdd1MF64(b *testing.B) {
+	x, y, d := make([]float64, 1<<20), make([]float64, 1<<20), make([]float64, 1<<20)
+	for i := range x {
+		x[i] = float64(i%100) / 50
+		y[i] = 1
+	}
+	l := kernels.Contiguous(len(x))
+	b.SetBytes(int64(24 * len(x)))
+	for b.Loop() {
+		Binary(kernels.Add, F64(d, l), F64(x, l), F64(y, l))
+	}
+}

@@ -109,7 +109,7 @@ func TestUnaryAgainstReference(t *testing.T) {
 		g := randView(r, pick(r, floatTypes), shape, func() float64 { return 2*r.Float64() - 1 })
 		saved := x
 		if op.SavesOutput() {
-			saved = contiguousView(dtype.F32, shape, func() float64 { return 0 })
+			saved = contiguousView(wider(dtype.F32, dt), shape, func() float64 { return 0 })
 			Unary(op, saved.op(), x.op())
 		}
 		dx := randView(r, dt, shape, func() float64 { return 99 })
@@ -117,7 +117,7 @@ func TestUnaryAgainstReference(t *testing.T) {
 		forEachIndex(shape, func(idx []int) {
 			xv := x.get(idx)
 			want := g.get(idx) * refUnaryGrad(op, xv)
-			if op.SavesOutput() { // the kernel sees y rounded to float32
+			if op.SavesOutput() { // the kernel sees y rounded to float32 (unless dt is F64)
 				want = g.get(idx) * refUnaryGrad(op, xv)
 			}
 			requireClose(t, dt, roundTo(dt, want), dx.get(idx), "%v backward %v at %v (x=%v)", op, dt, idx, xv)

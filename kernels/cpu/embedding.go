@@ -5,7 +5,7 @@ import "fmt"
 // Embedding gathers rows of weight (a [vocab, dim] row-major table, vocab =
 // len(weight)/dim) into dst: row i of dst ([len(idx), dim]) is row idx[i] of weight. An
 // index outside [0, vocab) is an *kernels.IndexError, and then nothing is written.
-func Embedding(dst, weight []float32, dim int, idx []int64) error {
+func Embedding[T float](dst, weight []T, dim int, idx []int64) error {
 	const op = "embedding"
 	checkLen(op, "dst", len(dst), len(idx)*dim)
 	vocab := embeddingVocab(op, weight, dim)
@@ -26,7 +26,7 @@ func Embedding(dst, weight []float32, dim int, idx []int64) error {
 // fresh gradient. Repeated indices add in index order (columns are split across
 // goroutines, never rows), so the result is deterministic. An index outside
 // [0, vocab) is an *kernels.IndexError, and then nothing is written.
-func EmbeddingBackward(dw, g []float32, dim int, idx []int64) error {
+func EmbeddingBackward[T float](dw, g []T, dim int, idx []int64) error {
 	const op = "embedding backward"
 	checkLen(op, "g", len(g), len(idx)*dim)
 	vocab := embeddingVocab(op, dw, dim)
@@ -48,7 +48,7 @@ func EmbeddingBackward(dw, g []float32, dim int, idx []int64) error {
 	return nil
 }
 
-func embeddingVocab(op string, table []float32, dim int) int {
+func embeddingVocab[T float](op string, table []T, dim int) int {
 	if dim <= 0 || len(table)%dim != 0 {
 		panic(fmt.Sprintf("kernels/cpu: %s: a table of %d floats is not whole rows of dim %d", op, len(table), dim))
 	}

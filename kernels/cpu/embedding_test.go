@@ -10,24 +10,26 @@ import (
 	"github.com/subletml/sublet/kernels"
 )
 
-func TestEmbedding(t *testing.T) {
+func TestEmbedding(t *testing.T) { bothTypes(t, testEmbedding[float32], testEmbedding[float64]) }
+
+func testEmbedding[T float](t *testing.T) {
 	r := rand.New(rand.NewPCG(80, 81))
 	for _, dim := range []int{1, 5, 64, 200} {
 		vocab, count := 11, 37
-		w := randFloats(r, vocab*dim, 1)
+		w := randFloats[T](r, vocab*dim, 1)
 		idx := make([]int64, count)
 		for i := range idx {
 			idx[i] = int64(r.IntN(vocab))
 		}
-		dst := make([]float32, count*dim)
+		dst := make([]T, count*dim)
 		require.NoError(t, Embedding(dst, w, dim, idx))
 		for i, v := range idx {
 			assert.Equal(t, w[int(v)*dim:int(v+1)*dim], dst[i*dim:(i+1)*dim])
 		}
-		g := randFloats(r, count*dim, 1)
-		dw := make([]float32, vocab*dim)
+		g := randFloats[T](r, count*dim, 1)
+		dw := make([]T, vocab*dim)
 		require.NoError(t, EmbeddingBackward(dw, g, dim, idx))
-		want := make([]float32, vocab*dim)
+		want := make([]T, vocab*dim)
 		for i, v := range idx { // the definition, in index order
 			for j := range dim {
 				want[int(v)*dim+j] += g[i*dim+j]

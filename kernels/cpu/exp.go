@@ -8,10 +8,24 @@ type expKernel struct {
 	run   func(dst, src *float32, n int)
 }
 
-// expTo writes e^x[i] into dst[i] for every i (dst may be x), within 1.5 ulp of the
+// expTo writes e^x[i] into dst[i] for every i (dst may be x). In float32 it runs the
+// vector exp (exp32); in float64, math.Exp.
+func expTo[T float](dst, x []T) {
+	if d, ok := as32(dst); ok {
+		x32, _ := as32(x)
+		exp32(d, x32)
+		return
+	}
+	dst = dst[:len(x)]
+	for i, v := range x {
+		dst[i] = T(math.Exp(float64(v)))
+	}
+}
+
+// exp32 writes e^x[i] into dst[i] for every i (dst may be x), within 1.5 ulp of the
 // exact value (an ulp but for rare cases), with the widest implementation the CPU has. Every element gets the
 // same computation whatever its position, so equal inputs give equal bits.
-func expTo(dst, x []float32) {
+func exp32(dst, x []float32) {
 	dst = dst[:len(x)]
 	w := expVector.width
 	if w == 0 {

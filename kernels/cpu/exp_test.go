@@ -34,7 +34,7 @@ func TestExpAccuracy(t *testing.T) {
 				dst[i] = expScalar(v)
 			}
 		},
-		"best": expTo,
+		"best": expTo[float32],
 	}
 	// Every 16411th float32 in the range where e^x is neither 0 nor +Inf, and the
 	// boundaries themselves.

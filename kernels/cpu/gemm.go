@@ -115,7 +115,7 @@ func (g *gemmKernel) SgemmBatched(transA, transB bool, m, n, k int, alpha float3
 		return
 	}
 	av, bv := sgemmViews(transA, transB, a, lda, b, ldb)
-	g.batches(m, n, k, batch, func(i int, parallel bool) {
+	batches(m, n, k, batch, func(i int, parallel bool) {
 		ai, bi := av, bv
 		ai.off, bi.off = i*strideA, i*strideB
 		g.run(m, n, k, alpha, ai, bi, beta, c[i*strideC:], ldc, parallel)
@@ -150,7 +150,7 @@ func sgemmViews(transA, transB bool, a []float32, lda int, b []float32, ldb int)
 // batches calls product(i, parallel) for every i < batch: one after the other, each
 // parallel inside, when the products are large; in parallel, each on one goroutine,
 // when they are small.
-func (g *gemmKernel) batches(m, n, k, batch int, product func(i int, parallel bool)) {
+func batches(m, n, k, batch int, product func(i int, parallel bool)) {
 	if m*n*k >= gemmSerial {
 		for i := range batch {
 			product(i, true)

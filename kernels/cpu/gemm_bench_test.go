@@ -88,3 +88,19 @@ func BenchmarkMatmulF16(b *testing.B) {
 		return func() { cpu.Matmul(nil, cpu.F16(h[2], l), cpu.F16(h[0], l), cpu.F16(h[1], l), 1, 0) }
 	})
 }
+
+// BenchmarkMatmulF64 measures Matmul on float64 operands and output: gonum's Dgemm on
+// the operands as they are.
+func BenchmarkMatmulF64(b *testing.B) {
+	benchSquare(b, func(n int, a, bm, c []float32) func() {
+		var w [3][]float64
+		for i, s := range [][]float32{a, bm, c} {
+			w[i] = make([]float64, len(s))
+			for j, v := range s {
+				w[i][j] = float64(v)
+			}
+		}
+		l := kernels.Contiguous(n, n)
+		return func() { cpu.Matmul(nil, cpu.F64(w[2], l), cpu.F64(w[0], l), cpu.F64(w[1], l), 1, 0) }
+	})
+}

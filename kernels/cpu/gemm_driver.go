@@ -192,13 +192,13 @@ func packPanel(dst []float32, src matView, sp, sx, p0, kc, x0, cols, w int) {
 	case sx <= sp: // converting: read along the smaller stride
 		var buf [chunk]float32
 		for p := range kc {
-			copy(dst[p*w:p*w+cols], src.o.load(base+p*sp, sx, cols, &buf))
+			copy(dst[p*w:p*w+cols], load(&src.o, base+p*sp, sx, cols, &buf))
 		}
 	default:
 		var buf [chunk]float32
 		for x := range cols {
 			for q := 0; q < kc; q += chunk {
-				v := src.o.load(base+x*sx+q*sp, sp, min(chunk, kc-q), &buf)
+				v := load(&src.o, base+x*sx+q*sp, sp, min(chunk, kc-q), &buf)
 				for p, f := range v {
 					dst[(q+p)*w+x] = f
 				}

@@ -15,6 +15,7 @@ import (
 // view is a test tensor: a buffer of some dtype and a layout into it.
 type view struct {
 	dt  dtype.DType
+	f64 []float64
 	f32 []float32
 	u16 []uint16
 	i32 []int32
@@ -25,6 +26,8 @@ type view struct {
 
 func (v *view) op() Operand {
 	switch v.dt {
+	case dtype.F64:
+		return F64(v.f64, v.l)
 	case dtype.F32:
 		return F32(v.f32, v.l)
 	case dtype.F16:
@@ -42,6 +45,8 @@ func (v *view) op() Operand {
 // at reads the element at buffer position p as float64.
 func (v *view) at(p int) float64 {
 	switch v.dt {
+	case dtype.F64:
+		return v.f64[p]
 	case dtype.F32:
 		return float64(v.f32[p])
 	case dtype.F16:
@@ -58,12 +63,14 @@ func (v *view) at(p int) float64 {
 
 func (v *view) set(p int, x float64) {
 	switch v.dt {
+	case dtype.F64:
+		v.f64[p] = x
 	case dtype.F32:
 		v.f32[p] = float32(x)
 	case dtype.F16:
-		v.u16[p] = dtype.F32ToF16(float32(x))
+		v.u16[p] = dtype.F64ToF16(x)
 	case dtype.BF16:
-		v.u16[p] = dtype.F32ToBF16(float32(x))
+		v.u16[p] = dtype.F64ToBF16(x)
 	case dtype.I32:
 		v.i32[p] = int32(x)
 	case dtype.I64:
@@ -74,7 +81,7 @@ func (v *view) set(p int, x float64) {
 }
 
 func (v *view) bufLen() int {
-	return len(v.f32) + len(v.u16) + len(v.i32) + len(v.i64) + len(v.u8)
+	return len(v.f64) + len(v.f32) + len(v.u16) + len(v.i32) + len(v.i64) + len(v.u8)
 }
 
 // get reads the element at a multi-index of v's layout.
@@ -121,6 +128,8 @@ func forEachIndex(shape []int, fn func(idx []int)) {
 func newBuf(dt dtype.DType, n int) view {
 	v := view{dt: dt}
 	switch dt {
+	case dtype.F64:
+		v.f64 = make([]float64, n)
 	case dtype.F32:
 		v.f32 = make([]float32, n)
 	case dtype.F16, dtype.BF16:
@@ -195,10 +204,13 @@ func broadcastShape(r *rand.Rand, shape []int) []int {
 }
 
 // tol is the error a float kernel may make against a float64 reference, given the
-// output dtype: float32 arithmetic error, or one rounding of the output format.
+// output dtype: float32 (float64 for F64) arithmetic error, or one rounding of the
+// output format.
 func tol(dt dtype.DType, want float64) float64 {
 	a := math.Abs(want)
 	switch dt {
+	case dtype.F64:
+		return 1e-12*a + 1e-14
 	case dtype.F16:
 		return 1e-3*a + 1e-4
 	case dtype.BF16:
@@ -222,17 +234,37 @@ func requireClose(t *testing.T, dt dtype.DType, want, got float64, msg string, a
 	require.InDeltaf(t, want, got, tol(dt, want), msg, args...)
 }
 
-var floatTypes = []dtype.DType{dtype.F32, dtype.F16, dtype.BF16}
+var floatTypes = []dtype.DType{dtype.F32, dtype.F16, dtype.BF16, dtype.F64}
 
 func pick[T any](r *rand.Rand, xs []T) T { return xs[r.IntN(len(xs))] }
 
 // roundTo rounds x to what dt can hold, as the kernels' inputs and outputs are.
 func roundTo(dt dtype.DType, x float64) float64 {
-	switch dt {
-	case dtype.F16:
-		return float64(dtype.F16ToF32(dtype.F32ToF16(float32(x))))
-	case dtype.BF16:
-		return float64(dtype.BF16ToF32(dtype.F32ToBF16(float32(x))))
+	if dt.IsFloat() {
+		return dt.Round(x)
 	}
 	return float64(float32(x))
+}
+
+// wider is F64 when a or b is, else a: the type a test keeps an intermediate in so
+// that an F64 result is checked at float64 precision.
+func wider(a, b dtype.DType) dtype.DType {
+	if b == dtype.F64 {
+		return b
+	}
+	return a
+}
+
+// bothTypes runs a kernel test in float32 and in float64.
+func bothTypes(t *testing.T, f32, f64 func(t *testing.T)) {
+	t.Run("float32", f32)
+	t.Run("float64", f64)
+}
+
+// tl is a test's tolerance for kernels computing in T: f32 in float32, f64 in float64.
+func tl[T float](f32, f64 float64) float64 {
+	if is32[T]() {
+		return f32
+	}
+	return f64
 }

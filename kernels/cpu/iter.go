@@ -144,32 +144,45 @@ func (it *iter) walk(lo, hi int, fn func(offs *[maxOperands]int, inner *[maxOper
 // grain is the fewest elements an elementwise kernel hands to one goroutine.
 const grain = 1 << 14
 
-// scratch holds one chunk of float32 per operand of an elementwise kernel.
-type scratch [maxOperands][chunk]float32
+// scratch holds one chunk of T per operand of an elementwise kernel.
+type scratch[T float] [maxOperands][chunk]T
 
-var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+var scratchPools = [2]sync.Pool{
+	{New: func() any { return new(scratch[float32]) }},
+	{New: func() any { return new(scratch[float64]) }},
+}
+
+// scratchPool is the pool of scratch[T].
+func scratchPool[T float]() *sync.Pool {
+	if is32[T]() {
+		return &scratchPools[0]
+	}
+	return &scratchPools[1]
+}
 
 // elementwise computes a float output from inputs that broadcast to it, a chunk at a
-// time: fn gets each input's chunk as float32 (converted if need be) and writes the
-// chunk's results into out, which is then stored in dst's type.
-func elementwise(name string, dst Operand, ins []Operand, fn func(out []float32, in [][]float32)) {
+// time: fn gets each input's chunk as T (converted if need be) and writes the chunk's
+// results into out, which is then stored in dst's type. The kernels call it with T
+// float64 when an operand is F64 (wide), float32 otherwise.
+func elementwise[T float](name string, dst Operand, ins []Operand, fn func(out []T, in [][]T)) {
 	dst.requireFloat(name)
 	var ls [maxOperands - 1]kernels.Layout
 	for k, in := range ins {
 		ls[k] = in.Layout
 	}
 	it := newIter(name, dst.Layout, ls[:len(ins)]...)
+	pool := scratchPool[T]()
 	parallelFor(it.size, grain, func(lo, hi int) {
-		s := scratchPool.Get().(*scratch)
-		defer scratchPool.Put(s)
-		var in [maxOperands - 1][]float32
+		s := pool.Get().(*scratch[T])
+		defer pool.Put(s)
+		var in [maxOperands - 1][]T
 		it.walk(lo, hi, func(offs, inner *[maxOperands]int, n int) {
 			for k := range ins {
-				in[k] = ins[k].load(offs[k+1], inner[k+1], n, &s[k+1])
+				in[k] = load(&ins[k], offs[k+1], inner[k+1], n, &s[k+1])
 			}
-			out := dst.out(offs[0], inner[0], n, &s[0])
-			fn(out, in[:len(ins)])
-			dst.flush(offs[0], inner[0], out)
+			o := out(&dst, offs[0], inner[0], n, &s[0])
+			fn(o, in[:len(ins)])
+			flush(&dst, offs[0], inner[0], o)
 		})
 	})
 }

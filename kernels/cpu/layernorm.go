@@ -4,9 +4,10 @@ import "math"
 
 // LayerNorm normalizes each of the rows of x ([rows, n], row-major) to zero mean and
 // unit variance, then scales by w and shifts by b (n floats each; nil for none):
-// y = (x - mean)·rstd·w + b with rstd = 1/√(var + eps), var the biased variance. It
-// saves each row's mean and rstd (rows floats each) for LayerNormBackward. y may be x.
-func LayerNorm(y, mean, rstd, x, w, b []float32, rows, n int, eps float32) {
+// y = (x - mean)·rstd·w + b with rstd = 1/√(var + eps), var the biased variance, eps
+// rounded to T (as PyTorch's float kernel takes it). It saves each row's mean and rstd
+// (rows floats each) for LayerNormBackward. y may be x. Moments accumulate in float64.
+func LayerNorm[T float](y, mean, rstd, x, w, b []T, rows, n int, eps float64) {
 	const op = "layer_norm"
 	checkLen(op, "x", len(x), rows*n)
 	checkLen(op, "y", len(y), rows*n)
@@ -26,8 +27,8 @@ func LayerNorm(y, mean, rstd, x, w, b []float32, rows, n int, eps float32) {
 				d := float64(v) - mu
 				ss += d * d
 			}
-			r := float32(1 / math.Sqrt(ss/float64(n)+float64(eps)))
-			m := float32(mu)
+			r := T(1 / math.Sqrt(ss/float64(n)+float64(T(eps))))
+			m := T(mu)
 			mean[i], rstd[i] = m, r
 			out := y[i*n : (i+1)*n]
 			for j, v := range row {
@@ -49,7 +50,7 @@ func LayerNorm(y, mean, rstd, x, w, b []float32, rows, n int, eps float32) {
 // when not wanted). w is LayerNorm's weight (nil if it had none); mean and rstd are
 // what it saved. dw and db sum over rows in row order per column, so they are
 // deterministic.
-func LayerNormBackward(dx, dw, db, g, x, mean, rstd, w []float32, rows, n int) {
+func LayerNormBackward[T float](dx, dw, db, g, x, mean, rstd, w []T, rows, n int) {
 	const op = "layer_norm backward"
 	checkLen(op, "x", len(x), rows*n)
 	checkLen(op, "g", len(g), rows*n)
@@ -77,10 +78,10 @@ func LayerNormBackward(dx, dw, db, g, x, mean, rstd, w []float32, rows, n int) {
 				}
 				for j := range width {
 					if dw != nil {
-						dw[j0+j] = float32(sw[j])
+						dw[j0+j] = T(sw[j])
 					}
 					if db != nil {
-						db[j0+j] = float32(sb[j])
+						db[j0+j] = T(sb[j])
 					}
 				}
 			}
@@ -104,7 +105,7 @@ func LayerNormBackward(dx, dw, db, g, x, mean, rstd, w []float32, rows, n int) {
 				sg += float64(gv)
 				sgx += float64(gv * (xr[j] - m) * r)
 			}
-			mg, mgx := float32(sg/float64(n)), float32(sgx/float64(n))
+			mg, mgx := T(sg/float64(n)), T(sgx/float64(n))
 			out := dx[i*n : (i+1)*n]
 			for j, gv := range gr {
 				if w != nil {
@@ -116,7 +117,7 @@ func LayerNormBackward(dx, dw, db, g, x, mean, rstd, w []float32, rows, n int) {
 	})
 }
 
-func checkAffine(op string, w, b []float32, n int) {
+func checkAffine[T float](op string, w, b []T, n int) {
 	if w != nil {
 		checkLen(op, "weight", len(w), n)
 	}

@@ -45,47 +45,49 @@ func dot64(a, b []float64) float64 {
 	return s
 }
 
-func TestLayerNorm(t *testing.T) {
+func TestLayerNorm(t *testing.T) { bothTypes(t, testLayerNorm[float32], testLayerNorm[float64]) }
+
+func testLayerNorm[T float](t *testing.T) {
 	r := rand.New(rand.NewPCG(70, 71))
 	const eps = 1e-5
 	for _, s := range [][2]int{{1, 1}, {3, 8}, {5, 37}, {2, 300}} {
 		rows, n := s[0], s[1]
 		for _, affine := range []bool{false, true} {
-			x := randFloats(r, rows*n, 2)
-			var w, b []float32
+			x := randFloats[T](r, rows*n, 2)
+			var w, b []T
 			var w64, b64 []float64
 			if affine {
-				w, b = randFloats(r, n, 1), randFloats(r, n, 1)
+				w, b = randFloats[T](r, n, 1), randFloats[T](r, n, 1)
 				w64, b64 = toF64(w), toF64(b)
 			}
-			y := make([]float32, rows*n)
-			mean := make([]float32, rows)
-			rstd := make([]float32, rows)
+			y := make([]T, rows*n)
+			mean := make([]T, rows)
+			rstd := make([]T, rows)
 			LayerNorm(y, mean, rstd, x, w, b, rows, n, eps)
 			want := refLayerNorm(toF64(x), w64, b64, rows, n, eps)
 			for i := range y {
-				require.InDelta(t, want[i], y[i], 1e-4*(1+math.Abs(want[i])), "%v affine=%v at %d", s, affine, i)
+				require.InDelta(t, want[i], y[i], tl[T](1e-4, 1e-12)*(1+math.Abs(want[i])), "%v affine=%v at %d", s, affine, i)
 			}
 
 			// Gradients of L = Σ g·y against central differences of the float64 forward.
-			g := randFloats(r, rows*n, 1)
+			g := randFloats[T](r, rows*n, 1)
 			g64 := toF64(g)
-			dx := make([]float32, rows*n)
-			var dw, db []float32
+			dx := make([]T, rows*n)
+			var dw, db []T
 			if affine {
-				dw, db = make([]float32, n), make([]float32, n)
+				dw, db = make([]T, n), make([]T, n)
 			}
 			LayerNormBackward(dx, dw, db, g, x, mean, rstd, w, rows, n)
 			numX := numGrad(toF64(x), func(xs []float64) float64 { return dot64(g64, refLayerNorm(xs, w64, b64, rows, n, eps)) })
 			for i := range dx {
-				require.InDelta(t, numX[i], dx[i], 2e-3*(1+math.Abs(numX[i])), "%v dx at %d", s, i)
+				require.InDelta(t, numX[i], dx[i], tl[T](2e-3, 1e-6)*(1+math.Abs(numX[i])), "%v dx at %d", s, i)
 			}
 			if affine {
 				numW := numGrad(w64, func(ws []float64) float64 { return dot64(g64, refLayerNorm(toF64(x), ws, b64, rows, n, eps)) })
 				numB := numGrad(b64, func(bs []float64) float64 { return dot64(g64, refLayerNorm(toF64(x), w64, bs, rows, n, eps)) })
 				for j := range n {
-					require.InDelta(t, numW[j], dw[j], 2e-3*(1+math.Abs(numW[j])), "dw at %d", j)
-					require.InDelta(t, numB[j], db[j], 2e-3*(1+math.Abs(numB[j])), "db at %d", j)
+					require.InDelta(t, numW[j], dw[j], tl[T](2e-3, 1e-6)*(1+math.Abs(numW[j])), "dw at %d", j)
+					require.InDelta(t, numB[j], db[j], tl[T](2e-3, 1e-6)*(1+math.Abs(numB[j])), "db at %d", j)
 				}
 			}
 			// dx in place over g gives the same result.

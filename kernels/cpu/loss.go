@@ -1,10 +1,6 @@
 package cpu
 
-import (
-	"math"
-
-	"github.com/chewxy/math32"
-)
+import "math"
 
 // NoIgnore is the ignore index that ignores no label.
 const NoIgnore int64 = math.MinInt64
@@ -15,7 +11,7 @@ const NoIgnore int64 = math.MinInt64
 // stores each row's log-sum-exp in lse (n floats) for CrossEntropyBackward. With every
 // row ignored the loss is NaN, as in PyTorch. A label outside [0, c) that is not
 // ignore is an *kernels.IndexError, and then nothing is written.
-func CrossEntropy(lse, logits []float32, labels []int64, n, c int, ignore int64) (float32, error) {
+func CrossEntropy[T float](lse, logits []T, labels []int64, n, c int, ignore int64) (T, error) {
 	const op = "cross_entropy"
 	checkLen(op, "logits", len(logits), n*c)
 	checkLen(op, "labels", len(labels), n)
@@ -37,14 +33,14 @@ func CrossEntropy(lse, logits []float32, labels []int64, n, c int, ignore int64)
 		sum += float64(lse[i]) - float64(logits[i*c+int(l)])
 		count++
 	}
-	return float32(sum / float64(count)), nil
+	return T(sum / float64(count)), nil
 }
 
 // CrossEntropyBackward writes the gradient of CrossEntropy's loss, scaled by g (the
 // loss's own gradient), into dlogits: (softmax(logits[i]) - onehot(labels[i]))·g/count
-// for counted rows, 0 for ignored ones. lse is what CrossEntropy stored; dlogits may
-// be logits (in place). The labels are those CrossEntropy accepted.
-func CrossEntropyBackward(dlogits, logits, lse []float32, labels []int64, n, c int, ignore int64, g float32) {
+// for counted rows, 0 for ignored ones, g rounded to T. lse is what CrossEntropy
+// stored; dlogits may be logits (in place). The labels are those CrossEntropy accepted.
+func CrossEntropyBackward[T float](dlogits, logits, lse []T, labels []int64, n, c int, ignore int64, g float64) {
 	const op = "cross_entropy backward"
 	checkLen(op, "logits", len(logits), n*c)
 	checkLen(op, "dlogits", len(dlogits), n*c)
@@ -56,7 +52,7 @@ func CrossEntropyBackward(dlogits, logits, lse []float32, labels []int64, n, c i
 			count++
 		}
 	}
-	scale := g / float32(count)
+	scale := T(g) / T(count)
 	parallelFor(n, max(1, grain/max(c, 1)), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			out := dlogits[i*c : (i+1)*c]
@@ -79,31 +75,31 @@ func CrossEntropyBackward(dlogits, logits, lse []float32, labels []int64, n, c i
 }
 
 // logSumExp is log Σ exp(x) computed stably, accumulating in float64.
-func logSumExp(x []float32) float32 {
-	mx := float32(math.Inf(-1))
+func logSumExp[T float](x []T) T {
+	mx := T(math.Inf(-1))
 	for _, v := range x {
 		if v > mx || v != v {
 			mx = v
 		}
 	}
-	if math32.IsInf(mx, 0) {
+	if isInf(mx) {
 		return mx // all -Inf (or a +Inf): the sum is exp(mx)
 	}
 	var s float64
 	forChunks(len(x), func(lo, hi int) {
-		var buf [chunk]float32
+		var buf [chunk]T
 		es := buf[:hi-lo]
 		for i, v := range x[lo:hi] {
 			es[i] = v - mx
 		}
 		s += sumExp(es, false)
 	})
-	return mx + float32(math.Log(s))
+	return mx + T(math.Log(s))
 }
 
 // MSE returns the mean of (a-b)² over len(a) elements, summed in float64 in pieces of a
 // fixed size added in order; NaN for empty inputs.
-func MSE(a, b []float32) float32 {
+func MSE[T float](a, b []T) T {
 	checkLen("mse", "b", len(b), len(a))
 	s := sumPieces(len(a), func(lo, hi int) float64 {
 		var s float64
@@ -113,12 +109,13 @@ func MSE(a, b []float32) float32 {
 		}
 		return s
 	})
-	return float32(s / float64(len(a)))
+	return T(s / float64(len(a)))
 }
 
-// MSEBackward writes the gradient of MSE, scaled by g, into da (2g(a-b)/n) and db (its
-// negation); either may be nil when not needed, and either may be its own input.
-func MSEBackward(da, db, a, b []float32, g float32) {
+// MSEBackward writes the gradient of MSE, scaled by g (rounded to T), into da
+// (2g(a-b)/n) and db (its negation); either may be nil when not needed, and either may
+// be its own input.
+func MSEBackward[T float](da, db, a, b []T, g float64) {
 	const op = "mse backward"
 	checkLen(op, "b", len(b), len(a))
 	if da != nil {
@@ -127,7 +124,7 @@ func MSEBackward(da, db, a, b []float32, g float32) {
 	if db != nil {
 		checkLen(op, "db", len(db), len(a))
 	}
-	scale := 2 * g / float32(len(a))
+	scale := 2 * T(g) / T(len(a))
 	parallelFor(len(a), grain, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			d := (a[i] - b[i]) * scale

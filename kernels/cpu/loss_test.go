@@ -32,7 +32,7 @@ func refCE(logits []float64, labels []int64, n, c int, ignore int64) float64 {
 	return s / float64(count)
 }
 
-func toF64(x []float32) []float64 {
+func toF64[T float](x []T) []float64 {
 	out := make([]float64, len(x))
 	for i, v := range x {
 		out[i] = float64(v)
@@ -57,16 +57,20 @@ func numGrad(x []float64, f func([]float64) float64) []float64 {
 }
 
 func TestCrossEntropy(t *testing.T) {
+	bothTypes(t, testCrossEntropy[float32], testCrossEntropy[float64])
+}
+
+func testCrossEntropy[T float](t *testing.T) {
 	r := rand.New(rand.NewPCG(60, 61))
 	for _, s := range [][2]int{{1, 1}, {4, 3}, {7, 10}, {33, 5}, {3, 1000}} {
 		n, c := s[0], s[1]
-		logits := randFloats(r, n*c, 3)
+		logits := randFloats[T](r, n*c, 3)
 		labels := make([]int64, n)
 		for i := range labels {
 			labels[i] = int64(r.IntN(c))
 		}
 		for _, ignore := range []int64{NoIgnore, -100, labels[0]} {
-			lse := make([]float32, n)
+			lse := make([]T, n)
 			loss, err := CrossEntropy(lse, logits, labels, n, c, ignore)
 			require.NoError(t, err)
 			allIgnored := true
@@ -78,16 +82,16 @@ func TestCrossEntropy(t *testing.T) {
 				assert.True(t, math.IsNaN(float64(loss)))
 				continue
 			}
-			require.InDelta(t, want, loss, 1e-5*(1+math.Abs(want)), "%v ignore %d", s, ignore)
+			require.InDelta(t, want, loss, tl[T](1e-5, 1e-13)*(1+math.Abs(want)), "%v ignore %d", s, ignore)
 
-			dl := make([]float32, n*c)
+			dl := make([]T, n*c)
 			CrossEntropyBackward(dl, logits, lse, labels, n, c, ignore, 2)
 			num := numGrad(toF64(logits), func(x []float64) float64 { return 2 * refCE(x, labels, n, c, ignore) })
 			for i := range dl {
-				require.InDelta(t, num[i], dl[i], 1e-4, "%v grad at %d", s, i)
+				require.InDelta(t, num[i], dl[i], tl[T](1e-4, 1e-8), "%v grad at %d", s, i)
 			}
 			// In place: dlogits is logits.
-			cp := append([]float32(nil), logits...)
+			cp := append([]T(nil), logits...)
 			CrossEntropyBackward(cp, cp, lse, labels, n, c, ignore, 2)
 			assert.Equal(t, dl, cp)
 		}
@@ -115,11 +119,13 @@ func TestCrossEntropyExtremeLogits(t *testing.T) {
 	assert.InDelta(t, (1e4+math.Log(2))/2, loss, 1e-2)
 }
 
-func TestMSE(t *testing.T) {
+func TestMSE(t *testing.T) { bothTypes(t, testMSE[float32], testMSE[float64]) }
+
+func testMSE[T float](t *testing.T) {
 	r := rand.New(rand.NewPCG(62, 63))
 	for _, n := range []int{1, 17, 3*reducePiece + 5} {
-		a := randFloats(r, n, 1)
-		b := randFloats(r, n, 1)
+		a := randFloats[T](r, n, 1)
+		b := randFloats[T](r, n, 1)
 		want := 0.0
 		for i := range a {
 			d := float64(a[i]) - float64(b[i])
@@ -127,16 +133,16 @@ func TestMSE(t *testing.T) {
 		}
 		want /= float64(n)
 		got := MSE(a, b)
-		require.InDelta(t, want, got, 1e-6*want)
-		da := make([]float32, n)
-		db := make([]float32, n)
+		require.InDelta(t, want, got, tl[T](1e-6, 1e-13)*want)
+		da := make([]T, n)
+		db := make([]T, n)
 		MSEBackward(da, db, a, b, 3)
 		for i := range a {
 			w := 6 * (float64(a[i]) - float64(b[i])) / float64(n)
-			require.InDelta(t, w, da[i], 1e-6*(1+math.Abs(w)))
+			require.InDelta(t, w, da[i], tl[T](1e-6, 1e-14)*(1+math.Abs(w)))
 			require.Equal(t, -da[i], db[i])
 		}
 	}
-	assert.True(t, math.IsNaN(float64(MSE(nil, nil))))
+	assert.True(t, math.IsNaN(float64(MSE[float32](nil, nil))))
 	MSEBackward(nil, nil, []float32{1}, []float32{2}, 1) // nothing wanted, nothing written
 }

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"sync"
 
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
+
 	"github.com/subletml/sublet/kernels"
 
 	"github.com/subletml/sublet/dtype"
@@ -13,9 +16,11 @@ import (
 // operand: a is [..., m, k], b is [..., k, n] and dst is [..., m, n]. The dimensions
 // before those are batch dimensions; a's and b's broadcast to dst's by numpy rules, so
 // a weight [k, n] multiplies every matrix of a batch [B, m, k]. Operands may be
-// float32, float16 or bfloat16 with any strides (a transpose is a view with swapped
-// strides); products accumulate in float32 and dst is rounded once to its type. When
-// beta is 0, dst is not read. dst must not overlap a or b.
+// float64, float32, float16 or bfloat16 with any strides (a transpose is a view with
+// swapped strides); products accumulate in float64 when an operand is F64 (gonum's
+// Dgemm, see product64) and in float32 otherwise, and dst is rounded once to its type;
+// alpha and beta are rounded to that type. When beta is 0, dst is not read. dst must
+// not overlap a or b.
 //
 // The gradient of a weight shared across a batch sums over the batch; with a
 // contiguous a [B, m, k] and output gradient g [B, m, n] it is one product,
@@ -25,7 +30,7 @@ import (
 // matrix (nil means Builtin()); every other product runs on the built-in GEMM, which
 // converts float16 and bfloat16 while packing and writes such outputs through float32
 // blocks of bounded size.
-func Matmul(gemm Gemm, dst, a, b Operand, alpha, beta float32) {
+func Matmul(gemm Gemm, dst, a, b Operand, alpha, beta float64) {
 	const op = "matmul"
 	ra, rb, rd := len(a.Shape), len(b.Shape), len(dst.Shape)
 	if ra < 2 || rb < 2 || rd < 2 {
@@ -38,7 +43,7 @@ func Matmul(gemm Gemm, dst, a, b Operand, alpha, beta float32) {
 	dst.requireFloat(op)
 	for _, o := range []*Operand{&a, &b} {
 		if !o.dt.IsFloat() {
-			panic(fmt.Sprintf("kernels/cpu: %s: operands must be float32, float16 or bfloat16, not %v", op, o.dt))
+			panic(fmt.Sprintf("kernels/cpu: %s: operands must be float64, float32, float16 or bfloat16, not %v", op, o.dt))
 		}
 	}
 	batchOf := func(o Operand) kernels.Layout {
@@ -46,6 +51,17 @@ func Matmul(gemm Gemm, dst, a, b Operand, alpha, beta float32) {
 		return kernels.Layout{Shape: o.Shape[:r], Strides: o.Strides[:r], Offset: o.Offset}
 	}
 	it := newIter(op, batchOf(dst), batchOf(a), batchOf(b))
+	matrix := func(o Operand, off int) matView {
+		r := len(o.Shape)
+		return matView{o: o, off: off, rs: o.Strides[r-2], cs: o.Strides[r-1]}
+	}
+	if wide(dst, a, b) {
+		batches(m, n, k, it.size, func(i int, _ bool) {
+			offs := it.offsets(i)
+			product64(m, n, k, alpha, matrix(a, offs[1]), matrix(b, offs[2]), beta, matrix(dst, offs[0]))
+		})
+		return
+	}
 	g := bestGemmKernel()
 	var sys Gemm // a system BLAS, if gemm is one
 	switch v := gemm.(type) {
@@ -55,18 +71,15 @@ func Matmul(gemm Gemm, dst, a, b Operand, alpha, beta float32) {
 	default:
 		sys = v
 	}
-	matrix := func(o Operand, off int) matView {
-		r := len(o.Shape)
-		return matView{o: o, off: off, rs: o.Strides[r-2], cs: o.Strides[r-1]}
-	}
-	g.batches(m, n, k, it.size, func(i int, parallel bool) {
+	alpha32, beta32 := float32(alpha), float32(beta)
+	batches(m, n, k, it.size, func(i int, parallel bool) {
 		offs := it.offsets(i)
 		av, bv := matrix(a, offs[1]), matrix(b, offs[2])
 		dv := matrix(dst, offs[0])
-		if sys != nil && systemProduct(sys, m, n, k, alpha, av, bv, beta, dv) {
+		if sys != nil && systemProduct(sys, m, n, k, alpha32, av, bv, beta32, dv) {
 			return
 		}
-		g.product(m, n, k, alpha, av, bv, beta, dv, parallel)
+		g.product(m, n, k, alpha32, av, bv, beta32, dv, parallel)
 	})
 }
 
@@ -86,12 +99,13 @@ func (it *iter) offsets(i int) [maxOperands]int {
 	return offs
 }
 
-// blasLayout says how a float32 matrix of rows×cols elements reaches a BLAS: stored
+// blasLayout says how a matrix of rows×cols elements of dt reaches a BLAS: stored
 // row-major (trans false) or transposed, with its leading dimension; ok is false when
-// neither stride is 1 or the other is too small for a BLAS to accept.
-func blasLayout(v matView, rows, cols int) (trans bool, ld int, ok bool) {
+// it holds another type, neither stride is 1 or the other is too small for a BLAS to
+// accept.
+func blasLayout(v matView, rows, cols int, dt dtype.DType) (trans bool, ld int, ok bool) {
 	switch {
-	case v.o.dt != dtype.F32:
+	case v.o.dt != dt:
 		return false, 0, false
 	case rows == 1 && v.cs == 1:
 		return false, max(cols, 1), true // one row: its stride is never used
@@ -107,9 +121,9 @@ func blasLayout(v matView, rows, cols int) (trans bool, ld int, ok bool) {
 
 // systemProduct runs one product on a system Gemm when every operand suits it.
 func systemProduct(sys Gemm, m, n, k int, alpha float32, a, b matView, beta float32, c matView) bool {
-	ta, lda, okA := blasLayout(a, m, k)
-	tb, ldb, okB := blasLayout(b, k, n)
-	tc, ldc, okC := blasLayout(c, m, n)
+	ta, lda, okA := blasLayout(a, m, k, dtype.F32)
+	tb, ldb, okB := blasLayout(b, k, n, dtype.F32)
+	tc, ldc, okC := blasLayout(c, m, n, dtype.F32)
 	if !okA || !okB || !okC || tc {
 		return false
 	}
@@ -140,28 +154,88 @@ func (g *gemmKernel) product(m, n, k int, alpha float32, a, b matView, beta floa
 		rows := min(outRows, m-i0)
 		for j0 := 0; j0 < n; j0 += outCols {
 			cols := min(outCols, n-j0)
-			var buf [chunk]float32
-			for i := range rows {
-				row := block[i*cols : (i+1)*cols]
-				if beta == 0 {
-					clear(row)
-					continue
-				}
-				for q := 0; q < cols; q += chunk {
-					v := dst.o.load(dst.off+(i0+i)*dst.rs+(j0+q)*dst.cs, dst.cs, min(chunk, cols-q), &buf)
-					for j, x := range v {
-						row[q+j] = beta * x
-					}
-				}
-			}
+			readBlock(block, dst, i0, j0, rows, cols, beta)
 			ab, bb := a, b
 			ab.off += i0 * a.rs
 			bb.off += j0 * b.cs
 			g.run(rows, cols, k, alpha, ab, bb, 1, block, cols, parallel)
-			for i := range rows {
-				row := block[i*cols : (i+1)*cols]
-				storeFloats(dst.o, dst.off+(i0+i)*dst.rs+j0*dst.cs, dst.cs, row)
+			writeBlock(dst, i0, j0, rows, cols, block)
+		}
+	}
+}
+
+// readBlock reads the rows×cols block of v at (i0, j0), times scale, into the
+// row-major dst (zeros when scale is 0: v is then not read, and may hold NaNs).
+func readBlock[T float](dst []T, v matView, i0, j0, rows, cols int, scale T) {
+	var buf [chunk]T
+	for i := range rows {
+		row := dst[i*cols : (i+1)*cols]
+		if scale == 0 {
+			clear(row)
+			continue
+		}
+		for q := 0; q < cols; q += chunk {
+			x := load(&v.o, v.off+(i0+i)*v.rs+(j0+q)*v.cs, v.cs, min(chunk, cols-q), &buf)
+			for j, e := range x {
+				row[q+j] = scale * e
 			}
 		}
 	}
+}
+
+// writeBlock stores the row-major rows×cols block src into v at (i0, j0), in v's type.
+func writeBlock[T float](v matView, i0, j0, rows, cols int, src []T) {
+	for i := range rows {
+		storeFloats(v.o, v.off+(i0+i)*v.rs+j0*v.cs, v.cs, src[i*cols:(i+1)*cols])
+	}
+}
+
+// block64 is the side of the blocks product64 converts operands into.
+const block64 = 256
+
+var blocks64 = sync.Pool{New: func() any { s := make([]float64, 3*block64*block64); return &s }}
+
+// product64 runs one product in float64 through gonum's Dgemm (pure Go and assembly,
+// parallel over blocks of C, each summing along k in a fixed order, so the bits do not
+// depend on GOMAXPROCS). Operands that are F64 with a unit stride go to it as they
+// are; otherwise blocks of block64 (rows, columns, and k) are converted into float64
+// scratch, C's block accumulated there and rounded once into dst's type.
+func product64(m, n, k int, alpha float64, a, b matView, beta float64, c matView) {
+	if m == 0 || n == 0 {
+		return
+	}
+	var impl gonum.Implementation
+	ta, lda, okA := blasLayout(a, m, k, dtype.F64)
+	tb, ldb, okB := blasLayout(b, k, n, dtype.F64)
+	tc, ldc, okC := blasLayout(c, m, n, dtype.F64)
+	if okA && okB && okC && !tc {
+		impl.Dgemm(transpose(ta), transpose(tb), m, n, k, alpha, a.o.f64s()[a.off:], lda, b.o.f64s()[b.off:], ldb,
+			beta, c.o.f64s()[c.off:], ldc)
+		return
+	}
+	bp := blocks64.Get().(*[]float64)
+	defer blocks64.Put(bp)
+	const sq = block64 * block64
+	ab, bb, cb := (*bp)[:sq], (*bp)[sq:2*sq], (*bp)[2*sq:]
+	for i0 := 0; i0 < m; i0 += block64 {
+		rows := min(block64, m-i0)
+		for j0 := 0; j0 < n; j0 += block64 {
+			cols := min(block64, n-j0)
+			readBlock(cb, c, i0, j0, rows, cols, beta)
+			for p0 := 0; p0 < k; p0 += block64 {
+				depth := min(block64, k-p0)
+				readBlock(ab, a, i0, p0, rows, depth, 1)
+				readBlock(bb, b, p0, j0, depth, cols, 1)
+				impl.Dgemm(blas.NoTrans, blas.NoTrans, rows, cols, depth, alpha, ab, depth, bb, cols, 1, cb, cols)
+			}
+			writeBlock(c, i0, j0, rows, cols, cb)
+		}
+	}
+}
+
+func transpose(t bool) blas.Transpose {
+	if t {
+		return blas.Trans
+	}
+	return blas.NoTrans
 }

@@ -53,9 +53,12 @@ func TestMatmulAgainstReference(t *testing.T) {
 		if trial%10 == 0 { // cross the output blocks of converted products
 			m, n = outRows+3, 7
 		}
+		if trial%10 == 5 { // cross product64's blocks along k
+			k = block64 + 5
+		}
 		shape := func(bs []int, x, y int) []int { return append(append([]int(nil), bs...), x, y) }
 		gen := func() float64 { return float64(r.IntN(9)-4) / 4 }
-		types := []dtype.DType{dtype.F32, dtype.F32, dtype.F16, dtype.BF16}
+		types := []dtype.DType{dtype.F32, dtype.F32, dtype.F16, dtype.BF16, dtype.F64}
 		a := randView(r, pick(r, types), shape(broadcastShape(r, batch), m, k), gen)
 		b := randView(r, pick(r, types), shape(broadcastShape(r, batch), k, n), gen)
 		if r.IntN(3) == 0 {
@@ -63,14 +66,18 @@ func TestMatmulAgainstReference(t *testing.T) {
 			b = contiguousView(b.dt, b.l.Shape, gen)
 		}
 		dst := randView(r, pick(r, types), shape(batch, m, n), gen)
-		alpha := []float32{1, 0.5, -2}[r.IntN(3)]
-		beta := []float32{0, 1, 0.25}[r.IntN(3)]
-		if beta == 0 && dst.dt == dtype.F32 {
+		alpha := []float64{1, 0.5, -2}[r.IntN(3)]
+		beta := []float64{0, 1, 0.25}[r.IntN(3)]
+		if beta == 0 {
 			for i := range dst.f32 {
 				dst.f32[i] = float32(math.NaN()) // not read when beta is 0
 			}
+			for i := range dst.f64 {
+				dst.f64[i] = math.NaN()
+			}
 		}
 		before := dst
+		before.f64 = append([]float64(nil), dst.f64...)
 		before.f32 = append([]float32(nil), dst.f32...)
 		before.u16 = append([]uint16(nil), dst.u16...)
 		gemm := Gemm(nil)

@@ -46,14 +46,16 @@ func refAdam(c kernels.Adam, step int, p, g, m, v []float64) {
 	}
 }
 
-func requireAllClose(t *testing.T, want []float64, got []float32, tol float64, msg string) {
+func requireAllClose[T float](t *testing.T, want []float64, got []T, tol float64, msg string) {
 	t.Helper()
 	for i := range want {
 		require.InDelta(t, want[i], got[i], tol*(1+math.Abs(want[i])), "%s at %d", msg, i)
 	}
 }
 
-func TestSGD(t *testing.T) {
+func TestSGD(t *testing.T) { bothTypes(t, testSGD[float32], testSGD[float64]) }
+
+func testSGD[T float](t *testing.T) {
 	r := rand.New(rand.NewPCG(100, 101))
 	for _, c := range []kernels.SGD{
 		{LR: 0.1},
@@ -63,19 +65,21 @@ func TestSGD(t *testing.T) {
 		{LR: 0.05, Momentum: 0.9, Nesterov: true},
 	} {
 		n := 50
-		p := randFloats(r, n, 1)
-		buf := make([]float32, n)
+		p := randFloats[T](r, n, 1)
+		buf := make([]T, n)
 		p64, buf64 := toF64(p), make([]float64, n)
 		for step := range 5 {
-			g := randFloats(r, n, 1)
+			g := randFloats[T](r, n, 1)
 			SGDStep(c, p, g, buf, step == 0)
 			refSGD(c, p64, toF64(g), buf64, step == 0)
 		}
-		requireAllClose(t, p64, p, 1e-5, "sgd")
+		requireAllClose(t, p64, p, tl[T](1e-5, 1e-14), "sgd")
 	}
 }
 
-func TestAdam(t *testing.T) {
+func TestAdam(t *testing.T) { bothTypes(t, testAdam[float32], testAdam[float64]) }
+
+func testAdam[T float](t *testing.T) {
 	r := rand.New(rand.NewPCG(102, 103))
 	for _, c := range []kernels.Adam{
 		{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8},
@@ -83,16 +87,16 @@ func TestAdam(t *testing.T) {
 		{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1, Decoupled: true},
 	} {
 		n := 50
-		p := randFloats(r, n, 1)
-		m, v := make([]float32, n), make([]float32, n)
+		p := randFloats[T](r, n, 1)
+		m, v := make([]T, n), make([]T, n)
 		p64, m64, v64 := toF64(p), make([]float64, n), make([]float64, n)
 		for step := 1; step <= 6; step++ {
-			g := randFloats(r, n, 1)
+			g := randFloats[T](r, n, 1)
 			AdamStep(c, step, p, g, m, v)
 			refAdam(c, step, p64, toF64(g), m64, v64)
 		}
-		requireAllClose(t, p64, p, 1e-5, "adam")
-		requireAllClose(t, m64, m, 1e-5, "adam m")
-		requireAllClose(t, v64, v, 1e-5, "adam v")
+		requireAllClose(t, p64, p, tl[T](1e-5, 1e-13), "adam")
+		requireAllClose(t, m64, m, tl[T](1e-5, 1e-13), "adam m")
+		requireAllClose(t, v64, v, tl[T](1e-5, 1e-13), "adam v")
 	}
 }

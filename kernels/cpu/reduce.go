@@ -18,6 +18,12 @@ func Sum(dst, src Operand) { reduce("sum", dst, nil, src, false) }
 // Mean is Sum divided by the number of elements reduced per output (NaN when that is 0).
 func Mean(dst, src Operand) { reduce("mean", dst, nil, src, true) }
 
+// reduce runs the reduction in float64 when dst or src is F64 (maxima compare in it,
+// sums accumulate in float64 either way), in float32 otherwise.
+func reduce(op string, dst Operand, idx []int64, src Operand, mean bool) {
+	byType(reduceIn[float32], reduceIn[float64], dst.dt, src.dt)(op, dst, idx, src, mean)
+}
+
 // Max writes into dst the largest element of src over the dimensions dst reduces (as
 // for Sum) and into idx (one int64 per element of dst, in dst's row-major order) the
 // position of that element: its row-major index within the reduced dimensions, which
@@ -77,14 +83,14 @@ func newReduction(op string, dst, src kernels.Layout) reduction {
 }
 
 // fold is the running state of one run of at most chunk outputs.
-type fold struct {
+type fold[T float] struct {
 	isMax bool
 	sum   [chunk]float64
-	max   [chunk]float32
+	max   [chunk]T
 	arg   [chunk]int64 // -1 until the first element
 }
 
-func (f *fold) reset(n int) {
+func (f *fold[T]) reset(n int) {
 	for j := range n {
 		f.sum[j], f.max[j], f.arg[j] = 0, 0, -1
 	}
@@ -92,10 +98,10 @@ func (f *fold) reset(n int) {
 
 // better reports whether x replaces m (the maximum so far at position a) as the
 // maximum: it is larger, or the first element, or the first NaN.
-func better(x, m float32, a int64) bool { return a < 0 || m == m && (x > m || x != x) }
+func better[T float](x, m T, a int64) bool { return a < 0 || m == m && (x > m || x != x) }
 
 // add folds v, the elements at reduced positions r, r+1, … of output j.
-func (f *fold) add(j int, v []float32, r int) {
+func (f *fold[T]) add(j int, v []T, r int) {
 	if !f.isMax {
 		s := f.sum[j]
 		for _, x := range v {
@@ -114,7 +120,7 @@ func (f *fold) add(j int, v []float32, r int) {
 }
 
 // addColumn folds v[j], the element at reduced position r of output j, for every j.
-func (f *fold) addColumn(v []float32, r int) {
+func (f *fold[T]) addColumn(v []T, r int) {
 	if !f.isMax {
 		for j, x := range v {
 			f.sum[j] += float64(x)
@@ -130,13 +136,13 @@ func (f *fold) addColumn(v []float32, r int) {
 
 // partials holds each output's result per piece when the reduced elements are cut
 // into several pieces; output o's piece c is at o·pieces+c.
-type partials struct {
+type partials[T float] struct {
 	sum []float64
-	max []float32
+	max []T
 	arg []int64
 }
 
-func reduce(op string, dst Operand, idx []int64, src Operand, mean bool) {
+func reduceIn[T float](op string, dst Operand, idx []int64, src Operand, mean bool) {
 	dst.requireFloat(op)
 	isMax := idx != nil
 	rd := newReduction(op, dst.Layout, src.Layout)
@@ -147,26 +153,26 @@ func reduce(op string, dst Operand, idx []int64, src Operand, mean bool) {
 	if mean {
 		scale = 1 / float64(rd.nRed)
 	}
-	var part partials
+	var part partials[T]
 	if rd.pieces > 1 {
 		if isMax {
-			part.max = make([]float32, rd.nOut*rd.pieces)
+			part.max = make([]T, rd.nOut*rd.pieces)
 			part.arg = make([]int64, rd.nOut*rd.pieces)
 		} else {
 			part.sum = make([]float64, rd.nOut*rd.pieces)
 		}
 	}
 	// finish writes the results of a fold of n outputs from output o on into dst and idx.
-	finish := func(f *fold, o, n int, d, ds int, obuf *[chunk]float32) {
-		out := dst.out(d, ds, n, obuf)
-		for j := range out {
+	finish := func(f *fold[T], o, n int, d, ds int, obuf *[chunk]T) {
+		res := out(&dst, d, ds, n, obuf)
+		for j := range res {
 			if isMax {
-				out[j], idx[o+j] = f.max[j], f.arg[j]
+				res[j], idx[o+j] = f.max[j], f.arg[j]
 			} else {
-				out[j] = float32(f.sum[j] * scale)
+				res[j] = T(f.sum[j] * scale)
 			}
 		}
-		dst.flush(d, ds, out)
+		flush(&dst, d, ds, res)
 	}
 	ri := &rd.red
 	redInner := ri.st[0][ri.rank-1]
@@ -174,8 +180,8 @@ func reduce(op string, dst Operand, idx []int64, src Operand, mean bool) {
 	// Segments are (piece, output) pairs, piece-major, so a range of segments is a few
 	// ranges of consecutive outputs.
 	parallelFor(rd.nOut*rd.pieces, max(1, grain/segLen), func(lo, hi int) {
-		f := fold{isMax: isMax}
-		var buf, obuf [chunk]float32
+		f := fold[T]{isMax: isMax}
+		var buf, obuf [chunk]T
 		for c := lo / rd.nOut; c*rd.nOut < hi; c++ {
 			r0 := c * reducePiece
 			r1 := min(r0+reducePiece, rd.nRed)
@@ -190,7 +196,7 @@ func reduce(op string, dst Operand, idx []int64, src Operand, mean bool) {
 					r := r0
 					ri.walk(r0, r1, func(ro, rs *[maxOperands]int, m int) {
 						for e := range m {
-							f.addColumn(src.load(base+ro[0]+e*rs[0], sk, n, &buf), r)
+							f.addColumn(load(&src, base+ro[0]+e*rs[0], sk, n, &buf), r)
 							r++
 						}
 					})
@@ -198,7 +204,7 @@ func reduce(op string, dst Operand, idx []int64, src Operand, mean bool) {
 					for j := range n {
 						r := r0
 						ri.walk(r0, r1, func(ro, rs *[maxOperands]int, m int) {
-							f.add(j, src.load(base+j*sk+ro[0], rs[0], m, &buf), r)
+							f.add(j, load(&src, base+j*sk+ro[0], rs[0], m, &buf), r)
 							r += m
 						})
 					}
@@ -223,8 +229,8 @@ func reduce(op string, dst Operand, idx []int64, src Operand, mean bool) {
 		return
 	}
 	parallelFor(rd.nOut, max(1, grain/rd.pieces), func(lo, hi int) {
-		f := fold{isMax: isMax}
-		var obuf [chunk]float32
+		f := fold[T]{isMax: isMax}
+		var obuf [chunk]T
 		o := lo
 		rd.kept.walk(lo, hi, func(offs, inner *[maxOperands]int, n int) {
 			f.reset(n)
@@ -249,6 +255,10 @@ func reduce(op string, dst Operand, idx []int64, src Operand, mean bool) {
 // (the shape of Max's dst) at the positions idx names, 0 everywhere else. dx must not
 // overlap g.
 func MaxBackward(dx, g Operand, idx []int64) {
+	byType(maxBackward[float32], maxBackward[float64], dx.dt, g.dt)(dx, g, idx)
+}
+
+func maxBackward[T float](dx, g Operand, idx []int64) {
 	const op = "max backward"
 	dx.requireFloat(op)
 	rd := newReduction(op, g.Layout, dx.Layout)
@@ -261,10 +271,10 @@ func MaxBackward(dx, g Operand, idx []int64) {
 	Fill(dx, 0)
 	ri := &rd.red
 	parallelFor(rd.nOut, grain, func(lo, hi int) {
-		var buf [chunk]float32
+		var buf [chunk]T
 		o := lo
 		rd.kept.walk(lo, hi, func(offs, inner *[maxOperands]int, n int) {
-			gv := g.load(offs[0], inner[0], n, &buf)
+			gv := load(&g, offs[0], inner[0], n, &buf)
 			for j, v := range gv {
 				r := idx[o+j]
 				p := offs[1] + j*inner[1]
@@ -272,7 +282,7 @@ func MaxBackward(dx, g Operand, idx []int64) {
 					p += int(r%int64(ri.shape[d])) * ri.st[0][d]
 					r /= int64(ri.shape[d])
 				}
-				storeFloats(dx, p, 1, []float32{v})
+				storeFloats(dx, p, 1, []T{v})
 			}
 			o += n
 		})

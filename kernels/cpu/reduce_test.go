@@ -172,7 +172,7 @@ func TestMaxBackward(t *testing.T) {
 		MaxBackward(dx.op(), g.op(), idx)
 		// Every dx element is g where it was the max, else 0: summing dx back gives g
 		// and exactly one element per output is non-zero.
-		got := contiguousView(dtype.F32, dstShape, func() float64 { return 0 })
+		got := contiguousView(wider(dtype.F32, dx.dt), dstShape, func() float64 { return 0 })
 		Sum(got.op(), dx.op())
 		nonzero := 0
 		forEachIndex(shape, func(i []int) {

@@ -5,34 +5,34 @@ import (
 	"math"
 )
 
-// The softmax kernels work along the middle axis of a contiguous float32 array viewed
-// as [outer, n, inner]: the axis a tensor's softmax(dim) names, with outer the product
+// The softmax kernels work along the middle axis of a contiguous float32 or float64
+// array (computed in its own type) viewed as [outer, n, inner]: the axis a tensor's softmax(dim) names, with outer the product
 // of the dimensions before it and inner of those after. Sums accumulate in float64 in
 // index order. Every output may be the same slice as the input it replaces (in place).
 
 // Softmax writes exp(x - max) / Σ exp(x - max) into dst along the axis.
-func Softmax(dst, x []float32, outer, n, inner int) {
+func Softmax[T float](dst, x []T, outer, n, inner int) {
 	softmax("softmax", dst, x, outer, n, inner, false)
 }
 
 // LogSoftmax writes x - max - log Σ exp(x - max) into dst along the axis.
-func LogSoftmax(dst, x []float32, outer, n, inner int) {
+func LogSoftmax[T float](dst, x []T, outer, n, inner int) {
 	softmax("log_softmax", dst, x, outer, n, inner, true)
 }
 
 // SoftmaxBackward writes dx = y·(g - Σ g·y) given Softmax's output y and the output's
 // gradient g; dx may be g.
-func SoftmaxBackward(dx, g, y []float32, outer, n, inner int) {
+func SoftmaxBackward[T float](dx, g, y []T, outer, n, inner int) {
 	softmaxBackward("softmax backward", dx, g, y, outer, n, inner, false)
 }
 
 // LogSoftmaxBackward writes dx = g - exp(y)·Σ g given LogSoftmax's output y and the
 // output's gradient g; dx may be g.
-func LogSoftmaxBackward(dx, g, y []float32, outer, n, inner int) {
+func LogSoftmaxBackward[T float](dx, g, y []T, outer, n, inner int) {
 	softmaxBackward("log_softmax backward", dx, g, y, outer, n, inner, true)
 }
 
-func checkAxis(op string, outer, n, inner int, slices ...[]float32) {
+func checkAxis[T float](op string, outer, n, inner int, slices ...[]T) {
 	size := outer * n * inner
 	if outer < 0 || n < 0 || inner < 0 {
 		panic(fmt.Sprintf("kernels/cpu: %s: negative size [%d, %d, %d]", op, outer, n, inner))
@@ -58,7 +58,7 @@ func forAxis(outer, n, inner int, fn func(base, w int)) {
 	})
 }
 
-func softmax(op string, dst, x []float32, outer, n, inner int, log bool) {
+func softmax[T float](op string, dst, x []T, outer, n, inner int, log bool) {
 	checkAxis(op, outer, n, inner, dst, x)
 	if n == 0 {
 		return
@@ -68,10 +68,10 @@ func softmax(op string, dst, x []float32, outer, n, inner int, log bool) {
 		return
 	}
 	forAxis(outer, n, inner, func(base, w int) {
-		var mx [chunk]float32
+		var mx [chunk]T
 		var sum [chunk]float64
 		for j := range w {
-			mx[j], sum[j] = float32(math.Inf(-1)), 0
+			mx[j], sum[j] = T(math.Inf(-1)), 0
 		}
 		for p := range n {
 			row := x[base+p*inner : base+p*inner+w]
@@ -89,7 +89,7 @@ func softmax(op string, dst, x []float32, outer, n, inner int, log bool) {
 			}
 			es := out
 			if log { // keep x - max; the exponentials are only summed
-				var buf [chunk]float32
+				var buf [chunk]T
 				es = buf[:w]
 			}
 			expTo(es, out)
@@ -97,12 +97,12 @@ func softmax(op string, dst, x []float32, outer, n, inner int, log bool) {
 				sum[j] += float64(e)
 			}
 		}
-		var scale [chunk]float32
+		var scale [chunk]T
 		for j := range w {
 			if log {
-				scale[j] = float32(math.Log(sum[j]))
+				scale[j] = T(math.Log(sum[j]))
 			} else {
-				scale[j] = float32(1 / sum[j])
+				scale[j] = T(1 / sum[j])
 			}
 		}
 		for p := range n {
@@ -118,7 +118,7 @@ func softmax(op string, dst, x []float32, outer, n, inner int, log bool) {
 	})
 }
 
-func softmaxBackward(op string, dx, g, y []float32, outer, n, inner int, log bool) {
+func softmaxBackward[T float](op string, dx, g, y []T, outer, n, inner int, log bool) {
 	checkAxis(op, outer, n, inner, dx, g, y)
 	if inner == 1 {
 		forRows(outer, n, func(i int) { softmaxBackwardRow(dx[i*n:(i+1)*n], g[i*n:(i+1)*n], y[i*n:(i+1)*n], log) })
@@ -142,15 +142,15 @@ func softmaxBackward(op string, dx, g, y []float32, outer, n, inner int, log boo
 			yr := y[base+p*inner : base+p*inner+w]
 			out := dx[base+p*inner : base+p*inner+w]
 			if log {
-				var e [chunk]float32
+				var e [chunk]T
 				expTo(e[:w], yr)
 				for j, gv := range gr {
-					out[j] = gv - e[j]*float32(dot[j])
+					out[j] = gv - e[j]*T(dot[j])
 				}
 				continue
 			}
 			for j, gv := range gr {
-				out[j] = yr[j] * (gv - float32(dot[j]))
+				out[j] = yr[j] * (gv - T(dot[j]))
 			}
 		}
 	})
@@ -166,10 +166,10 @@ func forRows(rows, n int, fn func(i int)) {
 }
 
 // sumExp returns Σ e^v[i] in float64, in order. It replaces v with e^v unless keep.
-func sumExp(v []float32, keep bool) float64 {
+func sumExp[T float](v []T, keep bool) float64 {
 	var sum float64
 	forChunks(len(v), func(lo, hi int) {
-		var buf [chunk]float32
+		var buf [chunk]T
 		es := v[lo:hi]
 		if keep {
 			es = buf[:hi-lo]
@@ -183,9 +183,9 @@ func sumExp(v []float32, keep bool) float64 {
 }
 
 // softmaxRow is the softmax (or log-softmax) of one contiguous row.
-func softmaxRow(dst, x []float32, log bool) {
+func softmaxRow[T float](dst, x []T, log bool) {
 	dst = dst[:len(x)]
-	mx := float32(math.Inf(-1))
+	mx := T(math.Inf(-1))
 	for _, v := range x {
 		if v > mx || v != v {
 			mx = v
@@ -196,20 +196,20 @@ func softmaxRow(dst, x []float32, log bool) {
 	}
 	sum := sumExp(dst, log)
 	if log {
-		ls := float32(math.Log(sum))
+		ls := T(math.Log(sum))
 		for i := range dst {
 			dst[i] -= ls
 		}
 		return
 	}
-	scale := float32(1 / sum)
+	scale := T(1 / sum)
 	for i := range dst {
 		dst[i] *= scale
 	}
 }
 
 // softmaxBackwardRow is SoftmaxBackward (or LogSoftmaxBackward) on one contiguous row.
-func softmaxBackwardRow(dx, g, y []float32, log bool) {
+func softmaxBackwardRow[T float](dx, g, y []T, log bool) {
 	dx, y = dx[:len(g)], y[:len(g)]
 	var dot float64
 	for i, gv := range g {
@@ -219,7 +219,7 @@ func softmaxBackwardRow(dx, g, y []float32, log bool) {
 			dot += float64(gv) * float64(y[i])
 		}
 	}
-	d := float32(dot)
+	d := T(dot)
 	if !log {
 		for i, gv := range g {
 			dx[i] = y[i] * (gv - d)
@@ -227,7 +227,7 @@ func softmaxBackwardRow(dx, g, y []float32, log bool) {
 		return
 	}
 	forChunks(len(g), func(lo, hi int) {
-		var e [chunk]float32
+		var e [chunk]T
 		es := e[:hi-lo]
 		expTo(es, y[lo:hi])
 		for i, ev := range es {

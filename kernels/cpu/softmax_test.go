@@ -9,16 +9,16 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func randFloats(r *rand.Rand, n int, scale float64) []float32 {
-	s := make([]float32, n)
+func randFloats[T float](r *rand.Rand, n int, scale float64) []T {
+	s := make([]T, n)
 	for i := range s {
-		s[i] = float32(r.NormFloat64() * scale)
+		s[i] = T(r.NormFloat64() * scale)
 	}
 	return s
 }
 
 // refSoftmax computes softmax or log_softmax along the middle axis in float64.
-func refSoftmax(x []float32, outer, n, inner int, log bool) []float64 {
+func refSoftmax[T float](x []T, outer, n, inner int, log bool) []float64 {
 	out := make([]float64, len(x))
 	for o := range outer {
 		for j := range inner {
@@ -45,13 +45,17 @@ func refSoftmax(x []float32, outer, n, inner int, log bool) []float64 {
 }
 
 func TestSoftmaxAgainstReference(t *testing.T) {
+	bothTypes(t, testSoftmaxAgainstReference[float32], testSoftmaxAgainstReference[float64])
+}
+
+func testSoftmaxAgainstReference[T float](t *testing.T) {
 	r := rand.New(rand.NewPCG(50, 51))
 	shapes := [][3]int{{1, 1, 1}, {3, 7, 1}, {2, 5, 3}, {4, 1, 9}, {2, 300, 1}, {3, 4, 300}, {1, 2000, 20}}
 	for _, s := range shapes {
 		outer, n, inner := s[0], s[1], s[2]
-		x := randFloats(r, outer*n*inner, 3)
+		x := randFloats[T](r, outer*n*inner, 3)
 		for _, log := range []bool{false, true} {
-			y := make([]float32, len(x))
+			y := make([]T, len(x))
 			if log {
 				LogSoftmax(y, x, outer, n, inner)
 			} else {
@@ -59,11 +63,11 @@ func TestSoftmaxAgainstReference(t *testing.T) {
 			}
 			want := refSoftmax(x, outer, n, inner, log)
 			for i := range y {
-				require.InDelta(t, want[i], y[i], 2e-6*(1+math.Abs(want[i])), "log=%v %v at %d", log, s, i)
+				require.InDelta(t, want[i], y[i], tl[T](2e-6, 1e-14)*(1+math.Abs(want[i])), "log=%v %v at %d", log, s, i)
 			}
 			// Backward against the closed forms in float64.
-			g := randFloats(r, len(x), 1)
-			dx := make([]float32, len(x))
+			g := randFloats[T](r, len(x), 1)
+			dx := make([]T, len(x))
 			if log {
 				LogSoftmaxBackward(dx, g, y, outer, n, inner)
 			} else {
@@ -87,7 +91,7 @@ func TestSoftmaxAgainstReference(t *testing.T) {
 						} else {
 							w = want[at(p)] * (float64(g[at(p)]) - dot)
 						}
-						require.InDelta(t, w, dx[at(p)], 1e-5*(1+math.Abs(w)), "backward log=%v %v", log, s)
+						require.InDelta(t, w, dx[at(p)], tl[T](1e-5, 1e-13)*(1+math.Abs(w)), "backward log=%v %v", log, s)
 					}
 				}
 			}

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/subletml/sublet/kernels"
 
@@ -19,9 +20,11 @@ func checkUnary(op kernels.UnaryOp) {
 // buffer and layout) but must not otherwise overlap it.
 func Unary(op kernels.UnaryOp, dst, x Operand) {
 	checkUnary(op)
-	elementwise(op.String(), dst, []Operand{x}, func(out []float32, in [][]float32) {
-		unaryRun(op, out, in[0])
-	})
+	byType(unary[float32], unary[float64], dst.dt, x.dt)(op, dst, x)
+}
+
+func unary[T float](op kernels.UnaryOp, dst, x Operand) {
+	elementwise(op.String(), dst, []Operand{x}, func(out []T, in [][]T) { unaryRun(op, out, in[0]) })
 }
 
 // UnaryBackward writes the gradient of op's input into dx given the output's gradient
@@ -29,7 +32,11 @@ func Unary(op kernels.UnaryOp, dst, x Operand) {
 // (any operand for Neg). g and saved broadcast to dx's shape; dx may be g itself.
 func UnaryBackward(op kernels.UnaryOp, dx, g, saved Operand) {
 	checkUnary(op)
-	elementwise(op.String()+" backward", dx, []Operand{g, saved}, func(out []float32, in [][]float32) {
+	byType(unaryBackward[float32], unaryBackward[float64], dx.dt, g.dt, saved.dt)(op, dx, g, saved)
+}
+
+func unaryBackward[T float](op kernels.UnaryOp, dx, g, saved Operand) {
+	elementwise(op.String()+" backward", dx, []Operand{g, saved}, func(out []T, in [][]T) {
 		unaryGradRun(op, out, in[0], in[1])
 	})
 }
@@ -41,51 +48,58 @@ const (
 	invSqrt2Pi  = 0.3989422804014327 // 1/√(2π)
 )
 
-func unaryRun(op kernels.UnaryOp, dst, x []float32) {
+func unaryRun[T float](op kernels.UnaryOp, dst, x []T) {
 	switch op {
 	case kernels.Neg:
-		mapRun(dst, x, func(v float32) float32 { return -v })
+		mapRun(dst, x, func(v T) T { return -v })
 	case kernels.Abs:
-		mapRun(dst, x, math32.Abs)
+		mapRun(dst, x, abs[T])
 	case kernels.Exp:
 		expTo(dst, x)
 	case kernels.Log:
-		mapRun(dst, x, math32.Log)
+		mapRun(dst, x, logOf[T]())
 	case kernels.Sqrt:
-		mapRun(dst, x, math32.Sqrt)
+		mapRun(dst, x, sqrtf[T])
 	case kernels.Tanh:
+		d32, ok := as32(dst)
+		if !ok {
+			mapRun(dst, x, func(v T) T { return T(math.Tanh(float64(v))) })
+			return
+		}
+		x32, _ := as32(x)
 		forChunks(len(x), func(lo, hi int) {
 			var e [chunk]float32
 			es := e[:hi-lo]
-			mapRun(es, x[lo:hi], func(v float32) float32 { return 2 * math32.Abs(v) })
+			mapRun(es, x32[lo:hi], func(v float32) float32 { return 2 * math32.Abs(v) })
 			expTo(es, es)
-			zipRun(dst[lo:hi], x[lo:hi], es, tanhFromExp)
+			zipRun(d32[lo:hi], x32[lo:hi], es, tanhFromExp)
 		})
 	case kernels.Sigmoid:
 		// 1/(1+e^-x): e^-x overflowing to +Inf gives 0, as it should.
-		mapRun(dst, x, func(v float32) float32 { return -v })
+		mapRun(dst, x, func(v T) T { return -v })
 		expTo(dst, dst)
-		mapRun(dst, dst, func(e float32) float32 { return 1 / (1 + e) })
+		mapRun(dst, dst, func(e T) T { return 1 / (1 + e) })
 	case kernels.Relu:
-		mapRun(dst, x, func(v float32) float32 { return max(v, 0) })
+		mapRun(dst, x, func(v T) T { return max(v, 0) })
 	case kernels.GeluTanh:
 		// x/2·(1+tanh u) = x·σ(2u) = x/(1+e^-2u), u = √(2/π)(x+0.044715x³).
 		forChunks(len(x), func(lo, hi int) {
-			var e [chunk]float32
+			var e [chunk]T
 			es := e[:hi-lo]
-			mapRun(es, x[lo:hi], geluMinus2U)
+			mapRun(es, x[lo:hi], geluMinus2U[T])
 			expTo(es, es)
-			zipRun(dst[lo:hi], x[lo:hi], es, func(v, e float32) float32 { return v / (1 + e) })
+			zipRun(dst[lo:hi], x[lo:hi], es, func(v, e T) T { return v / (1 + e) })
 		})
 	case kernels.GeluErf:
-		mapRun(dst, x, func(v float32) float32 { return 0.5 * v * (1 + math32.Erf(v*invSqrt2)) })
+		erf := erfOf[T]()
+		mapRun(dst, x, func(v T) T { return 0.5 * v * (1 + erf(v*invSqrt2)) })
 	default:
 		panic(fmt.Sprintf("kernels/cpu: unknown %v", op))
 	}
 }
 
 // mapRun writes f(x[i]) into dst[i]; it inlines, and f with it.
-func mapRun(dst, x []float32, f func(float32) float32) {
+func mapRun[T float](dst, x []T, f func(T) T) {
 	dst = dst[:len(x)]
 	for i, v := range x {
 		dst[i] = f(v)
@@ -93,7 +107,7 @@ func mapRun(dst, x []float32, f func(float32) float32) {
 }
 
 // zipRun writes f(a[i], b[i]) into dst[i]; it inlines, and f with it.
-func zipRun(dst, a, b []float32, f func(x, y float32) float32) {
+func zipRun[T float](dst, a, b []T, f func(x, y T) T) {
 	dst = dst[:len(a)]
 	b = b[:len(a)]
 	for i, v := range a {
@@ -116,7 +130,7 @@ func tanhFromExp(x, e float32) float32 {
 }
 
 // geluMinus2U is -2u for GeluTanh's u = √(2/π)(x+0.044715x³).
-func geluMinus2U(x float32) float32 { return -2 * sqrt2OverPi * (x + geluCoef*x*x*x) }
+func geluMinus2U[T float](x T) T { return -2 * sqrt2OverPi * (x + geluCoef*x*x*x) }
 
 // forChunks calls fn on consecutive ranges of [0, n) at most chunk long, for code that
 // needs stack scratch per element.
@@ -127,12 +141,12 @@ func forChunks(n int, fn func(lo, hi int)) {
 }
 
 // unaryGradRun writes dst[i] = g[i]·op'(x) where s is y or x as SavesOutput says.
-func unaryGradRun(op kernels.UnaryOp, dst, g, s []float32) {
+func unaryGradRun[T float](op kernels.UnaryOp, dst, g, s []T) {
 	switch op {
 	case kernels.Neg:
-		mapRun(dst, g, func(gv float32) float32 { return -gv })
+		mapRun(dst, g, func(gv T) T { return -gv })
 	case kernels.Abs:
-		zipRun(dst, g, s, func(gv, x float32) float32 {
+		zipRun(dst, g, s, func(gv, x T) T {
 			switch {
 			case x > 0:
 				return gv
@@ -142,18 +156,18 @@ func unaryGradRun(op kernels.UnaryOp, dst, g, s []float32) {
 			return 0 * gv
 		})
 	case kernels.Exp:
-		zipRun(dst, g, s, func(gv, y float32) float32 { return gv * y })
+		zipRun(dst, g, s, func(gv, y T) T { return gv * y })
 	case kernels.Log:
-		zipRun(dst, g, s, func(gv, x float32) float32 { return gv / x })
+		zipRun(dst, g, s, func(gv, x T) T { return gv / x })
 	case kernels.Sqrt:
-		zipRun(dst, g, s, func(gv, y float32) float32 { return gv / (2 * y) })
+		zipRun(dst, g, s, func(gv, y T) T { return gv / (2 * y) })
 	case kernels.Tanh:
-		zipRun(dst, g, s, func(gv, y float32) float32 { return gv * (1 - y*y) })
+		zipRun(dst, g, s, func(gv, y T) T { return gv * (1 - y*y) })
 	case kernels.Sigmoid:
-		zipRun(dst, g, s, func(gv, y float32) float32 { return gv * y * (1 - y) })
+		zipRun(dst, g, s, func(gv, y T) T { return gv * y * (1 - y) })
 	case kernels.Relu:
 		// PyTorch's threshold_backward: 0 where y <= 0, so a NaN y passes g on.
-		zipRun(dst, g, s, func(gv, y float32) float32 {
+		zipRun(dst, g, s, func(gv, y T) T {
 			if y <= 0 {
 				return 0
 			}
@@ -162,9 +176,9 @@ func unaryGradRun(op kernels.UnaryOp, dst, g, s []float32) {
 	case kernels.GeluTanh:
 		// tanh u = 2/(1+e^-2u) - 1, which stays finite when e^-2u overflows.
 		forChunks(len(g), func(lo, hi int) {
-			var e [chunk]float32
+			var e [chunk]T
 			es := e[:hi-lo]
-			mapRun(es, s[lo:hi], geluMinus2U)
+			mapRun(es, s[lo:hi], geluMinus2U[T])
 			expTo(es, es)
 			xs, gs, ds := s[lo:hi], g[lo:hi], dst[lo:hi]
 			for i, ev := range es {
@@ -175,15 +189,16 @@ func unaryGradRun(op kernels.UnaryOp, dst, g, s []float32) {
 			}
 		})
 	case kernels.GeluErf:
+		erf := erfOf[T]()
 		forChunks(len(g), func(lo, hi int) {
-			var e [chunk]float32
+			var e [chunk]T
 			es := e[:hi-lo]
-			mapRun(es, s[lo:hi], func(x float32) float32 { return -0.5 * x * x })
+			mapRun(es, s[lo:hi], func(x T) T { return -0.5 * x * x })
 			expTo(es, es)
 			xs, gs, ds := s[lo:hi], g[lo:hi], dst[lo:hi]
 			for i, ev := range es {
 				x := xs[i]
-				cdf := 0.5 * (1 + math32.Erf(x*invSqrt2))
+				cdf := 0.5 * (1 + erf(x*invSqrt2))
 				ds[i] = gs[i] * (cdf + x*invSqrt2Pi*ev)
 			}
 		})

@@ -17,6 +17,7 @@ def bf16(x):
 
 tensors = [
     ("weight", "F32", [2, 2], struct.pack("<4f", 1.5, -2.25, 3e10, -0.0)),
+    ("double", "F64", [2], struct.pack("<2d", 0.1, -1e300)),
     ("half", "F16", [4], struct.pack("<4e", 1.0, -2.0, 65504.0, 0.00006103515625)),
     ("brain", "BF16", [3], b"".join(bf16(x) for x in (1.0, -1.5, 3.140625))),
     ("ids", "I64", [2], struct.pack("<2q", -(1 << 62), 5)),

@@ -1,9 +1,9 @@
 // Package dense converts between sublet tensors and gorgonia.org/tensor's *Dense, the
 // host-side array type of the Go ecosystem. Both directions copy.
 //
-// A Dense has no 16-bit floats: F16 and BF16 tensors become Float32 Dense values
-// (exactly), and a Float64 Dense becomes an F32 tensor (rounded to nearest). Views
-// (sliced or transposed Dense values) are read in their logical order.
+// Every conversion is exact. Float64 and F64 map to each other, Float32 and F32; a
+// Dense has no 16-bit floats, so F16 and BF16 tensors become Float32 Dense values
+// (exactly). Views (sliced or transposed Dense values) are read in their logical order.
 package dense
 
 import (
@@ -16,7 +16,7 @@ import (
 	"github.com/subletml/sublet/tensor"
 )
 
-// From copies d into a new tensor on dev owned by s: Float32 and Float64 become F32,
+// From copies d into a new tensor on dev owned by s: Float64 becomes F64, Float32 F32,
 // Int32 I32, Int64 and Int I64, Bool Bool. Other element types panic with a
 // *tensor.Error wrapping tensor.ErrDType.
 func From(s *tensor.Scope, dev device.Device, d *gt.Dense) *tensor.Tensor {
@@ -62,7 +62,9 @@ func From(s *tensor.Scope, dev device.Device, d *gt.Dense) *tensor.Tensor {
 // dtypeOf is the tensor dtype of a Dense element type From takes.
 func dtypeOf(t gt.Dtype) (dtype.DType, bool) {
 	switch t {
-	case gt.Float32, gt.Float64:
+	case gt.Float64:
+		return dtype.F64, true
+	case gt.Float32:
 		return dtype.F32, true
 	case gt.Int32:
 		return dtype.I32, true
@@ -112,12 +114,15 @@ func values(d *gt.Dense) any {
 	return d.Data()
 }
 
-// To copies t into a new Dense of t's shape: F32, F16 and BF16 become Float32, I32
-// Int32, I64 Int64, Bool Bool. t must have data on the host (not the meta device).
+// To copies t into a new Dense of t's shape: F64 becomes Float64, F32, F16 and BF16
+// Float32, I32 Int32, I64 Int64, Bool Bool. t must have data on the host (not the meta
+// device).
 func To(t *tensor.Tensor) *gt.Dense {
 	shape := t.Shape()
 	var backing any
 	switch t.DType() {
+	case dtype.F64:
+		backing = tensor.ToSlice[float64](t)
 	case dtype.F32, dtype.F16, dtype.BF16:
 		backing = tensor.ToSlice[float32](t)
 	case dtype.I32:
@@ -140,6 +145,8 @@ func To(t *tensor.Tensor) *gt.Dense {
 
 func first(s any) any {
 	switch v := s.(type) {
+	case []float64:
+		return v[0]
 	case []float32:
 		return v[0]
 	case []int32:

@@ -1,6 +1,7 @@
 package dense_test
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -34,9 +35,12 @@ func TestRoundTrips(t *testing.T) {
 	require.Equal(t, gt.Float32, h.Dtype())
 	require.Equal(t, []float32{1, 2, 3, 4, 5, 6}, h.Data())
 
-	f64 := dense.From(s, d, gt.New(gt.WithShape(3), gt.WithBacking([]float64{0.5, -1, 1e-40})))
-	require.Equal(t, dtype.F32, f64.DType())
-	require.Equal(t, []float32{0.5, -1, float32(1e-40)}, tensor.ToSlice[float32](f64))
+	f64 := dense.From(s, d, gt.New(gt.WithShape(3), gt.WithBacking([]float64{0.1, -1, 1e-300})))
+	require.Equal(t, dtype.F64, f64.DType(), "Float64 stays float64")
+	require.Equal(t, []float64{0.1, -1, 1e-300}, tensor.ToSlice[float64](f64))
+	f64back := dense.To(f64.Exp())
+	require.Equal(t, gt.Float64, f64back.Dtype())
+	require.Equal(t, []float64{math.Exp(0.1), math.Exp(-1), 1}, f64back.Data(), "computed in float64 both ways")
 
 	ints := dense.From(s, d, gt.New(gt.WithShape(2, 2), gt.WithBacking([]int{1, -2, 3, 4})))
 	require.Equal(t, dtype.I64, ints.DType())
@@ -86,7 +90,7 @@ func TestEveryTypeAndScalars(t *testing.T) {
 		back    gt.Dtype
 	}{
 		{[]float32{1.5, -2}, float32(1.5), dtype.F32, gt.Float32},
-		{[]float64{1.5, -2}, float64(1.5), dtype.F32, gt.Float32},
+		{[]float64{1.5, -2}, float64(1.5), dtype.F64, gt.Float64},
 		{[]int32{7, -8}, int32(7), dtype.I32, gt.Int32},
 		{[]int64{7, -8}, int64(7), dtype.I64, gt.Int64},
 		{[]int{7, -8}, 7, dtype.I64, gt.Int64},

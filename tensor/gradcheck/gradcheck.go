@@ -1,11 +1,16 @@
 // Package gradcheck checks the gradients an op's backward rule computes against
 // central finite differences.
 //
-// The op runs in float32 on the device given (cpu, or sim with a backing store); the
-// perturbation and the reduction to a scalar are done in float64 on the host, and the
-// difference quotient divides by the perturbation the float32 inputs really got. A
-// fixed random projection w turns the output into the scalar L = Σ out·w, so every
-// output element takes part; backward is seeded with w.
+// The inputs are F64 by default, as PyTorch's gradcheck wants double inputs: the op
+// runs in float64 on the device given (cpu, or sim with a backing store) and the
+// default tolerances are PyTorch's (eps 1e-6, atol 1e-5, rtol 1e-3). Options.DType F32
+// runs the op in float32 with looser defaults (eps 1e-2, atol 1e-3, rtol 1e-2). The
+// inputs' values are rounded to that type first (explicitly: FromSlice takes only
+// exact values), the perturbation and the reduction to a scalar are done in float64
+// on the host, and the difference quotient divides by the perturbation the inputs
+// really got. A fixed random projection w (rounded to the output's type) turns the
+// output into the scalar L = Σ out·w, so every output element takes part; backward is
+// seeded with w.
 //
 // Invariant: Check releases everything it made, also when f panics with a
 // *tensor.Error (the panic goes on).
@@ -29,16 +34,45 @@ type Input struct {
 	Data  []float64 // row-major, len = the shape's element count
 }
 
-// Options tune a check; zero fields take the defaults.
+// Options tune a check; zero fields take the defaults, which depend on DType.
 type Options struct {
-	// Eps is the perturbation (default 1e-2: float32 round-off over a smaller step
-	// would swamp the difference).
+	// DType is the type of the inputs: dtype.F64 (the default) or dtype.F32.
+	DType dtype.DType
+	// Eps is the perturbation (default 1e-6 for F64, as PyTorch's; 1e-2 for F32,
+	// where round-off over a smaller step would swamp the difference).
 	Eps float64
-	// An element passes when |analytic − numeric| ≤ Atol + Rtol·|numeric|
-	// (defaults 1e-3 and 1e-2).
+	// An element passes when |analytic − numeric| ≤ Atol + Rtol·|numeric| (defaults
+	// 1e-5 and 1e-3 for F64, as PyTorch's; 1e-3 and 1e-2 for F32).
 	Atol, Rtol float64
 	// Seed picks the projection w and the generator f's scope draws from (default 1).
 	Seed uint64
+}
+
+// defaults fills the zero fields of o.
+func (o *Options) defaults() error {
+	eps, atol, rtol := 1e-6, 1e-5, 1e-3
+	switch o.DType {
+	case dtype.Invalid:
+		o.DType = dtype.F64
+	case dtype.F64:
+	case dtype.F32:
+		eps, atol, rtol = 1e-2, 1e-3, 1e-2
+	default:
+		return fmt.Errorf("gradcheck: inputs of %v: use dtype.F64 (the default) or dtype.F32", o.DType)
+	}
+	if o.Eps == 0 {
+		o.Eps = eps
+	}
+	if o.Atol == 0 {
+		o.Atol = atol
+	}
+	if o.Rtol == 0 {
+		o.Rtol = rtol
+	}
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+	return nil
 }
 
 // Func computes the checked output from the inputs, in scope s (its child scope for
@@ -49,18 +83,11 @@ type Func func(s *tensor.Scope, in []*tensor.Tensor) *tensor.Tensor
 // Check compares, for every element of every input, the gradient backward gives with
 // the central difference, and returns an error listing the elements that differ.
 func Check(dev device.Device, f Func, inputs []Input, o Options) error {
-	if o.Eps == 0 {
-		o.Eps = 1e-2
+	if err := o.defaults(); err != nil {
+		return err
 	}
-	if o.Atol == 0 {
-		o.Atol = 1e-3
-	}
-	if o.Rtol == 0 {
-		o.Rtol = 1e-2
-	}
-	if o.Seed == 0 {
-		o.Seed = 1
-	}
+	dt := o.DType
+	inputs = append([]Input(nil), inputs...)
 	for i, in := range inputs {
 		n := 1
 		for _, d := range in.Shape {
@@ -69,24 +96,28 @@ func Check(dev device.Device, f Func, inputs []Input, o Options) error {
 		if n != len(in.Data) {
 			return fmt.Errorf("gradcheck: input %d: %d values for shape %v", i, len(in.Data), in.Shape)
 		}
+		inputs[i].Data = make([]float64, n)
+		for j, x := range in.Data {
+			inputs[i].Data[j] = dt.Round(x)
+		}
 	}
 	gen := tensor.NewGenerator(o.Seed)
 	state := gen.State()
 	root := tensor.NewScope(tensor.WithGenerator(gen))
 	defer root.Close()
 
-	analytic, w := backward(root, dev, f, inputs, gen, state, o.Seed)
+	analytic, w := backward(root, dev, dt, f, inputs, gen, state, o.Seed)
 	var bad []string
 	for i, in := range inputs {
 		data := append([]float64(nil), in.Data...)
 		for j, x := range in.Data {
-			hi, lo := float32(x+o.Eps), float32(x-o.Eps)
-			data[j] = float64(hi)
-			lp := evaluate(root, dev, f, inputs, i, data, w, gen, state)
-			data[j] = float64(lo)
-			lm := evaluate(root, dev, f, inputs, i, data, w, gen, state)
+			hi, lo := dt.Round(x+o.Eps), dt.Round(x-o.Eps)
+			data[j] = hi
+			lp := evaluate(root, dev, dt, f, inputs, i, data, w, gen, state)
+			data[j] = lo
+			lm := evaluate(root, dev, dt, f, inputs, i, data, w, gen, state)
 			data[j] = x
-			numeric := (lp - lm) / (float64(hi) - float64(lo))
+			numeric := (lp - lm) / (hi - lo)
 			a := analytic[i][j]
 			if !(math.Abs(a-numeric) <= o.Atol+o.Rtol*math.Abs(numeric)) {
 				bad = append(bad, fmt.Sprintf("input %d element %d (x=%g): backward %.6g, finite difference %.6g", i, j, x, a, numeric))
@@ -100,19 +131,19 @@ func Check(dev device.Device, f Func, inputs []Input, o Options) error {
 }
 
 // backward runs f once with grad and returns the inputs' gradients and the projection.
-func backward(root *tensor.Scope, dev device.Device, f Func, inputs []Input, gen *tensor.Generator, state tensor.GeneratorState, seed uint64) ([][]float64, []float64) {
+func backward(root *tensor.Scope, dev device.Device, dt dtype.DType, f Func, inputs []Input, gen *tensor.Generator, state tensor.GeneratorState, seed uint64) ([][]float64, []float64) {
 	s := root.Child()
 	defer s.Close()
 	leaves := make([]*tensor.Tensor, len(inputs))
 	for i, in := range inputs {
-		leaves[i] = tensor.FromSlice(s, dev, dtype.F32, in.Data, in.Shape...).SetRequiresGrad(true)
+		leaves[i] = tensor.FromSlice(s, dev, dt, in.Data, in.Shape...).SetRequiresGrad(true)
 	}
 	gen.Restore(state)
 	out := f(s, leaves)
 	r := rand.New(rand.NewPCG(seed, 7))
 	w := make([]float64, out.Numel())
 	for k := range w {
-		w[k] = float64(float32(r.Float64()*2 - 1))
+		w[k] = out.DType().Round(r.Float64()*2 - 1)
 	}
 	grad := tensor.FromSlice(s, dev, out.DType(), w, out.Shape()...)
 	if out.Rank() == 0 {
@@ -131,7 +162,7 @@ func backward(root *tensor.Scope, dev device.Device, f Func, inputs []Input, gen
 }
 
 // evaluate returns Σ f(inputs)·w in float64, input i replaced by data, without grad.
-func evaluate(root *tensor.Scope, dev device.Device, f Func, inputs []Input, i int, data, w []float64, gen *tensor.Generator, state tensor.GeneratorState) float64 {
+func evaluate(root *tensor.Scope, dev device.Device, dt dtype.DType, f Func, inputs []Input, i int, data, w []float64, gen *tensor.Generator, state tensor.GeneratorState) float64 {
 	s := root.Child(tensor.NoGrad())
 	defer s.Close()
 	in := make([]*tensor.Tensor, len(inputs))
@@ -140,7 +171,7 @@ func evaluate(root *tensor.Scope, dev device.Device, f Func, inputs []Input, i i
 		if k == i {
 			d = data
 		}
-		in[k] = tensor.FromSlice(s, dev, dtype.F32, d, x.Shape...)
+		in[k] = tensor.FromSlice(s, dev, dt, d, x.Shape...)
 	}
 	gen.Restore(state)
 	out := tensor.ToSlice[float64](f(s, in))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device/cpu"
+	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/tensor"
 	"github.com/subletml/sublet/tensor/gradcheck"
 	"github.com/subletml/sublet/tensor/tensortest"
@@ -58,5 +59,36 @@ func TestCheckReleasesAndEdgeCases(t *testing.T) {
 	err := tensor.Try(func() { _ = gradcheck.Check(d, failing, in, gradcheck.Options{}) })
 	require.ErrorIs(t, err, tensor.ErrShape, "f's panic goes on")
 	require.Equal(t, 3, calls)
+	tensortest.RequireEmpty(t, d)
+}
+
+// Checks run in F64 by default, with PyTorch's tolerances: a gradient off by 5e-3
+// relative, within what float32's round-off needs, is caught; F32 is there when asked
+// for.
+func TestCheckF64ByDefaultAndF32OnRequest(t *testing.T) {
+	d := tensortest.CPU(t)
+	in := []gradcheck.Input{{Shape: []int{2, 3}, Data: []float64{0.3, -0.7, 1.1, 0.5, -1.3, 0.9}}}
+	var dtypes []dtype.DType
+	slightlyWrong := func(s *tensor.Scope, x []*tensor.Tensor) *tensor.Tensor {
+		dtypes = append(dtypes, x[0].DType())
+		y := x[0].Tanh().Mul(x[0]).Sum(1)
+		if y.RequiresGrad() {
+			y.RegisterHook(func(_ *tensor.Scope, g *tensor.Tensor) *tensor.Tensor { return g.MulScalar(1 + 5e-3) })
+		}
+		return y
+	}
+	err := gradcheck.Check(d, slightlyWrong, in, gradcheck.Options{})
+	require.Error(t, err, "float64 sees a 5e-3 error")
+	require.Equal(t, dtype.F64, dtypes[0])
+	dtypes = nil
+	require.NoError(t, gradcheck.Check(d, slightlyWrong, in, gradcheck.Options{DType: dtype.F32}), "float32's tolerances do not")
+	require.Equal(t, dtype.F32, dtypes[0])
+
+	// Inputs that F32 cannot hold are rounded to it first, explicitly.
+	f := func(s *tensor.Scope, x []*tensor.Tensor) *tensor.Tensor { return x[0].Exp() }
+	require.NoError(t, gradcheck.Check(d, f, []gradcheck.Input{{Shape: []int{2}, Data: []float64{0.1, 1.0 / 3}}}, gradcheck.Options{DType: dtype.F32}))
+
+	err = gradcheck.Check(d, f, in, gradcheck.Options{DType: dtype.F16})
+	require.ErrorContains(t, err, "use dtype.F64 (the default) or dtype.F32")
 	tensortest.RequireEmpty(t, d)
 }
