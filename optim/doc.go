@@ -1,6 +1,17 @@
 // Package optim is sublet's optimizers: SGD (momentum, dampening, Nesterov, weight
 // decay), Adam and AdamW, with PyTorch's update formulas and semantics.
 //
+// # Use
+//
+//	opt, err := optim.NewAdamW(nn.Parameters(model), optim.DefaultAdamW())
+//	defer opt.Release()   // the optimizer state back to the allocator
+//	... each step: forward and Backward in a scope, close it, then
+//	opt.Step()            // updates in place every parameter that has a gradient
+//	opt.ZeroGrad(true)    // drops the gradients: their memory returns to the allocator
+//
+// StateBytes says what the state holds; amp's GradScaler drives an Optimizer for mixed
+// precision.
+//
 // # Ownership and memory
 //
 //   - An optimizer holds its parameters (owned by their module) and owns its state:

@@ -2,6 +2,15 @@
 // of asynchronous host↔device copies, after PyTorch's CachingHostAllocator
 // (spec/allocator.md §1.19).
 //
+//	h, err := pinned.New(dev)      // pinned_* settings from SUBLET_ALLOC_CONF
+//	buf, err := h.Alloc(n)         // a []byte outside the Go heap, page-locked on a GPU
+//	... copy into buf, start the host-to-device copy on stream s ...
+//	err = h.RecordEvent(buf, s)    // buf is not reused before the copy has completed
+//	err = h.Free(buf)              // cached for the next request of its size
+//	defer h.Close()                // everything goes back to the system
+//
+// Package data's Loader uses one for its batches (data.Config.Pinned).
+//
 // Memory comes from the device's cuMemHostAlloc (device.PinnedHost) when it offers one;
 // with pinned_use_cuda_host_register, from anonymous mmap that the device page-locks in
 // place (device.HostRegisterer); otherwise from anonymous mmap (internal/hostmem), which

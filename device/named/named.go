@@ -4,6 +4,12 @@
 // first GPU) and "cuda:N". The environment variable
 // SUBLET_DEVICE, read by Default at each call, overrides the automatic choice.
 //
+// # Use
+//
+//	dev, err := named.Default()      // SUBLET_DEVICE, else cuda:0 when usable, else cpu
+//	dev, err := named.Open("sim")    // one device value per name, shared by everyone
+//	n, err := named.Parse(*flagDev)  // a name taken apart, to open a device of one's own
+//
 // Invariants:
 //   - Each name opens its device once per process: later calls return the same value,
 //     so that the one caching allocator each device value owns is shared by everyone

@@ -1,6 +1,9 @@
 // Package dense converts between sublet tensors and gorgonia.org/tensor's *Dense, the
 // host-side array type of the Go ecosystem. Both directions copy.
 //
+//	t := dense.From(s, dev, d) // a *tensor.Tensor owned by scope s, on dev
+//	d2 := dense.To(t)          // a new *tensor.Dense
+//
 // A Dense has no 16-bit floats: F16 and BF16 tensors become Float32 Dense values
 // (exactly), and a Float64 Dense becomes an F32 tensor (rounded to nearest). Views
 // (sliced or transposed Dense values) are read in their logical order.

@@ -1,6 +1,12 @@
 // Package gradcheck checks the gradients an op's backward rule computes against
 // central finite differences.
 //
+//	err := gradcheck.Check(dev, func(s *tensor.Scope, in []*tensor.Tensor) *tensor.Tensor {
+//		return in[0].Tanh().Mul(in[1])
+//	}, []gradcheck.Input{{Shape: []int{2, 3}, Data: a}, {Shape: []int{2, 3}, Data: b}}, gradcheck.Options{})
+//
+// err is nil when every element agrees, else it lists those that do not.
+//
 // The op runs in float32 on the device given (cpu, or sim with a backing store); the
 // perturbation and the reduction to a scalar are done in float64 on the host, and the
 // difference quotient divides by the perturbation the float32 inputs really got. A
