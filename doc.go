@@ -62,6 +62,7 @@
 //   - docs/ownership.md: the ownership and release contract in full.
 //   - docs/allocator.md: every decision the caching allocator makes, and its statistics.
 //   - docs/autocast.md: the autocast policy, the weight-cast cache and GradScaler.
+//   - docs/checkpoint.md: what checkpointing keeps, and PyTorch's figures it is held to.
 //   - docs/alloc-settings.md: the allocator settings measured on a trace.
 //   - docs/observability.md: history, snapshots, the viewer, pprof, Prometheus, the profiler.
 //   - docs/gpu.md and docs/benchmarks.md: the GPU suite, and every measured figure.

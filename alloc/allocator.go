@@ -1,5 +1,5 @@
 // Package alloc is a caching allocator over any device.Device whose decisions are those
-// of PyTorch 2.11's native CUDA caching allocator (spec/allocator.md §1–2): request
+// of PyTorch 2.11's native CUDA caching allocator (docs/allocator.md says each): request
 // rounding, small and large pools, segment sizes, best fit by (stream, size, address),
 // splitting and merging, max_split_size, garbage collection, expandable segments,
 // per-stream pools with deferred frees through events, the release-and-retry path,

@@ -3,12 +3,13 @@
 // saving: a stack of Linear layers, one training step's forward and backward, and the
 // memory after the forward (what the graph keeps for backward) and at the peak.
 //
-// The default is the spec's measurement (16 × Linear(1024→1024) with biases, batch
-// 1024, an input that requires grad, 4 segments, F16 autocast), on the meta device, so
-// the table also gives what PyTorch 2.11 measured for the same on the H200. With a batch
+// The default is PyTorch's measurement in docs/checkpoint.md (16 × Linear(1024→1024)
+// with biases, batch 1024, an input that requires grad, 4 segments, F16 autocast), on
+// the meta device, so the table also gives what PyTorch 2.11 measured for the same on
+// the H200. With a batch
 // much larger than the width, activations dominate and the peaks drop too.
 //
-//	go run ./examples/ckptamp                    # the spec's sizes, beside PyTorch's figures
+//	go run ./examples/ckptamp                    # PyTorch's sizes, beside its figures
 //	go run ./examples/ckptamp -batch 8192        # activation-dominated: the peaks drop
 //	go run ./examples/ckptamp -device cpu -width 64 -batch 256
 package main
@@ -76,7 +77,8 @@ type cost struct {
 	kept, peak, grads int64
 }
 
-// torch is PyTorch 2.11's figures on the H200 for the spec's sizes (spec §2.9), in MiB:
+// torch is PyTorch 2.11's figures on the H200 for the default sizes (docs/checkpoint.md),
+// in MiB:
 // held after the forward, and the peak of forward and backward, above the start.
 var torch = map[string][2]float64{
 	"F32":                     {64, 84.06},
@@ -188,6 +190,6 @@ func report(out io.Writer, c config, dev device.Device, costs []cost) {
 	fmt.Fprintf(out, "the peak comes at the end of backward, where the %s of gradients are alive whatever the way: it drops only when activations outweigh them (a batch much larger than the width)\n",
 		demo.Bytes(plain.grads))
 	if spec {
-		fmt.Fprintln(out, "(PyTorch 2.11 on the H200, spec §2.9)")
+		fmt.Fprintln(out, "(PyTorch 2.11 on the H200, docs/checkpoint.md)")
 	}
 }
