@@ -94,6 +94,8 @@ func TestReplayBlogPattern(t *testing.T) {
 			assert.Equal(t, int64(0), res.Final["allocated_bytes.all.current"])
 			assert.Equal(t, c.reserved, res.Final["reserved_bytes.all.peak"])
 			assert.Equal(t, int64(0), res.Final["num_ooms"])
+			assert.Zero(t, res.OOMs)
+			assert.Nil(t, res.FirstOOM)
 		})
 	}
 }
@@ -118,6 +120,13 @@ func TestReplayCountsOOMAndSkipsTheFreeOfItsID(t *testing.T) {
 	assert.Equal(t, []int64{80 * mib, 80 * mib, 80 * mib, 0, 40 * mib, 0, 0}, col(t, res, "allocated_bytes.all.current"))
 	assert.Equal(t, []int64{80 * mib, 80 * mib, 80 * mib, 80 * mib, 80 * mib, 80 * mib, 0}, col(t, res, "reserved_bytes.all.current"))
 	assert.Equal(t, int64(0), res.Final["reserved_bytes.all.current"])
+	assert.Equal(t, 1, res.OOMs)
+	require.NotNil(t, res.FirstOOM)
+	assert.Equal(t, 1, res.FirstOOM.Index, "line 2 of the trace")
+	var oom *alloc.OOMError
+	require.ErrorAs(t, res.FirstOOM, &oom)
+	assert.Equal(t, int64(40*mib), oom.Requested)
+	assert.Contains(t, res.FirstOOM.Error(), "replay line 2 (alloc id 2 size 41943040): alloc: out of memory on sim.")
 }
 
 func TestReplayStopsAtANonOOMErrorWithItsLine(t *testing.T) {
