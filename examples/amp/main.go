@@ -23,14 +23,10 @@ import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/cpu"
 	"github.com/subletml/sublet/device/sim"
+	"github.com/subletml/sublet/examples/internal/exflag"
 )
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "amp:", err)
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(exflag.Status("amp", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 // config is what the flags set.
 type config struct {

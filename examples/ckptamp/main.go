@@ -25,16 +25,12 @@ import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/examples/internal/demo"
+	"github.com/subletml/sublet/examples/internal/exflag"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "ckptamp:", err)
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(exflag.Status("ckptamp", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 const mib = 1 << 20
 
@@ -53,7 +49,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.batch, "batch", 1024, "batch size")
 	fs.IntVar(&c.segments, "segments", 4, "checkpoint segments")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the parameters and the input")
-	if err := demo.Parse(fs, args); err != nil {
+	if err := exflag.Parse(fs, args); err != nil {
 		return c, err
 	}
 	if c.depth < 1 || c.width < 1 || c.batch < 1 || c.segments < 2 || c.segments > c.depth {

@@ -25,10 +25,7 @@ func main() {
 	if os.Getenv(workerEnv) != "" {
 		os.Exit(workerMain(os.Args[1:], os.Stdin, os.Stdout))
 	}
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "multiprocess:", err)
-		os.Exit(1)
-	}
+	os.Exit(exflag.Status("multiprocess", run(os.Args[1:], os.Stdout), os.Stderr))
 }
 
 // config is what the flags set.

@@ -190,19 +190,9 @@ func Table(out io.Writer, indent string, header []string, rows [][]string) {
 	}
 }
 
-// Parse parses an example's command line with fs and refuses arguments after the flags.
-func Parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	return nil
-}
-
 // Flags returns the flag set of the example called name, writing its messages to out,
-// with the -device flag already defined: it sets *dev, def by default.
+// with the -device flag already defined: it sets *dev, def by default. Parse it with
+// exflag.Parse.
 func Flags(name string, out io.Writer, dev *string, def string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(out)

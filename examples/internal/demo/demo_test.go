@@ -10,6 +10,7 @@ import (
 
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/examples/internal/exflag"
 )
 
 func TestBytes(t *testing.T) {
@@ -67,10 +68,10 @@ func TestFlags(t *testing.T) {
 	var dev string
 	fs := Flags("x", io.Discard, &dev, "cpu")
 	n := fs.Int("n", 1, "")
-	require.NoError(t, Parse(fs, []string{"-device", "sim", "-n", "3"}))
+	require.NoError(t, exflag.Parse(fs, []string{"-device", "sim", "-n", "3"}))
 	assert.Equal(t, "sim", dev)
 	assert.Equal(t, 3, *n)
-	assert.ErrorContains(t, Parse(Flags("x", io.Discard, &dev, "cpu"), []string{"extra"}), `unexpected arguments ["extra"]`)
+	assert.ErrorContains(t, exflag.Parse(Flags("x", io.Discard, &dev, "cpu"), []string{"extra"}), `unexpected arguments ["extra"]`)
 }
 
 func must[T any](v T, err error) T {
