@@ -259,7 +259,7 @@ func TestReplayErrors(t *testing.T) {
 
 func TestReplayOnCPUDecidesAsOnSim(t *testing.T) {
 	finals := map[string]map[string]int64{}
-	for _, dev := range []string{"cpu", "sim"} {
+	for _, dev := range []string{"cpu", "sim", "sim-backed"} {
 		code, out, errs := sublet("replay", "-trace", "../../testdata/traces/blog.jsonl.gz", "-device", dev)
 		require.Equal(t, 0, code, errs)
 		var r replayOut
@@ -267,7 +267,25 @@ func TestReplayOnCPUDecidesAsOnSim(t *testing.T) {
 		finals[dev] = r.Final
 	}
 	assert.Equal(t, finals["sim"], finals["cpu"])
+	assert.Equal(t, finals["sim"], finals["sim-backed"])
 	assert.Equal(t, int64(0), finals["cpu"]["reserved_bytes.all.current"])
+}
+
+// -device takes device/named's names: "cuda" is "cuda:0", here as in SUBLET_DEVICE.
+func TestReplayDeviceNamesAreNamed(t *testing.T) {
+	trace := "../../testdata/traces/blog.jsonl.gz"
+	code, out, errs := sublet("replay", "-trace", trace, "-device", "cuda")
+	code0, out0, errs0 := sublet("replay", "-trace", trace, "-device", "cuda:0")
+	assert.Equal(t, code0, code)
+	assert.Equal(t, out0, out)
+	assert.Equal(t, errs0, errs, "the same device, the same outcome")
+	assert.NotContains(t, errs, "unknown device")
+	if code != 0 {
+		assert.Contains(t, errs, "device cuda:0: ", "without a GPU: the driver's reason, under the canonical name")
+	}
+	code, _, errs = sublet("replay", "-h")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, errs, "sim-backed (a simulated H200 with data), cuda or cuda:N")
 }
 
 func TestDemo(t *testing.T) {

@@ -23,7 +23,6 @@ import (
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/named"
-	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/examples/internal/exflag"
 	"github.com/subletml/sublet/internal/units"
@@ -87,9 +86,6 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 
 // openDevice opens the device the flag names.
 func openDevice(name string) (device.Device, error) {
-	if name == "sim-backed" {
-		return sim.New(sim.Options{Backing: true})
-	}
 	d, err := named.Open(name)
 	if err != nil && strings.HasPrefix(name, "cuda") {
 		return nil, fmt.Errorf("%w (no usable NVIDIA GPU here; sublet has no CUDA kernels yet anyway: use -device cpu, sim-backed or sim)", err)

@@ -22,9 +22,8 @@ import (
 
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
-	"github.com/subletml/sublet/device/cpu"
 	"github.com/subletml/sublet/device/named"
-	"github.com/subletml/sublet/device/sim"
+	"github.com/subletml/sublet/examples/internal/exdevice"
 	"github.com/subletml/sublet/tensor"
 )
 
@@ -46,21 +45,14 @@ func Open(name string) (dev device.Device, a *alloc.Allocator, hasData bool, err
 }
 
 func open(name string) (device.Device, bool, error) {
-	switch name {
-	case "cpu":
-		d, err := cpu.New(cpu.Options{})
-		return d, true, err
-	case "sim":
-		d, err := sim.New(sim.Options{})
-		return d, false, err
-	case "sim-backed":
-		d, err := sim.New(sim.Options{Backing: true})
-		return d, true, err
+	n, err := named.Parse(name)
+	if err != nil {
+		return nil, false, fmt.Errorf("-device: %w", err)
 	}
-	if !strings.HasPrefix(name, "cuda") {
-		return nil, false, fmt.Errorf("-device %q: want %s", name, DeviceUsage)
+	if n.Kind != device.CUDA {
+		return exdevice.Fresh(name)
 	}
-	d, err := named.Open(name)
+	d, err := named.Open(n.String())
 	if err != nil {
 		return nil, false, fmt.Errorf("%w (no usable NVIDIA GPU here: use -device cpu, sim or sim-backed)", err)
 	}

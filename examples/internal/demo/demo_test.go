@@ -45,7 +45,10 @@ func TestOpen(t *testing.T) {
 		}
 	}
 	_, _, _, err := Open("tpu")
-	assert.ErrorContains(t, err, `-device "tpu": want cpu, sim`)
+	assert.ErrorContains(t, err, `-device: unknown device "tpu": want "cpu", "sim", "sim-backed", "cuda" or "cuda:N"`)
+	if _, _, _, err := Open("cuda"); err != nil {
+		assert.ErrorContains(t, err, "named: opening cuda:0: ", "cuda is cuda:0")
+	}
 	if _, _, _, err := Open("cuda:0"); err != nil {
 		assert.ErrorContains(t, err, "use -device cpu, sim or sim-backed")
 	}
