@@ -144,7 +144,8 @@ func TestReplayStopsAtANonOOMErrorWithItsLine(t *testing.T) {
 	require.Len(t, res.Live, 1, "id 1 stays allocated")
 	assert.Equal(t, 1, ee.Index)
 	assert.Equal(t, ev[1], ee.Event)
-	assert.Contains(t, err.Error(), "replay line 2 (alloc id 2 size 3145728): ")
+	assert.Contains(t, err.Error(), "replay line 2 (alloc id 2 size 3145728): alloc: Alloc(3145728) on sim: getting a 20971520-byte segment: sim: Malloc(20971520): ",
+		"each layer says what it did once, the device's name not doubled by the device's package")
 	assert.Contains(t, err.Error(), "segment index 1")
 	var oom *alloc.OOMError
 	assert.False(t, errors.As(err, &oom), "a diverged recording is not an OOM")
