@@ -127,23 +127,10 @@ func TestTraceKinds(t *testing.T) {
 	}
 }
 
-// replayOut is the JSON sublet replay prints.
-type replayOut struct {
-	Trace    string           `json:"trace"`
-	Device   string           `json:"device"`
-	Conf     string           `json:"conf"`
-	ConfFrom string           `json:"conf_from"`
-	Events   int              `json:"events"`
-	OOMs     int              `json:"ooms"`
-	Keys     []string         `json:"keys"`
-	Series   [][]int64        `json:"series"`
-	Final    map[string]int64 `json:"final"`
-}
-
 func TestReplayCommittedTrace(t *testing.T) {
 	code, out, errs := sublet("replay", "-trace", "../../testdata/traces/blog.jsonl.gz", "-series")
 	require.Equal(t, 0, code, errs)
-	var r replayOut
+	var r replayOutput
 	require.NoError(t, json.Unmarshal([]byte(out), &r))
 	assert.Equal(t, append([]string{"event"}, replay.SeriesKeys()...), r.Keys, "the first column is the event's index")
 	events, err := replay.ReadFile("../../testdata/traces/blog.jsonl.gz")
@@ -168,7 +155,7 @@ func TestReplayCommittedTrace(t *testing.T) {
 
 	code, out, errs = sublet("replay", "-trace", "../../testdata/traces/blog.jsonl.gz")
 	require.Equal(t, 0, code, errs)
-	r = replayOut{}
+	r = replayOutput{}
 	require.NoError(t, json.Unmarshal([]byte(out), &r))
 	assert.Nil(t, r.Series, "no series without -series")
 	assert.Equal(t, peak, r.Final["reserved_bytes.all.peak"])
@@ -181,7 +168,7 @@ func TestReplayConfFractionCapacity(t *testing.T) {
 	final := func(ooms bool, args ...string) map[string]int64 {
 		t.Helper()
 		code, out, errs := sublet(append([]string{"replay", "-trace", trace}, args...)...)
-		var r replayOut
+		var r replayOutput
 		require.NoError(t, json.Unmarshal([]byte(out), &r), "the JSON is printed with or without OOMs")
 		if ooms {
 			require.Equal(t, exitOOMs, code, errs)
@@ -214,7 +201,7 @@ func TestReplaySegmentsFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(segs, []byte(`[{"size":2097152,"addr":140737488355328},{"size":20971520,"addr":140737454800896}]`), 0o644))
 	code, out, errs := sublet("replay", "-trace", trace, "-segments", segs)
 	require.Equal(t, 0, code, errs)
-	var r replayOut
+	var r replayOutput
 	require.NoError(t, json.Unmarshal([]byte(out), &r))
 	assert.Equal(t, int64(22<<20), r.Final["reserved_bytes.all.current"])
 
@@ -262,7 +249,7 @@ func TestReplayOnCPUDecidesAsOnSim(t *testing.T) {
 	for _, dev := range []string{"cpu", "sim", "sim-backed"} {
 		code, out, errs := sublet("replay", "-trace", "../../testdata/traces/blog.jsonl.gz", "-device", dev)
 		require.Equal(t, 0, code, errs)
-		var r replayOut
+		var r replayOutput
 		require.NoError(t, json.Unmarshal([]byte(out), &r))
 		finals[dev] = r.Final
 	}
@@ -305,11 +292,11 @@ func TestDemo(t *testing.T) {
 // naming the variable, and -conf (even "") replaces it.
 func TestReplayReadsSubletAllocConf(t *testing.T) {
 	trace := "../../testdata/traces/blog.jsonl.gz"
-	replayed := func(wantCode int, args ...string) (replayOut, string) {
+	replayed := func(wantCode int, args ...string) (replayOutput, string) {
 		t.Helper()
 		code, out, errs := sublet(append([]string{"replay", "-trace", trace}, args...)...)
 		require.Equal(t, wantCode, code, errs)
-		var r replayOut
+		var r replayOutput
 		if wantCode == 0 {
 			require.NoError(t, json.Unmarshal([]byte(out), &r))
 		}
@@ -362,7 +349,7 @@ func TestReplayReportsOOMsAndEmptyTraces(t *testing.T) {
 `), 0o644))
 	code, out, errs := sublet("replay", "-trace", trace, "-capacity", "104857600")
 	assert.Equal(t, exitOOMs, code)
-	var r replayOut
+	var r replayOutput
 	require.NoError(t, json.Unmarshal([]byte(out), &r))
 	assert.Equal(t, 2, r.OOMs)
 	assert.Equal(t, int64(2), r.Final["num_ooms"])

@@ -45,7 +45,7 @@ func replayFinal(t *testing.T, trace, conf string, fraction float64) map[string]
 	}
 	code, out, errs := sublet(args...)
 	require.Equal(t, 0, code, errs)
-	var r replayOut
+	var r replayOutput
 	require.NoError(t, json.Unmarshal([]byte(out), &r))
 	return r.Final
 }
