@@ -1,11 +1,26 @@
 // Package alloc is a caching allocator over any device.Device whose decisions are those
-// of PyTorch 2.11's native CUDA caching allocator (spec/allocator.md §1–2): request
+// of PyTorch 2.11's native CUDA caching allocator (docs/allocator.md says each): request
 // rounding, small and large pools, segment sizes, best fit by (stream, size, address),
 // splitting and merging, max_split_size, garbage collection, expandable segments,
 // per-stream pools with deferred frees through events, the release-and-retry path,
 // private pools with PyTorch's graph-capture rules (NewPool, BeginCapture), and the
 // same statistics, event by event (checked against PyTorch's own numbers in
 // testdata/oracle).
+//
+// # Use
+//
+//	a, err := alloc.For(dev)      // dev's allocator, made on first use with SUBLET_ALLOC_CONF
+//	p, err := a.Alloc(n, stream)  // stream 0 is the default; an *OOMError when nothing fits
+//	err = a.Free(p)               // the block goes back to the cache, not to the device
+//	st := a.Stats()               // torch.cuda.memory_stats(); StatsMap has PyTorch's flat keys
+//	fmt.Print(a.Summary(false))   // torch.cuda.memory_summary()
+//	err = a.EmptyCache()          // cached segments without live blocks go back to the device
+//
+// Tensors allocate through alloc.For(dev) on their own: a program calls it to read the
+// statistics, to set a memory fraction, to turn history on (RecordHistory, for
+// snapshots and profiles) or to empty the cache. ForConfig takes a Config instead of
+// the environment; New makes a private allocator (tests, replays). ParseConfig reads
+// PYTORCH_CUDA_ALLOC_CONF's syntax.
 //
 // One mutex per Allocator guards all its state; the hot path (a cached block) takes it
 // once and makes no heap allocation. Where PyTorch's code was ambiguous or the Go API

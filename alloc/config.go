@@ -73,7 +73,7 @@ type PinnedConfig struct {
 	// cached: they go back to the system when freed.
 	MaxCachedSize int64
 	// FreeCatchAll: pinned_free_catch_all. Parsed, but the host allocator refuses it: its
-	// PyTorch semantics are not established (spec/allocator.md §1.19).
+	// PyTorch semantics are not established (docs/allocator.md).
 	FreeCatchAll bool
 }
 

@@ -178,7 +178,7 @@ func (a *Allocator) allocBlock(r *request, retry bool) (*block, error) {
 			r.devErr = err
 			return nil, nil
 		}
-		return nil, err
+		return nil, fmt.Errorf("getting a %d-byte segment: %w", size, err)
 	}
 	a.totalAllocated += size
 	seg := a.addSegment(&segment{base: p, size: size, stream: r.ss.stream, ss: r.ss, kind: r.kind})

@@ -89,6 +89,39 @@ func (e *OOMError) Error() string {
 
 func (e *OOMError) Unwrap() error { return e.Err }
 
+// room is what the refused segment had to fit in: what the memory fraction still
+// allowed when it refused, else the device's free memory (0 when unknown).
+func (e *OOMError) room(limit int64) int64 {
+	if e.Err == nil && e.Allowed > 0 {
+		return e.Allowed - e.Reserved
+	}
+	if limit == 0 {
+		return 0
+	}
+	return e.DeviceFree
+}
+
+// segmentRounding reports whether the segment size, not the request, is what did not
+// fit: the rounded request fits in the room left, the segment it needs does not.
+func (e *OOMError) segmentRounding(room int64) bool {
+	return e.SegmentSize > e.Rounded && room >= e.Rounded && room < e.SegmentSize
+}
+
+func (e *OOMError) segmentRoundingHint(room int64) string {
+	where := "free on the device"
+	fix := "free memory held by other processes, or use a device with more memory"
+	if e.Err == nil && e.Allowed > 0 {
+		where = "the memory fraction still allows"
+		fix = fmt.Sprintf("raise per_process_memory_fraction in %s (or SetMemoryFraction) by at least %s", ConfigEnv, formatBytes(e.SegmentSize-room))
+	}
+	rule := "rounded sizes up to 1 MiB take a 2 MiB segment, those below 10 MiB a 20 MiB one"
+	if e.Rounded >= MinLargeAlloc {
+		rule = "segments for 10 MiB or more are rounded up to a multiple of 2 MiB"
+	}
+	return fmt.Sprintf("the request (%s) would fit in the %s %s, but it needs a new %s segment (%s, as in PyTorch; no setting changes that): %s",
+		formatBytes(e.Rounded), formatBytes(room), where, formatBytes(e.SegmentSize), rule, fix)
+}
+
 // hint picks the advice for an OOMError from its numbers. limit is what the allocator
 // may reserve (the fraction's cap, or the capacity; 0 when unknown); expandable and
 // maxSplit describe the configuration in force.
@@ -108,6 +141,8 @@ func (e *OOMError) hint(limit int64, expandable, maxSplitSet bool) string {
 	case cached >= e.Rounded && !expandable:
 		return fmt.Sprintf("%s is reserved but unallocated, more than the request, in pieces too small to use: set expandable_segments:True in %s",
 			formatBytes(cached), ConfigEnv)
+	case !expandable && e.segmentRounding(e.room(limit)):
+		return e.segmentRoundingHint(e.room(limit))
 	case e.Err == nil && e.Allowed > 0:
 		// The cap refused the segment before the device was asked: the device's free
 		// memory is beside the point.

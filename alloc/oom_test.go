@@ -106,11 +106,13 @@ func TestOOMHints(t *testing.T) {
 		{"split segments", OOMError{Allocated: 40 * MiB, Reserved: 80 * MiB, InactiveSplitBytes: 30 * MiB, LargestFreeLarge: 8 * MiB}, false, false, "max_split_size_mb"},
 		{"fragmented", OOMError{Allocated: 40 * MiB, Reserved: 80 * MiB, InactiveSplitBytes: 5 * MiB, LargestFreeLarge: 8 * MiB}, false, false, "expandable_segments:True"},
 		{"not enough", OOMError{Allocated: 40 * MiB, Reserved: 45 * MiB}, false, false, "more memory than is free"},
-		{"fraction", OOMError{Allowed: 100 * MiB, Allocated: 40 * MiB, Reserved: 45 * MiB, SegmentSize: 60 * MiB, DeviceFree: GiB}, false, false,
+		{"fraction", OOMError{Rounded: 60 * MiB, Allowed: 100 * MiB, Allocated: 40 * MiB, Reserved: 45 * MiB, SegmentSize: 60 * MiB, DeviceFree: GiB}, false, false,
 			"new 60.00 MiB segment would take reserved memory to 105.00 MiB, over the 100.00 MiB"},
 	} {
 		e := c.e
-		e.Rounded = base.Rounded
+		if e.Rounded == 0 {
+			e.Rounded = base.Rounded
+		}
 		assert.Contains(t, e.hint(100*MiB, c.expandable, c.maxSplit), c.want, c.name)
 	}
 }
@@ -161,6 +163,49 @@ func TestOOMWithoutMemInfo(t *testing.T) {
 	assert.Zero(t, oom.Capacity)
 	assert.NotContains(t, oom.Hint, "of the 0 bytes")
 	assert.Contains(t, oom.Hint, "free memory is unknown")
+	mustFree(t, a, p)
+	requireDrained(t, a, d)
+}
+
+// On a device smaller than a segment, a request that would fit fails because of the
+// segment it needs: the hint says that, not that the request is too large.
+func TestOOMHintSegmentRounding(t *testing.T) {
+	a, d := newAlloc(t, 16*MiB, Config{})
+	_, err := a.Alloc(2*MiB, 0)
+	var oom *OOMError
+	require.ErrorAs(t, err, &oom)
+	assert.Equal(t, int64(LargeBuffer), oom.SegmentSize)
+	assert.Equal(t, "the request (2.00 MiB) would fit in the 16.00 MiB free on the device, but it needs a new 20.00 MiB segment "+
+		"(rounded sizes up to 1 MiB take a 2 MiB segment, those below 10 MiB a 20 MiB one, as in PyTorch; no setting changes that): "+
+		"free memory held by other processes, or use a device with more memory", oom.Hint)
+	assert.Contains(t, err.Error(), "hint: the request (2.00 MiB) would fit")
+
+	// A request larger than the free memory keeps the free-memory hint.
+	_, err = a.Alloc(18*MiB, 0)
+	require.ErrorAs(t, err, &oom)
+	assert.Contains(t, oom.Hint, "the request needs more memory than is free on the device (16.00 MiB free")
+	requireDrained(t, a, d)
+
+	// From 10 MiB on, segments are rounded up to 2 MiB only.
+	a, d = newAlloc(t, 15*MiB+MiB/2, Config{})
+	_, err = a.Alloc(15*MiB+1, 0)
+	require.ErrorAs(t, err, &oom)
+	assert.Contains(t, oom.Hint, "the request (15.00 MiB) would fit in the 15.50 MiB free on the device, but it needs a new 16.00 MiB segment "+
+		"(segments for 10 MiB or more are rounded up to a multiple of 2 MiB")
+	requireDrained(t, a, d)
+}
+
+// Under a memory fraction the room is what the fraction still allows.
+func TestOOMHintSegmentRoundingUnderFraction(t *testing.T) {
+	a, d := newAlloc(t, 100*MiB, Config{})
+	require.NoError(t, a.SetMemoryFraction(0.9)) // 90 MiB allowed
+	p := mustAlloc(t, a, 72*MiB, 0)              // a 72 MiB segment, nothing cached
+	_, err := a.Alloc(2*MiB, 0)                  // needs a 20 MiB segment; 18 MiB are left
+	var oom *OOMError
+	require.ErrorAs(t, err, &oom)
+	assert.Nil(t, oom.Err, "the fraction refused, not the device")
+	assert.Contains(t, oom.Hint, "the request (2.00 MiB) would fit in the 18.00 MiB the memory fraction still allows, but it needs a new 20.00 MiB segment")
+	assert.Contains(t, oom.Hint, "raise per_process_memory_fraction in SUBLET_ALLOC_CONF (or SetMemoryFraction) by at least 2.00 MiB")
 	mustFree(t, a, p)
 	requireDrained(t, a, d)
 }

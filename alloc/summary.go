@@ -3,14 +3,34 @@ package alloc
 import (
 	"fmt"
 	"strings"
+
+	"github.com/subletml/sublet/device"
 )
 
 // Summary returns the allocator's statistics as a table laid out exactly like
 // torch.cuda.memory_summary(): the same rows, widths and number formatting, with a
-// title naming sublet and the device. abbreviated drops the per-pool rows.
+// title naming sublet and the device. The rows PyTorch names after the GPU ("CUDA
+// OOMs", "GPU reserved memory") name the device's kind on cpu and sim. abbreviated
+// drops the per-pool rows.
 func (a *Allocator) Summary(abbreviated bool) string {
 	st := a.Stats()
-	return formatSummary(&st, a.dev.Name(), abbreviated)
+	return formatSummary(&st, a.dev.Name(), a.dev.Kind(), abbreviated)
+}
+
+// summaryWords are the words of memory_summary's rows that name the device: what
+// fails, what the retries retry, what holds the reserved memory.
+type summaryWords struct{ ooms, retries, reserver string }
+
+// wordsFor returns PyTorch's words for a GPU (and any kind without words of its own),
+// and the kind's for cpu and sim.
+func wordsFor(k device.Kind) summaryWords {
+	switch k {
+	case device.CPU:
+		return summaryWords{"CPU OOMs", "mmap retries", "CPU"}
+	case device.Sim:
+		return summaryWords{"Sim OOMs", "sim Malloc retries", "Sim"}
+	}
+	return summaryWords{"CUDA OOMs", "cudaMalloc retries", "GPU"}
 }
 
 // scale steps v down by step per unit while pref, scaled along, is at least limit:
@@ -42,13 +62,14 @@ func formatCount(v, pref int64) string {
 	return fmt.Sprintf("%7d %s ", v, unit)
 }
 
-func formatSummary(st *Stats, device string, abbreviated bool) string {
+func formatSummary(st *Stats, dev string, kind device.Kind, abbreviated bool) string {
+	w := wordsFor(kind)
 	rule := func(c string) string { return strings.Repeat(c, 75) }
 	lines := []string{
 		rule("="),
-		fmt.Sprintf(" %16s sublet memory summary, device %-26s ", "", device),
+		fmt.Sprintf(" %16s sublet memory summary, device %-26s ", "", dev),
 		rule("-"),
-		fmt.Sprintf("  %9s CUDA OOMs: %-12d | %6s cudaMalloc retries: %-8d  ", "", st.NumOOMs, "", st.NumAllocRetries),
+		fmt.Sprintf("%21s: %-12d | %25s: %-8d  ", w.ooms, st.NumOOMs, w.retries, st.NumAllocRetries),
 		rule("="),
 		"        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  ",
 	}
@@ -64,11 +85,11 @@ func formatSummary(st *Stats, device string, abbreviated bool) string {
 		{&st.AllocatedBytes, "Allocated memory", formatSize},
 		{&st.ActiveBytes, "Active memory", formatSize},
 		{&st.RequestedBytes, "Requested memory", formatSize},
-		{&st.ReservedBytes, "GPU reserved memory", formatSize},
+		{&st.ReservedBytes, w.reserver + " reserved memory", formatSize},
 		{&st.InactiveSplitBytes, "Non-releasable memory", formatSize},
 		{&st.Allocation, "Allocations", formatCount},
 		{&st.Active, "Active allocs", formatCount},
-		{&st.Segment, "GPU reserved segments", formatCount},
+		{&st.Segment, w.reserver + " reserved segments", formatCount},
 		{&st.InactiveSplit, "Non-releasable allocs", formatCount},
 	}
 	for _, m := range metrics {
@@ -82,7 +103,7 @@ func formatSummary(st *Stats, device string, abbreviated bool) string {
 	for _, m := range []struct {
 		s    Stat
 		name string
-	}{{st.OversizeAllocations, "Oversize allocations"}, {st.OversizeSegments, "Oversize GPU segments"}} {
+	}{{st.OversizeAllocations, "Oversize allocations"}, {st.OversizeSegments, "Oversize " + w.reserver + " segments"}} {
 		lines = append(lines, rule("-"), row(m.name, m.s, m.s, formatCount))
 	}
 	lines = append(lines, rule("="))

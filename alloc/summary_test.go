@@ -6,10 +6,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/device/cpu"
 )
 
 // summaryGolden was compared line by line with torch.cuda.memory_summary() run (as
-// Python) on the same StatsMap: only the title line differs.
+// Python) on the same StatsMap: only the title line differs. It is the summary of a
+// CUDA device; TestSummaryNamesTheDeviceKind checks the other kinds.
 const summaryGolden = `
 |===========================================================================|
 |                  sublet memory summary, device sim                        |
@@ -66,12 +70,13 @@ func TestSummaryLayout(t *testing.T) {
 	q := mustAlloc(t, a, 3*MiB, 0)
 	r := mustAlloc(t, a, 800*MiB, 0)
 	mustFree(t, a, q)
-	got := a.Summary(false)
+	st := a.Stats()
+	got := formatSummary(&st, "sim", device.CUDA, false)
 	assert.Equal(t, strings.TrimPrefix(summaryGolden, "\n"), got)
 	for _, line := range strings.Split(strings.TrimSuffix(got, "\n"), "\n") {
 		assert.Len(t, line, 77, "every line is 75 wide inside its bars: %q", line)
 	}
-	abbr := a.Summary(true)
+	abbr := formatSummary(&st, "sim", device.CUDA, true)
 	assert.NotContains(t, abbr, "from large pool")
 	assert.Equal(t, strings.Count(got, "\n")-2*9, strings.Count(abbr, "\n"))
 	mustFree(t, a, p, r)
@@ -94,6 +99,48 @@ func TestSummaryNumberFormats(t *testing.T) {
 
 func TestSummaryLongDeviceName(t *testing.T) {
 	st := Stats{}
-	s := formatSummary(&st, strings.Repeat("x", 40), true)
+	s := formatSummary(&st, strings.Repeat("x", 40), device.CUDA, true)
 	require.Contains(t, s, "device "+strings.Repeat("x", 40)+" |")
+}
+
+// On cpu and sim the rows PyTorch names after the GPU name the device's kind, in the
+// same widths; on CUDA they are PyTorch's.
+func TestSummaryNamesTheDeviceKind(t *testing.T) {
+	st := Stats{NumOOMs: 3, NumAllocRetries: 2}
+	for _, c := range []struct {
+		kind                 device.Kind
+		oomLine, reservedRow string
+		others               []string
+	}{
+		{device.CUDA, "|            CUDA OOMs: 3            |        cudaMalloc retries: 2         |", "| GPU reserved memory   |", []string{"GPU reserved segments", "Oversize GPU segments"}},
+		{device.CPU, "|             CPU OOMs: 3            |              mmap retries: 2         |", "| CPU reserved memory   |", []string{"CPU reserved segments", "Oversize CPU segments"}},
+		{device.Sim, "|             Sim OOMs: 3            |        sim Malloc retries: 2         |", "| Sim reserved memory   |", []string{"Sim reserved segments", "Oversize Sim segments"}},
+	} {
+		got := formatSummary(&st, "d", c.kind, false)
+		assert.Contains(t, got, c.oomLine, c.kind)
+		assert.Contains(t, got, c.reservedRow, c.kind)
+		for _, o := range c.others {
+			assert.Contains(t, got, o, c.kind)
+		}
+		if c.kind != device.CUDA {
+			assert.NotContains(t, got, "CUDA", c.kind)
+			assert.NotContains(t, got, "GPU", c.kind)
+		}
+		for _, line := range strings.Split(strings.TrimSuffix(got, "\n"), "\n") {
+			assert.Len(t, line, 77, "%v: %q", c.kind, line)
+		}
+	}
+
+	// Through Summary, the kind is the device's.
+	d, err := cpu.New(cpu.Options{Capacity: 64 * MiB})
+	require.NoError(t, err)
+	a, err := New(d, Config{})
+	require.NoError(t, err)
+	p := mustAlloc(t, a, 1000, 0)
+	got := a.Summary(true)
+	assert.Contains(t, got, "CPU OOMs")
+	assert.Contains(t, got, "| CPU reserved memory   |   2048 KiB |")
+	mustFree(t, a, p)
+	require.NoError(t, a.EmptyCache())
+	assert.Zero(t, a.Stats().ReservedBytes[StatAll].Current)
 }

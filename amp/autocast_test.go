@@ -12,7 +12,7 @@ import (
 )
 
 // TestAutocastOutputTypes checks each op's result type under autocast against the
-// types PyTorch 2.11 gives under autocast("cuda", float16) (spec §3.1 [V]: a is F32, h
+// types PyTorch 2.11 gives under autocast("cuda", float16) (docs/autocast.md: a is F32, h
 // = a@a is low precision), and the same policy for bfloat16.
 func TestAutocastOutputTypes(t *testing.T) {
 	for _, low := range []dtype.DType{dtype.F16, dtype.BF16} {

@@ -17,7 +17,7 @@ type region struct {
 	// casts makes the cached casts: an Aside child of the outermost scope (ops are
 	// never routed into it) that records the graph, whatever the scope of the op
 	// asking, so a cast first made under NoGrad still carries the gradient to its
-	// weight when a recording op reuses it (the PyTorch bug of spec §3.2). It shares
+	// weight when a recording op reuses it (PyTorch's issues 65766 and 112583; docs/autocast.md). It shares
 	// the outermost scope's clock, so in backward each cast runs right after the layer
 	// that used it, as in PyTorch. Nil once the region closed. Guarded by mu.
 	casts *tensor.Scope

@@ -46,7 +46,7 @@ func TestCastCachedUnderNoGradKeepsGradients(t *testing.T) {
 	tensortest.RequireEmpty(t, d)
 }
 
-// TestCacheBytesLikePyTorch replays spec §3.2 [V]: Linear(1024, 1024, bias=False) on
+// TestCacheBytesLikePyTorch replays PyTorch's measurement in docs/autocast.md: Linear(1024, 1024, bias=False) on
 // a 1×1024 input, twice, under no_grad and F16 autocast: the first call adds the 2 MiB
 // weight cast and the 2 KiB output, the second only its output; after the autocast
 // scope closes only the input and the two outputs remain (8,192 B).

@@ -1,7 +1,7 @@
 // Package amp is automatic mixed precision: autocast scopes, in which products run in
 // float16 or bfloat16 and range-sensitive ops in float32, and the GradScaler, which
 // scales the loss so that float16 gradients neither underflow nor go unnoticed when
-// they overflow. It follows torch.amp (spec/autograd-amp.md §3) op for op.
+// they overflow. It follows torch.amp (docs/autocast.md) op for op.
 //
 // # Autocast
 //
@@ -71,7 +71,7 @@
 //
 // # GradScaler
 //
-// GradScaler is torch.amp.GradScaler, state machine and numbers included (spec §3.4):
+// GradScaler is torch.amp.GradScaler, state machine and numbers included (docs/autocast.md):
 // scale 2^16, growth 2 after 2000 good steps, backoff 0.5, all configurable. Per
 // optimizer and iteration: Unscale at most once, before Step; Step at most once; then
 // one Update for all optimizers. Misuse returns errors with PyTorch's messages: before

@@ -14,7 +14,7 @@ import (
 	"github.com/subletml/sublet/tensor/tensortest"
 )
 
-// deepModel is 16 × (Linear(1024→1024) + ReLU), the model of spec §2.9/§3.7 with a
+// deepModel is 16 × (Linear(1024→1024) + ReLU), the model of docs/checkpoint.md with a
 // ReLU after each Linear.
 func deepModel(d device.Device) *nn.Sequential {
 	init := nn.Init{Device: d, Gen: tensor.NewGenerator(1)}

@@ -6,6 +6,12 @@
 // forward) and the values (tensor handles). Gradients, saved values and packed
 // objects are opaque Values to this package: it only moves and releases them.
 //
+// # Use
+//
+// Programs do not call it: package tensor records every op into it and runs it from
+// Tensor.Backward. Import it to write nodes of your own (NewNode, Node.Save, Backward;
+// the package example is a Mul op end to end) or hooks (SavedHooks, GradHook).
+//
 // # Graph
 //
 // A Node is one recorded op. Its input edges point to the node that produced

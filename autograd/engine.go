@@ -102,7 +102,7 @@ func (b *backward) start(roots []Root) (retained []*Node, err error) {
 		if err := checkRoot(i, r); err != nil {
 			return retained, err
 		}
-		if err := r.Edge.Node.Retain(); err != nil {
+		if err := r.Edge.Node.retain(); err != nil {
 			return retained, fmt.Errorf("autograd: Backward: root %d: %w", i, err)
 		}
 		retained = append(retained, r.Edge.Node)

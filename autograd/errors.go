@@ -25,10 +25,13 @@ var ErrFreed = errors.New("node was freed: the last reference to its graph was r
 var ErrModifiedInPlace = errors.New("one of the variables needed for gradient computation " +
 	"has been modified by an inplace operation")
 
+// backwardTwice and freed are the errors of a consumed or freed node. They do not
+// name the package: the exported call that returns them does, once, also when it
+// wraps them (Backward, NewNode).
 func backwardTwice(n *Node) error {
-	return fmt.Errorf("autograd: node %s: %w", n, ErrBackwardTwice)
+	return fmt.Errorf("node %s: %w", n, ErrBackwardTwice)
 }
 
 func freed(n *Node, what string) error {
-	return fmt.Errorf("autograd: %s on node %s: %w", what, n, ErrFreed)
+	return fmt.Errorf("%s on node %s: %w", what, n, ErrFreed)
 }

@@ -24,7 +24,7 @@ func (n *Node) AddGradHook(slot int, h GradHook) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.fn == nil {
-		return freed(n, "AddGradHook")
+		return fmt.Errorf("autograd: %w", freed(n, "AddGradHook"))
 	}
 	if n.gradHooks == nil {
 		n.gradHooks = make([][]GradHook, n.outputs)
@@ -38,7 +38,7 @@ func (n *Node) AddPostHook(h PostHook) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.fn == nil {
-		return freed(n, "AddPostHook")
+		return fmt.Errorf("autograd: %w", freed(n, "AddPostHook"))
 	}
 	n.postHooks = append(n.postHooks, h)
 	return nil

@@ -113,7 +113,7 @@ func NewNode(spec NodeSpec) (*Node, error) {
 		if e.Node == nil {
 			continue
 		}
-		if err := e.Node.Retain(); err != nil {
+		if err := e.Node.retain(); err != nil {
 			for _, done := range n.inputs[:i] {
 				if done.Node != nil {
 					err = errors.Join(err, done.Node.Release())
@@ -190,6 +190,14 @@ func (n *Node) Released() bool {
 
 // Retain takes one more reference (for one more handle to an output).
 func (n *Node) Retain() error {
+	if err := n.retain(); err != nil {
+		return fmt.Errorf("autograd: %w", err)
+	}
+	return nil
+}
+
+// retain is Retain with an error for callers that name the package themselves.
+func (n *Node) retain() error {
 	for {
 		r := n.refs.Load()
 		if r <= 0 {
@@ -236,7 +244,7 @@ func (n *Node) drop() (last bool, err error) {
 	for {
 		r := n.refs.Load()
 		if r <= 0 {
-			return false, freed(n, "Release")
+			return false, fmt.Errorf("autograd: %w", freed(n, "Release"))
 		}
 		if n.refs.CompareAndSwap(r, r-1) {
 			return r == 1, nil

@@ -85,9 +85,9 @@ func (n *Node) acceptsSavedLocked() error {
 	case n.kind == KindAccumulate:
 		return fmt.Errorf("autograd: Save on %s: an accumulate node saves nothing", n)
 	case n.fn == nil:
-		return freed(n, "Save")
+		return fmt.Errorf("autograd: %w", freed(n, "Save"))
 	case n.released:
-		return backwardTwice(n)
+		return fmt.Errorf("autograd: %w", backwardTwice(n))
 	}
 	return nil
 }
@@ -131,7 +131,7 @@ func (s *Saved) Get(c *Ctx) (Value, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.released {
-		return nil, backwardTwice(s.node)
+		return nil, fmt.Errorf("autograd: %w", backwardTwice(s.node))
 	}
 	if s.hooks == nil {
 		if s.checked {

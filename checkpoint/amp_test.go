@@ -30,7 +30,7 @@ func autocastForward(t *testing.T, dev device.Device, m *nn.Sequential, k int, x
 	return y, inRegion, tensortest.Requested(t, dev) - start
 }
 
-// TestAMPMemory is spec §2.9's autocast rows on the meta device: 16 × Linear(1024),
+// TestAMPMemory is PyTorch's autocast rows (docs/checkpoint.md) on the meta device: 16 × Linear(1024),
 // batch 1024, F16 autocast. After the autocast region closed PyTorch keeps 66 MiB
 // without checkpointing (17 F16 activations of 2 MiB, the input's cast included, and
 // the 16 weight casts the Linears saved) and 22 MiB with k = 4 (3 boundaries, the

@@ -5,6 +5,16 @@
 // layers (checkpoint_sequential); SaveOnCPU keeps what the ops of a scope save in host
 // memory instead (torch.autograd.graph.save_on_cpu).
 //
+// # Use
+//
+//	out := checkpoint.Checkpoint(func(in []*tensor.Tensor) []*tensor.Tensor {
+//		return []*tensor.Tensor{block.Forward(in[0])} // what runs again in backward
+//	}, x)[0]
+//	y := checkpoint.Sequential(layers, 4, x)          // checkpoint_sequential: 4 segments
+//
+// x belongs to a recording scope; the results belong to it too. Config adds options
+// (Config.Checkpoint, Config.Sequential); nn's modules are Layers.
+//
 // # How
 //
 // Checkpoint runs the function in a child scope whose saved-tensor hooks (package

@@ -43,14 +43,15 @@ func TestSegments(t *testing.T) {
 	}
 }
 
-// keptUnits is spec §2.5's count of activations kept after the forward of
+// keptUnits is checkpoint_sequential's count (docs/checkpoint.md) of activations kept after the forward of
 // Sequential(k) over n layers that each save their input: the k−1 segment boundaries
 // and the last segment's inputs and output (the network's input excluded).
 func keptUnits(n, k int) int64 {
 	return int64((k - 1) + (n - (k-1)*(n/k)))
 }
 
-// TestKeptUnitsFormula checks the formula against spec §2.5's worked values, so the
+// TestKeptUnitsFormula checks the formula against PyTorch's worked values
+// (docs/checkpoint.md), so the
 // memory tests below compare with PyTorch's arithmetic, not with a copy of our own.
 func TestKeptUnitsFormula(t *testing.T) {
 	want16 := map[int]int64{1: 16, 2: 9, 3: 8, 4: 7, 5: 8, 8: 9, 16: 16}
@@ -161,7 +162,8 @@ func runMemory(t *testing.T, dev device.Device, n, width, batch, k int) memoryRu
 	return r
 }
 
-// TestSequentialMemoryFullSize is spec §2.9 on the meta device: 16 × Linear(1024,
+// TestSequentialMemoryFullSize is PyTorch's measurement (docs/checkpoint.md) on the
+// meta device: 16 × Linear(1024,
 // 1024), batch 1024, fp32, input requiring grad. After the forward PyTorch keeps 64 /
 // 36 / 28 / 36 / 64 MiB for k = 1 / 2 / 4 / 8 / 16 (without checkpointing 64): so do
 // we, exactly. After backward: the gradients, the input's gradient, y and the loss.
@@ -188,7 +190,8 @@ func TestSequentialMemoryFullSize(t *testing.T) {
 	}
 }
 
-// TestSequentialMemoryActivationDominated is spec §4's benchmark on the meta device:
+// TestSequentialMemoryActivationDominated is PyTorch's benchmark (docs/checkpoint.md) on
+// the meta device:
 // 16 × Linear(2048, 2048), input 8192 × 2048, where activations (64 MiB) outweigh
 // weights (16 MiB), so checkpointing lowers the peak too. PyTorch 2.11 (H200): kept
 // 1024 / 576 / 448 / 576 / 1024 MiB, peak 1248.0 / 848.1 / 672.0 / 800.0 / 1248.0 MiB

@@ -1,6 +1,15 @@
 // Package device is the raw layer under the caching allocator: device memory, streams,
 // events and copies, with no caching of its own.
 //
+// # Use
+//
+// Programs get a device from device/named (Open, Default) or from device/cpu,
+// device/sim or device/cuda, and hand it to the tensor package and to alloc; they
+// rarely call its methods, which the caching allocator calls. A new kind of device
+// implements Device (and VirtualMemory for expandable segments, HostMemory when the
+// CPU can address its memory) and passes the conformance suites in device/devicetest
+// and alloc/alloctest.
+//
 // Invariants every implementation keeps:
 //   - A Ptr returned by Malloc, or mapped by VirtualMemory.Map, stays valid until the
 //     matching Free or Unmap; nothing is freed behind the caller's back.

@@ -1,6 +1,10 @@
 // Package dtype names the element types a tensor can hold and converts between the
 // 16-bit float formats and float32 and float64.
 //
+// Use: dtype.F32 and the others name a tensor's type (t.DType()); d.Size() is its
+// element size and d.IsFloat() says whether it is floating; F32ToF16, F16ToF32,
+// F32ToBF16 and BF16ToF32 (and their slice forms) convert one value at a time.
+//
 // Invariants:
 //   - The zero DType is Invalid; every valid DType has a fixed Size in bytes and a
 //     stable String name (the names PyTorch uses without the "torch." prefix).

@@ -2,6 +2,20 @@
 // their forward in scopes, so that a step's memory is exactly what the contract of
 // package tensor says it is.
 //
+// # Use
+//
+//	model := nn.NewMLP(nn.Init{Device: dev, Gen: tensor.NewGenerator(1)}, nn.MLPConfig{Sizes: []int{784, 256, 10}})
+//	defer model.Release()                          // parameters and gradients back to the allocator
+//	opt, err := optim.NewAdam(nn.Parameters(model), optim.DefaultAdam())
+//	s := tensor.NewScope()                         // one scope per step
+//	loss := nn.CrossEntropyLoss{}.Loss(model.Forward(x), labels) // x, labels owned by s
+//	loss.Backward()
+//	s.Close()                                      // the step's tensors go
+//	opt.Step()
+//
+// Layers (Linear, LayerNorm, Embedding, Dropout, ReLU, GELU, Tanh) compose with
+// NewSequential; SetTraining(false) before evaluating.
+//
 // # Ownership
 //
 //   - A module owns its parameters. They are leaves made with tensor's AsParameter:

@@ -25,6 +25,17 @@
 //	sched, _ := optim.NewSequentialLR(opt, []*optim.LRScheduler{warm, cos}, []int{5})
 //	for epoch := range 100 { train(); sched.Step() }
 //
+// # Use
+//
+//	opt, err := optim.NewAdamW(nn.Parameters(model), optim.DefaultAdamW())
+//	defer opt.Release()   // the optimizer state back to the allocator
+//	... each step: forward and Backward in a scope, close it, then
+//	opt.Step()            // updates in place every parameter that has a gradient
+//	opt.ZeroGrad(true)    // drops the gradients: their memory returns to the allocator
+//
+// StateBytes says what the state holds; amp's GradScaler drives an Optimizer for mixed
+// precision.
+//
 // # Ownership and memory
 //
 //   - An optimizer holds its parameters (owned by their module) and owns its state:

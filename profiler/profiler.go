@@ -11,7 +11,9 @@
 //	p.Table(os.Stdout, profiler.SortSelfTime, 10, false)
 //	p.WriteChromeTrace(f) // open in ui.perfetto.dev or chrome://tracing
 //
-// Memory is seen through the allocators' history sink (alloc.HistoryOptions.Sink):
+// OpBegin and OpEnd are the OpHook interface, what a caller times its regions with
+// (torch.profiler's record_function); the tensor package does not call them by itself
+// yet. Memory is seen through the allocators' history sink (alloc.HistoryOptions.Sink):
 // every alloc and free is attributed to the innermost op open at that moment. The
 // profiler adds its sink to the history in force (a recorder's sink, a trace ring stay)
 // and Stop puts the history back as it was.

@@ -2,6 +2,16 @@
 // memory from the caching allocator, scopes that own them, and every op with its
 // backward rule beside its forward.
 //
+// # Use
+//
+//	s := tensor.NewScope()                                         // owns what is made in it
+//	defer s.Close()                                                // releases it all
+//	x := tensor.FromSlice(s, dev, dtype.F32, data, rows, cols)     // values in
+//	y := x.MatMul(w).Relu().Sum()                                  // ops panic with *Error on misuse
+//	y.Backward()                                                   // gradients into the leaves (w.Grad())
+//	v, vs := y.Item(), tensor.ToSlice[float32](x)                  // values out
+//	err := tensor.Try(func() { /* a step that may run out of memory */ })
+//
 // # Tensors and storage
 //
 // A Tensor is a handle: shape, strides and offset (in elements) over a Storage, an
@@ -20,9 +30,9 @@
 // allocate every output and temporary a real device would and compute nothing, so
 // memory at named moments can be checked at full model size in milliseconds (reading
 // values there, Item or ToSlice, panics with ErrNoData). On a device without kernels
-// (cuda for now) an op that computes panics with ErrNoKernels naming the op and the
-// device; what needs no kernel works everywhere: views, Detach, To of a contiguous
-// tensor (in every direction), FromSlice, ToSlice and Item (which wait for the device).
+// an op that computes panics with ErrNoKernels naming the op and the device; what needs
+// no kernel works everywhere: views, Detach, To of a contiguous tensor (in every
+// direction), FromSlice, ToSlice and Item (which wait for the device).
 // The op table (Ops, LookupOp) lists every op with its inputs, what it saves and its
 // autocast class.
 //

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/subletml/sublet/alloc"
+	"github.com/subletml/sublet/device/cpu"
 	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/tensor"
@@ -81,4 +82,25 @@ func ExampleTryValue() {
 	// Output:
 	// batch 16384: out of memory (67108864 bytes asked)
 	// batch 4096: 16777216 bytes per activation
+}
+
+// The first steps: values in (FromSlice), an op, values out (ToSlice, Item), and a
+// gradient. A leaf that requires grad collects its gradient in Grad; every tensor the
+// scope made is released when it closes.
+func ExampleFromSlice() {
+	dev, _ := cpu.New(cpu.Options{})
+	s := tensor.NewScope()
+	defer s.Close()
+	x := tensor.FromSlice(s, dev, dtype.F32, []float32{1, 2, 3, 4, 5, 6}, 2, 3).SetRequiresGrad(true)
+	y := x.Mul(x).Sum() // Σ x²
+	fmt.Println("x", x.Shape(), tensor.ToSlice[float32](x))
+	fmt.Println("y", y.Item())
+	y.Backward()
+	fmt.Println("dy/dx", tensor.ToSlice[float32](x.Grad()))
+	fmt.Println("rows summed", tensor.ToSlice[float32](x.Sum(1)))
+	// Output:
+	// x [2 3] [1 2 3 4 5 6]
+	// y 91
+	// dy/dx [2 4 6 8 10 12]
+	// rows summed [6 15]
 }

@@ -1,6 +1,15 @@
 // Package pinned is a caching allocator for page-locked host memory, the staging memory
 // of asynchronous host↔device copies, after PyTorch's CachingHostAllocator
-// (spec/allocator.md §1.19).
+// (docs/allocator.md, "The host (pinned) allocator").
+//
+//	h, err := pinned.New(dev)      // pinned_* settings from SUBLET_ALLOC_CONF
+//	buf, err := h.Alloc(n)         // a []byte outside the Go heap, page-locked on a GPU
+//	... copy into buf, start the host-to-device copy on stream s ...
+//	err = h.RecordEvent(buf, s)    // buf is not reused before the copy has completed
+//	err = h.Free(buf)              // cached for the next request of its size
+//	defer h.Close()                // everything goes back to the system
+//
+// Package data's Loader uses one for its batches (data.Config.Pinned).
 //
 // Memory comes from the device's cuMemHostAlloc (device.PinnedHost) when it offers one;
 // with pinned_use_cuda_host_register, from anonymous mmap that the device page-locks in
@@ -231,7 +240,7 @@ func refuse(op string, dev device.Device, cfg alloc.PinnedConfig) error {
 		return fmt.Errorf("%s on %s: %s (PinnedConfig.%s) is set, but %s; unset it", op, dev.Name(), key, field, why)
 	}
 	if cfg.FreeCatchAll {
-		return unsupported("pinned_free_catch_all", "FreeCatchAll", "what it does in PyTorch is not established (spec/allocator.md §1.19), so sublet does not implement a guess")
+		return unsupported("pinned_free_catch_all", "FreeCatchAll", "what it does in PyTorch is not established (docs/allocator.md), so sublet does not implement a guess")
 	}
 	if _, ok := dev.(device.HostRegisterer); cfg.UseHostRegister && !ok {
 		return unsupported("pinned_use_cuda_host_register", "UseHostRegister", dev.Name()+" cannot page-lock ordinary host memory (it does not implement device.HostRegisterer; CUDA devices do)")

@@ -1,6 +1,15 @@
 // Package replay reads, writes, generates and replays allocation traces: the sequences of
 // alloc/free/empty_cache events that the caching allocator is checked against PyTorch with.
 //
+// # Use
+//
+//	events, err := replay.ReadFile("run.jsonl.gz")        // recorded by alloc/recorder, or Generate(kind, seed)
+//	res, err := replay.Replay(a, events, true)            // through an allocator; res.Final is memory_stats()
+//	final, err := replay.OnSim(events, "expandable_segments:True", 0, 0) // the quick "what if" on a simulated H200
+//
+// `sublet replay`, `sublet trace gen` and `sublet trace info` are the same from the
+// command line.
+//
 // A trace is JSONL, one event per line, exactly what the oracle script
 // (bench/torch/torch_replay.py) reads:
 //

@@ -49,6 +49,10 @@ type Result struct {
 	// Live are the blocks of the trace's ids still allocated after the last event
 	// replayed, for a caller that gives the device back (Free each, then EmptyCache).
 	Live []device.Ptr `json:"-"`
+	// OOMs counts the allocs of the replay that ended in out of memory; FirstOOM is the
+	// first of them, its Err the *alloc.OOMError (nil when none did).
+	OOMs     int         `json:"-"`
+	FirstOOM *EventError `json:"-"`
 }
 
 // EventError is a replay stopped at one event by an error that is not an OOM.
@@ -115,6 +119,13 @@ func ReplayWith(a *alloc.Allocator, events []Event, o Options) (*Result, error) 
 			r.finish(res)
 			return res, &EventError{Index: i, Event: e, Err: err}
 		}
+		if r.oom != nil {
+			res.OOMs++
+			if res.FirstOOM == nil {
+				res.FirstOOM = &EventError{Index: i, Event: e, Err: r.oom}
+			}
+			r.oom = nil
+		}
 		if series {
 			st := a.Stats()
 			row := make([]int64, len(seriesKeys))
@@ -144,6 +155,9 @@ type replayer struct {
 	ptrs map[int64]device.Ptr
 	// streams maps trace stream numbers to device streams.
 	streams map[int64]device.Stream
+	// oom is the error of the last alloc that ended in out of memory, until the caller
+	// takes it.
+	oom *alloc.OOMError
 }
 
 func (r *replayer) apply(e Event) error {
@@ -156,6 +170,7 @@ func (r *replayer) apply(e Event) error {
 		p, err := r.a.Alloc(e.Size, s)
 		var oom *alloc.OOMError
 		if errors.As(err, &oom) {
+			r.oom = oom
 			return nil
 		}
 		if err != nil {

@@ -94,6 +94,8 @@ func TestReplayBlogPattern(t *testing.T) {
 			assert.Equal(t, int64(0), res.Final["allocated_bytes.all.current"])
 			assert.Equal(t, c.reserved, res.Final["reserved_bytes.all.peak"])
 			assert.Equal(t, int64(0), res.Final["num_ooms"])
+			assert.Zero(t, res.OOMs)
+			assert.Nil(t, res.FirstOOM)
 		})
 	}
 }
@@ -118,6 +120,13 @@ func TestReplayCountsOOMAndSkipsTheFreeOfItsID(t *testing.T) {
 	assert.Equal(t, []int64{80 * mib, 80 * mib, 80 * mib, 0, 40 * mib, 0, 0}, col(t, res, "allocated_bytes.all.current"))
 	assert.Equal(t, []int64{80 * mib, 80 * mib, 80 * mib, 80 * mib, 80 * mib, 80 * mib, 0}, col(t, res, "reserved_bytes.all.current"))
 	assert.Equal(t, int64(0), res.Final["reserved_bytes.all.current"])
+	assert.Equal(t, 1, res.OOMs)
+	require.NotNil(t, res.FirstOOM)
+	assert.Equal(t, 1, res.FirstOOM.Index, "line 2 of the trace")
+	var oom *alloc.OOMError
+	require.ErrorAs(t, res.FirstOOM, &oom)
+	assert.Equal(t, int64(40*mib), oom.Requested)
+	assert.Contains(t, res.FirstOOM.Error(), "replay line 2 (alloc id 2 size 41943040): alloc: out of memory on sim.")
 }
 
 func TestReplayStopsAtANonOOMErrorWithItsLine(t *testing.T) {
@@ -135,7 +144,8 @@ func TestReplayStopsAtANonOOMErrorWithItsLine(t *testing.T) {
 	require.Len(t, res.Live, 1, "id 1 stays allocated")
 	assert.Equal(t, 1, ee.Index)
 	assert.Equal(t, ev[1], ee.Event)
-	assert.Contains(t, err.Error(), "replay line 2 (alloc id 2 size 3145728): ")
+	assert.Contains(t, err.Error(), "replay line 2 (alloc id 2 size 3145728): alloc: Alloc(3145728) on sim: getting a 20971520-byte segment: sim: Malloc(20971520): ",
+		"each layer says what it did once, the device's name not doubled by the device's package")
 	assert.Contains(t, err.Error(), "segment index 1")
 	var oom *alloc.OOMError
 	assert.False(t, errors.As(err, &oom), "a diverged recording is not an OOM")

@@ -1,17 +1,22 @@
 package replay
 
 // Summary describes a trace without replaying it: what an allocator must at least hold.
+// Its JSON keys are snake_case, as every JSON output of sublet's.
 type Summary struct {
-	Events, Allocs, Frees, EmptyCaches int
+	Events      int `json:"events"`
+	Allocs      int `json:"allocs"`
+	Frees       int `json:"frees"`
+	EmptyCaches int `json:"empty_caches"`
 	// PeakLive is the most bytes requested and not yet freed at one time, counting
 	// every alloc as successful.
-	PeakLive int64
+	PeakLive int64 `json:"peak_live"`
 	// PeakLiveEvent is the 0-based index of the event at which PeakLive is first reached.
-	PeakLiveEvent int
+	PeakLiveEvent int `json:"peak_live_event"`
 	// MinSize and MaxSize bound the alloc sizes (0 when there are no allocs).
-	MinSize, MaxSize int64
+	MinSize int64 `json:"min_size"`
+	MaxSize int64 `json:"max_size"`
 	// TotalAllocated is the sum of all alloc sizes.
-	TotalAllocated int64
+	TotalAllocated int64 `json:"total_allocated"`
 }
 
 // Summarize walks a valid trace (see Validate) once.

@@ -94,7 +94,7 @@ func (b *bench) report(r Result) {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sublet-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	devices := fs.String("device", "sim", "comma-separated devices: sim (simulated H200), cpu, cuda:N")
+	devices := fs.String("device", "sim", "comma-separated devices: "+named.Usage)
 	which := fs.String("run", "pair,churn,raw,emptycache,concurrent", "comma-separated experiments")
 	per := fs.Duration("time", time.Second, "time to measure each figure over")
 	compute := fs.Duration("compute", defaultCompute(), "emptycache: simulated compute time per training step (the default is the step's flops at the H200's measured 51.3 TFLOP/s FP32)")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device/sim"
+	"github.com/subletml/sublet/internal/jsonkeys"
 )
 
 func runBench(args ...string) (int, string, string) {
@@ -28,6 +29,9 @@ func TestEveryExperimentOnSim(t *testing.T) {
 	require.Equal(t, 0, code, errs)
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
+	bad, err := jsonkeys.Bad(data)
+	require.NoError(t, err)
+	assert.Empty(t, bad, "-json keys are snake_case")
 	var rs []Result
 	require.NoError(t, json.Unmarshal(data, &rs))
 	count := map[string]int{}
@@ -157,6 +161,9 @@ func TestTrainPeaksOnSimEqualThoseWithData(t *testing.T) {
 		require.Equal(t, 0, code, errs)
 		data, err := os.ReadFile(path)
 		require.NoError(t, err)
+		bad, err := jsonkeys.Bad(data)
+		require.NoError(t, err)
+		assert.Empty(t, bad, "-jsonl keys are snake_case")
 		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
 		require.Len(t, lines, 2, out)
 		for _, line := range lines {

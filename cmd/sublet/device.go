@@ -2,12 +2,11 @@ package main
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/cpu"
 	"github.com/subletml/sublet/device/cuda"
+	"github.com/subletml/sublet/device/named"
 	"github.com/subletml/sublet/device/sim"
 )
 
@@ -21,19 +20,26 @@ type simShape struct {
 
 func (s simShape) isZero() bool { return s == simShape{} }
 
-// openDevice returns the device a name selects and the function that gives it back:
-//
-//	sim      simulated H200 without backing store (the default); shape applies
-//	cpu      host memory
-//	cuda:N   NVIDIA GPU N, through libcuda.so.1 loaded at run time
+// deviceUsage is the help of the -device flag of the commands that open a device.
+const deviceUsage = "device: " + named.Usage
+
+// openDevice returns a new device of the kind a name (device/named's names) selects,
+// and the function that gives it back: sim and sim-backed take shape; cuda and cuda:N
+// open the GPU through libcuda.so.1, loaded at run time. The device is the command's
+// own, not named's shared one: its allocator starts empty and its settings are the
+// command's.
 func openDevice(name string, shape simShape) (device.Device, func() error, error) {
 	noop := func() error { return nil }
-	if name != "sim" && !shape.isZero() {
-		return nil, nil, fmt.Errorf("device %s: -capacity and -segments shape the simulated device only (use -device sim)", name)
+	n, err := named.Parse(name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-device: %w", err)
 	}
-	switch {
-	case name == "sim":
-		o := sim.Options{Capacity: shape.capacity}
+	if n.Kind != device.Sim && !shape.isZero() {
+		return nil, nil, fmt.Errorf("device %s: -capacity and -segments shape the simulated device only (use -device sim)", n)
+	}
+	switch n.Kind {
+	case device.Sim:
+		o := sim.Options{Capacity: shape.capacity, Backing: n.Backed}
 		if shape.segments != "" {
 			segs, err := sim.LoadSegments(shape.segments)
 			if err != nil {
@@ -43,19 +49,13 @@ func openDevice(name string, shape simShape) (device.Device, func() error, error
 		}
 		d, err := sim.New(o)
 		return d, noop, err
-	case name == "cpu":
+	case device.CPU:
 		d, err := cpu.New(cpu.Options{})
 		return d, noop, err
-	case strings.HasPrefix(name, "cuda:"):
-		n, err := strconv.Atoi(strings.TrimPrefix(name, "cuda:"))
-		if err != nil || n < 0 {
-			return nil, nil, fmt.Errorf("device %q: want cuda:N with N a GPU ordinal", name)
-		}
-		d, err := cuda.Open(n)
-		if err != nil {
-			return nil, nil, fmt.Errorf("device %s: %w (-device sim simulates an H200 without a GPU)", name, err)
-		}
-		return d, d.Close, nil
 	}
-	return nil, nil, fmt.Errorf("unknown device %q: want sim, cpu or cuda:N", name)
+	d, err := cuda.Open(n.Ordinal)
+	if err != nil {
+		return nil, nil, fmt.Errorf("device %s: %w (-device sim simulates an H200 without a GPU)", n, err)
+	}
+	return d, d.Close, nil
 }

@@ -198,12 +198,21 @@ func runFit(args []string, stdout, stderr io.Writer) error {
 	segments := fs.Int("checkpoint", 0, "checkpoint the layers in this many segments (checkpoint.Sequential); 0 is off")
 	autocast := fs.String("amp", "", "mixed precision: f16 or bf16 autocast over the forward and the loss; empty is off")
 	optimizer := fs.String("optimizer", "adam", "adam, adamw, sgd (with momentum) or none")
-	conf := fs.String("conf", "", "allocator configuration, PYTORCH_CUDA_ALLOC_CONF syntax")
+	conf := fs.String("conf", "", confUsage)
 	limit := fs.Int("max-batch", 1<<30, "the largest batch to try")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	spec, err := fitFlags(*sizes, *capacity, *occupied, *segments, *autocast, *optimizer, *conf)
+	_, inForce, from, err := confInForce(fs, *conf)
+	if err != nil && from == "-conf" {
+		fmt.Fprintf(stderr, "fit: %v\n", err)
+		fs.Usage()
+		return errUsage
+	}
+	if err != nil {
+		return err
+	}
+	spec, err := fitFlags(*sizes, *capacity, *occupied, *segments, *autocast, *optimizer, inForce)
 	if err != nil {
 		fmt.Fprintf(stderr, "fit: %v\n", err)
 		fs.Usage()
@@ -218,8 +227,8 @@ func runFit(args []string, stdout, stderr io.Writer) error {
 	if spec.occupied > 0 {
 		fmt.Fprintf(stdout, ", %s occupied", units.Bytes(spec.occupied))
 	}
-	if *conf != "" {
-		fmt.Fprintf(stdout, ", allocator %q", *conf)
+	if inForce != "" {
+		fmt.Fprintf(stdout, ", allocator %q (%s)", inForce, from)
 	}
 	fmt.Fprintf(stdout, "\neach trial: %d training steps (forward, backward, optimizer) on the device without data; an OOM row's peaks are those up to its failure\n\n", spec.steps)
 	fmt.Fprintf(stdout, "%12s  %-6s %15s %15s  %s\n", "batch", "result", "peak allocated", "peak reserved", "")

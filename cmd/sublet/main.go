@@ -2,8 +2,9 @@
 // allocation traces and replays them through the caching allocator.
 //
 // Every subcommand writes its result to stdout and its errors to stderr, and exits
-// nonzero on error; run is the whole program with its streams passed in, so tests call
-// it directly.
+// nonzero on error: 1, or 2 for bad usage; `sublet replay` exits 3 when allocations ran
+// out of memory (see its -h). `-h` prints a command's usage and exits 0. run is the whole
+// program with its streams passed in, so tests call it directly.
 package main
 
 import (
@@ -55,6 +56,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 				return 0
 			case errors.Is(err, errUsage):
 				return 2
+			case errors.Is(err, errOOMs):
+				return exitOOMs // reported by the command
 			}
 			fmt.Fprintf(stderr, "sublet %s: %v\n", c.name, err)
 			return 1

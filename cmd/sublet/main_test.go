@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,29 +127,27 @@ func TestTraceKinds(t *testing.T) {
 	}
 }
 
-// replayOut is the JSON sublet replay prints.
-type replayOut struct {
-	Keys   []string         `json:"keys"`
-	Series [][]int64        `json:"series"`
-	Final  map[string]int64 `json:"final"`
-}
-
 func TestReplayCommittedTrace(t *testing.T) {
 	code, out, errs := sublet("replay", "-trace", "../../testdata/traces/blog.jsonl.gz", "-series")
 	require.Equal(t, 0, code, errs)
-	var r replayOut
+	var r replayOutput
 	require.NoError(t, json.Unmarshal([]byte(out), &r))
-	assert.Equal(t, replay.SeriesKeys(), r.Keys)
+	assert.Equal(t, append([]string{"event"}, replay.SeriesKeys()...), r.Keys, "the first column is the event's index")
 	events, err := replay.ReadFile("../../testdata/traces/blog.jsonl.gz")
 	require.NoError(t, err)
 	require.Len(t, r.Series, len(events))
+	assert.Equal(t, len(events), r.Events)
+	assert.Equal(t, "sim", r.Device)
+	for i, row := range r.Series {
+		require.Equal(t, int64(i), row[0], "row %d", i)
+	}
 	// The trace opens with the blog's 8 x 16 MiB: eight 16 MiB segments.
-	assert.Equal(t, []int64{128 << 20, 128 << 20, 128 << 20, 0, 8, 0, 0, 8, 0, 128 << 20}, r.Series[7])
+	assert.Equal(t, []int64{7, 128 << 20, 128 << 20, 128 << 20, 0, 8, 0, 0, 8, 0, 128 << 20}, r.Series[7])
 	// Then 4 x 32 MiB after freeing them: four more segments, 256 MiB reserved.
-	assert.Equal(t, []int64{128 << 20, 256 << 20, 128 << 20, 0, 12, 0, 0, 12, 0, 128 << 20}, r.Series[19])
+	assert.Equal(t, []int64{19, 128 << 20, 256 << 20, 128 << 20, 0, 12, 0, 0, 12, 0, 128 << 20}, r.Series[19])
 	var peak int64
 	for _, row := range r.Series {
-		peak = max(peak, row[1])
+		peak = max(peak, row[2])
 	}
 	assert.Equal(t, int64(0), r.Final["allocated_bytes.all.current"])
 	assert.Equal(t, int64(0), r.Final["reserved_bytes.all.current"], "the trace ends with empty_cache")
@@ -156,7 +155,7 @@ func TestReplayCommittedTrace(t *testing.T) {
 
 	code, out, errs = sublet("replay", "-trace", "../../testdata/traces/blog.jsonl.gz")
 	require.Equal(t, 0, code, errs)
-	r = replayOut{}
+	r = replayOutput{}
 	require.NoError(t, json.Unmarshal([]byte(out), &r))
 	assert.Nil(t, r.Series, "no series without -series")
 	assert.Equal(t, peak, r.Final["reserved_bytes.all.peak"])
@@ -164,23 +163,31 @@ func TestReplayCommittedTrace(t *testing.T) {
 
 func TestReplayConfFractionCapacity(t *testing.T) {
 	trace := "../../testdata/traces/oom_fraction.jsonl.gz"
-	final := func(args ...string) map[string]int64 {
+	// final replays with args and returns the final statistics; ooms says the replay
+	// must exit 3 for its OOMs, reported on stderr.
+	final := func(ooms bool, args ...string) map[string]int64 {
 		t.Helper()
 		code, out, errs := sublet(append([]string{"replay", "-trace", trace}, args...)...)
-		require.Equal(t, 0, code, errs)
-		var r replayOut
-		require.NoError(t, json.Unmarshal([]byte(out), &r))
+		var r replayOutput
+		require.NoError(t, json.Unmarshal([]byte(out), &r), "the JSON is printed with or without OOMs")
+		if ooms {
+			require.Equal(t, exitOOMs, code, errs)
+			assert.Contains(t, errs, fmt.Sprintf("replay: %d of ", r.Final["num_ooms"]))
+		} else {
+			require.Equal(t, 0, code, errs)
+			assert.Empty(t, errs)
+		}
 		return r.Final
 	}
-	free := final()
+	free := final(false)
 	assert.Equal(t, int64(0), free["num_ooms"], "an H200 holds the whole trace")
-	limited := final("-fraction", "0.0143")
+	limited := final(true, "-fraction", "0.0143")
 	assert.Greater(t, limited["num_ooms"], int64(0))
 	assert.LessOrEqual(t, limited["reserved_bytes.all.peak"], int64(2146571289) /* 0.0143 x 150109880320 */)
-	small := final("-capacity", "2147483648")
+	small := final(true, "-capacity", "2147483648")
 	assert.Greater(t, small["num_ooms"], int64(0))
 	assert.LessOrEqual(t, small["reserved_bytes.all.peak"], int64(2147483648))
-	gc := final("-fraction", "0.0143", "-conf", "garbage_collection_threshold:0.6")
+	gc := final(true, "-fraction", "0.0143", "-conf", "garbage_collection_threshold:0.6")
 	assert.NotEqual(t, limited["num_device_free"], gc["num_device_free"], "garbage collection frees segments early")
 }
 
@@ -194,7 +201,7 @@ func TestReplaySegmentsFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(segs, []byte(`[{"size":2097152,"addr":140737488355328},{"size":20971520,"addr":140737454800896}]`), 0o644))
 	code, out, errs := sublet("replay", "-trace", trace, "-segments", segs)
 	require.Equal(t, 0, code, errs)
-	var r replayOut
+	var r replayOutput
 	require.NoError(t, json.Unmarshal([]byte(out), &r))
 	assert.Equal(t, int64(22<<20), r.Final["reserved_bytes.all.current"])
 
@@ -222,9 +229,9 @@ func TestReplayErrors(t *testing.T) {
 		{[]string{"-trace", filepath.Join(dir, "none.jsonl")}, 1, "no such file"},
 		{[]string{"-trace", good, "-conf", "max_split_size_mb:x"}, 1, "max_split_size_mb"},
 		{[]string{"-trace", good, "-fraction", "1.5"}, 1, "fraction must be in [0, 1]"},
-		{[]string{"-trace", good, "-device", "tpu"}, 1, `unknown device "tpu": want sim, cpu or cuda:N`},
-		{[]string{"-trace", good, "-device", "cuda:x"}, 1, "want cuda:N"},
-		{[]string{"-trace", good, "-device", "cuda:-1"}, 1, "want cuda:N"},
+		{[]string{"-trace", good, "-device", "tpu"}, 1, `sublet replay: -device: unknown device "tpu": want "cpu", "sim", "sim-backed", "cuda" or "cuda:N"`},
+		{[]string{"-trace", good, "-device", "cuda:x"}, 1, `unknown device "cuda:x"`},
+		{[]string{"-trace", good, "-device", "cuda:-1"}, 1, `unknown device "cuda:-1"`},
 		{[]string{"-trace", good, "-device", "cuda:999"}, 1, "device cuda:999: "},
 		{[]string{"-trace", good, "-device", "cpu", "-segments", "x"}, 1, "simulated device only"},
 		{[]string{"-trace", good, "-capacity", "-5"}, 1, "Capacity is -5"},
@@ -239,15 +246,33 @@ func TestReplayErrors(t *testing.T) {
 
 func TestReplayOnCPUDecidesAsOnSim(t *testing.T) {
 	finals := map[string]map[string]int64{}
-	for _, dev := range []string{"cpu", "sim"} {
+	for _, dev := range []string{"cpu", "sim", "sim-backed"} {
 		code, out, errs := sublet("replay", "-trace", "../../testdata/traces/blog.jsonl.gz", "-device", dev)
 		require.Equal(t, 0, code, errs)
-		var r replayOut
+		var r replayOutput
 		require.NoError(t, json.Unmarshal([]byte(out), &r))
 		finals[dev] = r.Final
 	}
 	assert.Equal(t, finals["sim"], finals["cpu"])
+	assert.Equal(t, finals["sim"], finals["sim-backed"])
 	assert.Equal(t, int64(0), finals["cpu"]["reserved_bytes.all.current"])
+}
+
+// -device takes device/named's names: "cuda" is "cuda:0", here as in SUBLET_DEVICE.
+func TestReplayDeviceNamesAreNamed(t *testing.T) {
+	trace := "../../testdata/traces/blog.jsonl.gz"
+	code, out, errs := sublet("replay", "-trace", trace, "-device", "cuda")
+	code0, out0, errs0 := sublet("replay", "-trace", trace, "-device", "cuda:0")
+	assert.Equal(t, code0, code)
+	assert.Equal(t, out0, out)
+	assert.Equal(t, errs0, errs, "the same device, the same outcome")
+	assert.NotContains(t, errs, "unknown device")
+	if code != 0 {
+		assert.Contains(t, errs, "device cuda:0: ", "without a GPU: the driver's reason, under the canonical name")
+	}
+	code, _, errs = sublet("replay", "-h")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, errs, "sim-backed (a simulated H200 with data), cuda or cuda:N")
 }
 
 func TestDemo(t *testing.T) {
@@ -260,4 +285,90 @@ func TestDemo(t *testing.T) {
 	}
 	code, _, _ = sublet("demo", "extra")
 	assert.Equal(t, 2, code)
+}
+
+// replay takes its settings from SUBLET_ALLOC_CONF, as the program's allocator would
+// (and as sublet info reports), unless -conf is given; an invalid value is an error
+// naming the variable, and -conf (even "") replaces it.
+func TestReplayReadsSubletAllocConf(t *testing.T) {
+	trace := "../../testdata/traces/blog.jsonl.gz"
+	replayed := func(wantCode int, args ...string) (replayOutput, string) {
+		t.Helper()
+		code, out, errs := sublet(append([]string{"replay", "-trace", trace}, args...)...)
+		require.Equal(t, wantCode, code, errs)
+		var r replayOutput
+		if wantCode == 0 {
+			require.NoError(t, json.Unmarshal([]byte(out), &r))
+		}
+		return r, errs
+	}
+	t.Setenv("SUBLET_ALLOC_CONF", "")
+	plain, errs := replayed(0)
+	assert.Equal(t, "default", plain.ConfFrom)
+	assert.Empty(t, errs)
+
+	t.Setenv("SUBLET_ALLOC_CONF", "expandable_segments:True")
+	env, errs := replayed(0)
+	assert.Equal(t, "SUBLET_ALLOC_CONF", env.ConfFrom)
+	assert.Equal(t, "expandable_segments:True", env.Conf)
+	assert.Equal(t, `replay: allocator settings from SUBLET_ALLOC_CONF="expandable_segments:True" (-conf overrides)`+"\n", errs)
+	assert.NotEqual(t, plain.Final["num_device_alloc"], env.Final["num_device_alloc"], "expandable segments were in force")
+	asked, _ := replayed(0, "-conf", "expandable_segments:True")
+	assert.Equal(t, env.Final, asked.Final)
+
+	over, errs := replayed(0, "-conf", "")
+	assert.Equal(t, "-conf", over.ConfFrom)
+	assert.Empty(t, errs)
+	assert.Equal(t, plain.Final, over.Final, `-conf "" replays with the defaults`)
+
+	t.Setenv("SUBLET_ALLOC_CONF", "max_split_size_mb:x")
+	_, errs = replayed(1)
+	assert.Contains(t, errs, `sublet replay: SUBLET_ALLOC_CONF: alloc: config "max_split_size_mb:x"`)
+	assert.Contains(t, errs, "(fix or unset it, or give -conf)")
+	_, _ = replayed(0, "-conf", "")
+
+	// sublet snapshot and sublet fit follow the same rule.
+	code, _, errs := sublet("snapshot", "-trace", trace, "-o", filepath.Join(t.TempDir(), "s.json"))
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "SUBLET_ALLOC_CONF")
+	code, _, errs = sublet("fit", "-sizes", "8,8", "-capacity", "64MiB", "-max-batch", "4")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "SUBLET_ALLOC_CONF")
+}
+
+// Allocations that run out of memory are reported on stderr and give exit status 3,
+// the JSON printed all the same; -allow-oom gives 0. An empty trace is an error.
+func TestReplayReportsOOMsAndEmptyTraces(t *testing.T) {
+	t.Setenv("SUBLET_ALLOC_CONF", "")
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "t.jsonl")
+	require.NoError(t, os.WriteFile(trace, []byte(`{"op":"alloc","id":1,"size":80000000}
+{"op":"alloc","id":2,"size":40000000}
+{"op":"alloc","id":3,"size":40000000}
+{"op":"free","id":1}
+`), 0o644))
+	code, out, errs := sublet("replay", "-trace", trace, "-capacity", "104857600")
+	assert.Equal(t, exitOOMs, code)
+	var r replayOutput
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	assert.Equal(t, 2, r.OOMs)
+	assert.Equal(t, int64(2), r.Final["num_ooms"])
+	assert.True(t, strings.HasPrefix(errs, "replay: 2 of 3 allocations ran out of memory; the first, replay line 2 (alloc id 2 size 40000000): alloc: out of memory on sim."), errs)
+	assert.NotContains(t, errs, "sublet replay: allocations ran out of memory", "reported once")
+
+	code, out2, errs2 := sublet("replay", "-trace", trace, "-capacity", "104857600", "-allow-oom")
+	assert.Equal(t, 0, code)
+	assert.Equal(t, out, out2)
+	assert.Equal(t, errs, errs2, "still reported")
+
+	empty := filepath.Join(dir, "empty.jsonl")
+	require.NoError(t, os.WriteFile(empty, nil, 0o644))
+	code, out, errs = sublet("replay", "-trace", empty)
+	assert.Equal(t, 1, code)
+	assert.Empty(t, out)
+	assert.Equal(t, "sublet replay: "+empty+": the trace has no events: nothing to replay (an empty file, or a recording that saw no allocation)\n", errs)
+
+	code, _, errs = sublet("replay", "-h")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, errs, "Exit status: 0; 3 when allocations ran out of memory")
 }

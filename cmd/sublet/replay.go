@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/alloc/replay"
@@ -15,21 +17,49 @@ type replayFlags struct {
 	trace, conf, dev, segments string
 	fraction                   float64
 	capacity                   int64
+
+	// confInForce and confFrom are set by open: the settings the allocator got and
+	// where they came from ("-conf", SUBLET_ALLOC_CONF or "default").
+	confInForce, confFrom string
 }
 
 func addReplayFlags(fs *flag.FlagSet) *replayFlags {
 	f := &replayFlags{}
 	fs.StringVar(&f.trace, "trace", "", "trace file (JSONL, plain or gzip): generated, or recorded by package alloc/recorder")
-	fs.StringVar(&f.conf, "conf", "", "allocator configuration, PYTORCH_CUDA_ALLOC_CONF syntax")
+	fs.StringVar(&f.conf, "conf", "", confUsage)
 	fs.Float64Var(&f.fraction, "fraction", 0, "per-process memory fraction of the device's total memory; 0 sets none")
-	fs.StringVar(&f.dev, "device", "sim", "device: sim (simulated H200, no backing store), cpu, cuda:N")
+	fs.StringVar(&f.dev, "device", "sim", deviceUsage)
 	fs.Int64Var(&f.capacity, "capacity", 0, "sim only: total memory in bytes (0: 150109880320, an H200)")
 	fs.StringVar(&f.segments, "segments", "", "sim only: recorded driver segments to hand out in order: a JSON array of {\"size\",\"addr\"} or a torch_replay.py result")
 	return f
 }
 
+// confUsage is the help of a -conf flag that confInForce reads.
+const confUsage = "allocator settings, PYTORCH_CUDA_ALLOC_CONF syntax (default: " + alloc.ConfigEnv + `, as the program's own allocator reads it; -conf "" for PyTorch's defaults)`
+
+// confInForce returns the allocator settings a command runs with, parsed, and where they
+// came from: -conf when it is given (even empty: the defaults), else SUBLET_ALLOC_CONF,
+// which a program's allocator would read (what `sublet info` reports in force).
+func confInForce(fs *flag.FlagSet, conf string) (cfg alloc.Config, s, from string, err error) {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "conf" })
+	s, from = conf, "-conf"
+	if !given {
+		s, from = os.Getenv(alloc.ConfigEnv), alloc.ConfigEnv
+		if s == "" {
+			from = "default"
+		}
+	}
+	cfg, err = alloc.ParseConfig(s)
+	if err != nil && from == alloc.ConfigEnv {
+		err = fmt.Errorf("%s: %w (fix or unset it, or give -conf)", alloc.ConfigEnv, err)
+	}
+	return cfg, s, from, err
+}
+
 // open reads the trace and makes the allocator it is replayed through; release gives
-// the device back (call it once the allocator holds nothing).
+// the device back (call it once the allocator holds nothing). Settings taken from
+// SUBLET_ALLOC_CONF are said on stderr; an empty trace is an error.
 func (f *replayFlags) open(fs *flag.FlagSet, stderr io.Writer) (events []replay.Event, a *alloc.Allocator, release func() error, err error) {
 	if f.trace == "" {
 		fmt.Fprintf(stderr, "%s: -trace is required\n", fs.Name())
@@ -39,9 +69,16 @@ func (f *replayFlags) open(fs *flag.FlagSet, stderr io.Writer) (events []replay.
 	if events, err = replay.ReadFile(f.trace); err != nil {
 		return nil, nil, nil, err
 	}
-	cfg, err := alloc.ParseConfig(f.conf)
+	if len(events) == 0 {
+		return nil, nil, nil, fmt.Errorf("%s: the trace has no events: nothing to replay (an empty file, or a recording that saw no allocation)", f.trace)
+	}
+	cfg, conf, from, err := confInForce(fs, f.conf)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	f.confInForce, f.confFrom = conf, from
+	if from == alloc.ConfigEnv {
+		fmt.Fprintf(stderr, "%s: allocator settings from %s=%q (-conf overrides)\n", fs.Name(), alloc.ConfigEnv, conf)
 	}
 	if w := gcThresholdWarning(cfg, f.fraction); w != "" {
 		fmt.Fprintf(stderr, "%s: warning: %s (here: -fraction)\n", fs.Name(), w)
@@ -67,10 +104,48 @@ func joinErr(err, rerr error) error {
 	return rerr
 }
 
+// errOOMs is returned by replay after it printed its result when allocations ran out
+// of memory and -allow-oom was not given; the exit status is then exitOOMs.
+var errOOMs = errors.New("allocations ran out of memory")
+
+// exitOOMs is the exit status of a replay whose allocations ran out of memory.
+const exitOOMs = 3
+
+const replaySynopsis = `sublet replay -trace FILE [-conf STRING] [-fraction F] [-device NAME] [-capacity BYTES] [-segments FILE] [-series] [-allow-oom]
+
+Replays the trace through a new caching allocator and prints one JSON object on stdout:
+the trace, the device, the settings (conf, and conf_from: -conf, SUBLET_ALLOC_CONF or
+default), the fraction, the event and OOM counts, the final memory_stats() (final) and,
+with -series, a row of the keys after every event, its first column the event's index.
+Allocations that run out of memory are replayed as PyTorch's torch_replay.py does (the
+trace's later free of them is skipped) and reported on stderr.
+
+Exit status: 0; 3 when allocations ran out of memory (the JSON is printed all the same;
+-allow-oom makes it 0); 1 on error (an empty trace is one); 2 on bad usage.`
+
+// replayOutput is what sublet replay prints: the keys of torch_replay.py's result
+// (trace, conf, fraction, keys, series, final) and sublet's own, all snake_case.
+type replayOutput struct {
+	Trace    string           `json:"trace"`
+	Device   string           `json:"device"`
+	Conf     string           `json:"conf"`
+	ConfFrom string           `json:"conf_from"`
+	Fraction float64          `json:"fraction"`
+	Events   int              `json:"events"`
+	OOMs     int              `json:"ooms"`
+	Keys     []string         `json:"keys"`
+	Series   [][]int64        `json:"series,omitempty"`
+	Final    map[string]int64 `json:"final"`
+}
+
+// eventKey names the first column of the series rows: the event's 0-based index.
+const eventKey = "event"
+
 func runReplay(args []string, stdout, stderr io.Writer) (err error) {
-	fs := newFlagSet("replay", "sublet replay -trace FILE [-conf STRING] [-fraction F] [-device NAME] [-capacity BYTES] [-segments FILE] [-series]", stderr)
+	fs := newFlagSet("replay", replaySynopsis, stderr)
 	f := addReplayFlags(fs)
-	series := fs.Bool("series", false, "record the key statistics after every event")
+	series := fs.Bool("series", false, "record the key statistics after every event, each row led by the event's index")
+	allowOOM := fs.Bool("allow-oom", false, "exit 0 even when allocations ran out of memory (they are still reported on stderr)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -87,7 +162,28 @@ func runReplay(args []string, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.trace, err)
 	}
-	return writeJSON(stdout, res)
+	out := replayOutput{Trace: f.trace, Device: a.Device().Name(), Conf: f.confInForce, ConfFrom: f.confFrom, Fraction: f.fraction,
+		Events: len(events), OOMs: res.OOMs, Keys: append([]string{eventKey}, res.Keys...), Final: res.Final}
+	for i, row := range res.Series {
+		out.Series = append(out.Series, append([]int64{int64(i)}, row...))
+	}
+	if err := writeJSON(stdout, out); err != nil {
+		return err
+	}
+	if res.OOMs == 0 {
+		return nil
+	}
+	allocs := 0
+	for _, e := range events {
+		if e.Op == replay.OpAlloc {
+			allocs++
+		}
+	}
+	fmt.Fprintf(stderr, "replay: %d of %d allocations ran out of memory; the first, %v\n", res.OOMs, allocs, res.FirstOOM)
+	if *allowOOM {
+		return nil
+	}
+	return errOOMs
 }
 
 // giveBack frees the blocks a replay left live and releases the allocator's cache.

@@ -41,11 +41,11 @@ func replayFinal(t *testing.T, trace, conf string, fraction float64) map[string]
 	t.Helper()
 	args := []string{"replay", "-trace", trace, "-conf", conf}
 	if fraction > 0 {
-		args = append(args, "-fraction", fmt.Sprint(fraction))
+		args = append(args, "-fraction", fmt.Sprint(fraction), "-allow-oom")
 	}
 	code, out, errs := sublet(args...)
 	require.Equal(t, 0, code, errs)
-	var r replayOut
+	var r replayOutput
 	require.NoError(t, json.Unmarshal([]byte(out), &r))
 	return r.Final
 }

@@ -3,6 +3,9 @@
 // OS; VirtualMemory reserves address space and commits and decommits pages in it.
 // Device pointers are the host addresses of the memory.
 //
+//	dev, err := cpu.New(cpu.Options{})                     // up to the machine's memory
+//	dev, err := cpu.New(cpu.Options{Capacity: 4 << 30})    // a 4 GiB budget
+//
 // Invariants:
 //   - Held bytes (the sum of live allocations, each rounded up to whole pages, and of
 //     mapped pieces) never exceed the capacity. MemInfo reports total = capacity and

@@ -4,6 +4,16 @@
 // ErrNoDriver or ErrNoDevice. On platforms other than linux/amd64 and linux/arm64 every
 // constructor reports that CUDA is not available there.
 //
+// # Use
+//
+//	d, err := cuda.Open(0)          // errors.Is(err, cuda.ErrNoDriver / ErrNoDevice) without one
+//	defer d.Close()                 // refuses while anything is still allocated
+//	a, err := alloc.For(d)          // the caching allocator in front of it
+//
+// named.Open("cuda:0") is the shared value most programs want. Tensor ops that
+// compute need kernels for the device; where there are none they panic with
+// tensor.ErrNoKernels naming the op.
+//
 // Invariants:
 //   - Loading happens on first use (Open, Count, DriverVersion), never at import: the
 //     library is opened and every symbol resolved once per process, then immutable.

@@ -4,6 +4,12 @@
 // first GPU) and "cuda:N". The environment variable
 // SUBLET_DEVICE, read by Default at each call, overrides the automatic choice.
 //
+// # Use
+//
+//	dev, err := named.Default()      // SUBLET_DEVICE, else cuda:0 when usable, else cpu
+//	dev, err := named.Open("sim")    // one device value per name, shared by everyone
+//	n, err := named.Parse(*flagDev)  // a name taken apart, to open a device of one's own
+//
 // Invariants:
 //   - Each name opens its device once per process: later calls return the same value,
 //     so that the one caching allocator each device value owns is shared by everyone
@@ -33,6 +39,9 @@ const EnvVar = "SUBLET_DEVICE"
 // forms lists the accepted names, for error messages.
 const forms = `"cpu", "sim", "sim-backed", "cuda" or "cuda:N" (N = 0, 1, ...)`
 
+// Usage describes the names, for the help of a -device flag.
+const Usage = "cpu (host memory), sim (a simulated H200 without data: exact memory, no compute), sim-backed (a simulated H200 with data), cuda or cuda:N (NVIDIA GPU N; cuda is cuda:0)"
+
 // opened holds the devices opened so far, by canonical name.
 var opened struct {
 	mu   sync.Mutex
@@ -43,28 +52,36 @@ var opened struct {
 // cpu.New and sim.New with default options (a backing store for sim-backed), cuda.Open
 // for a GPU.
 func Open(name string) (device.Device, error) {
-	canon, ordinal, err := parse(name)
+	d, err := open(name)
+	if err != nil {
+		return nil, fmt.Errorf("named: %w", err)
+	}
+	return d, nil
+}
+
+// open is Open with an error that does not name the package, for Default to wrap.
+func open(name string) (device.Device, error) {
+	n, err := Parse(name)
 	if err != nil {
 		return nil, err
 	}
+	canon := n.String()
 	opened.mu.Lock()
 	defer opened.mu.Unlock()
 	if d, ok := opened.devs[canon]; ok {
 		return d, nil
 	}
 	var d device.Device
-	switch canon {
-	case "cpu":
+	switch n.Kind {
+	case device.CPU:
 		d, err = cpu.New(cpu.Options{})
-	case "sim":
-		d, err = sim.New(sim.Options{})
-	case "sim-backed":
-		d, err = sim.New(sim.Options{Backing: true})
+	case device.Sim:
+		d, err = sim.New(sim.Options{Backing: n.Backed})
 	default:
-		d, err = openCUDA(ordinal)
+		d, err = openCUDA(n.Ordinal)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("named: opening %s: %w", canon, err)
+		return nil, fmt.Errorf("opening %s: %w", canon, err)
 	}
 	if opened.devs == nil {
 		opened.devs = make(map[string]device.Device)
@@ -82,21 +99,50 @@ func openCUDA(ordinal int) (device.Device, error) {
 	return d, nil
 }
 
-// parse returns the canonical name and, for a GPU, its ordinal.
-func parse(name string) (canon string, ordinal int, err error) {
+// Name is a device name taken apart, for programs that make a device of their own
+// (a simulated one of another capacity, a GPU they close) from a name the user gave:
+// every -device flag and SUBLET_DEVICE go through Parse, so all accept the same names.
+type Name struct {
+	// Kind is the implementation: device.CPU, device.Sim or device.CUDA.
+	Kind device.Kind
+	// Backed says a simulated device keeps data (sim-backed); false for the others.
+	Backed bool
+	// Ordinal is the GPU of a cuda name; 0 for the others.
+	Ordinal int
+}
+
+// Parse reads a device name: "cpu", "sim", "sim-backed", "cuda" (which is "cuda:0") or
+// "cuda:N". Anything else is an error listing those; it does not name this package, so
+// that the caller can say where the name came from ("-device: unknown device ...").
+func Parse(name string) (Name, error) {
 	switch name {
-	case "cpu", "sim", "sim-backed":
-		return name, 0, nil
+	case "cpu":
+		return Name{Kind: device.CPU}, nil
+	case "sim":
+		return Name{Kind: device.Sim}, nil
+	case "sim-backed":
+		return Name{Kind: device.Sim, Backed: true}, nil
 	case "cuda":
-		return "cuda:0", 0, nil
+		return Name{Kind: device.CUDA}, nil
 	}
 	if rest, ok := strings.CutPrefix(name, "cuda:"); ok {
 		n, err := strconv.Atoi(rest)
 		if err == nil && n >= 0 && rest == strconv.Itoa(n) {
-			return "cuda:" + rest, n, nil
+			return Name{Kind: device.CUDA, Ordinal: n}, nil
 		}
 	}
-	return "", 0, fmt.Errorf("named: unknown device %q: want %s", name, forms)
+	return Name{}, fmt.Errorf("unknown device %q: want %s", name, forms)
+}
+
+// String is the canonical name: "cpu", "sim", "sim-backed" or "cuda:N".
+func (n Name) String() string {
+	switch {
+	case n.Kind == device.CUDA:
+		return "cuda:" + strconv.Itoa(n.Ordinal)
+	case n.Backed:
+		return "sim-backed"
+	}
+	return n.Kind.String()
 }
 
 // Default returns the device named by SUBLET_DEVICE when it is set, else cuda:0 when this
@@ -105,7 +151,7 @@ func parse(name string) (canon string, ordinal int, err error) {
 // CPU explicitly.
 func Default() (device.Device, error) {
 	if name := os.Getenv(EnvVar); name != "" {
-		d, err := Open(name)
+		d, err := open(name)
 		if err != nil {
 			return nil, fmt.Errorf("named: %s=%q: %w", EnvVar, name, err)
 		}

@@ -97,6 +97,34 @@ func TestDefault(t *testing.T) {
 	t.Setenv(EnvVar, "tpu")
 	_, err = Default()
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `SUBLET_DEVICE="tpu"`)
-	assert.Contains(t, err.Error(), `"cpu", "sim", "sim-backed", "cuda" or "cuda:N"`)
+	assert.Equal(t, `named: SUBLET_DEVICE="tpu": unknown device "tpu": want "cpu", "sim", "sim-backed", "cuda" or "cuda:N" (N = 0, 1, ...)`, err.Error(),
+		"the package is named once")
+}
+
+func TestParse(t *testing.T) {
+	for name, want := range map[string]Name{
+		"cpu":        {Kind: device.CPU},
+		"sim":        {Kind: device.Sim},
+		"sim-backed": {Kind: device.Sim, Backed: true},
+		"cuda":       {Kind: device.CUDA},
+		"cuda:0":     {Kind: device.CUDA},
+		"cuda:3":     {Kind: device.CUDA, Ordinal: 3},
+	} {
+		n, err := Parse(name)
+		require.NoError(t, err, name)
+		assert.Equal(t, want, n, name)
+		canon := name
+		if name == "cuda" {
+			canon = "cuda:0"
+		}
+		assert.Equal(t, canon, n.String(), "the canonical name of %q", name)
+		again, err := Parse(n.String())
+		require.NoError(t, err)
+		assert.Equal(t, n, again, "String parses back")
+	}
+	_, err := Parse("cuda:x")
+	assert.EqualError(t, err, `unknown device "cuda:x": want "cpu", "sim", "sim-backed", "cuda" or "cuda:N" (N = 0, 1, ...)`,
+		"Parse's error names no package: callers say which flag or variable the name came from")
+	_, err = Open("cuda:x")
+	assert.EqualError(t, err, `named: unknown device "cuda:x": want "cpu", "sim", "sim-backed", "cuda" or "cuda:N" (N = 0, 1, ...)`)
 }

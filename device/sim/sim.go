@@ -5,6 +5,16 @@
 // is a "meta" device: addresses and bytes are accounted, copies and memsets only check
 // their ranges, so a 140 GiB trace replays on a laptop.
 //
+// # Use
+//
+//	dev, err := sim.New(sim.Options{})                        // an H200's memory, no data
+//	dev, err := sim.New(sim.Options{Capacity: 8 << 30, Backing: true}) // 8 GiB that keeps data
+//
+// Tensors on a device without data allocate exactly what they would on a GPU and
+// compute nothing (reading a value panics with tensor.ErrNoData): memory at named
+// moments of a full-size model is checked in milliseconds. Options.Occupied, Faults
+// and Segments reproduce a crowded GPU, failures and a recorded driver.
+//
 // Invariants:
 //   - Bytes in use (Stats().InUse) is the sum of the sizes of live Malloc allocations
 //     and mapped pieces; in use + occupied (Options.Occupied) never exceeds the

@@ -21,16 +21,12 @@ import (
 	"os"
 
 	"github.com/subletml/sublet/device"
-	"github.com/subletml/sublet/device/cpu"
-	"github.com/subletml/sublet/device/sim"
+	"github.com/subletml/sublet/device/named"
+	"github.com/subletml/sublet/examples/internal/exdevice"
+	"github.com/subletml/sublet/examples/internal/exflag"
 )
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "amp:", err)
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(exflag.Status("amp", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 // config is what the flags set.
 type config struct {
@@ -75,8 +71,10 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	case !(c.lr > 0) || !(c.initScale > 0) || c.growthInterval < 1:
 		return c, fmt.Errorf("need -lr > 0, -init-scale > 0 and -growth-interval ≥ 1")
 	}
-	if c.device != "cpu" && c.device != "sim-backed" {
-		return c, fmt.Errorf("-device %q: want cpu or sim-backed (tensor ops need a device with data)", c.device)
+	if n, err := named.Parse(c.device); err != nil {
+		return c, fmt.Errorf("-device: %w", err)
+	} else if n.Kind == device.CUDA || (n.Kind == device.Sim && !n.Backed) {
+		return c, fmt.Errorf("-device %s: want cpu or sim-backed (tensor ops need a device with data)", n)
 	}
 	return c, nil
 }
@@ -84,10 +82,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 // newDevice returns a fresh device of the kind c names, so each run has an allocator
 // (and statistics) of its own.
 func newDevice(c config) (device.Device, error) {
-	if c.device == "sim-backed" {
-		return sim.New(sim.Options{Backing: true})
-	}
-	return cpu.New(cpu.Options{})
+	d, _, err := exdevice.Fresh(c.device)
+	return d, err
 }
 
 // teacher is a seeded classification task: points x ~ N(0, 1) in features dimensions,

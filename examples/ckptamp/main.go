@@ -3,12 +3,13 @@
 // saving: a stack of Linear layers, one training step's forward and backward, and the
 // memory after the forward (what the graph keeps for backward) and at the peak.
 //
-// The default is the spec's measurement (16 × Linear(1024→1024) with biases, batch
-// 1024, an input that requires grad, 4 segments, F16 autocast), on the meta device, so
-// the table also gives what PyTorch 2.11 measured for the same on the H200. With a batch
+// The default is PyTorch's measurement in docs/checkpoint.md (16 × Linear(1024→1024)
+// with biases, batch 1024, an input that requires grad, 4 segments, F16 autocast), on
+// the meta device, so the table also gives what PyTorch 2.11 measured for the same on
+// the H200. With a batch
 // much larger than the width, activations dominate and the peaks drop too.
 //
-//	go run ./examples/ckptamp                    # the spec's sizes, beside PyTorch's figures
+//	go run ./examples/ckptamp                    # PyTorch's sizes, beside its figures
 //	go run ./examples/ckptamp -batch 8192        # activation-dominated: the peaks drop
 //	go run ./examples/ckptamp -device cpu -width 64 -batch 256
 package main
@@ -24,16 +25,12 @@ import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/examples/internal/demo"
+	"github.com/subletml/sublet/examples/internal/exflag"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "ckptamp:", err)
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(exflag.Status("ckptamp", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 const mib = 1 << 20
 
@@ -52,7 +49,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.batch, "batch", 1024, "batch size")
 	fs.IntVar(&c.segments, "segments", 4, "checkpoint segments")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the parameters and the input")
-	if err := demo.Parse(fs, args); err != nil {
+	if err := exflag.Parse(fs, args); err != nil {
 		return c, err
 	}
 	if c.depth < 1 || c.width < 1 || c.batch < 1 || c.segments < 2 || c.segments > c.depth {
@@ -76,7 +73,8 @@ type cost struct {
 	kept, peak, grads int64
 }
 
-// torch is PyTorch 2.11's figures on the H200 for the spec's sizes (spec §2.9), in MiB:
+// torch is PyTorch 2.11's figures on the H200 for the default sizes (docs/checkpoint.md),
+// in MiB:
 // held after the forward, and the peak of forward and backward, above the start.
 var torch = map[string][2]float64{
 	"F32":                     {64, 84.06},
@@ -188,6 +186,6 @@ func report(out io.Writer, c config, dev device.Device, costs []cost) {
 	fmt.Fprintf(out, "the peak comes at the end of backward, where the %s of gradients are alive whatever the way: it drops only when activations outweigh them (a batch much larger than the width)\n",
 		demo.Bytes(plain.grads))
 	if spec {
-		fmt.Fprintln(out, "(PyTorch 2.11 on the H200, spec §2.9)")
+		fmt.Fprintln(out, "(PyTorch 2.11 on the H200, docs/checkpoint.md)")
 	}
 }

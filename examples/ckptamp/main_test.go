@@ -23,7 +23,7 @@ func costsOf(t *testing.T, dev string, args ...string) []cost {
 	return costs
 }
 
-// The spec's sizes: what each way keeps after the forward is what PyTorch keeps, to the
+// PyTorch's sizes (docs/checkpoint.md): what each way keeps after the forward is what PyTorch keeps, to the
 // byte (17 F16 activations and 16 weight casts under autocast; 3 boundaries and the
 // last segment's 4 activations with checkpointing; both together 3 + 4 F16 activations
 // and 4 weight casts); the peak is the end of backward's for every way.
@@ -61,12 +61,12 @@ func TestOnTheCPU(t *testing.T) {
 func TestRunPrintsPyTorchsFigures(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, run(nil, &out))
-	for _, want := range []string{"PyTorch: after forward", "84.06 MiB", "checkpointed + autocast", "22.00 MiB", "spec §2.9"} {
+	for _, want := range []string{"PyTorch: after forward", "84.06 MiB", "checkpointed + autocast", "22.00 MiB", "docs/checkpoint.md"} {
 		assert.Contains(t, out.String(), want)
 	}
 	out.Reset()
 	require.NoError(t, run([]string{"-batch", "2048"}, &out))
-	assert.NotContains(t, out.String(), "PyTorch", "PyTorch's figures are for the spec's sizes only")
+	assert.NotContains(t, out.String(), "PyTorch", "PyTorch's figures are for its sizes only")
 }
 
 func TestBadFlags(t *testing.T) {

@@ -36,12 +36,7 @@ import (
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "customdevice:", err)
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(exflag.Status("customdevice", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 const mib = 1 << 20
 

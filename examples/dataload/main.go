@@ -28,17 +28,13 @@ import (
 	"github.com/subletml/sublet/data"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/examples/internal/demo"
+	"github.com/subletml/sublet/examples/internal/exflag"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "dataload:", err)
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(exflag.Status("dataload", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 // config is what the flags set.
 type config struct {
@@ -60,7 +56,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.classes, "classes", 10, "classes")
 	fs.Float64Var(&c.lr, "lr", 0.05, "SGD learning rate (momentum 0.9)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the data, the order and the parameters")
-	if err := demo.Parse(fs, args); err != nil {
+	if err := exflag.Parse(fs, args); err != nil {
 		return c, err
 	}
 	if c.samples < 1 || c.batch < 1 || c.prefetch < 1 || c.features < 1 || c.hidden < 1 || c.classes < 2 || !(c.lr > 0) {

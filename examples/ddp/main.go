@@ -27,16 +27,12 @@ import (
 	"github.com/subletml/sublet/device/named"
 	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/dist"
+	"github.com/subletml/sublet/examples/internal/exflag"
 	"github.com/subletml/sublet/internal/units"
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "ddp:", err)
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(exflag.Status("ddp", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 // config is what the flags set.
 type config struct {

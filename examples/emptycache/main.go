@@ -37,12 +37,7 @@ import (
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "emptycache:", err)
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(exflag.Status("emptycache", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 // fp32TFLOPS is the FP32 GEMM rate measured through cuBLAS on the H200 (51.3 TFLOP/s,
 // 2026-11-30, docs/benchmarks.md): what the default simulated compute time assumes.

@@ -29,16 +29,12 @@ import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/examples/internal/demo"
+	"github.com/subletml/sublet/examples/internal/exflag"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "leaks:", err)
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(exflag.Status("leaks", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 // config is what the flags set.
 type config struct {
@@ -57,7 +53,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.size, "size", 1000, "the seed's x is size × size floats")
 	fs.IntVar(&c.batch, "batch", 128, "batch size of the evaluation loop (MLP 64-256-256-10)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the data and the parameters")
-	if err := demo.Parse(fs, args); err != nil {
+	if err := exflag.Parse(fs, args); err != nil {
 		return c, err
 	}
 	if c.iterations < 2 || c.size < 1 || c.batch < 1 {

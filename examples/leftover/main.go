@@ -30,17 +30,13 @@ import (
 	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/examples/internal/demo"
+	"github.com/subletml/sublet/examples/internal/exflag"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "leftover:", err)
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(exflag.Status("leftover", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 // h200Occupied is total − free at the start of torch_replay.py on the H200
 // (testdata/oracle: 150109880320 − 145973837824): PyTorch's CUDA context and libraries.
@@ -64,7 +60,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.batch, "batch", 4096, "batch size")
 	fs.IntVar(&c.steps, "steps", 3, "training steps")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the parameters and the data")
-	if err := demo.Parse(fs, args); err != nil {
+	if err := exflag.Parse(fs, args); err != nil {
 		return c, err
 	}
 	if c.occupied < 0 || c.width < 1 || c.layers < 1 || c.batch < 1 || c.steps < 1 {

@@ -29,18 +29,14 @@ import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/examples/internal/exflag"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/profiler"
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "memsnapshot:", err)
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(exflag.Status("memsnapshot", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 func run(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("memsnapshot", flag.ContinueOnError)

@@ -26,15 +26,17 @@ import (
 	"github.com/subletml/sublet/alloc/memmetrics"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/sim"
+	"github.com/subletml/sublet/examples/internal/exflag"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, nil); err != nil && !errors.Is(err, context.Canceled) {
-		fmt.Fprintln(os.Stderr, "metrics:", err)
-		os.Exit(1)
+	err := run(ctx, os.Args[1:], os.Stdout, nil)
+	stop()
+	if errors.Is(err, context.Canceled) {
+		err = nil // Ctrl-C ends the service
 	}
+	os.Exit(exflag.Status("metrics", err, os.Stderr))
 }
 
 // run serves /metrics on -addr, handles -requests requests (forever for 0), prints a

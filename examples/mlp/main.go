@@ -23,8 +23,8 @@ import (
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/named"
-	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/examples/internal/exflag"
 	"github.com/subletml/sublet/examples/internal/toy"
 	"github.com/subletml/sublet/internal/units"
 	"github.com/subletml/sublet/nn"
@@ -32,12 +32,7 @@ import (
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "mlp:", err)
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(exflag.Status("mlp", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 // config is what the flags set.
 type config struct {
@@ -92,9 +87,6 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 
 // openDevice opens the device the flag names.
 func openDevice(name string) (device.Device, error) {
-	if name == "sim-backed" {
-		return sim.New(sim.Options{Backing: true})
-	}
 	d, err := named.Open(name)
 	if err != nil && strings.HasPrefix(name, "cuda") {
 		return nil, fmt.Errorf("%w (no usable NVIDIA GPU here; sublet has no CUDA kernels yet anyway: use -device cpu, sim-backed or sim)", err)

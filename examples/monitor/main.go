@@ -29,17 +29,13 @@ import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/examples/internal/demo"
+	"github.com/subletml/sublet/examples/internal/exflag"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "monitor:", err)
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(exflag.Status("monitor", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 const mib = 1 << 20
 
@@ -64,7 +60,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.Float64Var(&c.thresholdMiB, "threshold", 8, "alert when more than this many MiB are allocated")
 	fs.DurationVar(&c.every, "every", time.Millisecond, "the monitor goroutine's sampling interval (0: no goroutine, a sample after each step)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the data and the parameters")
-	if err := demo.Parse(fs, args); err != nil {
+	if err := exflag.Parse(fs, args); err != nil {
 		return c, err
 	}
 	if c.features < 1 || c.hidden < 1 || c.batch < 1 || c.steps < 1 || c.leakFrom < 0 || !(c.thresholdMiB > 0) || c.every < 0 {

@@ -11,12 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/cuda"
+	"github.com/subletml/sublet/device/named"
 	"github.com/subletml/sublet/examples/internal/exflag"
 	"github.com/subletml/sublet/internal/units"
 )
@@ -25,10 +26,7 @@ func main() {
 	if os.Getenv(workerEnv) != "" {
 		os.Exit(workerMain(os.Args[1:], os.Stdin, os.Stdout))
 	}
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "multiprocess:", err)
-		os.Exit(1)
-	}
+	os.Exit(exflag.Status("multiprocess", run(os.Args[1:], os.Stdout), os.Stderr))
 }
 
 // config is what the flags set.
@@ -42,7 +40,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("multiprocess", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.StringVar(&c.device, "device", "sim", "sim (a simulated GPU the processes share through a ledger file) or cuda:N")
+	fs.StringVar(&c.device, "device", "sim", "sim (a simulated GPU the processes share through a ledger file), cuda or cuda:N")
 	capacity := fs.String("capacity", "1GiB", "sim: the shared device's memory (bytes, or with KiB, MiB, GiB...)")
 	fs.Float64Var(&c.train, "train", 0.4, "the train worker's memory fraction")
 	fs.Float64Var(&c.serve, "serve", 0.4, "the serve worker's memory fraction")
@@ -56,10 +54,25 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	if !(c.train > 0 && c.serve > 0 && c.train+c.serve <= 1) {
 		return c, fmt.Errorf("-train %g -serve %g: want two fractions above 0 whose sum is at most 1, so that both fit at once", c.train, c.serve)
 	}
-	if c.device != "sim" && !strings.HasPrefix(c.device, "cuda:") {
-		return c, fmt.Errorf("-device %q: want sim or cuda:N", c.device)
+	n, err := sharedDevice(c.device)
+	if err != nil {
+		return c, err
 	}
+	c.device = n.String()
 	return c, nil
+}
+
+// sharedDevice reads a -device name (device/named's): the processes share sim (through
+// the ledger) or a GPU, nothing else.
+func sharedDevice(name string) (named.Name, error) {
+	n, err := named.Parse(name)
+	if err != nil {
+		return n, fmt.Errorf("-device: %w", err)
+	}
+	if n.Kind == device.CPU || n.Backed {
+		return n, fmt.Errorf("-device %s: want sim (a simulated device shared through a ledger file), cuda or cuda:N", n)
+	}
+	return n, nil
 }
 
 // parent is the program that starts the workers and watches the device.
@@ -95,15 +108,15 @@ func run(args []string, out io.Writer) error {
 	}
 	defer os.RemoveAll(dir)
 	p := &parent{c: c, out: out, exe: exe, ledger: ledger{path: filepath.Join(dir, "ledger")}}
-	if c.device == "sim" {
+	n, err := sharedDevice(c.device)
+	if err != nil {
+		return err
+	}
+	if n.Kind == device.Sim {
 		p.ledger.capacity = c.capacity
 		p.printf("sublet examples/multiprocess: two worker processes on a simulated device of %s shared through a ledger file\n", units.Bytes(c.capacity))
 	} else {
-		var n int
-		if _, err := fmt.Sscanf(c.device, "cuda:%d", &n); err != nil {
-			return fmt.Errorf("-device %q: want cuda:N", c.device)
-		}
-		if p.gpu, err = cuda.Open(n); err != nil {
+		if p.gpu, err = cuda.Open(n.Ordinal); err != nil {
 			return fmt.Errorf("%s: %w (-device sim runs without a GPU)", c.device, err)
 		}
 		defer p.gpu.Close()

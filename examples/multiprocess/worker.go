@@ -50,7 +50,7 @@ func workerMain(args []string, stdin io.Reader, stdout io.Writer) int {
 	fs.StringVar(&w.role, "role", "", "train or serve")
 	fs.Float64Var(&w.fraction, "fraction", 0, "per-process memory fraction")
 	fs.BoolVar(&w.fail, "fail", false, "train: end with an error")
-	fs.StringVar(&w.device, "device", "sim", "sim or cuda:N")
+	fs.StringVar(&w.device, "device", "sim", "sim, cuda or cuda:N")
 	fs.StringVar(&w.ledger, "ledger", "", "the shared ledger file")
 	fs.Int64Var(&w.capacity, "capacity", 0, "sim: the shared capacity in bytes")
 	if err := fs.Parse(args); err != nil {
@@ -117,16 +117,16 @@ func (b *blocks) release(out io.Writer, dev *ledgerDevice) error {
 // open returns this process's device, wrapped in the ledger.
 func (w worker) open() (*ledgerDevice, func() error, error) {
 	l := ledger{path: w.ledger, capacity: w.capacity}
-	if w.device == "sim" {
+	n, err := sharedDevice(w.device)
+	if err != nil {
+		return nil, nil, err
+	}
+	if n.Kind == device.Sim {
 		d, err := sim.New(sim.Options{Capacity: w.capacity})
 		return &ledgerDevice{Device: d, l: l, pid: os.Getpid()}, func() error { return nil }, err
 	}
-	var n int
-	if _, err := fmt.Sscanf(w.device, "cuda:%d", &n); err != nil {
-		return nil, nil, fmt.Errorf("-device %q: want sim or cuda:N", w.device)
-	}
 	l.capacity = 0 // the driver enforces the GPU's
-	d, err := cuda.Open(n)
+	d, err := cuda.Open(n.Ordinal)
 	if err != nil {
 		return nil, nil, err
 	}

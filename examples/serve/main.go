@@ -42,16 +42,12 @@ import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/examples/internal/demo"
+	"github.com/subletml/sublet/examples/internal/exflag"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "serve:", err)
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(exflag.Status("serve", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 const mib = 1 << 20
 
@@ -78,7 +74,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.rounds, "rounds", 2, "rounds of the load test")
 	fs.IntVar(&c.maxRows, "max-rows", 2048, "the load test's requests have 1 to this many rows")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the parameters and the load test's inputs")
-	if err := demo.Parse(fs, args); err != nil {
+	if err := exflag.Parse(fs, args); err != nil {
 		return c, err
 	}
 	for _, w := range strings.Split(*sizes, ",") {

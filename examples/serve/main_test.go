@@ -14,6 +14,7 @@ import (
 
 	"github.com/subletml/sublet/device/cpu"
 	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/internal/jsonkeys"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/tensor"
 	"github.com/subletml/sublet/tensor/tensortest"
@@ -27,8 +28,12 @@ var small = []string{"-clients", "2", "-requests", "4", "-max-rows", "500", "-bu
 func lastMemory(t *testing.T, out string) memory {
 	i := strings.LastIndex(out, "GET /memory: ")
 	require.GreaterOrEqual(t, i, 0, out)
+	body := []byte(strings.TrimSpace(out[i+len("GET /memory: "):]))
+	bad, err := jsonkeys.Bad(body)
+	require.NoError(t, err)
+	require.Empty(t, bad, "GET /memory's keys are snake_case")
 	var m memory
-	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out[i+len("GET /memory: "):])), &m))
+	require.NoError(t, json.Unmarshal(body, &m))
 	return m
 }
 

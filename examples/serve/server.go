@@ -188,10 +188,24 @@ type response struct {
 
 // memory is /memory's body.
 type memory struct {
-	Allocated, Requested, Reserved, PeakReserved, Capacity, Parameters int64
-	Budget, Admitted, EstimatePerRow, MaxRows                          int64
-	NumAllocRetries, NumOOMs                                           int64
-	Requests, Served, Failed, Split, OOMsCaught, Waits                 int64
+	Allocated       int64 `json:"allocated"`
+	Requested       int64 `json:"requested"`
+	Reserved        int64 `json:"reserved"`
+	PeakReserved    int64 `json:"peak_reserved"`
+	Capacity        int64 `json:"capacity"`
+	Parameters      int64 `json:"parameters"`
+	Budget          int64 `json:"budget"`
+	Admitted        int64 `json:"admitted"`
+	EstimatePerRow  int64 `json:"estimate_per_row"`
+	MaxRows         int64 `json:"max_rows"`
+	NumAllocRetries int64 `json:"num_alloc_retries"`
+	NumOOMs         int64 `json:"num_ooms"`
+	Requests        int64 `json:"requests"`
+	Served          int64 `json:"served"`
+	Failed          int64 `json:"failed"`
+	Split           int64 `json:"split"`
+	OOMsCaught      int64 `json:"ooms_caught"`
+	Waits           int64 `json:"waits"`
 }
 
 func (s *server) memory() memory {

@@ -27,14 +27,10 @@ import (
 	"time"
 
 	"github.com/subletml/sublet/examples/internal/demo"
+	"github.com/subletml/sublet/examples/internal/exflag"
 )
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "switching:", err)
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(exflag.Status("switching", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 const mib = 1 << 20
 
@@ -65,7 +61,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.b.depth, "b-depth", c.b.depth, "model B's Linear layers")
 	fs.Int64Var(&c.capacityMiB, "capacity", 0, "capacity of part 2's simulated GPU in MiB (0: room for the larger model and half the other)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the data and the parameters")
-	if err := demo.Parse(fs, args); err != nil {
+	if err := exflag.Parse(fs, args); err != nil {
 		return c, err
 	}
 	if c.batch < 1 || c.zdim < 1 || c.hidden < 1 || c.steps < 1 || c.every < 1 || c.report < 1 || !(c.lr > 0) ||

@@ -39,14 +39,10 @@ import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/examples/internal/demo"
+	"github.com/subletml/sublet/examples/internal/exflag"
 )
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "varlen:", err)
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(exflag.Status("varlen", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 const mib = 1 << 20
 
@@ -73,7 +69,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.Float64Var(&c.lr, "lr", 0.05, "SGD learning rate (momentum 0.9)")
 	fs.Int64Var(&c.capacityMiB, "capacity", 0, "capacity of the simulated GPU of part 2 in MiB (0: between what the longest batch and half of it need)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the data, the order and the parameters")
-	if err := demo.Parse(fs, args); err != nil {
+	if err := exflag.Parse(fs, args); err != nil {
 		return c, err
 	}
 	if c.sequences < 1 || c.batch < 2 || c.maxLen < 8 || c.vocab < c.classes || c.dim < 1 || c.hidden < 1 || c.classes < 2 || !(c.lr > 0) || c.capacityMiB < 0 {

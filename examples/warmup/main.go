@@ -56,12 +56,7 @@ import (
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "warmup:", err)
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(exflag.Status("warmup", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 const mib = 1 << 20
 

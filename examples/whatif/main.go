@@ -29,14 +29,10 @@ import (
 	"github.com/subletml/sublet/alloc/replay"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/sim"
+	"github.com/subletml/sublet/examples/internal/exflag"
 )
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "whatif:", err)
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(exflag.Status("whatif", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 // settings are the configurations the recording is replayed under.
 var settings = []string{"", "expandable_segments:True", "max_split_size_mb:64", "roundup_power2_divisions:4"}

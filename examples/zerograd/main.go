@@ -33,17 +33,13 @@ import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/examples/internal/demo"
+	"github.com/subletml/sublet/examples/internal/exflag"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "zerograd:", err)
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(exflag.Status("zerograd", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 // config is what the flags set.
 type config struct {
@@ -63,7 +59,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.steps, "steps", 10, "training steps of each way")
 	fs.Float64Var(&c.lr, "lr", 0.01, "SGD learning rate (momentum 0.9)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the data and the parameters")
-	if err := demo.Parse(fs, args); err != nil {
+	if err := exflag.Parse(fs, args); err != nil {
 		return c, err
 	}
 	if c.width < 1 || c.batch < 1 || c.steps < 2 || !(c.lr > 0) {

@@ -164,7 +164,7 @@ for r in json.load(open(sys.argv[1]))["runs"]:
 	while IFS=$'\x1f' read -r name trace conf frac; do
 		t=$SECONDS
 		timeout "$STEP_TIMEOUT" .gpu/bin/sublet replay -trace "testdata/traces/$trace.jsonl.gz" -conf "$conf" \
-			-fraction "$frac" -device cuda:0 -series >"$LOG/replay/$name.json" 2>"$LOG/replay/$name.err"
+			-fraction "$frac" -device cuda:0 -series -allow-oom >"$LOG/replay/$name.json" 2>"$LOG/replay/$name.err"
 		rc=$?
 		printf '%s\t%s\t%s\t%s\n' replay "$name" $rc $((SECONDS - t)) >>"$LOG/status.tsv"
 	done <"$LOG/replay/plan.txt"

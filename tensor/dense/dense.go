@@ -1,6 +1,9 @@
 // Package dense converts between sublet tensors and gorgonia.org/tensor's *Dense, the
 // host-side array type of the Go ecosystem. Both directions copy.
 //
+//	t := dense.From(s, dev, d) // a *tensor.Tensor owned by scope s, on dev
+//	d2 := dense.To(t)          // a new *tensor.Dense
+//
 // Every conversion is exact. Float64 and F64 map to each other, Float32 and F32; a
 // Dense has no 16-bit floats, so F16 and BF16 tensors become Float32 Dense values
 // (exactly). Views (sliced or transposed Dense values) are read in their logical order.

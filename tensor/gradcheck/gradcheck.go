@@ -1,6 +1,12 @@
 // Package gradcheck checks the gradients an op's backward rule computes against
 // central finite differences.
 //
+//	err := gradcheck.Check(dev, func(s *tensor.Scope, in []*tensor.Tensor) *tensor.Tensor {
+//		return in[0].Tanh().Mul(in[1])
+//	}, []gradcheck.Input{{Shape: []int{2, 3}, Data: a}, {Shape: []int{2, 3}, Data: b}}, gradcheck.Options{})
+//
+// err is nil when every element agrees, else it lists those that do not.
+//
 // The inputs are F64 by default, as PyTorch's gradcheck wants double inputs: the op
 // runs in float64 on the device given (cpu, or sim with a backing store) and the
 // default tolerances are PyTorch's (eps 1e-6, atol 1e-5, rtol 1e-3). Options.DType F32

@@ -22,9 +22,8 @@ import (
 
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
-	"github.com/subletml/sublet/device/cpu"
 	"github.com/subletml/sublet/device/named"
-	"github.com/subletml/sublet/device/sim"
+	"github.com/subletml/sublet/examples/internal/exdevice"
 	"github.com/subletml/sublet/tensor"
 )
 
@@ -46,21 +45,14 @@ func Open(name string) (dev device.Device, a *alloc.Allocator, hasData bool, err
 }
 
 func open(name string) (device.Device, bool, error) {
-	switch name {
-	case "cpu":
-		d, err := cpu.New(cpu.Options{})
-		return d, true, err
-	case "sim":
-		d, err := sim.New(sim.Options{})
-		return d, false, err
-	case "sim-backed":
-		d, err := sim.New(sim.Options{Backing: true})
-		return d, true, err
+	n, err := named.Parse(name)
+	if err != nil {
+		return nil, false, fmt.Errorf("-device: %w", err)
 	}
-	if !strings.HasPrefix(name, "cuda") {
-		return nil, false, fmt.Errorf("-device %q: want %s", name, DeviceUsage)
+	if n.Kind != device.CUDA {
+		return exdevice.Fresh(name)
 	}
-	d, err := named.Open(name)
+	d, err := named.Open(n.String())
 	if err != nil {
 		return nil, false, fmt.Errorf("%w (no usable NVIDIA GPU here: use -device cpu, sim or sim-backed)", err)
 	}
@@ -190,19 +182,9 @@ func Table(out io.Writer, indent string, header []string, rows [][]string) {
 	}
 }
 
-// Parse parses an example's command line with fs and refuses arguments after the flags.
-func Parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	return nil
-}
-
 // Flags returns the flag set of the example called name, writing its messages to out,
-// with the -device flag already defined: it sets *dev, def by default.
+// with the -device flag already defined: it sets *dev, def by default. Parse it with
+// exflag.Parse.
 func Flags(name string, out io.Writer, dev *string, def string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(out)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/examples/internal/exflag"
 )
 
 func TestBytes(t *testing.T) {
@@ -44,7 +45,10 @@ func TestOpen(t *testing.T) {
 		}
 	}
 	_, _, _, err := Open("tpu")
-	assert.ErrorContains(t, err, `-device "tpu": want cpu, sim`)
+	assert.ErrorContains(t, err, `-device: unknown device "tpu": want "cpu", "sim", "sim-backed", "cuda" or "cuda:N"`)
+	if _, _, _, err := Open("cuda"); err != nil {
+		assert.ErrorContains(t, err, "named: opening cuda:0: ", "cuda is cuda:0")
+	}
 	if _, _, _, err := Open("cuda:0"); err != nil {
 		assert.ErrorContains(t, err, "use -device cpu, sim or sim-backed")
 	}
@@ -67,10 +71,10 @@ func TestFlags(t *testing.T) {
 	var dev string
 	fs := Flags("x", io.Discard, &dev, "cpu")
 	n := fs.Int("n", 1, "")
-	require.NoError(t, Parse(fs, []string{"-device", "sim", "-n", "3"}))
+	require.NoError(t, exflag.Parse(fs, []string{"-device", "sim", "-n", "3"}))
 	assert.Equal(t, "sim", dev)
 	assert.Equal(t, 3, *n)
-	assert.ErrorContains(t, Parse(Flags("x", io.Discard, &dev, "cpu"), []string{"extra"}), `unexpected arguments ["extra"]`)
+	assert.ErrorContains(t, exflag.Parse(Flags("x", io.Discard, &dev, "cpu"), []string{"extra"}), `unexpected arguments ["extra"]`)
 }
 
 func must[T any](v T, err error) T {

@@ -7,11 +7,11 @@ package exdevice
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/cpu"
+	"github.com/subletml/sublet/device/named"
 	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/tensor"
 )
@@ -19,26 +19,25 @@ import (
 // Usage is the help of a -device flag that Fresh reads.
 const Usage = "sim (a simulated H200 without data: exact memory, no compute), sim-backed (a simulated H200 with data) or cpu"
 
-// Fresh opens a new device: "sim" is a simulated H200 without backing store (data is
-// false: ops allocate and compute nothing), "sim-backed" one with data, "cpu" host
-// memory. A cuda name is refused with an error wrapping tensor.ErrNoKernels: the tensor
-// ops these examples run have no CUDA kernels yet.
+// Fresh opens a new device of a name device/named reads: "sim" is a simulated H200
+// without backing store (data is false: ops allocate and compute nothing),
+// "sim-backed" one with data, "cpu" host memory. A cuda name is refused with an error
+// wrapping tensor.ErrNoKernels: the tensor ops these examples run have no CUDA kernels
+// yet.
 func Fresh(name string) (dev device.Device, data bool, err error) {
-	switch name {
-	case "sim":
-		d, err := sim.New(sim.Options{})
-		return d, false, err
-	case "sim-backed":
-		d, err := sim.New(sim.Options{Backing: true})
-		return d, true, err
-	case "cpu":
+	n, err := named.Parse(name)
+	if err != nil {
+		return nil, false, fmt.Errorf("-device: %w", err)
+	}
+	switch n.Kind {
+	case device.Sim:
+		d, err := sim.New(sim.Options{Backing: n.Backed})
+		return d, n.Backed, err
+	case device.CPU:
 		d, err := cpu.New(cpu.Options{})
 		return d, true, err
 	}
-	if strings.HasPrefix(name, "cuda") {
-		return nil, false, fmt.Errorf("-device %s: %w: a model cannot train there yet (use sim, sim-backed or cpu)", name, tensor.ErrNoKernels)
-	}
-	return nil, false, fmt.Errorf("-device %q: want sim, sim-backed or cpu", name)
+	return nil, false, fmt.Errorf("-device %s: %w: a model cannot train there yet (use sim, sim-backed or cpu)", n, tensor.ErrNoKernels)
 }
 
 // Drained empties a's cache and returns an error unless it then holds nothing, neither

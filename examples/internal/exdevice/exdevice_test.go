@@ -25,10 +25,14 @@ func TestFreshDevices(t *testing.T) {
 		require.NoError(t, err)
 		assert.NotSame(t, d, again, "%s: a new device each time", name)
 	}
-	_, _, err := Fresh("cuda:0")
-	assert.True(t, errors.Is(err, tensor.ErrNoKernels), "%v", err)
+	for _, name := range []string{"cuda", "cuda:0", "cuda:1"} {
+		_, _, err := Fresh(name)
+		assert.True(t, errors.Is(err, tensor.ErrNoKernels), "%s: %v", name, err)
+	}
+	_, _, err := Fresh("cuda")
+	assert.ErrorContains(t, err, "-device cuda:0: ", "the canonical name")
 	_, _, err = Fresh("tpu")
-	assert.EqualError(t, err, `-device "tpu": want sim, sim-backed or cpu`)
+	assert.EqualError(t, err, `-device: unknown device "tpu": want "cpu", "sim", "sim-backed", "cuda" or "cuda:N" (N = 0, 1, ...)`)
 }
 
 func TestDrained(t *testing.T) {
