@@ -1,10 +1,10 @@
 // Package kernels is the compute-backend seam between the tensor package and the code
 // that computes. Programs do not call it: the tensor package builds the operands and
-// picks the backend. A new backend implements Backend and passes
-// kernels/kernelstest's conformance suite against kernels/cpu. It holds the op enums (UnaryOp, BinaryOp, Arg), Layout (shape, strides and
-// offset in elements), Operand (a memory block, a layout and an element type, or a
-// Scalar immediate), the optimizer hyper-parameters, and Backend, the interface every
-// backend implements. kernels/cpu implements it over host memory and is the reference
+// picks the backend; a new backend implements Backend and passes kernels/kernelstest's
+// conformance suite against kernels/cpu. It holds the op enums (UnaryOp, BinaryOp,
+// Arg), Layout (shape, strides and offset in elements), Operand (a memory block, a
+// layout and an element type, or a Scalar immediate), the optimizer hyper-parameters,
+// and Backend, the interface every backend implements. kernels/cpu implements it over host memory and is the reference
 // every other backend is tested against; Meta computes nothing, for devices that keep
 // no data; a GPU backend passes device pointers.
 //
