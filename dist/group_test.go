@@ -172,6 +172,33 @@ func TestRendezvousErrorsAreNamed(t *testing.T) {
 	})
 }
 
+// Rank 0 listens on every address of its machine, as PyTorch's TCPStore does, not only
+// on MASTER_ADDR: on a cluster MASTER_ADDR is how the others reach rank 0 (a host name
+// that resolves to 127.0.1.1 on rank 0's own machine, a Kubernetes service address),
+// which need not be an address rank 0 can listen on. 192.0.2.1 (TEST-NET-1) is none of
+// this machine's; the other rank reaches rank 0 over the loopback.
+func TestRankZeroListensOnEveryAddress(t *testing.T) {
+	port := freePort(t)
+	groups := make([]*Group, 2)
+	for r, err := range parallel(2, func(r int) error {
+		c := localConfig(r, 2, port, 5*time.Second)
+		if r == 0 {
+			c.MasterAddr = "192.0.2.1"
+		}
+		g, err := Init(c)
+		if err != nil {
+			return err
+		}
+		groups[r] = g
+		return g.Barrier()
+	}) {
+		require.NoError(t, err, "rank %d", r)
+	}
+	for _, g := range groups {
+		require.NoError(t, g.Close())
+	}
+}
+
 func TestAHungRankTimesEveryoneOut(t *testing.T) {
 	groups := initGroups(t, 3, 300*time.Millisecond)
 	errs := parallel(2, func(r int) error { return groups[r].Barrier() }) // rank 2 never comes
