@@ -25,8 +25,8 @@ type LaunchConfig struct {
 	NProc   int
 	Program string
 	Args    []string
-	// MasterAddr is where rank 0 listens (default 127.0.0.1); MasterPort its port (0:
-	// a port that is free now).
+	// MasterAddr is where the others reach rank 0 (default 127.0.0.1, which rank 0
+	// listens on alone); MasterPort its port (0: a port that is free now).
 	MasterAddr string
 	MasterPort int
 	// Timeout, when set, is given to every process as SUBLET_DIST_TIMEOUT.
