@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -42,6 +44,25 @@ func init() {
 		fmt.Println("ready")
 		fmt.Println("got", <-ch)
 		return 0
+	}
+	// orphan: rank $FAIL_RANK starts a sleeper in its process group, which holds its
+	// output, and exits with status 3 at once; the others wait for a signal.
+	helpers["orphan"] = func() int {
+		if os.Getenv("FAIL_RANK") != os.Getenv(EnvRank) {
+			return helpers["wait"]()
+		}
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), helperEnv+"=sleeper")
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Start(); err != nil {
+			fmt.Println("cannot start the sleeper:", err)
+		}
+		return 3
+	}
+	// sleeper: report its process id, never exit by itself.
+	helpers["sleeper"] = func() int {
+		fmt.Println("sleeper", os.Getpid())
+		select {}
 	}
 	// stubborn: ignore SIGTERM, report ready, never exit by itself.
 	helpers["stubborn"] = func() int {
@@ -128,6 +149,43 @@ func TestLaunchStopsTheRestWhenOneFails(t *testing.T) {
 			assert.Contains(t, out.String(), fmt.Sprintf("[rank %d] got terminated", r))
 		}
 	}
+}
+
+// alive reports whether process pid exists and is not a zombie.
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return !os.IsNotExist(err)
+	}
+	_, state, _ := strings.Cut(string(stat), ") ")
+	return !strings.HasPrefix(state, "Z")
+}
+
+// A rank that exits and leaves a process behind in its process group, holding its
+// output: Launch learns of the exit (it does not wait for the output to end), stops
+// the others and kills what the rank left.
+func TestLaunchLeavesNothingOfARankBehind(t *testing.T) {
+	c := helperLaunch(2, "orphan", "FAIL_RANK=1")
+	out := newWatched("sleeper", 1)
+	c.Stdout, c.Stderr, c.Grace = out, out, time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := Launch(ctx, c)
+	require.NoError(t, ctx.Err(), "Launch returned only when the test gave up: it waited for the output of what rank 1 left behind\n%s", out)
+	e := requireDistError(t, err, -1, 1, nil)
+	assert.Contains(t, e.Error(), "dist: launch: rank 1 of 2 failed")
+	var exit *exec.ExitError
+	require.True(t, errors.As(err, &exit), "%v", err)
+	assert.Equal(t, 3, exit.ExitCode())
+	m := regexp.MustCompile(`\[rank 1\] sleeper (\d+)`).FindStringSubmatch(out.String())
+	require.NotNil(t, m, out.String())
+	pid, err := strconv.Atoi(m[1])
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	assert.Eventually(t, func() bool { return !alive(pid) }, 5*time.Second, 10*time.Millisecond, "rank 1's sleeper (pid %d) was left running", pid)
 }
 
 func TestLaunchKillsWhatIgnoresTheStop(t *testing.T) {
