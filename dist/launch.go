@@ -3,6 +3,7 @@ package dist
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +19,10 @@ import (
 // DefaultGrace is how long Launch waits, after asking the processes to stop (SIGTERM),
 // before it kills them.
 const DefaultGrace = 10 * time.Second
+
+// outputDelay is how long Launch reads a rank's output after the rank exited, when
+// something it left behind holds it open.
+const outputDelay = time.Second
 
 // LaunchConfig is what Launch starts: NProc copies of Program with Args on this
 // machine, ranks 0 to NProc-1.
@@ -52,7 +57,9 @@ var rankEnv = []string{EnvRank, EnvWorldSize, EnvLocalRank, EnvLocalWorldSize, E
 // Launch starts the processes, each in its own process group with the environment of
 // its rank, forwards the signals that arrive, and waits for them all. When one fails
 // (exits with a nonzero status or by a signal), the others are asked to stop
-// (SIGTERM), and killed after the grace period; when ctx is done, all are. It returns
+// (SIGTERM), and killed after the grace period; when ctx is done, all are. When a
+// process exits, what it left in its process group is killed, and its output is read
+// for a second more at most. It returns
 // nil when every process exited with status 0, else an *Error naming the first rank
 // that failed (Peer), wrapping its *exec.ExitError.
 func Launch(ctx context.Context, c LaunchConfig) error {
@@ -110,6 +117,9 @@ func Launch(ctx context.Context, c LaunchConfig) error {
 		}
 		p.out = []*lineWriter{{mu: &outMu, w: stdout, prefix: prefix}, {mu: &outMu, w: stderr, prefix: prefix}}
 		p.cmd.Stdout, p.cmd.Stderr = p.out[0], p.out[1]
+		// a process the rank left behind can hold its output open: Wait returns this
+		// long after the rank's exit at the latest
+		p.cmd.WaitDelay = outputDelay
 		ownProcessGroup(p.cmd)
 		if err := p.cmd.Start(); err != nil {
 			for _, q := range procs[:r] {
@@ -125,6 +135,10 @@ func Launch(ctx context.Context, c LaunchConfig) error {
 	for _, p := range procs {
 		go func() {
 			p.err = p.cmd.Wait()
+			if errors.Is(p.err, exec.ErrWaitDelay) {
+				p.err = nil // it exited with 0; what it left holding its output is killed next
+			}
+			p.kill() // what it left in its process group goes with it
 			for _, w := range p.out {
 				w.flush()
 			}
