@@ -202,6 +202,31 @@ func TestLaunchKillsWhatIgnoresTheStop(t *testing.T) {
 	assert.Contains(t, e.Error(), "rank 0 of 2 failed (after context canceled); rank(s) 1 were stopped or failed too: signal: killed")
 }
 
+// cpuTime is the CPU time this process has used so far.
+func cpuTime(t *testing.T) time.Duration {
+	var u syscall.Rusage
+	require.NoError(t, syscall.Getrusage(syscall.RUSAGE_SELF, &u))
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+}
+
+// While the processes it stopped take their grace period, Launch waits: it does not
+// spin on the cancelled context (which would burn a core for the whole period).
+func TestLaunchWaitsOutTheGraceWithoutSpinning(t *testing.T) {
+	c := helperLaunch(2, "stubborn")
+	out := newWatched("ready", 2)
+	c.Stdout, c.Stderr, c.Grace = out, out, time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-out.ready
+		cancel()
+	}()
+	before := cpuTime(t)
+	err := Launch(ctx, c)
+	used := cpuTime(t) - before
+	requireDistError(t, err, -1, 0, nil)
+	assert.Less(t, used, c.Grace/4, "CPU time Launch used while its processes ignored SIGTERM for the %v grace", c.Grace)
+}
+
 func TestLaunchForwardsSignals(t *testing.T) {
 	c := helperLaunch(2, "wait")
 	out := newWatched("ready", 2)
