@@ -151,6 +151,7 @@ func Launch(ctx context.Context, c LaunchConfig) error {
 		cause    string
 		kill     <-chan time.Time
 		running  = c.NProc
+		done     = ctx.Done() // nil once seen: a closed channel would be ready at every turn
 	)
 	// stop asks every running process to stop; why (if any) is the outside cause.
 	stop := func(why string) {
@@ -186,7 +187,8 @@ func Launch(ctx context.Context, c LaunchConfig) error {
 			if cause == "" {
 				cause = "forwarding " + s.String()
 			}
-		case <-ctx.Done():
+		case <-done:
+			done = nil
 			stop(ctx.Err().Error())
 		case <-kill:
 			for _, p := range procs {

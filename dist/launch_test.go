@@ -224,7 +224,8 @@ func TestLaunchWaitsOutTheGraceWithoutSpinning(t *testing.T) {
 	err := Launch(ctx, c)
 	used := cpuTime(t) - before
 	requireDistError(t, err, -1, 0, nil)
-	assert.Less(t, used, c.Grace/4, "CPU time Launch used while its processes ignored SIGTERM for the %v grace", c.Grace)
+	// measured: 2 ms waiting, 350 ms (a third of a core on a busy machine) spinning
+	assert.Less(t, used, c.Grace/10, "CPU time Launch used while its processes ignored SIGTERM for the %v grace", c.Grace)
 }
 
 func TestLaunchForwardsSignals(t *testing.T) {
