@@ -20,7 +20,8 @@ const launchSynopsis = "sublet run [-nproc N|gpu|auto] [flags] PROGRAM [ARGS...]
 // runLaunch is `sublet run`: it starts -nproc copies of PROGRAM on this machine, each
 // with the environment of its rank (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 // MASTER_ADDR, MASTER_PORT, as torchrun sets them, and NCCL_NVLS_ENABLE=0), forwards
-// SIGINT and SIGTERM to them, and stops the others when one fails (see dist.Launch).
+// SIGINT, SIGTERM, SIGHUP and SIGQUIT to them, and stops the others when one fails (see
+// dist.Launch).
 func runLaunch(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("run", launchSynopsis, stderr)
 	nproc := fs.String("nproc", "auto", "processes to start: a number, gpu (one per GPU), or auto (one per GPU, one without a GPU)")
@@ -45,7 +46,9 @@ func runLaunch(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	// every signal that would end sublet run: the ranks lead process groups of their
+	// own, which neither a terminal's Ctrl-C, Ctrl-\ nor its hangup reaches
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
 	return dist.Launch(context.Background(), dist.LaunchConfig{
 		NProc: n, Program: fs.Arg(0), Args: fs.Args()[1:],
