@@ -64,12 +64,12 @@ func init() {
 		fmt.Println("sleeper", os.Getpid())
 		select {}
 	}
-	// stubborn: ignore SIGTERM, report ready, never exit by itself.
+	// stubborn: ignore SIGTERM and SIGINT, report ready, never exit by itself.
 	helpers["stubborn"] = func() int {
 		if os.Getenv("FAIL_RANK") == os.Getenv(EnvRank) {
 			return 4
 		}
-		signal.Ignore(syscall.SIGTERM)
+		signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
 		fmt.Println("ready")
 		select {}
 	}
@@ -240,6 +240,25 @@ func TestLaunchForwardsSignals(t *testing.T) {
 	require.NoError(t, Launch(context.Background(), c), "the ranks handled the signal and exited with 0")
 	assert.Contains(t, out.String(), "[rank 0] got interrupt")
 	assert.Contains(t, out.String(), "[rank 1] got interrupt")
+}
+
+// A forwarded signal is a stop, as torchrun's: ranks that ignore it are killed after the
+// grace period, so a Ctrl-C always ends the job.
+func TestLaunchKillsWhatIgnoresAForwardedSignal(t *testing.T) {
+	c := helperLaunch(2, "stubborn")
+	out := newWatched("ready", 2)
+	sigs := make(chan os.Signal, 1)
+	c.Stdout, c.Stderr, c.Signals, c.Grace = out, out, sigs, 100*time.Millisecond
+	go func() {
+		<-out.ready
+		sigs <- syscall.SIGINT
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := Launch(ctx, c)
+	require.NoError(t, ctx.Err(), "Launch returned only when the test gave up: the ranks ignored the signal and nothing killed them")
+	e := requireDistError(t, err, -1, 0, nil)
+	assert.Contains(t, e.Error(), "rank 0 of 2 failed (after forwarding interrupt); rank(s) 1 were stopped or failed too: signal: killed")
 }
 
 func TestLaunchErrors(t *testing.T) {
