@@ -43,7 +43,8 @@ type LaunchConfig struct {
 	Stdout, Stderr io.Writer
 	// Prefix starts each line a process writes with "[rank N] ".
 	Prefix bool
-	// Signals, when set, are forwarded to every running process as they arrive.
+	// Signals, when set, are forwarded to every running process as they arrive; the
+	// processes still running a grace period after the first are killed.
 	Signals <-chan os.Signal
 	// Grace is how long processes asked to stop get before they are killed (0:
 	// DefaultGrace).
@@ -55,7 +56,8 @@ type LaunchConfig struct {
 var rankEnv = []string{EnvRank, EnvWorldSize, EnvLocalRank, EnvLocalWorldSize, EnvMasterAddr, EnvMasterPort, EnvTimeout, "NCCL_NVLS_ENABLE"}
 
 // Launch starts the processes, each in its own process group with the environment of
-// its rank, forwards the signals that arrive, and waits for them all. When one fails
+// its rank, forwards the signals that arrive (and kills what still runs a grace period
+// after the first), and waits for them all. When one fails
 // (exits with a nonzero status or by a signal), the others are asked to stop
 // (SIGTERM), and killed after the grace period; when ctx is done, all are. When a
 // process exits, what it left in its process group is killed, and its output is read
@@ -186,6 +188,9 @@ func Launch(ctx context.Context, c LaunchConfig) error {
 			}
 			if cause == "" {
 				cause = "forwarding " + s.String()
+			}
+			if kill == nil { // a stop too: what is still running after the grace is killed
+				kill = time.After(grace)
 			}
 		case <-done:
 			done = nil

@@ -28,7 +28,7 @@ func runLaunch(args []string, stdout, stderr io.Writer) error {
 	addr := fs.String("master-addr", "127.0.0.1", "the address of rank 0, where the others connect (MASTER_ADDR; rank 0 listens on it alone when it is a loopback address, else on every address)")
 	port := fs.Int("master-port", 0, "the port rank 0 listens on (MASTER_PORT); 0 picks a free one")
 	timeout := fs.Duration("timeout", 0, "bound on the rendezvous and each collective, given as SUBLET_DIST_TIMEOUT (0: the programs' default, "+dist.DefaultTimeout.String()+")")
-	grace := fs.Duration("grace", dist.DefaultGrace, "how long processes asked to stop get before they are killed")
+	grace := fs.Duration("grace", dist.DefaultGrace, "how long processes asked to stop (another rank failed, a signal was forwarded) get before they are killed")
 	prefix := fs.Bool("prefix", true, `start each output line with "[rank N] "`)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
