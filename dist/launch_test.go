@@ -261,6 +261,18 @@ func TestLaunchKillsWhatIgnoresAForwardedSignal(t *testing.T) {
 	assert.Contains(t, e.Error(), "rank 0 of 2 failed (after forwarding interrupt); rank(s) 1 were stopped or failed too: signal: killed")
 }
 
+// The error names every rank that failed with its own status, not only the first one
+// seen: ranks fail within microseconds of each other when one dies (their collectives
+// fail), and the first exit seen need not be the cause.
+func TestLaunchResultNamesEveryStatus(t *testing.T) {
+	procs := []*process{{rank: 0, err: errors.New("exit status 1")}, {rank: 1, err: errors.New("exit status 3")}, {rank: 2}, {rank: 3, err: errors.New("signal: killed")}}
+	err := launchResult(procs, procs[0], "")
+	e := requireDistError(t, err, -1, 0, nil)
+	assert.Equal(t, "dist: launch: rank 0 of 4 failed; rank(s) 1, 3 were stopped or failed too: exit status 1 (rank 1: exit status 3, rank 3: signal: killed)", e.Error())
+	assert.ErrorIs(t, err, procs[0].err, "the first rank's own error is the cause")
+	require.NoError(t, launchResult(procs[2:3], nil, ""))
+}
+
 func TestLaunchErrors(t *testing.T) {
 	err := Launch(context.Background(), LaunchConfig{NProc: 0, Program: "x"})
 	assert.ErrorIs(t, err, ErrConfig)
