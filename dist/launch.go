@@ -207,7 +207,9 @@ func Launch(ctx context.Context, c LaunchConfig) error {
 }
 
 // launchResult is Launch's error: the first rank that failed by itself, or else the
-// first that failed at all (after a signal or a cancellation), nil when none did.
+// first that failed at all (after a signal or a cancellation), nil when none did. The
+// others' statuses follow the first's: the first exit seen need not be the cause (when
+// a rank dies, the others' collectives fail within microseconds and they exit too).
 func launchResult(procs []*process, first *process, cause string) error {
 	for _, p := range procs {
 		if first == nil && p.err != nil {
@@ -217,20 +219,23 @@ func launchResult(procs []*process, first *process, cause string) error {
 	if first == nil {
 		return nil
 	}
-	var stopped []string
+	var stopped, statuses []string
 	for _, p := range procs {
 		if p.err != nil && p != first {
 			stopped = append(stopped, strconv.Itoa(p.rank))
+			statuses = append(statuses, fmt.Sprintf("rank %d: %v", p.rank, p.err))
 		}
 	}
 	msg := fmt.Sprintf("rank %d of %d failed", first.rank, len(procs))
 	if cause != "" {
 		msg += " (after " + cause + ")"
 	}
+	err := first.err
 	if len(stopped) > 0 {
 		msg += "; rank(s) " + strings.Join(stopped, ", ") + " were stopped or failed too"
+		err = fmt.Errorf("%w (%s)", err, strings.Join(statuses, ", "))
 	}
-	return &Error{Op: "launch", Rank: -1, Peer: first.rank, Msg: msg, Err: first.err}
+	return &Error{Op: "launch", Rank: -1, Peer: first.rank, Msg: msg, Err: err}
 }
 
 // process is one started rank. Its fields are the Launch loop's, except err and the
