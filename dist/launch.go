@@ -189,7 +189,8 @@ func Launch(ctx context.Context, c LaunchConfig) error {
 			if cause == "" {
 				cause = "forwarding " + s.String()
 			}
-			if kill == nil { // a stop too: what is still running after the grace is killed
+			if !stopping { // a stop too: the exits it causes are not failures of their own, and what still runs after the grace is killed
+				stopping = true
 				kill = time.After(grace)
 			}
 		case <-done:
