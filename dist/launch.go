@@ -189,7 +189,9 @@ func Launch(ctx context.Context, c LaunchConfig) error {
 			if cause == "" {
 				cause = "forwarding " + s.String()
 			}
-			if !stopping { // a stop too: the exits it causes are not failures of their own, and what still runs after the grace is killed
+			if !stopping {
+				// a stop too: the exits it causes are not failures of their own, and
+				// what still runs after the grace is killed
 				stopping = true
 				kill = time.After(grace)
 			}
