@@ -105,12 +105,6 @@ func (w *watched) String() string {
 	return w.buf.String()
 }
 
-// helperLaunch is a launch of n ranks of this test binary running helper.
-func helperLaunch(n int, helper string, env ...string) LaunchConfig {
-	return LaunchConfig{NProc: n, Program: os.Args[0], Prefix: true,
-		Env: append(append(os.Environ(), helperEnv+"="+helper), env...)}
-}
-
 func TestLaunchGivesEachRankItsEnvironment(t *testing.T) {
 	c := helperLaunch(3, "env", "RANK=99", "NCCL_NVLS_ENABLE=1")
 	c.MasterPort, c.Timeout = 4242, 90*time.Second
