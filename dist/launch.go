@@ -56,14 +56,14 @@ type LaunchConfig struct {
 var rankEnv = []string{EnvRank, EnvWorldSize, EnvLocalRank, EnvLocalWorldSize, EnvMasterAddr, EnvMasterPort, EnvTimeout, "NCCL_NVLS_ENABLE"}
 
 // Launch starts the processes, each in its own process group with the environment of
-// its rank, forwards the signals that arrive (and kills what still runs a grace period
-// after the first), and waits for them all. When one fails
-// (exits with a nonzero status or by a signal), the others are asked to stop
-// (SIGTERM), and killed after the grace period; when ctx is done, all are. When a
-// process exits, what it left in its process group is killed, and its output is read
-// for a second more at most. It returns
-// nil when every process exited with status 0, else an *Error naming the first rank
-// that failed (Peer), wrapping its *exec.ExitError.
+// its rank, and waits for them all. When one fails (exits with a nonzero status or by
+// a signal), the others are asked to stop (SIGTERM), and killed after the grace
+// period; when ctx is done, all are. The signals that arrive are forwarded, and what
+// still runs a grace period after the first is killed. When a process exits, what it
+// left in its process group is killed, and its output is read for a second more at
+// most. It returns nil when every process exited with status 0, else an *Error naming
+// the first rank that failed (Peer), wrapping its *exec.ExitError, with every other
+// failed rank's status.
 func Launch(ctx context.Context, c LaunchConfig) error {
 	if c.NProc < 1 {
 		return configErr("nproc", strconv.Itoa(c.NProc), "start at least one process")
