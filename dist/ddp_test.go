@@ -296,22 +296,32 @@ func TestDataParallelNamesParametersThatGotNoGradient(t *testing.T) {
 	}
 }
 
-func TestDataParallelRefusesDifferentModels(t *testing.T) {
+// requireRefused wraps the model build makes on each of two ranks and asserts that
+// NewDataParallel fails on both with ErrMismatch, naming rank 1 and saying want; every
+// device ends empty.
+func requireRefused(t *testing.T, build func(r int, dev device.Device) nn.Module, want string) {
+	t.Helper()
 	groups := initGroups(t, 2, 10*time.Second)
 	devs := []device.Device{tensortest.CPU(t), tensortest.CPU(t)}
 	errs := parallel(2, func(r int) error {
-		m := nn.NewMLP(nn.Init{Device: devs[r], Gen: tensor.NewGenerator(1)}, nn.MLPConfig{Sizes: []int{4, 16 / (r + 1), 3}})
+		m := build(r, devs[r])
 		defer m.Release()
 		_, err := NewDataParallel(m, NewCPU(groups[r]), DataParallelConfig{})
 		return err
 	})
 	for r, err := range errs {
 		e := requireDistError(t, err, r, 1, ErrMismatch)
-		assert.Contains(t, e.Error(), "parameter 0 is 0.weight float32[8 4] on rank 1 and 0.weight float32[16 4] on rank 0: every rank must build the same model")
+		assert.Contains(t, e.Error(), want)
 	}
 	for _, d := range devs {
 		tensortest.RequireEmpty(t, d)
 	}
+}
+
+func TestDataParallelRefusesDifferentModels(t *testing.T) {
+	requireRefused(t, func(r int, dev device.Device) nn.Module {
+		return nn.NewMLP(nn.Init{Device: dev, Gen: tensor.NewGenerator(1)}, nn.MLPConfig{Sizes: []int{4, 16 / (r + 1), 3}})
+	}, "parameter 0 is 0.weight float32[8 4] on rank 1 and 0.weight float32[16 4] on rank 0: every rank must build the same model")
 }
 
 // faultRun builds a DataParallel MLP on every rank of a group of n with timeout, runs
@@ -450,19 +460,6 @@ func TestDataParallelBroadcastsFrozenParameters(t *testing.T) {
 // Ranks that freeze different parameters would put different gradients in the same
 // bucket slots: NewDataParallel refuses it as a mismatch.
 func TestDataParallelRefusesRanksThatFreezeDifferently(t *testing.T) {
-	groups := initGroups(t, 2, 10*time.Second)
-	devs := []device.Device{tensortest.CPU(t), tensortest.CPU(t)}
-	errs := parallel(2, func(r int) error {
-		m := frozenMLP(devs[r], 1, []string{"0", "2"}[r])
-		defer m.Release()
-		_, err := NewDataParallel(m, NewCPU(groups[r]), DataParallelConfig{})
-		return err
-	})
-	for r, err := range errs {
-		e := requireDistError(t, err, r, 1, ErrMismatch)
-		assert.Contains(t, e.Error(), "parameter 0 is 0.weight float32[8 3] on rank 1 and 0.weight float32[8 3] (frozen) on rank 0: every rank must build the same model")
-	}
-	for _, d := range devs {
-		tensortest.RequireEmpty(t, d)
-	}
+	requireRefused(t, func(r int, dev device.Device) nn.Module { return frozenMLP(dev, 1, []string{"0", "2"}[r]) },
+		"parameter 0 is 0.weight float32[8 3] on rank 1 and 0.weight float32[8 3] (frozen) on rank 0: every rank must build the same model")
 }
