@@ -62,8 +62,8 @@ var rankEnv = []string{EnvRank, EnvWorldSize, EnvLocalRank, EnvLocalWorldSize, E
 // still runs a grace period after the first is killed. When a process exits, what it
 // left in its process group is killed, and its output is read for a second more at
 // most. It returns nil when every process exited with status 0, else an *Error naming
-// the first rank that failed (Peer), wrapping its *exec.ExitError, with every other
-// failed rank's status.
+// the first rank that failed (Peer), wrapping its *exec.ExitError, and every other
+// failed rank with its status.
 func Launch(ctx context.Context, c LaunchConfig) error {
 	if c.NProc < 1 {
 		return configErr("nproc", strconv.Itoa(c.NProc), "start at least one process")
@@ -211,8 +211,9 @@ func Launch(ctx context.Context, c LaunchConfig) error {
 
 // launchResult is Launch's error: the first rank that failed by itself, or else the
 // first that failed at all (after a signal or a cancellation), nil when none did. The
-// others' statuses follow the first's: the first exit seen need not be the cause (when
-// a rank dies, the others' collectives fail within microseconds and they exit too).
+// other failed ranks are listed, each with its status where it is not the first's: the
+// first exit seen need not be the cause (when a rank dies, the others' collectives fail
+// within microseconds and they exit too).
 func launchResult(procs []*process, first *process, cause string) error {
 	for _, p := range procs {
 		if first == nil && p.err != nil {
@@ -222,23 +223,24 @@ func launchResult(procs []*process, first *process, cause string) error {
 	if first == nil {
 		return nil
 	}
-	var stopped, statuses []string
+	var stopped []string
 	for _, p := range procs {
 		if p.err != nil && p != first {
-			stopped = append(stopped, strconv.Itoa(p.rank))
-			statuses = append(statuses, fmt.Sprintf("rank %d: %v", p.rank, p.err))
+			s := strconv.Itoa(p.rank)
+			if p.err.Error() != first.err.Error() {
+				s += " (" + p.err.Error() + ")"
+			}
+			stopped = append(stopped, s)
 		}
 	}
 	msg := fmt.Sprintf("rank %d of %d failed", first.rank, len(procs))
 	if cause != "" {
 		msg += " (after " + cause + ")"
 	}
-	err := first.err
 	if len(stopped) > 0 {
 		msg += "; rank(s) " + strings.Join(stopped, ", ") + " were stopped or failed too"
-		err = fmt.Errorf("%w (%s)", err, strings.Join(statuses, ", "))
 	}
-	return &Error{Op: "launch", Rank: -1, Peer: first.rank, Msg: msg, Err: err}
+	return &Error{Op: "launch", Rank: -1, Peer: first.rank, Msg: msg, Err: first.err}
 }
 
 // process is one started rank. Its fields are the Launch loop's, except err and the

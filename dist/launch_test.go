@@ -262,7 +262,9 @@ func TestLaunchResultNamesEveryStatus(t *testing.T) {
 	procs := []*process{{rank: 0, err: errors.New("exit status 1")}, {rank: 1, err: errors.New("exit status 3")}, {rank: 2}, {rank: 3, err: errors.New("signal: killed")}}
 	err := launchResult(procs, procs[0], "")
 	e := requireDistError(t, err, -1, 0, nil)
-	assert.Equal(t, "dist: launch: rank 0 of 4 failed; rank(s) 1, 3 were stopped or failed too: exit status 1 (rank 1: exit status 3, rank 3: signal: killed)", e.Error())
+	assert.Equal(t, "dist: launch: rank 0 of 4 failed; rank(s) 1 (exit status 3), 3 (signal: killed) were stopped or failed too: exit status 1", e.Error())
+	procs[1].err = errors.New("exit status 1")
+	assert.Contains(t, launchResult(procs, procs[0], "").Error(), "rank(s) 1, 3 (signal: killed) were", "a status like the first's is not repeated")
 	assert.ErrorIs(t, err, procs[0].err, "the first rank's own error is the cause")
 	require.NoError(t, launchResult(procs[2:3], nil, ""))
 }

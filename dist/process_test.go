@@ -97,7 +97,7 @@ func TestARankProcessThatDiesFailsTheOthers(t *testing.T) {
 	if e.Peer == 1 {
 		assert.Equal(t, 3, exit.ExitCode(), "%v", err)
 	} else {
-		assert.Contains(t, err.Error(), "rank 1: exit status 3", "rank 1's own status")
+		assert.Contains(t, err.Error(), "1 (exit status 3)", "rank 1's own status")
 	}
 }
 
