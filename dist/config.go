@@ -13,7 +13,7 @@ const (
 	EnvWorldSize      = "WORLD_SIZE"       // the number of processes
 	EnvLocalRank      = "LOCAL_RANK"       // the rank among the processes of this machine (the GPU to use)
 	EnvLocalWorldSize = "LOCAL_WORLD_SIZE" // the number of processes on this machine
-	EnvMasterAddr     = "MASTER_ADDR"      // the host rank 0 listens on
+	EnvMasterAddr     = "MASTER_ADDR"      // the host of rank 0, where the others connect
 	EnvMasterPort     = "MASTER_PORT"      // the TCP port rank 0 listens on
 	// EnvTimeout is sublet's own: a Go duration ("90s", "10m") bounding the rendezvous
 	// and every collective.
@@ -36,8 +36,8 @@ type Config struct {
 	LocalRank int
 	// LocalWorldSize is the number of processes on this machine (0: WorldSize).
 	LocalWorldSize int
-	// MasterAddr and MasterPort are where rank 0 listens and the others connect
-	// (unused when WorldSize is 1).
+	// MasterAddr and MasterPort are where the others connect to rank 0, which listens
+	// on MasterPort (see Init; unused when WorldSize is 1).
 	MasterAddr string
 	MasterPort int
 	// Timeout bounds the rendezvous (every rank must join within it) and each

@@ -47,10 +47,13 @@ type DataParallelConfig struct {
 // A DataParallel and its module are used by one goroutine at a time.
 type DataParallel struct {
 	// Set by NewDataParallel, then read-only.
-	module  nn.Module
-	b       Backend
-	params  []nn.Parameter // the parameters that require grad, in the module's order
-	buckets []*bucket      // in launch order
+	module nn.Module
+	b      Backend
+	// all are the module's parameters, in its order: verified and broadcast; params
+	// are those of them that require grad: bucketed and reduced.
+	all     []nn.Parameter
+	params  []nn.Parameter
+	buckets []*bucket // in launch order
 	// where[i] is params[i]'s bucket and its position among the bucket's members.
 	where []slot
 
@@ -98,9 +101,10 @@ type BucketInfo struct {
 }
 
 // NewDataParallel wraps m for data-parallel training on b's group. It checks that every
-// rank's m has the same parameters (names, types, shapes), copies rank 0's values into
-// every rank's (broadcast), allocates the buckets and hooks every parameter that
-// requires grad (tensor's post-accumulate hook). All ranks must call it together.
+// rank's m has the same parameters (names, types, shapes, which require grad), copies
+// rank 0's values of every parameter into every rank's (broadcast; frozen ones too, as
+// PyTorch does), allocates the buckets and hooks every parameter that requires grad
+// (tensor's post-accumulate hook). All ranks must call it together.
 // m stays the caller's: Release releases the buckets, not the module.
 func NewDataParallel(m nn.Module, b Backend, c DataParallelConfig) (*DataParallel, error) {
 	if c.BucketBytes < 0 || c.FirstBucketBytes < 0 {
@@ -112,8 +116,8 @@ func NewDataParallel(m nn.Module, b Backend, c DataParallelConfig) (*DataParalle
 	if c.FirstBucketBytes == 0 {
 		c.FirstBucketBytes = DefaultFirstBucketBytes
 	}
-	dp := &DataParallel{module: m, b: b, sync: true}
-	for _, p := range m.NamedParameters() {
+	dp := &DataParallel{module: m, b: b, sync: true, all: m.NamedParameters()}
+	for _, p := range dp.all {
 		if p.Tensor.RequiresGrad() {
 			dp.params = append(dp.params, p)
 		}
@@ -135,12 +139,16 @@ func NewDataParallel(m nn.Module, b Backend, c DataParallelConfig) (*DataParalle
 	return dp, nil
 }
 
-// verify checks that every rank has the same parameters as rank 0.
+// verify checks that every rank has the same parameters as rank 0, and that the same
+// of them require grad (else the ranks' buckets would hold different gradients).
 func (dp *DataParallel) verify() error {
 	g := dp.b.Group()
-	lines := make([]string, len(dp.params))
-	for i, p := range dp.params {
+	lines := make([]string, len(dp.all))
+	for i, p := range dp.all {
 		lines[i] = fmt.Sprintf("%s %v%v", p.Name, p.Tensor.DType(), p.Tensor.Shape())
+		if !p.Tensor.RequiresGrad() {
+			lines[i] += " (frozen)"
+		}
 	}
 	all, err := g.AllGatherBytes([]byte(strings.Join(lines, "\n")))
 	if err != nil {
@@ -152,7 +160,7 @@ func (dp *DataParallel) verify() error {
 		if slices.Equal(got, want) {
 			continue
 		}
-		msg := fmt.Sprintf("rank %d has %d parameters that require grad, rank 0 has %d", r+1, len(got), len(want))
+		msg := fmt.Sprintf("rank %d has %d parameters, rank 0 has %d", r+1, len(got), len(want))
 		for i := range min(len(got), len(want)) {
 			if got[i] != want[i] {
 				msg = fmt.Sprintf("parameter %d is %s on rank %d and %s on rank 0", i, got[i], r+1, want[i])
@@ -164,12 +172,12 @@ func (dp *DataParallel) verify() error {
 	return nil
 }
 
-// broadcast copies rank 0's parameters into every rank's.
+// broadcast copies rank 0's parameters into every rank's, all of them.
 func (dp *DataParallel) broadcast() error {
 	dp.b.GroupStart()
 	var works []*Work
 	var err error
-	for _, p := range dp.params {
+	for _, p := range dp.all {
 		var w *Work
 		if w, err = dp.b.Broadcast(p.Tensor, 0); err != nil {
 			break

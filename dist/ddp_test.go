@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -295,22 +296,32 @@ func TestDataParallelNamesParametersThatGotNoGradient(t *testing.T) {
 	}
 }
 
-func TestDataParallelRefusesDifferentModels(t *testing.T) {
+// requireRefused wraps the model build makes on each of two ranks and asserts that
+// NewDataParallel fails on both with ErrMismatch, naming rank 1 and saying want; every
+// device ends empty.
+func requireRefused(t *testing.T, build func(r int, dev device.Device) nn.Module, want string) {
+	t.Helper()
 	groups := initGroups(t, 2, 10*time.Second)
 	devs := []device.Device{tensortest.CPU(t), tensortest.CPU(t)}
 	errs := parallel(2, func(r int) error {
-		m := nn.NewMLP(nn.Init{Device: devs[r], Gen: tensor.NewGenerator(1)}, nn.MLPConfig{Sizes: []int{4, 16 / (r + 1), 3}})
+		m := build(r, devs[r])
 		defer m.Release()
 		_, err := NewDataParallel(m, NewCPU(groups[r]), DataParallelConfig{})
 		return err
 	})
 	for r, err := range errs {
 		e := requireDistError(t, err, r, 1, ErrMismatch)
-		assert.Contains(t, e.Error(), "parameter 0 is 0.weight float32[8 4] on rank 1 and 0.weight float32[16 4] on rank 0: every rank must build the same model")
+		assert.Contains(t, e.Error(), want)
 	}
 	for _, d := range devs {
 		tensortest.RequireEmpty(t, d)
 	}
+}
+
+func TestDataParallelRefusesDifferentModels(t *testing.T) {
+	requireRefused(t, func(r int, dev device.Device) nn.Module {
+		return nn.NewMLP(nn.Init{Device: dev, Gen: tensor.NewGenerator(1)}, nn.MLPConfig{Sizes: []int{4, 16 / (r + 1), 3}})
+	}, "parameter 0 is 0.weight float32[8 4] on rank 1 and 0.weight float32[16 4] on rank 0: every rank must build the same model")
 }
 
 // faultRun builds a DataParallel MLP on every rank of a group of n with timeout, runs
@@ -397,4 +408,58 @@ func TestDataParallelConfigAndRelease(t *testing.T) {
 		p.ZeroGrad(true)
 	}
 	tensortest.RequireLive(t, dev, "parameters only", tensortest.Sizes(nn.Parameters(m)...)...)
+}
+
+// frozenMLP is an MLP 3-8-2 drawn from seed whose first layer does not require grad
+// (a frozen layer, as when fine-tuning): layer is the one frozen.
+func frozenMLP(dev device.Device, seed uint64, layer string) nn.Module {
+	m := nn.NewMLP(nn.Init{Device: dev, Gen: tensor.NewGenerator(seed)}, nn.MLPConfig{Sizes: []int{3, 8, 2}})
+	for _, p := range m.NamedParameters() {
+		if strings.HasPrefix(p.Name, layer+".") {
+			p.Tensor.SetRequiresGrad(false)
+		}
+	}
+	return m
+}
+
+// PyTorch's DDP broadcasts every parameter from rank 0, those that do not require grad
+// too (_sync_module_states): a frozen layer drawn differently on each rank must end
+// up as rank 0's everywhere, or the replicas compute different functions.
+func TestDataParallelBroadcastsFrozenParameters(t *testing.T) {
+	groups := initGroups(t, 2, 10*time.Second)
+	devs := []device.Device{tensortest.CPU(t), tensortest.CPU(t)}
+	got := make([][][]float32, 2)
+	for r, err := range parallel(2, func(r int) error {
+		m := frozenMLP(devs[r], uint64(1+r), "0")
+		defer m.Release()
+		dp, err := NewDataParallel(m, NewCPU(groups[r]), DataParallelConfig{})
+		if err != nil {
+			return err
+		}
+		defer dp.Release()
+		assert.Equal(t, []string{"2.bias", "2.weight"}, dp.Stats().Buckets[0].Params, "rank %d: only what requires grad is bucketed", r)
+		if err := step(devs[r], dp, 3); err != nil {
+			return err
+		}
+		for _, p := range nn.Parameters(m) {
+			got[r] = append(got[r], tensortest.Values(p))
+		}
+		return nil
+	}) {
+		require.NoError(t, err, "rank %d", r)
+	}
+	require.Len(t, got[0], 4)
+	for i := range got[0] {
+		assert.Equal(t, bits(got[0][i]), bits(got[1][i]), "parameter %d: rank 1 differs from rank 0", i)
+	}
+	for _, d := range devs {
+		tensortest.RequireEmpty(t, d)
+	}
+}
+
+// Ranks that freeze different parameters would put different gradients in the same
+// bucket slots: NewDataParallel refuses it as a mismatch.
+func TestDataParallelRefusesRanksThatFreezeDifferently(t *testing.T) {
+	requireRefused(t, func(r int, dev device.Device) nn.Module { return frozenMLP(dev, 1, []string{"0", "2"}[r]) },
+		"parameter 0 is 0.weight float32[8 3] on rank 1 and 0.weight float32[8 3] (frozen) on rank 0: every rank must build the same model")
 }

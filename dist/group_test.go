@@ -3,6 +3,8 @@ package dist
 import (
 	"fmt"
 	"net"
+	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -172,6 +174,33 @@ func TestRendezvousErrorsAreNamed(t *testing.T) {
 	})
 }
 
+// Rank 0 listens on every address of its machine, as PyTorch's TCPStore does, not only
+// on MASTER_ADDR: on a cluster MASTER_ADDR is how the others reach rank 0 (a host name
+// that resolves to 127.0.1.1 on rank 0's own machine, a Kubernetes service address),
+// which need not be an address rank 0 can listen on. 192.0.2.1 (TEST-NET-1) is none of
+// this machine's; the other rank reaches rank 0 over the loopback.
+func TestRankZeroListensOnEveryAddress(t *testing.T) {
+	port := freePort(t)
+	groups := make([]*Group, 2)
+	for r, err := range parallel(2, func(r int) error {
+		c := localConfig(r, 2, port, 5*time.Second)
+		if r == 0 {
+			c.MasterAddr = "192.0.2.1"
+		}
+		g, err := Init(c)
+		if err != nil {
+			return err
+		}
+		groups[r] = g
+		return g.Barrier()
+	}) {
+		require.NoError(t, err, "rank %d", r)
+	}
+	for _, g := range groups {
+		require.NoError(t, g.Close())
+	}
+}
+
 func TestAHungRankTimesEveryoneOut(t *testing.T) {
 	groups := initGroups(t, 3, 300*time.Millisecond)
 	errs := parallel(2, func(r int) error { return groups[r].Barrier() }) // rank 2 never comes
@@ -249,4 +278,64 @@ func TestDifferentCollectivesAreAMismatch(t *testing.T) {
 	assert.Contains(t, e.Error(), "rank 0 called Barrier(0 bytes) and rank 2 called BroadcastBytes(0 bytes, root 0) as collective #0")
 	requireDistError(t, errs[1], 1, 2, ErrMismatch)
 	requireDistError(t, errs[2], 2, 2, ErrMismatch)
+}
+
+// openFiles counts this process's open file descriptors (-1 where /proc is missing).
+func openFiles() int {
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return -1
+	}
+	return len(fds)
+}
+
+// A group's life, healthy or failed (a hung rank, an abort, a rank that leaves, a
+// mismatch, a rendezvous that does not complete), ends with no goroutine and no
+// connection left in the process.
+func TestAGroupLeavesNoGoroutinesNorConnections(t *testing.T) {
+	goroutines, files := runtime.NumGoroutine(), openFiles()
+	for _, fault := range []string{"none", "hang", "abort", "leave", "mismatch"} {
+		port := freePort(t)
+		groups := make([]*Group, 3)
+		for r, err := range parallel(3, func(r int) error {
+			var err error
+			groups[r], err = Init(localConfig(r, 3, port, 300*time.Millisecond))
+			return err
+		}) {
+			require.NoError(t, err, "%s: rank %d", fault, r)
+		}
+		parallel(3, func(r int) error {
+			g := groups[r]
+			switch {
+			case fault == "hang" && r == 2:
+				return nil
+			case fault == "abort" && r == 1:
+				g.Abort("leak test")
+				return nil
+			case fault == "leave" && r == 2:
+				return g.Close()
+			case fault == "mismatch" && r == 2:
+				_, err := g.BroadcastBytes(nil, 0)
+				return err
+			}
+			return g.Barrier()
+		})
+		for _, g := range groups {
+			_ = g.Close()
+		}
+	}
+	port := freePort(t)
+	parallel(2, func(r int) error { // rank 2 of 3 never comes
+		_, err := Init(localConfig(r, 3, port, 200*time.Millisecond))
+		return err
+	})
+	// polled here: assert.Eventually runs its condition on goroutines of its own
+	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > goroutines && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !assert.LessOrEqual(t, runtime.NumGoroutine(), goroutines, "goroutines left of the groups") {
+		buf := make([]byte, 1<<20)
+		t.Logf("%s", buf[:runtime.Stack(buf, true)])
+	}
+	assert.Equal(t, files, openFiles(), "open files before and after")
 }

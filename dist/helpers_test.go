@@ -2,6 +2,7 @@ package dist
 
 import (
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -73,4 +74,10 @@ func requireDistError(t testing.TB, err error, rank, peer int, cause error) *Err
 	require.Equal(t, rank, e.Rank, "reporting rank of %v", err)
 	require.Equal(t, peer, e.Peer, "rank at fault in %v", err)
 	return e
+}
+
+// helperLaunch is a launch of n ranks of this test binary running helper.
+func helperLaunch(n int, helper string, env ...string) LaunchConfig {
+	return LaunchConfig{NProc: n, Program: os.Args[0], Prefix: true,
+		Env: append(append(os.Environ(), helperEnv+"="+helper), env...)}
 }

@@ -3,6 +3,7 @@ package dist
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,14 +20,18 @@ import (
 // before it kills them.
 const DefaultGrace = 10 * time.Second
 
+// outputDelay is how long Launch reads a rank's output after the rank exited, when
+// something it left behind holds it open.
+const outputDelay = time.Second
+
 // LaunchConfig is what Launch starts: NProc copies of Program with Args on this
 // machine, ranks 0 to NProc-1.
 type LaunchConfig struct {
 	NProc   int
 	Program string
 	Args    []string
-	// MasterAddr is where rank 0 listens (default 127.0.0.1); MasterPort its port (0:
-	// a port that is free now).
+	// MasterAddr is where the others reach rank 0 (default 127.0.0.1, which rank 0
+	// listens on alone); MasterPort its port (0: a port that is free now).
 	MasterAddr string
 	MasterPort int
 	// Timeout, when set, is given to every process as SUBLET_DIST_TIMEOUT.
@@ -38,7 +43,8 @@ type LaunchConfig struct {
 	Stdout, Stderr io.Writer
 	// Prefix starts each line a process writes with "[rank N] ".
 	Prefix bool
-	// Signals, when set, are forwarded to every running process as they arrive.
+	// Signals, when set, are forwarded to every running process as they arrive; the
+	// processes still running a grace period after the first are killed.
 	Signals <-chan os.Signal
 	// Grace is how long processes asked to stop get before they are killed (0:
 	// DefaultGrace).
@@ -50,11 +56,14 @@ type LaunchConfig struct {
 var rankEnv = []string{EnvRank, EnvWorldSize, EnvLocalRank, EnvLocalWorldSize, EnvMasterAddr, EnvMasterPort, EnvTimeout, "NCCL_NVLS_ENABLE"}
 
 // Launch starts the processes, each in its own process group with the environment of
-// its rank, forwards the signals that arrive, and waits for them all. When one fails
-// (exits with a nonzero status or by a signal), the others are asked to stop
-// (SIGTERM), and killed after the grace period; when ctx is done, all are. It returns
-// nil when every process exited with status 0, else an *Error naming the first rank
-// that failed (Peer), wrapping its *exec.ExitError.
+// its rank, and waits for them all. When one fails (exits with a nonzero status or by
+// a signal), the others are asked to stop (SIGTERM), and killed after the grace
+// period; when ctx is done, all are. The signals that arrive are forwarded, and what
+// still runs a grace period after the first is killed. When a process exits, what it
+// left in its process group is killed, and its output is read for a second more at
+// most. It returns nil when every process exited with status 0, else an *Error naming
+// the first rank that failed (Peer), wrapping its *exec.ExitError, and every other
+// failed rank with its status.
 func Launch(ctx context.Context, c LaunchConfig) error {
 	if c.NProc < 1 {
 		return configErr("nproc", strconv.Itoa(c.NProc), "start at least one process")
@@ -110,6 +119,9 @@ func Launch(ctx context.Context, c LaunchConfig) error {
 		}
 		p.out = []*lineWriter{{mu: &outMu, w: stdout, prefix: prefix}, {mu: &outMu, w: stderr, prefix: prefix}}
 		p.cmd.Stdout, p.cmd.Stderr = p.out[0], p.out[1]
+		// a process the rank left behind can hold its output open: Wait returns this
+		// long after the rank's exit at the latest
+		p.cmd.WaitDelay = outputDelay
 		ownProcessGroup(p.cmd)
 		if err := p.cmd.Start(); err != nil {
 			for _, q := range procs[:r] {
@@ -125,6 +137,10 @@ func Launch(ctx context.Context, c LaunchConfig) error {
 	for _, p := range procs {
 		go func() {
 			p.err = p.cmd.Wait()
+			if errors.Is(p.err, exec.ErrWaitDelay) {
+				p.err = nil // it exited with 0; what it left holding its output is killed next
+			}
+			p.kill() // what it left in its process group goes with it
 			for _, w := range p.out {
 				w.flush()
 			}
@@ -137,6 +153,7 @@ func Launch(ctx context.Context, c LaunchConfig) error {
 		cause    string
 		kill     <-chan time.Time
 		running  = c.NProc
+		done     = ctx.Done() // nil once seen: a closed channel would be ready at every turn
 	)
 	// stop asks every running process to stop; why (if any) is the outside cause.
 	stop := func(why string) {
@@ -172,7 +189,14 @@ func Launch(ctx context.Context, c LaunchConfig) error {
 			if cause == "" {
 				cause = "forwarding " + s.String()
 			}
-		case <-ctx.Done():
+			if !stopping {
+				// a stop too: the exits it causes are not failures of their own, and
+				// what still runs after the grace is killed
+				stopping = true
+				kill = time.After(grace)
+			}
+		case <-done:
+			done = nil
 			stop(ctx.Err().Error())
 		case <-kill:
 			for _, p := range procs {
@@ -186,7 +210,10 @@ func Launch(ctx context.Context, c LaunchConfig) error {
 }
 
 // launchResult is Launch's error: the first rank that failed by itself, or else the
-// first that failed at all (after a signal or a cancellation), nil when none did.
+// first that failed at all (after a signal or a cancellation), nil when none did. The
+// other failed ranks are listed, each with its status where it is not the first's: the
+// first exit seen need not be the cause (when a rank dies, the others' collectives fail
+// within microseconds and they exit too).
 func launchResult(procs []*process, first *process, cause string) error {
 	for _, p := range procs {
 		if first == nil && p.err != nil {
@@ -199,7 +226,11 @@ func launchResult(procs []*process, first *process, cause string) error {
 	var stopped []string
 	for _, p := range procs {
 		if p.err != nil && p != first {
-			stopped = append(stopped, strconv.Itoa(p.rank))
+			s := strconv.Itoa(p.rank)
+			if p.err.Error() != first.err.Error() {
+				s += " (" + p.err.Error() + ")"
+			}
+			stopped = append(stopped, s)
 		}
 	}
 	msg := fmt.Sprintf("rank %d of %d failed", first.rank, len(procs))

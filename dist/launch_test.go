@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -43,12 +45,31 @@ func init() {
 		fmt.Println("got", <-ch)
 		return 0
 	}
-	// stubborn: ignore SIGTERM, report ready, never exit by itself.
+	// orphan: rank $FAIL_RANK starts a sleeper in its process group, which holds its
+	// output, and exits with status 3 at once; the others wait for a signal.
+	helpers["orphan"] = func() int {
+		if os.Getenv("FAIL_RANK") != os.Getenv(EnvRank) {
+			return helpers["wait"]()
+		}
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), helperEnv+"=sleeper")
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Start(); err != nil {
+			fmt.Println("cannot start the sleeper:", err)
+		}
+		return 3
+	}
+	// sleeper: report its process id, never exit by itself.
+	helpers["sleeper"] = func() int {
+		fmt.Println("sleeper", os.Getpid())
+		select {}
+	}
+	// stubborn: ignore SIGTERM and SIGINT, report ready, never exit by itself.
 	helpers["stubborn"] = func() int {
 		if os.Getenv("FAIL_RANK") == os.Getenv(EnvRank) {
 			return 4
 		}
-		signal.Ignore(syscall.SIGTERM)
+		signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
 		fmt.Println("ready")
 		select {}
 	}
@@ -82,12 +103,6 @@ func (w *watched) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.buf.String()
-}
-
-// helperLaunch is a launch of n ranks of this test binary running helper.
-func helperLaunch(n int, helper string, env ...string) LaunchConfig {
-	return LaunchConfig{NProc: n, Program: os.Args[0], Prefix: true,
-		Env: append(append(os.Environ(), helperEnv+"="+helper), env...)}
 }
 
 func TestLaunchGivesEachRankItsEnvironment(t *testing.T) {
@@ -130,6 +145,43 @@ func TestLaunchStopsTheRestWhenOneFails(t *testing.T) {
 	}
 }
 
+// alive reports whether process pid exists and is not a zombie.
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return !os.IsNotExist(err)
+	}
+	_, state, _ := strings.Cut(string(stat), ") ")
+	return !strings.HasPrefix(state, "Z")
+}
+
+// A rank that exits and leaves a process behind in its process group, holding its
+// output: Launch learns of the exit (it does not wait for the output to end), stops
+// the others and kills what the rank left.
+func TestLaunchLeavesNothingOfARankBehind(t *testing.T) {
+	c := helperLaunch(2, "orphan", "FAIL_RANK=1")
+	out := newWatched("sleeper", 1)
+	c.Stdout, c.Stderr, c.Grace = out, out, time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := Launch(ctx, c)
+	require.NoError(t, ctx.Err(), "Launch returned only when the test gave up: it waited for the output of what rank 1 left behind\n%s", out)
+	e := requireDistError(t, err, -1, 1, nil)
+	assert.Contains(t, e.Error(), "dist: launch: rank 1 of 2 failed")
+	var exit *exec.ExitError
+	require.True(t, errors.As(err, &exit), "%v", err)
+	assert.Equal(t, 3, exit.ExitCode())
+	m := regexp.MustCompile(`\[rank 1\] sleeper (\d+)`).FindStringSubmatch(out.String())
+	require.NotNil(t, m, out.String())
+	pid, err := strconv.Atoi(m[1])
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	assert.Eventually(t, func() bool { return !alive(pid) }, 5*time.Second, 10*time.Millisecond, "rank 1's sleeper (pid %d) was left running", pid)
+}
+
 func TestLaunchKillsWhatIgnoresTheStop(t *testing.T) {
 	c := helperLaunch(2, "stubborn")
 	out := newWatched("ready", 2)
@@ -144,6 +196,32 @@ func TestLaunchKillsWhatIgnoresTheStop(t *testing.T) {
 	assert.Contains(t, e.Error(), "rank 0 of 2 failed (after context canceled); rank(s) 1 were stopped or failed too: signal: killed")
 }
 
+// cpuTime is the CPU time this process has used so far.
+func cpuTime(t *testing.T) time.Duration {
+	var u syscall.Rusage
+	require.NoError(t, syscall.Getrusage(syscall.RUSAGE_SELF, &u))
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+}
+
+// While the processes it stopped take their grace period, Launch waits: it does not
+// spin on the cancelled context (which would burn a core for the whole period).
+func TestLaunchWaitsOutTheGraceWithoutSpinning(t *testing.T) {
+	c := helperLaunch(2, "stubborn")
+	out := newWatched("ready", 2)
+	c.Stdout, c.Stderr, c.Grace = out, out, time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-out.ready
+		cancel()
+	}()
+	before := cpuTime(t)
+	err := Launch(ctx, c)
+	used := cpuTime(t) - before
+	requireDistError(t, err, -1, 0, nil)
+	// measured: 2 ms waiting, 350 ms (a third of a core on a busy machine) spinning
+	assert.Less(t, used, c.Grace/10, "CPU time Launch used while its processes ignored SIGTERM for the %v grace", c.Grace)
+}
+
 func TestLaunchForwardsSignals(t *testing.T) {
 	c := helperLaunch(2, "wait")
 	out := newWatched("ready", 2)
@@ -156,6 +234,39 @@ func TestLaunchForwardsSignals(t *testing.T) {
 	require.NoError(t, Launch(context.Background(), c), "the ranks handled the signal and exited with 0")
 	assert.Contains(t, out.String(), "[rank 0] got interrupt")
 	assert.Contains(t, out.String(), "[rank 1] got interrupt")
+}
+
+// A forwarded signal is a stop, as torchrun's: ranks that ignore it are killed after the
+// grace period, so a Ctrl-C always ends the job.
+func TestLaunchKillsWhatIgnoresAForwardedSignal(t *testing.T) {
+	c := helperLaunch(2, "stubborn")
+	out := newWatched("ready", 2)
+	sigs := make(chan os.Signal, 1)
+	c.Stdout, c.Stderr, c.Signals, c.Grace = out, out, sigs, 100*time.Millisecond
+	go func() {
+		<-out.ready
+		sigs <- syscall.SIGINT
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := Launch(ctx, c)
+	require.NoError(t, ctx.Err(), "Launch returned only when the test gave up: the ranks ignored the signal and nothing killed them")
+	e := requireDistError(t, err, -1, 0, nil)
+	assert.Contains(t, e.Error(), "rank 0 of 2 failed (after forwarding interrupt); rank(s) 1 were stopped or failed too: signal: killed")
+}
+
+// The error names every rank that failed with its own status, not only the first one
+// seen: ranks fail within microseconds of each other when one dies (their collectives
+// fail), and the first exit seen need not be the cause.
+func TestLaunchResultNamesEveryStatus(t *testing.T) {
+	procs := []*process{{rank: 0, err: errors.New("exit status 1")}, {rank: 1, err: errors.New("exit status 3")}, {rank: 2}, {rank: 3, err: errors.New("signal: killed")}}
+	err := launchResult(procs, procs[0], "")
+	e := requireDistError(t, err, -1, 0, nil)
+	assert.Equal(t, "dist: launch: rank 0 of 4 failed; rank(s) 1 (exit status 3), 3 (signal: killed) were stopped or failed too: exit status 1", e.Error())
+	procs[1].err = errors.New("exit status 1")
+	assert.Contains(t, launchResult(procs, procs[0], "").Error(), "rank(s) 1, 3 (signal: killed) were", "a status like the first's is not repeated")
+	assert.ErrorIs(t, err, procs[0].err, "the first rank's own error is the cause")
+	require.NoError(t, launchResult(procs[2:3], nil, ""))
 }
 
 func TestLaunchErrors(t *testing.T) {

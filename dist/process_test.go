@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"syscall"
 	"testing"
@@ -89,6 +90,15 @@ func TestARankProcessThatDiesFailsTheOthers(t *testing.T) {
 	assert.Contains(t, out, "rank 0 reports: rank 1 closed the connection")
 	var e *Error
 	require.ErrorAs(t, err, &e, "the launch names the first rank seen to fail")
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit)
+	// the others fail within microseconds of rank 1's death, so the first exit Launch
+	// sees may be theirs: whichever it is, rank 1's own status is in the error
+	if e.Peer == 1 {
+		assert.Equal(t, 3, exit.ExitCode(), "%v", err)
+	} else {
+		assert.Contains(t, err.Error(), "1 (exit status 3)", "rank 1's own status")
+	}
 }
 
 func TestARankProcessThatHangsTimesTheOthersOut(t *testing.T) {

@@ -4,14 +4,21 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// Init joins the group c describes: rank 0 listens on MasterAddr:MasterPort until every
-// other rank has connected and said who it is; the others connect (retrying while rank
-// 0 is not up yet) and wait until everyone is there. All of it is bounded by the
-// timeout. A world of one process makes a group without any network.
+// Init joins the group c describes: rank 0 listens on MasterPort until every other rank
+// has connected and said who it is; the others connect to MasterAddr:MasterPort
+// (retrying while rank 0 is not up yet) and wait until everyone is there. All of it is
+// bounded by the timeout. A world of one process makes a group without any network.
+//
+// Rank 0 listens on every address of its machine, as PyTorch's TCPStore does:
+// MasterAddr is how the others reach rank 0, which need not be an address rank 0 can
+// listen on (a host name that resolves to 127.0.1.1 on its own machine, a Kubernetes
+// service). A loopback MasterAddr (127.0.0.1, ::1, localhost), which no other machine
+// can reach anyway, is listened on alone.
 //
 // Errors wrap ErrConfig (a bad setting, an address that does not resolve) or
 // ErrRendezvous (and ErrTimeout when time ran out), and say which rank, address and
@@ -63,10 +70,15 @@ type hello struct {
 // listen is the rendezvous on rank 0.
 func listen(c Config, deadline time.Time) ([]net.Conn, error) {
 	addr := c.masterAddress()
-	ln, err := net.Listen("tcp", addr)
+	on, where := addr, addr
+	if !isLoopback(c.MasterAddr) {
+		on = net.JoinHostPort("", strconv.Itoa(c.MasterPort))
+		where = fmt.Sprintf("port %d of every address of its machine", c.MasterPort)
+	}
+	ln, err := net.Listen("tcp", on)
 	if err != nil {
 		return nil, rendezvousErr(0, -1, fmt.Errorf("%w: %w", ErrRendezvous, err),
-			"rank 0 cannot listen on %s (%s, %s): is another job using the port? choose another %s", addr, EnvMasterAddr, EnvMasterPort, EnvMasterPort)
+			"rank 0 cannot listen on %s (%s): is another job using the port? choose another %s", where, EnvMasterPort, EnvMasterPort)
 	}
 	defer ln.Close()
 	hellos := make(chan hello)
@@ -155,6 +167,15 @@ func listen(c Config, deadline time.Time) ([]net.Conn, error) {
 		_ = p.SetDeadline(time.Time{})
 	}
 	return peers, nil
+}
+
+// isLoopback reports whether host is a loopback address or localhost: only this
+// machine reaches it.
+func isLoopback(host string) bool {
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	return host == "localhost"
 }
 
 // readHello reads a joining rank's hello.

@@ -15,9 +15,17 @@ import (
 // started: it prints its rank and fails (status 5) when it is rank $value.
 const rankHelperEnv = "SUBLET_CLI_TEST_RANK"
 
-// rankHelper acts as the rank rankHelperEnv asks for (TestMain in top_test.go calls it
-// first).
+// rankWaitEnv makes a re-executed test binary that `sublet run` started as a rank (RANK
+// is set) print "ready PID" and wait, with the default response to every signal.
+const rankWaitEnv = "SUBLET_CLI_TEST_WAIT"
+
+// rankHelper acts as the rank rankHelperEnv or rankWaitEnv asks for (TestMain in
+// top_test.go calls it first).
 func rankHelper() {
+	if _, ok := os.LookupEnv(rankWaitEnv); ok && os.Getenv("RANK") != "" {
+		fmt.Printf("ready %d\n", os.Getpid())
+		select {}
+	}
 	if fail, ok := os.LookupEnv(rankHelperEnv); ok {
 		fmt.Printf("rank %s of %s, master %s\n", os.Getenv("RANK"), os.Getenv("WORLD_SIZE"), os.Getenv("MASTER_ADDR"))
 		if os.Getenv("RANK") == fail {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"unsafe"
+
+	"github.com/subletml/sublet/internal/dl"
 )
 
 // ErrNoDriver is wrapped by the error of Open, Count and DriverVersion when the CUDA
@@ -23,11 +25,10 @@ type result uint32
 
 // CUresult values the package acts on (cuda.h).
 const (
-	success             result = 0
-	errorOutOfMemory    result = 2
-	errorNotInitialized result = 3
-	errorNoDevice       result = 100
-	errorNotReady       result = 600
+	success          result = 0
+	errorOutOfMemory result = 2
+	errorNoDevice    result = 100
+	errorNotReady    result = 600
 )
 
 // Flags and enumerations passed to the driver (cuda.h).
@@ -193,9 +194,9 @@ func loadDriver() (*driver, bool, error) {
 	}
 	drv := new(driver)
 	for _, s := range drv.symbols() {
-		fn, err := symbol(lib, s.name)
+		fn, err := dl.Symbol(lib, s.name)
 		if err != nil && s.older != "" {
-			fn, err = symbol(lib, s.older)
+			fn, err = dl.Symbol(lib, s.older)
 		}
 		if err != nil {
 			return nil, false, fmt.Errorf("cuda: %w: %s has no symbol %s (%v); the driver is older than CUDA 11", ErrNoDriver, libraryName, s.name, err)

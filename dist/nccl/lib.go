@@ -3,7 +3,11 @@ package nccl
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
+	"unsafe"
+
+	"github.com/subletml/sublet/internal/dl"
 )
 
 // ErrNoLibrary is wrapped by the errors of Version, NewUniqueID and InitRank when
@@ -95,7 +99,7 @@ type lib struct {
 	getVersion, getUniqueID, commInitRankScalable, commFinalize, commDestroy, commAbort,
 	commGetAsyncError, allReduce, broadcast, allGather, reduceScatter, groupStart, groupEnd uintptr
 
-	// getErrorString and getLastError return C strings, which purego converts.
+	// getErrorString and getLastError return C strings, which dl.Bind converts.
 	getErrorString func(r int32) string
 	getLastError   func(comm uintptr) string
 }
@@ -130,11 +134,17 @@ func loadLibrary() (*lib, error) {
 	}
 	l := new(lib)
 	for name, fn := range l.symbols() {
-		if *fn, err = symbol(h, name); err != nil {
+		if *fn, err = dl.Symbol(h, name); err != nil {
 			return nil, fmt.Errorf("nccl: %w: %s lacks %s (NCCL 2.23 or later is needed): %v", ErrNoLibrary, libraryName, name, err)
 		}
 	}
-	bindStrings(h, l)
+	for name, fptr := range map[string]any{"ncclGetErrorString": &l.getErrorString, "ncclGetLastError": &l.getLastError} {
+		fn, err := dl.Symbol(h, name)
+		if err != nil {
+			return nil, fmt.Errorf("nccl: %w: %s lacks %s: %v", ErrNoLibrary, libraryName, name, err)
+		}
+		dl.Bind(fptr, fn)
+	}
 	var v int32
 	if r := callInt(l.getVersion, &v); r != success {
 		return nil, l.errorf(r, 0, "ncclGetVersion")
@@ -145,6 +155,27 @@ func loadLibrary() (*lib, error) {
 	}
 	return l, nil
 }
+
+// openLibrary loads NCCL: the versioned soname its packages install, then the
+// development symlink.
+func openLibrary() (uintptr, error) {
+	if runtime.GOOS != "linux" || !dl.Supported {
+		return 0, fmt.Errorf("nccl: %w: NCCL is not available on %s/%s (sublet loads %s on linux/amd64 and linux/arm64)", ErrNoLibrary, runtime.GOOS, runtime.GOARCH, libraryName)
+	}
+	h, err := dl.Open(libraryName, "libnccl.so")
+	if err != nil {
+		return 0, fmt.Errorf("nccl: %w: cannot load %s (%v); install NCCL (libnccl2) or add its folder to LD_LIBRARY_PATH", ErrNoLibrary, libraryName, err)
+	}
+	return h, nil
+}
+
+// syscallN calls an NCCL entry point with integer arguments; ncclResult_t is 32 bits.
+//
+//go:uintptrescapes
+func syscallN(fn uintptr, args ...uintptr) result { return result(int32(dl.Call(fn, args...))) }
+
+// callInt calls fn(int* out).
+func callInt(fn uintptr, out *int32) result { return syscallN(fn, uintptr(unsafe.Pointer(out))) }
 
 // Version returns NCCL_VERSION_CODE of the loaded library (22807 for 2.28.7).
 func Version() (int, error) {

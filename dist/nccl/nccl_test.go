@@ -126,9 +126,10 @@ func TestTwoRanksOnTwoGPUs(t *testing.T) {
 	id := id2(t)
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
-	got := make([][]float32, 2)
+	xs := make([]device.Ptr, 2)
 	for r, d := range devs {
 		x := floats(t, d, 3, float32(r+1), float32(10*(r+1)), -1)
+		xs[r] = x
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -144,12 +145,11 @@ func TestTwoRanksOnTwoGPUs(t *testing.T) {
 			}
 			errs[r] = err
 		}()
-		defer func() { got[r] = read(t, d, x, 3) }()
 	}
 	wg.Wait()
 	require.NoError(t, errors.Join(errs...))
-	for _, g := range got {
-		assert.Equal(t, []float32{3, 30, -2}, g)
+	for r, d := range devs {
+		assert.Equal(t, []float32{3, 30, -2}, read(t, d, xs[r], 3), "rank %d", r)
 	}
 }
 
