@@ -1,0 +1,145 @@
+package tensor_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/subletml/sublet/alloc"
+	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/kernels"
+	"github.com/subletml/sublet/tensor"
+)
+
+// flaky is a program's allocator over a device's own caching allocator that refuses
+// its nth Alloc (1-based; 0: none) as out of memory, counting every call.
+type flaky struct {
+	inner    *alloc.Allocator
+	n, calls int
+}
+
+func (f *flaky) Alloc(size int64, s device.Stream) (device.Ptr, error) {
+	f.calls++
+	if f.calls == f.n {
+		return 0, fmt.Errorf("flaky: allocation %d refused: %w", f.calls, device.ErrOutOfMemory)
+	}
+	return f.inner.Alloc(size, s)
+}
+
+func (f *flaky) Free(p device.Ptr) error { return f.inner.Free(p) }
+
+// flakyDevice is a device whose tensors take their memory from a flaky allocator.
+type flakyDevice struct {
+	device.Device
+	al *flaky
+}
+
+func (d *flakyDevice) TensorAllocator() tensor.Allocator { return d.al }
+
+func (d *flakyDevice) Bytes(p device.Ptr, n int64) ([]byte, bool) {
+	return d.Device.(device.HostMemory).Bytes(p, n)
+}
+
+// failEveryAllocation runs step (which allocates on d) once to count its allocations,
+// then once per allocation with that one refused: every attempt must fail with an
+// out-of-memory error, and once reset has run the device must hold exactly what it
+// held before the attempt.
+func failEveryAllocation(t *testing.T, base device.Device, d *flakyDevice, step func(), reset func()) {
+	t.Helper()
+	before := requested(t, base)
+	d.al.n, d.al.calls = 0, 0
+	require.NoError(t, tensor.Try(step))
+	reset()
+	require.Equal(t, before, requested(t, base), "a whole step leaves nothing")
+	total := d.al.calls
+	require.Positive(t, total)
+	for n := 1; n <= total; n++ {
+		d.al.n, d.al.calls = n, 0
+		err := tensor.Try(step)
+		reset()
+		require.ErrorIs(t, err, device.ErrOutOfMemory, "allocation %d of %d refused", n, total)
+		var te *tensor.Error
+		require.True(t, errors.As(err, &te), "%v", err)
+		require.Equal(t, before, requested(t, base), "allocation %d of %d refused (%v): the device holds more than before the step", n, total, err)
+	}
+	d.al.n = 0
+}
+
+// A training step over every op family (forward, backward, Adam) that runs out of
+// memory at any one of its allocations leaves exactly what it found once its step
+// scope closed and the gradients were dropped, on a device that computes and on meta.
+func TestEveryAllocationOfATrainingStepMayFail(t *testing.T) {
+	for _, name := range []string{"cpu", "sim", "meta"} {
+		t.Run(name, func(t *testing.T) {
+			var base device.Device
+			switch name {
+			case "cpu":
+				base = newCPU(t)
+			case "sim":
+				base = newSim(t, 1<<30, true)
+			default:
+				base = newSim(t, 0, false)
+			}
+			d := &flakyDevice{Device: base, al: &flaky{inner: allocator(t, base)}}
+			data := tensor.NewScope(tensor.WithGenerator(tensor.NewGenerator(3)))
+			init := data.Child(tensor.NoGrad())
+			param := func(scale float64, shape ...int) *tensor.Tensor {
+				return init.Randn(d, dtype.F32, shape...).MulScalar(scale).AsParameter()
+			}
+			w1, b1, w2 := param(0.3, 5, 6), param(0.1, 5), param(0.3, 3, 5)
+			lnw, lnb, emb := param(1, 5), param(0.1, 5), param(1, 7, 3)
+			params := []*tensor.Tensor{w1, b1, w2, lnw, lnb, emb}
+			init.Close()
+			x := data.Randn(d, dtype.F32, 4, 6)
+			labels := tensor.FromSlice(data, d, dtype.I64, []int64{0, 2, 1, 2}, 4)
+			idx := tensor.FromSlice(data, d, dtype.I64, []int64{0, 6, 3, 3, 1, 2}, 2, 3)
+			tgt := data.Rand(d, dtype.F32, 4, 3)
+			pw := data.Ones(d, dtype.F32, 3)
+			var m, v []*tensor.Tensor
+			for _, p := range params {
+				m = append(m, data.Zeros(d, dtype.F32, p.Shape()...))
+				v = append(v, data.Zeros(d, dtype.F32, p.Shape()...))
+			}
+			step := func() {
+				s := data.Child()
+				defer s.Close()
+				h := tensor.Linear(x, w1, b1)
+				h = tensor.LayerNorm(h, lnw, lnb, 1e-5)
+				h = h.Gelu().Add(h.Tanh()).Mul(h.Sigmoid()).Sub(h.Relu()).Div(h.Exp().AddScalar(1))
+				h = h.Dropout(0.25).Add(h.GeluTanh().Neg())
+				y := h.MatMul(s.Bind(w2).T())                                              // [4, 3]
+				y = y.Maximum(y.MulScalar(0.5)).Minimum(y.Abs().AddScalar(1).Sqrt().Log()) // strided and broadcast below
+				l := tensor.CrossEntropy(y, labels)
+				l = l.Add(tensor.MSE(y.Softmax(1), tgt))
+				l = l.Add(tensor.BinaryCrossEntropyWithLogits(y, tgt, tensor.BCEOptions{Weight: tgt.Slice(0, 0, 1), PosWeight: pw}))
+				l = l.Add(tensor.BinaryCrossEntropy(y.Sigmoid(), tgt, tensor.BCEOptions{Weight: tgt, Reduction: tensor.ReduceSum}))
+				e := tensor.Embedding(emb, idx) // [2, 3, 3]
+				l = l.Add(e.Sum().Mul(y.Mean()))
+				l = l.Add(tensor.Concat(0, y, y.Slice(0, 1, 3)).Max(1).Mean()).Add(tensor.Concat(1, y, y.Slice(1, 0, 2)).MaxKeep(0).Mean())
+				l = l.Add(tensor.Stack(1, y, y.LogSoftmax(0)).SumTo(2, 1).Sum())
+				l = l.Add(y.Addcmul(y, y.T().Contiguous().T(), 0.5).Addcdiv(y, y.Abs().AddScalar(1), 0.1).Mean())
+				l = l.Add(y.Abs().AddScalar(1).PowScalar(1.5).Pow(y.Sigmoid()).Cast(dtype.F64).Cast(dtype.F32).Sum())
+				l = l.Add(e.Permute(2, 0, 1).Reshape(3, 6).Slice(1, 1, 4).Unsqueeze(0).Squeeze(0).Unsqueeze(1).Expand(3, 2, 3).Sum())
+				l.Backward()
+				for i, p := range params {
+					tensor.StepAdam(kernels.Adam{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}, 1, p, p.Grad(), m[i], v[i])
+				}
+			}
+			reset := func() {
+				for _, p := range params {
+					p.ZeroGrad(true)
+				}
+			}
+			failEveryAllocation(t, base, d, step, reset)
+			data.Close()
+			for _, p := range params {
+				p.Release()
+			}
+			requireEmpty(t, base)
+		})
+	}
+}
+
