@@ -143,3 +143,114 @@ func TestEveryAllocationOfATrainingStepMayFail(t *testing.T) {
 	}
 }
 
+
+// Every op that runs out of memory at any of its allocations leaves the device as it
+// found it, with its scope still open: what it made is released then, not when the
+// scope closes.
+func TestEveryAllocationOfAnOpMayFail(t *testing.T) {
+	base := newSim(t, 1<<30, true)
+	d := &flakyDevice{Device: base, al: &flaky{inner: allocator(t, base)}}
+	s := tensor.NewScope(tensor.WithGenerator(tensor.NewGenerator(5)))
+	defer s.Close()
+	for _, dt := range []dtype.DType{dtype.F32, dtype.F16, dtype.F64} {
+		x := s.Randn(d, dt, 4, 3).SetRequiresGrad(true)
+		xl := s.Randn(d, dt, 3, 4).SetRequiresGrad(true)
+		xt := xl.T()
+		row := s.Randn(d, dtype.F32, 3).SetRequiresGrad(true)
+		p := s.Rand(d, dt, 4, 3).SetRequiresGrad(true)
+		w := s.Randn(d, dt, 5, 3).SetRequiresGrad(true)
+		labels := tensor.FromSlice(s, d, dtype.I64, []int64{0, 2, 1, 2}, 4)
+		idx := tensor.FromSlice(s, d, dtype.I64, []int64{0, 4, 3, 3, 1, 2}, 3, 2).T()
+		bias, pos := s.Ones(d, dt, 5), s.Rand(d, dt, 4, 3).AddScalar(1)
+		other := newSim(t, 64<<20, true)
+		cases := map[string]func() *tensor.Tensor{
+			"Add":       func() *tensor.Tensor { return xt.Add(row) },
+			"Mul":       func() *tensor.Tensor { return xt.Mul(row) },
+			"Div":       func() *tensor.Tensor { return xt.Div(row) },
+			"Pow":       func() *tensor.Tensor { return p.Pow(row) },
+			"Maximum":   func() *tensor.Tensor { return xt.Maximum(row) },
+			"PowScalar": func() *tensor.Tensor { return p.PowScalar(1.5) },
+			"Exp":       func() *tensor.Tensor { return xt.Exp() },
+			"Gelu":      func() *tensor.Tensor { return xt.Gelu() },
+			"Sum":       func() *tensor.Tensor { return xt.Sum(0) },
+			"SumAs":     func() *tensor.Tensor { return xt.SumAs(dtype.F64, 1) },
+			"Mean":      func() *tensor.Tensor { return xt.MeanKeep(1) },
+			"Max":       func() *tensor.Tensor { return xt.Max(1) },
+			"SumTo":     func() *tensor.Tensor { return xt.SumTo(1, 3) },
+			"MatMul":    func() *tensor.Tensor { return xt.MatMul(w.T()) },
+			"Linear":    func() *tensor.Tensor { return tensor.Linear(xt, w, nil) },
+			"LinearBias": func() *tensor.Tensor {
+				return tensor.Linear(xt, w, bias)
+			},
+			"Softmax":      func() *tensor.Tensor { return xt.Softmax(1) },
+			"SoftmaxAs":    func() *tensor.Tensor { return xt.SoftmaxAs(dtype.F64, 0) },
+			"LogSoftmax":   func() *tensor.Tensor { return xt.LogSoftmax(0) },
+			"CrossEntropy": func() *tensor.Tensor { return tensor.CrossEntropy(xt, labels) },
+			"MSE":          func() *tensor.Tensor { return tensor.MSE(xt, x) },
+			"LayerNorm":    func() *tensor.Tensor { return tensor.LayerNorm(xt, row, row, 1e-5) },
+			"Embedding":    func() *tensor.Tensor { return tensor.Embedding(w, idx) },
+			"Dropout":      func() *tensor.Tensor { return xt.Dropout(0.5) },
+			"Cast":         func() *tensor.Tensor { return xt.Cast(dtype.BF16) },
+			"Clone":        func() *tensor.Tensor { return xt.Clone() },
+			"Contiguous":   func() *tensor.Tensor { return xt.Contiguous() },
+			"To":           func() *tensor.Tensor { return xt.To(other) },
+			"Concat":       func() *tensor.Tensor { return tensor.Concat(1, xt, x, row.Unsqueeze(0).Expand(4, 3)) },
+			"Stack":        func() *tensor.Tensor { return tensor.Stack(0, xt, x) },
+			"BCE": func() *tensor.Tensor {
+				return tensor.BinaryCrossEntropy(p, p.Detach(), tensor.BCEOptions{Weight: row})
+			},
+			"BCEWithLogits": func() *tensor.Tensor {
+				return tensor.BinaryCrossEntropyWithLogits(xt, p, tensor.BCEOptions{Weight: row, PosWeight: row.Detach(), Reduction: tensor.ReduceSum})
+			},
+			"Addcmul": func() *tensor.Tensor { return xt.Addcmul(row, x, 0.5) },
+			"Addcdiv": func() *tensor.Tensor { return xt.Addcdiv(row, pos, 0.5) },
+		}
+		for name, f := range cases {
+			t.Run(dt.String()+"/"+name, func(t *testing.T) {
+				before := requested(t, base)
+				d.al.n, d.al.calls = 0, 0
+				y, err := tensor.TryValue(f)
+				require.NoError(t, err)
+				y.Release()
+				total := d.al.calls
+				require.Equal(t, before, requested(t, base))
+				for n := 1; n <= total; n++ {
+					d.al.n, d.al.calls = n, 0
+					_, err := tensor.TryValue(f)
+					require.ErrorIs(t, err, device.ErrOutOfMemory, "allocation %d of %d refused", n, total)
+					require.Equal(t, before, requested(t, base), "allocation %d of %d refused (%v): the op left memory behind", n, total, err)
+				}
+				d.al.n = 0
+				if !y.RequiresGrad() {
+					return
+				}
+				// Its backward, failing at each of its allocations, leaves nothing once
+				// the graph is released and the gradients dropped.
+				leaves := []*tensor.Tensor{x, xl, row, p, w}
+				backward := func(refuse int) (int, error) {
+					y := f()
+					defer y.Release()
+					l := y.Sum()
+					defer l.Release()
+					d.al.n, d.al.calls = refuse, 0
+					err := tensor.Try(l.Backward)
+					calls := d.al.calls
+					d.al.n = 0
+					for _, leaf := range leaves {
+						leaf.ZeroGrad(true)
+					}
+					return calls, err
+				}
+				total, err = backward(0)
+				require.NoError(t, err)
+				require.Equal(t, before, requested(t, base))
+				for n := 1; n <= total; n++ {
+					_, err := backward(n)
+					require.ErrorIs(t, err, device.ErrOutOfMemory, "backward: allocation %d of %d refused", n, total)
+					require.Equal(t, before, requested(t, base), "backward: allocation %d of %d refused (%v): memory left behind", n, total, err)
+				}
+			})
+		}
+	}
+}
+
