@@ -143,7 +143,6 @@ func TestEveryAllocationOfATrainingStepMayFail(t *testing.T) {
 	}
 }
 
-
 // Every op that runs out of memory at any of its allocations leaves the device as it
 // found it, with its scope still open: what it made is released then, not when the
 // scope closes.
@@ -163,6 +162,7 @@ func TestEveryAllocationOfAnOpMayFail(t *testing.T) {
 		idx := tensor.FromSlice(s, d, dtype.I64, []int64{0, 4, 3, 3, 1, 2}, 3, 2).T()
 		bias, pos := s.Ones(d, dt, 5), s.Rand(d, dt, 4, 3).AddScalar(1)
 		other := newSim(t, 64<<20, true)
+		loss := xt.Mul(x).Sum()
 		cases := map[string]func() *tensor.Tensor{
 			"Add":       func() *tensor.Tensor { return xt.Add(row) },
 			"Mul":       func() *tensor.Tensor { return xt.Mul(row) },
@@ -204,6 +204,12 @@ func TestEveryAllocationOfAnOpMayFail(t *testing.T) {
 			},
 			"Addcmul": func() *tensor.Tensor { return xt.Addcmul(row, x, 0.5) },
 			"Addcdiv": func() *tensor.Tensor { return xt.Addcdiv(row, pos, 0.5) },
+			"Grad": func() *tensor.Tensor {
+				gs := tensor.Grad([]*tensor.Tensor{loss}, []*tensor.Tensor{xt, p, x}, tensor.GradOptions{MaterializeGrads: true, RetainGraph: true})
+				gs[1].Release()
+				gs[2].Release()
+				return gs[0]
+			},
 		}
 		for name, f := range cases {
 			t.Run(dt.String()+"/"+name, func(t *testing.T) {
@@ -254,3 +260,25 @@ func TestEveryAllocationOfAnOpMayFail(t *testing.T) {
 	}
 }
 
+// Grad out of memory for the zeros MaterializeGrads makes loses no gradient: the
+// gradients it computed belong to nobody until it returns them.
+func TestGradOutOfMemoryLosesNoGradient(t *testing.T) {
+	base := newSim(t, 1<<30, true)
+	d := &flakyDevice{Device: base, al: &flaky{inner: allocator(t, base)}}
+	s := tensor.NewScope()
+	a := s.Ones(d, dtype.F32, 3).SetRequiresGrad(true)
+	b := s.Ones(d, dtype.F32, 3).SetRequiresGrad(true)
+	unused := s.Ones(d, dtype.F32, 3).SetRequiresGrad(true)
+	l := a.Mul(b).Sum()
+	before := requested(t, base)
+	// The backward allocates the seed and the two gradients; the zeros for unused
+	// (between a's gradient and b's) are the fourth allocation.
+	d.al.n, d.al.calls = 4, 0
+	requireOpError(t, "Full", device.ErrOutOfMemory, func() {
+		tensor.Grad([]*tensor.Tensor{l}, []*tensor.Tensor{a, unused, b}, tensor.GradOptions{MaterializeGrads: true})
+	})
+	d.al.n = 0
+	require.Equal(t, before, requested(t, base), "a's gradient (which the scope took) and b's (which nobody had) are released")
+	s.Close()
+	requireEmpty(t, base)
+}
