@@ -63,21 +63,34 @@ func start(op string, compute bool, in []*Tensor) *call {
 func beginIn(s *Scope, dev device.Device, op string, compute bool, in ...*Tensor) *call {
 	c := open(s, dev, op, compute, in)
 	if ac := s.m.autocast; ac != nil && op != OpCast && len(in) > 0 {
-		got := ac.Inputs(op, slices.Clone(in), c.cast)
-		if len(got) != len(in) {
-			c.bad(ErrShape, "the autocast policy returned %d inputs for %d", len(got), len(in))
-		}
-		for _, t := range got {
-			if t == nil || t.h.released.Load() {
-				c.bad(ErrReleased, "the autocast policy returned a nil or released input")
-			}
-		}
-		c.in = got
+		c.autocast(ac)
 	}
 	if compute {
 		c.lookup() // after the autocast casts, which are ops of their own
 	}
 	return c
+}
+
+// autocast lets the policy ac replace the call's inputs. A policy that panics (a
+// banned op, a cast out of memory) fails the op: the casts it made are released and
+// the hook is told the op ended.
+func (c *call) autocast(ac Autocast) {
+	ok := false
+	defer func() {
+		if !ok {
+			c.abort()
+		}
+	}()
+	got := ac.Inputs(c.op, slices.Clone(c.in), c.cast)
+	if len(got) != len(c.in) {
+		c.bad(ErrShape, "the autocast policy returned %d inputs for %d", len(got), len(c.in))
+	}
+	for _, t := range got {
+		if t == nil || t.h.released.Load() {
+			c.bad(ErrReleased, "the autocast policy returned a nil or released input")
+		}
+	}
+	c.in, ok = got, true
 }
 
 // beginTyped starts op on t, an op that takes the type of its result: dt when the
