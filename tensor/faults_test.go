@@ -15,10 +15,14 @@ import (
 )
 
 // flaky is a program's allocator over a device's own caching allocator that refuses
-// its nth Alloc (1-based; 0: none) as out of memory, counting every call.
+// its nth Alloc (1-based; 0: none) as out of memory, counting every call. While log is
+// set, it records each allocation's size and each free's as a negative size.
 type flaky struct {
 	inner    *alloc.Allocator
 	n, calls int
+	log      bool
+	events   []int64
+	sizes    map[device.Ptr]int64
 }
 
 func (f *flaky) Alloc(size int64, s device.Stream) (device.Ptr, error) {
@@ -26,10 +30,26 @@ func (f *flaky) Alloc(size int64, s device.Stream) (device.Ptr, error) {
 	if f.calls == f.n {
 		return 0, fmt.Errorf("flaky: allocation %d refused: %w", f.calls, device.ErrOutOfMemory)
 	}
-	return f.inner.Alloc(size, s)
+	p, err := f.inner.Alloc(size, s)
+	if err == nil {
+		if f.sizes == nil {
+			f.sizes = map[device.Ptr]int64{}
+		}
+		f.sizes[p] = size
+		if f.log {
+			f.events = append(f.events, size)
+		}
+	}
+	return p, err
 }
 
-func (f *flaky) Free(p device.Ptr) error { return f.inner.Free(p) }
+func (f *flaky) Free(p device.Ptr) error {
+	if f.log {
+		f.events = append(f.events, -f.sizes[p])
+	}
+	delete(f.sizes, p)
+	return f.inner.Free(p)
+}
 
 // flakyDevice is a device whose tensors take their memory from a flaky allocator.
 type flakyDevice struct {
@@ -143,6 +163,88 @@ func TestEveryAllocationOfATrainingStepMayFail(t *testing.T) {
 	}
 }
 
+// opInputs are the inputs of opCases on one device: F32, F16 or F64 leaves that
+// require grad (some transposed, some broadcast), labels, indices, a second device.
+type opInputs struct {
+	x, xl, xt, row, p, w, bias, pos *tensor.Tensor
+	labels, idx, loss               *tensor.Tensor
+	other                           device.Device
+}
+
+func newOpInputs(t *testing.T, s *tensor.Scope, d device.Device, dt dtype.DType) *opInputs {
+	o := &opInputs{
+		x:     s.Randn(d, dt, 4, 3).SetRequiresGrad(true),
+		xl:    s.Randn(d, dt, 3, 4).SetRequiresGrad(true),
+		row:   s.Randn(d, dtype.F32, 3).SetRequiresGrad(true),
+		p:     s.Rand(d, dt, 4, 3).SetRequiresGrad(true),
+		w:     s.Randn(d, dt, 5, 3).SetRequiresGrad(true),
+		bias:  s.Ones(d, dt, 5),
+		pos:   s.Rand(d, dt, 4, 3).AddScalar(1),
+		other: newSim(t, 64<<20, d.Residency() == device.Host),
+	}
+	o.xt = o.xl.T()
+	o.labels = tensor.FromSlice(s, d, dtype.I64, []int64{0, 2, 1, 2}, 4)
+	o.idx = tensor.FromSlice(s, d, dtype.I64, []int64{0, 4, 3, 3, 1, 2}, 3, 2).T()
+	o.loss = o.xt.Mul(o.x).Sum()
+	return o
+}
+
+// leaves are the inputs that take gradients.
+func (o *opInputs) leaves() []*tensor.Tensor { return []*tensor.Tensor{o.x, o.xl, o.row, o.p, o.w} }
+
+// opCases is a call of every op of the table on o's inputs (with broadcast, strided
+// and mixed-type inputs), and of the calls made of several ops (the weighted losses,
+// Grad).
+func (o *opInputs) opCases() map[string]func() *tensor.Tensor {
+	x, xt, row, p, w, bias, pos := o.x, o.xt, o.row, o.p, o.w, o.bias, o.pos
+	return map[string]func() *tensor.Tensor{
+		"Add":          func() *tensor.Tensor { return xt.Add(row) },
+		"Mul":          func() *tensor.Tensor { return xt.Mul(row) },
+		"Div":          func() *tensor.Tensor { return xt.Div(row) },
+		"Pow":          func() *tensor.Tensor { return p.Pow(row) },
+		"Maximum":      func() *tensor.Tensor { return xt.Maximum(row) },
+		"PowScalar":    func() *tensor.Tensor { return p.PowScalar(1.5) },
+		"Exp":          func() *tensor.Tensor { return xt.Exp() },
+		"Gelu":         func() *tensor.Tensor { return xt.Gelu() },
+		"Sum":          func() *tensor.Tensor { return xt.Sum(0) },
+		"SumAs":        func() *tensor.Tensor { return xt.SumAs(dtype.F64, 1) },
+		"Mean":         func() *tensor.Tensor { return xt.MeanKeep(1) },
+		"Max":          func() *tensor.Tensor { return xt.Max(1) },
+		"SumTo":        func() *tensor.Tensor { return xt.SumTo(1, 3) },
+		"MatMul":       func() *tensor.Tensor { return xt.MatMul(w.T()) },
+		"Linear":       func() *tensor.Tensor { return tensor.Linear(xt, w, nil) },
+		"LinearBias":   func() *tensor.Tensor { return tensor.Linear(xt, w, bias) },
+		"Softmax":      func() *tensor.Tensor { return xt.Softmax(1) },
+		"SoftmaxAs":    func() *tensor.Tensor { return xt.SoftmaxAs(dtype.F64, 0) },
+		"LogSoftmax":   func() *tensor.Tensor { return xt.LogSoftmax(0) },
+		"CrossEntropy": func() *tensor.Tensor { return tensor.CrossEntropy(xt, o.labels) },
+		"MSE":          func() *tensor.Tensor { return tensor.MSE(xt, x) },
+		"LayerNorm":    func() *tensor.Tensor { return tensor.LayerNorm(xt, row, row, 1e-5) },
+		"Embedding":    func() *tensor.Tensor { return tensor.Embedding(w, o.idx) },
+		"Dropout":      func() *tensor.Tensor { return xt.Dropout(0.5) },
+		"Cast":         func() *tensor.Tensor { return xt.Cast(dtype.BF16) },
+		"Clone":        func() *tensor.Tensor { return xt.Clone() },
+		"Contiguous":   func() *tensor.Tensor { return xt.Contiguous() },
+		"To":           func() *tensor.Tensor { return xt.To(o.other) },
+		"Concat":       func() *tensor.Tensor { return tensor.Concat(1, xt, x, row.Unsqueeze(0).Expand(4, 3)) },
+		"Stack":        func() *tensor.Tensor { return tensor.Stack(0, xt, x) },
+		"BCE": func() *tensor.Tensor {
+			return tensor.BinaryCrossEntropy(p, p.Detach(), tensor.BCEOptions{Weight: row})
+		},
+		"BCEWithLogits": func() *tensor.Tensor {
+			return tensor.BinaryCrossEntropyWithLogits(xt, p, tensor.BCEOptions{Weight: row, PosWeight: row.Detach(), Reduction: tensor.ReduceSum})
+		},
+		"Addcmul": func() *tensor.Tensor { return xt.Addcmul(row, x, 0.5) },
+		"Addcdiv": func() *tensor.Tensor { return xt.Addcdiv(row, pos, 0.5) },
+		"Grad": func() *tensor.Tensor {
+			gs := tensor.Grad([]*tensor.Tensor{o.loss}, []*tensor.Tensor{xt, p, x}, tensor.GradOptions{MaterializeGrads: true, RetainGraph: true})
+			gs[1].Release()
+			gs[2].Release()
+			return gs[0]
+		},
+	}
+}
+
 // Every op that runs out of memory at any of its allocations leaves the device as it
 // found it, with its scope still open: what it made is released then, not when the
 // scope closes.
@@ -152,66 +254,8 @@ func TestEveryAllocationOfAnOpMayFail(t *testing.T) {
 	s := tensor.NewScope(tensor.WithGenerator(tensor.NewGenerator(5)))
 	defer s.Close()
 	for _, dt := range []dtype.DType{dtype.F32, dtype.F16, dtype.F64} {
-		x := s.Randn(d, dt, 4, 3).SetRequiresGrad(true)
-		xl := s.Randn(d, dt, 3, 4).SetRequiresGrad(true)
-		xt := xl.T()
-		row := s.Randn(d, dtype.F32, 3).SetRequiresGrad(true)
-		p := s.Rand(d, dt, 4, 3).SetRequiresGrad(true)
-		w := s.Randn(d, dt, 5, 3).SetRequiresGrad(true)
-		labels := tensor.FromSlice(s, d, dtype.I64, []int64{0, 2, 1, 2}, 4)
-		idx := tensor.FromSlice(s, d, dtype.I64, []int64{0, 4, 3, 3, 1, 2}, 3, 2).T()
-		bias, pos := s.Ones(d, dt, 5), s.Rand(d, dt, 4, 3).AddScalar(1)
-		other := newSim(t, 64<<20, true)
-		loss := xt.Mul(x).Sum()
-		cases := map[string]func() *tensor.Tensor{
-			"Add":       func() *tensor.Tensor { return xt.Add(row) },
-			"Mul":       func() *tensor.Tensor { return xt.Mul(row) },
-			"Div":       func() *tensor.Tensor { return xt.Div(row) },
-			"Pow":       func() *tensor.Tensor { return p.Pow(row) },
-			"Maximum":   func() *tensor.Tensor { return xt.Maximum(row) },
-			"PowScalar": func() *tensor.Tensor { return p.PowScalar(1.5) },
-			"Exp":       func() *tensor.Tensor { return xt.Exp() },
-			"Gelu":      func() *tensor.Tensor { return xt.Gelu() },
-			"Sum":       func() *tensor.Tensor { return xt.Sum(0) },
-			"SumAs":     func() *tensor.Tensor { return xt.SumAs(dtype.F64, 1) },
-			"Mean":      func() *tensor.Tensor { return xt.MeanKeep(1) },
-			"Max":       func() *tensor.Tensor { return xt.Max(1) },
-			"SumTo":     func() *tensor.Tensor { return xt.SumTo(1, 3) },
-			"MatMul":    func() *tensor.Tensor { return xt.MatMul(w.T()) },
-			"Linear":    func() *tensor.Tensor { return tensor.Linear(xt, w, nil) },
-			"LinearBias": func() *tensor.Tensor {
-				return tensor.Linear(xt, w, bias)
-			},
-			"Softmax":      func() *tensor.Tensor { return xt.Softmax(1) },
-			"SoftmaxAs":    func() *tensor.Tensor { return xt.SoftmaxAs(dtype.F64, 0) },
-			"LogSoftmax":   func() *tensor.Tensor { return xt.LogSoftmax(0) },
-			"CrossEntropy": func() *tensor.Tensor { return tensor.CrossEntropy(xt, labels) },
-			"MSE":          func() *tensor.Tensor { return tensor.MSE(xt, x) },
-			"LayerNorm":    func() *tensor.Tensor { return tensor.LayerNorm(xt, row, row, 1e-5) },
-			"Embedding":    func() *tensor.Tensor { return tensor.Embedding(w, idx) },
-			"Dropout":      func() *tensor.Tensor { return xt.Dropout(0.5) },
-			"Cast":         func() *tensor.Tensor { return xt.Cast(dtype.BF16) },
-			"Clone":        func() *tensor.Tensor { return xt.Clone() },
-			"Contiguous":   func() *tensor.Tensor { return xt.Contiguous() },
-			"To":           func() *tensor.Tensor { return xt.To(other) },
-			"Concat":       func() *tensor.Tensor { return tensor.Concat(1, xt, x, row.Unsqueeze(0).Expand(4, 3)) },
-			"Stack":        func() *tensor.Tensor { return tensor.Stack(0, xt, x) },
-			"BCE": func() *tensor.Tensor {
-				return tensor.BinaryCrossEntropy(p, p.Detach(), tensor.BCEOptions{Weight: row})
-			},
-			"BCEWithLogits": func() *tensor.Tensor {
-				return tensor.BinaryCrossEntropyWithLogits(xt, p, tensor.BCEOptions{Weight: row, PosWeight: row.Detach(), Reduction: tensor.ReduceSum})
-			},
-			"Addcmul": func() *tensor.Tensor { return xt.Addcmul(row, x, 0.5) },
-			"Addcdiv": func() *tensor.Tensor { return xt.Addcdiv(row, pos, 0.5) },
-			"Grad": func() *tensor.Tensor {
-				gs := tensor.Grad([]*tensor.Tensor{loss}, []*tensor.Tensor{xt, p, x}, tensor.GradOptions{MaterializeGrads: true, RetainGraph: true})
-				gs[1].Release()
-				gs[2].Release()
-				return gs[0]
-			},
-		}
-		for name, f := range cases {
+		o := newOpInputs(t, s, d, dt)
+		for name, f := range o.opCases() {
 			t.Run(dt.String()+"/"+name, func(t *testing.T) {
 				before := requested(t, base)
 				d.al.n, d.al.calls = 0, 0
@@ -232,7 +276,7 @@ func TestEveryAllocationOfAnOpMayFail(t *testing.T) {
 				}
 				// Its backward, failing at each of its allocations, leaves nothing once
 				// the graph is released and the gradients dropped.
-				leaves := []*tensor.Tensor{x, xl, row, p, w}
+				leaves := o.leaves()
 				backward := func(refuse int) (int, error) {
 					y := f()
 					defer y.Release()
@@ -255,6 +299,48 @@ func TestEveryAllocationOfAnOpMayFail(t *testing.T) {
 					require.ErrorIs(t, err, device.ErrOutOfMemory, "backward: allocation %d of %d refused", n, total)
 					require.Equal(t, before, requested(t, base), "backward: allocation %d of %d refused (%v): memory left behind", n, total, err)
 				}
+			})
+		}
+	}
+}
+
+// Every op, forward and backward, allocates and frees the same blocks, in the same
+// order, on meta (which computes nothing) as on a device that computes: memory proved
+// on meta is the memory of the real run.
+func TestMetaAllocatesAsADeviceThatComputes(t *testing.T) {
+	type run struct {
+		d *flakyDevice
+		o *opInputs
+	}
+	s := tensor.NewScope(tensor.WithGenerator(tensor.NewGenerator(5)))
+	defer s.Close()
+	for _, dt := range []dtype.DType{dtype.F32, dtype.F16, dtype.F64} {
+		var runs []run
+		for _, backing := range []bool{true, false} {
+			base := newSim(t, 1<<30, backing)
+			d := &flakyDevice{Device: base, al: &flaky{inner: allocator(t, base)}}
+			runs = append(runs, run{d, newOpInputs(t, s, d, dt)})
+		}
+		for name := range runs[0].o.opCases() {
+			t.Run(dt.String()+"/"+name, func(t *testing.T) {
+				var logs [2][]int64
+				for i, r := range runs {
+					r.d.al.log, r.d.al.events = true, nil
+					y := r.o.opCases()[name]()
+					if y.RequiresGrad() {
+						l := y.Sum()
+						l.Backward()
+						l.Release()
+					}
+					y.Release()
+					for _, l := range r.o.leaves() {
+						l.ZeroGrad(true)
+					}
+					r.d.al.log = false
+					logs[i] = r.d.al.events
+				}
+				require.NotEmpty(t, logs[0])
+				require.Equal(t, logs[0], logs[1], "allocations (+) and frees (−) on sim with data and on meta")
 			})
 		}
 	}
