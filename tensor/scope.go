@@ -404,6 +404,9 @@ func (s *Scope) Keep(t *Tensor) *Tensor {
 // s.Bind(w).T(). The new handle is released with its owner; t is untouched.
 func (s *Scope) Bind(t *Tensor) *Tensor {
 	t.live("Bind")
+	if s.Closed() {
+		fail("Bind", ErrScope, []*Tensor{t}, "%s is closed; bind into a scope that is open", s.describe())
+	}
 	b := newHandle(s, t.st, false, t.dt, t.shape, t.strides, t.offset, nil)
 	b.requiresGrad, b.cell = t.requiresGrad, t.cell
 	if t.node != nil {
