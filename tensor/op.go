@@ -34,9 +34,9 @@ type call struct {
 	scratch []*Tensor
 	// cached is the result an OpCache gave the op to copy instead of computing it
 	// (opcache.go), owned by the op until its result is allocated; answered says one
-	// was given.
-	cached   *Tensor
-	answered bool
+	// was given. partOf marks a cast autocast made for another op: no OpCache is told.
+	cached           *Tensor
+	answered, partOf bool
 	// Room for the usual few inputs and results without allocating.
 	inBuf   [3]*Tensor
 	madeBuf [2]*Tensor
@@ -196,10 +196,14 @@ func (t *Tensor) origin() *Scope {
 
 // cast is the Cast op in c's scope, for the autocast policy. Its result is a
 // temporary of the op, released when the op is done (as PyTorch frees an autocast
-// cast once its op returns): a node that saved it holds its own reference.
+// cast once its op returns): a node that saved it holds its own reference. It is
+// part of c's op for an OpCache, which neither asks nor hears of it: which casts
+// autocast makes depends on its weight-cast cache, which a recomputation may not find.
 func (c *call) cast(t *Tensor, dt dtype.DType) *Tensor {
 	t.live(OpCast)
-	y := castOp(beginIn(c.s, c.dev, OpCast, true, t), dt)
+	k := open(c.s, c.dev, OpCast, true, []*Tensor{t})
+	k.partOf = true
+	y := castOp(k, dt)
 	c.made, c.scratch = append(c.made, y), append(c.scratch, y)
 	return y
 }
