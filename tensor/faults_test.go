@@ -2,82 +2,32 @@ package tensor_test
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
 	"github.com/subletml/sublet/tensor"
+	"github.com/subletml/sublet/tensor/tensortest"
 )
-
-// flaky is a program's allocator over a device's own caching allocator that refuses
-// its nth Alloc (1-based; 0: none) as out of memory, counting every call. While log is
-// set, it records each allocation's size and each free's as a negative size.
-type flaky struct {
-	inner    *alloc.Allocator
-	n, calls int
-	log      bool
-	events   []int64
-	sizes    map[device.Ptr]int64
-}
-
-func (f *flaky) Alloc(size int64, s device.Stream) (device.Ptr, error) {
-	f.calls++
-	if f.calls == f.n {
-		return 0, fmt.Errorf("flaky: allocation %d refused: %w", f.calls, device.ErrOutOfMemory)
-	}
-	p, err := f.inner.Alloc(size, s)
-	if err == nil {
-		if f.sizes == nil {
-			f.sizes = map[device.Ptr]int64{}
-		}
-		f.sizes[p] = size
-		if f.log {
-			f.events = append(f.events, size)
-		}
-	}
-	return p, err
-}
-
-func (f *flaky) Free(p device.Ptr) error {
-	if f.log {
-		f.events = append(f.events, -f.sizes[p])
-	}
-	delete(f.sizes, p)
-	return f.inner.Free(p)
-}
-
-// flakyDevice is a device whose tensors take their memory from a flaky allocator.
-type flakyDevice struct {
-	device.Device
-	al *flaky
-}
-
-func (d *flakyDevice) TensorAllocator() tensor.Allocator { return d.al }
-
-func (d *flakyDevice) Bytes(p device.Ptr, n int64) ([]byte, bool) {
-	return d.Device.(device.HostMemory).Bytes(p, n)
-}
 
 // failEveryAllocation runs step (which allocates on d) once to count its allocations,
 // then once per allocation with that one refused: every attempt must fail with an
 // out-of-memory error, and once reset has run the device must hold exactly what it
 // held before the attempt.
-func failEveryAllocation(t *testing.T, base device.Device, d *flakyDevice, step func(), reset func()) {
+func failEveryAllocation(t *testing.T, base device.Device, d *tensortest.Flaky, step func(), reset func()) {
 	t.Helper()
 	before := requested(t, base)
-	d.al.n, d.al.calls = 0, 0
+	d.Refuse(0)
 	require.NoError(t, tensor.Try(step))
 	reset()
 	require.Equal(t, before, requested(t, base), "a whole step leaves nothing")
-	total := d.al.calls
+	total := d.Allocs()
 	require.Positive(t, total)
 	for n := 1; n <= total; n++ {
-		d.al.n, d.al.calls = n, 0
+		d.Refuse(n)
 		err := tensor.Try(step)
 		reset()
 		require.ErrorIs(t, err, device.ErrOutOfMemory, "allocation %d of %d refused", n, total)
@@ -85,7 +35,7 @@ func failEveryAllocation(t *testing.T, base device.Device, d *flakyDevice, step 
 		require.True(t, errors.As(err, &te), "%v", err)
 		require.Equal(t, before, requested(t, base), "allocation %d of %d refused (%v): the device holds more than before the step", n, total, err)
 	}
-	d.al.n = 0
+	d.Refuse(0)
 }
 
 // A training step over every op family (forward, backward, Adam) that runs out of
@@ -103,7 +53,7 @@ func TestEveryAllocationOfATrainingStepMayFail(t *testing.T) {
 			default:
 				base = newSim(t, 0, false)
 			}
-			d := &flakyDevice{Device: base, al: &flaky{inner: allocator(t, base)}}
+			d := tensortest.NewFlaky(t, base)
 			data := tensor.NewScope(tensor.WithGenerator(tensor.NewGenerator(3)))
 			init := data.Child(tensor.NoGrad())
 			param := func(scale float64, shape ...int) *tensor.Tensor {
@@ -250,7 +200,7 @@ func (o *opInputs) opCases() map[string]func() *tensor.Tensor {
 // scope closes.
 func TestEveryAllocationOfAnOpMayFail(t *testing.T) {
 	base := newSim(t, 1<<30, true)
-	d := &flakyDevice{Device: base, al: &flaky{inner: allocator(t, base)}}
+	d := tensortest.NewFlaky(t, base)
 	s := tensor.NewScope(tensor.WithGenerator(tensor.NewGenerator(5)))
 	defer s.Close()
 	for _, dt := range []dtype.DType{dtype.F32, dtype.F16, dtype.F64} {
@@ -258,19 +208,19 @@ func TestEveryAllocationOfAnOpMayFail(t *testing.T) {
 		for name, f := range o.opCases() {
 			t.Run(dt.String()+"/"+name, func(t *testing.T) {
 				before := requested(t, base)
-				d.al.n, d.al.calls = 0, 0
+				d.Refuse(0)
 				y, err := tensor.TryValue(f)
 				require.NoError(t, err)
 				y.Release()
-				total := d.al.calls
+				total := d.Allocs()
 				require.Equal(t, before, requested(t, base))
 				for n := 1; n <= total; n++ {
-					d.al.n, d.al.calls = n, 0
+					d.Refuse(n)
 					_, err := tensor.TryValue(f)
 					require.ErrorIs(t, err, device.ErrOutOfMemory, "allocation %d of %d refused", n, total)
 					require.Equal(t, before, requested(t, base), "allocation %d of %d refused (%v): the op left memory behind", n, total, err)
 				}
-				d.al.n = 0
+				d.Refuse(0)
 				if !y.RequiresGrad() {
 					return
 				}
@@ -282,10 +232,10 @@ func TestEveryAllocationOfAnOpMayFail(t *testing.T) {
 					defer y.Release()
 					l := y.Sum()
 					defer l.Release()
-					d.al.n, d.al.calls = refuse, 0
+					d.Refuse(refuse)
 					err := tensor.Try(l.Backward)
-					calls := d.al.calls
-					d.al.n = 0
+					calls := d.Allocs()
+					d.Refuse(0)
 					for _, leaf := range leaves {
 						leaf.ZeroGrad(true)
 					}
@@ -309,7 +259,7 @@ func TestEveryAllocationOfAnOpMayFail(t *testing.T) {
 // on meta is the memory of the real run.
 func TestMetaAllocatesAsADeviceThatComputes(t *testing.T) {
 	type run struct {
-		d *flakyDevice
+		d *tensortest.Flaky
 		o *opInputs
 	}
 	s := tensor.NewScope(tensor.WithGenerator(tensor.NewGenerator(5)))
@@ -318,14 +268,14 @@ func TestMetaAllocatesAsADeviceThatComputes(t *testing.T) {
 		var runs []run
 		for _, backing := range []bool{true, false} {
 			base := newSim(t, 1<<30, backing)
-			d := &flakyDevice{Device: base, al: &flaky{inner: allocator(t, base)}}
+			d := tensortest.NewFlaky(t, base)
 			runs = append(runs, run{d, newOpInputs(t, s, d, dt)})
 		}
 		for name := range runs[0].o.opCases() {
 			t.Run(dt.String()+"/"+name, func(t *testing.T) {
 				var logs [2][]int64
 				for i, r := range runs {
-					r.d.al.log, r.d.al.events = true, nil
+					r.d.Record(true)
 					y := r.o.opCases()[name]()
 					if y.RequiresGrad() {
 						l := y.Sum()
@@ -336,8 +286,8 @@ func TestMetaAllocatesAsADeviceThatComputes(t *testing.T) {
 					for _, l := range r.o.leaves() {
 						l.ZeroGrad(true)
 					}
-					r.d.al.log = false
-					logs[i] = r.d.al.events
+					r.d.Record(false)
+					logs[i] = r.d.Events()
 				}
 				require.NotEmpty(t, logs[0])
 				require.Equal(t, logs[0], logs[1], "allocations (+) and frees (−) on sim with data and on meta")
@@ -350,7 +300,7 @@ func TestMetaAllocatesAsADeviceThatComputes(t *testing.T) {
 // gradients it computed belong to nobody until it returns them.
 func TestGradOutOfMemoryLosesNoGradient(t *testing.T) {
 	base := newSim(t, 1<<30, true)
-	d := &flakyDevice{Device: base, al: &flaky{inner: allocator(t, base)}}
+	d := tensortest.NewFlaky(t, base)
 	s := tensor.NewScope()
 	a := s.Ones(d, dtype.F32, 3).SetRequiresGrad(true)
 	b := s.Ones(d, dtype.F32, 3).SetRequiresGrad(true)
@@ -359,11 +309,11 @@ func TestGradOutOfMemoryLosesNoGradient(t *testing.T) {
 	before := requested(t, base)
 	// The backward allocates the seed and the two gradients; the zeros for unused
 	// (between a's gradient and b's) are the fourth allocation.
-	d.al.n, d.al.calls = 4, 0
+	d.Refuse(4)
 	requireOpError(t, "Full", device.ErrOutOfMemory, func() {
 		tensor.Grad([]*tensor.Tensor{l}, []*tensor.Tensor{a, unused, b}, tensor.GradOptions{MaterializeGrads: true})
 	})
-	d.al.n = 0
+	d.Refuse(0)
 	require.Equal(t, before, requested(t, base), "a's gradient (which the scope took) and b's (which nobody had) are released")
 	s.Close()
 	requireEmpty(t, base)

@@ -10,6 +10,7 @@ import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/tensor"
+	"github.com/subletml/sublet/tensor/tensortest"
 )
 
 // opLog records OpBegin and OpEnd as the hook sees them.
@@ -57,7 +58,7 @@ func TestOpHookSeesEveryOpOnceAndBackward(t *testing.T) {
 // for it are released with it.
 func TestFailedOpEndsAndLeavesNothing(t *testing.T) {
 	base := newSim(t, 1<<30, true)
-	d := &flakyDevice{Device: base, al: &flaky{inner: allocator(t, base)}}
+	d := tensortest.NewFlaky(t, base)
 	h := &opLog{}
 	s := tensor.NewScope(tensor.WithOpHook(h))
 	a := s.Ones(d, dtype.F32, 3, 3)
@@ -66,9 +67,9 @@ func TestFailedOpEndsAndLeavesNothing(t *testing.T) {
 	require.NoError(t, err)
 	before := requested(t, base)
 
-	d.al.n, d.al.calls = 2, 0 // a's F16 cast is the first allocation, b's the second
+	d.Refuse(2) // a's F16 cast is the first allocation, b's the second
 	requireOpError(t, tensor.OpCast, device.ErrOutOfMemory, func() { a.MatMul(b) })
-	d.al.n = 0
+	d.Refuse(0)
 	require.Empty(t, h.open, "MatMul ended")
 	require.Equal(t, before, requested(t, base), "a's cast went with the failed MatMul")
 
