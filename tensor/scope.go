@@ -23,7 +23,8 @@ import (
 //   - a child scope inherits its parent's modes and is closed with it.
 //
 // A scope is used by one goroutine at a time, as are its handles; Close is idempotent
-// and may come from any goroutine.
+// and may come from another goroutine, but not while an op runs on the scope's
+// handles (see the package doc's Modes).
 type Scope struct {
 	// Set at creation, never changed.
 	parent *Scope
