@@ -68,13 +68,7 @@ func (r *addcBackward) backward(b *bwd) {
 	if r.value != 1 && (b.needs(1) || b.needs(2)) {
 		g = g.MulScalar(r.value)
 	}
-	var p, q *Tensor
-	if r.a != nil {
-		p = b.saved(r.a)
-	}
-	if r.b != nil {
-		q = b.saved(r.b)
-	}
+	p, q := b.saved(r.a), b.saved(r.b)
 	for i, wrt := range []kernels.Arg{kernels.ArgA, kernels.ArgB} {
 		if b.needs(i + 1) {
 			b.set(i+1, binaryGrad(r.k, wrt, g, p, q))

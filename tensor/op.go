@@ -531,8 +531,12 @@ func (f *function) Backward(ctx *autograd.Ctx, grads []autograd.Value) ([]autogr
 // needs reports whether forward input i wants a gradient.
 func (b *bwd) needs(i int) bool { return b.ctx.NeedsGrad(i) }
 
-// saved returns a saved tensor, bound into the rule's scope.
+// saved returns a saved tensor, bound into the rule's scope (nil for nil: a tensor the
+// op did not save, as no wanted gradient reads it).
 func (b *bwd) saved(sv *autograd.Saved) *Tensor {
+	if sv == nil {
+		return nil
+	}
 	v, err := sv.Get(b.ctx)
 	if err != nil {
 		panic(&Error{Op: b.f.name, Msg: "backward: reading a saved tensor", Err: gradErr(err)})
