@@ -74,10 +74,10 @@
 //     Item of an I64 beyond 2^53. Float64 data makes F64 tensors; to round, say so:
 //     Cast, or convert the slice in Go.
 //   - Constants (Full, Fill, Arange, and the number of AddScalar, MulScalar, PowScalar,
-//     Scale, AddScaled) follow Go's rule for a constant: rounded to nearest in the type
-//     they are used in (float64 in an F64 op, float32 in an F32, F16 or BF16 one),
-//     but a finite value that would overflow it, or, for an integer or Bool type, a
-//     value that is not one of its values, is an ErrDType error.
+//     Scale, AddScaled, Addcmul, Addcdiv) follow Go's rule for a constant: rounded to
+//     nearest in the type they are used in (float64 in an F64 op, float32 in an F32,
+//     F16 or BF16 one), but a finite value that would overflow it, or, for an integer
+//     or Bool type, a value that is not one of its values, is an ErrDType error.
 //   - Between tensors a type changes only by promotion (above) or Cast, which rounds to
 //     nearest once (a float to an integer truncates toward zero and saturates, NaN
 //     gives 0).
