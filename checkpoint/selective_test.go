@@ -118,13 +118,7 @@ func TestSelectiveCheckpointAsksOnlyReusableOps(t *testing.T) {
 		s := newScope(1)
 		defer s.Close()
 		x := input(s, d, 4, 8)
-		var y *tensor.Tensor
-		if c == nil {
-			y = fn([]*tensor.Tensor{x})[0]
-		} else {
-			y = c.Checkpoint(fn, x)[0]
-		}
-		y.Sum().Backward()
+		apply(c, fn, x).Sum().Backward()
 		g := grads(m)
 		for _, p := range nn.Parameters(m) {
 			p.ZeroGrad(true)
@@ -210,13 +204,7 @@ func TestSelectiveCheckpointAcrossDevices(t *testing.T) {
 		s := tensor.NewScope()
 		defer s.Close()
 		x := tensortest.F32(s, host, []float32{0.5, -1, 0.25, 2, 1, -0.5, 0, 1.5, -1}, 3, 3).SetRequiresGrad(true)
-		var y *tensor.Tensor
-		if c == nil {
-			y = fn([]*tensor.Tensor{x})[0]
-		} else {
-			y = c.Checkpoint(fn, x)[0]
-		}
-		y.Sum().Backward()
+		apply(c, fn, x).Sum().Backward()
 		wg, xg := tensortest.Values(w.Grad()), tensortest.Values(x.Grad())
 		w.ZeroGrad(true)
 		g.ZeroGrad(true)
