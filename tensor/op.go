@@ -34,7 +34,8 @@ type call struct {
 	scratch []*Tensor
 	// cached is the result an OpCache gave the op to copy instead of computing it
 	// (opcache.go), owned by the op until its result is allocated; answered says one
-	// was given. partOf marks a cast autocast made for another op: no OpCache is told.
+	// was given. partOf marks a cast made for another op (call.cast): no OpCache is
+	// told of it.
 	cached           *Tensor
 	answered, partOf bool
 	// Room for the usual few inputs and results without allocating.
@@ -194,11 +195,12 @@ func (t *Tensor) origin() *Scope {
 	return t.scope
 }
 
-// cast is the Cast op in c's scope, for the autocast policy. Its result is a
-// temporary of the op, released when the op is done (as PyTorch frees an autocast
+// cast is the Cast op in c's scope, for the autocast policy and readAs. Its result is
+// a temporary of the op, released when the op is done (as PyTorch frees an autocast
 // cast once its op returns): a node that saved it holds its own reference. It is
 // part of c's op for an OpCache, which neither asks nor hears of it: which casts
-// autocast makes depends on its weight-cast cache, which a recomputation may not find.
+// autocast makes depends on its weight-cast cache, which a recomputation may not
+// find, and readAs's comes after the op asked the cache.
 func (c *call) cast(t *Tensor, dt dtype.DType) *Tensor {
 	t.live(OpCast)
 	k := open(c.s, c.dev, OpCast, true, []*Tensor{t})
