@@ -29,8 +29,9 @@ func cacheable(op string) bool {
 
 // lookup asks the scope's OpCache, if it has one, for the op's result; when it gives
 // one the op computes nothing (the meta kernels) and done copies it in. It runs once
-// the op's inputs are final, after the casts autocast made (ops of their own), so that
-// a cache sees ops start in the order they finish.
+// the op's inputs are final, after the casts autocast made (which the cache does not
+// see: they are part of the op), and the op runs no other op inside, so a cache sees
+// ops start in the order they finish.
 func (c *call) lookup() {
 	oc, ok := c.s.m.hooks.(OpCache)
 	if !ok || len(c.in) == 0 || !cacheable(c.op) {
