@@ -81,3 +81,28 @@ func TestAMPGradients(t *testing.T) {
 		tensortest.RequireEmpty(t, d.Device)
 	}
 }
+
+// A selective checkpoint under autocast, backpropagated after the region closed (its
+// weight casts no longer cached, so the recomputation casts the weights again): the
+// casts the recomputation makes are not matched against the kept results, and the
+// gradients are the plain autocast run's.
+func TestAMPSelectiveGradients(t *testing.T) {
+	d := tensortest.CPU(t)
+	run := func(c *checkpoint.Config) [][]float32 {
+		m := linears(d, 3, 16, 3)
+		defer m.Release()
+		s := newScope(4)
+		defer s.Close()
+		x := input(s, d, 8, 16)
+		ac, err := amp.Autocast(s, dtype.F16)
+		require.NoError(t, err)
+		y := apply(c, geluStack(m), x)
+		ac.Close()
+		y.Cast(dtype.F32).Sum().Backward()
+		return grads(m)
+	}
+	want := run(nil)
+	require.Equal(t, want, run(&checkpoint.Config{}))
+	require.Equal(t, want, run(&checkpoint.Config{Policy: checkpoint.SaveOps(tensor.OpLinear)}))
+	tensortest.RequireEmpty(t, d)
+}

@@ -53,7 +53,8 @@ const (
 // asked only of the ops a result can be reused for: every op of tensor's op table
 // but views, factories and those that save a statistic, mask or index they compute
 // (LayerNorm, CrossEntropy, Dropout, Max: tensor.OpInfo.SavesExtra), which are
-// always recomputed.
+// always recomputed, as are the casts autocast makes for an op (which of them run
+// depends on the weight-cast cache, gone when the backward comes after the region).
 type Policy func(op string, in []*tensor.Tensor) Decision
 
 // SaveOps is the policy that keeps the results of the ops named and recomputes the

@@ -62,6 +62,15 @@ func forward(m *nn.Sequential, c checkpoint.Config, k int, x *tensor.Tensor) *te
 	return checkpoint.SequentialWith(c, m, k, x)
 }
 
+// apply runs fn on x and returns its first result: plainly for c nil, else
+// checkpointed with c.
+func apply(c *checkpoint.Config, fn checkpoint.Func, x *tensor.Tensor) *tensor.Tensor {
+	if c == nil {
+		return fn([]*tensor.Tensor{x})[0]
+	}
+	return c.Checkpoint(fn, x)[0]
+}
+
 // finish closes s, releases m and asserts nothing is left on dev.
 func finish(t testing.TB, dev device.Device, s *tensor.Scope, m nn.Module) {
 	t.Helper()

@@ -118,13 +118,7 @@ func TestSelectiveCheckpointAsksOnlyReusableOps(t *testing.T) {
 		s := newScope(1)
 		defer s.Close()
 		x := input(s, d, 4, 8)
-		var y *tensor.Tensor
-		if c == nil {
-			y = fn([]*tensor.Tensor{x})[0]
-		} else {
-			y = c.Checkpoint(fn, x)[0]
-		}
-		y.Sum().Backward()
+		apply(c, fn, x).Sum().Backward()
 		g := grads(m)
 		for _, p := range nn.Parameters(m) {
 			p.ZeroGrad(true)
@@ -187,5 +181,61 @@ func TestSelectiveCheckpointMemoryAtFullSize(t *testing.T) {
 	s.Close()
 	require.Equal(t, 2*params, tensortest.Requested(t, d))
 	m.Release()
+	tensortest.RequireEmpty(t, d)
+}
+
+// A copy to another device in the function (To of a strided tensor, which needs a
+// kernel on its own device) is no op the policy or the recomputation numbers: the
+// kept results stay matched with their ops. (The forward counted it and the
+// recomputation did not, so the second MatMul was handed the first one's result, and
+// the LayerNorm after it, which is always recomputed, saved the wrong input: wrong
+// gradients, silently.)
+func TestSelectiveCheckpointAcrossDevices(t *testing.T) {
+	host, dev := tensortest.CPU(t), tensortest.Sim(t, 64<<20, true)
+	ps := tensor.NewScope()
+	w := ps.Keep(tensortest.F32(ps, dev, []float32{1, 2, -1, 0.5, 0, 1, -2, 1, 0.25}, 3, 3)).AsParameter()
+	g := ps.Keep(tensortest.F32(ps, dev, []float32{1, 3, -2}, 3)).AsParameter()
+	ps.Close()
+	fn := func(in []*tensor.Tensor) []*tensor.Tensor {
+		a := in[0].T().To(dev).MatMul(w)
+		return []*tensor.Tensor{tensor.LayerNorm(a.MatMul(w), g, nil, 1e-5)}
+	}
+	run := func(c *checkpoint.Config) ([]float32, []float32) {
+		s := tensor.NewScope()
+		defer s.Close()
+		x := tensortest.F32(s, host, []float32{0.5, -1, 0.25, 2, 1, -0.5, 0, 1.5, -1}, 3, 3).SetRequiresGrad(true)
+		apply(c, fn, x).Sum().Backward()
+		wg, xg := tensortest.Values(w.Grad()), tensortest.Values(x.Grad())
+		w.ZeroGrad(true)
+		g.ZeroGrad(true)
+		return wg, xg
+	}
+	wantW, wantX := run(nil)
+	gotW, gotX := run(&checkpoint.Config{Policy: checkpoint.SaveOps(tensor.OpMatMul)})
+	require.Equal(t, wantW, gotW)
+	require.Equal(t, wantX, gotX)
+	w.Release()
+	g.Release()
+	tensortest.RequireEmpty(t, dev)
+	tensortest.RequireEmpty(t, host)
+}
+
+// An op with an explicit result type narrower than its input (SumAs(F16) of F32 casts
+// the input first, inside the op) is one op for the policy and the recomputation
+// alike. (The forward numbered the cast before the op, the recomputation after it, so
+// the kept Sum was asked for by the cast: the backward failed.)
+func TestSelectiveCheckpointOfATypedOp(t *testing.T) {
+	d := tensortest.CPU(t)
+	fn := func(in []*tensor.Tensor) []*tensor.Tensor {
+		return []*tensor.Tensor{in[0].SumAs(dtype.F16, 1).Tanh()}
+	}
+	grad := func(c *checkpoint.Config) []float32 {
+		s := newScope(1)
+		defer s.Close()
+		x := input(s, d, 4, 8)
+		apply(c, fn, x).Cast(dtype.F32).Sum().Backward()
+		return tensortest.Values(x.Grad())
+	}
+	require.Equal(t, grad(nil), grad(&checkpoint.Config{Policy: checkpoint.SaveOps(tensor.OpSum)}))
 	tensortest.RequireEmpty(t, d)
 }

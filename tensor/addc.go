@@ -12,15 +12,16 @@ const (
 )
 
 // Addcmul returns t + value·a·b elementwise, broadcasting the three (torch.addcmul),
-// in one pass without temporaries. Recorded, it saves b when a wants a gradient and a
-// when b does, as Mul does.
+// in one pass without temporaries; value is a constant of the type the op computes in
+// (as AddScalar's). Recorded, it saves b when a wants a gradient and a when b does, as
+// Mul does.
 func (t *Tensor) Addcmul(a, b *Tensor, value float64) *Tensor {
 	return addcOp(opAddcmul, t, a, b, value)
 }
 
 // Addcdiv returns t + value·a/b elementwise, broadcasting the three (torch.addcdiv),
-// in one pass without temporaries. Recorded, it saves b when a or b wants a gradient
-// and a when b does, as Div does.
+// in one pass without temporaries; value is a constant as for Addcmul. Recorded, it
+// saves b when a or b wants a gradient and a when b does, as Div does.
 func (t *Tensor) Addcdiv(a, b *Tensor, value float64) *Tensor {
 	return addcOp(opAddcdiv, t, a, b, value)
 }
@@ -36,7 +37,11 @@ func addcOp(op *OpInfo, t, a, b *Tensor, value float64) *Tensor {
 	if !ok {
 		c.bad(ErrShape, "shapes do not broadcast")
 	}
-	out := c.alloc(promote(promote(x.dt, p.dt), q.dt), shape)
+	dt := promote(promote(x.dt, p.dt), q.dt)
+	if why := badConstant(value, opType(dt)); why != "" {
+		c.bad(ErrDType, "value: %s", why)
+	}
+	out := c.alloc(dt, shape)
 	if c.recording() { // before computing, as it saves only inputs
 		r := &addcBackward{k: op.binary, value: value}
 		c.record(r, out)
@@ -68,13 +73,7 @@ func (r *addcBackward) backward(b *bwd) {
 	if r.value != 1 && (b.needs(1) || b.needs(2)) {
 		g = g.MulScalar(r.value)
 	}
-	var p, q *Tensor
-	if r.a != nil {
-		p = b.saved(r.a)
-	}
-	if r.b != nil {
-		q = b.saved(r.b)
-	}
+	p, q := b.saved(r.a), b.saved(r.b)
 	for i, wrt := range []kernels.Arg{kernels.ArgA, kernels.ArgB} {
 		if b.needs(i + 1) {
 			b.set(i+1, binaryGrad(r.k, wrt, g, p, q))

@@ -97,6 +97,15 @@ func TestAddcPromotesAndChecks(t *testing.T) {
 	require.Equal(t, []float32{3, 3}, vals(y))
 	requireOpError(t, tensor.OpAddcdiv, tensor.ErrShape, func() { h.Addcdiv(h, s.Ones(d, dtype.F32, 3), 1) })
 	requireOpError(t, tensor.OpAddcmul, tensor.ErrDType, func() { h.Addcmul(h, s.Ones(d, dtype.I64, 2), 1) })
+	// value is a constant of the type the op computes in, as AddScalar's number is: one
+	// that overflows it (float32 here) is refused, not turned into inf; F64 takes it.
+	before := requested(t, d)
+	e := requireOpError(t, tensor.OpAddcmul, tensor.ErrDType, func() { h.Addcmul(h, h, 1e39) })
+	require.Contains(t, e.Error(), "1e+39")
+	requireOpError(t, tensor.OpAddcdiv, tensor.ErrDType, func() { y.Addcdiv(y, y, -1e39) })
+	require.Equal(t, before, requested(t, d))
+	z := s.Ones(d, dtype.F64, 1)
+	require.Equal(t, []float64{1 + 1e39}, tensor.ToSlice[float64](z.Addcmul(z, z, 1e39)))
 	s.Close()
 	requireEmpty(t, d)
 }

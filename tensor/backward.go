@@ -176,18 +176,29 @@ func Grad(outputs, inputs []*Tensor, o GradOptions) []*Tensor {
 	if err != nil {
 		fail(op, gradErr(err), outputs, "")
 	}
+	// The gradients are the call's until s owns them: a failure below (an unused
+	// input, no memory for zeros) releases them all, those s took included.
+	out := make([]*Tensor, len(inputs))
+	taken := make([]bool, len(vs))
+	handed := false
+	defer func() {
+		if handed {
+			return
+		}
+		for _, t := range out {
+			t.Release()
+		}
+		for k, v := range vs {
+			if v != nil && !taken[k] {
+				v.Release()
+			}
+		}
+	}()
 	for i, x := range inputs {
 		if vs[slot[i]] == nil && !o.AllowUnused && !o.MaterializeGrads {
-			for _, v := range vs {
-				if v != nil {
-					v.Release()
-				}
-			}
 			fail(op, ErrGrad, []*Tensor{x}, "input %d appears not to have been used in the graph; set AllowUnused if this is wanted", i)
 		}
 	}
-	out := make([]*Tensor, len(inputs))
-	taken := make([]bool, len(vs))
 	for i, x := range inputs {
 		k := slot[i]
 		switch {
@@ -202,6 +213,7 @@ func Grad(outputs, inputs []*Tensor, o GradOptions) []*Tensor {
 			s.adopt(out[i])
 		}
 	}
+	handed = true
 	return out
 }
 

@@ -64,7 +64,8 @@ func BinaryCrossEntropy(x, target *Tensor, o BCEOptions) *Tensor {
 		fail(OpBinaryCrossEntropy, ErrShape, []*Tensor{x, target, o.PosWeight},
 			"PosWeight is an option of BinaryCrossEntropyWithLogits; BinaryCrossEntropy takes Weight only")
 	}
-	return o.reduce(OpBinaryCrossEntropy, bce(opBinaryCrossEntropy, x, target, nil), x)
+	o.check(OpBinaryCrossEntropy, x)
+	return o.reduce(bce(opBinaryCrossEntropy, x, target, nil))
 }
 
 // BinaryCrossEntropyWithLogits returns the binary cross-entropy of σ(x) against
@@ -74,37 +75,47 @@ func BinaryCrossEntropy(x, target *Tensor, o BCEOptions) *Tensor {
 // flow to x and to the target. It saves x, the target and the positive weight (and
 // the weight, in its Mul). Autocast runs it in F32.
 func BinaryCrossEntropyWithLogits(x, target *Tensor, o BCEOptions) *Tensor {
-	return o.reduce(OpBinaryCrossEntropyWithLogits, bce(opBinaryCrossEntropyWithLogits, x, target, o.PosWeight), x)
+	o.check(OpBinaryCrossEntropyWithLogits, x)
+	return o.reduce(bce(opBinaryCrossEntropyWithLogits, x, target, o.PosWeight))
 }
 
-// reduce weights the per-element losses l of input x and reduces them, releasing the
-// intermediate handles (the graph keeps what it needs).
-func (o BCEOptions) reduce(op string, l, x *Tensor) *Tensor {
+// check refuses, before op computes anything on input x, a reduction that is none
+// and a weight that does not broadcast to x's shape (the per-element losses' shape).
+func (o BCEOptions) check(op string, x *Tensor) {
+	x.live(op)
 	if o.Reduction > ReduceNone {
-		l.Release()
 		fail(op, ErrShape, []*Tensor{x}, "unknown %v; use ReduceMean, ReduceSum or ReduceNone", o.Reduction)
 	}
 	if w := o.Weight; w != nil {
 		w.live(op)
-		if !broadcastsTo(w.shape, l.shape) {
-			l.Release()
-			fail(op, ErrShape, []*Tensor{x, w}, "the weight's shape %v does not broadcast to the input's %v", w.shape, l.shape)
+		if !broadcastsTo(w.shape, x.shape) {
+			fail(op, ErrShape, []*Tensor{x, w}, "the weight's shape %v does not broadcast to the input's %v", w.shape, x.shape)
 		}
-		wl := l.Mul(w)
-		l.Release()
-		l = wl
 	}
-	var r *Tensor
+}
+
+// reduce weights the per-element losses l and reduces them. The intermediate handles
+// are released, also when one of the ops fails (the graph keeps what it needs).
+func (o BCEOptions) reduce(l *Tensor) (r *Tensor) {
+	temps := []*Tensor{l}
+	defer func() {
+		for _, t := range temps {
+			if t != r {
+				t.Release()
+			}
+		}
+	}()
+	if w := o.Weight; w != nil {
+		l = l.Mul(w)
+		temps = append(temps, l)
+	}
 	switch o.Reduction {
 	case ReduceMean:
-		r = l.Mean()
+		return l.Mean()
 	case ReduceSum:
-		r = l.Sum()
-	default:
-		return l
+		return l.Sum()
 	}
-	l.Release()
-	return r
+	return l
 }
 
 // bce is the elementwise loss of op on x and y (and the positive weight pw, nil for

@@ -80,14 +80,7 @@ type binaryBackward struct {
 }
 
 func (r *binaryBackward) backward(b *bwd) {
-	g := b.g
-	var x, y *Tensor
-	if r.a != nil {
-		x = b.saved(r.a)
-	}
-	if r.b != nil {
-		y = b.saved(r.b)
-	}
+	g, x, y := b.g, b.saved(r.a), b.saved(r.b)
 	for i, wrt := range []kernels.Arg{kernels.ArgA, kernels.ArgB} {
 		if b.needs(i) {
 			b.set(i, binaryGrad(r.k, wrt, g, x, y))

@@ -91,11 +91,12 @@ func (t *Tensor) To(dev device.Device) *Tensor {
 	if !x.IsContiguous() {
 		// A contiguous copy on x's device, a temporary of this op: not the Clone op, which
 		// would record a node and be offered to the autocast policy (which may change its
-		// type, and the bytes copied with it).
-		c.k = kernelsFor(OpTo, x.st.dev, c.in)
+		// type, and the bytes copied with it). Its kernels stay out of c.k, which would
+		// make To an op that computed for the saved hooks' OpCache (a view never is).
+		k := kernelsFor(OpTo, x.st.dev, c.in)
 		src = c.alloc(x.dt, x.shape)
 		c.scratch = append(c.scratch, src)
-		c.k.Copy(src.operand(), x.operand())
+		k.Copy(src.operand(), x.operand())
 	}
 	n := src.Bytes()
 	st, err := newStorage(dev, n, c.op)

@@ -74,10 +74,10 @@
 //     Item of an I64 beyond 2^53. Float64 data makes F64 tensors; to round, say so:
 //     Cast, or convert the slice in Go.
 //   - Constants (Full, Fill, Arange, and the number of AddScalar, MulScalar, PowScalar,
-//     Scale, AddScaled) follow Go's rule for a constant: rounded to nearest in the type
-//     they are used in (float64 in an F64 op, float32 in an F32, F16 or BF16 one),
-//     but a finite value that would overflow it, or, for an integer or Bool type, a
-//     value that is not one of its values, is an ErrDType error.
+//     Scale, AddScaled, Addcmul, Addcdiv) follow Go's rule for a constant: rounded to
+//     nearest in the type they are used in (float64 in an F64 op, float32 in an F32,
+//     F16 or BF16 one), but a finite value that would overflow it, or, for an integer
+//     or Bool type, a value that is not one of its values, is an ErrDType error.
 //   - Between tensors a type changes only by promotion (above) or Cast, which rounds to
 //     nearest once (a float to an integer truncates toward zero and saturates, NaN
 //     gives 0).
@@ -162,7 +162,9 @@
 // goroutines that share a parent scope each work in an Aside child of it, binding in
 // what they read (an op on the shared parent's own tensors would run wherever its
 // chain leads, and several open children are an error). Close from another goroutine
-// stays allowed and stops routing into the scope at once. Layer (and so nn's
+// stays allowed and stops routing into the scope at once, but it releases the
+// scope's handles under the ops of the goroutine using them: stop that goroutine's
+// ops first (see Modes). Layer (and so nn's
 // containers, checkpoint and amp) opens its scope where the op would run, so layers
 // nest under the step; amp keeps its weight-cast cache in an Aside scope of the
 // outermost autocast region; checkpoint's recomputation runs in a root scope of its
@@ -186,8 +188,13 @@
 // (WithSavedHooks), anomaly mode (WithAnomaly) and the autocast policy (WithAutocast).
 // An op follows the modes of the scope it runs in (routing included). There is no
 // global or per-goroutine mode: two goroutines with different scopes never affect each
-// other. A scope and its handles are used by one goroutine at a time; Close is
-// idempotent and safe from any goroutine.
+// other. A scope and its handles are used by one goroutine at a time. Close is
+// idempotent and may come from another goroutine while that one is between ops or
+// releasing handles (each handle is dropped once); not while it runs an op on a
+// handle the scope owns, or on its descendants': the op would read and write memory
+// the close gave back to the allocator, which may already hold another tensor (a data
+// race, reported by the race detector). A watchdog that closes a worker's scope
+// stops the worker first (a context it checks between steps), then closes.
 //
 // Inference mode (torch.inference_mode) records no graph, and what its ops make are
 // inference tensors: they count no in-place writes (Version stays 0), and a recorded

@@ -17,7 +17,10 @@ func (t *Tensor) Dropout(p float64) *Tensor {
 	if !(p >= 0 && p < 1) {
 		c.bad(ErrShape, "dropout probability %g outside [0, 1)", p)
 	}
-	gen := c.s.generator(OpDropout)
+	gen := c.s.m.gen
+	if gen == nil {
+		c.bad(ErrScope, "%s", noGenerator)
+	}
 	x := c.in[0]
 	mask := c.alloc(dtype.Bool, x.shape)
 	out := c.alloc(x.dt, x.shape)

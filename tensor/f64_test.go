@@ -346,6 +346,28 @@ func TestPromotionTable(t *testing.T) {
 			s.Close()
 		}
 	}
+	// The affine parameters take part too: Linear's bias, LayerNorm's weight and bias.
+	affine := map[string]func(x, p *tensor.Tensor) *tensor.Tensor{
+		"Linear bias":      func(x, p *tensor.Tensor) *tensor.Tensor { return tensor.Linear(x, x, p) },
+		"LayerNorm weight": func(x, p *tensor.Tensor) *tensor.Tensor { return tensor.LayerNorm(x, p, nil, 1e-5) },
+		"LayerNorm bias":   func(x, p *tensor.Tensor) *tensor.Tensor { return tensor.LayerNorm(x, nil, p, 1e-5) },
+	}
+	for _, a := range floats {
+		for _, b := range floats {
+			for name, op := range affine {
+				s := tensor.NewScope()
+				x := f64(s, d, []float64{0.5, 1, 2, 0.25}, 2, 2).Cast(a).Detach().SetRequiresGrad(true)
+				p := f64(s, d, []float64{0.5, 1}).Cast(b).Detach().SetRequiresGrad(true)
+				y := op(x, p)
+				require.Equal(t, want[[2]dtype.DType{a, b}], y.DType(), "%s: x %v, %v", name, a, b)
+				y.Sum().Backward()
+				require.Equal(t, a, x.Grad().DType(), "%s: x %v, %v", name, a, b)
+				require.Equal(t, b, p.Grad().DType(), "%s: x %v, %v", name, a, b)
+				s.Close()
+			}
+		}
+	}
+
 	s := tensor.NewScope()
 	// F64 with F32 computes in float64: 0.1 + float32(0.1) keeps both.
 	tenth := 0.1

@@ -131,10 +131,13 @@ func randomOperand(g *Generator, dt dtype.DType, shape []int, normal bool, shift
 	return cpu.F32(v, l)
 }
 
+// noGenerator says how to give a scope a generator.
+const noGenerator = "the scope has no random generator; make it with tensor.WithGenerator(tensor.NewGenerator(seed))"
+
 // generator is s's generator, or a panic naming op that explains how to set one.
 func (s *Scope) generator(op string) *Generator {
 	if s.m.gen == nil {
-		fail(op, ErrScope, nil, "the scope has no random generator; make it with tensor.WithGenerator(tensor.NewGenerator(seed))")
+		fail(op, ErrScope, nil, "%s", noGenerator)
 	}
 	return s.m.gen
 }

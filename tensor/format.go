@@ -27,17 +27,23 @@ func (t *Tensor) formatValues(indent int) (s string, ok bool) {
 		return "", false
 	}
 	summarize := t.Numel() > printThreshold
-	var vals []float64
-	err := Try(func() { vals = t.readShown(summarize) })
+	var items []string
+	var width int
+	err := Try(func() {
+		if t.dt.IsFloat() {
+			items, width = newNumberFormat(readShown[float64](t, summarize)).formatAll()
+		} else {
+			items, width = formatInts(t.dt, readShown[int64](t, summarize)) // int64: every value exact
+		}
+	})
 	if err != nil {
 		return "", false
 	}
-	f := newNumberFormat(t.dt, vals)
 	next := 0
 	var b strings.Builder
-	f.write(&b, shownShape(t.shape, summarize), summarize, indent, func() string {
+	write(&b, shownShape(t.shape, summarize), width, summarize, indent, func() string {
 		next++
-		return f.format(vals[next-1])
+		return items[next-1]
 	})
 	return b.String(), true
 }
@@ -57,19 +63,10 @@ func shownShape(shape []int, summarize bool) []int {
 
 // readShown returns the values String shows, in row-major order of the shown items:
 // all of them, or, summarized, each long dimension's first and last printEdge. A GPU
-// tensor's are downloaded, one row run at a time when summarized.
-func (t *Tensor) readShown(summarize bool) []float64 {
-	read := func(v *Tensor) []float64 {
-		if t.dt.IsFloat() {
-			return ToSlice[float64](v)
-		}
-		ints := ToSlice[int64](v)
-		out := make([]float64, len(ints))
-		for i, x := range ints {
-			out[i] = float64(x)
-		}
-		return out
-	}
+// tensor's are downloaded, one row run at a time when summarized. T holds every value
+// of t's type (float64 for a floating t, int64 for the others).
+func readShown[T float64 | int64](t *Tensor, summarize bool) []T {
+	read := ToSlice[T]
 	if !summarize || len(t.shape) == 0 {
 		return read(t)
 	}
@@ -82,7 +79,7 @@ func (t *Tensor) readShown(summarize bool) []float64 {
 		}
 	}
 	last := len(t.shape) - 1
-	var out []float64
+	var out []T
 	pos := make([]int, last) // position in idx of each leading dimension
 	for {
 		off := t.offset
@@ -114,51 +111,50 @@ func (t *Tensor) readShown(summarize bool) []float64 {
 	}
 }
 
-// numberFormat is how one tensor's elements print: all alike, right-aligned to the
-// widest (PyTorch's _Formatter: for floats, the widest nonzero finite value).
+// numberFormat is how one floating tensor's elements print: all alike, right-aligned to
+// the widest nonzero finite value (PyTorch's _Formatter).
 type numberFormat struct {
-	dt    dtype.DType
-	ints  bool // floats that are all integers print as "3."
-	sci   bool // floats print as 1.2345e+03
-	width int
+	vals []float64
+	ints bool // all are integers: they print as "3."
+	sci  bool // they print as 1.2345e+03
 }
 
-func newNumberFormat(dt dtype.DType, vals []float64) *numberFormat {
-	f := &numberFormat{dt: dt}
-	if dt.IsFloat() {
-		f.ints = true
-		lo, hi := math.Inf(1), 0.0
-		for _, v := range vals {
-			if math.IsInf(v, 0) || math.IsNaN(v) {
-				continue
-			}
-			if v != math.Ceil(v) {
-				f.ints = false
-			}
-			if a := math.Abs(v); a != 0 {
-				lo, hi = min(lo, a), max(hi, a)
-			}
+func newNumberFormat(vals []float64) *numberFormat {
+	f := &numberFormat{vals: vals, ints: true}
+	lo, hi := math.Inf(1), 0.0
+	for _, v := range vals {
+		if math.IsInf(v, 0) || math.IsNaN(v) {
+			continue
 		}
-		if hi > 0 {
-			f.sci = hi/lo > 1000 || hi > 1e8 || (!f.ints && lo < 1e-4)
+		if v != math.Ceil(v) {
+			f.ints = false
+		}
+		if a := math.Abs(v); a != 0 {
+			lo, hi = min(lo, a), max(hi, a)
 		}
 	}
-	for _, v := range vals {
-		// PyTorch sizes float columns by the nonzero finite values alone.
-		if !dt.IsFloat() || (v != 0 && !math.IsInf(v, 0) && !math.IsNaN(v)) {
-			f.width = max(f.width, len(f.format(v)))
-		}
+	if hi > 0 {
+		f.sci = hi/lo > 1000 || hi > 1e8 || (!f.ints && lo < 1e-4)
 	}
 	return f
+}
+
+// formatAll prints each value, unpadded, and returns the width to pad them to.
+func (f *numberFormat) formatAll() (items []string, width int) {
+	items = make([]string, len(f.vals))
+	for i, v := range f.vals {
+		items[i] = f.format(v)
+		// PyTorch sizes float columns by the nonzero finite values alone.
+		if v != 0 && !math.IsInf(v, 0) && !math.IsNaN(v) {
+			width = max(width, len(items[i]))
+		}
+	}
+	return items, width
 }
 
 // format prints v, unpadded.
 func (f *numberFormat) format(v float64) string {
 	switch {
-	case f.dt == dtype.Bool:
-		return strconv.FormatBool(v != 0)
-	case !f.dt.IsFloat():
-		return strconv.FormatInt(int64(v), 10)
 	case math.IsNaN(v):
 		return "nan"
 	case math.IsInf(v, 1):
@@ -173,12 +169,28 @@ func (f *numberFormat) format(v float64) string {
 	return strconv.FormatFloat(v, 'f', 4, 64)
 }
 
-// write prints the shown items of shape (next gives each formatted value in turn) as
-// nested brackets, PyTorch's layout: rows of the last dimension wrapped at printWidth,
-// each deeper bracket one column further in, a blank line between blocks of rank 3 and
-// up, " ..." (or "...") where a summary leaves items out.
-func (f *numberFormat) write(b *strings.Builder, shown []int, summarize bool, indent int, next func() string) {
-	pad := func(s string) string { return strings.Repeat(" ", max(0, f.width-len(s))) + s }
+// formatInts prints the values of an integer or Bool tensor of dt, unpadded, and
+// returns the width to pad them to (the widest).
+func formatInts(dt dtype.DType, vals []int64) (items []string, width int) {
+	items = make([]string, len(vals))
+	for i, v := range vals {
+		if dt == dtype.Bool {
+			items[i] = strconv.FormatBool(v != 0)
+		} else {
+			items[i] = strconv.FormatInt(v, 10)
+		}
+		width = max(width, len(items[i]))
+	}
+	return items, width
+}
+
+// write prints the shown items of shape (next gives each formatted value in turn,
+// padded here to width) as nested brackets, PyTorch's layout: rows of the last
+// dimension wrapped at printWidth, each deeper bracket one column further in, a blank
+// line between blocks of rank 3 and up, " ..." (or "...") where a summary leaves items
+// out.
+func write(b *strings.Builder, shown []int, width int, summarize bool, indent int, next func() string) {
+	pad := func(s string) string { return strings.Repeat(" ", max(0, width-len(s))) + s }
 	if len(shown) == 0 {
 		b.WriteString(next())
 		return
@@ -193,7 +205,7 @@ func (f *numberFormat) write(b *strings.Builder, shown []int, summarize bool, in
 			}
 			items = append(items, pad(next()))
 		}
-		perLine := max(1, (printWidth-indent)/(f.width+2))
+		perLine := max(1, (printWidth-indent)/(width+2))
 		for i := 0; i < len(items); i += perLine {
 			if i > 0 {
 				b.WriteString(",\n" + strings.Repeat(" ", indent+1))
@@ -211,7 +223,7 @@ func (f *numberFormat) write(b *strings.Builder, shown []int, summarize bool, in
 		if gap && i == printEdge {
 			b.WriteString("..." + sep)
 		}
-		f.write(b, shown[1:], summarize, indent+1, next)
+		write(b, shown[1:], width, summarize, indent+1, next)
 	}
 	b.WriteByte(']')
 }

@@ -29,6 +29,8 @@ func TestStringShowsValuesAsPyTorch(t *testing.T) {
 		{f32(s, d, []float32{1, float32(math.Inf(-1)), float32(math.NaN())}, 3), "Tensor([1., -inf, nan], shape=[3], dtype=float32, device=cpu)"},
 		{ar(dtype.I64, 3).Reshape(1, 3), "Tensor([[0, 1, 2]], shape=[1 3], dtype=int64, device=cpu)"},
 		{s.Ones(d, dtype.Bool, 2), "Tensor([true, true], shape=[2], dtype=bool, device=cpu)"},
+		{tensor.FromSlice(s, d, dtype.I64, []int64{1<<53 + 1, -(1<<62 + 3)}), // no value through float64
+			"Tensor([    9007199254740993, -4611686018427387907], shape=[2], dtype=int64, device=cpu)"},
 		{s.Zeros(d, dtype.F32, 0, 3), "Tensor([], shape=[0 3], dtype=float32, device=cpu)"},
 		{f32(s, d, []float32{0, 100}, 2), "Tensor([  0., 100.], shape=[2], dtype=float32, device=cpu)"},
 		{ar(dtype.F32, 10000), "Tensor([0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 9.9970e+03, 9.9980e+03,\n" +

@@ -3,6 +3,7 @@ package tensor_test
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -79,13 +80,10 @@ func runChecks(t *testing.T, d device.Device, cases []gc) {
 func TestGradcheckCoversEveryOp(t *testing.T) {
 	d := newCPU(t)
 	covered := map[string]bool{}
-	for _, cases := range [][]gc{elementwiseChecks(), reductionAndViewChecks(), productChecks(), lossAndLayerChecks(d),
-		conversionChecks(newSim(t, 64<<20, true)), bceChecks(d), addcChecks()} {
-		for _, c := range cases {
-			_, ok := tensor.LookupOp(c.op)
-			require.True(t, ok, "case %s names op %q, which the table does not have", c.name, c.op)
-			covered[c.op] = true
-		}
+	for _, c := range allChecks(t, d) {
+		_, ok := tensor.LookupOp(c.op)
+		require.True(t, ok, "case %s names op %q, which the table does not have", c.name, c.op)
+		covered[c.op] = true
 	}
 	for _, o := range tensor.Ops() {
 		if o.Name == tensor.OpDetach {
@@ -93,6 +91,13 @@ func TestGradcheckCoversEveryOp(t *testing.T) {
 		}
 		require.True(t, covered[o.Name], "op %s has no gradient check", o.Name)
 	}
+}
+
+// allChecks is every gradient check of the op table, those with labels or indices
+// made on d.
+func allChecks(t *testing.T, d device.Device) []gc {
+	return slices.Concat(elementwiseChecks(), reductionAndViewChecks(), productChecks(), lossAndLayerChecks(d),
+		conversionChecks(newSim(t, 64<<20, true)), bceChecks(d), addcChecks())
 }
 
 func positive(r *rand.Rand) float64 { return 0.3 + r.Float64() }

@@ -57,7 +57,7 @@ func (r *matmulBackward) backward(b *bwd) {
 }
 
 // Linear returns x·wᵀ + bias for x [..., in], a weight w [out, in] and a bias [out]
-// (nil for none): the result is [..., out]. It saves x when w needs a gradient and w
+// (nil for none): the result is [..., out], of the type the three promote to. It saves x when w needs a gradient and w
 // when x does (the weight's storage is the parameter's: no extra memory).
 func Linear(x, w, bias *Tensor) *Tensor {
 	in := []*Tensor{x, w}
@@ -71,14 +71,15 @@ func Linear(x, w, bias *Tensor) *Tensor {
 		c.bad(ErrShape, "Linear needs x [..., in] and a weight [out, in]")
 	}
 	nOut, nIn := w.shape[0], w.shape[1]
+	dt := promote(x.dt, w.dt)
 	if bias != nil {
 		bias = c.in[2]
 		if !sameShape(bias.shape, []int{nOut}) {
 			c.bad(ErrShape, "the bias must be [%d]", nOut)
 		}
+		dt = promote(dt, bias.dt)
 	}
 	shape := append(slices.Clone(x.shape[:len(x.shape)-1]), nOut)
-	dt := promote(x.dt, w.dt)
 	out := c.alloc(dt, shape)
 	if c.recording() { // before computing, as it saves only inputs
 		r := &linearBackward{}

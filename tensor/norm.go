@@ -4,7 +4,8 @@ import "github.com/subletml/sublet/autograd"
 
 // LayerNorm normalizes x over its last dimension (size n) to zero mean and unit
 // variance (biased, with eps added), then scales by w and shifts by b ([n] each, nil
-// for none). It saves x, w and one mean and one reciprocal deviation per row.
+// for none); the result has the type x, w and b promote to. It saves x, w and one mean
+// and one reciprocal deviation per row.
 func LayerNorm(x, w, b *Tensor, eps float64) *Tensor {
 	in := []*Tensor{x}
 	for _, t := range []*Tensor{w, b} {
@@ -28,12 +29,17 @@ func LayerNorm(x, w, b *Tensor, eps float64) *Tensor {
 	if b != nil {
 		b = c.in[i]
 	}
+	dt := x.dt
 	for _, p := range []*Tensor{w, b} {
-		if p != nil && !sameShape(p.shape, []int{n}) {
+		if p == nil {
+			continue
+		}
+		if !sameShape(p.shape, []int{n}) {
 			c.bad(ErrShape, "the weight and bias must be [%d]", n)
 		}
+		dt = promote(dt, p.dt)
 	}
-	out := c.alloc(x.dt, x.shape)
+	out := c.alloc(dt, x.shape)
 	mean := c.alloc(c.rowType(), []int{rows})
 	rstd := c.alloc(c.rowType(), []int{rows})
 	buf := c.denseOut(out)

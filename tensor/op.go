@@ -34,9 +34,10 @@ type call struct {
 	scratch []*Tensor
 	// cached is the result an OpCache gave the op to copy instead of computing it
 	// (opcache.go), owned by the op until its result is allocated; answered says one
-	// was given.
-	cached   *Tensor
-	answered bool
+	// was given. partOf marks a cast made for another op (call.cast): no OpCache is
+	// told of it.
+	cached           *Tensor
+	answered, partOf bool
 	// Room for the usual few inputs and results without allocating.
 	inBuf   [3]*Tensor
 	madeBuf [2]*Tensor
@@ -63,21 +64,34 @@ func start(op string, compute bool, in []*Tensor) *call {
 func beginIn(s *Scope, dev device.Device, op string, compute bool, in ...*Tensor) *call {
 	c := open(s, dev, op, compute, in)
 	if ac := s.m.autocast; ac != nil && op != OpCast && len(in) > 0 {
-		got := ac.Inputs(op, slices.Clone(in), c.cast)
-		if len(got) != len(in) {
-			c.bad(ErrShape, "the autocast policy returned %d inputs for %d", len(got), len(in))
-		}
-		for _, t := range got {
-			if t == nil || t.h.released.Load() {
-				c.bad(ErrReleased, "the autocast policy returned a nil or released input")
-			}
-		}
-		c.in = got
+		c.autocast(ac)
 	}
 	if compute {
 		c.lookup() // after the autocast casts, which are ops of their own
 	}
 	return c
+}
+
+// autocast lets the policy ac replace the call's inputs. A policy that panics (a
+// banned op, a cast out of memory) fails the op: the casts it made are released and
+// the hook is told the op ended.
+func (c *call) autocast(ac Autocast) {
+	ok := false
+	defer func() {
+		if !ok {
+			c.abort()
+		}
+	}()
+	got := ac.Inputs(c.op, slices.Clone(c.in), c.cast)
+	if len(got) != len(c.in) {
+		c.bad(ErrShape, "the autocast policy returned %d inputs for %d", len(got), len(c.in))
+	}
+	for _, t := range got {
+		if t == nil || t.h.released.Load() {
+			c.bad(ErrReleased, "the autocast policy returned a nil or released input")
+		}
+	}
+	c.in, ok = got, true
 }
 
 // beginTyped starts op on t, an op that takes the type of its result: dt when the
@@ -181,12 +195,17 @@ func (t *Tensor) origin() *Scope {
 	return t.scope
 }
 
-// cast is the Cast op in c's scope, for the autocast policy. Its result is a
-// temporary of the op, released when the op is done (as PyTorch frees an autocast
-// cast once its op returns): a node that saved it holds its own reference.
+// cast is the Cast op in c's scope, for the autocast policy and readAs. Its result is
+// a temporary of the op, released when the op is done (as PyTorch frees an autocast
+// cast once its op returns): a node that saved it holds its own reference. It is
+// part of c's op for an OpCache, which neither asks nor hears of it: which casts
+// autocast makes depends on its weight-cast cache, which a recomputation may not
+// find, and readAs's comes after the op asked the cache.
 func (c *call) cast(t *Tensor, dt dtype.DType) *Tensor {
 	t.live(OpCast)
-	y := castOp(beginIn(c.s, c.dev, OpCast, true, t), dt)
+	k := open(c.s, c.dev, OpCast, true, []*Tensor{t})
+	k.partOf = true
+	y := castOp(k, dt)
 	c.made, c.scratch = append(c.made, y), append(c.scratch, y)
 	return y
 }
@@ -514,8 +533,12 @@ func (f *function) Backward(ctx *autograd.Ctx, grads []autograd.Value) ([]autogr
 // needs reports whether forward input i wants a gradient.
 func (b *bwd) needs(i int) bool { return b.ctx.NeedsGrad(i) }
 
-// saved returns a saved tensor, bound into the rule's scope.
+// saved returns a saved tensor, bound into the rule's scope (nil for nil: a tensor the
+// op did not save, as no wanted gradient reads it).
 func (b *bwd) saved(sv *autograd.Saved) *Tensor {
+	if sv == nil {
+		return nil
+	}
 	v, err := sv.Get(b.ctx)
 	if err != nil {
 		panic(&Error{Op: b.f.name, Msg: "backward: reading a saved tensor", Err: gradErr(err)})

@@ -5,8 +5,8 @@ import "github.com/subletml/sublet/kernels"
 // OpCache is an optional interface of the saved-tensor hooks of a scope
 // (WithSavedHooks): selective activation checkpointing. The ops of the scope that a
 // cache can answer (those of the op table that save nothing they compute besides
-// their result: every op but those with SavesExtra; views and factories are never
-// asked) tell it each result they computed (Ran), and ask it first whether to reuse a
+// their result: every op but those with SavesExtra; views, factories and the casts
+// autocast makes for an op are never asked) tell it each result they computed (Ran), and ask it first whether to reuse a
 // result instead (Result). A reused result is copied into the op's own result as
 // soon as the op allocates it, and the op records its node and saves what it saves as
 // if it had computed it, so a recomputation saves what the forward saved; only its
@@ -29,8 +29,9 @@ func cacheable(op string) bool {
 
 // lookup asks the scope's OpCache, if it has one, for the op's result; when it gives
 // one the op computes nothing (the meta kernels) and done copies it in. It runs once
-// the op's inputs are final, after the casts autocast made (ops of their own), so that
-// a cache sees ops start in the order they finish.
+// the op's inputs are final, after the casts autocast made (which the cache does not
+// see: they are part of the op), and the op runs no other op inside, so a cache sees
+// ops start in the order they finish.
 func (c *call) lookup() {
 	oc, ok := c.s.m.hooks.(OpCache)
 	if !ok || len(c.in) == 0 || !cacheable(c.op) {
@@ -71,7 +72,7 @@ func (c *call) finishCache(out *Tensor) {
 		}
 		return
 	}
-	if c.k == nil || out == nil || len(c.in) == 0 {
+	if c.k == nil || c.partOf || out == nil || len(c.in) == 0 {
 		return
 	}
 	if oc, ok := c.s.m.hooks.(OpCache); ok && cacheable(c.op) {

@@ -5,9 +5,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/subletml/sublet/amp"
+
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/tensor"
+	"github.com/subletml/sublet/tensor/tensortest"
 )
 
 // opLog records OpBegin and OpEnd as the hook sees them.
@@ -48,4 +51,37 @@ func TestOpHookSeesEveryOpOnceAndBackward(t *testing.T) {
 	s.Close()
 	x.Release()
 	requireEmpty(t, d)
+}
+
+// An op that fails before it computes (its autocast cast out of memory, a banned op,
+// no generator) ends for the hook and leaves nothing it made: the casts autocast made
+// for it are released with it.
+func TestFailedOpEndsAndLeavesNothing(t *testing.T) {
+	base := newSim(t, 1<<30, true)
+	d := tensortest.NewFlaky(t, base)
+	h := &opLog{}
+	s := tensor.NewScope(tensor.WithOpHook(h))
+	a := s.Ones(d, dtype.F32, 3, 3)
+	b := s.Ones(d, dtype.F32, 3, 3)
+	ac, err := amp.Autocast(s, dtype.F16)
+	require.NoError(t, err)
+	before := requested(t, base)
+
+	d.Refuse(2) // a's F16 cast is the first allocation, b's the second
+	requireOpError(t, tensor.OpCast, device.ErrOutOfMemory, func() { a.MatMul(b) })
+	d.Refuse(0)
+	require.Empty(t, h.open, "MatMul ended")
+	require.Equal(t, before, requested(t, base), "a's cast went with the failed MatMul")
+
+	requireOpError(t, tensor.OpBinaryCrossEntropy, tensor.ErrAutocastBanned, func() {
+		tensor.BinaryCrossEntropy(a, b, tensor.BCEOptions{})
+	})
+	require.Empty(t, h.open, "the banned op ended")
+	ac.Close()
+
+	requireOpError(t, tensor.OpDropout, tensor.ErrScope, func() { a.Dropout(0.5) })
+	require.Empty(t, h.open, "Dropout without a generator ended")
+	require.Equal(t, before, requested(t, base))
+	s.Close()
+	requireEmpty(t, base)
 }

@@ -96,6 +96,27 @@ func TestBindIntoARegionFollowsItWhileOpen(t *testing.T) {
 	requireEmpty(t, d)
 }
 
+// Bind into a closed scope or region is an error of Bind saying so (it named an
+// internal step, "adopt", and "the result"), as a factory there is; nothing is left.
+func TestBindIntoAClosedScopeIsAnError(t *testing.T) {
+	d := newCPU(t)
+	s := tensor.NewScope()
+	x := f32(s, d, []float32{1}, 1)
+	c, r := s.Child(), s.With(tensor.NoGrad())
+	c.Close()
+	r.Close()
+	before := requested(t, d)
+	for _, closed := range []*tensor.Scope{c, r} {
+		e := requireOpError(t, "Bind", tensor.ErrScope, func() { closed.Bind(x) })
+		require.Contains(t, e.Error(), "closed")
+		requireOpError(t, "Full", tensor.ErrScope, func() { closed.Ones(d, dtype.F32, 1) })
+	}
+	require.Equal(t, before, requested(t, d))
+	require.Equal(t, 1, x.Storage().Refs(), "no handle was made")
+	s.Close()
+	requireEmpty(t, d)
+}
+
 // A scope with several open children does not guess which owns an op's result: the op
 // panics with ErrScope naming the scope and both children by where they were made.
 // Closing one routes to the other; an Aside scope does not count.

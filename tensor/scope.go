@@ -23,7 +23,8 @@ import (
 //   - a child scope inherits its parent's modes and is closed with it.
 //
 // A scope is used by one goroutine at a time, as are its handles; Close is idempotent
-// and may come from any goroutine.
+// and may come from another goroutine, but not while an op runs on the scope's
+// handles (see the package doc's Modes).
 type Scope struct {
 	// Set at creation, never changed.
 	parent *Scope
@@ -404,6 +405,9 @@ func (s *Scope) Keep(t *Tensor) *Tensor {
 // s.Bind(w).T(). The new handle is released with its owner; t is untouched.
 func (s *Scope) Bind(t *Tensor) *Tensor {
 	t.live("Bind")
+	if s.Closed() {
+		fail("Bind", ErrScope, []*Tensor{t}, "%s is closed; bind into a scope that is open", s.describe())
+	}
 	b := newHandle(s, t.st, false, t.dt, t.shape, t.strides, t.offset, nil)
 	b.requiresGrad, b.cell = t.requiresGrad, t.cell
 	if t.node != nil {

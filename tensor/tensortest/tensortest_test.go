@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/tensor"
 	"github.com/subletml/sublet/tensor/tensortest"
@@ -67,4 +68,23 @@ func TestRequireOpError(t *testing.T) {
 		"no panic is a failure")
 	s.Close()
 	tensortest.RequireEmpty(t, d)
+}
+
+func TestFlakyRefusesTheAllocationAskedFor(t *testing.T) {
+	base := tensortest.Sim(t, 64<<20, true)
+	d := tensortest.NewFlaky(t, base)
+	s := tensor.NewScope()
+	d.Refuse(2)
+	d.Record(true)
+	a := s.Zeros(d, dtype.F32, 4)
+	err := tensor.Try(func() { s.Zeros(d, dtype.F32, 8) })
+	require.ErrorIs(t, err, device.ErrOutOfMemory)
+	b := s.Zeros(d, dtype.F32, 8)
+	require.Equal(t, 3, d.Allocs())
+	tensortest.RequireLive(t, base, "on the wrapped device", 16, 32)
+	a.Release()
+	b.Release()
+	require.Equal(t, []int64{16, 32, -16, -32}, d.Events(), "the refused one is no event")
+	s.Close()
+	tensortest.RequireEmpty(t, base)
 }
