@@ -32,11 +32,18 @@ type large struct {
 func bytesOf[T any](v *T) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(v)), unsafe.Sizeof(*v)) }
 
 func TestArgBytesPacking(t *testing.T) {
+	assert.Equal(t, []int{4, 4, 8, 8, 8, 4, 8}, []int{ArgInt32(-1).Size(), ArgUint32(1).Size(), ArgInt64(1).Size(),
+		ArgUint64(1).Size(), ArgPtr(1).Size(), ArgFloat32(1).Size(), ArgFloat64(1).Size()})
+	assert.Nil(t, ArgInt32(3).Bytes())
+	assert.Equal(t, uint64(3), ArgInt32(3).Bits())
+
 	p := newLaunchParams().(*launchParams)
 	s := small{n: 7, x: 1.5}
 	var l large
 	l.count = 3
 	args := []Arg{ArgFloat32(2), ArgBytes(bytesOf(&s)), ArgBytes(bytesOf(&l)), ArgUint64(9)}
+	assert.Equal(t, int(unsafe.Sizeof(l)), args[2].Size())
+	assert.Equal(t, bytesOf(&s), args[1].Bytes())
 	used, err := p.pack(args)
 	require.NoError(t, err)
 	assert.Equal(t, 8+int(unsafe.Sizeof(l)), used, "the second struct starts on the next 8-byte boundary")

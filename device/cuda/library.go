@@ -63,3 +63,9 @@ func (d *Device) CallLibrary(fn uintptr, args ...uintptr) (uintptr, error) {
 	d.exit()
 	return r, nil
 }
+
+// CallNoContext calls fn, an entry point of l that needs no CUDA context (a version
+// query), with integer arguments, and returns its whole return register.
+//
+//go:uintptrescapes
+func (l *Library) CallNoContext(fn uintptr, args ...uintptr) uintptr { return syscallRaw(fn, args...) }

@@ -43,29 +43,47 @@ type Arg struct {
 	// Launch copies them into its parameter block before the call, so the memory need
 	// only live until Launch returns (a struct on the caller's stack does).
 	blob *byte
-	n    uint32
+	// n is the parameter's size in bytes: 4 or 8 for a scalar, the struct's for
+	// ArgBytes.
+	n uint32
+}
+
+// Size is the bytes the argument passes: 4 for a 32-bit scalar, 8 for a 64-bit one or
+// a pointer, the struct's size for ArgBytes. A kernel's parameter must be that size.
+func (a Arg) Size() int { return int(a.n) }
+
+// Bits is a scalar argument's value as stored (little-endian in 8 bytes); 0 for
+// ArgBytes.
+func (a Arg) Bits() uint64 { return a.bits }
+
+// Bytes is an ArgBytes argument's bytes (the memory it was given), nil for a scalar.
+func (a Arg) Bytes() []byte {
+	if a.blob == nil {
+		return nil
+	}
+	return unsafe.Slice(a.blob, a.n)
 }
 
 // ArgPtr passes a device pointer (a T* parameter).
-func ArgPtr(p device.Ptr) Arg { return Arg{bits: uint64(p)} }
+func ArgPtr(p device.Ptr) Arg { return Arg{bits: uint64(p), n: 8} }
 
 // ArgInt32 passes an int parameter.
-func ArgInt32(v int32) Arg { return Arg{bits: uint64(uint32(v))} }
+func ArgInt32(v int32) Arg { return Arg{bits: uint64(uint32(v)), n: 4} }
 
 // ArgUint32 passes an unsigned int parameter.
-func ArgUint32(v uint32) Arg { return Arg{bits: uint64(v)} }
+func ArgUint32(v uint32) Arg { return Arg{bits: uint64(v), n: 4} }
 
 // ArgInt64 passes a long long parameter.
-func ArgInt64(v int64) Arg { return Arg{bits: uint64(v)} }
+func ArgInt64(v int64) Arg { return Arg{bits: uint64(v), n: 8} }
 
 // ArgUint64 passes an unsigned long long or size_t parameter.
-func ArgUint64(v uint64) Arg { return Arg{bits: v} }
+func ArgUint64(v uint64) Arg { return Arg{bits: v, n: 8} }
 
 // ArgFloat32 passes a float parameter.
-func ArgFloat32(v float32) Arg { return Arg{bits: uint64(math.Float32bits(v))} }
+func ArgFloat32(v float32) Arg { return Arg{bits: uint64(math.Float32bits(v)), n: 4} }
 
 // ArgFloat64 passes a double parameter.
-func ArgFloat64(v float64) Arg { return Arg{bits: math.Float64bits(v)} }
+func ArgFloat64(v float64) Arg { return Arg{bits: math.Float64bits(v), n: 8} }
 
 // ArgBytes passes b as one by-value parameter: a C struct whose bytes b holds in the
 // device's layout (little-endian, natural alignment, as nvcc lays out a struct of
