@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -23,6 +24,7 @@ type Backend struct {
 	sms int              // multiprocessors: grid sizes of the grid-striding kernels
 
 	mods modules
+	blas blasPool
 
 	// tf32 lets F32 products use TF32 tensor cores (SetTF32); off by default.
 	tf32 atomic.Bool
@@ -73,6 +75,8 @@ func For(dev *cudadev.Device) (*Backend, error) {
 	}
 	b := &Backend{dev: dev, al: al, sms: max(dev.Properties().Multiprocessors, 1), scratch: make(map[device.Stream]*scratch)}
 	b.mods.dev = dev
+	p := dev.Properties()
+	b.blas.b, b.blas.wsBytes = b, WorkspaceBytes(os.Getenv(WorkspaceEnv), p.ComputeMajor, p.ComputeMinor)
 	if registry.m == nil {
 		registry.m = make(map[*cudadev.Device]*Backend)
 	}
@@ -193,7 +197,7 @@ func (b *Backend) Held() []Held {
 		}
 	}
 	b.mu.Unlock()
-	return h
+	return append(h, b.blas.held()...)
 }
 
 // Release gives back the memory the backend keeps (Held): the cuBLAS workspaces go
@@ -207,6 +211,7 @@ func (b *Backend) Release() error {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, b.blas.release()...)
 	b.mu.Lock()
 	for _, sc := range b.scratch {
 		sc.mu.Lock()

@@ -71,6 +71,7 @@ func newRecording(t testing.TB) (*Backend, *recording) {
 	require.NoError(t, err)
 	rec := &recording{}
 	b := &Backend{al: al, sms: 132, scratch: make(map[device.Stream]*scratch), rec: rec}
+	b.blas.b, b.blas.wsBytes = b, 1<<20
 	return b, rec
 }
 
