@@ -234,3 +234,21 @@ func (b *Backend) Release() error {
 	b.flagMu.Unlock()
 	return errors.Join(errs...)
 }
+
+// KernelAttributes loads every family and reports each kernel's attributes (registers,
+// spills, the SASS it runs), by name: for tests and `sublet info`.
+func (b *Backend) KernelAttributes() (map[string]cudadev.FunctionAttributes, error) {
+	out := make(map[string]cudadev.FunctionAttributes, numKernels)
+	for k, e := range entries {
+		fn, err := b.mods.function(kernel(k))
+		if err != nil {
+			return nil, err
+		}
+		a, err := fn.Attributes()
+		if err != nil {
+			return nil, err
+		}
+		out[e.name] = a
+	}
+	return out, nil
+}
