@@ -252,3 +252,26 @@ func (b *Backend) KernelAttributes() (map[string]cudadev.FunctionAttributes, err
 	}
 	return out, nil
 }
+
+// HeldInAllocator returns the bytes the Backend of dev (if dev is a GPU with one)
+// keeps in dev's caching allocator, its cuBLAS workspaces, and 0 for any other device:
+// what a memory report names apart from tensors.
+func HeldInAllocator(dev device.Device) int64 {
+	g, ok := dev.(*cudadev.Device)
+	if !ok {
+		return 0
+	}
+	registry.Lock()
+	b := registry.m[g]
+	registry.Unlock()
+	if b == nil {
+		return 0
+	}
+	var n int64
+	for _, h := range b.Held() {
+		if h.Allocator {
+			n += h.Bytes
+		}
+	}
+	return n
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/subletml/sublet/kernels"
 	"github.com/subletml/sublet/kernels/cuda"
 	"github.com/subletml/sublet/kernels/kernelstest"
+	"github.com/subletml/sublet/tensor"
 )
 
 // gpu returns cuda:0 (named, so the process shares one Device and allocator with
@@ -178,4 +179,33 @@ func BenchmarkOpHostCost(bm *testing.B) {
 			require.NoError(bm, b.Synchronize())
 		})
 	}
+}
+
+// TestTensorErrorsAtSynchronisation: through the tensor API on cuda:0, a label out of
+// range does not stop CrossEntropy (the op returns at once), and the next point that
+// reads values back reports it as a typed error naming the op; an index out of a table
+// the same, through tensor.Synchronize; nothing stays allocated.
+func TestTensorErrorsAtSynchronisation(t *testing.T) {
+	dev, al, _ := gpu(t)
+	s := tensor.NewScope()
+	logits := tensor.FromSlice(s, dev, dtype.F32, []float32{1, 2, 3, 4, 5, 6}, 2, 3)
+	labels := tensor.FromSlice(s, dev, dtype.I64, []int64{0, 3})
+	loss := tensor.CrossEntropy(logits, labels)
+	err := tensor.Try(func() { loss.Item() })
+	var ie *kernels.IndexError
+	require.True(t, errors.As(err, &ie), "got %v", err)
+	assert.Equal(t, kernels.IndexError{Op: "cross_entropy", Pos: 1, Index: 3, Limit: 3}, *ie)
+	assert.ErrorIs(t, err, tensor.ErrShape)
+	var te *tensor.Error
+	require.True(t, errors.As(err, &te))
+	assert.Equal(t, "Item", te.Op)
+	require.NoError(t, tensor.Synchronize(dev), "reported once")
+
+	table := tensor.FromSlice(s, dev, dtype.F32, []float32{1, 2, 3, 4}, 2, 2)
+	tensor.Embedding(table, tensor.FromSlice(s, dev, dtype.I64, []int64{1, -1, 0}))
+	err = tensor.Synchronize(dev)
+	require.True(t, errors.As(err, &ie), "got %v", err)
+	assert.Equal(t, kernels.IndexError{Op: "embedding", Pos: 1, Index: -1, Limit: 2}, *ie)
+	s.Close()
+	assert.Zero(t, al.Stats().RequestedBytes[alloc.StatAll].Current)
 }
