@@ -20,7 +20,7 @@
 # which needs driver >= 580. Environment: NVCC (nvcc), NVCC_CCBIN (a host compiler
 # for nvcc's -ccbin; found by trying g++, g++-11, g++-10, clang++ otherwise).
 set -euo pipefail
-cd "$(git rev-parse --show-toplevel)"
+cd "$(dirname "$0")/../.." # the repository root, with or without git (the GPU machine has a copy)
 
 check=0
 case "${1:-}" in
