@@ -30,7 +30,7 @@ type Backend struct {
 	tf32 atomic.Bool
 
 	// rec is set only by this package's tests: see recorder.
-	rec recorder
+	rec *recorder
 
 	// flagMu serializes the launches of kernels that can report an error through the
 	// device's ErrorFlag with Check, which reads and clears it: a report made after
@@ -110,8 +110,7 @@ func (b *Backend) fault(err error) {
 // driver refuses the launch) is kept for Check, as CUDA keeps its asynchronous faults.
 func (b *Backend) launch(k kernel, cfg cudadev.LaunchConfig, args ...cudadev.Arg) {
 	if b.rec != nil {
-		var a [cudadev.MaxKernelArgs]cudadev.Arg
-		b.rec.launch(k, cfg, a, copy(a[:], args))
+		b.rec.launch(k, cfg, args)
 		return
 	}
 	fn, err := b.mods.function(k)
@@ -212,8 +211,15 @@ func (b *Backend) Release() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, b.blas.release()...)
+	// Each scratch's lock is taken without b.mu held: an op holding one may need b.mu
+	// (to keep a fault).
 	b.mu.Lock()
+	scratches := make([]*scratch, 0, len(b.scratch))
 	for _, sc := range b.scratch {
+		scratches = append(scratches, sc)
+	}
+	b.mu.Unlock()
+	for _, sc := range scratches {
 		sc.mu.Lock()
 		if sc.ptr != 0 {
 			if err := b.free(sc.ptr); err != nil {
@@ -223,7 +229,6 @@ func (b *Backend) Release() error {
 		}
 		sc.mu.Unlock()
 	}
-	b.mu.Unlock()
 	b.flagMu.Lock()
 	if b.flag != 0 {
 		if err := b.free(b.flag); err != nil {

@@ -264,8 +264,7 @@ func (p *blasPool) put(h *blasHandle) {
 //go:uintptrescapes
 func (p *blasPool) call(fn uintptr, name string, args ...uintptr) error {
 	if rec := p.b.rec; rec != nil {
-		var a [cudadev.MaxKernelArgs]uintptr
-		rec.library(name, a, copy(a[:], args))
+		rec.library(name, args)
 		return nil
 	}
 	r, err := p.b.dev.CallLibrary(fn, args...)

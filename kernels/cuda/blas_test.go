@@ -72,7 +72,7 @@ func decodeGemm(t *testing.T, c libRec) gemmCall {
 
 // lastGemm runs f and returns its one product call, requiring that nothing was
 // launched on the fallback.
-func lastGemm(t *testing.T, rec *recording, f func()) gemmCall {
+func lastGemm(t *testing.T, rec *recorder, f func()) gemmCall {
 	t.Helper()
 	rec.take()
 	f()

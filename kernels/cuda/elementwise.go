@@ -39,11 +39,28 @@ func (b *Backend) Unary(op kernels.UnaryOp, dst, x kernels.Operand) {
 	b.elementwise(op.String(), kUnary, dst, []kernels.Operand{x}, cudadev.ArgInt32(int32(op)))
 }
 
+// backwardNames name the backward kernels in messages, made once so that an op does
+// not build its name each call.
+var (
+	unaryBackwardNames = func() (n [kernels.GeluErf + 1]string) {
+		for op := kernels.Neg; op.Valid(); op++ {
+			n[op] = op.String() + " backward"
+		}
+		return n
+	}()
+	binaryBackwardNames = func() (n [kernels.Minimum + 1]string) {
+		for op := kernels.Add; op.Valid(); op++ {
+			n[op] = op.String() + " backward"
+		}
+		return n
+	}()
+)
+
 func (b *Backend) UnaryBackward(op kernels.UnaryOp, dx, g, saved kernels.Operand) {
 	if !op.Valid() {
 		panic(fmt.Sprintf("kernels/cuda: unknown %v", op))
 	}
-	b.elementwise(op.String()+" backward", kUnaryBackward, dx, []kernels.Operand{g, saved}, cudadev.ArgInt32(int32(op)))
+	b.elementwise(unaryBackwardNames[op], kUnaryBackward, dx, []kernels.Operand{g, saved}, cudadev.ArgInt32(int32(op)))
 }
 
 func (b *Backend) Binary(op kernels.BinaryOp, dst, x, y kernels.Operand) {
@@ -57,7 +74,7 @@ func (b *Backend) BinaryBackward(op kernels.BinaryOp, wrt kernels.Arg, dst, g, x
 	if !op.Valid() || !wrt.Valid() {
 		panic(fmt.Sprintf("kernels/cuda: unknown %v or argument %d", op, wrt))
 	}
-	b.elementwise(op.String()+" backward", kBinaryBackward, dst, []kernels.Operand{g, x, y},
+	b.elementwise(binaryBackwardNames[op], kBinaryBackward, dst, []kernels.Operand{g, x, y},
 		cudadev.ArgInt32(int32(op)), cudadev.ArgInt32(int32(wrt)))
 }
 

@@ -5,14 +5,55 @@ import (
 	cudadev "github.com/subletml/sublet/device/cuda"
 )
 
-// recorder receives the launches and cuBLAS calls of a Backend that this package's
-// tests made without a GPU: nothing runs and no device memory is touched (device
-// pointers are made up). The tests check every launch's arguments against the
-// kernel's parameters in the PTX, and the host-side choices (walks, pieces, cuBLAS
-// arguments) against kernels/cpu's semantics. Production Backends have none.
-type recorder interface {
-	launch(k kernel, cfg cudadev.LaunchConfig, args [cudadev.MaxKernelArgs]cudadev.Arg, n int)
-	library(name string, args [cudadev.MaxKernelArgs]uintptr, n int)
+// recorder keeps the launches and cuBLAS calls of a Backend that this package's tests
+// made without a GPU: nothing runs and no device memory is touched (device pointers
+// are made up). The tests check every launch's arguments against the kernel's
+// parameters in the PTX, and the host-side choices (walks, pieces, cuBLAS arguments)
+// against kernels/cpu's semantics. Production Backends have none. It copies what it
+// is given (a concrete type, so the compiler sees that the arguments do not escape
+// and production launches stay free of heap allocations).
+type recorder struct {
+	launches []launchRec
+	calls    []libRec
+}
+
+// launchRec is one recorded launch.
+type launchRec struct {
+	k    kernel
+	cfg  cudadev.LaunchConfig
+	args []argRec
+}
+
+// argRec is one argument, its bytes copied (an ArgBytes struct lives only for the call).
+type argRec struct {
+	size  int
+	bits  uint64
+	bytes []byte
+}
+
+// libRec is one recorded cuBLAS call.
+type libRec struct {
+	name string
+	args []uintptr
+}
+
+func (r *recorder) launch(k kernel, cfg cudadev.LaunchConfig, args []cudadev.Arg) {
+	l := launchRec{k: k, cfg: cfg}
+	for _, a := range args {
+		l.args = append(l.args, argRec{size: a.Size(), bits: a.Bits(), bytes: append([]byte(nil), a.Bytes()...)})
+	}
+	r.launches = append(r.launches, l)
+}
+
+func (r *recorder) library(name string, args []uintptr) {
+	r.calls = append(r.calls, libRec{name: name, args: append([]uintptr(nil), args...)})
+}
+
+// take returns what was recorded since the last take.
+func (r *recorder) take() ([]launchRec, []libRec) {
+	l, c := r.launches, r.calls
+	r.launches, r.calls = nil, nil
+	return l, c
 }
 
 // recordedPtr is the device address a recording Backend hands out for its own memory.

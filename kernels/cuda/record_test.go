@@ -12,64 +12,19 @@ import (
 
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
-	cudadev "github.com/subletml/sublet/device/cuda"
 	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
 )
 
-// recording is a recorder that keeps everything: what a Backend would have launched
-// and called.
-type recording struct {
-	launches []launchRec
-	calls    []libRec
-}
-
-type launchRec struct {
-	k    kernel
-	cfg  cudadev.LaunchConfig
-	args []argRec
-}
-
-// argRec is one argument, its bytes copied (an ArgBytes struct lives only for the call).
-type argRec struct {
-	size  int
-	bits  uint64
-	bytes []byte
-}
-
-type libRec struct {
-	name string
-	args []uintptr
-}
-
-func (r *recording) launch(k kernel, cfg cudadev.LaunchConfig, args [cudadev.MaxKernelArgs]cudadev.Arg, n int) {
-	l := launchRec{k: k, cfg: cfg}
-	for _, a := range args[:n] {
-		l.args = append(l.args, argRec{size: a.Size(), bits: a.Bits(), bytes: append([]byte(nil), a.Bytes()...)})
-	}
-	r.launches = append(r.launches, l)
-}
-
-func (r *recording) library(name string, args [cudadev.MaxKernelArgs]uintptr, n int) {
-	r.calls = append(r.calls, libRec{name: name, args: append([]uintptr(nil), args[:n]...)})
-}
-
-// take returns what was recorded since the last take.
-func (r *recording) take() ([]launchRec, []libRec) {
-	l, c := r.launches, r.calls
-	r.launches, r.calls = nil, nil
-	return l, c
-}
-
 // newRecording returns a Backend that records instead of running, with a simulated
 // device's allocator for its cuBLAS workspaces (1 MiB each).
-func newRecording(t testing.TB) (*Backend, *recording) {
+func newRecording(t testing.TB) (*Backend, *recorder) {
 	d, err := sim.New(sim.Options{})
 	require.NoError(t, err)
 	al, err := alloc.For(d)
 	require.NoError(t, err)
-	rec := &recording{}
+	rec := &recorder{}
 	b := &Backend{al: al, sms: 132, scratch: make(map[device.Stream]*scratch), rec: rec}
 	b.blas.b, b.blas.wsBytes = b, 1<<20
 	return b, rec
