@@ -193,3 +193,20 @@ func TestFillBitsAreTheCPUs(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkNewWalk is the host's work before an elementwise launch, without the GPU:
+// broadcasting, merging and the index-width choice for a binary op on a [64, 64]
+// tensor and a broadcast row.
+func BenchmarkNewWalk(b *testing.B) {
+	var o operands
+	x, row, out := o.dense(dtype.F32, 64, 64), o.dense(dtype.F32, 64), o.dense(dtype.F32, 64, 64)
+	b.ReportAllocs()
+	for b.Loop() {
+		var w walk
+		requireFloat("add", out)
+		newWalk("add", &w, out, x, row)
+		if w.wide(1 << 20) {
+			b.Fatal("narrow")
+		}
+	}
+}
