@@ -56,15 +56,12 @@ func (b *Backend) layerNormDwdb(pdw, pdb, pg, px, pm, pr uint64, rows, n int64, 
 	// Pieces of rows, their partials (two doubles per column) within the scratch.
 	pieces := max(1, min((rows+lnPiece-1)/lnPiece, scratchBytes/(16*n)))
 	piece := max(1, (rows+pieces-1)/pieces)
-	var part uint64
-	if pieces > 1 {
-		sc, ok := b.useScratch(s)
-		if !ok {
-			return
-		}
-		defer sc.mu.Unlock()
-		part = uint64(sc.ptr)
+	sc, ok := b.partials(s, pieces)
+	if !ok {
+		return
 	}
+	defer sc.unlock()
+	part := sc.addr()
 	args := [11]cudadev.Arg{cudadev.ArgUint64(pdw), cudadev.ArgUint64(pdb), cudadev.ArgUint64(pg), cudadev.ArgUint64(px),
 		cudadev.ArgUint64(pm), cudadev.ArgUint64(pr), cudadev.ArgInt64(rows), cudadev.ArgInt64(n),
 		cudadev.ArgInt64(piece), cudadev.ArgInt64(pieces), cudadev.ArgUint64(part)}

@@ -88,15 +88,12 @@ func (b *Backend) MSE(loss, x, y kernels.Operand) {
 	s := loss.Mem.Stream
 	pieces := max(1, min((int64(n)+msePiece-1)/msePiece, scratchBytes/8))
 	piece := max(1, (int64(n)+pieces-1)/pieces)
-	var part uint64
-	if pieces > 1 {
-		sc, ok := b.useScratch(s)
-		if !ok {
-			return
-		}
-		defer sc.mu.Unlock()
-		part = uint64(sc.ptr)
+	sc, ok := b.partials(s, pieces)
+	if !ok {
+		return
 	}
+	defer sc.unlock()
+	part := sc.addr()
 	cfg := oneBlock(s)
 	cfg.Grid.X = uint32(pieces)
 	b.launch(kMSEPartial, cfg, cudadev.ArgUint64(pl), cudadev.ArgInt32(dtl), cudadev.ArgUint64(px), cudadev.ArgUint64(py),

@@ -152,20 +152,16 @@ func (b *Backend) runReduction(r *reduction, mode int32, idx uint64, dst, src ke
 		k, per = kReduceThread, int64(threadPiece)
 	}
 	r.piece, r.pieces = pieceCount(r.nRed, r.nOut, per)
-	var part device.Ptr
-	if r.pieces > 1 {
-		sc, ok := b.useScratch(s)
-		if !ok {
-			return
-		}
-		defer sc.mu.Unlock()
-		part = sc.ptr
+	sc, ok := b.partials(s, r.pieces)
+	if !ok {
+		return
 	}
+	defer sc.unlock()
 	cfg := b.grid(r.nOut*r.pieces, s)
 	if !thread {
 		cfg.Grid.X = uint32(min(r.nOut*r.pieces, 1<<31-1))
 	}
-	args := [4]cudadev.Arg{cudadev.ArgBytes(r.bytes()), cudadev.ArgInt32(mode), cudadev.ArgUint64(idx), cudadev.ArgPtr(part)}
+	args := [4]cudadev.Arg{cudadev.ArgBytes(r.bytes()), cudadev.ArgInt32(mode), cudadev.ArgUint64(idx), cudadev.ArgUint64(sc.addr())}
 	b.launch(k, cfg, args[:]...)
 	if r.pieces > 1 {
 		b.launch(kReduceFinish, b.grid(r.nOut, s), args[:]...)

@@ -46,3 +46,29 @@ func (b *Backend) useScratch(s device.Stream) (sc *scratch, ok bool) {
 	}
 	return sc, true
 }
+
+// partials returns stream s's scratch, locked, for an op cut into pieces > 1 (the
+// caller unlocks sc.mu when its launches are made), or nil for one piece, which needs
+// none. ok is false when the scratch cannot be had (the fault is kept for Check): the
+// op launches nothing.
+func (b *Backend) partials(s device.Stream, pieces int64) (sc *scratch, ok bool) {
+	if pieces <= 1 {
+		return nil, true
+	}
+	return b.useScratch(s)
+}
+
+// addr is the scratch's address, 0 for none.
+func (sc *scratch) addr() uint64 {
+	if sc == nil {
+		return 0
+	}
+	return uint64(sc.ptr)
+}
+
+// unlock unlocks a scratch partials locked.
+func (sc *scratch) unlock() {
+	if sc != nil {
+		sc.mu.Unlock()
+	}
+}
