@@ -30,18 +30,23 @@ func refConvert(v float64, src, dst dtype.DType) float64 {
 		}
 		return v
 	}
-	f := float64(float32(v))
-	switch dst {
+	return toType(float64(float32(v)), dst)
+}
+
+// toType is a float64's conversion to dt: floats through float32 (rounding to nearest
+// even), integers truncated, saturated, NaN to 0, Bool v != 0.
+func toType(v float64, dt dtype.DType) float64 {
+	switch dt {
 	case dtype.I32:
-		return float64(f64ToInt(f, math.MinInt32, math.MaxInt32))
+		return float64(f64ToInt(v, math.MinInt32, math.MaxInt32))
 	case dtype.I64:
-		return float64(f64ToInt(f, math.MinInt64, math.MaxInt64))
+		return float64(f64ToInt(v, math.MinInt64, math.MaxInt64))
 	case dtype.Bool:
-		return b2f(f != 0)
+		return b2f(v != 0)
 	}
 	var b [4]byte
-	put(dst, b[:], 0, f)
-	return get(dst, b[:], 0)
+	put(dt, b[:], 0, v)
+	return get(dt, b[:], 0)
 }
 
 func b2f(b bool) float64 {
@@ -112,22 +117,6 @@ func testCopy(t *testing.T, s *suite) {
 		func(o []kernels.Operand) { s.tg.Backend.Copy(o[0], o[1]) })
 }
 
-// refFill is Fill's conversion of a float64: to floats through float32, to integers
-// directly (truncating, saturating, NaN to 0), to Bool v != 0.
-func refFill(v float64, dt dtype.DType) float64 {
-	switch dt {
-	case dtype.I32:
-		return float64(f64ToInt(v, math.MinInt32, math.MaxInt32))
-	case dtype.I64:
-		return float64(f64ToInt(v, math.MinInt64, math.MaxInt64))
-	case dtype.Bool:
-		return b2f(v != 0)
-	}
-	var b [4]byte
-	put(dt, b[:], 0, v)
-	return get(dt, b[:], 0)
-}
-
 func testFill(t *testing.T, s *suite) {
 	for _, dt := range allTypes {
 		for _, v := range []float64{0, 1.5, -2.75, math.NaN(), math.Inf(-1), 3e9, 1e40, 16777217} {
@@ -135,7 +124,7 @@ func testFill(t *testing.T, s *suite) {
 				d := out(dt, l)
 				want := make([]float64, l.Size())
 				for i := range want {
-					want[i] = refFill(v, dt)
+					want[i] = toType(v, dt) // Fill converts the float64 itself
 				}
 				s.result(t, fmt.Sprintf("%v %v %v", dt, v, l), []*buf{d}, 0, want, exact,
 					func(o []kernels.Operand) { s.tg.Backend.Fill(o[0], v) })
