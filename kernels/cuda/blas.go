@@ -118,7 +118,9 @@ func blasCandidates() ([]string, error) {
 	if h, err := os.UserHomeDir(); err == nil {
 		prefixes = append(prefixes, filepath.Join(h, ".local"))
 	}
-	prefixes = append(prefixes, "/usr/local", "/usr", "/opt/conda")
+	prefixes = append(prefixes, "/usr/local", "/usr")
+	opt, _ := filepath.Glob("/opt/*") // conda, virtual environments
+	prefixes = append(prefixes, opt...)
 	for _, p := range prefixes {
 		for _, site := range []string{"site-packages", "dist-packages"} {
 			for _, sub := range []string{"nvidia/cu13/lib", "nvidia/cublas/lib"} {
