@@ -9,6 +9,7 @@
 //
 //	go run ./examples/amp                     # cpu, defaults: a few seconds
 //	go run ./examples/amp -device sim-backed  # a simulated GPU with real data
+//	go run ./examples/amp -device cuda:0      # the GPU (its F16 products on tensor cores)
 //	go run ./examples/amp -hidden 1024 -batch 2048 -steps 40
 package main
 
@@ -19,9 +20,11 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/cpu"
+	"github.com/subletml/sublet/device/named"
 	"github.com/subletml/sublet/device/sim"
 )
 
@@ -52,7 +55,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("amp", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.StringVar(&c.device, "device", "cpu", "cpu or sim-backed (a simulated GPU with data); each run gets a fresh one")
+	fs.StringVar(&c.device, "device", "cpu", "cpu or sim-backed (a simulated GPU with data; each run gets a fresh one), or cuda[:N]")
 	fs.IntVar(&c.features, "features", 32, "input features")
 	fs.IntVar(&c.classes, "classes", 8, "classes")
 	fs.IntVar(&c.hidden, "hidden", 512, "width of the hidden layers")
@@ -75,17 +78,21 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	case !(c.lr > 0) || !(c.initScale > 0) || c.growthInterval < 1:
 		return c, fmt.Errorf("need -lr > 0, -init-scale > 0 and -growth-interval ≥ 1")
 	}
-	if c.device != "cpu" && c.device != "sim-backed" {
-		return c, fmt.Errorf("-device %q: want cpu or sim-backed (tensor ops need a device with data)", c.device)
+	if c.device != "cpu" && c.device != "sim-backed" && !strings.HasPrefix(c.device, "cuda") {
+		return c, fmt.Errorf("-device %q: want cpu, sim-backed or cuda[:N] (tensor ops need a device with data)", c.device)
 	}
 	return c, nil
 }
 
 // newDevice returns a fresh device of the kind c names, so each run has an allocator
-// (and statistics) of its own.
+// (and statistics) of its own; a GPU is the process's one (both runs share it and its
+// allocator, each measuring what it adds).
 func newDevice(c config) (device.Device, error) {
-	if c.device == "sim-backed" {
+	switch {
+	case c.device == "sim-backed":
 		return sim.New(sim.Options{Backing: true})
+	case strings.HasPrefix(c.device, "cuda"):
+		return named.Open(c.device)
 	}
 	return cpu.New(cpu.Options{})
 }

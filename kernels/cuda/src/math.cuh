@@ -1,0 +1,118 @@
+// math.cuh: the elementwise functions of sublet's ops and their derivatives, written
+// with the same formulas as kernels/cpu (unary.go, binary.go) so that results agree to
+// the rounding of the math library. C is the compute type.
+#pragma once
+
+#include "common.cuh"
+
+__device__ __forceinline__ float c_exp(float x) { return expf(x); }
+__device__ __forceinline__ float c_log(float x) { return logf(x); }
+__device__ __forceinline__ float c_sqrt(float x) { return sqrtf(x); }
+__device__ __forceinline__ float c_tanh(float x) { return tanhf(x); }
+__device__ __forceinline__ float c_erf(float x) { return erff(x); }
+__device__ __forceinline__ float c_pow(float x, float y) { return powf(x, y); }
+__device__ __forceinline__ float c_abs(float x) { return fabsf(x); }
+// F64: the same six for double (exp, log, sqrt, tanh, erf, pow, fabs).
+
+#define SQRT_2_OVER_PI 0.7978845608028654
+#define GELU_COEF 0.044715
+#define INV_SQRT_2 0.7071067811865476
+#define INV_SQRT_2PI 0.3989422804014327
+
+// go_max and go_min are Go's max and min: NaN when either operand is, +0 above -0.
+template <typename C> __device__ __forceinline__ C go_max(C x, C y) {
+    if (x != x) return x;
+    if (y != y) return y;
+    if (x == y) return (x == 0 && signbit(x)) ? y : x;
+    return x > y ? x : y;
+}
+
+template <typename C> __device__ __forceinline__ C go_min(C x, C y) {
+    if (x != x) return x;
+    if (y != y) return y;
+    if (x == y) return (x == 0 && signbit(y)) ? y : x;
+    return x < y ? x : y;
+}
+
+// gelu_minus_2u is -2u for GeluTanh's u = sqrt(2/pi)(x + 0.044715x^3).
+template <typename C> __device__ __forceinline__ C gelu_minus_2u(C x) {
+    return (C)-2 * (C)SQRT_2_OVER_PI * (x + (C)GELU_COEF * x * x * x);
+}
+
+template <typename C> __device__ __forceinline__ C unary_fn(int op, C v) {
+    switch (op) {
+    case OP_NEG: return -v;
+    case OP_ABS: return c_abs(v);
+    case OP_EXP: return c_exp(v);
+    case OP_LOG: return c_log(v);
+    case OP_SQRT: return c_sqrt(v);
+    case OP_TANH: return c_tanh(v);
+    case OP_SIGMOID: return (C)1 / ((C)1 + c_exp(-v)); // e^-x overflowing to +Inf gives 0
+    case OP_RELU: return v > 0 ? v : (v != v ? v : (C)0);
+    case OP_GELU_TANH: return v / ((C)1 + c_exp(gelu_minus_2u(v))); // x·σ(2u)
+    case OP_GELU_ERF: return (C)0.5 * v * ((C)1 + c_erf(v * (C)INV_SQRT_2));
+    }
+    return v;
+}
+
+// unary_grad is g·op'(x) where s is op's output y (op.SavesOutput) or its input x.
+template <typename C> __device__ __forceinline__ C unary_grad(int op, C g, C s) {
+    switch (op) {
+    case OP_NEG: return -g;
+    case OP_ABS: return s > 0 ? g : (s < 0 ? -g : (C)0 * g);
+    case OP_EXP: return g * s;
+    case OP_LOG: return g / s;
+    case OP_SQRT: return g / ((C)2 * s);
+    case OP_TANH: return g * ((C)1 - s * s);
+    case OP_SIGMOID: return g * s * ((C)1 - s);
+    case OP_RELU: return s <= 0 ? (C)0 : g; // PyTorch's threshold_backward: a NaN y passes g on
+    case OP_GELU_TANH: {
+        C t = (C)2 / ((C)1 + c_exp(gelu_minus_2u(s))) - (C)1; // tanh u, finite when e^-2u overflows
+        C du = (C)SQRT_2_OVER_PI * ((C)1 + (C)3 * (C)GELU_COEF * s * s);
+        return g * ((C)0.5 * ((C)1 + t) + (C)0.5 * s * ((C)1 - t * t) * du);
+    }
+    case OP_GELU_ERF: {
+        C e = c_exp((C)-0.5 * s * s);
+        C cdf = (C)0.5 * ((C)1 + c_erf(s * (C)INV_SQRT_2));
+        return g * (cdf + s * (C)INV_SQRT_2PI * e);
+    }
+    }
+    return g;
+}
+
+template <typename C> __device__ __forceinline__ C binary_fn(int op, C a, C b) {
+    switch (op) {
+    case OP_ADD: return a + b;
+    case OP_SUB: return a - b;
+    case OP_MUL: return a * b;
+    case OP_DIV: return a / b;
+    case OP_POW: return c_pow(a, b);
+    case OP_MAXIMUM: return go_max(a, b);
+    case OP_MINIMUM: return go_min(a, b);
+    }
+    return a;
+}
+
+// binary_grad is g·∂op(a,b)/∂wrt; at ties Maximum and Minimum give each side half.
+template <typename C> __device__ __forceinline__ C binary_grad(int op, int wrt, C g, C a, C b) {
+    switch (op) {
+    case OP_ADD: return g;
+    case OP_SUB: return wrt == ARG_A ? g : -g;
+    case OP_MUL: return wrt == ARG_A ? g * b : g * a;
+    case OP_DIV: return wrt == ARG_A ? g / b : -g * a / (b * b);
+    case OP_POW:
+        if (wrt == ARG_A) return b == 0 ? (C)0 * g : g * b * c_pow(a, b - (C)1);
+        return (a == 0 && b >= 0) ? (C)0 * g : g * c_pow(a, b) * c_log(a);
+    case OP_MAXIMUM:
+    case OP_MINIMUM: {
+        // p is the operand wrt, oriented so that it wins when p > q.
+        C p = a, q = b;
+        if ((op == OP_MAXIMUM) != (wrt == ARG_A)) p = b, q = a;
+        if (p > q) return g;
+        if (p == q) return g / (C)2;
+        if (p < q) return (C)0;
+        return p + q; // a NaN input gets a NaN gradient
+    }
+    }
+    return g;
+}
