@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -21,6 +22,22 @@ func TestEveryEntryIsInItsPTX(t *testing.T) {
 		assert.True(t, ok, "%s is not an entry of gen/%s.ptx", e.name, familyNames[e.fam])
 	}
 	assert.Len(t, params, int(numKernels), "every entry of the PTX is launched by some method")
+}
+
+// TestWalkKernelsPair: each kernel over a Walk is a pair, the 32-bit index variant at
+// an even number and the 64-bit one right after it (launchWalk adds 1 for wide walks).
+func TestWalkKernelsPair(t *testing.T) {
+	for k, e := range entries {
+		base, ok := strings.CutSuffix(e.name, "_i32")
+		if !ok {
+			assert.False(t, strings.HasSuffix(e.name, "_i64") && (k%2 == 0 || entries[k-1].name != strings.TrimSuffix(e.name, "_i64")+"_i32"),
+				"%s has no 32-bit variant right before it", e.name)
+			continue
+		}
+		require.Zero(t, k%2, "%s: the 32-bit variant of a pair has an even number", e.name)
+		require.Less(t, k+1, len(entries), e.name)
+		assert.Equal(t, base+"_i64", entries[k+1].name, "the 64-bit variant follows %s", e.name)
+	}
 }
 
 // exercise calls every Backend method on b with operands of several types, layouts
@@ -43,6 +60,17 @@ func exercise(b *Backend) {
 			b.BinaryBackward(op, kernels.ArgB, dst, x, kernels.Operand{}, row)
 		}
 		b.Axpy(dst, 0.5, row)
+		xt := o.over(dt, kernels.Layout{Shape: []int{4, 5}, Strides: []int{1, 4}}, 20)
+		_ = b.BinaryCrossEntropy(dst, x, row)
+		b.BinaryCrossEntropyWithLogits(dst, x, row, kernels.Operand{})
+		b.BinaryCrossEntropyWithLogits(dst, x, xt, row)
+		for _, wrt := range []kernels.Arg{kernels.ArgA, kernels.ArgB} {
+			b.BinaryCrossEntropyBackward(wrt, dst, x, x, row)
+			b.BinaryCrossEntropyWithLogitsBackward(wrt, dst, x, x, row, kernels.Operand{})
+			b.BinaryCrossEntropyWithLogitsBackward(wrt, dst, x, xt, row, kernels.Scalar(3))
+		}
+		b.Addc(kernels.Mul, dst, dst, x, row, 0.5)
+		b.Addc(kernels.Div, dst, x, kernels.Scalar(2), row, -1)
 		mask := o.dense(dtype.Bool, 4, 5)
 		b.DropoutMask(mask, 0.25, 7)
 		b.Dropout(dst, x, mask, 0.25)
@@ -74,6 +102,11 @@ func exercise(b *Backend) {
 	b.Binary(kernels.Mul, big, big, kernels.Scalar(3))
 	b.BinaryBackward(kernels.Mul, kernels.ArgA, big, big, big, big)
 	b.Axpy(big, 2, big)
+	_ = b.BinaryCrossEntropy(big, big, big)
+	b.BinaryCrossEntropyBackward(kernels.ArgA, big, big, big, big)
+	b.BinaryCrossEntropyWithLogits(big, big, big, big)
+	b.BinaryCrossEntropyWithLogitsBackward(kernels.ArgA, big, big, big, big, big)
+	b.Addc(kernels.Div, big, big, big, big, 0.25)
 	b.Dropout(big, big, o.over(dtype.Bool, big.Layout, 1<<32), 0.5)
 	b.Unscale(big, 0.5, o.dense(dtype.F32))
 	b.NonFinite(big)
@@ -163,6 +196,9 @@ func TestMisuseNamesTheKernel(t *testing.T) {
 		"numbers start at 1": func() { b.Adam(kernels.Adam{}, 0, x, x, x, x) },
 		"unknown":            func() { b.Unary(kernels.UnaryOp(99), x, x) },
 		"momentum 0.9 with":  func() { b.SGD(kernels.SGD{Momentum: 0.9}, x, x, kernels.Operand{}, false) },
+		"unknown argument 7": func() { b.BinaryCrossEntropyBackward(kernels.Arg(7), x, x, x, x) },
+		"takes mul or div":   func() { b.Addc(kernels.Add, x, x, x, x, 1) },
+		"output must be":     func() { _ = b.BinaryCrossEntropy(o.dense(dtype.I64, 4, 5), x, x) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {

@@ -11,12 +11,17 @@ import (
 // elementwise launches kernel k (a Walk kernel pair) over dst and the inputs, which
 // broadcast to it, with the extra scalar arguments after the Walk.
 func (b *Backend) elementwise(op string, k kernel, dst kernels.Operand, ins []kernels.Operand, extra ...cudadev.Arg) {
-	requireFloat(op, dst)
 	var w walk
-	if !newWalk(op, &w, dst, ins...) {
-		return
+	if floatWalk(op, &w, dst, ins...) {
+		b.launchWalk(k, &w, dst, extra...)
 	}
-	b.launchWalk(k, &w, dst, extra...)
+}
+
+// floatWalk checks that dst is a writable float output and fills w with the walk of
+// dst and the inputs (newWalk); false: no element, nothing to launch.
+func floatWalk(op string, w *walk, dst kernels.Operand, ins ...kernels.Operand) bool {
+	requireFloat(op, dst)
+	return newWalk(op, w, dst, ins...)
 }
 
 // launchWalk launches the 32- or 64-bit index variant of kernel k over w on the

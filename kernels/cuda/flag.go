@@ -11,17 +11,25 @@ import (
 // flagBytes is the ErrorFlag's device block (src/common.cuh's struct, rounded up).
 const flagBytes = 64
 
-// errOps names the op of each ERR_* code of src/common.cuh as kernels/cpu names it in
-// its IndexErrors.
-var errOps = map[int32]string{
-	hdrErrCrossEntropy:         "cross_entropy",
-	hdrErrCrossEntropyBackward: "cross_entropy backward",
-	hdrErrEmbedding:            "embedding",
-	hdrErrEmbeddingBackward:    "embedding backward",
-	hdrErrMaxBackward:          "max backward",
+// flagErrors describes the error of each ERR_* code of src/common.cuh: the op as
+// kernels/cpu names it in its errors and, for a range error (elements outside the op's
+// domain, counted), the domain; the others are index errors.
+var flagErrors = map[int32]flagError{
+	hdrErrCrossEntropy:         {op: "cross_entropy"},
+	hdrErrCrossEntropyBackward: {op: "cross_entropy backward"},
+	hdrErrEmbedding:            {op: "embedding"},
+	hdrErrEmbeddingBackward:    {op: "embedding backward"},
+	hdrErrMaxBackward:          {op: "max backward"},
+	hdrErrBinaryCrossEntropy:   {op: "binary_cross_entropy", isRange: true, lo: 0, hi: 1},
 }
 
-// flagged starts the launch of a kernel that may report an index error: it returns
+type flagError struct {
+	op      string
+	isRange bool
+	lo, hi  float64 // a range error's domain, [lo, hi]
+}
+
+// flagged starts the launch of a kernel that may report an error: it returns
 // the flag's address and the launch's number, with flagMu held until done is called
 // (right after the launch). The flag is allocated (zeroed) on first use; if that
 // fails, the error is kept for Check and ok is false: the op launches nothing.
@@ -70,15 +78,25 @@ func (b *Backend) readFlag() error {
 	if err := b.copyToDevice(b.flag, zero[:], 0); err != nil {
 		return err
 	}
-	op := int32(binary.LittleEndian.Uint32(raw[hdrErrorFlagOp:]))
-	name, ok := errOps[op]
+	return flagRecord(raw[:])
+}
+
+// flagRecord is the error an ErrorFlag's bytes hold (seq is not 0): a
+// *kernels.RangeError for a range error's code, a *kernels.IndexError otherwise.
+func flagRecord(raw []byte) error {
+	i64 := func(off int) int64 { return int64(binary.LittleEndian.Uint64(raw[off:])) }
+	code := int32(binary.LittleEndian.Uint32(raw[hdrErrorFlagOp:]))
+	e, ok := flagErrors[code]
 	if !ok {
-		name = fmt.Sprintf("kernel error %d", op)
+		e.op = fmt.Sprintf("kernel error %d", code)
+	}
+	if e.isRange {
+		return &kernels.RangeError{Op: e.op, Count: int(i64(hdrErrorFlagCount)), Lo: e.lo, Hi: e.hi}
 	}
 	return &kernels.IndexError{
-		Op:    name,
-		Pos:   int(int64(binary.LittleEndian.Uint64(raw[hdrErrorFlagPos:]))),
-		Index: int64(binary.LittleEndian.Uint64(raw[hdrErrorFlagIndex:])),
-		Limit: int(int64(binary.LittleEndian.Uint64(raw[hdrErrorFlagLimit:]))),
+		Op:    e.op,
+		Pos:   int(i64(hdrErrorFlagPos)),
+		Index: i64(hdrErrorFlagIndex),
+		Limit: int(i64(hdrErrorFlagLimit)),
 	}
 }

@@ -63,6 +63,16 @@ const (
 	kAxpy64
 	kDropout
 	kDropout64
+	kBCE
+	kBCE64
+	kBCEBackward
+	kBCEBackward64
+	kBCELogits
+	kBCELogits64
+	kBCELogitsBackward
+	kBCELogitsBackward64
+	kAddc
+	kAddc64
 	kCopy
 	kCopy64
 	kFill
@@ -123,6 +133,16 @@ var entries = [numKernels]struct {
 	kAxpy64:                   {famElementwise, "axpy_f32_i64"},
 	kDropout:                  {famElementwise, "dropout_f32_i32"},
 	kDropout64:                {famElementwise, "dropout_f32_i64"},
+	kBCE:                      {famElementwise, "bce_f32_i32"},
+	kBCE64:                    {famElementwise, "bce_f32_i64"},
+	kBCEBackward:              {famElementwise, "bce_backward_f32_i32"},
+	kBCEBackward64:            {famElementwise, "bce_backward_f32_i64"},
+	kBCELogits:                {famElementwise, "bce_logits_f32_i32"},
+	kBCELogits64:              {famElementwise, "bce_logits_f32_i64"},
+	kBCELogitsBackward:        {famElementwise, "bce_logits_backward_f32_i32"},
+	kBCELogitsBackward64:      {famElementwise, "bce_logits_backward_f32_i64"},
+	kAddc:                     {famElementwise, "addc_f32_i32"},
+	kAddc64:                   {famElementwise, "addc_f32_i64"},
 	kCopy:                     {famCopy, "copy_f32_i32"},
 	kCopy64:                   {famCopy, "copy_f32_i64"},
 	kFill:                     {famCopy, "fill_i32"},

@@ -58,8 +58,8 @@ func randomLayout(r *rand.Rand, shape []int) kernels.Layout {
 }
 
 // TestWalkMatchesLayouts: for random shapes, strides and broadcasts, the merged walk
-// reaches exactly the elements the layouts name, in the output's row-major order, for
-// each of three inputs; an immediate has no stride.
+// of MAX_OPS operands reaches exactly the elements the layouts name, in the output's
+// row-major order, for the output and each of three inputs; an immediate has no stride.
 func TestWalkMatchesLayouts(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	var o operands
@@ -70,7 +70,7 @@ func TestWalkMatchesLayouts(t *testing.T) {
 			shape[i] = 1 + r.IntN(4)
 		}
 		out := randomLayout(r, shape)
-		ins := make([]kernels.Layout, 2)
+		ins := make([]kernels.Layout, 3)
 		for k := range ins {
 			// Broadcast: drop leading dimensions, set others to 1.
 			in := shape[r.IntN(rank):]
@@ -86,19 +86,21 @@ func TestWalkMatchesLayouts(t *testing.T) {
 		dst := o.over(dtype.F32, out, int64(out.Span()))
 		a := o.over(dtype.F16, ins[0], int64(ins[0].Span()))
 		b := o.over(dtype.I64, ins[1], int64(ins[1].Span()))
+		c := o.over(dtype.BF16, ins[2], int64(ins[2].Span()))
 		var w walk
-		require.True(t, newWalk("test", &w, dst, a, b, kernels.Scalar(2.5)))
-		require.Equal(t, int32(4), w.ops)
+		require.True(t, newWalk("test", &w, dst, a, b, c, kernels.Scalar(2.5)))
+		require.Equal(t, int32(hdrMaxOps), w.ops)
 		require.Equal(t, int64(out.Size()), w.size)
-		assert.Equal(t, []uint64{addr(dst), addr(a), addr(b)}, w.base[:3])
-		assert.Equal(t, []int32{int32(dtype.F32), int32(dtype.F16), int32(dtype.I64), hdrImm}, w.dtype[:])
-		assert.Equal(t, 2.5, w.imm[3])
+		assert.Equal(t, []uint64{addr(dst), addr(a), addr(b), addr(c)}, w.base[:4])
+		assert.Equal(t, []int32{int32(dtype.F32), int32(dtype.F16), int32(dtype.I64), int32(dtype.BF16), hdrImm}, w.dtype[:])
+		assert.Equal(t, 2.5, w.imm[4])
 		for i := range out.Size() {
 			off := offsetsOf(&w, int64(i))
 			require.Equal(t, int64(direct(shape, kernels.Layout{Shape: shape, Strides: out.Strides}, i)), off[0], "trial %d: output element %d", trial, i)
 			require.Equal(t, int64(direct(shape, ins[0], i)), off[1], "trial %d: input 0 element %d", trial, i)
 			require.Equal(t, int64(direct(shape, ins[1], i)), off[2], "trial %d: input 1 element %d", trial, i)
-			require.Zero(t, off[3], "an immediate has no stride")
+			require.Equal(t, int64(direct(shape, ins[2], i)), off[3], "trial %d: input 2 element %d", trial, i)
+			require.Zero(t, off[4], "an immediate has no stride")
 		}
 	}
 }

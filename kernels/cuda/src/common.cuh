@@ -52,15 +52,18 @@
 #define RED_MEAN 1
 #define RED_MAX 2
 
-// Ops that report data-dependent errors through ErrorFlag.op (kernels/cuda names them).
+// Ops that report data-dependent errors through ErrorFlag.op (kernels/cuda names them):
+// an index outside its range (report), or elements outside the op's domain (report_outside).
 #define ERR_CROSS_ENTROPY 1
 #define ERR_CROSS_ENTROPY_BACKWARD 2
 #define ERR_EMBEDDING 3
 #define ERR_EMBEDDING_BACKWARD 4
 #define ERR_MAX_BACKWARD 5
+#define ERR_BINARY_CROSS_ENTROPY 6 // a range error: probabilities outside [0, 1] or NaN
 
 #define MAX_RANK 16 // kernels.MaxRank
-#define MAX_OPS 4   // operands of one elementwise kernel, the output included
+#define MAX_OPS 5   // operands of one elementwise kernel, the output included (the most:
+                    // BinaryCrossEntropyWithLogitsBackward's dst, g, x, y, pos_weight)
 
 // Threads per block of every kernel (its __launch_bounds__): enough to hide latency,
 // few enough that no kernel spills at that bound.
@@ -113,17 +116,20 @@ struct Mat {
     long long rs[3], cs[3];
 };
 
-// ErrorFlag records the first data-dependent error (an index outside its range) of the
-// kernels since the host last read and cleared it: the lowest launch number, then the
-// lowest position. Kernels update it under lock, so the record is whole.
+// ErrorFlag records the first data-dependent error of the kernels since the host last
+// read and cleared it, from the lowest launch number: an index outside its range (the
+// lowest position), or the count of a launch's elements outside the op's domain (a range
+// error, summed over the launch's blocks). Kernels update it under lock, so the record
+// is whole.
 struct ErrorFlag {
     int lock;          // 0 free, 1 held
     unsigned int seq;  // the failing launch's number (from 1); 0: no error
     int op;            // ERR_*
     int pad;
-    long long pos;     // position of the bad index in its operand, row-major
+    long long pos;     // index errors: position of the bad index in its operand, row-major
     long long index;   // its value
     long long limit;   // valid indices are [0, limit)
+    long long count;   // range errors: elements outside the domain (NaN included)
 };
 
 // Per-kernel extern "C" entry points are instantiated with these.
@@ -271,9 +277,44 @@ __device__ __noinline__ void report(ErrorFlag *f, unsigned int seq, int op, long
         v->pos = pos;
         v->index = index;
         v->limit = limit;
+        v->count = 0;
     }
     __threadfence();
     atomicExch(&f->lock, 0);
+}
+
+// report_count adds count elements outside op's domain, found by launch seq, unless the
+// flag already holds an earlier launch's error (a later launch's gives way).
+__device__ __noinline__ void report_count(ErrorFlag *f, unsigned int seq, int op, long long count) {
+    while (atomicCAS(&f->lock, 0, 1) != 0) __nanosleep(64);
+    __threadfence();
+    volatile ErrorFlag *v = f;
+    if (v->seq == 0 || seq < v->seq) {
+        v->seq = seq;
+        v->op = op;
+        v->pos = 0;
+        v->index = 0;
+        v->limit = 0;
+        v->count = count;
+    } else if (seq == v->seq) {
+        v->count += count;
+    }
+    __threadfence();
+    atomicExch(&f->lock, 0);
+}
+
+// report_outside reports the n elements outside op's domain that this thread of launch
+// seq found. Every thread of the block calls it, after its last element: the block's
+// counts are summed in shared memory (integers: any order gives the same sum) and one
+// thread takes the lock; a block with nothing to report passes one barrier only.
+__device__ __forceinline__ void report_outside(ErrorFlag *f, unsigned int seq, int op, unsigned long long n) {
+    if (!__syncthreads_or(n != 0)) return;
+    __shared__ unsigned long long total;
+    if (threadIdx.x == 0) total = 0;
+    __syncthreads();
+    if (n != 0) atomicAdd(&total, n);
+    __syncthreads();
+    if (threadIdx.x == 0) report_count(f, seq, op, (long long)total);
 }
 
 // grid_stride loops i over [0, n) across the whole grid.

@@ -52,6 +52,7 @@ int main() {
     C("hdrErrEmbedding", ERR_EMBEDDING);
     C("hdrErrEmbeddingBackward", ERR_EMBEDDING_BACKWARD);
     C("hdrErrMaxBackward", ERR_MAX_BACKWARD);
+    C("hdrErrBinaryCrossEntropy", ERR_BINARY_CROSS_ENTROPY);
     C("hdrMaxRank", MAX_RANK);
     C("hdrMaxOps", MAX_OPS);
     C("hdrBlock", BLOCK);
@@ -84,5 +85,6 @@ int main() {
     C("hdrErrorFlagPos", offsetof(ErrorFlag, pos));
     C("hdrErrorFlagIndex", offsetof(ErrorFlag, index));
     C("hdrErrorFlagLimit", offsetof(ErrorFlag, limit));
+    C("hdrErrorFlagCount", offsetof(ErrorFlag, count));
     return 0;
 }
