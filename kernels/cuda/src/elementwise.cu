@@ -5,72 +5,52 @@
 // the index type (int when every offset fits in 31 bits).
 #include "math.cuh"
 
-template <typename C, typename I>
-__device__ __forceinline__ void unary_k(const Walk &w, int op) {
+// map_k is the loop of every kernel here: for each output element (operand 0), f gets
+// the values of operands 1..N-1 as the compute type and returns the element's value.
+template <int N, typename C, typename I, typename F>
+__device__ __forceinline__ void map_k(const Walk &w, F f) {
     GRID_STRIDE(I, i, w.size) {
-        I off[2];
-        offsets<2, I>(w, i, off);
-        C v = ld<C>(w.base[1], w.dtype[1], off[1], w.imm[1]);
-        st<C>(w.base[0], w.dtype[0], off[0], unary_fn<C>(op, v));
+        I off[N];
+        offsets<N, I>(w, i, off);
+        C v[N - 1];
+#pragma unroll
+        for (int k = 1; k < N; k++) v[k - 1] = ld<C>(w.base[k], w.dtype[k], off[k], w.imm[k]);
+        st<C>(w.base[0], w.dtype[0], off[0], f(v));
     }
 }
 
 template <typename C, typename I>
+__device__ __forceinline__ void unary_k(const Walk &w, int op) {
+    map_k<2, C, I>(w, [&](const C *v) { return unary_fn<C>(op, v[0]); });
+}
+
+// unary_backward_k: operands dx, g, saved.
+template <typename C, typename I>
 __device__ __forceinline__ void unary_backward_k(const Walk &w, int op) {
-    GRID_STRIDE(I, i, w.size) {
-        I off[3];
-        offsets<3, I>(w, i, off);
-        C g = ld<C>(w.base[1], w.dtype[1], off[1], w.imm[1]);
-        C s = ld<C>(w.base[2], w.dtype[2], off[2], w.imm[2]);
-        st<C>(w.base[0], w.dtype[0], off[0], unary_grad<C>(op, g, s));
-    }
+    map_k<3, C, I>(w, [&](const C *v) { return unary_grad<C>(op, v[0], v[1]); });
 }
 
 template <typename C, typename I>
 __device__ __forceinline__ void binary_k(const Walk &w, int op) {
-    GRID_STRIDE(I, i, w.size) {
-        I off[3];
-        offsets<3, I>(w, i, off);
-        C a = ld<C>(w.base[1], w.dtype[1], off[1], w.imm[1]);
-        C b = ld<C>(w.base[2], w.dtype[2], off[2], w.imm[2]);
-        st<C>(w.base[0], w.dtype[0], off[0], binary_fn<C>(op, a, b));
-    }
+    map_k<3, C, I>(w, [&](const C *v) { return binary_fn<C>(op, v[0], v[1]); });
 }
 
+// binary_backward_k: operands dst, g, a, b.
 template <typename C, typename I>
 __device__ __forceinline__ void binary_backward_k(const Walk &w, int op, int wrt) {
-    GRID_STRIDE(I, i, w.size) {
-        I off[4];
-        offsets<4, I>(w, i, off);
-        C g = ld<C>(w.base[1], w.dtype[1], off[1], w.imm[1]);
-        C a = ld<C>(w.base[2], w.dtype[2], off[2], w.imm[2]);
-        C b = ld<C>(w.base[3], w.dtype[3], off[3], w.imm[3]);
-        st<C>(w.base[0], w.dtype[0], off[0], binary_grad<C>(op, wrt, g, a, b));
-    }
+    map_k<4, C, I>(w, [&](const C *v) { return binary_grad<C>(op, wrt, v[0], v[1], v[2]); });
 }
 
 // axpy_k: dst += alpha·x; operand 1 is dst itself.
 template <typename C, typename I>
 __device__ __forceinline__ void axpy_k(const Walk &w, C alpha) {
-    GRID_STRIDE(I, i, w.size) {
-        I off[3];
-        offsets<3, I>(w, i, off);
-        C d = ld<C>(w.base[1], w.dtype[1], off[1], w.imm[1]);
-        C x = ld<C>(w.base[2], w.dtype[2], off[2], w.imm[2]);
-        st<C>(w.base[0], w.dtype[0], off[0], d + alpha * x);
-    }
+    map_k<3, C, I>(w, [&](const C *v) { return v[0] + alpha * v[1]; });
 }
 
 // dropout_k: x·scale where the Bool mask (operand 2) is 1, 0 where it is 0.
 template <typename C, typename I>
 __device__ __forceinline__ void dropout_k(const Walk &w, C scale) {
-    GRID_STRIDE(I, i, w.size) {
-        I off[3];
-        offsets<3, I>(w, i, off);
-        C x = ld<C>(w.base[1], w.dtype[1], off[1], w.imm[1]);
-        C m = ld<C>(w.base[2], w.dtype[2], off[2], w.imm[2]);
-        st<C>(w.base[0], w.dtype[0], off[0], m == 0 ? (C)0 : x * scale);
-    }
+    map_k<3, C, I>(w, [&](const C *v) { return v[1] == 0 ? (C)0 : v[0] * scale; });
 }
 
 // bce_k: BinaryCrossEntropy of x (operand 1) against y (2). Every loss is written, as
@@ -79,69 +59,36 @@ __device__ __forceinline__ void dropout_k(const Walk &w, C scale) {
 template <typename C, typename I>
 __device__ __forceinline__ void bce_k(const Walk &w, ErrorFlag *flag, unsigned int seq) {
     unsigned long long bad = 0;
-    GRID_STRIDE(I, i, w.size) {
-        I off[3];
-        offsets<3, I>(w, i, off);
-        C p = ld<C>(w.base[1], w.dtype[1], off[1], w.imm[1]);
-        C t = ld<C>(w.base[2], w.dtype[2], off[2], w.imm[2]);
-        if (!(p >= (C)0 && p <= (C)1)) bad++;
-        st<C>(w.base[0], w.dtype[0], off[0], bce_fn<C>(p, t));
-    }
+    map_k<3, C, I>(w, [&](const C *v) {
+        if (!(v[0] >= (C)0 && v[0] <= (C)1)) bad++;
+        return bce_fn<C>(v[0], v[1]);
+    });
     report_outside(flag, seq, ERR_BINARY_CROSS_ENTROPY, bad);
 }
 
 // bce_backward_k: operands dst, g, x, y.
 template <typename C, typename I>
 __device__ __forceinline__ void bce_backward_k(const Walk &w, int wrt) {
-    GRID_STRIDE(I, i, w.size) {
-        I off[4];
-        offsets<4, I>(w, i, off);
-        C g = ld<C>(w.base[1], w.dtype[1], off[1], w.imm[1]);
-        C p = ld<C>(w.base[2], w.dtype[2], off[2], w.imm[2]);
-        C t = ld<C>(w.base[3], w.dtype[3], off[3], w.imm[3]);
-        st<C>(w.base[0], w.dtype[0], off[0], bce_grad<C>(wrt, g, p, t));
-    }
+    map_k<4, C, I>(w, [&](const C *v) { return bce_grad<C>(wrt, v[0], v[1], v[2]); });
 }
 
 // bce_logits_k: operands dst, x, y, pw (an immediate 1 for none).
 template <typename C, typename I>
 __device__ __forceinline__ void bce_logits_k(const Walk &w) {
-    GRID_STRIDE(I, i, w.size) {
-        I off[4];
-        offsets<4, I>(w, i, off);
-        C v = ld<C>(w.base[1], w.dtype[1], off[1], w.imm[1]);
-        C t = ld<C>(w.base[2], w.dtype[2], off[2], w.imm[2]);
-        C pw = ld<C>(w.base[3], w.dtype[3], off[3], w.imm[3]);
-        st<C>(w.base[0], w.dtype[0], off[0], bce_logits_fn<C>(v, t, pw));
-    }
+    map_k<4, C, I>(w, [&](const C *v) { return bce_logits_fn<C>(v[0], v[1], v[2]); });
 }
 
 // bce_logits_backward_k: operands dst, g, x, y, pw: the one kernel with MAX_OPS operands
 // (for ARG_B y is an immediate: its derivative does not read it).
 template <typename C, typename I>
 __device__ __forceinline__ void bce_logits_backward_k(const Walk &w, int wrt) {
-    GRID_STRIDE(I, i, w.size) {
-        I off[5];
-        offsets<5, I>(w, i, off);
-        C g = ld<C>(w.base[1], w.dtype[1], off[1], w.imm[1]);
-        C v = ld<C>(w.base[2], w.dtype[2], off[2], w.imm[2]);
-        C t = ld<C>(w.base[3], w.dtype[3], off[3], w.imm[3]);
-        C pw = ld<C>(w.base[4], w.dtype[4], off[4], w.imm[4]);
-        st<C>(w.base[0], w.dtype[0], off[0], bce_logits_grad<C>(wrt, g, v, t, pw));
-    }
+    map_k<5, C, I>(w, [&](const C *v) { return bce_logits_grad<C>(wrt, v[0], v[1], v[2], v[3]); });
 }
 
 // addc_k: operands dst, x, a, b; dst may be x.
 template <typename C, typename I>
 __device__ __forceinline__ void addc_k(const Walk &w, int op, C value) {
-    GRID_STRIDE(I, i, w.size) {
-        I off[4];
-        offsets<4, I>(w, i, off);
-        C x = ld<C>(w.base[1], w.dtype[1], off[1], w.imm[1]);
-        C a = ld<C>(w.base[2], w.dtype[2], off[2], w.imm[2]);
-        C b = ld<C>(w.base[3], w.dtype[3], off[3], w.imm[3]);
-        st<C>(w.base[0], w.dtype[0], off[0], addc_fn<C>(op, x, a, b, value));
-    }
+    map_k<4, C, I>(w, [&](const C *v) { return addc_fn<C>(op, v[0], v[1], v[2], value); });
 }
 
 // Entry points: NAME_<compute>_<index>. F64: the same with double and the suffix f64.
