@@ -4,6 +4,7 @@ package cuda_test
 
 import (
 	"errors"
+	"math"
 	"os"
 	"testing"
 
@@ -206,6 +207,49 @@ func TestTensorErrorsAtSynchronisation(t *testing.T) {
 	err = tensor.Synchronize(dev)
 	require.True(t, errors.As(err, &ie), "got %v", err)
 	assert.Equal(t, kernels.IndexError{Op: "embedding", Pos: 1, Index: -1, Limit: 2}, *ie)
+	s.Close()
+	assert.Zero(t, al.Stats().RequestedBytes[alloc.StatAll].Current)
+}
+
+// TestTensorRangeErrorAtSynchronisation: BinaryCrossEntropy of probabilities outside
+// [0, 1] on cuda:0 returns its loss at once; the next read reports the
+// *kernels.RangeError kernels/cpu returns from the op itself (the op, the count of bad
+// elements, [0, 1]), matching the same error sentinels as the CPU's error, once.
+func TestTensorRangeErrorAtSynchronisation(t *testing.T) {
+	dev, al, _ := gpu(t)
+	cpuDev, err := named.Open("cpu")
+	require.NoError(t, err)
+	s := tensor.NewScope()
+	vals := []float32{0.5, 1.5, -1, float32(math.NaN()), 0, 1}
+	x := tensor.FromSlice(s, dev, dtype.F32, vals, 2, 3)
+	y := s.Zeros(dev, dtype.F32, 2, 3)
+	loss := tensor.BinaryCrossEntropy(x, y, tensor.BCEOptions{})
+	gpuErr := tensor.Try(func() { loss.Item() })
+	var re *kernels.RangeError
+	require.True(t, errors.As(gpuErr, &re), "got %v", gpuErr)
+	assert.Equal(t, kernels.RangeError{Op: "binary_cross_entropy", Count: 3, Lo: 0, Hi: 1}, *re)
+	assert.Contains(t, gpuErr.Error(), "between 0 and 1")
+	var te *tensor.Error
+	require.True(t, errors.As(gpuErr, &te))
+	assert.Equal(t, "Item", te.Op)
+	require.NoError(t, tensor.Synchronize(dev), "reported once")
+
+	cpuErr := tensor.Try(func() {
+		tensor.BinaryCrossEntropy(tensor.FromSlice(s, cpuDev, dtype.F32, vals, 2, 3), s.Zeros(cpuDev, dtype.F32, 2, 3), tensor.BCEOptions{})
+	})
+	var cre *kernels.RangeError
+	require.True(t, errors.As(cpuErr, &cre), "got %v", cpuErr)
+	assert.Equal(t, *cre, *re, "the CPU's error")
+	for _, sentinel := range []error{tensor.ErrShape, tensor.ErrDType, tensor.ErrDevice, tensor.ErrGrad, tensor.ErrNoData} {
+		assert.Equal(t, errors.Is(cpuErr, sentinel), errors.Is(gpuErr, sentinel), "matches %v as the CPU's error does", sentinel)
+	}
+
+	// The logits form and Addc have no data-dependent errors.
+	lx := tensor.FromSlice(s, dev, dtype.F32, []float32{-100, 0, 100}, 3)
+	ly := tensor.FromSlice(s, dev, dtype.F32, []float32{1, 0.5, 0}, 3)
+	got := tensor.ToSlice[float32](tensor.BinaryCrossEntropyWithLogits(lx, ly, tensor.BCEOptions{Reduction: tensor.ReduceNone}))
+	assert.InDeltaSlice(t, []float64{100, math.Ln2, 100}, []float64{float64(got[0]), float64(got[1]), float64(got[2])}, 1e-5)
+	assert.Equal(t, []float32{-199, 0.5, 0}, tensor.ToSlice[float32](ly.Addcmul(lx, ly, 2)))
 	s.Close()
 	assert.Zero(t, al.Stats().RequestedBytes[alloc.StatAll].Current)
 }

@@ -129,6 +129,15 @@ func (s *suite) binaryDomain(op kernels.BinaryOp) (a, b func(int) float64) {
 	return s.uniform(-3, 3), s.uniform(-3, 3)
 }
 
+// operand is an input of dt placed by ls[name] and drawn from v, or for "scalar" an
+// immediate drawn from v.
+func (s *suite) operand(dt dtype.DType, ls map[string]kernels.Layout, name string, v func(int) float64) *buf {
+	if name == "scalar" {
+		return imm(v(0))
+	}
+	return input(dt, ls[name], v)
+}
+
 // pairs are the (a, b) layouts binary cases run with; "scalar" is an immediate b.
 var pairs = [][2]string{{"contiguous", "contiguous"}, {"contiguous", "row"}, {"transposed", "column"}, {"strided", "transposed"}, {"row", "column"}, {"strided", "scalar"}}
 
@@ -138,13 +147,7 @@ func testBinary(t *testing.T, s *suite) {
 		for _, dt := range floats {
 			for _, p := range pairs {
 				ga, gb := s.binaryDomain(op)
-				a := input(dt, ls[p[0]], ga)
-				var b *buf
-				if p[1] == "scalar" {
-					b = imm(gb(0))
-				} else {
-					b = input(dtype.F32, ls[p[1]], gb)
-				}
+				a, b := input(dt, ls[p[0]], ga), s.operand(dtype.F32, ls, p[1], gb)
 				as, bs := a.bcast([]int{4, 6}), b.bcast([]int{4, 6})
 				want := make([]float64, 24)
 				for i := range want {
@@ -227,6 +230,47 @@ func testAxpy(t *testing.T, s *suite) {
 				func(o []kernels.Operand) { s.tg.Backend.Axpy(o[0], 0.75, o[1]) })
 		}
 	}
+}
+
+// addcTriples are the (x, a, b) layouts Addc cases run with: x broadcast too.
+var addcTriples = [][3]string{
+	{"contiguous", "contiguous", "contiguous"}, {"transposed", "row", "column"}, {"strided", "scalar", "transposed"},
+	{"row", "column", "strided"}, {"column", "strided", "scalar"},
+}
+
+func testAddc(t *testing.T, s *suite) {
+	ls := layouts()
+	shape := []int{4, 6}
+	for _, op := range []kernels.BinaryOp{kernels.Mul, kernels.Div} {
+		_, gb := s.binaryDomain(op) // b away from 0 for Div
+		for _, dt := range floats {
+			for _, tr := range addcTriples {
+				for _, value := range []float64{0.5, -1.5} {
+					x, a, b := s.operand(dt, ls, tr[0], s.uniform(-2, 2)), s.operand(dtype.F32, ls, tr[1], s.uniform(-2, 2)), s.operand(dt, ls, tr[2], gb)
+					xs, as, bs := x.bcast(shape), a.bcast(shape), b.bcast(shape)
+					want := make([]float64, len(xs))
+					for i := range want {
+						want[i] = refAddc(op, xs[i], as[i], bs[i], value)
+					}
+					s.result(t, fmt.Sprintf("addc%v %v %s·%s·%s value %v", op, dt, tr[0], tr[1], tr[2], value), []*buf{dense(dt, 4, 6), x, a, b}, 0, want, within(dt, 2e-6),
+						func(o []kernels.Operand) { s.tg.Backend.Addc(op, o[0], o[1], o[2], o[3], value) })
+				}
+			}
+			// In place (dst is x), and a transposed output.
+			x, a, b := input(dt, kernels.Contiguous(4, 6), s.uniform(-2, 2)), input(dt, ls["strided"], s.uniform(-2, 2)), input(dtype.F32, ls["row"], gb)
+			xs, as, bs := x.vals(), a.bcast(shape), b.bcast(shape)
+			want := make([]float64, len(xs))
+			for i := range want {
+				want[i] = refAddc(op, xs[i], as[i], bs[i], 0.1)
+			}
+			f := func(o []kernels.Operand) { s.tg.Backend.Addc(op, o[0], o[1], o[2], o[3], 0.1) }
+			s.result(t, fmt.Sprintf("addc%v %v in place", op, dt), []*buf{x, a, b}, 0, want, within(dt, 2e-6),
+				func(o []kernels.Operand) { f([]kernels.Operand{o[0], o[0], o[1], o[2]}) })
+			s.result(t, fmt.Sprintf("addc%v %v into a transposed output", op, dt), []*buf{out(dt, ls["transposed"]), x, a, b}, 0, want, within(dt, 2e-6), f)
+		}
+	}
+	s.result(t, "empty", []*buf{dense(dtype.F32, 3, 0), input(dtype.F32, kernels.Contiguous(3, 0), nil), imm(1), imm(2)}, 0, nil, exact,
+		func(o []kernels.Operand) { s.tg.Backend.Addc(kernels.Mul, o[0], o[1], o[2], o[3], 1) })
 }
 
 func testDropout(t *testing.T, s *suite) {
