@@ -140,10 +140,11 @@ func rowsGrid(rows int64, g int, s device.Stream) cudadev.LaunchConfig {
 // block is the threads per block of every kernel (BLOCK of src/common.cuh).
 const block = hdrBlock
 
-// Check implements kernels.Async: it returns the data-dependent errors the kernels
-// found since the last Check (an index outside its range, as a *kernels.IndexError
-// naming the op) and the device errors kept since (a launch or a module that failed),
-// joined. When a kernel that can report ran since, it first waits for the device
+// Check implements kernels.Async: it returns the data-dependent error the kernels
+// found first since the last Check (an index outside its range, as a
+// *kernels.IndexError naming the op; elements outside an op's domain, as a
+// *kernels.RangeError with their count) and the device errors kept since (a launch or a
+// module that failed), joined. When a kernel that can report ran since, it first waits for the device
 // (cuCtxSynchronize); otherwise it returns at once.
 func (b *Backend) Check() error {
 	var errs []error

@@ -15,11 +15,15 @@
 //     (Mem.Stream) and returns; no op synchronises or queries an event, except
 //     NonFinite, which returns a value. Kernels of one stream run in launch order.
 //   - Errors that depend on the data (a class label or an embedding index outside its
-//     range) are found by the kernels and written to a device-side flag; Check
-//     (kernels.Async) reports the first of them, as a *kernels.IndexError naming the op,
-//     at the next synchronisation point: the tensor package calls it in ToSlice, Item
-//     and tensor.Synchronize. A bad index's row is skipped meanwhile, never read or
-//     written out of bounds. Device errors (a launch refused, a family that does not
+//     range, probabilities of BinaryCrossEntropy outside [0, 1]) are found by the
+//     kernels and written to a device-side flag; Check (kernels.Async) reports the
+//     first of them (the earliest launch's), at the next synchronisation point: the
+//     tensor package calls it in ToSlice, Item and tensor.Synchronize. An index is a
+//     *kernels.IndexError naming the op, its position, value and limit; a bad index's
+//     row is skipped meanwhile, never read or written out of bounds. A range error is
+//     the *kernels.RangeError kernels/cpu returns, with the count of the launch's
+//     elements outside the domain (every block adds its own); the outputs are written
+//     all the same, as there. Device errors (a launch refused, a family that does not
 //     load, a cuBLAS failure) are kept and reported by Check too. Misuse (shapes that
 //     do not agree, layouts outside their block) panics before anything is launched,
 //     as on the CPU.
@@ -33,7 +37,10 @@
 //     given workspace configuration (CUBLAS_WORKSPACE_CONFIG).
 //   - Numbers: F32, F16 and BF16 are stored and computed in float32 (sums in float64),
 //     rounded once to the output's type, with kernels/cpu's formulas; results differ
-//     from the CPU's in the last bits where the math library does (exp, tanh, erf).
+//     from the CPU's in the last bits where the math library does (exp, log, tanh, erf)
+//     and where nvcc fuses a product and a sum into one FMA (kernels/cpu rounds each):
+//     the binary cross-entropy kernels and Addc round every product and sum on its own
+//     (src/math.cuh's mul_rn, add_rn, sub_rn), so only the math library differs there.
 //     Conversions (Copy, Fill) are kernels/cpu's bit for bit; so are dropout masks
 //     (Philox4x32-10: the same mask on every backend for a seed). Products of F16 or
 //     BF16 run on tensor cores with F32 accumulation; F32 products use TF32 only after

@@ -142,6 +142,16 @@ func TestLaunchAllocatesNothing(t *testing.T) {
 	allocs := testing.AllocsPerRun(200, func() { b.Binary(kernels.Add, x, x, kernels.Scalar(1)) })
 	require.NoError(t, b.Check())
 	assert.Zero(t, allocs)
+	// A launch with the error flag, and one of five operands.
+	b.Fill(x, 0.5)
+	require.NoError(t, b.BinaryCrossEntropy(x, x, x)) // takes the flag
+	allocs = testing.AllocsPerRun(200, func() {
+		b.Fill(x, 0.5)
+		_ = b.BinaryCrossEntropy(x, x, kernels.Scalar(0.25))
+		b.BinaryCrossEntropyWithLogitsBackward(kernels.ArgA, x, x, x, x, kernels.Operand{})
+	})
+	require.NoError(t, b.Check())
+	assert.Zero(t, allocs)
 }
 
 // BenchmarkOpHostCost measures what an op costs the host (checks, the walk, the
