@@ -11,7 +11,9 @@
 // Invariants of the suite:
 //   - Exact where the contract is exact: conversions (Copy, Fill) bit for bit as
 //     package dtype converts, dropout masks as Philox4x32-10 defines them, Max's
-//     positions, index errors with their position, value and limit.
+//     positions, index errors with their position, value and limit, range errors
+//     with their count (an asynchronous backend's at the next Check, once, the
+//     earliest launch's when several failed).
 //   - Nothing but the output is written: every block is filled with a sentinel first,
 //     and every byte outside the output's layout must keep it (catching stray writes
 //     of strided outputs and empty ones).
