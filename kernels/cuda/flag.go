@@ -23,9 +23,10 @@ var flagErrors = map[int32]flagError{
 	hdrErrBinaryCrossEntropy:   {op: "binary_cross_entropy", isRange: true, lo: 0, hi: 1},
 }
 
+// flagError is what one ERR_* code reports; the table is never written after init.
 type flagError struct {
-	op      string
-	isRange bool
+	op      string  // the op's name in the error
+	isRange bool    // a *kernels.RangeError (else a *kernels.IndexError)
 	lo, hi  float64 // a range error's domain, [lo, hi]
 }
 
