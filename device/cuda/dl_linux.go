@@ -23,6 +23,19 @@ func openLibrary() (uintptr, error) {
 
 func symbol(lib uintptr, name string) (uintptr, error) { return purego.Dlsym(lib, name) }
 
+// dlopen loads the shared library name (a soname the loader searches for, or a path).
+func dlopen(name string) (uintptr, error) {
+	return purego.Dlopen(name, purego.RTLD_NOW|purego.RTLD_LOCAL)
+}
+
+// syscallRaw calls fn with integer arguments and returns the whole return register.
+//
+//go:uintptrescapes
+func syscallRaw(fn uintptr, args ...uintptr) uintptr {
+	r, _, _ := purego.SyscallN(fn, args...)
+	return r
+}
+
 // syscallN calls the driver entry point fn with integer arguments. Every entry point
 // returns a 32-bit CUresult; the upper half of the return register is not part of it.
 //
