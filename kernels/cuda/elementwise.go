@@ -83,19 +83,23 @@ func (b *Backend) BinaryBackward(op kernels.BinaryOp, wrt kernels.Arg, dst, g, x
 		cudadev.ArgInt32(int32(op)), cudadev.ArgInt32(int32(wrt)))
 }
 
-func (b *Backend) Axpy(dst kernels.Operand, alpha float32, x kernels.Operand) {
-	b.elementwise("axpy", kAxpy, dst, []kernels.Operand{dst, x}, cudadev.ArgFloat32(alpha))
+func (b *Backend) Axpy(dst kernels.Operand, alpha float64, x kernels.Operand) {
+	b.elementwise("axpy", kAxpy, dst, []kernels.Operand{dst, x}, cudadev.ArgFloat32(float32(alpha)))
 }
 
-func (b *Backend) Dropout(dst, x, mask kernels.Operand, p float32) {
+// Dropout's scale is 1/(1-p) computed in the kernel's type from p rounded to it, as
+// kernels/cpu computes it.
+func (b *Backend) Dropout(dst, x, mask kernels.Operand, p float64) {
 	scale := float32(0)
 	if p < 1 {
-		scale = 1 / (1 - p)
+		scale = 1 / (1 - float32(p))
 	}
 	b.elementwise("dropout", kDropout, dst, []kernels.Operand{x, mask}, cudadev.ArgFloat32(scale))
 }
 
-func (b *Backend) DropoutMask(mask kernels.Operand, p float32, seed uint64) {
+// DropoutMask's threshold is p·2³² with p rounded to float32, kernels/cpu's rule, so
+// that every backend draws the same mask for a p.
+func (b *Backend) DropoutMask(mask kernels.Operand, p float64, seed uint64) {
 	const op = "dropout"
 	if !(p >= 0 && p <= 1) {
 		panic(fmt.Sprintf("kernels/cuda: %s: probability %v outside [0, 1]", op, p))
@@ -105,12 +109,12 @@ func (b *Backend) DropoutMask(mask kernels.Operand, p float32, seed uint64) {
 	if n == 0 {
 		return
 	}
-	thr := uint64(math.Ldexp(float64(p), 32))
+	thr := uint64(math.Ldexp(float64(float32(p)), 32))
 	b.launch(kDropoutMask, b.grid((n+3)/4, mask.Mem.Stream),
 		cudadev.ArgUint64(m), cudadev.ArgInt64(n), cudadev.ArgUint64(seed), cudadev.ArgUint64(thr))
 }
 
-func (b *Backend) Unscale(g kernels.Operand, inv float32, found kernels.Operand) {
+func (b *Backend) Unscale(g kernels.Operand, inv float64, found kernels.Operand) {
 	const op = "unscale"
 	requireFloat(op, g)
 	f := rowOperand(op, found, f32)
@@ -121,7 +125,7 @@ func (b *Backend) Unscale(g kernels.Operand, inv float32, found kernels.Operand)
 	if !newWalk(op, &w, g) {
 		return
 	}
-	b.launchWalk(kUnscale, &w, g, cudadev.ArgFloat32(inv), cudadev.ArgUint64(f))
+	b.launchWalk(kUnscale, &w, g, cudadev.ArgFloat32(float32(inv)), cudadev.ArgUint64(f))
 }
 
 // NonFinite runs on x's stream and waits for it: the answer is read back.

@@ -10,7 +10,7 @@ import (
 // combined.
 const lnPiece = 1024
 
-func (b *Backend) LayerNorm(y, mean, rstd, x, w, bias kernels.Operand, rows, n int, eps float32) {
+func (b *Backend) LayerNorm(y, mean, rstd, x, w, bias kernels.Operand, rows, n int, eps float64) {
 	const op = "layer_norm"
 	checkAxis(op, rows, n, 1)
 	py, px := rowsOf(op, "y", y, f32, rows*n), rowsOf(op, "x", x, f32, rows*n)
@@ -25,7 +25,7 @@ func (b *Backend) LayerNorm(y, mean, rstd, x, w, bias kernels.Operand, rows, n i
 	}
 	b.launch(k, rowsGrid(int64(rows), g, y.Mem.Stream), cudadev.ArgUint64(py), cudadev.ArgUint64(pm), cudadev.ArgUint64(pr),
 		cudadev.ArgUint64(px), cudadev.ArgUint64(pw), cudadev.ArgUint64(pb),
-		cudadev.ArgInt64(int64(rows)), cudadev.ArgInt64(int64(n)), cudadev.ArgFloat32(eps))
+		cudadev.ArgInt64(int64(rows)), cudadev.ArgInt64(int64(n)), cudadev.ArgFloat32(float32(eps)))
 }
 
 // LayerNormBackward computes dw and db (column sums) before dx, so dx may be g.

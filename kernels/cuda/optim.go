@@ -23,8 +23,8 @@ func (b *Backend) SGD(c kernels.SGD, p, g, buf kernels.Operand, first bool) {
 		return
 	}
 	b.launch(kSGD, b.grid(int64(n), p.Mem.Stream), cudadev.ArgUint64(pp), cudadev.ArgUint64(pg), cudadev.ArgUint64(pb),
-		cudadev.ArgInt64(int64(n)), cudadev.ArgFloat32(c.LR), cudadev.ArgFloat32(c.Momentum), cudadev.ArgFloat32(c.Dampening),
-		cudadev.ArgFloat32(c.WeightDecay), cudadev.ArgInt32(boolInt(c.Nesterov)), cudadev.ArgInt32(boolInt(first)))
+		cudadev.ArgInt64(int64(n)), cudadev.ArgFloat32(float32(c.LR)), cudadev.ArgFloat32(float32(c.Momentum)), cudadev.ArgFloat32(float32(c.Dampening)),
+		cudadev.ArgFloat32(float32(c.WeightDecay)), cudadev.ArgInt32(boolInt(c.Nesterov)), cudadev.ArgInt32(boolInt(first)))
 }
 
 // Adam computes the bias corrections on the host in float64, exactly as kernels/cpu's

@@ -286,7 +286,7 @@ func testDropout(t *testing.T, s *suite) {
 					}
 				}
 				s.result(t, fmt.Sprintf("mask n=%d p=%v seed=%#x", n, p, seed), []*buf{dense(dtype.Bool, n)}, 0, want, exact,
-					func(o []kernels.Operand) { s.tg.Backend.DropoutMask(o[0], p, seed) })
+					func(o []kernels.Operand) { s.tg.Backend.DropoutMask(o[0], float64(p), seed) })
 			}
 		}
 	}

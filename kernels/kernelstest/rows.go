@@ -334,7 +334,7 @@ func testOptimizers(t *testing.T, s *suite) {
 			p, g, mom := row(n, s.uniform(-1, 1)), row(n, s.uniform(-1, 1)), row(n, s.uniform(-1, 1))
 			ps, gs, bs := p.vals(), g.vals(), mom.vals()
 			wp, wb := make([]float64, n), make([]float64, n)
-			f32 := func(v float32) float64 { return float64(v) }
+			f32 := func(v float64) float64 { return float64(float32(v)) }
 			for i := range n {
 				d := gs[i] + f32(c.WeightDecay)*ps[i]
 				b := bs[i]
