@@ -36,11 +36,15 @@
 //     the rows that land on it in index order. cuBLAS products are deterministic for a
 //     given workspace configuration (CUBLAS_WORKSPACE_CONFIG).
 //   - Numbers: F32, F16 and BF16 are stored and computed in float32 (sums in float64),
-//     rounded once to the output's type, with kernels/cpu's formulas; results differ
-//     from the CPU's in the last bits where the math library does (exp, log, tanh, erf)
-//     and where nvcc fuses a product and a sum into one FMA (kernels/cpu rounds each):
-//     the binary cross-entropy kernels and Addc round every product and sum on its own
-//     (src/math.cuh's mul_rn, add_rn, sub_rn), so only the math library differs there.
+//     rounded once to the output's type, with kernels/cpu's formulas in its order of
+//     operations. The kernels are compiled with -fmad=false (scripts/gpu/gen_kernels.sh,
+//     recorded in gen/manifest.json): nvcc contracts no product and sum into a fused
+//     multiply-add, so every one rounds on its own, as Go rounds them (its compiler fuses
+//     none on amd64), in every kernel, not only those written with care; a kernel that
+//     wants an FMA writes fma(), as only the fallback GEMM does (cuBLAS and kernels/cpu's
+//     GEMM fuse theirs too). Results then differ from the CPU's in the last bits only
+//     where the math library does (exp, log, tanh, erf, pow); the float32 library
+//     functions compile to the same instructions with or without the flag.
 //     Conversions (Copy, Fill) are kernels/cpu's bit for bit; so are dropout masks
 //     (Philox4x32-10: the same mask on every backend for a seed). Products of F16 or
 //     BF16 run on tensor cores with F32 accumulation; F32 products use TF32 only after

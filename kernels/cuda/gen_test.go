@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -20,11 +21,13 @@ import (
 
 // manifest is gen/manifest.json as scripts/gpu/gen_kernels.sh writes it.
 type manifest struct {
-	NVCC    string            `json:"nvcc"`
-	PTXISA  string            `json:"ptx_isa"`
-	Sources map[string]string `json:"sources"`
-	Outputs map[string]string `json:"outputs"`
-	ZConst  string            `json:"zconst.go"`
+	NVCC        string            `json:"nvcc"`
+	PTXISA      string            `json:"ptx_isa"`
+	PTXFlags    string            `json:"ptx_flags"`
+	FatbinFlags string            `json:"fatbin_flags"`
+	Sources     map[string]string `json:"sources"`
+	Outputs     map[string]string `json:"outputs"`
+	ZConst      string            `json:"zconst.go"`
 }
 
 func sha256File(t *testing.T, path string) string {
@@ -73,6 +76,10 @@ func TestGeneratedFilesMatchManifest(t *testing.T) {
 		require.NoError(t, err, f)
 		assert.Equal(t, []byte{0x50, 0xed, 0x55, 0xba}, b[:4], "gen/%s.fatbin starts with the fatbin magic", f)
 	}
+	// Every product and sum rounds on its own (doc.go, "Numbers"): the flag is in the
+	// PTX's compilation and in ptxas's.
+	assert.Contains(t, strings.Fields(m.PTXFlags), "-fmad=false")
+	assert.Contains(t, strings.Fields(m.FatbinFlags), "-fmad=false")
 	t.Logf("gen/ from %s, PTX ISA %s", m.NVCC, m.PTXISA)
 }
 

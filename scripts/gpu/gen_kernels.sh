@@ -36,9 +36,12 @@ SRC=$PKG/src
 FAMILIES=$(cd "$SRC" && ls *.cu | grep -v '^zconst_gen\.cu$' | sed 's/\.cu$//' | LC_ALL=C sort)
 ARCH=compute_80
 CODES=sm_80,sm_90,compute_80
-COMMON=(-std=c++17 -O3 -I"$SRC")
+# -fmad=false: nvcc (and ptxas) contract no product and sum into a fused multiply-add,
+# so each rounds on its own as in kernels/cpu (Go fuses none on amd64); a kernel that
+# wants a fused one writes fma() (kernels/cuda's doc.go, "Numbers").
+COMMON=(-std=c++17 -O3 -fmad=false -I"$SRC")
 PTX_FLAGS=(-ptx -arch="$ARCH")
-FATBIN_FLAGS=(-fatbin -arch="$ARCH" -code="$CODES")
+FATBIN_FLAGS=(-fatbin -fmad=false -arch="$ARCH" -code="$CODES")
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

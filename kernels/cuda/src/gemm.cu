@@ -1,6 +1,7 @@
 // gemm.cu: the fallback matrix product, for machines without cuBLAS: dst = a·b per
 // batch, with a [m, k], b [k, n] and dst [m, n] of any float types and strides, summed
-// in float in k order (so deterministic), rounded once to dst's type. A 16×16 tile of
+// in float in k order with fused multiply-adds, as cuBLAS and kernels/cpu's GEMM sum
+// (so deterministic), rounded once to dst's type. A 16×16 tile of
 // dst per block, both operands staged through shared memory. It is simple, not fast:
 // with cuBLAS present Matmul never runs it.
 #include "common.cuh"
@@ -28,7 +29,7 @@ KERNEL gemm_tiled(Walk w, Mat mt, long long m, long long n, long long k) {
                     bs[ty][tx] = (kb < k && col < n) ? ld<float>(w.base[2], w.dtype[2], off[2] + kb * mt.rs[2] + col * mt.cs[2], 0) : 0.0f;
                     __syncthreads();
 #pragma unroll
-                    for (int q = 0; q < TILE; q++) acc += as[ty][q] * bs[q][tx];
+                    for (int q = 0; q < TILE; q++) acc = fmaf(as[ty][q], bs[q][tx], acc);
                     __syncthreads();
                 }
                 if (row < m && col < n) st<float>(w.base[0], w.dtype[0], off[0] + row * mt.rs[0] + col * mt.cs[0], acc);

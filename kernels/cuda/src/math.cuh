@@ -1,6 +1,8 @@
 // math.cuh: the elementwise functions of sublet's ops and their derivatives, written
-// with the same formulas as kernels/cpu (unary.go, binary.go, bce.go, addc.go) so that
-// results agree to the rounding of the math library. C is the compute type.
+// with the same formulas as kernels/cpu (unary.go, binary.go, bce.go, addc.go), in its
+// order of operations, so that results agree to the rounding of the math library. C is
+// the compute type. The kernels are compiled with -fmad=false (gen_kernels.sh): every
+// product and sum here rounds on its own, as Go's do, never fused into one FMA.
 #pragma once
 
 #include "common.cuh"
@@ -14,15 +16,6 @@ __device__ __forceinline__ float c_erf(float x) { return erff(x); }
 __device__ __forceinline__ float c_pow(float x, float y) { return powf(x, y); }
 __device__ __forceinline__ float c_abs(float x) { return fabsf(x); }
 // F64: the same for double (exp, log, log1p, sqrt, tanh, erf, pow, fabs).
-
-// mul_rn, add_rn and sub_rn round each product and sum on its own, as Go does (its
-// compiler fuses no float32 operations on amd64); nvcc would contract a*b+c into one
-// fused multiply-add, rounded once. The ops that must give kernels/cpu's bits whatever
-// nvcc decides use them (bce_*, addc_fn).
-__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
-__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
-__device__ __forceinline__ float sub_rn(float a, float b) { return __fsub_rn(a, b); }
-// F64: the same for double (__dmul_rn, __dadd_rn, __dsub_rn).
 
 #define SQRT_2_OVER_PI 0.7978845608028654
 #define GELU_COEF 0.044715
@@ -144,13 +137,13 @@ template <typename C> __device__ __forceinline__ C binary_grad(int op, int wrt, 
 template <typename C> __device__ __forceinline__ C bce_fn(C p, C t) {
     C l1 = go_max(c_log1p(-p), (C)BCE_LOG_CLAMP);
     C l0 = go_max(c_log(p), (C)BCE_LOG_CLAMP);
-    return sub_rn(mul_rn(t - (C)1, l1), mul_rn(t, l0));
+    return (t - (C)1) * l1 - t * l0;
 }
 
 // bce_grad is g·∂bce/∂wrt: g(p-t)/max((1-p)p, 1e-12) for p (ARG_A), -g·ln(p/(1-p)) for t.
 template <typename C> __device__ __forceinline__ C bce_grad(int wrt, C g, C p, C t) {
-    if (wrt == ARG_A) return mul_rn(g, p - t) / go_max(mul_rn((C)1 - p, p), (C)BCE_EPS);
-    return mul_rn(-g, c_log(p / ((C)1 - p)));
+    if (wrt == ARG_A) return g * (p - t) / go_max(((C)1 - p) * p, (C)BCE_EPS);
+    return -g * c_log(p / ((C)1 - p));
 }
 
 // log_sigmoid is ln σ(v) = min(v, 0) - ln(1 + e^-|v|), finite for every finite v.
@@ -159,25 +152,25 @@ template <typename C> __device__ __forceinline__ C log_sigmoid(C v) {
 }
 
 // pos_term is 1 + (w-1)·t, the weight of -ln σ(v) in the logits form.
-template <typename C> __device__ __forceinline__ C pos_term(C t, C w) { return add_rn(mul_rn(w - (C)1, t), (C)1); }
+template <typename C> __device__ __forceinline__ C pos_term(C t, C w) { return (w - (C)1) * t + (C)1; }
 
 // bce_logits_fn is (1-t)·v - (1+(w-1)t)·ln σ(v), w the positive weight.
 template <typename C> __device__ __forceinline__ C bce_logits_fn(C v, C t, C w) {
-    return sub_rn(mul_rn((C)1 - t, v), mul_rn(pos_term(t, w), log_sigmoid(v)));
+    return ((C)1 - t) * v - pos_term(t, w) * log_sigmoid(v);
 }
 
 // bce_logits_grad is g·∂/∂wrt of bce_logits_fn: for v (ARG_A) ((1+(w-1)t)σ(v) - w·t)·g,
 // the factor rounded to float first (kernels/cpu computes it into an F32 buffer, then
 // multiplies by g); for t g·(ln σ(-v) - w·ln σ(v)).
 template <typename C> __device__ __forceinline__ C bce_logits_grad(int wrt, C g, C v, C t, C w) {
-    if (wrt == ARG_A) return mul_rn(sub_rn(mul_rn(pos_term(t, w), sigmoid(v)), mul_rn(w, t)), g);
-    return mul_rn(g, sub_rn(log_sigmoid(-v), mul_rn(w, log_sigmoid(v))));
+    if (wrt == ARG_A) return (pos_term(t, w) * sigmoid(v) - w * t) * g;
+    return g * (log_sigmoid(-v) - w * log_sigmoid(v));
 }
 
 // ---- addcmul, addcdiv (kernels/cpu's addc.go) ---------------------------------------
 
 // addc_fn is x + (value·a)·b (OP_MUL) or x + (value·a)/b (OP_DIV), PyTorch's order.
 template <typename C> __device__ __forceinline__ C addc_fn(int op, C x, C a, C b, C value) {
-    C va = mul_rn(value, a);
-    return add_rn(x, op == OP_MUL ? mul_rn(va, b) : va / b);
+    C va = value * a;
+    return x + (op == OP_MUL ? va * b : va / b);
 }
