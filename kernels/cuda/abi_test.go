@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,38 +12,64 @@ import (
 )
 
 // TestEveryEntryIsInItsPTX: each kernel the Go side launches exists in its family's
-// PTX under that name.
+// PTX under that name, and nothing else does.
 func TestEveryEntryIsInItsPTX(t *testing.T) {
 	params := ptxParams(t)
-	for k, e := range entries {
-		require.NotEmpty(t, e.name, "kernel %d has no entry", k)
+	n := 0
+	for _, e := range entries {
+		if e.name == "" {
+			continue
+		}
+		n++
 		_, ok := params[e.name]
 		assert.True(t, ok, "%s is not an entry of gen/%s.ptx", e.name, familyNames[e.fam])
 	}
-	assert.Len(t, params, int(numKernels), "every entry of the PTX is launched by some method")
+	assert.Len(t, params, n, "every entry of the PTX is launched by some method")
 }
 
-// TestWalkKernelsPair: each kernel over a Walk is a pair, the 32-bit index variant at
-// an even number and the 64-bit one right after it (launchWalk adds 1 for wide walks).
-func TestWalkKernelsPair(t *testing.T) {
-	for k, e := range entries {
-		base, ok := strings.CutSuffix(e.name, "_i32")
-		if !ok {
-			assert.False(t, strings.HasSuffix(e.name, "_i64") && (k%2 == 0 || entries[k-1].name != strings.TrimSuffix(e.name, "_i64")+"_i32"),
-				"%s has no 32-bit variant right before it", e.name)
+// TestVariantsTakeTheSameArguments: every base with a float64 variant has one for each
+// of its float32 ones (and the 64-bit index variants beside the 32-bit ones), taking
+// the same arguments but for its numbers, doubles where the float32 variant takes
+// floats; pointers and structs are the same.
+func TestVariantsTakeTheSameArguments(t *testing.T) {
+	params := ptxParams(t)
+	for i, b := range bases {
+		base := kernel(i * variants)
+		switch b.form {
+		case formOne:
+			assert.Equal(t, b.name, entries[base].name)
+			continue
+		case formIndex:
+			assert.Equal(t, []string{b.name + "_i32", b.name + "_i64"}, []string{entries[base].name, entries[base+vWide].name})
 			continue
 		}
-		require.Zero(t, k%2, "%s: the 32-bit variant of a pair has an even number", e.name)
-		require.Less(t, k+1, len(entries), e.name)
-		assert.Equal(t, base+"_i64", entries[k+1].name, "the 64-bit variant follows %s", e.name)
+		widths := []kernel{0}
+		if b.form == formWalk {
+			widths = append(widths, vWide)
+		}
+		for _, w := range widths {
+			k32, k64 := base+w, base.in(true)+w
+			require.NotEmpty(t, entries[k32].name, "%s", b.name)
+			require.NotEmpty(t, entries[k64].name, "%s", b.name)
+			p32, p64 := params[entries[k32].name], params[entries[k64].name]
+			require.Len(t, p64, len(p32), "%s and %s", entries[k32].name, entries[k64].name)
+			for j, p := range p32 {
+				want := p
+				if p.typ == "f32" {
+					want = ptxParam{"f64", 8}
+				}
+				assert.Equal(t, want, p64[j], "%s: parameter %d", entries[k64].name, j)
+			}
+		}
 	}
 }
 
 // exercise calls every Backend method on b with operands of several types, layouts
-// (strided, broadcast, transposed) and sizes, including the 64-bit index variants'.
+// (strided, broadcast, transposed) and sizes, including the 64-bit index variants' and
+// the float64 ones'.
 func exercise(b *Backend) {
 	var o operands
-	for _, dt := range []dtype.DType{dtype.F32, dtype.F16, dtype.BF16} {
+	for _, dt := range []dtype.DType{dtype.F32, dtype.F16, dtype.BF16, dtype.F64} {
 		x := o.dense(dt, 4, 5)
 		tr := o.over(dt, kernels.Layout{Shape: []int{5, 4}, Strides: []int{1, 5}}, 20)
 		row := o.dense(dtype.F32, 5)
@@ -93,49 +118,52 @@ func exercise(b *Backend) {
 		b.MSE(o.dense(dt), o.dense(dtype.F32, 20), o.dense(dtype.F32, 20))
 		b.MSEBackward(o.dense(dtype.F32, 20), kernels.Operand{}, o.dense(dtype.F32, 20), o.dense(dtype.F32, 20), o.dense(dt))
 	}
-	// A walk with offsets past 2³¹: the 64-bit variants.
-	big := o.over(dtype.F32, kernels.Layout{Shape: []int{2, 3}, Strides: []int{1 << 31, 1}}, 1<<32)
-	b.Unary(kernels.Exp, o.dense(dtype.F32, 2, 3), big)
-	b.Copy(o.dense(dtype.F16, 2, 3), big)
-	b.Fill(big, 2) // a dst with offsets past 2³¹
-	b.UnaryBackward(kernels.Exp, big, big, big)
-	b.Binary(kernels.Mul, big, big, kernels.Scalar(3))
-	b.BinaryBackward(kernels.Mul, kernels.ArgA, big, big, big, big)
-	b.Axpy(big, 2, big)
-	_ = b.BinaryCrossEntropy(big, big, big)
-	b.BinaryCrossEntropyBackward(kernels.ArgA, big, big, big, big)
-	b.BinaryCrossEntropyWithLogits(big, big, big, big)
-	b.BinaryCrossEntropyWithLogitsBackward(kernels.ArgA, big, big, big, big, big)
-	b.Addc(kernels.Div, big, big, big, big, 0.25)
-	b.Dropout(big, big, o.over(dtype.Bool, big.Layout, 1<<32), 0.5)
-	b.Unscale(big, 0.5, o.dense(dtype.F32))
-	b.NonFinite(big)
-	wide := o.dense(dtype.F32, 8, 1<<28)
-	b.CrossEntropyBackward(wide, wide, o.dense(dtype.F32, 8), o.dense(dtype.I64, 8), o.dense(dtype.F32), 8, 1<<28, -100)
-	for _, n := range []int{10, 5000} {
-		x := o.dense(dtype.F32, 8, n)
-		b.Softmax(x, x, 8, n, 1)
-		b.LogSoftmax(x, x, 2, n, 4)
-		b.SoftmaxBackward(x, x, x, 8, n, 1)
-		b.LogSoftmaxBackward(x, x, x, 2, n, 4)
-		w, mean := o.dense(dtype.F32, n), o.dense(dtype.F32, 8)
-		b.LayerNorm(x, mean, mean, x, w, w, 8, n, 1e-5)
-		b.LayerNorm(x, mean, mean, x, kernels.Operand{}, kernels.Operand{}, 8, n, 1e-5)
-		b.LayerNormBackward(x, w, w, x, x, mean, mean, w, 8, n)
-		lse, labels := o.dense(dtype.F32, 8), o.dense(dtype.I64, 8)
-		_ = b.CrossEntropy(o.dense(dtype.BF16), lse, x, labels, 8, n, -100)
-		b.CrossEntropyBackward(x, x, lse, labels, o.dense(dtype.F16), 8, n, -100)
-		_ = b.Embedding(o.dense(dtype.F32, 8, n), x, labels, n)
-		_ = b.EmbeddingBackward(x, o.dense(dtype.F32, 8, n), labels, n)
+	for _, ft := range []dtype.DType{dtype.F32, dtype.F64} {
+		// A walk with offsets past 2³¹: the 64-bit variants.
+		big := o.over(ft, kernels.Layout{Shape: []int{2, 3}, Strides: []int{1 << 31, 1}}, 1<<32)
+		b.Unary(kernels.Exp, o.dense(ft, 2, 3), big)
+		b.Copy(o.dense(dtype.F16, 2, 3), big)
+		b.Fill(big, 2) // a dst with offsets past 2³¹
+		b.UnaryBackward(kernels.Exp, big, big, big)
+		b.Binary(kernels.Mul, big, big, kernels.Scalar(3))
+		b.BinaryBackward(kernels.Mul, kernels.ArgA, big, big, big, big)
+		b.Axpy(big, 2, big)
+		_ = b.BinaryCrossEntropy(big, big, big)
+		b.BinaryCrossEntropyBackward(kernels.ArgA, big, big, big, big)
+		b.BinaryCrossEntropyWithLogits(big, big, big, big)
+		b.BinaryCrossEntropyWithLogitsBackward(kernels.ArgA, big, big, big, big, big)
+		b.Addc(kernels.Div, big, big, big, big, 0.25)
+		b.Dropout(big, big, o.over(dtype.Bool, big.Layout, 1<<32), 0.5)
+		b.Unscale(big, 0.5, o.dense(dtype.F32))
+		b.NonFinite(big)
+		wide := o.dense(ft, 8, 1<<28)
+		b.CrossEntropyBackward(wide, wide, o.dense(ft, 8), o.dense(dtype.I64, 8), o.dense(dtype.F32), 8, 1<<28, -100)
+		for _, n := range []int{10, 5000} {
+			x := o.dense(ft, 8, n)
+			b.Softmax(x, x, 8, n, 1)
+			b.LogSoftmax(x, x, 2, n, 4)
+			b.SoftmaxBackward(x, x, x, 8, n, 1)
+			b.LogSoftmaxBackward(x, x, x, 2, n, 4)
+			w, mean := o.dense(ft, n), o.dense(ft, 8)
+			b.LayerNorm(x, mean, mean, x, w, w, 8, n, 1e-5)
+			b.LayerNorm(x, mean, mean, x, kernels.Operand{}, kernels.Operand{}, 8, n, 1e-5)
+			b.LayerNormBackward(x, w, w, x, x, mean, mean, w, 8, n)
+			lse, labels := o.dense(ft, 8), o.dense(dtype.I64, 8)
+			_ = b.CrossEntropy(o.dense(dtype.BF16), lse, x, labels, 8, n, -100)
+			b.CrossEntropyBackward(x, x, lse, labels, o.dense(dtype.F16), 8, n, -100)
+			_ = b.Embedding(o.dense(ft, 8, n), x, labels, n)
+			_ = b.EmbeddingBackward(x, o.dense(ft, 8, n), labels, n)
+		}
+		x := o.dense(ft, 4096, 1024)
+		b.LayerNormBackward(kernels.Operand{}, o.dense(ft, 1024), kernels.Operand{}, x, x, o.dense(ft, 4096), o.dense(ft, 4096), kernels.Operand{}, 4096, 1024)
+		b.MSE(o.dense(dtype.F32), x, x)
+		b.MSEBackward(x, kernels.Operand{}, x, x, o.dense(dtype.F16))
+		p := o.dense(ft, 10)
+		b.SGD(kernels.SGD{LR: 0.1}, p, p, kernels.Operand{}, true)
+		b.SGD(kernels.SGD{LR: 0.1, Momentum: 0.9, Nesterov: true}, p, p, p, false)
+		b.Adam(kernels.Adam{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}, 3, p, p, p, p)
+		b.Adam(kernels.Adam{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Decoupled: true}, 1, p, p, p, p)
 	}
-	x := o.dense(dtype.F32, 4096, 1024)
-	b.LayerNormBackward(kernels.Operand{}, o.dense(dtype.F32, 1024), kernels.Operand{}, x, x, o.dense(dtype.F32, 4096), o.dense(dtype.F32, 4096), kernels.Operand{}, 4096, 1024)
-	b.MSE(o.dense(dtype.F32), x, x)
-	p := o.dense(dtype.F32, 10)
-	b.SGD(kernels.SGD{LR: 0.1}, p, p, kernels.Operand{}, true)
-	b.SGD(kernels.SGD{LR: 0.1, Momentum: 0.9, Nesterov: true}, p, p, p, false)
-	b.Adam(kernels.Adam{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}, 3, p, p, p, p)
-	b.Adam(kernels.Adam{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Decoupled: true}, 1, p, p, p, p)
 }
 
 // TestLaunchesMatchPTX: every launch any method makes passes as many arguments as the
@@ -150,8 +178,10 @@ func TestLaunchesMatchPTX(t *testing.T) {
 	seen := map[kernel]bool{}
 	for i, l := range launches {
 		e := entries[l.k]
-		want := params[e.name]
-		var got []int
+		var want, got []int
+		for _, p := range params[e.name] {
+			want = append(want, p.size)
+		}
 		for _, a := range l.args {
 			got = append(got, a.size)
 		}
@@ -161,8 +191,8 @@ func TestLaunchesMatchPTX(t *testing.T) {
 		assert.True(t, g.X >= 1 && g.Y <= 65535 && g.Z <= 65535, "%s: grid %v", e.name, g)
 		seen[l.k] = true
 	}
-	for k := range numKernels {
-		assert.True(t, seen[k], "exercise never launches %s", entries[k].name)
+	for k, e := range entries {
+		assert.True(t, e.name == "" || seen[kernel(k)], "exercise never launches %s", e.name)
 	}
 	// cuBLAS calls have their C signatures' argument counts.
 	arity := map[string]int{"cublasCreate_v2": 1, "cublasSetMathMode": 2, "cublasSetStream_v2": 2, "cublasSetWorkspace_v2": 3, "cublasGemmStridedBatchedEx": 23}
@@ -185,9 +215,10 @@ func TestMisuseNamesTheKernel(t *testing.T) {
 		"repeats elements": func() {
 			b.Unary(kernels.Exp, o.over(dtype.F32, kernels.Layout{Shape: []int{4, 5}, Strides: []int{0, 1}}, 5), x)
 		},
-		"must be float32":    func() { b.Unary(kernels.Exp, o.dense(dtype.I32, 4, 5), x) },
+		"must be float64":    func() { b.Unary(kernels.Exp, o.dense(dtype.I32, 4, 5), x) },
 		"reaches element":    func() { b.Copy(o.over(dtype.F32, kernels.Contiguous(4, 5), 19), x) },
 		"row operand":        func() { b.Softmax(o.dense(dtype.F16, 4, 5), x, 4, 5, 1) },
+		"contiguous float64": func() { b.Softmax(x, o.dense(dtype.F64, 4, 5), 4, 5, 1) },
 		"has 20 elements":    func() { b.Softmax(x, x, 4, 6, 1) },
 		"outside [0, 1]":     func() { b.DropoutMask(o.dense(dtype.Bool, 3), 1.5, 1) },
 		"do not multiply":    func() { b.Matmul(o.dense(dtype.F32, 4, 4), x, x) },

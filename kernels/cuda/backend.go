@@ -246,6 +246,9 @@ func (b *Backend) Release() error {
 func (b *Backend) KernelAttributes() (map[string]cudadev.FunctionAttributes, error) {
 	out := make(map[string]cudadev.FunctionAttributes, numKernels)
 	for k, e := range entries {
+		if e.name == "" {
+			continue
+		}
 		fn, err := b.mods.function(kernel(k))
 		if err != nil {
 			return nil, err

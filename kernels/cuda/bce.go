@@ -24,29 +24,31 @@ func (b *Backend) BinaryCrossEntropy(dst, x, y kernels.Operand) error {
 		return nil
 	}
 	defer b.done()
-	b.launchWalk(kBCE, &w, dst, cudadev.ArgUint64(flag), cudadev.ArgUint32(seq))
+	b.launchWalk(kBCE.in(in64(dst, x, y)), &w, dst, cudadev.ArgUint64(flag), cudadev.ArgUint32(seq))
 	return nil
 }
 
 func (b *Backend) BinaryCrossEntropyBackward(wrt kernels.Arg, dst, g, x, y kernels.Operand) {
 	checkArg("binary_cross_entropy backward", wrt)
-	b.elementwise("binary_cross_entropy backward", kBCEBackward, dst, []kernels.Operand{g, x, y}, cudadev.ArgInt32(int32(wrt)))
+	b.elementwise("binary_cross_entropy backward", kBCEBackward, in64(dst, g, x, y), dst, []kernels.Operand{g, x, y}, cudadev.ArgInt32(int32(wrt)))
 }
 
 func (b *Backend) BinaryCrossEntropyWithLogits(dst, x, y, pw kernels.Operand) {
-	b.elementwise("binary_cross_entropy_with_logits", kBCELogits, dst, []kernels.Operand{x, y, posWeight(pw)})
+	b.elementwise("binary_cross_entropy_with_logits", kBCELogits, in64(dst, x, y, pw), dst, []kernels.Operand{x, y, posWeight(pw)})
 }
 
 // BinaryCrossEntropyWithLogitsBackward runs in one pass over its five operands, where
 // kernels/cpu (four operands a pass) computes the input gradient's factor into a buffer
-// first: the same roundings, no temporary.
+// first: the same roundings, no temporary. It computes in float64 when any of the five
+// is F64, the target too where its gradient does not read it, as kernels/cpu chooses.
 func (b *Backend) BinaryCrossEntropyWithLogitsBackward(wrt kernels.Arg, dst, g, x, y, pw kernels.Operand) {
 	const op = "binary_cross_entropy_with_logits backward"
 	checkArg(op, wrt)
+	f64 := in64(dst, g, x, y, pw)
 	if wrt == kernels.ArgB {
 		y = kernels.Operand{} // the target's gradient does not read it, nor does kernels/cpu's
 	}
-	b.elementwise(op, kBCELogitsBackward, dst, []kernels.Operand{g, x, y, posWeight(pw)}, cudadev.ArgInt32(int32(wrt)))
+	b.elementwise(op, kBCELogitsBackward, f64, dst, []kernels.Operand{g, x, y, posWeight(pw)}, cudadev.ArgInt32(int32(wrt)))
 }
 
 // posWeight is pw, or an immediate 1 for an absent one (no weighting): an absent

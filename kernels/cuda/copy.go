@@ -10,6 +10,8 @@ import (
 	"github.com/subletml/sublet/kernels/cpu"
 )
 
+// Copy converts through float64 when dst or src is F64 (F64 to F16 or BF16 rounds
+// once), through float32 otherwise, as kernels/cpu's Copy does.
 func (b *Backend) Copy(dst, src kernels.Operand) {
 	const op = "copy"
 	requireWritable(op, dst)
@@ -17,7 +19,7 @@ func (b *Backend) Copy(dst, src kernels.Operand) {
 	if !newWalk(op, &w, dst, src) {
 		return
 	}
-	b.launchWalk(kCopy, &w, dst)
+	b.launchWalk(kCopy.in(in64(dst, src)), &w, dst)
 }
 
 // Fill converts v to dst's type on the host (fillBits), then writes that pattern: a

@@ -35,20 +35,31 @@
 //     EmbeddingBackward gives each element of the gradient to one thread, which adds
 //     the rows that land on it in index order. cuBLAS products are deterministic for a
 //     given workspace configuration (CUBLAS_WORKSPACE_CONFIG).
-//   - Numbers: F32, F16 and BF16 are stored and computed in float32 (sums in float64),
-//     rounded once to the output's type, with kernels/cpu's formulas in its order of
-//     operations. The kernels are compiled with -fmad=false (scripts/gpu/gen_kernels.sh,
-//     recorded in gen/manifest.json): nvcc contracts no product and sum into a fused
-//     multiply-add, so every one rounds on its own, as Go rounds them (its compiler fuses
-//     none on amd64), in every kernel, not only those written with care; a kernel that
-//     wants an FMA writes fma(), as only the fallback GEMM does (cuBLAS and kernels/cpu's
-//     GEMM fuse theirs too). Results then differ from the CPU's in the last bits only
-//     where the math library does (exp, log, tanh, erf, pow); the float32 library
-//     functions compile to the same instructions with or without the flag.
-//     Conversions (Copy, Fill) are kernels/cpu's bit for bit; so are dropout masks
+//   - Numbers: every kernel computes in float64 when an operand is F64 (for a row
+//     kernel, its first input; a Scalar does not count), exactly where kernels/cpu runs
+//     its float64 kernels, and in float32 otherwise (F16 and BF16 are read as float32;
+//     sums accumulate in float64 for every type); each output is rounded once to its
+//     type (F64 to F16 or BF16 too, not through float32), with kernels/cpu's formulas
+//     in its order of operations. Number arguments (alpha, eps, p, inv, value, the
+//     optimizers' hyper-parameters, Adam's bias corrections computed in float64 as
+//     there) reach a kernel rounded once to its compute type; a Scalar is read in
+//     float64 where the output is F64, else as float32, as kernels/cpu reads it.
+//     The kernels are compiled with -fmad=false (scripts/gpu/gen_kernels.sh, recorded
+//     in gen/manifest.json): nvcc contracts no product and sum into a fused
+//     multiply-add, so every one rounds on its own, as Go rounds them (its compiler
+//     fuses none on amd64), in every kernel, not only those written with care; a
+//     kernel that wants an FMA writes fma(), as only the fallback GEMM does (cuBLAS and
+//     kernels/cpu's GEMM fuse theirs too). Results then differ from the CPU's in the
+//     last bits only where the math library does (exp, log, tanh, erf, pow); the
+//     float32 library functions compile to the same instructions with or without the
+//     flag, the double log, log1p and pow lose one to three internal contractions to
+//     it. Conversions (Copy, Fill) are kernels/cpu's bit for bit, but for the payload
+//     of a NaN (the GPU's conversions make it the canonical one); so are dropout masks
 //     (Philox4x32-10: the same mask on every backend for a seed). Products of F16 or
 //     BF16 run on tensor cores with F32 accumulation; F32 products use TF32 only after
-//     SetTF32(true).
+//     SetTF32(true); products of three F64 operands run on cuBLAS in
+//     CUBLAS_COMPUTE_64F, any other mix with an F64 operand on the fallback GEMM in
+//     double.
 //   - Memory: outputs and temporaries of ops are the caller's, from the caching
 //     allocator. The backend keeps two kinds of memory of its own, listed by Held: a
 //     cuBLAS workspace per (handle, stream) from the device's caching allocator, sized
@@ -63,7 +74,6 @@
 //     it and given that stream's workspace. Concurrent methods are safe; ops that use
 //     the scratch hold its stream's lock across their launches.
 //
-// F64: the kernels are templates over their compute type (src/common.cuh says where
-// the DT_F64 cases and the double instantiations go); the entries of module.go gain
-// their _f64 names when dtype has F64.
+// The kernels are templates over their compute type, instantiated for float and double
+// (the _f32 and _f64 entry points of each family; module.go's variants name them).
 package cuda

@@ -8,12 +8,13 @@ import (
 	"github.com/subletml/sublet/kernels"
 )
 
-// elementwise launches kernel k (a Walk kernel pair) over dst and the inputs, which
-// broadcast to it, with the extra scalar arguments after the Walk.
-func (b *Backend) elementwise(op string, k kernel, dst kernels.Operand, ins []kernels.Operand, extra ...cudadev.Arg) {
+// elementwise launches the variant of kernel k (a formWalk base) computing in float64
+// when f64 (in64 of the op's operands) over dst and the inputs, which broadcast to it,
+// with the extra scalar arguments after the Walk.
+func (b *Backend) elementwise(op string, k kernel, f64 bool, dst kernels.Operand, ins []kernels.Operand, extra ...cudadev.Arg) {
 	var w walk
 	if floatWalk(op, &w, dst, ins...) {
-		b.launchWalk(k, &w, dst, extra...)
+		b.launchWalk(k.in(f64), &w, dst, extra...)
 	}
 }
 
@@ -24,12 +25,13 @@ func floatWalk(op string, w *walk, dst kernels.Operand, ins ...kernels.Operand) 
 	return newWalk(op, w, dst, ins...)
 }
 
-// launchWalk launches the 32- or 64-bit index variant of kernel k over w on the
-// stream of out, the first output, with w then the extra arguments.
+// launchWalk launches the 32- or 64-bit index variant of kernel k (of its compute
+// type already) over w on the stream of out, the first output, with w then the extra
+// arguments.
 func (b *Backend) launchWalk(k kernel, w *walk, out kernels.Operand, extra ...cudadev.Arg) {
 	cfg := b.grid(w.size, out.Mem.Stream)
 	if w.wide(int64(cfg.Grid.X) * block) {
-		k++
+		k += vWide
 	}
 	var args [4]cudadev.Arg
 	args[0] = cudadev.ArgBytes(w.bytes())
@@ -41,7 +43,7 @@ func (b *Backend) Unary(op kernels.UnaryOp, dst, x kernels.Operand) {
 	if !op.Valid() {
 		panic(fmt.Sprintf("kernels/cuda: unknown %v", op))
 	}
-	b.elementwise(op.String(), kUnary, dst, []kernels.Operand{x}, cudadev.ArgInt32(int32(op)))
+	b.elementwise(op.String(), kUnary, in64(dst, x), dst, []kernels.Operand{x}, cudadev.ArgInt32(int32(op)))
 }
 
 // backwardNames name the backward kernels in messages, made once so that an op does
@@ -65,36 +67,47 @@ func (b *Backend) UnaryBackward(op kernels.UnaryOp, dx, g, saved kernels.Operand
 	if !op.Valid() {
 		panic(fmt.Sprintf("kernels/cuda: unknown %v", op))
 	}
-	b.elementwise(unaryBackwardNames[op], kUnaryBackward, dx, []kernels.Operand{g, saved}, cudadev.ArgInt32(int32(op)))
+	b.elementwise(unaryBackwardNames[op], kUnaryBackward, in64(dx, g, saved), dx, []kernels.Operand{g, saved}, cudadev.ArgInt32(int32(op)))
 }
 
 func (b *Backend) Binary(op kernels.BinaryOp, dst, x, y kernels.Operand) {
 	if !op.Valid() {
 		panic(fmt.Sprintf("kernels/cuda: unknown %v", op))
 	}
-	b.elementwise(op.String(), kBinary, dst, []kernels.Operand{x, y}, cudadev.ArgInt32(int32(op)))
+	b.elementwise(op.String(), kBinary, in64(dst, x, y), dst, []kernels.Operand{x, y}, cudadev.ArgInt32(int32(op)))
 }
 
 func (b *Backend) BinaryBackward(op kernels.BinaryOp, wrt kernels.Arg, dst, g, x, y kernels.Operand) {
 	if !op.Valid() || !wrt.Valid() {
 		panic(fmt.Sprintf("kernels/cuda: unknown %v or argument %d", op, wrt))
 	}
-	b.elementwise(binaryBackwardNames[op], kBinaryBackward, dst, []kernels.Operand{g, x, y},
+	b.elementwise(binaryBackwardNames[op], kBinaryBackward, in64(dst, g, x, y), dst, []kernels.Operand{g, x, y},
 		cudadev.ArgInt32(int32(op)), cudadev.ArgInt32(int32(wrt)))
 }
 
 func (b *Backend) Axpy(dst kernels.Operand, alpha float64, x kernels.Operand) {
-	b.elementwise("axpy", kAxpy, dst, []kernels.Operand{dst, x}, cudadev.ArgFloat32(float32(alpha)))
+	f64 := in64(dst, x)
+	b.elementwise("axpy", kAxpy, f64, dst, []kernels.Operand{dst, x}, number(f64, alpha))
 }
 
 // Dropout's scale is 1/(1-p) computed in the kernel's type from p rounded to it, as
 // kernels/cpu computes it.
 func (b *Backend) Dropout(dst, x, mask kernels.Operand, p float64) {
-	scale := float32(0)
-	if p < 1 {
-		scale = 1 / (1 - float32(p))
+	f64 := in64(dst, x)
+	scale := cudadev.ArgFloat32(dropoutScale[float32](p))
+	if f64 {
+		scale = cudadev.ArgFloat64(dropoutScale[float64](p))
 	}
-	b.elementwise("dropout", kDropout, dst, []kernels.Operand{x, mask}, cudadev.ArgFloat32(scale))
+	b.elementwise("dropout", kDropout, f64, dst, []kernels.Operand{x, mask}, scale)
+}
+
+// dropoutScale is kernels/cpu's dropout scale in T: 1/(1-p) with p rounded to T, 0 for
+// p = 1.
+func dropoutScale[T float32 | float64](p float64) T {
+	if p < 1 {
+		return 1 / (1 - T(p))
+	}
+	return 0
 }
 
 // DropoutMask's threshold is p·2³² with p rounded to float32, kernels/cpu's rule, so
@@ -125,10 +138,12 @@ func (b *Backend) Unscale(g kernels.Operand, inv float64, found kernels.Operand)
 	if !newWalk(op, &w, g) {
 		return
 	}
-	b.launchWalk(kUnscale, &w, g, cudadev.ArgFloat32(float32(inv)), cudadev.ArgUint64(f))
+	f64 := in64(g)
+	b.launchWalk(kUnscale.in(f64), &w, g, number(f64, inv), cudadev.ArgUint64(f))
 }
 
-// NonFinite runs on x's stream and waits for it: the answer is read back.
+// NonFinite runs on x's stream and waits for it: the answer is read back. x is read in
+// its own precision (an F64 beyond float32's range is finite).
 func (b *Backend) NonFinite(x kernels.Operand) bool {
 	const op = "non_finite"
 	checkOperand(op, x)
@@ -146,7 +161,7 @@ func (b *Backend) NonFinite(x kernels.Operand) bool {
 		b.fault(err)
 		return false
 	}
-	b.launchWalk(kNonFinite, &w, x, cudadev.ArgPtr(sc.ptr))
+	b.launchWalk(kNonFinite.in(in64(x)), &w, x, cudadev.ArgPtr(sc.ptr))
 	var found [4]byte
 	if err := b.copyToHost(found[:], sc.ptr, s); err != nil {
 		b.fault(err)

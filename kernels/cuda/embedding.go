@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	cudadev "github.com/subletml/sublet/device/cuda"
+	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
 )
 
@@ -20,13 +21,15 @@ func embeddingVocab(op string, table kernels.Operand, dim int) int {
 	return table.Size() / dim
 }
 
-// Embedding returns nil: an index outside the table is found on the GPU and reported
-// by the next Check as a *kernels.IndexError of "embedding" (its row is not written).
+// Embedding copies rows of the table's type (F32 or F64; dst is of it too) and returns
+// nil: an index outside the table is found on the GPU and reported by the next Check as
+// a *kernels.IndexError of "embedding" (its row is not written).
 func (b *Backend) Embedding(dst, w, idx kernels.Operand, dim int) error {
 	const op = "embedding"
 	vocab := embeddingVocab(op, w, dim)
 	count := idx.Size()
-	pd, pw, pi := rowsOf(op, "dst", dst, f32, count*dim), rowsOf(op, "weight", w, f32, vocab*dim), rowsOf(op, "idx", idx, i64, count)
+	ft := rowType(w)
+	pd, pw, pi := rowsOf(op, "dst", dst, ft, count*dim), rowsOf(op, "weight", w, ft, vocab*dim), rowsOf(op, "idx", idx, i64, count)
 	if count == 0 {
 		return nil
 	}
@@ -35,18 +38,19 @@ func (b *Backend) Embedding(dst, w, idx kernels.Operand, dim int) error {
 		return nil
 	}
 	defer b.done()
-	b.launch(kEmbedding, b.grid(int64(count*dim), dst.Mem.Stream), cudadev.ArgUint64(pd), cudadev.ArgUint64(pw), cudadev.ArgUint64(pi),
+	b.launch(kEmbedding.in(ft == dtype.F64), b.grid(int64(count*dim), dst.Mem.Stream), cudadev.ArgUint64(pd), cudadev.ArgUint64(pw), cudadev.ArgUint64(pi),
 		cudadev.ArgInt64(int64(count)), cudadev.ArgInt64(int64(dim)), cudadev.ArgInt64(int64(vocab)), cudadev.ArgUint64(flag), cudadev.ArgUint32(seq))
 	return nil
 }
 
-// EmbeddingBackward returns nil; a bad index is reported by the next Check as one of
-// "embedding backward".
+// EmbeddingBackward adds in dw's type (F32 or F64; g is of it too) and returns nil; a
+// bad index is reported by the next Check as one of "embedding backward".
 func (b *Backend) EmbeddingBackward(dw, g, idx kernels.Operand, dim int) error {
 	const op = "embedding backward"
 	vocab := embeddingVocab(op, dw, dim)
 	count := idx.Size()
-	pdw, pg, pi := rowsOf(op, "dw", dw, f32, vocab*dim), rowsOf(op, "g", g, f32, count*dim), rowsOf(op, "idx", idx, i64, count)
+	ft := rowType(dw)
+	pdw, pg, pi := rowsOf(op, "dw", dw, ft, vocab*dim), rowsOf(op, "g", g, ft, count*dim), rowsOf(op, "idx", idx, i64, count)
 	if count == 0 {
 		return nil
 	}
@@ -58,7 +62,7 @@ func (b *Backend) EmbeddingBackward(dw, g, idx kernels.Operand, dim int) error {
 		return nil
 	}
 	defer b.done()
-	b.launch(kEmbeddingBackward, b.grid(int64(dim*parts), dw.Mem.Stream), cudadev.ArgUint64(pdw), cudadev.ArgUint64(pg), cudadev.ArgUint64(pi),
+	b.launch(kEmbeddingBackward.in(ft == dtype.F64), b.grid(int64(dim*parts), dw.Mem.Stream), cudadev.ArgUint64(pdw), cudadev.ArgUint64(pg), cudadev.ArgUint64(pi),
 		cudadev.ArgInt64(int64(count)), cudadev.ArgInt64(int64(dim)), cudadev.ArgInt64(int64(vocab)), cudadev.ArgInt64(int64(rowsPerPart)),
 		cudadev.ArgUint64(flag), cudadev.ArgUint32(seq))
 	return nil

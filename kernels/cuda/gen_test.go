@@ -117,8 +117,8 @@ func TestStructLayouts(t *testing.T) {
 // TestCodesMatchHeaders checks that src/common.cuh's codes are package dtype's and
 // package kernels' values.
 func TestCodesMatchHeaders(t *testing.T) {
-	assert.Equal(t, []int{hdrF32, hdrF16, hdrBF16, hdrI32, hdrI64, hdrBool},
-		[]int{int(dtype.F32), int(dtype.F16), int(dtype.BF16), int(dtype.I32), int(dtype.I64), int(dtype.Bool)})
+	assert.Equal(t, []int{hdrF32, hdrF16, hdrBF16, hdrI32, hdrI64, hdrBool, hdrF64},
+		[]int{int(dtype.F32), int(dtype.F16), int(dtype.BF16), int(dtype.I32), int(dtype.I64), int(dtype.Bool), int(dtype.F64)})
 	assert.Equal(t, int(kernels.Neg), hdrNeg)
 	assert.Equal(t, int(kernels.GeluErf), hdrGeluErf)
 	assert.Equal(t, int(kernels.Add), hdrAdd)

@@ -13,18 +13,23 @@ import (
 type mat struct{ rs, cs [3]int64 }
 
 // alphaOne and betaZero are the GEMM's scalars, read by cuBLAS from host memory
-// during the call (host pointer mode); package variables, so passing them allocates
-// nothing.
-var alphaOne, betaZero float32 = 1, 0
+// during the call (host pointer mode), of the compute type's precision (the 64 forms
+// for CUBLAS_COMPUTE_64F); package variables, so passing them allocates nothing.
+var (
+	alphaOne, betaZero     float32 = 1, 0
+	alphaOne64, betaZero64 float64 = 1, 0
+)
 
 // gemmAlgo is CUBLAS_GEMM_DEFAULT (-1) as a variable, which converts to the uintptr
 // cuBLAS reads the low 32 bits of.
 var gemmAlgo int64 = cublasGemmDefault
 
 // Matmul runs each product on cuBLAS when the operands suit it (two of one float type,
-// each matrix with a unit stride in one dimension, a row-major dst of that type or
-// F32; transposed views pass as CUBLAS_OP_T, nothing is copied), else on the
-// fallback kernel, which reads any types and strides.
+// each matrix with a unit stride in one dimension, a row-major dst of that type or, but
+// for F64, F32; transposed views pass as CUBLAS_OP_T, nothing is copied), else on the
+// fallback kernel, which reads any types and strides. Products with an F64 operand
+// compute in float64, as kernels/cpu's do: three F64 operands on cuBLAS in
+// CUBLAS_COMPUTE_64F, any other mix on the fallback in double.
 func (b *Backend) Matmul(dst, x, y kernels.Operand) {
 	const op = "matmul"
 	ra, rb, rd := len(x.Shape), len(y.Shape), len(dst.Shape)
@@ -39,7 +44,7 @@ func (b *Backend) Matmul(dst, x, y kernels.Operand) {
 	for _, o := range []kernels.Operand{x, y} {
 		checkOperand(op, o)
 		if !o.DType.IsFloat() {
-			panic(fmt.Sprintf("kernels/cuda: %s: operands must be float32, float16 or bfloat16, not %v", op, o.DType))
+			panic(fmt.Sprintf("kernels/cuda: %s: operands must be float64, float32, float16 or bfloat16, not %v", op, o.DType))
 		}
 	}
 	if dst.Size() == 0 {
@@ -51,10 +56,11 @@ func (b *Backend) Matmul(dst, x, y kernels.Operand) {
 	}
 	var w walk
 	newWalk(op, &w, batchOf(dst), batchOf(x), batchOf(y))
-	if l, err := b.blasLib(); err == nil && b.cublas(l, &w, dst, x, y, m, n, k) {
+	f64 := in64(dst, x, y)
+	if l, err := b.blasLib(); err == nil && b.cublas(l, &w, f64, dst, x, y, m, n, k) {
 		return
 	}
-	b.gemmFallback(&w, dst, x, y, m, n, k)
+	b.gemmFallback(&w, f64, dst, x, y, m, n, k)
 }
 
 // batchOf is o without its last two dimensions: the walk over its matrices.
@@ -85,6 +91,8 @@ func blasLayout(rows, cols int, rs, cs int64) (trans bool, ld int64, ok bool) {
 // blasType is dt's cudaDataType.
 func blasType(dt dtype.DType) uintptr {
 	switch dt {
+	case dtype.F64:
+		return cudaR64F
 	case dtype.F16:
 		return cudaR16F
 	case dtype.BF16:
@@ -95,10 +103,18 @@ func blasType(dt dtype.DType) uintptr {
 
 // cublas runs the products on cuBLAS and reports true, or reports false (nothing
 // launched) when the operands do not suit it. Row-major C = A·B is column-major
-// Cᵀ = Bᵀ·Aᵀ: cuBLAS gets (B, A) with m and n swapped.
-func (b *Backend) cublas(l *blasLib, w *walk, dst, x, y kernels.Operand, m, n, k int) bool {
+// Cᵀ = Bᵀ·Aᵀ: cuBLAS gets (B, A) with m and n swapped. f64 (an operand is F64) takes
+// three F64 operands, which cuBLAS multiplies in CUBLAS_COMPUTE_64F.
+func (b *Backend) cublas(l *blasLib, w *walk, f64 bool, dst, x, y kernels.Operand, m, n, k int) bool {
 	at, bt, ct := x.DType, y.DType, dst.DType
-	if at != bt || (ct != at && ct != dtype.F32) {
+	switch {
+	case at != bt:
+		return false
+	case f64:
+		if at != dtype.F64 || ct != dtype.F64 {
+			return false
+		}
+	case ct != at && ct != dtype.F32:
 		return false
 	}
 	r := len(x.Shape)
@@ -110,8 +126,11 @@ func (b *Backend) cublas(l *blasLib, w *walk, dst, x, y kernels.Operand, m, n, k
 	if !okA || !okB || !okC || tc || w.rank > 2 && w.size > 1 {
 		return false
 	}
-	compute := uintptr(cublasCompute32F)
-	if at == dtype.F32 && b.tf32.Load() {
+	compute, alpha, beta := uintptr(cublasCompute32F), uintptr(unsafe.Pointer(&alphaOne)), uintptr(unsafe.Pointer(&betaZero))
+	switch {
+	case f64:
+		compute, alpha, beta = cublasCompute64F, uintptr(unsafe.Pointer(&alphaOne64)), uintptr(unsafe.Pointer(&betaZero64))
+	case at == dtype.F32 && b.tf32.Load():
 		compute = cublasCompute32FFastTF32
 	}
 	opA, opB := uintptr(cublasOpN), uintptr(cublasOpN)
@@ -145,10 +164,10 @@ func (b *Backend) cublas(l *blasLib, w *walk, dst, x, y kernels.Operand, m, n, k
 	for o := range outer {
 		pa, pb, pc := w.base[1]+uint64(o*oa)*esA, w.base[2]+uint64(o*ob)*esB, w.base[0]+uint64(o*oc)*esC
 		err = b.blas.call(l.gemmStridedBatchedEx, "cublasGemmStridedBatchedEx", h.h, opB, opA,
-			uintptr(n), uintptr(m), uintptr(k), uintptr(unsafe.Pointer(&alphaOne)),
+			uintptr(n), uintptr(m), uintptr(k), alpha,
 			uintptr(pb), blasType(bt), uintptr(ldb), uintptr(sb),
 			uintptr(pa), blasType(at), uintptr(lda), uintptr(sa),
-			uintptr(unsafe.Pointer(&betaZero)), uintptr(pc), blasType(ct), uintptr(ldc), uintptr(sc),
+			beta, uintptr(pc), blasType(ct), uintptr(ldc), uintptr(sc),
 			uintptr(inner), compute, uintptr(gemmAlgo))
 		if err != nil {
 			b.fault(fmt.Errorf("%w (m=%d n=%d k=%d, batch %d, %v·%v→%v)", err, m, n, k, inner, at, bt, ct))
@@ -158,8 +177,8 @@ func (b *Backend) cublas(l *blasLib, w *walk, dst, x, y kernels.Operand, m, n, k
 	return true
 }
 
-// gemmFallback runs the products on gemm_tiled.
-func (b *Backend) gemmFallback(w *walk, dst, x, y kernels.Operand, m, n, k int) {
+// gemmFallback runs the products on gemm_tiled, in double when f64.
+func (b *Backend) gemmFallback(w *walk, f64 bool, dst, x, y kernels.Operand, m, n, k int) {
 	var mt mat
 	for i, o := range []kernels.Operand{dst, x, y} {
 		r := len(o.Shape)
@@ -171,7 +190,7 @@ func (b *Backend) gemmFallback(w *walk, dst, x, y kernels.Operand, m, n, k int) 
 		Block:  cudadev.Dim3{X: block},
 		Stream: dst.Mem.Stream,
 	}
-	b.launch(kGemmTiled, cfg, cudadev.ArgBytes(w.bytes()),
+	b.launch(kGemmTiled.in(f64), cfg, cudadev.ArgBytes(w.bytes()),
 		cudadev.ArgBytes(unsafe.Slice((*byte)(unsafe.Pointer(&mt)), unsafe.Sizeof(mt))),
 		cudadev.ArgInt64(int64(m)), cudadev.ArgInt64(int64(n)), cudadev.ArgInt64(int64(k)))
 }

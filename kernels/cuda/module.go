@@ -46,59 +46,47 @@ var familyNames = [numFamilies]string{
 	famGemm:        "gemm",
 }
 
-// kernel names one entry point. Kernels over a Walk come in pairs, the 32-bit index
-// variant first (even) and the 64-bit one right after (see wide).
-type kernel uint8
+// kernel names one entry point: a base below plus a variant. Each base owns variants
+// consecutive numbers, one per compute type and index width (vF64, vWide); its form
+// says which of them exist and what they are called in the fatbin.
+type kernel uint16
 
+// The variants of a base: the compute type (float32, or float64 when an operand is
+// F64, +vF64) and, for kernels over a Walk, the index width (32-bit, or 64-bit where an
+// offset passes 2³¹-1, +vWide; see wide).
 const (
-	kUnary kernel = iota
-	kUnary64
+	vWide    = 1
+	vF64     = 2
+	variants = 4
+)
+
+// The bases, variants apart.
+const (
+	// famElementwise, over a Walk (formWalk).
+	kUnary kernel = iota * variants
 	kUnaryBackward
-	kUnaryBackward64
 	kBinary
-	kBinary64
 	kBinaryBackward
-	kBinaryBackward64
 	kAxpy
-	kAxpy64
 	kDropout
-	kDropout64
 	kBCE
-	kBCE64
 	kBCEBackward
-	kBCEBackward64
 	kBCELogits
-	kBCELogits64
 	kBCELogitsBackward
-	kBCELogitsBackward64
 	kAddc
-	kAddc64
+	// famCopy.
 	kCopy
-	kCopy64
-	kFill
-	kFill64
-	kNonFinite
-	kNonFinite64
-	kUnscale
-	kUnscale64
-	kCrossEntropyBackward
-	kCrossEntropyBackward64
+	kFill // formIndex: the bits are the host's, no compute type
+	// famReduce.
+	kNonFinite // formWalk
 	kReduceThread
 	kReduceBlock
 	kReduceFinish
 	kMaxBackward
-	kSoftmaxRowsWarp
-	kSoftmaxRowsBlock
-	kSoftmaxBackwardRowsWarp
-	kSoftmaxBackwardRowsBlock
-	kSoftmaxCols
-	kSoftmaxBackwardCols
-	kLayerNormWarp
-	kLayerNormBlock
-	kLayerNormDxWarp
-	kLayerNormDxBlock
-	kLayerNormDwdb
-	kLayerNormDwdbFinish
+	// famAmp.
+	kUnscale // formWalk
+	// famLoss.
+	kCrossEntropyBackward // formWalk: a thread per element, 32- or 64-bit indices
 	kCrossEntropyRowsWarp
 	kCrossEntropyRowsBlock
 	kCrossEntropyLoss
@@ -106,83 +94,126 @@ const (
 	kMSEPartial
 	kSumFinish
 	kMSEBackward
+	// famSoftmax.
+	kSoftmaxRowsWarp
+	kSoftmaxRowsBlock
+	kSoftmaxBackwardRowsWarp
+	kSoftmaxBackwardRowsBlock
+	kSoftmaxCols
+	kSoftmaxBackwardCols
+	// famLayerNorm.
+	kLayerNormWarp
+	kLayerNormBlock
+	kLayerNormDxWarp
+	kLayerNormDxBlock
+	kLayerNormDwdb
+	kLayerNormDwdbFinish
+	// famEmbedding.
 	kEmbedding
 	kEmbeddingBackward
-	kDropoutMask
+	// famDropout.
+	kDropoutMask // formOne: integers only
+	// famOptim.
 	kSGD
 	kAdam
+	// famGemm.
 	kGemmTiled
-	numKernels
+	numKernels = iota * variants
 )
 
-// entries lists every entry point: its family and its name in the fatbin (F64: the
-// _f64 instantiations join here).
-var entries = [numKernels]struct {
+// in is k's variant computing in float64 when f64 is set (the _f64 instantiation).
+func (k kernel) in(f64 bool) kernel {
+	if f64 {
+		return k + vF64
+	}
+	return k
+}
+
+// form says which variants of a base exist and how they are named.
+type form uint8
+
+const (
+	formTyped form = iota // NAME_f32, NAME_f64
+	formWalk              // NAME_f32_i32, NAME_f32_i64, NAME_f64_i32, NAME_f64_i64
+	formIndex             // NAME_i32, NAME_i64
+	formOne               // NAME
+)
+
+// bases lists each base's family, name and form, in the order of the constants.
+var bases = [numKernels / variants]struct {
 	fam  family
 	name string
+	form form
 }{
-	kUnary:                    {famElementwise, "unary_f32_i32"},
-	kUnary64:                  {famElementwise, "unary_f32_i64"},
-	kUnaryBackward:            {famElementwise, "unary_backward_f32_i32"},
-	kUnaryBackward64:          {famElementwise, "unary_backward_f32_i64"},
-	kBinary:                   {famElementwise, "binary_f32_i32"},
-	kBinary64:                 {famElementwise, "binary_f32_i64"},
-	kBinaryBackward:           {famElementwise, "binary_backward_f32_i32"},
-	kBinaryBackward64:         {famElementwise, "binary_backward_f32_i64"},
-	kAxpy:                     {famElementwise, "axpy_f32_i32"},
-	kAxpy64:                   {famElementwise, "axpy_f32_i64"},
-	kDropout:                  {famElementwise, "dropout_f32_i32"},
-	kDropout64:                {famElementwise, "dropout_f32_i64"},
-	kBCE:                      {famElementwise, "bce_f32_i32"},
-	kBCE64:                    {famElementwise, "bce_f32_i64"},
-	kBCEBackward:              {famElementwise, "bce_backward_f32_i32"},
-	kBCEBackward64:            {famElementwise, "bce_backward_f32_i64"},
-	kBCELogits:                {famElementwise, "bce_logits_f32_i32"},
-	kBCELogits64:              {famElementwise, "bce_logits_f32_i64"},
-	kBCELogitsBackward:        {famElementwise, "bce_logits_backward_f32_i32"},
-	kBCELogitsBackward64:      {famElementwise, "bce_logits_backward_f32_i64"},
-	kAddc:                     {famElementwise, "addc_f32_i32"},
-	kAddc64:                   {famElementwise, "addc_f32_i64"},
-	kCopy:                     {famCopy, "copy_f32_i32"},
-	kCopy64:                   {famCopy, "copy_f32_i64"},
-	kFill:                     {famCopy, "fill_i32"},
-	kFill64:                   {famCopy, "fill_i64"},
-	kNonFinite:                {famReduce, "non_finite_i32"},
-	kNonFinite64:              {famReduce, "non_finite_i64"},
-	kUnscale:                  {famAmp, "unscale_f32_i32"},
-	kUnscale64:                {famAmp, "unscale_f32_i64"},
-	kCrossEntropyBackward:     {famLoss, "cross_entropy_backward_f32_i32"},
-	kCrossEntropyBackward64:   {famLoss, "cross_entropy_backward_f32_i64"},
-	kReduceThread:             {famReduce, "reduce_thread"},
-	kReduceBlock:              {famReduce, "reduce_block"},
-	kReduceFinish:             {famReduce, "reduce_finish"},
-	kMaxBackward:              {famReduce, "max_backward"},
-	kSoftmaxRowsWarp:          {famSoftmax, "softmax_rows_warp_f32"},
-	kSoftmaxRowsBlock:         {famSoftmax, "softmax_rows_block_f32"},
-	kSoftmaxBackwardRowsWarp:  {famSoftmax, "softmax_backward_rows_warp_f32"},
-	kSoftmaxBackwardRowsBlock: {famSoftmax, "softmax_backward_rows_block_f32"},
-	kSoftmaxCols:              {famSoftmax, "softmax_cols_f32"},
-	kSoftmaxBackwardCols:      {famSoftmax, "softmax_backward_cols_f32"},
-	kLayerNormWarp:            {famLayerNorm, "layer_norm_warp_f32"},
-	kLayerNormBlock:           {famLayerNorm, "layer_norm_block_f32"},
-	kLayerNormDxWarp:          {famLayerNorm, "layer_norm_dx_warp_f32"},
-	kLayerNormDxBlock:         {famLayerNorm, "layer_norm_dx_block_f32"},
-	kLayerNormDwdb:            {famLayerNorm, "layer_norm_dwdb_f32"},
-	kLayerNormDwdbFinish:      {famLayerNorm, "layer_norm_dwdb_finish_f32"},
-	kCrossEntropyRowsWarp:     {famLoss, "cross_entropy_rows_warp_f32"},
-	kCrossEntropyRowsBlock:    {famLoss, "cross_entropy_rows_block_f32"},
-	kCrossEntropyLoss:         {famLoss, "cross_entropy_loss_f32"},
-	kCrossEntropyScale:        {famLoss, "cross_entropy_scale"},
-	kMSEPartial:               {famLoss, "mse_partial_f32"},
-	kSumFinish:                {famLoss, "sum_finish"},
-	kMSEBackward:              {famLoss, "mse_backward_f32"},
-	kEmbedding:                {famEmbedding, "embedding_f32"},
-	kEmbeddingBackward:        {famEmbedding, "embedding_backward_f32"},
-	kDropoutMask:              {famDropout, "dropout_mask"},
-	kSGD:                      {famOptim, "sgd_f32"},
-	kAdam:                     {famOptim, "adam_f32"},
-	kGemmTiled:                {famGemm, "gemm_tiled"},
+	kUnary / variants:                    {famElementwise, "unary", formWalk},
+	kUnaryBackward / variants:            {famElementwise, "unary_backward", formWalk},
+	kBinary / variants:                   {famElementwise, "binary", formWalk},
+	kBinaryBackward / variants:           {famElementwise, "binary_backward", formWalk},
+	kAxpy / variants:                     {famElementwise, "axpy", formWalk},
+	kDropout / variants:                  {famElementwise, "dropout", formWalk},
+	kBCE / variants:                      {famElementwise, "bce", formWalk},
+	kBCEBackward / variants:              {famElementwise, "bce_backward", formWalk},
+	kBCELogits / variants:                {famElementwise, "bce_logits", formWalk},
+	kBCELogitsBackward / variants:        {famElementwise, "bce_logits_backward", formWalk},
+	kAddc / variants:                     {famElementwise, "addc", formWalk},
+	kCopy / variants:                     {famCopy, "copy", formWalk},
+	kFill / variants:                     {famCopy, "fill", formIndex},
+	kNonFinite / variants:                {famReduce, "non_finite", formWalk},
+	kReduceThread / variants:             {famReduce, "reduce_thread", formTyped},
+	kReduceBlock / variants:              {famReduce, "reduce_block", formTyped},
+	kReduceFinish / variants:             {famReduce, "reduce_finish", formTyped},
+	kMaxBackward / variants:              {famReduce, "max_backward", formTyped},
+	kUnscale / variants:                  {famAmp, "unscale", formWalk},
+	kCrossEntropyBackward / variants:     {famLoss, "cross_entropy_backward", formWalk},
+	kCrossEntropyRowsWarp / variants:     {famLoss, "cross_entropy_rows_warp", formTyped},
+	kCrossEntropyRowsBlock / variants:    {famLoss, "cross_entropy_rows_block", formTyped},
+	kCrossEntropyLoss / variants:         {famLoss, "cross_entropy_loss", formTyped},
+	kCrossEntropyScale / variants:        {famLoss, "cross_entropy_scale", formTyped},
+	kMSEPartial / variants:               {famLoss, "mse_partial", formTyped},
+	kSumFinish / variants:                {famLoss, "sum_finish", formTyped},
+	kMSEBackward / variants:              {famLoss, "mse_backward", formTyped},
+	kSoftmaxRowsWarp / variants:          {famSoftmax, "softmax_rows_warp", formTyped},
+	kSoftmaxRowsBlock / variants:         {famSoftmax, "softmax_rows_block", formTyped},
+	kSoftmaxBackwardRowsWarp / variants:  {famSoftmax, "softmax_backward_rows_warp", formTyped},
+	kSoftmaxBackwardRowsBlock / variants: {famSoftmax, "softmax_backward_rows_block", formTyped},
+	kSoftmaxCols / variants:              {famSoftmax, "softmax_cols", formTyped},
+	kSoftmaxBackwardCols / variants:      {famSoftmax, "softmax_backward_cols", formTyped},
+	kLayerNormWarp / variants:            {famLayerNorm, "layer_norm_warp", formTyped},
+	kLayerNormBlock / variants:           {famLayerNorm, "layer_norm_block", formTyped},
+	kLayerNormDxWarp / variants:          {famLayerNorm, "layer_norm_dx_warp", formTyped},
+	kLayerNormDxBlock / variants:         {famLayerNorm, "layer_norm_dx_block", formTyped},
+	kLayerNormDwdb / variants:            {famLayerNorm, "layer_norm_dwdb", formTyped},
+	kLayerNormDwdbFinish / variants:      {famLayerNorm, "layer_norm_dwdb_finish", formTyped},
+	kEmbedding / variants:                {famEmbedding, "embedding", formTyped},
+	kEmbeddingBackward / variants:        {famEmbedding, "embedding_backward", formTyped},
+	kDropoutMask / variants:              {famDropout, "dropout_mask", formOne},
+	kSGD / variants:                      {famOptim, "sgd", formTyped},
+	kAdam / variants:                     {famOptim, "adam", formTyped},
+	kGemmTiled / variants:                {famGemm, "gemm_tiled", formTyped},
 }
+
+// entries is every kernel's family and name in the fatbin, "" for a variant its base's
+// form does not have: the bases expanded once.
+var entries = func() (e [numKernels]struct {
+	fam  family
+	name string
+}) {
+	suffixes := [...][variants]string{
+		formTyped: {"_f32", "", "_f64", ""},
+		formWalk:  {"_f32_i32", "_f32_i64", "_f64_i32", "_f64_i64"},
+		formIndex: {"_i32", "_i64", "", ""},
+		formOne:   {"", "", "", ""},
+	}
+	for i, b := range bases {
+		for v, suf := range suffixes[b.form] {
+			k := i*variants + v
+			if suf != "" || b.form == formOne && v == 0 {
+				e[k].fam, e[k].name = b.fam, b.name+suf
+			}
+		}
+	}
+	return e
+}()
 
 // modules is one Device's kernels: each family's fatbin is loaded on first use, and
 // all of its functions resolved then, once; after that a lookup is an array read.
@@ -218,7 +249,7 @@ func (m *modules) load(fam family) error {
 		return fmt.Errorf("kernels/cuda: loading the %s kernels (%s): %w", familyNames[fam], name, err)
 	}
 	for k, e := range entries {
-		if e.fam != fam {
+		if e.name == "" || e.fam != fam {
 			continue
 		}
 		fn, err := mod.Function(e.name)

@@ -61,25 +61,32 @@ func (o *operands) over(dt dtype.DType, l kernels.Layout, n int64) kernels.Opera
 	return kernels.Operand{Layout: l, DType: dt, Mem: kernels.Mem{Ptr: o.next, Size: n * int64(dt.Size())}}
 }
 
-// ptxParams maps every entry point of gen/*.ptx to the sizes of its parameters.
-func ptxParams(t testing.TB) map[string][]int {
+// ptxParam is one parameter of a PTX entry point: its PTX type (b8 for a by-value
+// struct) and size in bytes.
+type ptxParam struct {
+	typ  string
+	size int
+}
+
+// ptxParams maps every entry point of gen/*.ptx to its parameters.
+func ptxParams(t testing.TB) map[string][]ptxParam {
 	entry := regexp.MustCompile(`(?s)\.entry (\w+)\(\s*(.*?)\)`)
 	param := regexp.MustCompile(`\.param (?:\.align \d+ )?\.(\w+) \w+(?:\[(\d+)\])?`)
 	sizes := map[string]int{"u32": 4, "s32": 4, "f32": 4, "b32": 4, "u64": 8, "s64": 8, "f64": 8, "b64": 8}
-	out := map[string][]int{}
+	out := map[string][]ptxParam{}
 	for _, f := range familyNames {
 		src, err := os.ReadFile("gen/" + f + ".ptx")
 		require.NoError(t, err)
 		for _, m := range entry.FindAllStringSubmatch(string(src), -1) {
-			var ps []int
+			var ps []ptxParam
 			for _, line := range strings.Split(m[2], ",") {
 				p := param.FindStringSubmatch(line)
 				require.NotNil(t, p, "%s: parameter %q", m[1], line)
 				if p[1] == "b8" {
-					ps = append(ps, atoi(t, p[2]))
+					ps = append(ps, ptxParam{p[1], atoi(t, p[2])})
 				} else {
 					require.Contains(t, sizes, p[1], "%s: parameter type %s", m[1], p[1])
-					ps = append(ps, sizes[p[1]])
+					ps = append(ps, ptxParam{p[1], sizes[p[1]]})
 				}
 			}
 			out[m[1]] = ps

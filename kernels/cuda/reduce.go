@@ -26,8 +26,7 @@ type reduction struct {
 // acc mirrors src/common.cuh's Acc: one partial result in the scratch.
 type acc struct {
 	sum float64
-	max float32
-	_   int32
+	max float64
 	arg int64
 }
 
@@ -106,8 +105,9 @@ func (b *Backend) Max(dst, idx, src kernels.Operand) {
 	b.reduce(op, hdrRedMax, dst, idx, src)
 }
 
-// reduce runs Sum, Mean or Max (mode). For Max without dst the reduction's shape is
-// idx's and only the positions are written.
+// reduce runs Sum, Mean or Max (mode), in float64 when dst or src is F64, as kernels/cpu
+// chooses (sums accumulate in float64 either way). For Max without dst the reduction's
+// shape is idx's and only the positions are written.
 func (b *Backend) reduce(op string, mode int32, dst, idx, src kernels.Operand) {
 	checkOperand(op, src)
 	var r reduction
@@ -142,14 +142,15 @@ func (b *Backend) runReduction(r *reduction, mode int32, idx uint64, dst, src ke
 	if r.nOut == 0 {
 		return
 	}
+	f64 := in64(dst, src)
 	r.dst, r.src, r.dts = addr(dst), addr(src), int32(src.DType)
 	// A thread per output when the outputs sit closer together in the input than the
 	// reduced elements do, or when there is little to reduce; a block per output else.
 	keptInner, redInner := r.kstride[1][r.krank-1], r.rstride[r.rrank-1]
 	thread := r.nRed <= 32 || (r.nOut >= 32 && keptInner < redInner)
-	k, per := kReduceBlock, int64(blockPiece)
+	k, per := kReduceBlock.in(f64), int64(blockPiece)
 	if thread {
-		k, per = kReduceThread, int64(threadPiece)
+		k, per = kReduceThread.in(f64), int64(threadPiece)
 	}
 	r.piece, r.pieces = pieceCount(r.nRed, r.nOut, per)
 	sc, ok := b.partials(s, r.pieces)
@@ -164,7 +165,7 @@ func (b *Backend) runReduction(r *reduction, mode int32, idx uint64, dst, src ke
 	args := [4]cudadev.Arg{cudadev.ArgBytes(r.bytes()), cudadev.ArgInt32(mode), cudadev.ArgUint64(idx), cudadev.ArgUint64(sc.addr())}
 	b.launch(k, cfg, args[:]...)
 	if r.pieces > 1 {
-		b.launch(kReduceFinish, b.grid(r.nOut, s), args[:]...)
+		b.launch(kReduceFinish.in(f64), b.grid(r.nOut, s), args[:]...)
 	}
 }
 
@@ -188,6 +189,6 @@ func (b *Backend) MaxBackward(dx, g, idx kernels.Operand) {
 		return
 	}
 	defer b.done()
-	b.launch(kMaxBackward, b.grid(r.nOut, dx.Mem.Stream),
+	b.launch(kMaxBackward.in(in64(dx, g)), b.grid(r.nOut, dx.Mem.Stream),
 		cudadev.ArgBytes(r.bytes()), cudadev.ArgUint64(ip), cudadev.ArgUint64(flag), cudadev.ArgUint32(seq))
 }

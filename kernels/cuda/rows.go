@@ -15,6 +15,16 @@ const (
 	bool8 = dtype.Bool
 )
 
+// rowType is the type a row kernel computes in, from its first input x, as kernels/cpu
+// chooses: F64 for F64 rows, F32 otherwise (every other float operand must then be of
+// that type, which rowOperand checks).
+func rowType(x kernels.Operand) dtype.DType {
+	if x.DType == dtype.F64 {
+		return dtype.F64
+	}
+	return f32
+}
+
 // rowOperand returns the device address of o's first element for a kernel that reads
 // o as a contiguous array of dt (the row kernels: softmax, layer norm, losses,
 // embedding, optimizer steps), or 0 for an absent operand. It panics, naming op, when

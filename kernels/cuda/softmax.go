@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	cudadev "github.com/subletml/sublet/device/cuda"
+	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
 )
 
@@ -25,24 +26,27 @@ func (b *Backend) LogSoftmax(dst, x kernels.Operand, outer, n, inner int) {
 	b.softmax("log_softmax", dst, x, outer, n, inner, 1)
 }
 
+// softmax computes in x's type (F32 or F64), every operand of it.
 func (b *Backend) softmax(op string, dst, x kernels.Operand, outer, n, inner int, log int32) {
 	checkAxis(op, outer, n, inner)
 	size := outer * n * inner
-	d, s := rowsOf(op, "dst", dst, f32, size), rowsOf(op, "x", x, f32, size)
+	ft := rowType(x)
+	d, s := rowsOf(op, "dst", dst, ft, size), rowsOf(op, "x", x, ft, size)
 	if size == 0 {
 		return
 	}
+	f64 := ft == dtype.F64
 	st := dst.Mem.Stream
 	if inner == 1 {
-		k, g := kSoftmaxRowsWarp, 32
+		k, g := kSoftmaxRowsWarp.in(f64), 32
 		if n > warpRow {
-			k, g = kSoftmaxRowsBlock, block
+			k, g = kSoftmaxRowsBlock.in(f64), block
 		}
 		b.launch(k, rowsGrid(int64(outer), g, st), cudadev.ArgUint64(d), cudadev.ArgUint64(s),
 			cudadev.ArgInt64(int64(outer)), cudadev.ArgInt64(int64(n)), cudadev.ArgInt32(log))
 		return
 	}
-	b.launch(kSoftmaxCols, b.grid(int64(outer*inner), st), cudadev.ArgUint64(d), cudadev.ArgUint64(s),
+	b.launch(kSoftmaxCols.in(f64), b.grid(int64(outer*inner), st), cudadev.ArgUint64(d), cudadev.ArgUint64(s),
 		cudadev.ArgInt64(int64(outer)), cudadev.ArgInt64(int64(n)), cudadev.ArgInt64(int64(inner)), cudadev.ArgInt32(log))
 }
 
@@ -54,23 +58,26 @@ func (b *Backend) LogSoftmaxBackward(dx, g, y kernels.Operand, outer, n, inner i
 	b.softmaxBackward("log_softmax backward", dx, g, y, outer, n, inner, 1)
 }
 
+// softmaxBackward computes in y's type (F32 or F64), every operand of it.
 func (b *Backend) softmaxBackward(op string, dx, g, y kernels.Operand, outer, n, inner int, log int32) {
 	checkAxis(op, outer, n, inner)
 	size := outer * n * inner
-	pdx, pg, py := rowsOf(op, "dx", dx, f32, size), rowsOf(op, "g", g, f32, size), rowsOf(op, "y", y, f32, size)
+	ft := rowType(y)
+	pdx, pg, py := rowsOf(op, "dx", dx, ft, size), rowsOf(op, "g", g, ft, size), rowsOf(op, "y", y, ft, size)
 	if size == 0 {
 		return
 	}
+	f64 := ft == dtype.F64
 	st := dx.Mem.Stream
 	if inner == 1 {
-		k, gs := kSoftmaxBackwardRowsWarp, 32
+		k, gs := kSoftmaxBackwardRowsWarp.in(f64), 32
 		if n > warpRow {
-			k, gs = kSoftmaxBackwardRowsBlock, block
+			k, gs = kSoftmaxBackwardRowsBlock.in(f64), block
 		}
 		b.launch(k, rowsGrid(int64(outer), gs, st), cudadev.ArgUint64(pdx), cudadev.ArgUint64(pg), cudadev.ArgUint64(py),
 			cudadev.ArgInt64(int64(outer)), cudadev.ArgInt64(int64(n)), cudadev.ArgInt32(log))
 		return
 	}
-	b.launch(kSoftmaxBackwardCols, b.grid(int64(outer*inner), st), cudadev.ArgUint64(pdx), cudadev.ArgUint64(pg), cudadev.ArgUint64(py),
+	b.launch(kSoftmaxBackwardCols.in(f64), b.grid(int64(outer*inner), st), cudadev.ArgUint64(pdx), cudadev.ArgUint64(pg), cudadev.ArgUint64(py),
 		cudadev.ArgInt64(int64(outer)), cudadev.ArgInt64(int64(n)), cudadev.ArgInt64(int64(inner)), cudadev.ArgInt32(log))
 }

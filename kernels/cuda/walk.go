@@ -5,6 +5,7 @@ import (
 	"math"
 	"unsafe"
 
+	cudadev "github.com/subletml/sublet/device/cuda"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
 )
@@ -86,15 +87,38 @@ func requireWritable(op string, o kernels.Operand) {
 func requireFloat(op string, o kernels.Operand) {
 	requireWritable(op, o)
 	if !o.DType.IsFloat() {
-		panic(fmt.Sprintf("kernels/cuda: %s: output must be float32, float16 or bfloat16, not %v", op, o.DType))
+		panic(fmt.Sprintf("kernels/cuda: %s: output must be float64, float32, float16 or bfloat16, not %v", op, o.DType))
 	}
+}
+
+// in64 reports whether a kernel over ops computes in float64: one of them is F64 (a
+// Scalar, whose DType is F64, and an absent operand do not count), kernels/cpu's
+// choice between its float32 and float64 kernels.
+func in64(ops ...kernels.Operand) bool {
+	for _, o := range ops {
+		if _, imm := o.ScalarValue(); !imm && o.DType == dtype.F64 {
+			return true
+		}
+	}
+	return false
+}
+
+// number is v as a kernel's argument of its compute type: a double for an _f64
+// kernel, else v rounded to float32 once, as kernels/cpu rounds a number argument for
+// its float32 kernels.
+func number(f64 bool, v float64) cudadev.Arg {
+	if f64 {
+		return cudadev.ArgFloat64(v)
+	}
+	return cudadev.ArgFloat32(float32(v))
 }
 
 // newWalk fills w with the walk of out's shape and the inputs broadcast to it (numpy
 // rules), dimensions of size 1 dropped and neighbours dense for every operand merged,
-// as kernels/cpu's iterator does. A Scalar input is an immediate (its value rounded to
-// float32, as kernels/cpu reads it); an absent one the immediate 0. It reports whether
-// the output has any element (false: nothing to launch). The output was checked.
+// as kernels/cpu's iterator does. A Scalar input is an immediate, read as kernels/cpu
+// reads it: its value itself when out is F64, else rounded to float32; an absent one
+// the immediate 0. It reports whether the output has any element (false: nothing to
+// launch). The output was checked.
 func newWalk(op string, w *walk, out kernels.Operand, ins ...kernels.Operand) bool {
 	r := len(out.Shape)
 	var shape [hdrMaxRank]int64
@@ -110,7 +134,10 @@ func newWalk(op string, w *walk, out kernels.Operand, ins ...kernels.Operand) bo
 	w.base[0], w.dtype[0] = addr(out), int32(out.DType)
 	for k, in := range ins {
 		if v, ok := in.ScalarValue(); ok || in.Absent() {
-			w.dtype[k+1], w.imm[k+1] = hdrImm, float64(float32(v))
+			if out.DType != dtype.F64 {
+				v = float64(float32(v))
+			}
+			w.dtype[k+1], w.imm[k+1] = hdrImm, v
 			continue
 		}
 		checkOperand(op, in)

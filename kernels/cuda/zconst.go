@@ -10,7 +10,9 @@ const cublasGemmDefault = -1
 const cublasDefaultMath = 0
 const cublasCompute32F = 68
 const cublasCompute32FFastTF32 = 77
+const cublasCompute64F = 70
 const cudaR32F = 0
+const cudaR64F = 1
 const cudaR16F = 2
 const cudaR16BF = 14
 
@@ -21,6 +23,7 @@ const hdrBF16 = 3
 const hdrI32 = 4
 const hdrI64 = 5
 const hdrBool = 6
+const hdrF64 = 7
 const hdrImm = 100
 const hdrNeg = 1
 const hdrGeluErf = 10

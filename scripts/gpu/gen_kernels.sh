@@ -15,10 +15,11 @@
 #       machine), report which outputs differ and keep them in $CHECK_OUT (default
 #       .gpu/gen-check) for a look, exit 0 if they all compiled.
 #
-# A kernel that spills (local memory) fails the run. The PTX ISA follows nvcc's
-# version: 7.8 from nvcc 11.8, which every driver >= 520 loads; 9.0 from nvcc 13,
-# which needs driver >= 580. Environment: NVCC (nvcc), NVCC_CCBIN (a host compiler
-# for nvcc's -ccbin; found by trying g++, g++-11, g++-10, clang++ otherwise).
+# A kernel that spills (local memory, a stack frame) fails the run. The PTX ISA
+# follows nvcc's version: 7.8 from nvcc 11.8, which every driver >= 520 loads; 9.0
+# from nvcc 13, which needs driver >= 580. Environment: NVCC (nvcc), NVCC_CCBIN (a
+# host compiler for nvcc's -ccbin; found by trying g++, g++-11, g++-10, clang++
+# otherwise).
 set -euo pipefail
 cd "$(dirname "$0")/../.." # the repository root, with or without git (the GPU machine has a copy)
 
@@ -81,7 +82,8 @@ cp "$SRC"/*.cuh "$out/gen/"
 "$NVCC" "${ccbin[@]}" "${COMMON[@]}" -arch=sm_80 -o "$work/zconst_gen" "$src_abs/zconst_gen.cu"
 "$work/zconst_gen" >"$out/zconst.go"
 
-# The resource report; a kernel with local memory (spills, stack arrays) fails.
+# The resource report; a kernel with local memory or a stack frame (spills, stack
+# arrays, registers saved around a call) fails: declare it KERNEL_ROOM (common.cuh).
 : >"$out/gen/resources.txt"
 for f in $FAMILIES; do
 	{
@@ -89,8 +91,8 @@ for f in $FAMILIES; do
 		cuobjdump -res-usage "$out/gen/$f.fatbin" | grep -E "Fatbin|arch =|Function|REG" | sed 's/^[[:space:]]*//'
 	} >>"$out/gen/resources.txt"
 done
-if grep -E 'LOCAL:[1-9]' "$out/gen/resources.txt" >&2; then
-	echo "gen_kernels.sh: the kernels above use local memory (spills); see gen/resources.txt" >&2
+if grep -E 'LOCAL:[1-9]|STACK:[1-9]' "$out/gen/resources.txt" >&2; then
+	echo "gen_kernels.sh: the kernels above use local memory or a stack frame (spills); see gen/resources.txt and KERNEL_ROOM in src/common.cuh" >&2
 	exit 1
 fi
 

@@ -5,10 +5,11 @@
 // stores that convert exactly as kernels/cpu converts, index arithmetic, deterministic
 // group reductions and the device-side error flag.
 //
-// Storage types are runtime codes (one kernel reads any mix of F32, F16, BF16, I32, I64,
-// Bool operands, as kernels/cpu's do); the compute type C is a template parameter,
-// instantiated for float. F64 plugs in as: a DT_F64 case in ld/st below, and the
-// instantiations with C = double in each family (marked "F64:" where they go).
+// Storage types are runtime codes (one kernel reads any mix of F64, F32, F16, BF16, I32,
+// I64, Bool operands, as kernels/cpu's do); the compute type C is a template parameter,
+// instantiated for float and for double, the _f32 and _f64 entry points of each family.
+// The host picks the _f64 one whenever an operand is F64, as kernels/cpu picks its
+// float64 kernels, so no F64 value goes through float32.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -20,6 +21,7 @@
 #define DT_I32 4
 #define DT_I64 5
 #define DT_BOOL 6
+#define DT_F64 7
 // DT_IMM marks an operand that is an immediate value (kernels.Scalar, or an absent
 // operand read as 0): Walk.imm holds it.
 #define DT_IMM 100
@@ -102,11 +104,12 @@ struct Reduction {
 };
 
 // Acc is the running state of one output of a reduction, and a partial result in
-// device memory between reduce kernels: a sum, or the maximum so far and its position
-// (-1 before the first element).
+// device memory between reduce kernels: a sum, or the maximum so far (a value of the
+// compute type, which a double holds exactly) and its position (-1 before the first
+// element).
 struct Acc {
     double sum;
-    float max;
+    double max;
     long long arg;
 };
 
@@ -132,8 +135,15 @@ struct ErrorFlag {
     long long count;   // range errors: elements outside the domain (NaN included)
 };
 
-// Per-kernel extern "C" entry points are instantiated with these.
+// KERNEL declares an entry point, launched with blocks of BLOCK threads. ptxas then
+// keeps registers few enough for many blocks an SM and may spill a few to do so;
+// KERNEL_ROOM declares one that would spill (gen_kernels.sh fails on any stack frame):
+// four blocks an SM are enough for it, which leaves it 64 registers a thread.
 #define KERNEL extern "C" __global__ void __launch_bounds__(BLOCK)
+#define KERNEL_ROOM extern "C" __global__ void __launch_bounds__(BLOCK, 4)
+
+// NEG_INF is -Inf as a float (exact in double too).
+#define NEG_INF (-__int_as_float(0x7f800000))
 
 // ---- conversions, as kernels/cpu converts -------------------------------------------
 
@@ -150,6 +160,22 @@ __device__ __forceinline__ unsigned short f32_to_bf16(float f) {
 __device__ __forceinline__ float f16_to_f32(unsigned short h) { return __half2float(__ushort_as_half(h)); }
 __device__ __forceinline__ unsigned short f32_to_f16(float f) { return __half_as_ushort(__float2half_rn(f)); }
 
+// to_odd_f32 is dtype's toOdd32: f rounded to float32 toward zero, its lowest bit set
+// when that is inexact. Rounding it to nearest in F16 or BF16 (two or more bits fewer)
+// rounds f itself once: an inexact value never lands on a tie of the narrower format.
+__device__ __forceinline__ float to_odd_f32(double f) {
+    float r = __double2float_rz(f);
+    if ((double)r != f && f == f) r = __uint_as_float(__float_as_uint(r) | 1u);
+    return r;
+}
+
+// to_f16 and to_bf16 round a value of the compute type to the 16-bit formats once, as
+// dtype.F32ToF16 and dtype.F64ToF16 (BF16 alike) do.
+__device__ __forceinline__ unsigned short to_f16(float f) { return f32_to_f16(f); }
+__device__ __forceinline__ unsigned short to_f16(double f) { return f32_to_f16(to_odd_f32(f)); }
+__device__ __forceinline__ unsigned short to_bf16(float f) { return f32_to_bf16(f); }
+__device__ __forceinline__ unsigned short to_bf16(double f) { return f32_to_bf16(to_odd_f32(f)); }
+
 // f64_to_int is kernels/cpu's f64ToInt: truncation toward zero, NaN to 0, saturation.
 __device__ __forceinline__ long long f64_to_int(double f, long long lo, long long hi) {
     if (f != f) return 0;
@@ -158,30 +184,32 @@ __device__ __forceinline__ long long f64_to_int(double f, long long lo, long lon
     return (long long)f;
 }
 
-// ld reads element i of an operand of type dt at base as the compute type C; an
-// immediate reads imm.
+// ld reads element i of an operand of type dt at base as the compute type C, as
+// kernels/cpu's loads convert (exactly, but for I64 to double and F64, I32 and I64 to
+// float, which round to nearest); an immediate reads imm (the host rounded it).
 template <typename C>
 __device__ __forceinline__ C ld(unsigned long long base, int dt, long long i, double imm) {
     switch (dt) {
     case DT_F32: return (C)((const float *)base)[i];
+    case DT_F64: return (C)((const double *)base)[i];
     case DT_F16: return (C)f16_to_f32(((const unsigned short *)base)[i]);
     case DT_BF16: return (C)bf16_to_f32(((const unsigned short *)base)[i]);
     case DT_I32: return (C)((const int *)base)[i];
     case DT_I64: return (C)((const long long *)base)[i];
     case DT_BOOL: return (C)((const unsigned char *)base)[i];
-    // F64: case DT_F64: return (C)((const double *)base)[i];
     }
     return (C)imm;
 }
 
-// st writes v, of the compute type, as element i of a float operand of type dt.
+// st writes v, of the compute type, as element i of a float operand of type dt,
+// rounded once to it.
 template <typename C>
 __device__ __forceinline__ void st(unsigned long long base, int dt, long long i, C v) {
     switch (dt) {
     case DT_F32: ((float *)base)[i] = (float)v; return;
-    case DT_F16: ((unsigned short *)base)[i] = f32_to_f16((float)v); return;
-    case DT_BF16: ((unsigned short *)base)[i] = f32_to_bf16((float)v); return;
-    // F64: case DT_F64: ((double *)base)[i] = (double)v; return;
+    case DT_F64: ((double *)base)[i] = (double)v; return;
+    case DT_F16: ((unsigned short *)base)[i] = to_f16(v); return;
+    case DT_BF16: ((unsigned short *)base)[i] = to_bf16(v); return;
     }
 }
 
@@ -228,9 +256,9 @@ __device__ __forceinline__ double warp_sum(double v) {
 }
 
 // fmax_nan is the larger of a and b, NaN when either is (kernels/cpu's row maximum).
-__device__ __forceinline__ float fmax_nan(float a, float b) { return (b > a || b != b) ? b : a; }
+template <typename T> __device__ __forceinline__ T fmax_nan(T a, T b) { return (b > a || b != b) ? b : a; }
 
-__device__ __forceinline__ float warp_max(float v) {
+template <typename T> __device__ __forceinline__ T warp_max(T v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v = fmax_nan(v, __shfl_xor_sync(0xffffffffu, v, o));
     return __shfl_sync(0xffffffffu, v, 0);
@@ -250,14 +278,16 @@ __device__ __forceinline__ double group_sum(double v, double *smem) {
     return v;
 }
 
-template <int G>
-__device__ __forceinline__ float group_max(float v, float *smem) {
+// group_max is the largest v of the group (NaN if any is); G = BLOCK needs BLOCK/32
+// elements of shared memory in smem and every thread of the block to call it.
+template <int G, typename T>
+__device__ __forceinline__ T group_max(T v, T *smem) {
     v = warp_max(v);
     if (G == 32) return v;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     if (lane == 0) smem[warp] = v;
     __syncthreads();
-    v = warp_max(lane < G / 32 ? smem[lane] : -__int_as_float(0x7f800000));
+    v = warp_max(lane < G / 32 ? smem[lane] : (T)NEG_INF);
     __syncthreads();
     return v;
 }

@@ -1,7 +1,8 @@
 // copy.cu: Copy (any type to any type, any layout, broadcasting the source) and Fill,
 // converting as kernels/cpu's copy.go: the same type copies the bits; integer to
 // integer goes through int64 and wraps (to Bool: x != 0); everything else goes through
-// float32 (F64: through double), and float to integer truncates, saturates and sends
+// the compute type, double when either side is F64 (copy_f64_*: F64 to F16 or BF16
+// rounds once), float otherwise, and float to integer truncates, saturates and sends
 // NaN to 0.
 #include "common.cuh"
 
@@ -13,7 +14,8 @@ __device__ __forceinline__ int dt_size(int dt) {
     case DT_BF16: return 2;
     case DT_F32:
     case DT_I32: return 4;
-    case DT_I64: return 8; // F64: case DT_F64
+    case DT_I64:
+    case DT_F64: return 8;
     }
     return 1;
 }
@@ -83,8 +85,9 @@ __device__ __forceinline__ void fill_k(const Walk &w, unsigned long long bits) {
     }
 }
 
-// F64: copy_f64_* with C = double, for copies whose float path is F64.
 KERNEL copy_f32_i32(Walk w) { copy_k<float, int>(w); }
 KERNEL copy_f32_i64(Walk w) { copy_k<float, long long>(w); }
+KERNEL copy_f64_i32(Walk w) { copy_k<double, int>(w); }
+KERNEL copy_f64_i64(Walk w) { copy_k<double, long long>(w); }
 KERNEL fill_i32(Walk w, unsigned long long bits) { fill_k<int>(w, bits); }
 KERNEL fill_i64(Walk w, unsigned long long bits) { fill_k<long long>(w, bits); }

@@ -91,7 +91,7 @@ __device__ __forceinline__ void addc_k(const Walk &w, int op, C value) {
     map_k<4, C, I>(w, [&](const C *v) { return addc_fn<C>(op, v[0], v[1], v[2], value); });
 }
 
-// Entry points: NAME_<compute>_<index>. F64: the same with double and the suffix f64.
+// Entry points: NAME_<compute>_<index>, compute f32 or f64, index i32 or i64.
 #define EW_KERNELS(C, CN, I, IN)                                                                         \
     KERNEL unary_##CN##_##IN(Walk w, int op) { unary_k<C, I>(w, op); }                                   \
     KERNEL unary_backward_##CN##_##IN(Walk w, int op) { unary_backward_k<C, I>(w, op); }                 \
@@ -102,8 +102,10 @@ __device__ __forceinline__ void addc_k(const Walk &w, int op, C value) {
     KERNEL bce_##CN##_##IN(Walk w, ErrorFlag *flag, unsigned int seq) { bce_k<C, I>(w, flag, seq); }     \
     KERNEL bce_backward_##CN##_##IN(Walk w, int wrt) { bce_backward_k<C, I>(w, wrt); }                   \
     KERNEL bce_logits_##CN##_##IN(Walk w) { bce_logits_k<C, I>(w); }                                     \
-    KERNEL bce_logits_backward_##CN##_##IN(Walk w, int wrt) { bce_logits_backward_k<C, I>(w, wrt); }     \
+    KERNEL_ROOM bce_logits_backward_##CN##_##IN(Walk w, int wrt) { bce_logits_backward_k<C, I>(w, wrt); }\
     KERNEL addc_##CN##_##IN(Walk w, int op, C value) { addc_k<C, I>(w, op, value); }
 
 EW_KERNELS(float, f32, int, i32)
 EW_KERNELS(float, f32, long long, i64)
+EW_KERNELS(double, f64, int, i32)
+EW_KERNELS(double, f64, long long, i64)

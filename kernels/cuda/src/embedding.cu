@@ -4,7 +4,8 @@
 // kernels/cpu's embedding.go does. Thread t owns column t % dim of the table rows in
 // part t / dim (parts of rowsPerPart rows); it reads every index (the same index for a
 // whole warp, so a broadcast load) and only the rows of g it needs. Indices outside
-// [0, vocab) are reported through the ErrorFlag and skipped.
+// [0, vocab) are reported through the ErrorFlag and skipped. T is the table's element
+// type, F32 or F64.
 #include "common.cuh"
 
 template <typename T>
@@ -37,9 +38,15 @@ __device__ __forceinline__ void embedding_backward_k(T *dw, const T *g, const lo
     }
 }
 
-KERNEL embedding_f32(float *dst, const float *w, const long long *idx, long long count, long long dim, long long vocab, ErrorFlag *flag, unsigned int seq) {
-    embedding_k<float>(dst, w, idx, count, dim, vocab, flag, seq);
-}
-KERNEL embedding_backward_f32(float *dw, const float *g, const long long *idx, long long count, long long dim, long long vocab, long long rowsPerPart, ErrorFlag *flag, unsigned int seq) {
-    embedding_backward_k<float>(dw, g, idx, count, dim, vocab, rowsPerPart, flag, seq);
-}
+#define EMBEDDING_KERNELS(T, TN)                                                                                                            \
+    KERNEL embedding_##TN(T *dst, const T *w, const long long *idx, long long count, long long dim, long long vocab, ErrorFlag *flag,          \
+                          unsigned int seq) {                                                                                                 \
+        embedding_k<T>(dst, w, idx, count, dim, vocab, flag, seq);                                                                            \
+    }                                                                                                                                         \
+    KERNEL_ROOM embedding_backward_##TN(T *dw, const T *g, const long long *idx, long long count, long long dim, long long vocab,                   \
+                                   long long rowsPerPart, ErrorFlag *flag, unsigned int seq) {                                                \
+        embedding_backward_k<T>(dw, g, idx, count, dim, vocab, rowsPerPart, flag, seq);                                                       \
+    }
+
+EMBEDDING_KERNELS(float, f32)
+EMBEDDING_KERNELS(double, f64)

@@ -1,13 +1,14 @@
 // layernorm.cu: LayerNorm and its backward over rows of n contiguous elements, with
 // kernels/cpu's layernorm.go formulas: the mean and the biased variance summed in
 // double (two passes), rstd = 1/sqrt(var + eps) in double, the per-element math in
-// float. dw and db are column sums over the rows in row order, cut into pieces of
-// rows when there are many (partials combined in piece order). T is the element type
-// (F64: the same with double).
+// T. dw and db are column sums over the rows in row order, cut into pieces of
+// rows when there are many (partials combined in piece order). T is the element and
+// compute type: float for F32 rows, double for F64 ones; eps comes rounded to T, as
+// kernels/cpu rounds it.
 #include "common.cuh"
 
 template <typename T, int G>
-__device__ __forceinline__ void layer_norm_k(T *y, T *mean, T *rstd, const T *x, const T *w, const T *b, long long rows, long long n, float eps) {
+__device__ __forceinline__ void layer_norm_k(T *y, T *mean, T *rstd, const T *x, const T *w, const T *b, long long rows, long long n, T eps) {
     __shared__ double sm[BLOCK / 32];
     long long row = (long long)blockIdx.x * (BLOCK / G) + threadIdx.x / G;
     int lane = threadIdx.x % G;
@@ -100,21 +101,26 @@ __device__ __forceinline__ void layer_norm_dwdb_finish_k(T *dw, T *db, long long
     }
 }
 
-KERNEL layer_norm_warp_f32(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b, long long rows, long long n, float eps) {
-    layer_norm_k<float, 32>(y, mean, rstd, x, w, b, rows, n, eps);
-}
-KERNEL layer_norm_block_f32(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b, long long rows, long long n, float eps) {
-    layer_norm_k<float, BLOCK>(y, mean, rstd, x, w, b, rows, n, eps);
-}
-KERNEL layer_norm_dx_warp_f32(float *dx, const float *g, const float *x, const float *mean, const float *rstd, const float *w, long long rows, long long n) {
-    layer_norm_dx_k<float, 32>(dx, g, x, mean, rstd, w, rows, n);
-}
-KERNEL layer_norm_dx_block_f32(float *dx, const float *g, const float *x, const float *mean, const float *rstd, const float *w, long long rows, long long n) {
-    layer_norm_dx_k<float, BLOCK>(dx, g, x, mean, rstd, w, rows, n);
-}
-KERNEL layer_norm_dwdb_f32(float *dw, float *db, const float *g, const float *x, const float *mean, const float *rstd, long long rows, long long n, long long piece, long long pieces, double *part) {
-    layer_norm_dwdb_k<float>(dw, db, g, x, mean, rstd, rows, n, piece, pieces, part);
-}
-KERNEL layer_norm_dwdb_finish_f32(float *dw, float *db, long long n, long long pieces, const double *part) {
-    layer_norm_dwdb_finish_k<float>(dw, db, n, pieces, part);
-}
+#define LAYER_NORM_KERNELS(T, TN)                                                                                                                     \
+    KERNEL layer_norm_warp_##TN(T *y, T *mean, T *rstd, const T *x, const T *w, const T *b, long long rows, long long n, T eps) {                     \
+        layer_norm_k<T, 32>(y, mean, rstd, x, w, b, rows, n, eps);                                                                                    \
+    }                                                                                                                                                 \
+    KERNEL layer_norm_block_##TN(T *y, T *mean, T *rstd, const T *x, const T *w, const T *b, long long rows, long long n, T eps) {                    \
+        layer_norm_k<T, BLOCK>(y, mean, rstd, x, w, b, rows, n, eps);                                                                                 \
+    }                                                                                                                                                 \
+    KERNEL layer_norm_dx_warp_##TN(T *dx, const T *g, const T *x, const T *mean, const T *rstd, const T *w, long long rows, long long n) {           \
+        layer_norm_dx_k<T, 32>(dx, g, x, mean, rstd, w, rows, n);                                                                                     \
+    }                                                                                                                                                 \
+    KERNEL layer_norm_dx_block_##TN(T *dx, const T *g, const T *x, const T *mean, const T *rstd, const T *w, long long rows, long long n) {          \
+        layer_norm_dx_k<T, BLOCK>(dx, g, x, mean, rstd, w, rows, n);                                                                                  \
+    }                                                                                                                                                 \
+    KERNEL layer_norm_dwdb_##TN(T *dw, T *db, const T *g, const T *x, const T *mean, const T *rstd, long long rows, long long n, long long piece,     \
+                                long long pieces, double *part) {                                                                                     \
+        layer_norm_dwdb_k<T>(dw, db, g, x, mean, rstd, rows, n, piece, pieces, part);                                                                 \
+    }                                                                                                                                                 \
+    KERNEL layer_norm_dwdb_finish_##TN(T *dw, T *db, long long n, long long pieces, const double *part) {                                            \
+        layer_norm_dwdb_finish_k<T>(dw, db, n, pieces, part);                                                                                         \
+    }
+
+LAYER_NORM_KERNELS(float, f32)
+LAYER_NORM_KERNELS(double, f64)

@@ -15,10 +15,23 @@ __device__ __forceinline__ float c_tanh(float x) { return tanhf(x); }
 __device__ __forceinline__ float c_erf(float x) { return erff(x); }
 __device__ __forceinline__ float c_pow(float x, float y) { return powf(x, y); }
 __device__ __forceinline__ float c_abs(float x) { return fabsf(x); }
-// F64: the same for double (exp, log, log1p, sqrt, tanh, erf, pow, fabs).
+__device__ __forceinline__ double c_exp(double x) { return exp(x); }
+__device__ __forceinline__ double c_log(double x) { return log(x); }
+__device__ __forceinline__ double c_log1p(double x) { return log1p(x); }
+__device__ __forceinline__ double c_sqrt(double x) { return sqrt(x); }
+__device__ __forceinline__ double c_tanh(double x) { return tanh(x); }
+__device__ __forceinline__ double c_erf(double x) { return erf(x); }
+__device__ __forceinline__ double c_pow(double x, double y) { return pow(x, y); }
+__device__ __forceinline__ double c_abs(double x) { return fabs(x); }
+
+// c_fma is a·b + c rounded once: the one fused multiply-add a kernel asks for by name
+// (the build contracts none on its own).
+__device__ __forceinline__ float c_fma(float a, float b, float c) { return fmaf(a, b, c); }
+__device__ __forceinline__ double c_fma(double a, double b, double c) { return fma(a, b, c); }
 
 #define SQRT_2_OVER_PI 0.7978845608028654
 #define GELU_COEF 0.044715
+#define GELU_COEF3 0.134145 // 3·GELU_COEF, one constant as Go folds 3*geluCoef
 #define INV_SQRT_2 0.7071067811865476
 #define INV_SQRT_2PI 0.3989422804014327
 
@@ -74,7 +87,7 @@ template <typename C> __device__ __forceinline__ C unary_grad(int op, C g, C s) 
     case OP_RELU: return s <= 0 ? (C)0 : g; // PyTorch's threshold_backward: a NaN y passes g on
     case OP_GELU_TANH: {
         C t = (C)2 / ((C)1 + c_exp(gelu_minus_2u(s))) - (C)1; // tanh u, finite when e^-2u overflows
-        C du = (C)SQRT_2_OVER_PI * ((C)1 + (C)3 * (C)GELU_COEF * s * s);
+        C du = (C)SQRT_2_OVER_PI * ((C)1 + (C)GELU_COEF3 * s * s);
         return g * ((C)0.5 * ((C)1 + t) + (C)0.5 * s * ((C)1 - t * t) * du);
     }
     case OP_GELU_ERF: {
@@ -160,8 +173,8 @@ template <typename C> __device__ __forceinline__ C bce_logits_fn(C v, C t, C w) 
 }
 
 // bce_logits_grad is g·∂/∂wrt of bce_logits_fn: for v (ARG_A) ((1+(w-1)t)σ(v) - w·t)·g,
-// the factor rounded to float first (kernels/cpu computes it into an F32 buffer, then
-// multiplies by g); for t g·(ln σ(-v) - w·ln σ(v)).
+// the factor rounded to C first (kernels/cpu computes it into a buffer of its compute
+// type, then multiplies by g); for t g·(ln σ(-v) - w·ln σ(v)).
 template <typename C> __device__ __forceinline__ C bce_logits_grad(int wrt, C g, C v, C t, C w) {
     if (wrt == ARG_A) return (pos_term(t, w) * sigmoid(v) - w * t) * g;
     return g * (log_sigmoid(-v) - w * log_sigmoid(v));

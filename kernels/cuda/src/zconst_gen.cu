@@ -26,7 +26,9 @@ int main() {
     C("cublasDefaultMath", CUBLAS_DEFAULT_MATH);
     C("cublasCompute32F", CUBLAS_COMPUTE_32F);
     C("cublasCompute32FFastTF32", CUBLAS_COMPUTE_32F_FAST_TF32);
+    C("cublasCompute64F", CUBLAS_COMPUTE_64F);
     C("cudaR32F", CUDA_R_32F);
+    C("cudaR64F", CUDA_R_64F);
     C("cudaR16F", CUDA_R_16F);
     C("cudaR16BF", CUDA_R_16BF);
     printf("\n");
@@ -37,6 +39,7 @@ int main() {
     C("hdrI32", DT_I32);
     C("hdrI64", DT_I64);
     C("hdrBool", DT_BOOL);
+    C("hdrF64", DT_F64);
     C("hdrImm", DT_IMM);
     C("hdrNeg", OP_NEG);
     C("hdrGeluErf", OP_GELU_ERF);
