@@ -68,21 +68,23 @@ func testBCE(t *testing.T, s *suite) {
 	// gradient's denominator at 1e-12, the target's gradient infinite.
 	xv := []float64{0, 1, 0, 1, 0, 1, 0.5}
 	yv := []float64{0, 0, 1, 1, 0.3, 0.3, 0.3}
-	x := input(dtype.F32, kernels.Contiguous(7), func(i int) float64 { return xv[i] })
-	y := input(dtype.F32, kernels.Contiguous(7), func(i int) float64 { return yv[i] })
-	xs, ys := x.vals(), y.vals()
-	want := make([]float64, len(xv))
-	for i := range want {
-		want[i] = refBCE(xs[i], ys[i])
-	}
-	s.result(t, "at 0 and 1", []*buf{dense(dtype.F32, 7), x, y}, 0, want, within(dtype.F32, 1e-6), loss)
-	g := input(dtype.F32, kernels.Layout{}, func(int) float64 { return 0.75 })
-	for _, wrt := range wrts {
+	for _, dt := range rowTypes {
+		x := input(dt, kernels.Contiguous(7), func(i int) float64 { return xv[i] })
+		y := input(dt, kernels.Contiguous(7), func(i int) float64 { return yv[i] })
+		xs, ys := x.vals(), y.vals()
+		want := make([]float64, len(xv))
 		for i := range want {
-			want[i] = refBCEGrad(wrt, 0.75, xs[i], ys[i])
+			want[i] = refBCE(xs[i], ys[i])
 		}
-		s.result(t, fmt.Sprintf("backward(%d) at 0 and 1", wrt), []*buf{dense(dtype.F32, 7), g, x, y}, 0, want, within(dtype.F32, 1e-6),
-			func(o []kernels.Operand) { s.tg.Backend.BinaryCrossEntropyBackward(wrt, o[0], o[1], o[2], o[3]) })
+		s.result(t, fmt.Sprintf("%v at 0 and 1", dt), []*buf{dense(dt, 7), x, y}, 0, want, within(dt, 1e-6), loss)
+		g := input(dt, kernels.Layout{}, func(int) float64 { return 0.75 })
+		for _, wrt := range wrts {
+			for i := range want {
+				want[i] = refBCEGrad(wrt, 0.75, xs[i], ys[i])
+			}
+			s.result(t, fmt.Sprintf("%v backward(%d) at 0 and 1", dt, wrt), []*buf{dense(dt, 7), g, x, y}, 0, want, within(dt, 1e-6),
+				func(o []kernels.Operand) { s.tg.Backend.BinaryCrossEntropyBackward(wrt, o[0], o[1], o[2], o[3]) })
+		}
 	}
 
 	s.result(t, "empty", []*buf{dense(dtype.F32, 3, 0), input(dtype.F32, kernels.Contiguous(3, 0), nil), imm(0.5)}, 0, nil, exact, loss)
@@ -105,6 +107,9 @@ func testBCERangeErrors(t *testing.T, s *suite) {
 		x := input(dt, kernels.Contiguous(len(vals)), func(i int) float64 { return vals[i] })
 		s.requireRangeError(t, run(x), dt.String(), 4) // 1.5, -1, NaN, +Inf
 	}
+	// In float64: values float32 would round into [0, 1] (to 1 and to -0) are outside.
+	edge := []float64{1 + 0x1p-40, -0x1p-1000, 0.5, 1}
+	s.requireRangeError(t, run(input(dtype.F64, kernels.Contiguous(4), func(i int) float64 { return edge[i] })), "float64 just outside", 2)
 	many := input(dtype.F32, kernels.Contiguous(70000), func(i int) float64 {
 		if i%7 == 3 {
 			return 2 + float64(i%5)
@@ -134,7 +139,7 @@ func testBCERangeErrors(t *testing.T, s *suite) {
 		s.requireRangeError(t, errs[1], "the second launch", 1)
 	}
 	// With an index error (Embedding of row 5 of a table of 2): the earlier launch's.
-	table, idx := row(2, s.uniform(-1, 1)), input(dtype.I64, kernels.Contiguous(1), func(int) float64 { return 5 })
+	table, idx := row(dtype.F32, 2, s.uniform(-1, 1)), input(dtype.I64, kernels.Contiguous(1), func(int) float64 { return 5 })
 	for _, rangeFirst := range []bool{true, false} {
 		var re, ie error
 		exec(t, s.tg, []*buf{dense(dtype.F32, 3), two, imm(0), dense(dtype.F32, 1), table, idx}, func(o []kernels.Operand) {
@@ -217,23 +222,25 @@ func testBCEWithLogits(t *testing.T, s *suite) {
 	// Large logits: the stable form stays finite and exact.
 	xv := []float64{100, -100, 100, -100, 0, 30, -30}
 	yv := []float64{0, 1, 1, 0, 0.5, 0.25, 0.75}
-	x := input(dtype.F32, kernels.Contiguous(7), func(i int) float64 { return xv[i] })
-	y := input(dtype.F32, kernels.Contiguous(7), func(i int) float64 { return yv[i] })
-	g := input(dtype.F32, kernels.Layout{}, func(int) float64 { return 1.5 })
-	want := make([]float64, len(xv))
-	for i := range want {
-		want[i] = refBCELogits(xv[i], yv[i], 1)
-	}
-	s.result(t, "large logits", []*buf{dense(dtype.F32, 7), x, y, absent()}, 0, want, within(dtype.F32, 4e-6),
-		func(o []kernels.Operand) { s.tg.Backend.BinaryCrossEntropyWithLogits(o[0], o[1], o[2], o[3]) })
-	for _, wrt := range wrts {
+	for _, dt := range rowTypes {
+		x := input(dt, kernels.Contiguous(7), func(i int) float64 { return xv[i] })
+		y := input(dt, kernels.Contiguous(7), func(i int) float64 { return yv[i] })
+		g := input(dt, kernels.Layout{}, func(int) float64 { return 1.5 })
+		want := make([]float64, len(xv))
 		for i := range want {
-			want[i] = refBCELogitsGrad(wrt, 1.5, xv[i], yv[i], 1)
+			want[i] = refBCELogits(xv[i], yv[i], 1)
 		}
-		s.result(t, fmt.Sprintf("large logits backward(%d)", wrt), []*buf{dense(dtype.F32, 7), g, x, y, absent()}, 0, want, within(dtype.F32, 4e-6),
-			func(o []kernels.Operand) {
-				s.tg.Backend.BinaryCrossEntropyWithLogitsBackward(wrt, o[0], o[1], o[2], o[3], o[4])
-			})
+		s.result(t, fmt.Sprintf("%v large logits", dt), []*buf{dense(dt, 7), x, y, absent()}, 0, want, within(dt, 4e-6),
+			func(o []kernels.Operand) { s.tg.Backend.BinaryCrossEntropyWithLogits(o[0], o[1], o[2], o[3]) })
+		for _, wrt := range wrts {
+			for i := range want {
+				want[i] = refBCELogitsGrad(wrt, 1.5, xv[i], yv[i], 1)
+			}
+			s.result(t, fmt.Sprintf("%v large logits backward(%d)", dt, wrt), []*buf{dense(dt, 7), g, x, y, absent()}, 0, want, within(dt, 4e-6),
+				func(o []kernels.Operand) {
+					s.tg.Backend.BinaryCrossEntropyWithLogitsBackward(wrt, o[0], o[1], o[2], o[3], o[4])
+				})
+		}
 	}
 	s.result(t, "empty", []*buf{dense(dtype.F32, 0, 3), input(dtype.F32, kernels.Contiguous(0, 3), nil), imm(1), absent()}, 0, nil, exact,
 		func(o []kernels.Operand) { s.tg.Backend.BinaryCrossEntropyWithLogits(o[0], o[1], o[2], o[3]) })

@@ -64,8 +64,13 @@ func input(dt dtype.DType, l kernels.Layout, v func(i int) float64) *buf {
 	return block(dt, l, l.Span()).fill(v)
 }
 
-// imm is an immediate operand.
-func imm(v float64) *buf { return &buf{imm: &v} }
+// imm is an immediate operand of v rounded to float32: a value that reads the same in
+// an op of any type (testBinary's scalarReading checks how one that float32 does not
+// hold is read).
+func imm(v float64) *buf { return exactImm(float64(float32(v))) }
+
+// exactImm is an immediate operand of v itself.
+func exactImm(v float64) *buf { return &buf{imm: &v} }
 
 // absent is an absent operand.
 func absent() *buf { return &buf{absent: true} }
@@ -83,7 +88,7 @@ func (b *buf) values(data []byte) []float64 {
 // vals is values of b's own data (an input's exact values after rounding).
 func (b *buf) vals() []float64 {
 	if b.imm != nil {
-		return []float64{float64(float32(*b.imm))}
+		return []float64{*b.imm}
 	}
 	return b.values(b.data)
 }
@@ -108,7 +113,7 @@ func (b *buf) bcast(shape []int) []float64 {
 	if b.imm != nil || b.absent {
 		v := 0.0
 		if b.imm != nil {
-			v = float64(float32(*b.imm))
+			v = *b.imm
 		}
 		out := make([]float64, numel(shape))
 		for i := range out {
@@ -137,6 +142,8 @@ func numel(shape []int) int {
 // get reads element e of a block of dt as float64 (exact).
 func get(dt dtype.DType, data []byte, e int) float64 {
 	switch dt {
+	case dtype.F64:
+		return math.Float64frombits(binary.LittleEndian.Uint64(data[8*e:]))
 	case dtype.F32:
 		return float64(math.Float32frombits(binary.LittleEndian.Uint32(data[4*e:])))
 	case dtype.F16:
@@ -153,16 +160,18 @@ func get(dt dtype.DType, data []byte, e int) float64 {
 	panic(fmt.Sprintf("kernelstest: type %v", dt))
 }
 
-// put writes v as element e of a block of dt: floats rounded through float32 (the
-// kernels' precision), integers truncated.
+// put writes v as element e of a block of dt: floats rounded once to dt, integers
+// truncated.
 func put(dt dtype.DType, data []byte, e int, v float64) {
 	switch dt {
+	case dtype.F64:
+		binary.LittleEndian.PutUint64(data[8*e:], math.Float64bits(v))
 	case dtype.F32:
 		binary.LittleEndian.PutUint32(data[4*e:], math.Float32bits(float32(v)))
 	case dtype.F16:
-		binary.LittleEndian.PutUint16(data[2*e:], dtype.F32ToF16(float32(v)))
+		binary.LittleEndian.PutUint16(data[2*e:], dtype.F64ToF16(v))
 	case dtype.BF16:
-		binary.LittleEndian.PutUint16(data[2*e:], dtype.F32ToBF16(float32(v)))
+		binary.LittleEndian.PutUint16(data[2*e:], dtype.F64ToBF16(v))
 	case dtype.I32:
 		binary.LittleEndian.PutUint32(data[4*e:], uint32(int32(v)))
 	case dtype.I64:
@@ -216,15 +225,30 @@ var exact = tol{}
 // within is the tolerance of an output of dt for an op that is accurate to f32 in
 // float32, relative to the result or, near zero, to operands of about 1 (the cases'
 // scale): an F16 or BF16 output may also be off by its rounding (two units in the
-// last place).
+// last place); an F64 output, computed in float64, is held to float64's precision (in64).
 func within(dt dtype.DType, f32 float64) tol {
 	switch dt {
 	case dtype.F16:
 		f32 = max(f32, 1.0/512)
 	case dtype.BF16:
 		f32 = max(f32, 1.0/64)
+	case dtype.F64:
+		return in64(tol{rel: f32, abs: f32})
 	}
 	return tol{rel: f32, abs: f32}
+}
+
+// in64 is the float64 form of a tolerance t set for float32: as many units in the last
+// place, times eight (the float64 references round too, in another order): t·2⁻²⁶.
+// A float64 kernel computing in float32 anywhere is off by about 2²⁹ units.
+func in64(t tol) tol { return tol{rel: t.rel * 0x1p-26, abs: t.abs * 0x1p-26} }
+
+// tolIn is t for results of a kernel computing in dt's precision: in64(t) for F64.
+func tolIn(dt dtype.DType, t tol) tol {
+	if dt == dtype.F64 {
+		return in64(t)
+	}
+	return t
 }
 
 // near asserts that want and got agree within tl, NaN matching NaN and infinities
@@ -281,7 +305,10 @@ func (s *suite) result(t testing.TB, what string, bufs []*buf, i int, want []flo
 }
 
 // floats are the float types every float kernel is run with.
-var floats = []dtype.DType{dtype.F32, dtype.F16, dtype.BF16}
+var floats = []dtype.DType{dtype.F32, dtype.F16, dtype.BF16, dtype.F64}
+
+// rowTypes are the types the row kernels compute in.
+var rowTypes = []dtype.DType{dtype.F32, dtype.F64}
 
 // layouts are the input layouts of shape [4, 6] elementwise cases run with: row-major,
 // transposed (column-major), a strided slice with gaps and an offset, and two

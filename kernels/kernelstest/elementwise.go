@@ -43,12 +43,25 @@ func unaryTol(op kernels.UnaryOp) float64 {
 	return 4e-6
 }
 
+// outTypes are the output types of an elementwise case with inputs of dt: dt itself,
+// F32 and F64 (an F64 output of float32 inputs is computed in float64, an F32 output
+// of F64 ones too).
+func outTypes(dt dtype.DType) []dtype.DType {
+	out := []dtype.DType{dt}
+	for _, o := range []dtype.DType{dtype.F32, dtype.F64} {
+		if o != dt {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 func testUnary(t *testing.T, s *suite) {
 	ls := layouts()
 	for op := kernels.Neg; op.Valid(); op++ {
 		for _, dt := range floats {
 			for _, name := range sorted(ls) {
-				for _, odt := range []dtype.DType{dt, dtype.F32} {
+				for _, odt := range outTypes(dt) {
 					x := input(dt, ls[name], s.uniform(unaryDomain(op)))
 					dst := dense(odt, 4, 6)
 					xs := x.bcast([]int{4, 6})
@@ -164,20 +177,54 @@ func testBinary(t *testing.T, s *suite) {
 	}
 	// NaN propagates through Maximum and Minimum, either side.
 	for _, op := range []kernels.BinaryOp{kernels.Maximum, kernels.Minimum} {
-		vals := []float64{math.NaN(), 1, -1, math.NaN(), math.Inf(1), 0}
-		a := input(dtype.F32, kernels.Contiguous(6), func(i int) float64 { return vals[i] })
-		b := input(dtype.F32, kernels.Contiguous(6), func(i int) float64 { return vals[5-i] })
-		want := make([]float64, 6)
-		av, bv := a.vals(), b.vals()
-		for i := range want {
-			if math.IsNaN(av[i]) || math.IsNaN(bv[i]) {
-				want[i] = math.NaN()
-			} else {
-				want[i] = refBinary(op, av[i], bv[i])
+		for _, dt := range rowTypes {
+			vals := []float64{math.NaN(), 1, -1, math.NaN(), math.Inf(1), 0}
+			a := input(dt, kernels.Contiguous(6), func(i int) float64 { return vals[i] })
+			b := input(dt, kernels.Contiguous(6), func(i int) float64 { return vals[5-i] })
+			want := make([]float64, 6)
+			av, bv := a.vals(), b.vals()
+			for i := range want {
+				if math.IsNaN(av[i]) || math.IsNaN(bv[i]) {
+					want[i] = math.NaN()
+				} else {
+					want[i] = refBinary(op, av[i], bv[i])
+				}
 			}
+			s.result(t, fmt.Sprintf("%v %v with NaN", op, dt), []*buf{dense(dt, 6), a, b}, 0, want, exact,
+				func(o []kernels.Operand) { s.tg.Backend.Binary(op, o[0], o[1], o[2]) })
 		}
-		s.result(t, fmt.Sprintf("%v with NaN", op), []*buf{dense(dtype.F32, 6), a, b}, 0, want, exact,
-			func(o []kernels.Operand) { s.tg.Backend.Binary(op, o[0], o[1], o[2]) })
+	}
+	testScalarReading(t, s)
+}
+
+// testScalarReading: a Scalar is read in float64 where the output is F64 and rounded to
+// float32 otherwise, an F64 input beside it or not (kernels.Scalar's rule): a·0.1 and
+// its gradient are then products rounded once to the output's type (a float32 one is
+// exact in float64), which the references compute exactly.
+func testScalarReading(t *testing.T, s *suite) {
+	const v = 0.1 // no float32 holds it
+	for _, dts := range [][2]dtype.DType{{dtype.F64, dtype.F64}, {dtype.F64, dtype.F32}, {dtype.F32, dtype.F32}, {dtype.F16, dtype.F64}} {
+		out, in := dts[0], dts[1]
+		read := v
+		if out != dtype.F64 {
+			read = float64(float32(v))
+		}
+		a := input(in, kernels.Contiguous(4, 6), s.uniform(-3, 3))
+		want := make([]float64, 24)
+		for i, x := range a.vals() {
+			want[i] = toType(x*read, out) // x·read rounds once in float64 when in is F32
+		}
+		name := fmt.Sprintf("%v·Scalar(%v) into %v", in, v, out)
+		s.result(t, name, []*buf{dense(out, 4, 6), a, exactImm(v)}, 0, want, exact,
+			func(o []kernels.Operand) { s.tg.Backend.Binary(kernels.Mul, o[0], o[1], o[2]) })
+		g := input(in, kernels.Contiguous(4, 6), s.uniform(-2, 2))
+		for i, x := range g.vals() {
+			want[i] = toType(x*read, out)
+		}
+		s.result(t, name+" backward", []*buf{dense(out, 4, 6), g, absent(), exactImm(v)}, 0, want, exact,
+			func(o []kernels.Operand) {
+				s.tg.Backend.BinaryBackward(kernels.Mul, kernels.ArgA, o[0], o[1], o[2], o[3])
+			})
 	}
 }
 
@@ -215,21 +262,40 @@ func testBinaryBackward(t *testing.T, s *suite) {
 	}
 }
 
+// testAxpy: alpha (0.1, which no float32 holds) is rounded to the type the kernel
+// computes in: float32 unless dst or x is F64.
 func testAxpy(t *testing.T, s *suite) {
 	ls := layouts()
+	const alpha = 0.1
 	for _, dt := range floats {
-		for _, name := range sorted(ls) {
-			d := input(dt, kernels.Contiguous(4, 6), s.uniform(-2, 2))
-			x := input(dtype.F32, ls[name], s.uniform(-2, 2))
-			ds, xs := d.vals(), x.bcast([]int{4, 6})
-			want := make([]float64, 24)
-			for i := range want {
-				want[i] = ds[i] + float64(float32(0.75))*xs[i]
+		for _, xt := range []dtype.DType{dtype.F32, dtype.F64} {
+			for _, name := range sorted(ls) {
+				d := input(dt, kernels.Contiguous(4, 6), s.uniform(-2, 2))
+				x := input(xt, ls[name], s.uniform(-2, 2))
+				ds, xs := d.vals(), x.bcast([]int{4, 6})
+				in64 := dt == dtype.F64 || xt == dtype.F64
+				a := float64(float32(alpha))
+				if in64 {
+					a = alpha
+				}
+				want := make([]float64, 24)
+				for i := range want {
+					// One rounding of the product, one of the sum, as the kernel.
+					want[i] = ds[i] + dtRound(in64, a*xs[i])
+				}
+				s.result(t, fmt.Sprintf("%v += %v %s", dt, xt, name), []*buf{d, x}, 0, want, within(dt, 1e-7),
+					func(o []kernels.Operand) { s.tg.Backend.Axpy(o[0], alpha, o[1]) })
 			}
-			s.result(t, fmt.Sprintf("%v += %s", dt, name), []*buf{d, x}, 0, want, within(dt, 1e-7),
-				func(o []kernels.Operand) { s.tg.Backend.Axpy(o[0], 0.75, o[1]) })
 		}
 	}
+}
+
+// dtRound is v rounded to the compute type: float64 when in64, else float32.
+func dtRound(in64 bool, v float64) float64 {
+	if in64 {
+		return v
+	}
+	return float64(float32(v))
 }
 
 // addcTriples are the (x, a, b) layouts Addc cases run with: x broadcast too.
@@ -275,9 +341,9 @@ func testAddc(t *testing.T, s *suite) {
 
 func testDropout(t *testing.T, s *suite) {
 	for _, n := range []int{0, 5, 1000} {
-		for _, p := range []float32{0, 0.3, 1} {
+		for _, p := range []float64{0, 0.3, 1} {
 			for _, seed := range []uint64{0, 0x1234_5678_9abc_def0} {
-				thr := uint64(math.Ldexp(float64(p), 32))
+				thr := uint64(math.Ldexp(float64(float32(p)), 32)) // p rounded to float32, kernels/cpu's rule
 				want := make([]float64, n)
 				for i := range want {
 					w := philox([4]uint32{uint32(i / 4), uint32(uint64(i/4) >> 32)}, [2]uint32{uint32(seed), uint32(seed >> 32)})
@@ -286,7 +352,7 @@ func testDropout(t *testing.T, s *suite) {
 					}
 				}
 				s.result(t, fmt.Sprintf("mask n=%d p=%v seed=%#x", n, p, seed), []*buf{dense(dtype.Bool, n)}, 0, want, exact,
-					func(o []kernels.Operand) { s.tg.Backend.DropoutMask(o[0], float64(p), seed) })
+					func(o []kernels.Operand) { s.tg.Backend.DropoutMask(o[0], p, seed) })
 			}
 		}
 	}
@@ -296,13 +362,17 @@ func testDropout(t *testing.T, s *suite) {
 		t.Fatal("the suite's Philox is not Random123's")
 	}
 	for _, dt := range floats {
-		const p = 0.25
+		const p = 0.1 // no float32 holds it: the scale is 1/(1-p) in the compute type
 		x := input(dt, kernels.Layout{Shape: []int{4, 6}, Strides: []int{1, 4}}, s.uniform(-2, 2))
 		m := input(dtype.Bool, kernels.Contiguous(4, 6), func(int) float64 { return float64(s.r.IntN(2)) })
 		xs, ms := x.bcast([]int{4, 6}), m.vals()
+		scale := float64(1 / (1 - float32(p)))
+		if dt == dtype.F64 {
+			scale = 1 / (1 - p)
+		}
 		want := make([]float64, 24)
 		for i := range want {
-			want[i] = xs[i] * ms[i] * float64(float32(1)/(1-p))
+			want[i] = xs[i] * ms[i] * scale
 		}
 		s.result(t, fmt.Sprintf("apply %v", dt), []*buf{dense(dt, 4, 6), x, m}, 0, want, within(dt, 1e-7),
 			func(o []kernels.Operand) { s.tg.Backend.Dropout(o[0], o[1], o[2], p) })

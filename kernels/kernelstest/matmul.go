@@ -61,12 +61,21 @@ func testMatmul(t *testing.T, s *suite) {
 		for _, dts := range [][3]dtype.DType{
 			{dtype.F32, dtype.F32, dtype.F32}, {dtype.F16, dtype.F16, dtype.F16}, {dtype.BF16, dtype.BF16, dtype.BF16},
 			{dtype.F16, dtype.F16, dtype.F32}, {dtype.F16, dtype.F32, dtype.F32}, {dtype.BF16, dtype.F16, dtype.F32},
+			// float64 products: of F64 operands, of an F64 and another, of F32 into
+			// F64 (float32 values multiply exactly in float64), of F64 into F32.
+			{dtype.F64, dtype.F64, dtype.F64}, {dtype.F64, dtype.F32, dtype.F64}, {dtype.F32, dtype.F16, dtype.F64},
+			{dtype.F64, dtype.F64, dtype.F32},
 		} {
 			for _, tr := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
 				a := s.matrix(dts[0], sh.batchA, sh.m, sh.k, tr[0])
 				b := s.matrix(dts[1], sh.batchB, sh.k, sh.n, tr[1])
 				want, mag := refMatmul(a, b, sh.batch, sh.m, sh.k, sh.n)
 				tl := within(dts[2], 1e-6)
+				if dts[2] == dtype.F64 {
+					// k products and sums in any order are off by at most k·2⁻⁵³ of the
+					// sum of the products' magnitudes, the reference's and the kernel's.
+					tl = tol{rel: float64(sh.k) * 0x1p-52}
+				}
 				tl.abs = max(tl.abs, tl.rel*mag)
 				d := dense(dts[2], append(append([]int(nil), sh.batch...), sh.m, sh.n)...)
 				s.result(t, fmt.Sprintf("%v %v·%v→%v transposed %v", sh, dts[0], dts[1], dts[2], tr), []*buf{d, a, b}, 0, want, tl,
@@ -75,12 +84,17 @@ func testMatmul(t *testing.T, s *suite) {
 		}
 	}
 	// A strided output, k = 0 (zeros), and no output.
-	a, b := s.matrix(dtype.F32, nil, 3, 4, false), s.matrix(dtype.F32, nil, 4, 2, true)
-	want, mag := refMatmul(a, b, nil, 3, 4, 2)
-	s.result(t, "into a column-major output", []*buf{out(dtype.F32, kernels.Layout{Shape: []int{3, 2}, Strides: []int{1, 3}}), a, b}, 0, want,
-		tol{rel: 1e-6, abs: 1e-6 * mag}, func(o []kernels.Operand) { s.tg.Backend.Matmul(o[0], o[1], o[2]) })
-	s.result(t, "k = 0", []*buf{dense(dtype.F16, 3, 2), s.matrix(dtype.F16, nil, 3, 0, false), s.matrix(dtype.F16, nil, 0, 2, false)}, 0,
-		make([]float64, 6), exact, func(o []kernels.Operand) { s.tg.Backend.Matmul(o[0], o[1], o[2]) })
+	for _, dt := range rowTypes {
+		a, b := s.matrix(dt, nil, 3, 4, false), s.matrix(dt, nil, 4, 2, true)
+		want, mag := refMatmul(a, b, nil, 3, 4, 2)
+		s.result(t, fmt.Sprintf("%v into a column-major output", dt), []*buf{out(dt, kernels.Layout{Shape: []int{3, 2}, Strides: []int{1, 3}}), a, b}, 0,
+			want, tolIn(dt, tol{rel: 1e-6, abs: 1e-6 * mag}), func(o []kernels.Operand) { s.tg.Backend.Matmul(o[0], o[1], o[2]) })
+	}
+	for _, dt := range []dtype.DType{dtype.F16, dtype.F64} {
+		s.result(t, fmt.Sprintf("%v k = 0", dt), []*buf{dense(dt, 3, 2), s.matrix(dt, nil, 3, 0, false), s.matrix(dt, nil, 0, 2, false)}, 0,
+			make([]float64, 6), exact, func(o []kernels.Operand) { s.tg.Backend.Matmul(o[0], o[1], o[2]) })
+	}
+	b := s.matrix(dtype.F32, nil, 4, 2, true)
 	s.result(t, "no rows", []*buf{dense(dtype.F32, 0, 2), s.matrix(dtype.F32, nil, 0, 4, false), b}, 0, nil, exact,
 		func(o []kernels.Operand) { s.tg.Backend.Matmul(o[0], o[1], o[2]) })
 }

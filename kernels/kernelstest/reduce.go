@@ -64,11 +64,16 @@ func testReduce(t *testing.T, s *suite) {
 		{[]int{4, 0}, []int{4, 1}, nil},       // empty reductions: 0, and NaN means
 		{[]int{0, 6}, []int{0, 1}, nil},       // no outputs
 	}
+	// (input, output) types: float32 sums of each kind of input, float64 ones of F64
+	// and of integers (exact in float64), and an F64 sum rounded to F32.
+	types := [][2]dtype.DType{{dtype.F32, dtype.F32}, {dtype.BF16, dtype.F16}, {dtype.I32, dtype.F32},
+		{dtype.F64, dtype.F64}, {dtype.I32, dtype.F64}, {dtype.F64, dtype.F32}}
 	for _, c := range cases {
-		for _, dt := range []dtype.DType{dtype.F32, dtype.BF16, dtype.I32} {
+		for _, ty := range types {
+			dt, odt := ty[0], ty[1]
 			for _, mean := range []bool{false, true} {
-				if numel(c.src) > 10000 && (dt != dtype.F32 || mean) {
-					continue // the pieces are the same for every type: one run suffices
+				if numel(c.src) > 10000 && (mean || dt != odt || dt == dtype.BF16) {
+					continue // the pieces are the same for every type: one run for each compute type
 				}
 				l := kernels.Contiguous(c.src...)
 				if c.srcL != nil {
@@ -76,17 +81,19 @@ func testReduce(t *testing.T, s *suite) {
 				}
 				src := input(dt, l, s.uniform(-4, 4))
 				want, mag := refReduce(src, c.dst, mean)
-				odt := dtype.F32
-				if dt == dtype.BF16 {
-					odt = dtype.F16
-				}
 				tl := within(odt, 1e-6)
+				if odt == dtype.F64 {
+					// Any order of n float64 additions is off by at most (n-1)·2⁻⁵³ of
+					// the sum of magnitudes, the reference's and the kernel's alike.
+					n := numel(c.src) / max(numel(c.dst), 1)
+					tl = tol{rel: float64(max(n-1, 1)) * 0x1p-52}
+				}
 				for _, m := range mag {
 					if !math.IsNaN(m) {
 						tl.abs = max(tl.abs, tl.rel*m)
 					}
 				}
-				name := fmt.Sprintf("%v %v → %v mean=%v", dt, c.src, c.dst, mean)
+				name := fmt.Sprintf("%v %v → %v %v mean=%v", dt, c.src, odt, c.dst, mean)
 				f := func(o []kernels.Operand) {
 					if mean {
 						s.tg.Backend.Mean(o[0], o[1])
@@ -155,17 +162,20 @@ func testMax(t *testing.T, s *suite) {
 				s.result(t, name+" values", bufs, 0, wantV, exact, f)
 			}
 
-			// Backward: g at the positions, 0 elsewhere, in dx's strided layout.
+			// Backward: g at the positions, 0 elsewhere, in dx's strided layout, rounded
+			// once to dx's type.
 			g := input(dt, kernels.Contiguous(5, 1), s.uniform(-3, 3))
 			ix := input(dtype.I64, kernels.Contiguous(5, 1), func(i int) float64 { return wantI[i] })
-			dx := out(dtype.F32, kernels.Layout{Shape: []int{5, 7}, Strides: []int{1, 5}})
 			gs := g.vals()
-			want := make([]float64, 35)
-			for r := range 5 {
-				want[r*7+int(wantI[r])] = gs[r]
+			for _, dxt := range outTypes(dt) {
+				dx := out(dxt, kernels.Layout{Shape: []int{5, 7}, Strides: []int{1, 5}})
+				want := make([]float64, 35)
+				for r := range 5 {
+					want[r*7+int(wantI[r])] = toType(gs[r], dxt)
+				}
+				s.result(t, fmt.Sprintf("%s backward into %v", name, dxt), []*buf{dx, g, ix}, 0, want, exact,
+					func(o []kernels.Operand) { s.tg.Backend.MaxBackward(o[0], o[1], o[2]) })
 			}
-			s.result(t, name+" backward", []*buf{dx, g, ix}, 0, want, exact,
-				func(o []kernels.Operand) { s.tg.Backend.MaxBackward(o[0], o[1], o[2]) })
 		}
 	}
 	// Over every element: one position, row-major.

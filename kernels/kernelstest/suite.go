@@ -1,19 +1,24 @@
 // Package kernelstest is the conformance suite of kernels.Backend: Run calls every
-// method of a backend on operands of each float type (F32, F16, BF16; integer types
-// where a method takes them), contiguous, strided, transposed, broadcast, offset and
-// empty, and compares the outputs with an independent float64 reference written here
-// (never with kernels/cpu itself, so the suite also proves the CPU backend), with
-// tolerances that follow the output's type and the op's conditioning. For a backend
-// other than kernels/cpu it also compares with kernels/cpu run on the same inputs. The
-// CPU backend runs it in CI (this package's test); the CUDA backend on a GPU machine
-// (kernels/cuda's TestConformance, skipped without a GPU).
+// method of a backend on operands of each float type (F64, F32, F16, BF16, and mixes of
+// them; integer types where a method takes them), contiguous, strided, transposed,
+// broadcast, offset and empty, and compares the outputs with an independent float64
+// reference written here (never with kernels/cpu itself, so the suite also proves the
+// CPU backend), with tolerances that follow the output's type and the op's
+// conditioning. For a backend other than kernels/cpu it also compares with kernels/cpu
+// run on the same inputs. The CPU backend runs it in CI (this package's test); the
+// CUDA backend on a GPU machine (kernels/cuda's TestConformance, skipped without a GPU).
 //
 // Invariants of the suite:
+//   - Float64 is float64: an op computing in float64 (an F64 operand, the first input
+//     of a row kernel F64) is held to float64's precision, about 2²⁹ times tighter
+//     than float32's (in64, tolRow: bounds on the order of float64 sums where results
+//     sum), so one float32 rounding anywhere fails; number arguments and Scalars are
+//     checked rounded to the compute type as kernels.Backend says (0.1 where it shows).
 //   - Exact where the contract is exact: conversions (Copy, Fill) bit for bit as
-//     package dtype converts, dropout masks as Philox4x32-10 defines them, Max's
-//     positions, index errors with their position, value and limit, range errors
-//     with their count (an asynchronous backend's at the next Check, once, the
-//     earliest launch's when several failed).
+//     package dtype converts (F64 to F16 and BF16 rounding once), dropout masks as
+//     Philox4x32-10 defines them, Max's positions and values, index errors with their
+//     position, value and limit, range errors with their count (an asynchronous
+//     backend's at the next Check, once, the earliest launch's when several failed).
 //   - Nothing but the output is written: every block is filled with a sentinel first,
 //     and every byte outside the output's layout must keep it (catching stray writes
 //     of strided outputs and empty ones).
