@@ -134,3 +134,17 @@ type Backend interface {
 	// broadcast to dst; dst may be x).
 	Addc(op BinaryOp, dst, x, a, b Operand, value float64)
 }
+
+// Async is implemented by a Backend whose kernels run asynchronously on their device
+// (the CUDA backend): its methods return before the kernels have run, so an error that
+// depends on the data (an index out of range) or a device failure (a launch refused)
+// cannot be returned by the op that caused it. Check returns those errors, each
+// naming its op (*IndexError for indices), at the next synchronisation point: the
+// tensor package calls it wherever it reads values back (ToSlice, Item) and in
+// tensor.Synchronize.
+type Async interface {
+	Backend
+	// Check returns the errors raised since the last Check, joined (nil when none),
+	// waiting for the device first when a kernel that may raise one has run.
+	Check() error
+}

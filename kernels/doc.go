@@ -12,9 +12,14 @@
 // (device.Residency) and calls it with operands it built from its storages: adding a
 // backend touches that one choice, adding an op one Backend method per backend.
 //
+// An asynchronous backend (kernels/cuda) also implements Async: its ops return before
+// they have run, and Check reports at the next synchronisation what the data made go
+// wrong.
+//
 // Invariants every backend keeps (Backend's doc has the details):
-//   - Backends never allocate outputs or device memory: the caller passes every output
-//     and temporary, so the allocator sees all memory an op uses.
+//   - Backends never allocate outputs or tensor memory: the caller passes every output
+//     and temporary, so the allocator sees all memory an op uses. (A GPU backend keeps
+//     its own workspace and scratch between ops, which it names: kernels/cuda's Held.)
 //   - Results are deterministic: the same inputs give the same bits on every run.
 //   - Misuse panics before anything is written; a data-dependent error (an index out
 //     of range) is an *IndexError, returned by a synchronous backend before anything

@@ -1,14 +1,17 @@
 package tensor
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sync"
 
 	"github.com/subletml/sublet/device"
+	cudadev "github.com/subletml/sublet/device/cuda"
 	"github.com/subletml/sublet/kernels"
 	"github.com/subletml/sublet/kernels/cpu"
 	"github.com/subletml/sublet/kernels/cpu/blas"
+	"github.com/subletml/sublet/kernels/cuda"
 )
 
 // hostKernels is the CPU backend every host-resident storage computes with, made on
@@ -34,8 +37,9 @@ func HostGemm() (string, error) {
 }
 
 // kernelsFor returns the kernels that compute on dev's memory for op: the CPU kernels
-// on host memory, the meta backend (which computes nothing) where there is no data. It
-// panics with an *Error naming op and its inputs ins where there are none.
+// on host memory, the meta backend (which computes nothing) where there is no data,
+// kernels/cuda on a GPU. It panics with an *Error naming op and its inputs ins where
+// there are none.
 func kernelsFor(op string, dev device.Device, ins []*Tensor) kernels.Backend {
 	switch dev.Residency() {
 	case device.Host:
@@ -47,6 +51,45 @@ func kernelsFor(op string, dev device.Device, ins []*Tensor) kernels.Backend {
 	case device.Meta:
 		return kernels.Meta()
 	}
-	fail(op, ErrNoKernels, ins, "%s has no kernels yet (only cpu and sim do); move the tensors with To", dev.Name())
+	if g, ok := dev.(*cudadev.Device); ok {
+		k, err := cuda.For(g)
+		if err != nil {
+			fail(op, err, ins, "")
+		}
+		return k
+	}
+	fail(op, ErrNoKernels, ins, "%s has no kernels (cpu, sim and cuda do); move the tensors with To", dev.Name())
 	return nil
+}
+
+// asyncErrors returns what dev's asynchronous kernels (kernels.Async) found since the
+// last check: an index out of range (also an ErrShape, as the CPU kernels report it at
+// once), a launch that failed. nil on devices whose kernels are synchronous. It is
+// called where values come back to the host, the synchronisation points.
+func asyncErrors(dev device.Device) error {
+	g, ok := dev.(*cudadev.Device)
+	if !ok {
+		return nil
+	}
+	k, err := cuda.For(g)
+	if err != nil {
+		return err
+	}
+	err = kernels.Async(k).Check()
+	if ie := new(kernels.IndexError); errors.As(err, &ie) {
+		err = errors.Join(ErrShape, err)
+	}
+	return err
+}
+
+// Synchronize waits until every op ordered on dev so far has run, and returns the
+// errors its asynchronous kernels found since the last synchronisation (an index out
+// of range in cross entropy or embedding on a GPU, as an *kernels.IndexError naming the
+// op): ToSlice, Item and To a host device check the same, and panic with them. On
+// host devices ops are synchronous and it returns nil.
+func Synchronize(dev device.Device) error {
+	if err := dev.Synchronize(); err != nil {
+		return err
+	}
+	return asyncErrors(dev)
 }

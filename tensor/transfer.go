@@ -29,6 +29,9 @@ func copyBytes(dst *Storage, dstOff int64, src *Storage, srcOff, n int64) error 
 		}
 		return dst.dev.CopyToDevice(dst.ptr+device.Ptr(dstOff), b, 0)
 	}
+	if err := asyncErrors(src.dev); err != nil {
+		return err
+	}
 	if dst.res == device.Host {
 		return src.dev.CopyToHost(dst.host[dstOff:dstOff+n], src.ptr+device.Ptr(srcOff), 0)
 	}
@@ -91,10 +94,14 @@ func store(t *Tensor, k kernels.Backend, src func() cpu.Operand) error {
 // hostBytes returns the bytes of t's storage from its first element to its last (the
 // span of its layout) as host memory the CPU can read, with the offset of t's first
 // element in them: the storage's own bytes on host memory, a copy downloaded from a
-// GPU (which synchronises; a failure panics naming op). t has data.
+// GPU (which synchronises, and panics naming op with what the GPU's kernels found
+// since the last synchronisation, or with a failed copy). t has data.
 func (t *Tensor) hostBytes(op string) (b []byte, offset int) {
 	if t.st.res == device.Host {
 		return t.st.host, t.offset
+	}
+	if err := asyncErrors(t.st.dev); err != nil {
+		fail(op, err, []*Tensor{t}, "an earlier op on %s failed", t.st.dev.Name())
 	}
 	size := int64(t.dt.Size())
 	span := int64(t.layout().Span()-t.offset) * size

@@ -10,12 +10,14 @@ import (
 	"regexp"
 	"runtime"
 	"strconv"
+	"strings"
 
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device/cpu"
 	"github.com/subletml/sublet/device/cuda"
 	"github.com/subletml/sublet/device/named"
 	"github.com/subletml/sublet/device/sim"
+	kcuda "github.com/subletml/sublet/kernels/cuda"
 )
 
 // runInfo prints the devices, the default device and the allocator settings in force.
@@ -27,6 +29,7 @@ func runInfo(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	infoCUDA(stdout)
+	infoBLAS(stdout)
 	infoCPU(stdout)
 	fmt.Fprintf(stdout, "sim     simulated H200, no GPU needed: %s total\n", mibString(sim.DefaultCapacity))
 
@@ -103,6 +106,18 @@ func infoCUDA(w io.Writer) {
 	for i := range n {
 		infoGPU(w, i)
 	}
+}
+
+// infoBLAS says which cuBLAS the GPU's products run on, or that they run on sublet's
+// fallback kernel (the loader's reasons, one per candidate, are cut to the first).
+func infoBLAS(w io.Writer) {
+	s, err := kcuda.BLAS()
+	if err != nil {
+		msg, _, _ := strings.Cut(err.Error(), "\n")
+		fmt.Fprintf(w, "cublas  none: GPU matrix products run on sublet's fallback kernel (slow): %s\n", msg)
+		return
+	}
+	fmt.Fprintf(w, "cublas  %s: GPU matrix products run there\n", s)
 }
 
 func infoGPU(w io.Writer, ordinal int) {

@@ -30,6 +30,11 @@
 //   - A Device records every Malloc, Map, Reserve, HostAlloc and HostRegister it has
 //     made and not yet taken back (Usage): freeing anything else is an error, and nothing
 //     is freed behind the caller's back (Close refuses while anything is live).
+//   - Kernels come from PTX (LoadModule) or fatbins (LoadFatbin, SASS per architecture
+//     plus PTX); Launch passes scalars and by-value structs (ArgBytes) through a pooled
+//     parameter block, so a launch allocates nothing on the heap. Toolkit libraries
+//     (cuBLAS) load like the driver, with OpenLibrary, and are called through
+//     Device.CallLibrary with the Device's context current.
 //   - Driver failures are *Error values; CUDA_ERROR_OUT_OF_MEMORY unwraps to
 //     device.ErrOutOfMemory, which sends the caching allocator down its release-and-retry
 //     path.

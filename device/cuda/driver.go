@@ -54,6 +54,13 @@ const (
 	attrComputeMajor       = 75  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
 	attrComputeMinor       = 76  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
 	attrVirtualMemory      = 102 // CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+
+	funcAttrMaxThreadsPerBlock = 0 // CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+	funcAttrSharedSizeBytes    = 1 // CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+	funcAttrLocalSizeBytes     = 3 // CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
+	funcAttrNumRegs            = 4 // CU_FUNC_ATTRIBUTE_NUM_REGS
+	funcAttrPTXVersion         = 5 // CU_FUNC_ATTRIBUTE_PTX_VERSION
+	funcAttrBinaryVersion      = 6 // CU_FUNC_ATTRIBUTE_BINARY_VERSION
 )
 
 // driver holds the entry points of libcuda, resolved once by load and immutable after.
@@ -98,6 +105,7 @@ type driver struct {
 	cuModuleGetFunction           uintptr
 	cuModuleUnload                uintptr
 	cuLaunchKernel                uintptr
+	cuFuncGetAttribute            uintptr
 	cuMemGetAllocationGranularity uintptr
 	cuMemAddressReserve           uintptr
 	cuMemAddressFree              uintptr
@@ -157,6 +165,7 @@ func (drv *driver) symbols() []driverSymbol {
 		{&drv.cuModuleGetFunction, "cuModuleGetFunction", ""},
 		{&drv.cuModuleUnload, "cuModuleUnload", ""},
 		{&drv.cuLaunchKernel, "cuLaunchKernel", ""},
+		{&drv.cuFuncGetAttribute, "cuFuncGetAttribute", ""},
 		{&drv.cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity", ""},
 		{&drv.cuMemAddressReserve, "cuMemAddressReserve", ""},
 		{&drv.cuMemAddressFree, "cuMemAddressFree", ""},

@@ -9,6 +9,7 @@
 //
 //	go run ./examples/amp                     # cpu, defaults: a few seconds
 //	go run ./examples/amp -device sim-backed  # a simulated GPU with real data
+//	go run ./examples/amp -device cuda:0      # the GPU (its F16 products on tensor cores)
 //	go run ./examples/amp -hidden 1024 -batch 2048 -steps 40
 package main
 
@@ -48,7 +49,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("amp", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.StringVar(&c.device, "device", "cpu", "cpu or sim-backed (a simulated GPU with data); each run gets a fresh one")
+	fs.StringVar(&c.device, "device", "cpu", "cpu or sim-backed (a simulated GPU with data; each run gets a fresh one), or cuda[:N]")
 	fs.IntVar(&c.features, "features", 32, "input features")
 	fs.IntVar(&c.classes, "classes", 8, "classes")
 	fs.IntVar(&c.hidden, "hidden", 512, "width of the hidden layers")
@@ -73,14 +74,15 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	}
 	if n, err := named.Parse(c.device); err != nil {
 		return c, fmt.Errorf("-device: %w", err)
-	} else if n.Kind == device.CUDA || (n.Kind == device.Sim && !n.Backed) {
-		return c, fmt.Errorf("-device %s: want cpu or sim-backed (tensor ops need a device with data)", n)
+	} else if n.Kind == device.Sim && !n.Backed {
+		return c, fmt.Errorf("-device %s: want cpu, sim-backed or cuda[:N] (tensor ops need a device with data)", n)
 	}
 	return c, nil
 }
 
 // newDevice returns a fresh device of the kind c names, so each run has an allocator
-// (and statistics) of its own.
+// (and statistics) of its own; a GPU is the process's one (both runs share it and its
+// allocator, each measuring what it adds).
 func newDevice(c config) (device.Device, error) {
 	d, _, err := exdevice.Fresh(c.device)
 	return d, err

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/subletml/sublet/device/named"
 )
 
 // small is a run that takes a fraction of a second: MLP 16-64-64-4, batch 128, 30
@@ -35,8 +37,19 @@ func TestRunPrintsScaleChangesSkipsAndMemory(t *testing.T) {
 	assert.Contains(t, text, "AMP F16 after training:")
 }
 
+// TestMixedPrecisionTrainsAndSavesActivations runs on the CPU, and on cuda:0 where
+// there is a GPU: the same bytes at the same moments, the scale's history, learning.
 func TestMixedPrecisionTrainsAndSavesActivations(t *testing.T) {
-	c := smallConfig(t)
+	devs := []string{"cpu"}
+	if _, err := named.Open("cuda:0"); err == nil {
+		devs = append(devs, "cuda:0")
+	}
+	for _, dev := range devs {
+		t.Run(dev, func(t *testing.T) { checkMixedPrecision(t, smallConfig(t, "-device", dev)) })
+	}
+}
+
+func checkMixedPrecision(t *testing.T, c config) {
 	f32, err := train(c, false, io.Discard)
 	require.NoError(t, err)
 	mixed, err := train(c, true, io.Discard)

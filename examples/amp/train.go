@@ -9,6 +9,7 @@ import (
 	"github.com/subletml/sublet/amp"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/kernels/cuda"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/tensor"
@@ -101,7 +102,8 @@ func trainOn(c config, mixed bool, dev device.Device, al *alloc.Allocator, out i
 		}
 	}
 	r.params, r.state = nn.ParameterBytes(model), opt.StateBytes()
-	r.left = al.Stats().RequestedBytes[alloc.StatAll].Current
+	// On a GPU the cuBLAS workspace stays in the allocator too: it is not the model's.
+	r.left = al.Stats().RequestedBytes[alloc.StatAll].Current - cuda.HeldInAllocator(dev)
 	return r, nil
 }
 

@@ -7,11 +7,14 @@
 // without data: exact memory, no compute), picks a device capacity between the two
 // peaks (or takes -capacity), then on a simulated GPU of that capacity with data:
 // tries a plain step and prints the out-of-memory error, and trains with
-// checkpointing, printing the loss and the peak.
+// checkpointing, printing the loss and the peak. With -device cuda the same runs on a
+// GPU whose allocator is capped at that capacity by its memory fraction (PyTorch's
+// set_per_process_memory_fraction), the cuBLAS workspace on top.
 //
 //	go run ./examples/checkpoint                  # 16 blocks of width 64, batch 8192: a few seconds
 //	go run ./examples/checkpoint -segments 2 -steps 40
 //	go run ./examples/checkpoint -capacity 96     # a device big enough for both
+//	go run ./examples/checkpoint -device cuda:0   # on the GPU
 package main
 
 import (
@@ -26,9 +29,12 @@ import (
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/checkpoint"
 	"github.com/subletml/sublet/device"
+	cudadev "github.com/subletml/sublet/device/cuda"
+	"github.com/subletml/sublet/device/named"
 	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/examples/internal/exflag"
+	"github.com/subletml/sublet/kernels/cuda"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/tensor"
@@ -46,6 +52,7 @@ type config struct {
 	lr                           float64
 	capacityMiB                  int64
 	seed                         uint64
+	device                       string
 }
 
 func parseFlags(args []string, out io.Writer) (config, error) {
@@ -61,6 +68,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.Float64Var(&c.lr, "lr", 3e-3, "Adam learning rate")
 	fs.Int64Var(&c.capacityMiB, "capacity", 0, "device capacity in MiB (0: between the two peaks measured on the meta device)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the data and the initial parameters")
+	fs.StringVar(&c.device, "device", "sim", "sim (a simulated GPU of the capacity) or cuda[:N] (a GPU capped at it)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -72,6 +80,9 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	}
 	if c.segments == 0 {
 		c.segments = int(math.Round(math.Sqrt(float64(c.depth + 1))))
+	}
+	if c.device != "sim" && !strings.HasPrefix(c.device, "cuda") {
+		return c, fmt.Errorf("-device %q: want sim or cuda[:N]", c.device)
 	}
 	if c.segments < 2 || c.segments > c.depth+1 {
 		return c, fmt.Errorf("-segments %d: want 2 to %d (1 segment is no checkpointing)", c.segments, c.depth+1)
@@ -111,20 +122,58 @@ func run(args []string, out io.Writer) error {
 				"use a larger -batch or -depth, or set -capacity", human(ckpt.reserved), human(plain.allocated))
 		}
 	}
-	dev, err := sim.New(sim.Options{Capacity: capacity, Backing: true})
+	dev, a, err := openDevice(c, capacity, out)
 	if err != nil {
 		return err
 	}
-	a, err := alloc.For(dev)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "device: %s, a simulated GPU of %s with data\n", dev.Name(), human(capacity))
 	var trainErr error
 	if err := tensor.Try(func() { trainErr = train(c, dev, a, capacity, plain, out) }); err != nil {
 		return err
 	}
+	if _, isGPU := dev.(*cudadev.Device); isGPU {
+		// The GPU is the process's: lift the cap for whoever uses it next.
+		trainErr = errors.Join(trainErr, a.SetMemoryFraction(1))
+	}
 	return trainErr
+}
+
+// openDevice returns the device c names, holding capacity bytes: a simulated GPU of
+// that capacity, or a GPU whose allocator's memory fraction caps it there (plus what
+// the cuBLAS workspace will take).
+func openDevice(c config, capacity int64, out io.Writer) (device.Device, *alloc.Allocator, error) {
+	if c.device == "sim" {
+		dev, err := sim.New(sim.Options{Capacity: capacity, Backing: true})
+		if err != nil {
+			return nil, nil, err
+		}
+		a, err := alloc.For(dev)
+		fmt.Fprintf(out, "device: %s, a simulated GPU of %s with data\n", dev.Name(), human(capacity))
+		return dev, a, err
+	}
+	dev, err := named.Open(c.device)
+	if err != nil {
+		return nil, nil, err
+	}
+	g, ok := dev.(*cudadev.Device)
+	if !ok {
+		return nil, nil, fmt.Errorf("-device %s is not a GPU", c.device)
+	}
+	a, err := alloc.For(dev)
+	if err != nil {
+		return nil, nil, err
+	}
+	p := g.Properties()
+	ws := cuda.WorkspaceBytes(os.Getenv(cuda.WorkspaceEnv), p.ComputeMajor, p.ComputeMinor)
+	_, total, err := dev.MemInfo()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := a.SetMemoryFraction(float64(capacity+ws) / float64(total)); err != nil {
+		return nil, nil, err
+	}
+	fmt.Fprintf(out, "device: %s (%s), its allocator capped at %s by the memory fraction, plus %s for the cuBLAS workspace\n",
+		dev.Name(), p.Name, human(capacity), human(ws))
+	return dev, a, nil
 }
 
 // usage is the peak memory of the steps measured.
@@ -229,7 +278,7 @@ func train(c config, dev device.Device, a *alloc.Allocator, capacity int64, plai
 	fmt.Fprintf(out, "without checkpointing the first step runs out of memory at %s allocated:\n  %v\n",
 		human(a.Stats().AllocatedBytes[alloc.StatAll].Peak), err)
 	t.opt.ZeroGrad(true)
-	if got := a.Stats().RequestedBytes[alloc.StatAll].Current; got != base {
+	if got := a.Stats().RequestedBytes[alloc.StatAll].Current - cuda.HeldInAllocator(dev); got != base {
 		return fmt.Errorf("after the failed step the allocator holds %d bytes, not the parameters and the batch (%d)", got, base)
 	}
 
@@ -252,7 +301,11 @@ func train(c config, dev device.Device, a *alloc.Allocator, capacity int64, plai
 		first, last, c.steps, human(st.AllocatedBytes[alloc.StatAll].Peak), human(capacity), human(plain.allocated))
 
 	state := t.opt.StateBytes()
-	requested := st.RequestedBytes[alloc.StatAll].Current
+	ws := cuda.HeldInAllocator(dev) // the cuBLAS workspace, on a GPU
+	requested := st.RequestedBytes[alloc.StatAll].Current - ws
+	if ws > 0 {
+		fmt.Fprintf(out, "the cuBLAS workspace holds %d bytes besides\n", ws)
+	}
 	fmt.Fprintf(out, "after training: %d bytes requested = parameters %d + batch %d + Adam state %d\n",
 		requested, params, base-params, state)
 	if requested != base+state {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/subletml/sublet/device/named"
 )
 
 // small trains in about a second: 8 blocks of width 32, batch 16384 (2 MiB
@@ -51,6 +53,26 @@ func TestOutOfMemoryWithoutAndTrainsWith(t *testing.T) {
 	assert.Equal(t, ckpt, mibOf(t, m[3]), "the real run peaks where the meta device said")
 	assert.LessOrEqual(t, mibOf(t, m[3]), capacity)
 
+	assert.Regexp(t, `after training: (\d+) bytes requested = parameters \d+ \+ batch \d+ \+ Adam state \d+\n$`, out)
+}
+
+// TestOnTheGPU runs the example on cuda:0 where there is a GPU, capped by the memory
+// fraction: the plain step runs out of memory, the checkpointed steps train and peak
+// where the meta device said.
+func TestOnTheGPU(t *testing.T) {
+	if _, err := named.Open("cuda:0"); err != nil {
+		t.Skip(err)
+	}
+	out := runOK(t, append([]string{"-device", "cuda:0"}, small...)...)
+	assert.Contains(t, out, "capped at")
+	assert.Contains(t, out, "without checkpointing the first step runs out of memory")
+	m := regexp.MustCompile(`with 3 segments:\s+peak ([0-9.]+) MiB allocated`).FindStringSubmatch(out)
+	require.NotNil(t, m, out)
+	ckpt := mibOf(t, m[1])
+	m = regexp.MustCompile(`loss ([0-9.]+) → ([0-9.]+) in 8 steps; peak ([0-9.]+) MiB allocated`).FindStringSubmatch(out)
+	require.NotNil(t, m, out)
+	assert.Less(t, mibOf(t, m[2]), 0.8*mibOf(t, m[1]), "the loss goes down")
+	t.Logf("peak %s MiB on the GPU (the workspace included), %v MiB on the meta device", m[3], ckpt)
 	assert.Regexp(t, `after training: (\d+) bytes requested = parameters \d+ \+ batch \d+ \+ Adam state \d+\n$`, out)
 }
 

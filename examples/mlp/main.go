@@ -11,7 +11,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -89,7 +88,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 func openDevice(name string) (device.Device, error) {
 	d, err := named.Open(name)
 	if err != nil && strings.HasPrefix(name, "cuda") {
-		return nil, fmt.Errorf("%w (no usable NVIDIA GPU here; sublet has no CUDA kernels yet anyway: use -device cpu, sim-backed or sim)", err)
+		return nil, fmt.Errorf("%w (no usable NVIDIA GPU here: use -device cpu, sim-backed or sim)", err)
 	}
 	return d, err
 }
@@ -137,9 +136,6 @@ func run(args []string, stdout io.Writer) error {
 	var trainErr error
 	if err = tensor.Try(func() { trainErr = train(c, dev, a, stdout) }); err == nil {
 		err = trainErr
-	}
-	if errors.Is(err, tensor.ErrNoKernels) {
-		return fmt.Errorf("%s: sublet has no kernels for this device yet (the caching allocator runs there, tensor ops do not); use -device cpu, sim-backed or sim: %w", dev.Name(), err)
 	}
 	return err
 }

@@ -10,7 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	cudadev "github.com/subletml/sublet/device/cuda"
 	"github.com/subletml/sublet/device/named"
+	"github.com/subletml/sublet/kernels/cuda"
 	"github.com/subletml/sublet/tensor/tensortest"
 )
 
@@ -102,11 +104,36 @@ func TestSimulatedDevices(t *testing.T) {
 	assert.Contains(t, meta, "0 bytes allocated, 0 reserved")
 }
 
-func TestCUDAIsReportedClearly(t *testing.T) {
+// TestCUDA trains on cuda:0 where there is a GPU, as well as on the CPU, with the
+// memory at the end the parameters and the optimizer state plus the cuBLAS workspace
+// the backend names; elsewhere it is a clear error.
+func TestCUDA(t *testing.T) {
 	var out bytes.Buffer
 	err := run(append([]string{"-device", "cuda"}, small...), &out)
-	require.Error(t, err, "no CUDA kernels yet, with or without a GPU")
-	assert.Contains(t, err.Error(), "use -device cpu, sim-backed or sim")
+	d, gpuErr := named.Open("cuda:0")
+	if gpuErr != nil {
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "use -device cpu, sim-backed or sim")
+		return
+	}
+	require.NoError(t, err, out.String())
+	m := regexp.MustCompile(`final test accuracy ([0-9.]+)`).FindStringSubmatch(out.String())
+	require.NotNil(t, m, out.String())
+	acc, err := strconv.ParseFloat(m[1], 64)
+	require.NoError(t, err)
+	assert.Greater(t, acc, 0.85, "well above chance (1/3)")
+	b, err := cuda.For(d.(*cudadev.Device))
+	require.NoError(t, err)
+	var workspace int64
+	for _, h := range b.Held() {
+		if h.Allocator {
+			workspace += h.Bytes
+		}
+	}
+	requested, params, state := finalBytes(t, out.String())
+	assert.Equal(t, params+state+workspace, requested)
+	require.NoError(t, b.Release())
+	tensortest.RequireEmpty(t, d)
 }
 
 func TestBadFlags(t *testing.T) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # build.sh: prepare .gpu/ on the dev machine for a run on the GPU machine (which has no
-# Go). Run from the repository root, then pass carry [".gpu"] to the device `run`.
+# Go). Run from the repository root, then pass carry [".gpu/bin.tar.xz", ".gpu/bench",
+# ".gpu/tests.txt"] to the device `run` (suite.sh unpacks the binaries there).
 #
 #   scripts/gpu/build.sh
 #
@@ -8,8 +9,11 @@
 #   .gpu/bin/sublet          the CLI, CGO_ENABLED=0 GOOS=linux GOARCH=amd64
 #   .gpu/bin/sublet-bench    the allocator measurements (cmd/sublet-bench)
 #   .gpu/bin/ddp             the data-parallel example (examples/ddp), for ddp_scaling.sh
+#   .gpu/bin/example-NAME    each program of examples/ (mlp, checkpoint, amp)
 #   .gpu/bin/PKG.test        test binary of each package in GPU_PKGS that has tests
 #                            (PKG is the import path below the module, '/' -> '_')
+#   .gpu/bin.tar.xz          all of .gpu/bin in one xz archive: the binaries share most
+#                            of their bytes, so it fits the 64 MiB carry where they do not
 #   .gpu/tests.txt           one line per test binary: "PACKAGE_DIR BINARY"; the binary
 #                            must run with PACKAGE_DIR as working directory (testdata)
 #   .gpu/bench/              a copy of /work/shared/bench (PyTorch scripts)
@@ -20,18 +24,21 @@
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 
-GPU_PKGS=${GPU_PKGS:-"device/cuda device/named alloc alloc/pinned alloc/replay kernels tensor safetensors cmd/sublet"}
+GPU_PKGS=${GPU_PKGS:-"device/cuda device/named alloc alloc/pinned alloc/replay kernels kernels/cuda tensor safetensors tensor/gradcheck nn optim checkpoint amp examples/mlp examples/checkpoint examples/amp cmd/sublet"}
 BENCH_SRC=${BENCH_SRC:-/work/shared/bench}
 export CGO_ENABLED=0 GOOS=linux GOARCH=amd64
 # stripped: the binaries travel within the 64 MiB carry limit
 FLAGS=(-trimpath "-ldflags=-s -w")
 
 # outputs of earlier builds and runs would travel too
-rm -rf .gpu/bin .gpu/bench .gpu/tests.txt .gpu/out .gpu/oracle-work .gpu/traces .gpu/suite
+rm -rf .gpu/bin .gpu/bin.tar.xz .gpu/bench .gpu/tests.txt .gpu/out .gpu/oracle-work .gpu/traces .gpu/suite
 mkdir -p .gpu/bin
 go build "${FLAGS[@]}" -o .gpu/bin/sublet ./cmd/sublet
 go build "${FLAGS[@]}" -o .gpu/bin/sublet-bench ./cmd/sublet-bench
 go build "${FLAGS[@]}" -o .gpu/bin/ddp ./examples/ddp
+for ex in mlp checkpoint amp; do
+	go build "${FLAGS[@]}" -o ".gpu/bin/example-$ex" "./examples/$ex"
+done
 : >.gpu/tests.txt
 failed=""
 for pkg in $GPU_PKGS; do
@@ -48,7 +55,9 @@ for pkg in $GPU_PKGS; do
 done
 cp -r "$BENCH_SRC" .gpu/bench
 chmod -R u+w .gpu/bench
-du -sh .gpu | awk '{print "build.sh: .gpu is " $1 " (carry limit: 64 MiB with the working tree)"}' >&2
+tar -C .gpu -cf - bin | xz -T0 -6 >.gpu/bin.tar.xz
+du -sh .gpu/bin.tar.xz .gpu/bench | awk '{print "build.sh: " $2 " is " $1}' >&2
+echo "build.sh: carry .gpu/bin.tar.xz, .gpu/bench and .gpu/tests.txt (limit: 64 MiB with the working tree)" >&2
 if [[ -n $failed ]]; then
 	echo "build.sh: test binaries of$failed did not build; the rest are in .gpu/" >&2
 	exit 1

@@ -3,20 +3,35 @@
 # there from the repository root, after scripts/gpu/build.sh has filled .gpu/ here
 # (carry [".gpu"]). Needs no Go there; python3 + torch for the PyTorch side.
 #
-#   scripts/gpu/suite.sh [--no-info] [--no-tests] [--no-gpubench] [--no-torch]
-#                        [--no-bench] [--no-safetensors] [--no-replay] [--no-memviz] [--oracle]
+#   scripts/gpu/suite.sh [--no-info] [--no-gencheck] [--no-tests] [--no-memory]
+#                        [--no-examples] [--no-gpubench] [--no-torch] [--no-bench]
+#                        [--no-safetensors] [--no-replay] [--no-memviz] [--oracle]
+#
+# .gpu/bin.tar.xz (from build.sh) is unpacked into .gpu/bin first.
 #
 # Steps, in this order, each logged, none stopping the others:
-#   info:     sublet info (devices, driver, allocator settings)
+#   info:     sublet info (devices, driver, cuBLAS, allocator settings)
+#   gencheck: scripts/gpu/gen_kernels.sh --check where nvcc is installed: the committed
+#             kernels against a fresh compile (another nvcc's outputs land in
+#             suite/gen-check)
 #   tests:    every test binary of .gpu/tests.txt with -test.v, in its package folder:
-#             the device and allocator conformance suites on cuda among them
+#             the device, allocator and kernel backend conformance suites on cuda
+#             among them, and every tensor, nn, checkpoint, amp and gradcheck test over
+#             tensortest.DataDevices, which include cuda:0 on a GPU machine
+#   memory:   the test binaries of MEMORY_PKGS (nn checkpoint amp optim) again with
+#             SUBLET_TEST_META=cuda:0 and CUBLAS_WORKSPACE_CONFIG=:0:0: their full-size
+#             memory-at-named-moments tests on the GPU, with real data, must give the
+#             simulated device's bytes
+#   examples: examples/mlp, checkpoint and amp with -device cuda:0 (mlp also on sim and
+#             on cuda:0 without a cuBLAS workspace, whose memory tables must agree)
 #   gpubench: sublet-bench on sim and cuda:0 (pair, churn, raw cuMemAlloc/cuMemFree
 #             against the cache, EmptyCache schedules over an MLP step, concurrent
 #             goroutines with errors counted), GPUBENCH_TIME per figure (500ms)
 #   torch:    torch_alloc_cpp.py (PyTorch's allocator timed from C++; compiles an
 #             extension first, about a minute)
-#   bench:    go benchmarks of BENCH_PKGS (alloc: BenchmarkPair, BenchmarkChurn, ...)
-#             with -test.benchtime BENCHTIME (1s)
+#   bench:    go benchmarks of BENCH_PKGS (alloc: BenchmarkPair, BenchmarkChurn, ...;
+#             kernels/cuda: BenchmarkOpHostCost, the host's cost per op) with
+#             -test.benchtime BENCHTIME (1s)
 #   safetensors: safetensors' TestInteropWithPyTorch writes sublet's files (tensors from
 #             the cpu and through cuda:0, an MLP, its AdamW state),
 #             safetensors_interop.py loads them with safetensors.torch.load_file, into
@@ -35,17 +50,18 @@
 #   oracle:   only with --oracle: scripts/gpu/oracle.sh (PyTorch on every matrix run,
 #             about 3 minutes) before the replay; testdata/oracle already holds its
 #             results of 2026-11-30
-# Output: $OUT/suite.tar.gz (suite/: env.txt, status.tsv, info.txt, tests/, gpubench.txt
-# and .json, torch.txt, bench/, safetensors.log and safetensors/ with the files both
-# sides wrote, replay/ with compare.txt), rewritten after every step so
-# that a call cut short still brings back what ran; with --oracle also
-# $OUT/oracle.tar.gz. Each step's time limit: STEP_TIMEOUT seconds (300).
+# Output: $OUT/suite.tar.gz (suite/: env.txt, status.tsv, info.txt, gencheck.txt and
+# gen-check/, tests/, memory/, examples/, gpubench.txt and .json, torch.txt, bench/,
+# safetensors.log and safetensors/ with the files both sides wrote, replay/ with
+# compare.txt, memviz/), rewritten after every step so that a call cut short still
+# brings back what ran; with --oracle also $OUT/oracle.tar.gz. Each step's time limit:
+# STEP_TIMEOUT seconds (300). The last lines printed are the table of status.tsv.
 set -uo pipefail
 
-steps=" info tests gpubench torch bench safetensors replay memviz " # spaced: names are removed whole
+steps=" info gencheck tests memory examples gpubench torch bench safetensors replay memviz " # spaced: names are removed whole
 while (($#)); do
 	case "$1" in
-	--no-info | --no-tests | --no-gpubench | --no-torch | --no-bench | --no-safetensors | --no-replay | --no-memviz) steps=${steps/ ${1#--no-} / } ;;
+	--no-info | --no-gencheck | --no-tests | --no-memory | --no-examples | --no-gpubench | --no-torch | --no-bench | --no-safetensors | --no-replay | --no-memviz) steps=${steps/ ${1#--no-} / } ;;
 	--oracle) steps=${steps/ replay / oracle replay } ;;
 	*) echo "suite.sh: unknown argument $1 (see the top of $0)" >&2; exit 2 ;;
 	esac
@@ -57,14 +73,20 @@ ROOT=$PWD
 OUT=${OUT:-.gpu/out}
 LOG=.gpu/suite
 PY=${PYTHON:-python3}
-BENCH_PKGS=${BENCH_PKGS:-alloc}
+BENCH_PKGS=${BENCH_PKGS:-"alloc kernels/cuda"}
+MEMORY_PKGS=${MEMORY_PKGS:-"nn checkpoint amp optim"}
 BENCHTIME=${BENCHTIME:-1s}
 GPUBENCH_TIME=${GPUBENCH_TIME:-500ms}
 STEP_TIMEOUT=${STEP_TIMEOUT:-300}
+if [[ -f .gpu/bin.tar.xz ]]; then
+	rm -rf .gpu/bin
+	tar -C .gpu -xJf .gpu/bin.tar.xz 2>/dev/null ||
+		"$PY" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' .gpu/bin.tar.xz .gpu
+fi
 [[ -x .gpu/bin/sublet && -x .gpu/bin/sublet-bench && -f .gpu/tests.txt ]] ||
 	{ echo "suite.sh: .gpu/ not built: run scripts/gpu/build.sh on the dev machine and carry .gpu" >&2; exit 1; }
 rm -rf "$LOG"
-mkdir -p "$LOG/tests" "$LOG/bench" "$LOG/replay" "$LOG/memviz" "$OUT"
+mkdir -p "$LOG/tests" "$LOG/memory" "$LOG/examples" "$LOG/bench" "$LOG/replay" "$LOG/memviz" "$OUT"
 : >"$LOG/status.tsv"
 t0=$SECONDS
 
@@ -77,8 +99,19 @@ status() {
 	pack
 }
 
+# cuBLAS: kernels/cuda searches the usual folders; where torch's wheels keep it
+# elsewhere, python knows.
+if [[ -z ${SUBLET_CUBLAS:-} ]]; then
+	found=$("$PY" -c 'import glob, site, sys
+for d in site.getsitepackages() + [site.getusersitepackages()]:
+    for so in ("13", "12", "11"):
+        for f in glob.glob(d + "/nvidia/*/lib/libcublas.so." + so):
+            print(f); sys.exit()' 2>/dev/null) && [[ -n $found ]] && export SUBLET_CUBLAS=$found
+fi
+
 {
 	echo "date: $(date -u +%FT%TZ)  steps: $steps"
+	echo "SUBLET_CUBLAS=${SUBLET_CUBLAS:-}"
 	uname -a
 	nvidia-smi 2>&1
 	"$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
@@ -90,6 +123,17 @@ if has info; then
 	status info sublet $? $((SECONDS - t))
 fi
 
+if has gencheck; then
+	t=$SECONDS
+	if command -v "${NVCC:-nvcc}" >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]]; then
+		PATH=$PATH:/usr/local/cuda/bin CHECK_OUT="$LOG/gen-check" timeout "$STEP_TIMEOUT" bash scripts/gpu/gen_kernels.sh --check >"$LOG/gencheck.txt" 2>&1
+		status gencheck gen_kernels.sh $? $((SECONDS - t))
+	else
+		echo "no nvcc on this machine" >"$LOG/gencheck.txt"
+		status gencheck no-nvcc 0 0
+	fi
+fi
+
 if has tests; then
 	while read -r dir bin; do
 		t=$SECONDS
@@ -97,6 +141,30 @@ if has tests; then
 			>"$LOG/tests/$(basename "$bin").log" 2>&1
 		status tests "$dir" $? $((SECONDS - t))
 	done <.gpu/tests.txt
+fi
+
+if has memory; then
+	for pkg in $MEMORY_PKGS; do
+		bin=.gpu/bin/${pkg//\//_}.test
+		[[ -x $bin ]] || { status memory "$pkg" missing 0; continue; }
+		t=$SECONDS
+		(cd "$pkg" && SUBLET_TEST_META=cuda:0 CUBLAS_WORKSPACE_CONFIG=:0:0 timeout "$STEP_TIMEOUT" "$ROOT/$bin" -test.v -test.count=1 -test.timeout "${STEP_TIMEOUT}s") \
+			>"$LOG/memory/${pkg//\//_}.log" 2>&1
+		status memory "$pkg" $? $((SECONDS - t))
+	done
+fi
+
+if has examples; then
+	for run in "mlp -device cuda:0" "mlp -device sim" "checkpoint -device cuda:0" "amp -device cuda:0" "amp -device cpu"; do
+		name=${run// /_}
+		t=$SECONDS
+		# $run is the program and its flags: split into words on purpose.
+		timeout "$STEP_TIMEOUT" .gpu/bin/example-$run >"$LOG/examples/$name.txt" 2>&1
+		status examples "$run" $? $((SECONDS - t))
+	done
+	t=$SECONDS
+	CUBLAS_WORKSPACE_CONFIG=:0:0 timeout "$STEP_TIMEOUT" .gpu/bin/example-mlp -device cuda:0 >"$LOG/examples/mlp_-device_cuda:0_no-workspace.txt" 2>&1
+	status examples "mlp -device cuda:0 (no cuBLAS workspace)" $? $((SECONDS - t))
 fi
 
 if has gpubench; then
@@ -195,4 +263,8 @@ if has memviz; then
 fi
 
 pack
+{
+	echo "step      result  seconds  name"
+	awk -F'\t' '{ printf "%-9s %-7s %7s  %s\n", $1, ($3 == 0 ? "pass" : "FAIL " $3), $4, $2 }' "$LOG/status.tsv"
+} >&2
 echo "suite.sh: $(awk -F'\t' '$3 != 0' "$LOG/status.tsv" | wc -l) of $(wc -l <"$LOG/status.tsv") steps failed in $((SECONDS - t0)) s; logs in $OUT/suite.tar.gz" >&2

@@ -6,16 +6,32 @@
 // Invariants the helpers keep, so a test can rely on them:
 //   - Every device a helper returns is new, so its allocator is new and counts only
 //     what the test allocates on it; when the test ends its cached segments are handed
-//     back to the device (EmptyCache), so devices do not pile up across tests.
+//     back to the device (EmptyCache), so devices do not pile up across tests. The GPU
+//     (CUDA) is the exception: one per process (its context costs a fraction of a
+//     second), shared by the tests one after another; CUDA requires its allocator
+//     empty when a test takes it and gives the backend's memory back when it ends.
 //   - Memory assertions are exact: RequireLive names every live storage's size,
 //     RequireEmpty wants zero requested bytes, zero allocated bytes and zero live
-//     allocations. Every test that allocates ends with one of them.
+//     allocations. Every test that allocates ends with one of them. On a GPU the
+//     memory the CUDA backend keeps in the allocator (its cuBLAS workspaces, named by
+//     kernels/cuda's Held) is accounted apart: Requested leaves it out and
+//     RequireLive expects it besides the given sizes.
+//
+// Which devices run (environment, read at each call):
+//   - DataDevices adds cuda:0 where a GPU is found, unless SUBLET_TEST_CUDA=0; so on a
+//     GPU machine every test over DataDevices runs there too (gradcheck among them).
+//   - SUBLET_TEST_META=cuda:0 makes Meta return the GPU instead of the simulated
+//     device without data: the full-size memory-at-named-moments tests of nn,
+//     checkpoint and amp then run with real data on cuda:0 and must give the same bytes
+//     (scripts/gpu/suite.sh runs them so, with CUBLAS_WORKSPACE_CONFIG=:0:0 so that no
+//     workspace joins the raw allocator peaks those tests read).
 //
 // The helpers fail the test (require) rather than return errors.
 package tensortest
 
 import (
 	"errors"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -23,9 +39,18 @@ import (
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/cpu"
+	cudadev "github.com/subletml/sublet/device/cuda"
+	"github.com/subletml/sublet/device/named"
 	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/kernels/cuda"
 	"github.com/subletml/sublet/tensor"
+)
+
+// Environment variables of the helpers (see the package doc).
+const (
+	CUDAEnv = "SUBLET_TEST_CUDA"
+	MetaEnv = "SUBLET_TEST_META"
 )
 
 // Device is a device a test runs on, with a name for subtests.
@@ -44,7 +69,46 @@ func CPU(t testing.TB) device.Device {
 
 // Meta returns a fresh simulated H200 without backing store (the meta device): ops
 // allocate their results and compute nothing, so memory is checked at full model size.
-func Meta(t testing.TB) device.Device { return Sim(t, 0, false) }
+// With SUBLET_TEST_META=cuda:0 it returns the GPU (CUDA), which computes.
+func Meta(t testing.TB) device.Device {
+	if os.Getenv(MetaEnv) == "cuda:0" {
+		return CUDA(t)
+	}
+	return Sim(t, 0, false)
+}
+
+// gpu opens cuda:0 through package named (so every package of the process shares one
+// Device and allocator with the programs it tests), or reports why not.
+func gpu() (*cudadev.Device, error) {
+	if os.Getenv(CUDAEnv) == "0" {
+		return nil, errors.New(CUDAEnv + "=0")
+	}
+	d, err := named.Open("cuda:0")
+	if err != nil {
+		return nil, err
+	}
+	return d.(*cudadev.Device), nil
+}
+
+// CUDA returns cuda:0, or skips the test where there is no GPU (or SUBLET_TEST_CUDA=0).
+// Its allocator must be empty when the test takes it; when the test ends the backend's
+// memory (cuBLAS workspaces, scratch) goes back and the cache is emptied, so the next
+// test finds it empty too.
+func CUDA(t testing.TB) device.Device {
+	t.Helper()
+	d, err := gpu()
+	if err != nil {
+		t.Skipf("no GPU for this test: %v", err)
+	}
+	RequireEmpty(t, d)
+	t.Cleanup(func() {
+		b, err := cuda.For(d)
+		require.NoError(t, err)
+		require.NoError(t, b.Release())
+		require.NoError(t, Allocator(t, d).EmptyCache())
+	})
+	return d
+}
 
 // Sim returns a fresh simulated device of capacity bytes (0: the H200's), keeping data
 // (backing) or not.
@@ -55,9 +119,31 @@ func Sim(t testing.TB, capacity int64, backing bool) *sim.Device {
 	return d
 }
 
-// DataDevices returns fresh devices that compute: cpu, and sim with a backing store.
+// DataDevices returns devices that compute: fresh cpu and sim with a backing store,
+// and cuda:0 where this machine has a GPU (unless SUBLET_TEST_CUDA=0).
 func DataDevices(t testing.TB) []Device {
-	return []Device{{"cpu", CPU(t)}, {"sim", Sim(t, 1<<30, true)}}
+	devs := []Device{{"cpu", CPU(t)}, {"sim", Sim(t, 1<<30, true)}}
+	if _, err := gpu(); err == nil {
+		devs = append(devs, Device{"cuda", CUDA(t)})
+	}
+	return devs
+}
+
+// held is what the CUDA backend of d keeps in d's allocator now (nothing elsewhere).
+func held(t testing.TB, d device.Device) []int64 {
+	g, ok := d.(*cudadev.Device)
+	if !ok {
+		return nil
+	}
+	b, err := cuda.For(g)
+	require.NoError(t, err)
+	var sizes []int64
+	for _, h := range b.Held() {
+		if h.Allocator {
+			sizes = append(sizes, h.Bytes)
+		}
+	}
+	return sizes
 }
 
 func emptyCacheAtEnd(t testing.TB, d device.Device) {
@@ -74,9 +160,14 @@ func Allocator(t testing.TB, d device.Device) *alloc.Allocator {
 // Stats returns the statistics of d's allocator now.
 func Stats(t testing.TB, d device.Device) alloc.Stats { return Allocator(t, d).Stats() }
 
-// Requested is the allocator's requested bytes now: the exact bytes of live storages.
+// Requested is the allocator's requested bytes now: the exact bytes of live storages
+// (on a GPU, without what the CUDA backend keeps there).
 func Requested(t testing.TB, d device.Device) int64 {
-	return Stats(t, d).RequestedBytes[alloc.StatAll].Current
+	n := Stats(t, d).RequestedBytes[alloc.StatAll].Current
+	for _, h := range held(t, d) {
+		n -= h
+	}
+	return n
 }
 
 // RequireLive asserts that d's allocator holds exactly storages of the given sizes (in
@@ -86,6 +177,7 @@ func Requested(t testing.TB, d device.Device) int64 {
 func RequireLive(t testing.TB, d device.Device, moment string, sizes ...int64) {
 	t.Helper()
 	a := Allocator(t, d)
+	sizes = append(sizes[:len(sizes):len(sizes)], held(t, d)...)
 	var req, rounded int64
 	for _, n := range sizes {
 		req += n
@@ -102,7 +194,11 @@ func RequireLive(t testing.TB, d device.Device, moment string, sizes ...int64) {
 func RequireEmpty(t testing.TB, d device.Device) {
 	t.Helper()
 	RequireLive(t, d, "at the end")
-	require.Zero(t, Stats(t, d).AllocatedBytes[alloc.StatAll].Current, "allocated bytes at the end")
+	var kept int64
+	for _, h := range held(t, d) {
+		kept += Allocator(t, d).RoundSize(h)
+	}
+	require.Equal(t, kept, Stats(t, d).AllocatedBytes[alloc.StatAll].Current, "allocated bytes at the end")
 }
 
 // Sizes returns the byte size of each tensor, for RequireLive (slices.Concat joins

@@ -13,17 +13,15 @@ import (
 	"github.com/subletml/sublet/device/cpu"
 	"github.com/subletml/sublet/device/named"
 	"github.com/subletml/sublet/device/sim"
-	"github.com/subletml/sublet/tensor"
 )
 
 // Usage is the help of a -device flag that Fresh reads.
-const Usage = "sim (a simulated H200 without data: exact memory, no compute), sim-backed (a simulated H200 with data) or cpu"
+const Usage = "sim (a simulated H200 without data: exact memory, no compute), sim-backed (a simulated H200 with data), cpu or cuda[:N]"
 
 // Fresh opens a new device of a name device/named reads: "sim" is a simulated H200
 // without backing store (data is false: ops allocate and compute nothing),
-// "sim-backed" one with data, "cpu" host memory. A cuda name is refused with an error
-// wrapping tensor.ErrNoKernels: the tensor ops these examples run have no CUDA kernels
-// yet.
+// "sim-backed" one with data, "cpu" host memory; a cuda name is the process's one
+// device of that name (device/named), whose allocator the program shares.
 func Fresh(name string) (dev device.Device, data bool, err error) {
 	n, err := named.Parse(name)
 	if err != nil {
@@ -37,7 +35,8 @@ func Fresh(name string) (dev device.Device, data bool, err error) {
 		d, err := cpu.New(cpu.Options{})
 		return d, true, err
 	}
-	return nil, false, fmt.Errorf("-device %s: %w: a model cannot train there yet (use sim, sim-backed or cpu)", n, tensor.ErrNoKernels)
+	d, err := named.Open(n.String())
+	return d, err == nil, err
 }
 
 // Drained empties a's cache and returns an error unless it then holds nothing, neither

@@ -1,0 +1,248 @@
+package cuda
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/kernels"
+)
+
+// TestEveryEntryIsInItsPTX: each kernel the Go side launches exists in its family's
+// PTX under that name, and nothing else does.
+func TestEveryEntryIsInItsPTX(t *testing.T) {
+	params := ptxParams(t)
+	n := 0
+	for _, e := range entries {
+		if e.name == "" {
+			continue
+		}
+		n++
+		_, ok := params[e.name]
+		assert.True(t, ok, "%s is not an entry of gen/%s.ptx", e.name, familyNames[e.fam])
+	}
+	assert.Len(t, params, n, "every entry of the PTX is launched by some method")
+}
+
+// TestVariantsTakeTheSameArguments: every base with a float64 variant has one for each
+// of its float32 ones (and the 64-bit index variants beside the 32-bit ones), taking
+// the same arguments but for its numbers, doubles where the float32 variant takes
+// floats; pointers and structs are the same.
+func TestVariantsTakeTheSameArguments(t *testing.T) {
+	params := ptxParams(t)
+	for i, b := range bases {
+		base := kernel(i * variants)
+		switch b.form {
+		case formOne:
+			assert.Equal(t, b.name, entries[base].name)
+			continue
+		case formIndex:
+			assert.Equal(t, []string{b.name + "_i32", b.name + "_i64"}, []string{entries[base].name, entries[base+vWide].name})
+			continue
+		}
+		widths := []kernel{0}
+		if b.form == formWalk {
+			widths = append(widths, vWide)
+		}
+		for _, w := range widths {
+			k32, k64 := base+w, base.in(true)+w
+			require.NotEmpty(t, entries[k32].name, "%s", b.name)
+			require.NotEmpty(t, entries[k64].name, "%s", b.name)
+			p32, p64 := params[entries[k32].name], params[entries[k64].name]
+			require.Len(t, p64, len(p32), "%s and %s", entries[k32].name, entries[k64].name)
+			for j, p := range p32 {
+				want := p
+				if p.typ == "f32" {
+					want = ptxParam{"f64", 8}
+				}
+				assert.Equal(t, want, p64[j], "%s: parameter %d", entries[k64].name, j)
+			}
+		}
+	}
+}
+
+// exercise calls every Backend method on b with operands of several types, layouts
+// (strided, broadcast, transposed) and sizes, including the 64-bit index variants' and
+// the float64 ones'.
+func exercise(b *Backend) {
+	var o operands
+	for _, dt := range []dtype.DType{dtype.F32, dtype.F16, dtype.BF16, dtype.F64} {
+		x := o.dense(dt, 4, 5)
+		tr := o.over(dt, kernels.Layout{Shape: []int{5, 4}, Strides: []int{1, 5}}, 20)
+		row := o.dense(dtype.F32, 5)
+		dst := o.dense(dt, 4, 5)
+		for op := kernels.Neg; op.Valid(); op++ {
+			b.Unary(op, dst, x)
+			b.UnaryBackward(op, dst, x, o.over(dt, kernels.Layout{Shape: []int{4, 5}, Strides: []int{1, 4}}, 20))
+		}
+		for op := kernels.Add; op.Valid(); op++ {
+			b.Binary(op, dst, x, row)
+			b.Binary(op, dst, x, kernels.Scalar(2))
+			b.BinaryBackward(op, kernels.ArgA, dst, x, x, row)
+			b.BinaryBackward(op, kernels.ArgB, dst, x, kernels.Operand{}, row)
+		}
+		b.Axpy(dst, 0.5, row)
+		xt := o.over(dt, kernels.Layout{Shape: []int{4, 5}, Strides: []int{1, 4}}, 20)
+		_ = b.BinaryCrossEntropy(dst, x, row)
+		b.BinaryCrossEntropyWithLogits(dst, x, row, kernels.Operand{})
+		b.BinaryCrossEntropyWithLogits(dst, x, xt, row)
+		for _, wrt := range []kernels.Arg{kernels.ArgA, kernels.ArgB} {
+			b.BinaryCrossEntropyBackward(wrt, dst, x, x, row)
+			b.BinaryCrossEntropyWithLogitsBackward(wrt, dst, x, x, row, kernels.Operand{})
+			b.BinaryCrossEntropyWithLogitsBackward(wrt, dst, x, xt, row, kernels.Scalar(3))
+		}
+		b.Addc(kernels.Mul, dst, dst, x, row, 0.5)
+		b.Addc(kernels.Div, dst, x, kernels.Scalar(2), row, -1)
+		mask := o.dense(dtype.Bool, 4, 5)
+		b.DropoutMask(mask, 0.25, 7)
+		b.Dropout(dst, x, mask, 0.25)
+		b.Copy(o.dense(dtype.I64, 4, 5), x)
+		b.Fill(dst, 0)
+		b.Fill(dst, 1.5)
+		b.Sum(o.dense(dt, 1, 5), x)
+		b.Mean(o.dense(dt, 4, 1), x)
+		b.Sum(o.dense(dt), o.dense(dt, 3, 1<<16)) // pieces
+		b.Sum(o.dense(dt, 64), o.dense(dt, 1<<16, 64))
+		idx := o.dense(dtype.I64, 4, 1)
+		b.Max(o.dense(dt, 4, 1), idx, x)
+		b.Max(kernels.Operand{}, idx, x)
+		b.MaxBackward(o.dense(dt, 4, 5), o.dense(dt, 4, 1), idx)
+		b.Matmul(o.dense(dt, 4, 4), x, tr)
+		b.Matmul(o.dense(dtype.F32, 4, 4), x, tr)
+		b.Matmul(o.dense(dt, 2, 3, 4, 4), o.dense(dtype.F32, 2, 3, 4, 5), tr) // mixed types: the fallback
+		b.Unscale(x, 0.5, o.dense(dtype.F32))
+		b.NonFinite(x)
+		b.MSE(o.dense(dt), o.dense(dtype.F32, 20), o.dense(dtype.F32, 20))
+		b.MSEBackward(o.dense(dtype.F32, 20), kernels.Operand{}, o.dense(dtype.F32, 20), o.dense(dtype.F32, 20), o.dense(dt))
+	}
+	for _, ft := range []dtype.DType{dtype.F32, dtype.F64} {
+		// A walk with offsets past 2³¹: the 64-bit variants.
+		big := o.over(ft, kernels.Layout{Shape: []int{2, 3}, Strides: []int{1 << 31, 1}}, 1<<32)
+		b.Unary(kernels.Exp, o.dense(ft, 2, 3), big)
+		b.Copy(o.dense(dtype.F16, 2, 3), big)
+		b.Fill(big, 2) // a dst with offsets past 2³¹
+		b.UnaryBackward(kernels.Exp, big, big, big)
+		b.Binary(kernels.Mul, big, big, kernels.Scalar(3))
+		b.BinaryBackward(kernels.Mul, kernels.ArgA, big, big, big, big)
+		b.Axpy(big, 2, big)
+		_ = b.BinaryCrossEntropy(big, big, big)
+		b.BinaryCrossEntropyBackward(kernels.ArgA, big, big, big, big)
+		b.BinaryCrossEntropyWithLogits(big, big, big, big)
+		b.BinaryCrossEntropyWithLogitsBackward(kernels.ArgA, big, big, big, big, big)
+		b.Addc(kernels.Div, big, big, big, big, 0.25)
+		b.Dropout(big, big, o.over(dtype.Bool, big.Layout, 1<<32), 0.5)
+		b.Unscale(big, 0.5, o.dense(dtype.F32))
+		b.NonFinite(big)
+		wide := o.dense(ft, 8, 1<<28)
+		b.CrossEntropyBackward(wide, wide, o.dense(ft, 8), o.dense(dtype.I64, 8), o.dense(dtype.F32), 8, 1<<28, -100)
+		for _, n := range []int{10, 5000} {
+			x := o.dense(ft, 8, n)
+			b.Softmax(x, x, 8, n, 1)
+			b.LogSoftmax(x, x, 2, n, 4)
+			b.SoftmaxBackward(x, x, x, 8, n, 1)
+			b.LogSoftmaxBackward(x, x, x, 2, n, 4)
+			w, mean := o.dense(ft, n), o.dense(ft, 8)
+			b.LayerNorm(x, mean, mean, x, w, w, 8, n, 1e-5)
+			b.LayerNorm(x, mean, mean, x, kernels.Operand{}, kernels.Operand{}, 8, n, 1e-5)
+			b.LayerNormBackward(x, w, w, x, x, mean, mean, w, 8, n)
+			lse, labels := o.dense(ft, 8), o.dense(dtype.I64, 8)
+			_ = b.CrossEntropy(o.dense(dtype.BF16), lse, x, labels, 8, n, -100)
+			b.CrossEntropyBackward(x, x, lse, labels, o.dense(dtype.F16), 8, n, -100)
+			_ = b.Embedding(o.dense(ft, 8, n), x, labels, n)
+			_ = b.EmbeddingBackward(x, o.dense(ft, 8, n), labels, n)
+		}
+		x := o.dense(ft, 4096, 1024)
+		b.LayerNormBackward(kernels.Operand{}, o.dense(ft, 1024), kernels.Operand{}, x, x, o.dense(ft, 4096), o.dense(ft, 4096), kernels.Operand{}, 4096, 1024)
+		b.MSE(o.dense(dtype.F32), x, x)
+		b.MSEBackward(x, kernels.Operand{}, x, x, o.dense(dtype.F16))
+		p := o.dense(ft, 10)
+		b.SGD(kernels.SGD{LR: 0.1}, p, p, kernels.Operand{}, true)
+		b.SGD(kernels.SGD{LR: 0.1, Momentum: 0.9, Nesterov: true}, p, p, p, false)
+		b.Adam(kernels.Adam{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}, 3, p, p, p, p)
+		b.Adam(kernels.Adam{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Decoupled: true}, 1, p, p, p, p)
+	}
+}
+
+// TestLaunchesMatchPTX: every launch any method makes passes as many arguments as the
+// kernel has parameters, each of the parameter's size (a struct the size nvcc gave
+// it), with blocks of the kernels' BLOCK threads and a grid the GPU accepts. A
+// mismatch here would read garbage on the GPU.
+func TestLaunchesMatchPTX(t *testing.T) {
+	params := ptxParams(t)
+	b, rec := newRecording(t)
+	exercise(b)
+	launches, calls := rec.take()
+	seen := map[kernel]bool{}
+	for i, l := range launches {
+		e := entries[l.k]
+		var want, got []int
+		for _, p := range params[e.name] {
+			want = append(want, p.size)
+		}
+		for _, a := range l.args {
+			got = append(got, a.size)
+		}
+		require.Equal(t, want, got, "launch %d of %s: argument sizes", i, e.name)
+		assert.Equal(t, uint32(block), l.cfg.Block.X, e.name)
+		g := l.cfg.Grid
+		assert.True(t, g.X >= 1 && g.Y <= 65535 && g.Z <= 65535, "%s: grid %v", e.name, g)
+		seen[l.k] = true
+	}
+	for k, e := range entries {
+		assert.True(t, e.name == "" || seen[kernel(k)], "exercise never launches %s", e.name)
+	}
+	// cuBLAS calls have their C signatures' argument counts.
+	arity := map[string]int{"cublasCreate_v2": 1, "cublasSetMathMode": 2, "cublasSetStream_v2": 2, "cublasSetWorkspace_v2": 3, "cublasGemmStridedBatchedEx": 23}
+	for _, c := range calls {
+		require.Contains(t, arity, c.name)
+		assert.Len(t, c.args, arity[c.name], c.name)
+	}
+	assert.NotEmpty(t, calls, "some products ran on cuBLAS")
+	t.Logf("%d launches of %d kernels, %d cuBLAS calls", len(launches), len(seen), len(calls))
+}
+
+// TestMisuseNamesTheKernel: misuse panics before anything is launched, with a message
+// naming the kernel, as kernels/cpu does.
+func TestMisuseNamesTheKernel(t *testing.T) {
+	b, rec := newRecording(t)
+	var o operands
+	x := o.dense(dtype.F32, 4, 5)
+	for name, f := range map[string]func(){
+		"does not broadcast": func() { b.Binary(kernels.Add, x, x, o.dense(dtype.F32, 3)) },
+		"repeats elements": func() {
+			b.Unary(kernels.Exp, o.over(dtype.F32, kernels.Layout{Shape: []int{4, 5}, Strides: []int{0, 1}}, 5), x)
+		},
+		"must be float64":    func() { b.Unary(kernels.Exp, o.dense(dtype.I32, 4, 5), x) },
+		"reaches element":    func() { b.Copy(o.over(dtype.F32, kernels.Contiguous(4, 5), 19), x) },
+		"row operand":        func() { b.Softmax(o.dense(dtype.F16, 4, 5), x, 4, 5, 1) },
+		"contiguous float64": func() { b.Softmax(x, o.dense(dtype.F64, 4, 5), 4, 5, 1) },
+		"has 20 elements":    func() { b.Softmax(x, x, 4, 6, 1) },
+		"outside [0, 1]":     func() { b.DropoutMask(o.dense(dtype.Bool, 3), 1.5, 1) },
+		"do not multiply":    func() { b.Matmul(o.dense(dtype.F32, 4, 4), x, x) },
+		"reduces nothing":    func() { b.Max(o.dense(dtype.F32, 4, 1), o.dense(dtype.I64, 4, 1), o.dense(dtype.F32, 4, 0)) },
+		"not whole rows":     func() { _ = b.Embedding(o.dense(dtype.F32, 2, 3), o.dense(dtype.F32, 7), o.dense(dtype.I64, 2), 3) },
+		"numbers start at 1": func() { b.Adam(kernels.Adam{}, 0, x, x, x, x) },
+		"unknown":            func() { b.Unary(kernels.UnaryOp(99), x, x) },
+		"momentum 0.9 with":  func() { b.SGD(kernels.SGD{Momentum: 0.9}, x, x, kernels.Operand{}, false) },
+		"unknown argument 7": func() { b.BinaryCrossEntropyBackward(kernels.Arg(7), x, x, x, x) },
+		"takes mul or div":   func() { b.Addc(kernels.Add, x, x, x, x, 1) },
+		"output must be":     func() { _ = b.BinaryCrossEntropy(o.dense(dtype.I64, 4, 5), x, x) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				r := recover()
+				require.NotNil(t, r, "no panic")
+				msg := fmt.Sprint(r)
+				assert.Contains(t, msg, "kernels/cuda: ")
+				assert.Contains(t, msg, name)
+			}()
+			f()
+		})
+	}
+	l, c := rec.take()
+	assert.Empty(t, l, "misuse launches nothing")
+	assert.Empty(t, c)
+}

@@ -1,0 +1,286 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/subletml/sublet/alloc"
+	"github.com/subletml/sublet/device"
+	cudadev "github.com/subletml/sublet/device/cuda"
+	"github.com/subletml/sublet/kernels"
+)
+
+// Backend is this package's kernels as a kernels.Backend over one GPU's memory (the
+// Ptr of each operand's Mem). Get it with For. It is safe for concurrent use: every
+// method may be called from any goroutine, and kernels run in the order they were
+// launched on their stream (the first output's Mem.Stream).
+type Backend struct {
+	// Immutable after For.
+	dev *cudadev.Device
+	al  *alloc.Allocator // the device's caching allocator: cuBLAS workspaces come from it
+	sms int              // multiprocessors: grid sizes of the grid-striding kernels
+
+	mods modules
+	blas blasPool
+
+	// tf32 lets F32 products use TF32 tensor cores (SetTF32); off by default.
+	tf32 atomic.Bool
+
+	// rec is set only by this package's tests: see recorder.
+	rec *recorder
+
+	// flagMu serializes the launches of kernels that can report an error through the
+	// device's ErrorFlag with Check, which reads and clears it: a report made after
+	// Check read the flag would otherwise be cleared unseen.
+	flagMu sync.Mutex
+	// Guarded by flagMu.
+	flag  device.Ptr // the ErrorFlag (raw device memory), 0 until a kernel needs it
+	seq   uint32     // launches that may report since the flag was last cleared
+	armed bool       // some launch may have reported since the last Check
+
+	mu sync.Mutex
+	// Guarded by mu.
+	faults  []error // device errors (a launch, a module) since the last Check, at most maxFaults
+	dropped int     // further faults not kept
+	scratch map[device.Stream]*scratch
+}
+
+var _ kernels.Backend = (*Backend)(nil)
+var _ kernels.Async = (*Backend)(nil)
+
+// maxFaults is how many device errors Check reports in full.
+const maxFaults = 8
+
+// registry holds the Backend of each Device For has seen.
+var registry struct {
+	sync.Mutex
+	m map[*cudadev.Device]*Backend
+}
+
+// For returns dev's Backend, creating it on first use: one per Device, as the Device
+// has one caching allocator. Nothing is loaded yet; each kernel family loads on first
+// use, cuBLAS on the first product.
+func For(dev *cudadev.Device) (*Backend, error) {
+	registry.Lock()
+	defer registry.Unlock()
+	if b, ok := registry.m[dev]; ok {
+		return b, nil
+	}
+	al, err := alloc.For(dev)
+	if err != nil {
+		return nil, fmt.Errorf("kernels/cuda: %s: %w", dev.Name(), err)
+	}
+	b := &Backend{dev: dev, al: al, sms: max(dev.Properties().Multiprocessors, 1), scratch: make(map[device.Stream]*scratch)}
+	b.mods.dev = dev
+	p := dev.Properties()
+	b.blas.b, b.blas.wsBytes = b, WorkspaceBytes(os.Getenv(WorkspaceEnv), p.ComputeMajor, p.ComputeMinor)
+	if registry.m == nil {
+		registry.m = make(map[*cudadev.Device]*Backend)
+	}
+	registry.m[dev] = b
+	return b, nil
+}
+
+// Name is "cuda".
+func (*Backend) Name() string { return "cuda" }
+
+// Device is the GPU the backend computes on.
+func (b *Backend) Device() *cudadev.Device { return b.dev }
+
+// SetTF32 lets products of F32 operands run on TF32 tensor cores (10-bit mantissas in
+// the multiply, F32 accumulate), PyTorch's torch.backends.cuda.matmul.allow_tf32; off
+// by default, as there.
+func (b *Backend) SetTF32(on bool) { b.tf32.Store(on) }
+
+// fault keeps a device error to report at the next Check.
+func (b *Backend) fault(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.faults) < maxFaults {
+		b.faults = append(b.faults, err)
+	} else {
+		b.dropped++
+	}
+}
+
+// launch runs kernel k with cfg and args; a failure (the family does not load, the
+// driver refuses the launch) is kept for Check, as CUDA keeps its asynchronous faults.
+func (b *Backend) launch(k kernel, cfg cudadev.LaunchConfig, args ...cudadev.Arg) {
+	if b.rec != nil {
+		b.rec.launch(k, cfg, args)
+		return
+	}
+	fn, err := b.mods.function(k)
+	if err == nil {
+		err = b.dev.Launch(fn, cfg, args...)
+	}
+	if err != nil {
+		b.fault(err)
+	}
+}
+
+// grid returns the launch shape of a grid-striding kernel over n items on stream s:
+// one item per thread, at most 32 blocks per multiprocessor (the stride covers the
+// rest); results never depend on it.
+func (b *Backend) grid(n int64, s device.Stream) cudadev.LaunchConfig {
+	blocks := min((n+block-1)/block, int64(32*b.sms))
+	return cudadev.LaunchConfig{Grid: cudadev.Dim3{X: uint32(max(blocks, 1))}, Block: cudadev.Dim3{X: block}, Stream: s}
+}
+
+// rowsGrid returns the launch shape of a row kernel: a group of g threads (a warp or
+// a whole block) per row, block/g rows per block, a block for every block/g rows.
+func rowsGrid(rows int64, g int, s device.Stream) cudadev.LaunchConfig {
+	per := int64(block / g)
+	return cudadev.LaunchConfig{Grid: cudadev.Dim3{X: uint32(max((rows+per-1)/per, 1))}, Block: cudadev.Dim3{X: block}, Stream: s}
+}
+
+// block is the threads per block of every kernel (BLOCK of src/common.cuh).
+const block = hdrBlock
+
+// Check implements kernels.Async: it returns the data-dependent error the kernels
+// found first since the last Check (an index outside its range, as a
+// *kernels.IndexError naming the op; elements outside an op's domain, as a
+// *kernels.RangeError with their count) and the device errors kept since (a launch or a
+// module that failed), joined. When a kernel that can report ran since, it first waits for the device
+// (cuCtxSynchronize); otherwise it returns at once.
+func (b *Backend) Check() error {
+	var errs []error
+	b.flagMu.Lock()
+	if b.armed {
+		errs = append(errs, b.readFlag())
+	}
+	b.flagMu.Unlock()
+	b.mu.Lock()
+	errs = append(errs, b.faults...)
+	if b.dropped > 0 {
+		errs = append(errs, fmt.Errorf("kernels/cuda: %s: %d more device errors", b.name(), b.dropped))
+	}
+	b.faults, b.dropped = nil, 0
+	b.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+// Synchronize waits for all work on the device, then reports what Check reports.
+func (b *Backend) Synchronize() error {
+	if err := b.synchronize(); err != nil {
+		return errors.Join(err, b.Check())
+	}
+	return b.Check()
+}
+
+// Held is memory the backend keeps between ops, outside any tensor: what tests and
+// memory summaries name apart.
+type Held struct {
+	What  string // "cuBLAS workspace (stream 0x0)", "kernels/cuda scratch (stream 0x0)", ...
+	Bytes int64
+	// Allocator says whether the block comes from the device's caching allocator (and
+	// so counts in its statistics, as PyTorch's cuBLAS workspaces do) or straight from
+	// the driver.
+	Allocator bool
+}
+
+// Held lists the memory the backend keeps now.
+func (b *Backend) Held() []Held {
+	var h []Held
+	b.flagMu.Lock()
+	if b.flag != 0 {
+		h = append(h, Held{What: "kernels/cuda error flag", Bytes: flagBytes})
+	}
+	b.flagMu.Unlock()
+	b.mu.Lock()
+	for s, sc := range b.scratch {
+		if sc.ptr != 0 {
+			h = append(h, Held{What: fmt.Sprintf("kernels/cuda scratch (stream %#x)", uintptr(s)), Bytes: scratchBytes})
+		}
+	}
+	b.mu.Unlock()
+	return append(h, b.blas.held()...)
+}
+
+// Release gives back the memory the backend keeps (Held): the cuBLAS workspaces go
+// back to the caching allocator (PyTorch's torch._C._cuda_clearCublasWorkspaces), the
+// scratch and the error flag to the driver, after the device has finished its work.
+// The next op that needs them takes them again. The device's Close refuses while the
+// backend holds memory.
+func (b *Backend) Release() error {
+	err := b.Synchronize()
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, b.blas.release()...)
+	// Each scratch's lock is taken without b.mu held: an op holding one may need b.mu
+	// (to keep a fault).
+	b.mu.Lock()
+	scratches := make([]*scratch, 0, len(b.scratch))
+	for _, sc := range b.scratch {
+		scratches = append(scratches, sc)
+	}
+	b.mu.Unlock()
+	for _, sc := range scratches {
+		sc.mu.Lock()
+		if sc.ptr != 0 {
+			if err := b.free(sc.ptr); err != nil {
+				errs = append(errs, err)
+			}
+			sc.ptr = 0
+		}
+		sc.mu.Unlock()
+	}
+	b.flagMu.Lock()
+	if b.flag != 0 {
+		if err := b.free(b.flag); err != nil {
+			errs = append(errs, err)
+		}
+		b.flag = 0
+	}
+	b.flagMu.Unlock()
+	return errors.Join(errs...)
+}
+
+// KernelAttributes loads every family and reports each kernel's attributes (registers,
+// spills, the SASS it runs), by name: for tests and `sublet info`.
+func (b *Backend) KernelAttributes() (map[string]cudadev.FunctionAttributes, error) {
+	out := make(map[string]cudadev.FunctionAttributes, numKernels)
+	for k, e := range entries {
+		if e.name == "" {
+			continue
+		}
+		fn, err := b.mods.function(kernel(k))
+		if err != nil {
+			return nil, err
+		}
+		a, err := fn.Attributes()
+		if err != nil {
+			return nil, err
+		}
+		out[e.name] = a
+	}
+	return out, nil
+}
+
+// HeldInAllocator returns the bytes the Backend of dev (if dev is a GPU with one)
+// keeps in dev's caching allocator, its cuBLAS workspaces, and 0 for any other device:
+// what a memory report names apart from tensors.
+func HeldInAllocator(dev device.Device) int64 {
+	g, ok := dev.(*cudadev.Device)
+	if !ok {
+		return 0
+	}
+	registry.Lock()
+	b := registry.m[g]
+	registry.Unlock()
+	if b == nil {
+		return 0
+	}
+	var n int64
+	for _, h := range b.Held() {
+		if h.Allocator {
+			n += h.Bytes
+		}
+	}
+	return n
+}

@@ -1,0 +1,262 @@
+package cuda
+
+import (
+	"embed"
+	"fmt"
+	"sync"
+
+	cudadev "github.com/subletml/sublet/device/cuda"
+)
+
+// fatbins holds gen/FAMILY.fatbin for every family: SASS for sm_80 and sm_90 and PTX
+// for compute_80, made by scripts/gpu/gen_kernels.sh from src/FAMILY.cu.
+//
+//go:embed gen/*.fatbin
+var fatbins embed.FS
+
+// family is one source file of src and its fatbin: the kernels loaded together.
+type family uint8
+
+const (
+	famElementwise family = iota
+	famCopy
+	famReduce
+	famSoftmax
+	famLayerNorm
+	famLoss
+	famEmbedding
+	famDropout
+	famOptim
+	famAmp
+	famGemm
+	numFamilies
+)
+
+var familyNames = [numFamilies]string{
+	famElementwise: "elementwise",
+	famCopy:        "copy",
+	famReduce:      "reduce",
+	famSoftmax:     "softmax",
+	famLayerNorm:   "layernorm",
+	famLoss:        "loss",
+	famEmbedding:   "embedding",
+	famDropout:     "dropout",
+	famOptim:       "optim",
+	famAmp:         "amp",
+	famGemm:        "gemm",
+}
+
+// kernel names one entry point: a base below plus a variant. Each base owns variants
+// consecutive numbers, one per compute type and index width (vF64, vWide); its form
+// says which of them exist and what they are called in the fatbin.
+type kernel uint16
+
+// The variants of a base: the compute type (float32, or float64 when an operand is
+// F64, +vF64) and, for kernels over a Walk, the index width (32-bit, or 64-bit where an
+// offset passes 2³¹-1, +vWide; see wide).
+const (
+	vWide    = 1
+	vF64     = 2
+	variants = 4
+)
+
+// The bases, variants apart.
+const (
+	// famElementwise, over a Walk (formWalk).
+	kUnary kernel = iota * variants
+	kUnaryBackward
+	kBinary
+	kBinaryBackward
+	kAxpy
+	kDropout
+	kBCE
+	kBCEBackward
+	kBCELogits
+	kBCELogitsBackward
+	kAddc
+	// famCopy.
+	kCopy
+	kFill // formIndex: the bits are the host's, no compute type
+	// famReduce.
+	kNonFinite // formWalk
+	kReduceThread
+	kReduceBlock
+	kReduceFinish
+	kMaxBackward
+	// famAmp.
+	kUnscale // formWalk
+	// famLoss.
+	kCrossEntropyBackward // formWalk: a thread per element, 32- or 64-bit indices
+	kCrossEntropyRowsWarp
+	kCrossEntropyRowsBlock
+	kCrossEntropyLoss
+	kCrossEntropyScale
+	kMSEPartial
+	kSumFinish
+	kMSEBackward
+	// famSoftmax.
+	kSoftmaxRowsWarp
+	kSoftmaxRowsBlock
+	kSoftmaxBackwardRowsWarp
+	kSoftmaxBackwardRowsBlock
+	kSoftmaxCols
+	kSoftmaxBackwardCols
+	// famLayerNorm.
+	kLayerNormWarp
+	kLayerNormBlock
+	kLayerNormDxWarp
+	kLayerNormDxBlock
+	kLayerNormDwdb
+	kLayerNormDwdbFinish
+	// famEmbedding.
+	kEmbedding
+	kEmbeddingBackward
+	// famDropout.
+	kDropoutMask // formOne: integers only
+	// famOptim.
+	kSGD
+	kAdam
+	// famGemm.
+	kGemmTiled
+	numKernels = iota * variants
+)
+
+// in is k's variant computing in float64 when f64 is set (the _f64 instantiation).
+func (k kernel) in(f64 bool) kernel {
+	if f64 {
+		return k + vF64
+	}
+	return k
+}
+
+// form says which variants of a base exist and how they are named.
+type form uint8
+
+const (
+	formTyped form = iota // NAME_f32, NAME_f64
+	formWalk              // NAME_f32_i32, NAME_f32_i64, NAME_f64_i32, NAME_f64_i64
+	formIndex             // NAME_i32, NAME_i64
+	formOne               // NAME
+)
+
+// bases lists each base's family, name and form, in the order of the constants.
+var bases = [numKernels / variants]struct {
+	fam  family
+	name string
+	form form
+}{
+	kUnary / variants:                    {famElementwise, "unary", formWalk},
+	kUnaryBackward / variants:            {famElementwise, "unary_backward", formWalk},
+	kBinary / variants:                   {famElementwise, "binary", formWalk},
+	kBinaryBackward / variants:           {famElementwise, "binary_backward", formWalk},
+	kAxpy / variants:                     {famElementwise, "axpy", formWalk},
+	kDropout / variants:                  {famElementwise, "dropout", formWalk},
+	kBCE / variants:                      {famElementwise, "bce", formWalk},
+	kBCEBackward / variants:              {famElementwise, "bce_backward", formWalk},
+	kBCELogits / variants:                {famElementwise, "bce_logits", formWalk},
+	kBCELogitsBackward / variants:        {famElementwise, "bce_logits_backward", formWalk},
+	kAddc / variants:                     {famElementwise, "addc", formWalk},
+	kCopy / variants:                     {famCopy, "copy", formWalk},
+	kFill / variants:                     {famCopy, "fill", formIndex},
+	kNonFinite / variants:                {famReduce, "non_finite", formWalk},
+	kReduceThread / variants:             {famReduce, "reduce_thread", formTyped},
+	kReduceBlock / variants:              {famReduce, "reduce_block", formTyped},
+	kReduceFinish / variants:             {famReduce, "reduce_finish", formTyped},
+	kMaxBackward / variants:              {famReduce, "max_backward", formTyped},
+	kUnscale / variants:                  {famAmp, "unscale", formWalk},
+	kCrossEntropyBackward / variants:     {famLoss, "cross_entropy_backward", formWalk},
+	kCrossEntropyRowsWarp / variants:     {famLoss, "cross_entropy_rows_warp", formTyped},
+	kCrossEntropyRowsBlock / variants:    {famLoss, "cross_entropy_rows_block", formTyped},
+	kCrossEntropyLoss / variants:         {famLoss, "cross_entropy_loss", formTyped},
+	kCrossEntropyScale / variants:        {famLoss, "cross_entropy_scale", formTyped},
+	kMSEPartial / variants:               {famLoss, "mse_partial", formTyped},
+	kSumFinish / variants:                {famLoss, "sum_finish", formTyped},
+	kMSEBackward / variants:              {famLoss, "mse_backward", formTyped},
+	kSoftmaxRowsWarp / variants:          {famSoftmax, "softmax_rows_warp", formTyped},
+	kSoftmaxRowsBlock / variants:         {famSoftmax, "softmax_rows_block", formTyped},
+	kSoftmaxBackwardRowsWarp / variants:  {famSoftmax, "softmax_backward_rows_warp", formTyped},
+	kSoftmaxBackwardRowsBlock / variants: {famSoftmax, "softmax_backward_rows_block", formTyped},
+	kSoftmaxCols / variants:              {famSoftmax, "softmax_cols", formTyped},
+	kSoftmaxBackwardCols / variants:      {famSoftmax, "softmax_backward_cols", formTyped},
+	kLayerNormWarp / variants:            {famLayerNorm, "layer_norm_warp", formTyped},
+	kLayerNormBlock / variants:           {famLayerNorm, "layer_norm_block", formTyped},
+	kLayerNormDxWarp / variants:          {famLayerNorm, "layer_norm_dx_warp", formTyped},
+	kLayerNormDxBlock / variants:         {famLayerNorm, "layer_norm_dx_block", formTyped},
+	kLayerNormDwdb / variants:            {famLayerNorm, "layer_norm_dwdb", formTyped},
+	kLayerNormDwdbFinish / variants:      {famLayerNorm, "layer_norm_dwdb_finish", formTyped},
+	kEmbedding / variants:                {famEmbedding, "embedding", formTyped},
+	kEmbeddingBackward / variants:        {famEmbedding, "embedding_backward", formTyped},
+	kDropoutMask / variants:              {famDropout, "dropout_mask", formOne},
+	kSGD / variants:                      {famOptim, "sgd", formTyped},
+	kAdam / variants:                     {famOptim, "adam", formTyped},
+	kGemmTiled / variants:                {famGemm, "gemm_tiled", formTyped},
+}
+
+// entries is every kernel's family and name in the fatbin, "" for a variant its base's
+// form does not have: the bases expanded once.
+var entries = func() (e [numKernels]struct {
+	fam  family
+	name string
+}) {
+	suffixes := [...][variants]string{
+		formTyped: {"_f32", "", "_f64", ""},
+		formWalk:  {"_f32_i32", "_f32_i64", "_f64_i32", "_f64_i64"},
+		formIndex: {"_i32", "_i64", "", ""},
+		formOne:   {"", "", "", ""},
+	}
+	for i, b := range bases {
+		for v, suf := range suffixes[b.form] {
+			k := i*variants + v
+			if suf != "" || b.form == formOne && v == 0 {
+				e[k].fam, e[k].name = b.fam, b.name+suf
+			}
+		}
+	}
+	return e
+}()
+
+// modules is one Device's kernels: each family's fatbin is loaded on first use, and
+// all of its functions resolved then, once; after that a lookup is an array read.
+type modules struct {
+	dev  *cudadev.Device
+	fams [numFamilies]struct {
+		once sync.Once
+		err  error // why the family did not load; final
+	}
+	// fns[k] is set by its family's once, before that once returns.
+	fns [numKernels]*cudadev.Function
+}
+
+// function returns kernel k, loading its family on first use.
+func (m *modules) function(k kernel) (*cudadev.Function, error) {
+	fam := entries[k].fam
+	f := &m.fams[fam]
+	f.once.Do(func() { f.err = m.load(fam) })
+	if f.err != nil {
+		return nil, f.err
+	}
+	return m.fns[k], nil
+}
+
+func (m *modules) load(fam family) error {
+	name := "gen/" + familyNames[fam] + ".fatbin"
+	image, err := fatbins.ReadFile(name)
+	if err != nil {
+		return fmt.Errorf("kernels/cuda: %s is not embedded: %w", name, err)
+	}
+	mod, err := m.dev.LoadFatbin(image)
+	if err != nil {
+		return fmt.Errorf("kernels/cuda: loading the %s kernels (%s): %w", familyNames[fam], name, err)
+	}
+	for k, e := range entries {
+		if e.name == "" || e.fam != fam {
+			continue
+		}
+		fn, err := mod.Function(e.name)
+		if err != nil {
+			return fmt.Errorf("kernels/cuda: %s: %w", name, err)
+		}
+		m.fns[k] = fn
+	}
+	return nil
+}

@@ -1,0 +1,194 @@
+package cuda
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/subletml/sublet/device"
+	cudadev "github.com/subletml/sublet/device/cuda"
+	"github.com/subletml/sublet/kernels"
+)
+
+// reduction mirrors src/common.cuh's Reduction (TestStructLayouts checks it).
+type reduction struct {
+	nOut, nRed   int64
+	krank, rrank int32
+	kshape       [hdrMaxRank]int64
+	kstride      [2][hdrMaxRank]int64
+	rshape       [hdrMaxRank]int64
+	rstride      [hdrMaxRank]int64
+	dst, src     uint64
+	dtd, dts     int32
+	piece        int64
+	pieces       int64
+}
+
+// acc mirrors src/common.cuh's Acc: one partial result in the scratch.
+type acc struct {
+	sum float64
+	max float64
+	arg int64
+}
+
+func (r *reduction) bytes() []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(r)), unsafe.Sizeof(*r))
+}
+
+// newReduction fills r with the reduction of src (any type) to dst's shape, which
+// broadcasts to src's: the dimensions where dst has size 1 or is missing are reduced,
+// as kernels/cpu's newReduction splits them; kept and reduced dimensions are merged.
+func newReduction(op string, r *reduction, dst, src kernels.Operand) {
+	rank := len(src.Shape)
+	d := rank - len(dst.Shape)
+	if d < 0 {
+		panic(fmt.Sprintf("kernels/cuda: %s: output shape %v has more dimensions than the input %v", op, dst.Shape, src.Shape))
+	}
+	var ks, rs [hdrMaxRank]int64
+	var kst, rst [hdrMaxOps][hdrMaxRank]int64
+	nk, nr := 0, 0
+	for i, n := range src.Shape {
+		switch {
+		case i >= d && dst.Shape[i-d] == n:
+			ks[nk] = int64(n)
+			kst[0][nk], kst[1][nk] = int64(dst.Strides[i-d]), int64(src.Strides[i])
+			nk++
+		case i < d || dst.Shape[i-d] == 1:
+			rs[nr] = int64(n)
+			rst[0][nr] = int64(src.Strides[i])
+			nr++
+		default:
+			panic(fmt.Sprintf("kernels/cuda: %s: output shape %v does not broadcast to the input shape %v", op, dst.Shape, src.Shape))
+		}
+	}
+	r.nOut, r.nRed = 1, 1
+	for i := range nk {
+		r.nOut *= ks[i]
+	}
+	for i := range nr {
+		r.nRed *= rs[i]
+	}
+	var mst [hdrMaxOps][hdrMaxRank]int64
+	r.krank = int32(merge(2, nk, &ks, &kst, &r.kshape, &mst))
+	r.kstride[0], r.kstride[1] = mst[0], mst[1]
+	r.rrank = int32(merge(1, nr, &rs, &rst, &r.rshape, &mst))
+	r.rstride = mst[0]
+}
+
+// Pieces of a reduction: a block folds at most blockPiece elements, a thread
+// threadPiece; partials never pass the scratch.
+const (
+	blockPiece  = 1 << 15
+	threadPiece = 1 << 10
+	maxPartials = scratchBytes / int64(unsafe.Sizeof(acc{}))
+)
+
+// pieceCount cuts n reduced elements of each of nOut outputs into pieces of at most
+// per, fewer when their partials would not fit the scratch; it returns the piece size
+// and count (at least 1). Both depend on the shapes only.
+func pieceCount(n, nOut, per int64) (piece, pieces int64) {
+	pieces = max(1, min((n+per-1)/per, maxPartials/max(nOut, 1)))
+	return max(1, (n+pieces-1)/pieces), pieces
+}
+
+func (b *Backend) Sum(dst, src kernels.Operand) {
+	b.reduce("sum", hdrRedSum, dst, kernels.Operand{}, src)
+}
+func (b *Backend) Mean(dst, src kernels.Operand) {
+	b.reduce("mean", hdrRedMean, dst, kernels.Operand{}, src)
+}
+
+func (b *Backend) Max(dst, idx, src kernels.Operand) {
+	const op = "max"
+	if !dst.Absent() && dst.Size() != idx.Size() {
+		panic(fmt.Sprintf("kernels/cuda: %s: %d indices for an output of %d elements", op, idx.Size(), dst.Size()))
+	}
+	b.reduce(op, hdrRedMax, dst, idx, src)
+}
+
+// reduce runs Sum, Mean or Max (mode), in float64 when dst or src is F64, as kernels/cpu
+// chooses (sums accumulate in float64 either way). For Max without dst the reduction's
+// shape is idx's and only the positions are written.
+func (b *Backend) reduce(op string, mode int32, dst, idx, src kernels.Operand) {
+	checkOperand(op, src)
+	var r reduction
+	shape := dst
+	if mode == hdrRedMax {
+		ip := rowOperand(op, idx, i64)
+		if dst.Absent() {
+			shape = idx
+		} else {
+			requireFloat(op, dst)
+		}
+		r.dtd = int32(dst.DType) // invalid (0) when absent: the kernels store no value
+		newReduction(op, &r, shape, src)
+		if r.nRed == 0 && r.nOut > 0 {
+			panic(fmt.Sprintf("kernels/cuda: %s: reducing %v to %v reduces nothing", op, src.Shape, shape.Shape))
+		}
+		s := idx.Mem.Stream
+		if !dst.Absent() {
+			s = dst.Mem.Stream
+		}
+		b.runReduction(&r, mode, ip, dst, src, s)
+		return
+	}
+	requireFloat(op, dst)
+	r.dtd = int32(dst.DType)
+	newReduction(op, &r, dst, src)
+	b.runReduction(&r, mode, 0, dst, src, dst.Mem.Stream)
+}
+
+// runReduction picks the kernel and the pieces and launches them on stream s.
+func (b *Backend) runReduction(r *reduction, mode int32, idx uint64, dst, src kernels.Operand, s device.Stream) {
+	if r.nOut == 0 {
+		return
+	}
+	f64 := in64(dst, src)
+	r.dst, r.src, r.dts = addr(dst), addr(src), int32(src.DType)
+	// A thread per output when the outputs sit closer together in the input than the
+	// reduced elements do, or when there is little to reduce; a block per output else.
+	keptInner, redInner := r.kstride[1][r.krank-1], r.rstride[r.rrank-1]
+	thread := r.nRed <= 32 || (r.nOut >= 32 && keptInner < redInner)
+	k, per := kReduceBlock.in(f64), int64(blockPiece)
+	if thread {
+		k, per = kReduceThread.in(f64), int64(threadPiece)
+	}
+	r.piece, r.pieces = pieceCount(r.nRed, r.nOut, per)
+	sc, ok := b.partials(s, r.pieces)
+	if !ok {
+		return
+	}
+	defer sc.unlock()
+	cfg := b.grid(r.nOut*r.pieces, s)
+	if !thread {
+		cfg.Grid.X = uint32(min(r.nOut*r.pieces, 1<<31-1))
+	}
+	args := [4]cudadev.Arg{cudadev.ArgBytes(r.bytes()), cudadev.ArgInt32(mode), cudadev.ArgUint64(idx), cudadev.ArgUint64(sc.addr())}
+	b.launch(k, cfg, args[:]...)
+	if r.pieces > 1 {
+		b.launch(kReduceFinish.in(f64), b.grid(r.nOut, s), args[:]...)
+	}
+}
+
+// MaxBackward zeroes dx, then writes g at the positions idx names. An index outside
+// the reduction (never one Max wrote) is reported at the next Check and skipped.
+func (b *Backend) MaxBackward(dx, g, idx kernels.Operand) {
+	const op = "max backward"
+	requireFloat(op, dx)
+	checkOperand(op, g)
+	var r reduction
+	newReduction(op, &r, g, dx) // g in the output's place: kstride[0] is g's, [1] dx's
+	ip := rowsOf(op, "idx", idx, i64, int(r.nOut))
+	b.Fill(dx, 0)
+	if r.nOut == 0 {
+		return
+	}
+	r.kstride[0], r.kstride[1] = r.kstride[1], r.kstride[0]
+	r.dst, r.dtd, r.src, r.dts = addr(dx), int32(dx.DType), addr(g), int32(g.DType)
+	flag, seq, ok := b.flagged()
+	if !ok {
+		return
+	}
+	defer b.done()
+	b.launch(kMaxBackward.in(in64(dx, g)), b.grid(r.nOut, dx.Mem.Stream),
+		cudadev.ArgBytes(r.bytes()), cudadev.ArgUint64(ip), cudadev.ArgUint64(flag), cudadev.ArgUint32(seq))
+}

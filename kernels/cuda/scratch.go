@@ -1,0 +1,74 @@
+package cuda
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/subletml/sublet/device"
+)
+
+// scratchBytes is the device memory each stream's scratch holds: the partial results of
+// reductions cut into pieces, a loss's scale, NonFinite's answer. Piece counts are
+// bounded so that partials fit (see pieceCount); the bound depends on the shapes only,
+// so results stay deterministic.
+const scratchBytes = 1 << 20
+
+// scratch is one stream's scratch memory, raw device memory outside the caching
+// allocator: it is the backend's own, like cuBLAS's handle state, so that ops make no
+// allocation the device-independent memory accounting (sim) does not make too.
+type scratch struct {
+	// mu is held by an op across the launches that use the scratch: two ops on one
+	// stream from two goroutines would otherwise interleave their partials.
+	mu  sync.Mutex
+	ptr device.Ptr // guarded by mu; 0 until first use and after Release
+}
+
+// useScratch locks stream s's scratch, allocating it on first use, and returns it; the
+// caller unlocks sc.mu when its launches are made. If it cannot be allocated the error
+// is kept for Check and ok is false (nothing is locked).
+func (b *Backend) useScratch(s device.Stream) (sc *scratch, ok bool) {
+	b.mu.Lock()
+	sc = b.scratch[s]
+	if sc == nil {
+		sc = &scratch{}
+		b.scratch[s] = sc
+	}
+	b.mu.Unlock()
+	sc.mu.Lock()
+	if sc.ptr == 0 {
+		ptr, err := b.malloc(scratchBytes)
+		if err != nil {
+			sc.mu.Unlock()
+			b.fault(fmt.Errorf("kernels/cuda: %s: scratch for stream %#x: %w", b.name(), uintptr(s), err))
+			return nil, false
+		}
+		sc.ptr = ptr
+	}
+	return sc, true
+}
+
+// partials returns stream s's scratch, locked, for an op cut into pieces > 1 (the
+// caller unlocks sc.mu when its launches are made), or nil for one piece, which needs
+// none. ok is false when the scratch cannot be had (the fault is kept for Check): the
+// op launches nothing.
+func (b *Backend) partials(s device.Stream, pieces int64) (sc *scratch, ok bool) {
+	if pieces <= 1 {
+		return nil, true
+	}
+	return b.useScratch(s)
+}
+
+// addr is the scratch's address, 0 for none.
+func (sc *scratch) addr() uint64 {
+	if sc == nil {
+		return 0
+	}
+	return uint64(sc.ptr)
+}
+
+// unlock unlocks a scratch partials locked.
+func (sc *scratch) unlock() {
+	if sc != nil {
+		sc.mu.Unlock()
+	}
+}

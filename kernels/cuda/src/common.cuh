@@ -1,0 +1,351 @@
+// common.cuh: what every kernel family of sublet's CUDA backend shares: the element
+// type and op codes (equal to package dtype's and package kernels' values; the Go test
+// TestCodesMatchHeaders checks them), the by-value structs the host fills (their Go
+// mirrors are checked against zconst.go, generated from this header), typed loads and
+// stores that convert exactly as kernels/cpu converts, index arithmetic, deterministic
+// group reductions and the device-side error flag.
+//
+// Storage types are runtime codes (one kernel reads any mix of F64, F32, F16, BF16, I32,
+// I64, Bool operands, as kernels/cpu's do); the compute type C is a template parameter,
+// instantiated for float and for double, the _f32 and _f64 entry points of each family.
+// The host picks the _f64 one whenever an operand is F64, as kernels/cpu picks its
+// float64 kernels, so no F64 value goes through float32.
+#pragma once
+
+#include <cuda_fp16.h>
+
+// Element types: package dtype's DType values.
+#define DT_F32 1
+#define DT_F16 2
+#define DT_BF16 3
+#define DT_I32 4
+#define DT_I64 5
+#define DT_BOOL 6
+#define DT_F64 7
+// DT_IMM marks an operand that is an immediate value (kernels.Scalar, or an absent
+// operand read as 0): Walk.imm holds it.
+#define DT_IMM 100
+
+// Unary ops: package kernels' UnaryOp values.
+#define OP_NEG 1
+#define OP_ABS 2
+#define OP_EXP 3
+#define OP_LOG 4
+#define OP_SQRT 5
+#define OP_TANH 6
+#define OP_SIGMOID 7
+#define OP_RELU 8
+#define OP_GELU_TANH 9
+#define OP_GELU_ERF 10
+
+// Binary ops: package kernels' BinaryOp values; ARG_A and ARG_B its Arg values.
+#define OP_ADD 1
+#define OP_SUB 2
+#define OP_MUL 3
+#define OP_DIV 4
+#define OP_POW 5
+#define OP_MAXIMUM 6
+#define OP_MINIMUM 7
+#define ARG_A 0
+#define ARG_B 1
+
+// Reduction modes.
+#define RED_SUM 0
+#define RED_MEAN 1
+#define RED_MAX 2
+
+// Ops that report data-dependent errors through ErrorFlag.op (kernels/cuda names them):
+// an index outside its range (report), or elements outside the op's domain (report_outside).
+#define ERR_CROSS_ENTROPY 1
+#define ERR_CROSS_ENTROPY_BACKWARD 2
+#define ERR_EMBEDDING 3
+#define ERR_EMBEDDING_BACKWARD 4
+#define ERR_MAX_BACKWARD 5
+#define ERR_BINARY_CROSS_ENTROPY 6 // a range error: probabilities outside [0, 1] or NaN
+
+#define MAX_RANK 16 // kernels.MaxRank
+#define MAX_OPS 5   // operands of one elementwise kernel, the output included (the most:
+                    // BinaryCrossEntropyWithLogitsBackward's dst, g, x, y, pos_weight)
+
+// Threads per block of every kernel (its __launch_bounds__): enough to hide latency,
+// few enough that no kernel spills at that bound.
+#define BLOCK 256
+
+// Walk is an elementwise kernel's iteration: the output's shape after merging
+// dimensions (shape[rank-1] innermost), each operand's strides along it (in elements),
+// the address of each operand's first element (its Offset applied), its type, and the
+// value of an immediate operand. Operand 0 is the output.
+struct Walk {
+    long long size; // elements of the output
+    int rank;       // dimensions, >= 1
+    int ops;        // operands used
+    long long shape[MAX_RANK];
+    long long stride[MAX_OPS][MAX_RANK];
+    unsigned long long base[MAX_OPS];
+    int dtype[MAX_OPS];
+    double imm[MAX_OPS];
+};
+
+// Reduction is a reduce kernel's iteration: the kept dimensions (enumerating the
+// outputs; stride 0 is the output's, 1 the input's) and the reduced ones (the input's
+// strides), each merged; the reduced elements of one output are cut into pieces of
+// piece elements, pieces of them, combined in piece order.
+struct Reduction {
+    long long nOut, nRed;
+    int krank, rrank;
+    long long kshape[MAX_RANK];
+    long long kstride[2][MAX_RANK];
+    long long rshape[MAX_RANK];
+    long long rstride[MAX_RANK];
+    unsigned long long dst, src;
+    int dtd, dts;
+    long long piece;
+    long long pieces;
+};
+
+// Acc is the running state of one output of a reduction, and a partial result in
+// device memory between reduce kernels: a sum, or the maximum so far (a value of the
+// compute type, which a double holds exactly) and its position (-1 before the first
+// element).
+struct Acc {
+    double sum;
+    double max;
+    long long arg;
+};
+
+// Mat holds the matrix strides (in elements) of the fallback GEMM's operands dst, a, b;
+// a Walk enumerates their batches.
+struct Mat {
+    long long rs[3], cs[3];
+};
+
+// ErrorFlag records the first data-dependent error of the kernels since the host last
+// read and cleared it, from the lowest launch number: an index outside its range (the
+// lowest position), or the count of a launch's elements outside the op's domain (a range
+// error, summed over the launch's blocks). Kernels update it under lock, so the record
+// is whole.
+struct ErrorFlag {
+    int lock;          // 0 free, 1 held
+    unsigned int seq;  // the failing launch's number (from 1); 0: no error
+    int op;            // ERR_*
+    int pad;
+    long long pos;     // index errors: position of the bad index in its operand, row-major
+    long long index;   // its value
+    long long limit;   // valid indices are [0, limit)
+    long long count;   // range errors: elements outside the domain (NaN included)
+};
+
+// KERNEL declares an entry point, launched with blocks of BLOCK threads. ptxas then
+// keeps registers few enough for many blocks an SM and may spill a few to do so;
+// KERNEL_ROOM declares one that would spill (gen_kernels.sh fails on any stack frame):
+// four blocks an SM are enough for it, which leaves it 64 registers a thread.
+#define KERNEL extern "C" __global__ void __launch_bounds__(BLOCK)
+#define KERNEL_ROOM extern "C" __global__ void __launch_bounds__(BLOCK, 4)
+
+// NEG_INF is -Inf as a float (exact in double too).
+#define NEG_INF (-__int_as_float(0x7f800000))
+
+// ---- conversions, as kernels/cpu converts -------------------------------------------
+
+__device__ __forceinline__ float bf16_to_f32(unsigned short h) { return __uint_as_float((unsigned int)h << 16); }
+
+// f32_to_bf16 is dtype.F32ToBF16: round to nearest even; a NaN keeps its sign and upper
+// payload and is made quiet.
+__device__ __forceinline__ unsigned short f32_to_bf16(float f) {
+    unsigned int b = __float_as_uint(f);
+    if ((b & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((b >> 16) | 0x0040u);
+    return (unsigned short)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+
+__device__ __forceinline__ float f16_to_f32(unsigned short h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ unsigned short f32_to_f16(float f) { return __half_as_ushort(__float2half_rn(f)); }
+
+// to_odd_f32 is dtype's toOdd32: f rounded to float32 toward zero, its lowest bit set
+// when that is inexact. Rounding it to nearest in F16 or BF16 (two or more bits fewer)
+// rounds f itself once: an inexact value never lands on a tie of the narrower format.
+__device__ __forceinline__ float to_odd_f32(double f) {
+    float r = __double2float_rz(f);
+    if ((double)r != f && f == f) r = __uint_as_float(__float_as_uint(r) | 1u);
+    return r;
+}
+
+// to_f16 and to_bf16 round a value of the compute type to the 16-bit formats once, as
+// dtype.F32ToF16 and dtype.F64ToF16 (BF16 alike) do.
+__device__ __forceinline__ unsigned short to_f16(float f) { return f32_to_f16(f); }
+__device__ __forceinline__ unsigned short to_f16(double f) { return f32_to_f16(to_odd_f32(f)); }
+__device__ __forceinline__ unsigned short to_bf16(float f) { return f32_to_bf16(f); }
+__device__ __forceinline__ unsigned short to_bf16(double f) { return f32_to_bf16(to_odd_f32(f)); }
+
+// f64_to_int is kernels/cpu's f64ToInt: truncation toward zero, NaN to 0, saturation.
+__device__ __forceinline__ long long f64_to_int(double f, long long lo, long long hi) {
+    if (f != f) return 0;
+    if (f <= (double)lo) return lo;
+    if (f >= (double)hi) return hi;
+    return (long long)f;
+}
+
+// ld reads element i of an operand of type dt at base as the compute type C, as
+// kernels/cpu's loads convert (exactly, but for I64 to double and F64, I32 and I64 to
+// float, which round to nearest); an immediate reads imm (the host rounded it).
+template <typename C>
+__device__ __forceinline__ C ld(unsigned long long base, int dt, long long i, double imm) {
+    switch (dt) {
+    case DT_F32: return (C)((const float *)base)[i];
+    case DT_F64: return (C)((const double *)base)[i];
+    case DT_F16: return (C)f16_to_f32(((const unsigned short *)base)[i]);
+    case DT_BF16: return (C)bf16_to_f32(((const unsigned short *)base)[i]);
+    case DT_I32: return (C)((const int *)base)[i];
+    case DT_I64: return (C)((const long long *)base)[i];
+    case DT_BOOL: return (C)((const unsigned char *)base)[i];
+    }
+    return (C)imm;
+}
+
+// st writes v, of the compute type, as element i of a float operand of type dt,
+// rounded once to it.
+template <typename C>
+__device__ __forceinline__ void st(unsigned long long base, int dt, long long i, C v) {
+    switch (dt) {
+    case DT_F32: ((float *)base)[i] = (float)v; return;
+    case DT_F64: ((double *)base)[i] = (double)v; return;
+    case DT_F16: ((unsigned short *)base)[i] = to_f16(v); return;
+    case DT_BF16: ((unsigned short *)base)[i] = to_bf16(v); return;
+    }
+}
+
+// ---- index arithmetic ---------------------------------------------------------------
+
+// offsets writes the element offset of each of the first OPS operands of w for the
+// output's element i (row-major). I is the index type: int when every offset fits.
+template <int OPS, typename I>
+__device__ __forceinline__ void offsets(const Walk &w, I i, I off[OPS]) {
+#pragma unroll
+    for (int k = 0; k < OPS; k++) off[k] = 0;
+    for (int d = w.rank - 1; d >= 0; d--) {
+        I n = (I)w.shape[d];
+        I x = i % n;
+        i /= n;
+#pragma unroll
+        for (int k = 0; k < OPS; k++) off[k] += x * (I)w.stride[k][d];
+    }
+}
+
+// unravel returns the offset of element i of a walk over rank dimensions of shape with
+// strides stride.
+template <typename I>
+__device__ __forceinline__ I unravel(I i, int rank, const long long *shape, const long long *stride) {
+    I off = 0;
+    for (int d = rank - 1; d >= 0; d--) {
+        I n = (I)shape[d];
+        off += (i % n) * (I)stride[d];
+        i /= n;
+    }
+    return off;
+}
+
+// ---- deterministic group reductions -------------------------------------------------
+//
+// A group is a warp (G = 32) or a whole block (G = BLOCK). Lanes combine in a fixed
+// butterfly, so the result depends on the data and G only, never on scheduling; every
+// lane gets lane 0's result.
+
+__device__ __forceinline__ double warp_sum(double v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return __shfl_sync(0xffffffffu, v, 0);
+}
+
+// fmax_nan is the larger of a and b, NaN when either is (kernels/cpu's row maximum).
+template <typename T> __device__ __forceinline__ T fmax_nan(T a, T b) { return (b > a || b != b) ? b : a; }
+
+template <typename T> __device__ __forceinline__ T warp_max(T v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmax_nan(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return __shfl_sync(0xffffffffu, v, 0);
+}
+
+// group_sum sums v over the group; G = BLOCK needs BLOCK/32 doubles of shared memory
+// in smem and every thread of the block to call it.
+template <int G>
+__device__ __forceinline__ double group_sum(double v, double *smem) {
+    v = warp_sum(v);
+    if (G == 32) return v;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) smem[warp] = v;
+    __syncthreads();
+    v = warp_sum(lane < G / 32 ? smem[lane] : 0.0);
+    __syncthreads();
+    return v;
+}
+
+// group_max is the largest v of the group (NaN if any is); G = BLOCK needs BLOCK/32
+// elements of shared memory in smem and every thread of the block to call it.
+template <int G, typename T>
+__device__ __forceinline__ T group_max(T v, T *smem) {
+    v = warp_max(v);
+    if (G == 32) return v;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) smem[warp] = v;
+    __syncthreads();
+    v = warp_max(lane < G / 32 ? smem[lane] : (T)NEG_INF);
+    __syncthreads();
+    return v;
+}
+
+// ---- the error flag -----------------------------------------------------------------
+
+// report records an index outside [0, limit) at pos, found by launch seq of op, unless
+// the flag already holds an earlier one. Rare by nature, so a spin lock serves (lanes
+// of one warp make progress on their own from sm_70 on).
+__device__ __noinline__ void report(ErrorFlag *f, unsigned int seq, int op, long long pos, long long index, long long limit) {
+    while (atomicCAS(&f->lock, 0, 1) != 0) __nanosleep(64);
+    __threadfence();
+    volatile ErrorFlag *v = f;
+    if (v->seq == 0 || seq < v->seq || (seq == v->seq && pos < v->pos)) {
+        v->seq = seq;
+        v->op = op;
+        v->pos = pos;
+        v->index = index;
+        v->limit = limit;
+        v->count = 0;
+    }
+    __threadfence();
+    atomicExch(&f->lock, 0);
+}
+
+// report_count adds count elements outside op's domain, found by launch seq, unless the
+// flag already holds an earlier launch's error (a later launch's gives way).
+__device__ __noinline__ void report_count(ErrorFlag *f, unsigned int seq, int op, long long count) {
+    while (atomicCAS(&f->lock, 0, 1) != 0) __nanosleep(64);
+    __threadfence();
+    volatile ErrorFlag *v = f;
+    if (v->seq == 0 || seq < v->seq) {
+        v->seq = seq;
+        v->op = op;
+        v->pos = 0;
+        v->index = 0;
+        v->limit = 0;
+        v->count = count;
+    } else if (seq == v->seq) {
+        v->count += count;
+    }
+    __threadfence();
+    atomicExch(&f->lock, 0);
+}
+
+// report_outside reports the n elements outside op's domain that this thread of launch
+// seq found. Every thread of the block calls it, after its last element: the block's
+// counts are summed in shared memory (integers: any order gives the same sum) and one
+// thread takes the lock; a block with nothing to report passes one barrier only.
+__device__ __forceinline__ void report_outside(ErrorFlag *f, unsigned int seq, int op, unsigned long long n) {
+    if (!__syncthreads_or(n != 0)) return;
+    __shared__ unsigned long long total;
+    if (threadIdx.x == 0) total = 0;
+    __syncthreads();
+    if (n != 0) atomicAdd(&total, n);
+    __syncthreads();
+    if (threadIdx.x == 0) report_count(f, seq, op, (long long)total);
+}
+
+// grid_stride loops i over [0, n) across the whole grid.
+#define GRID_STRIDE(I, i, n) for (I i = (I)blockIdx.x * BLOCK + threadIdx.x; i < (I)(n); i += (I)gridDim.x * BLOCK)

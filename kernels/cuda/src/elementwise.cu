@@ -1,0 +1,111 @@
+// elementwise.cu: the elementwise family: Unary, UnaryBackward, Binary,
+// BinaryBackward, Axpy, Dropout (apply), the binary cross-entropy losses and their
+// gradients, and Addc, over a Walk (broadcasting, any strides, any float or integer
+// input types, a float output). One thread per output element, the grid striding; I is
+// the index type (int when every offset fits in 31 bits).
+#include "math.cuh"
+
+// map_k is the loop of every kernel here: for each output element (operand 0), f gets
+// the values of operands 1..N-1 as the compute type and returns the element's value.
+template <int N, typename C, typename I, typename F>
+__device__ __forceinline__ void map_k(const Walk &w, F f) {
+    GRID_STRIDE(I, i, w.size) {
+        I off[N];
+        offsets<N, I>(w, i, off);
+        C v[N - 1];
+#pragma unroll
+        for (int k = 1; k < N; k++) v[k - 1] = ld<C>(w.base[k], w.dtype[k], off[k], w.imm[k]);
+        st<C>(w.base[0], w.dtype[0], off[0], f(v));
+    }
+}
+
+template <typename C, typename I>
+__device__ __forceinline__ void unary_k(const Walk &w, int op) {
+    map_k<2, C, I>(w, [&](const C *v) { return unary_fn<C>(op, v[0]); });
+}
+
+// unary_backward_k: operands dx, g, saved.
+template <typename C, typename I>
+__device__ __forceinline__ void unary_backward_k(const Walk &w, int op) {
+    map_k<3, C, I>(w, [&](const C *v) { return unary_grad<C>(op, v[0], v[1]); });
+}
+
+template <typename C, typename I>
+__device__ __forceinline__ void binary_k(const Walk &w, int op) {
+    map_k<3, C, I>(w, [&](const C *v) { return binary_fn<C>(op, v[0], v[1]); });
+}
+
+// binary_backward_k: operands dst, g, a, b.
+template <typename C, typename I>
+__device__ __forceinline__ void binary_backward_k(const Walk &w, int op, int wrt) {
+    map_k<4, C, I>(w, [&](const C *v) { return binary_grad<C>(op, wrt, v[0], v[1], v[2]); });
+}
+
+// axpy_k: dst += alpha·x; operand 1 is dst itself.
+template <typename C, typename I>
+__device__ __forceinline__ void axpy_k(const Walk &w, C alpha) {
+    map_k<3, C, I>(w, [&](const C *v) { return v[0] + alpha * v[1]; });
+}
+
+// dropout_k: x·scale where the Bool mask (operand 2) is 1, 0 where it is 0.
+template <typename C, typename I>
+__device__ __forceinline__ void dropout_k(const Walk &w, C scale) {
+    map_k<3, C, I>(w, [&](const C *v) { return v[1] == 0 ? (C)0 : v[0] * scale; });
+}
+
+// bce_k: BinaryCrossEntropy of x (operand 1) against y (2). Every loss is written, as
+// kernels/cpu writes them; the x outside [0, 1] or NaN are counted and reported as a
+// range error of the launch (seq).
+template <typename C, typename I>
+__device__ __forceinline__ void bce_k(const Walk &w, ErrorFlag *flag, unsigned int seq) {
+    unsigned long long bad = 0;
+    map_k<3, C, I>(w, [&](const C *v) {
+        if (!(v[0] >= (C)0 && v[0] <= (C)1)) bad++;
+        return bce_fn<C>(v[0], v[1]);
+    });
+    report_outside(flag, seq, ERR_BINARY_CROSS_ENTROPY, bad);
+}
+
+// bce_backward_k: operands dst, g, x, y.
+template <typename C, typename I>
+__device__ __forceinline__ void bce_backward_k(const Walk &w, int wrt) {
+    map_k<4, C, I>(w, [&](const C *v) { return bce_grad<C>(wrt, v[0], v[1], v[2]); });
+}
+
+// bce_logits_k: operands dst, x, y, pw (an immediate 1 for none).
+template <typename C, typename I>
+__device__ __forceinline__ void bce_logits_k(const Walk &w) {
+    map_k<4, C, I>(w, [&](const C *v) { return bce_logits_fn<C>(v[0], v[1], v[2]); });
+}
+
+// bce_logits_backward_k: operands dst, g, x, y, pw: the one kernel with MAX_OPS operands
+// (for ARG_B y is an immediate: its derivative does not read it).
+template <typename C, typename I>
+__device__ __forceinline__ void bce_logits_backward_k(const Walk &w, int wrt) {
+    map_k<5, C, I>(w, [&](const C *v) { return bce_logits_grad<C>(wrt, v[0], v[1], v[2], v[3]); });
+}
+
+// addc_k: operands dst, x, a, b; dst may be x.
+template <typename C, typename I>
+__device__ __forceinline__ void addc_k(const Walk &w, int op, C value) {
+    map_k<4, C, I>(w, [&](const C *v) { return addc_fn<C>(op, v[0], v[1], v[2], value); });
+}
+
+// Entry points: NAME_<compute>_<index>, compute f32 or f64, index i32 or i64.
+#define EW_KERNELS(C, CN, I, IN)                                                                         \
+    KERNEL unary_##CN##_##IN(Walk w, int op) { unary_k<C, I>(w, op); }                                   \
+    KERNEL unary_backward_##CN##_##IN(Walk w, int op) { unary_backward_k<C, I>(w, op); }                 \
+    KERNEL binary_##CN##_##IN(Walk w, int op) { binary_k<C, I>(w, op); }                                 \
+    KERNEL binary_backward_##CN##_##IN(Walk w, int op, int wrt) { binary_backward_k<C, I>(w, op, wrt); } \
+    KERNEL axpy_##CN##_##IN(Walk w, C alpha) { axpy_k<C, I>(w, alpha); }                                 \
+    KERNEL dropout_##CN##_##IN(Walk w, C scale) { dropout_k<C, I>(w, scale); }                           \
+    KERNEL bce_##CN##_##IN(Walk w, ErrorFlag *flag, unsigned int seq) { bce_k<C, I>(w, flag, seq); }     \
+    KERNEL bce_backward_##CN##_##IN(Walk w, int wrt) { bce_backward_k<C, I>(w, wrt); }                   \
+    KERNEL bce_logits_##CN##_##IN(Walk w) { bce_logits_k<C, I>(w); }                                     \
+    KERNEL_ROOM bce_logits_backward_##CN##_##IN(Walk w, int wrt) { bce_logits_backward_k<C, I>(w, wrt); }\
+    KERNEL addc_##CN##_##IN(Walk w, int op, C value) { addc_k<C, I>(w, op, value); }
+
+EW_KERNELS(float, f32, int, i32)
+EW_KERNELS(float, f32, long long, i64)
+EW_KERNELS(double, f64, int, i32)
+EW_KERNELS(double, f64, long long, i64)

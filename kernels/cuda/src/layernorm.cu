@@ -1,0 +1,126 @@
+// layernorm.cu: LayerNorm and its backward over rows of n contiguous elements, with
+// kernels/cpu's layernorm.go formulas: the mean and the biased variance summed in
+// double (two passes), rstd = 1/sqrt(var + eps) in double, the per-element math in
+// T. dw and db are column sums over the rows in row order, cut into pieces of
+// rows when there are many (partials combined in piece order). T is the element and
+// compute type: float for F32 rows, double for F64 ones; eps comes rounded to T, as
+// kernels/cpu rounds it.
+#include "common.cuh"
+
+template <typename T, int G>
+__device__ __forceinline__ void layer_norm_k(T *y, T *mean, T *rstd, const T *x, const T *w, const T *b, long long rows, long long n, T eps) {
+    __shared__ double sm[BLOCK / 32];
+    long long row = (long long)blockIdx.x * (BLOCK / G) + threadIdx.x / G;
+    int lane = threadIdx.x % G;
+    if (row >= rows) return;
+    const T *xr = x + row * n;
+    T *yr = y + row * n;
+    double s = 0;
+    for (long long j = lane; j < n; j += G) s += (double)xr[j];
+    double mu = group_sum<G>(s, sm) / (double)n;
+    double ss = 0;
+    for (long long j = lane; j < n; j += G) {
+        double d = (double)xr[j] - mu;
+        ss += d * d;
+    }
+    ss = group_sum<G>(ss, sm);
+    T r = (T)(1.0 / sqrt(ss / (double)n + (double)eps));
+    T m = (T)mu;
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = r;
+    }
+    for (long long j = lane; j < n; j += G) {
+        T h = (xr[j] - m) * r;
+        if (w) h *= w[j];
+        if (b) h += b[j];
+        yr[j] = h;
+    }
+}
+
+// layer_norm_dx_k: dx = rstd·(ĝ - mean(ĝ) - x̂·mean(ĝ·x̂)) with ĝ = g·w, x̂ = (x-mean)·rstd.
+template <typename T, int G>
+__device__ __forceinline__ void layer_norm_dx_k(T *dx, const T *g, const T *x, const T *mean, const T *rstd, const T *w, long long rows, long long n) {
+    __shared__ double sm[BLOCK / 32];
+    long long row = (long long)blockIdx.x * (BLOCK / G) + threadIdx.x / G;
+    int lane = threadIdx.x % G;
+    if (row >= rows) return;
+    T m = mean[row], r = rstd[row];
+    const T *gr = g + row * n, *xr = x + row * n;
+    T *out = dx + row * n;
+    double sg = 0, sgx = 0;
+    for (long long j = lane; j < n; j += G) {
+        T gv = gr[j];
+        if (w) gv *= w[j];
+        sg += (double)gv;
+        sgx += (double)(gv * (xr[j] - m) * r);
+    }
+    T mg = (T)(group_sum<G>(sg, sm) / (double)n);
+    T mgx = (T)(group_sum<G>(sgx, sm) / (double)n);
+    for (long long j = lane; j < n; j += G) {
+        T gv = gr[j];
+        if (w) gv *= w[j];
+        out[j] = r * (gv - mg - (xr[j] - m) * r * mgx);
+    }
+}
+
+// layer_norm_dwdb_k: thread t sums column t % n over the rows of piece t / n (rows
+// piece·c up to piece·(c+1)) in order, into dw and db (either may be null) or, with
+// several pieces, into the partials part[(c·n + j)·2 + {0, 1}].
+template <typename T>
+__device__ __forceinline__ void layer_norm_dwdb_k(T *dw, T *db, const T *g, const T *x, const T *mean, const T *rstd, long long rows, long long n, long long piece, long long pieces, double *part) {
+    GRID_STRIDE(long long, t, n * pieces) {
+        long long j = t % n, c = t / n;
+        long long lo = c * piece, hi = min(lo + piece, rows);
+        double sw = 0, sb = 0;
+        for (long long i = lo; i < hi; i++) {
+            T gv = g[i * n + j];
+            sw += (double)(gv * (x[i * n + j] - mean[i]) * rstd[i]);
+            sb += (double)gv;
+        }
+        if (pieces == 1) {
+            if (dw) dw[j] = (T)sw;
+            if (db) db[j] = (T)sb;
+        } else {
+            part[(c * n + j) * 2] = sw;
+            part[(c * n + j) * 2 + 1] = sb;
+        }
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ void layer_norm_dwdb_finish_k(T *dw, T *db, long long n, long long pieces, const double *part) {
+    GRID_STRIDE(long long, j, n) {
+        double sw = 0, sb = 0;
+        for (long long c = 0; c < pieces; c++) {
+            sw += part[(c * n + j) * 2];
+            sb += part[(c * n + j) * 2 + 1];
+        }
+        if (dw) dw[j] = (T)sw;
+        if (db) db[j] = (T)sb;
+    }
+}
+
+#define LAYER_NORM_KERNELS(T, TN)                                                                                                                     \
+    KERNEL layer_norm_warp_##TN(T *y, T *mean, T *rstd, const T *x, const T *w, const T *b, long long rows, long long n, T eps) {                     \
+        layer_norm_k<T, 32>(y, mean, rstd, x, w, b, rows, n, eps);                                                                                    \
+    }                                                                                                                                                 \
+    KERNEL layer_norm_block_##TN(T *y, T *mean, T *rstd, const T *x, const T *w, const T *b, long long rows, long long n, T eps) {                    \
+        layer_norm_k<T, BLOCK>(y, mean, rstd, x, w, b, rows, n, eps);                                                                                 \
+    }                                                                                                                                                 \
+    KERNEL layer_norm_dx_warp_##TN(T *dx, const T *g, const T *x, const T *mean, const T *rstd, const T *w, long long rows, long long n) {           \
+        layer_norm_dx_k<T, 32>(dx, g, x, mean, rstd, w, rows, n);                                                                                     \
+    }                                                                                                                                                 \
+    KERNEL layer_norm_dx_block_##TN(T *dx, const T *g, const T *x, const T *mean, const T *rstd, const T *w, long long rows, long long n) {          \
+        layer_norm_dx_k<T, BLOCK>(dx, g, x, mean, rstd, w, rows, n);                                                                                  \
+    }                                                                                                                                                 \
+    KERNEL layer_norm_dwdb_##TN(T *dw, T *db, const T *g, const T *x, const T *mean, const T *rstd, long long rows, long long n, long long piece,     \
+                                long long pieces, double *part) {                                                                                     \
+        layer_norm_dwdb_k<T>(dw, db, g, x, mean, rstd, rows, n, piece, pieces, part);                                                                 \
+    }                                                                                                                                                 \
+    KERNEL layer_norm_dwdb_finish_##TN(T *dw, T *db, long long n, long long pieces, const double *part) {                                            \
+        layer_norm_dwdb_finish_k<T>(dw, db, n, pieces, part);                                                                                         \
+    }
+
+LAYER_NORM_KERNELS(float, f32)
+LAYER_NORM_KERNELS(double, f64)

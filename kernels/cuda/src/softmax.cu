@@ -1,0 +1,117 @@
+// softmax.cu: Softmax, LogSoftmax and their backward along the middle axis of a
+// contiguous array [outer, n, inner], as kernels/cpu's softmax.go computes them (sums
+// in double, the same order of float operations per element). inner == 1 (a row per
+// outer index): a group of G threads per row, G = 32 for short rows and BLOCK for long
+// ones; inner > 1: a thread per (outer, inner) column, walking the axis in order.
+// Outputs may be their inputs (in place). T is the element and compute type: float
+// for F32 rows, double for F64 ones.
+#include "math.cuh"
+
+template <typename T, int G>
+__device__ __forceinline__ void softmax_rows_k(T *dst, const T *x, long long outer, long long n, int log) {
+    __shared__ double sm[BLOCK / 32];
+    __shared__ T smx[BLOCK / 32];
+    long long row = (long long)blockIdx.x * (BLOCK / G) + threadIdx.x / G;
+    int lane = threadIdx.x % G;
+    if (row >= outer) return; // G = BLOCK: the whole block leaves together
+    const T *xr = x + row * n;
+    T *dr = dst + row * n;
+    T mx = NEG_INF;
+    for (long long j = lane; j < n; j += G) mx = fmax_nan(mx, xr[j]);
+    mx = group_max<G>(mx, smx);
+    double sum = 0;
+    for (long long j = lane; j < n; j += G) {
+        T e = c_exp(xr[j] - mx);
+        sum += (double)e;
+        if (!log) dr[j] = e;
+    }
+    sum = group_sum<G>(sum, sm);
+    if (log) {
+        T ls = (T)::log(sum);
+        for (long long j = lane; j < n; j += G) dr[j] = (xr[j] - mx) - ls;
+    } else {
+        T scale = (T)(1.0 / sum);
+        for (long long j = lane; j < n; j += G) dr[j] *= scale;
+    }
+}
+
+template <typename T, int G>
+__device__ __forceinline__ void softmax_backward_rows_k(T *dx, const T *g, const T *y, long long outer, long long n, int log) {
+    __shared__ double sm[BLOCK / 32];
+    long long row = (long long)blockIdx.x * (BLOCK / G) + threadIdx.x / G;
+    int lane = threadIdx.x % G;
+    if (row >= outer) return;
+    const T *gr = g + row * n, *yr = y + row * n;
+    T *dr = dx + row * n;
+    double dot = 0;
+    for (long long j = lane; j < n; j += G) dot += log ? (double)gr[j] : (double)gr[j] * (double)yr[j];
+    T d = (T)group_sum<G>(dot, sm);
+    for (long long j = lane; j < n; j += G) {
+        if (log) dr[j] = gr[j] - c_exp(yr[j]) * d;
+        else dr[j] = yr[j] * (gr[j] - d);
+    }
+}
+
+// The column kernels: thread t owns column t % inner of outer index t / inner.
+template <typename T>
+__device__ __forceinline__ void softmax_cols_k(T *dst, const T *x, long long outer, long long n, long long inner, int log) {
+    GRID_STRIDE(long long, t, outer * inner) {
+        long long base = (t / inner) * n * inner + t % inner;
+        T mx = NEG_INF;
+        for (long long p = 0; p < n; p++) mx = fmax_nan(mx, x[base + p * inner]);
+        double sum = 0;
+        for (long long p = 0; p < n; p++) {
+            T e = c_exp(x[base + p * inner] - mx);
+            sum += (double)e;
+            if (!log) dst[base + p * inner] = e;
+        }
+        if (log) {
+            T ls = (T)::log(sum);
+            for (long long p = 0; p < n; p++) dst[base + p * inner] = (x[base + p * inner] - mx) - ls;
+        } else {
+            T scale = (T)(1.0 / sum);
+            for (long long p = 0; p < n; p++) dst[base + p * inner] *= scale;
+        }
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ void softmax_backward_cols_k(T *dx, const T *g, const T *y, long long outer, long long n, long long inner, int log) {
+    GRID_STRIDE(long long, t, outer * inner) {
+        long long base = (t / inner) * n * inner + t % inner;
+        double dot = 0;
+        for (long long p = 0; p < n; p++) {
+            long long i = base + p * inner;
+            dot += log ? (double)g[i] : (double)g[i] * (double)y[i];
+        }
+        T d = (T)dot;
+        for (long long p = 0; p < n; p++) {
+            long long i = base + p * inner;
+            if (log) dx[i] = g[i] - c_exp(y[i]) * d;
+            else dx[i] = y[i] * (g[i] - d);
+        }
+    }
+}
+
+#define SOFTMAX_KERNELS(T, TN)                                                                                                  \
+    KERNEL softmax_rows_warp_##TN(T *dst, const T *x, long long outer, long long n, int log) {                                  \
+        softmax_rows_k<T, 32>(dst, x, outer, n, log);                                                                           \
+    }                                                                                                                           \
+    KERNEL softmax_rows_block_##TN(T *dst, const T *x, long long outer, long long n, int log) {                                 \
+        softmax_rows_k<T, BLOCK>(dst, x, outer, n, log);                                                                        \
+    }                                                                                                                           \
+    KERNEL softmax_backward_rows_warp_##TN(T *dx, const T *g, const T *y, long long outer, long long n, int log) {              \
+        softmax_backward_rows_k<T, 32>(dx, g, y, outer, n, log);                                                                \
+    }                                                                                                                           \
+    KERNEL softmax_backward_rows_block_##TN(T *dx, const T *g, const T *y, long long outer, long long n, int log) {             \
+        softmax_backward_rows_k<T, BLOCK>(dx, g, y, outer, n, log);                                                             \
+    }                                                                                                                           \
+    KERNEL_ROOM softmax_cols_##TN(T *dst, const T *x, long long outer, long long n, long long inner, int log) {                      \
+        softmax_cols_k<T>(dst, x, outer, n, inner, log);                                                                        \
+    }                                                                                                                           \
+    KERNEL softmax_backward_cols_##TN(T *dx, const T *g, const T *y, long long outer, long long n, long long inner, int log) { \
+        softmax_backward_cols_k<T>(dx, g, y, outer, n, inner, log);                                                             \
+    }
+
+SOFTMAX_KERNELS(float, f32)
+SOFTMAX_KERNELS(double, f64)
