@@ -23,9 +23,10 @@ package kernels
 //
 // Errors: misuse (shapes that do not agree, layouts outside their block) is the
 // caller's bug and panics before anything is written. An index out of range, which
-// depends on the data, is a *IndexError: a synchronous backend returns it from the
-// call, before writing anything; an asynchronous one may return nil and report it at
-// the next synchronisation. Methods that return a value (NonFinite) synchronise.
+// depends on the data, is a *IndexError, and a value outside an op's domain a
+// *RangeError: a synchronous backend returns it from the call (an IndexError before
+// writing anything); an asynchronous one (Async) may return nil and report it at the
+// next synchronisation. Methods that return a value (NonFinite) synchronise.
 //
 // Determinism: the same inputs give the same bits on every run.
 type Backend interface {

@@ -74,7 +74,8 @@ var (
 	ErrDType = errors.New("dtype mismatch")
 	// ErrDevice: inputs on different devices.
 	ErrDevice = errors.New("inputs on different devices")
-	// ErrNoKernels: the device has no kernels (CUDA until its kernels land).
+	// ErrNoKernels: the device has no kernels (a device of the program's own that the CPU
+	// cannot address, or a GPU whose kernels cannot load).
 	ErrNoKernels = errors.New("no kernels for this device")
 	// ErrNoData: the device keeps no data (sim without backing store, the meta device);
 	// ops there allocate their outputs and compute nothing, so values cannot be read.
