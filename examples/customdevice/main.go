@@ -19,24 +19,21 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
-	"github.com/subletml/sublet/examples/internal/exdata"
-	"github.com/subletml/sublet/examples/internal/exdevice"
-	"github.com/subletml/sublet/examples/internal/exflag"
+	"github.com/subletml/sublet/examples/internal/demo"
+	"github.com/subletml/sublet/examples/internal/toy"
 	"github.com/subletml/sublet/internal/units"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() { os.Exit(exflag.Status("customdevice", run(os.Args[1:], os.Stdout), os.Stderr)) }
+func main() { os.Exit(demo.Status("customdevice", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 const mib = 1 << 20
 
@@ -54,15 +51,14 @@ type config struct {
 
 func parseFlags(args []string, out io.Writer) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("customdevice", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.StringVar(&c.device, "device", "sim", "the device meter wraps: "+exdevice.Usage)
+	fs := demo.Flags("customdevice", out)
+	demo.DeviceFlag(fs, &c.device, "sim") // the device meter wraps
 	sizes := fs.String("sizes", "1024,4096,4096,10", "the MLP's layer sizes: inputs, hidden widths, classes")
 	fs.IntVar(&c.batch, "batch", 8192, "batch size")
 	fs.IntVar(&c.steps, "steps", 5, "training steps of each run")
 	fs.Int64Var(&c.budgetMiB, "budget", 0, "meter's budget in MiB for the second run (0: three quarters of the first run's peak)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the parameters and the data")
-	if err := exflag.Parse(fs, args); err != nil {
+	if err := demo.Parse(fs, args); err != nil {
 		return c, err
 	}
 	var err error
@@ -81,7 +77,7 @@ func run(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := exdevice.Fresh(c.device); err != nil {
+	if _, _, _, err := demo.Open(c.device); err != nil { // a bad name fails before any output
 		return err
 	}
 	fmt.Fprintf(out, "sublet examples/customdevice: MLP %s, batch %d, Adam, on a user-written device wrapping %s\n",
@@ -101,7 +97,7 @@ func run(args []string, out io.Writer) error {
 // do makes a trainer on meter(a fresh device) with budget, runs f, releases the
 // trainer and checks that the device got everything back.
 func (c config) do(f func(t *trainer) error, budget int64) error {
-	dev, data, err := exdevice.Fresh(c.device)
+	dev, _, data, err := demo.Open(c.device)
 	if err != nil {
 		return err
 	}
@@ -110,13 +106,12 @@ func (c config) do(f func(t *trainer) error, budget int64) error {
 	if err != nil {
 		return err
 	}
-	var runErr error
-	err = tensor.Try(func() {
+	err = demo.Try(m, func() error {
 		t := newTrainer(c, m, a, data)
 		defer t.release()
-		runErr = f(t)
+		return f(t)
 	})
-	if err := errors.Join(err, runErr, exdevice.Drained(a)); err != nil {
+	if err := errors.Join(err, demo.Drain(a)); err != nil {
 		return err
 	}
 	if n := m.counts(); n.inUse != 0 || n.live != 0 || n.mallocs != n.frees {
@@ -158,7 +153,7 @@ func (t *trainer) release() {
 func (t *trainer) step(n int) float64 {
 	s := tensor.NewScope(tensor.WithGenerator(t.gen))
 	defer s.Close()
-	x, labels := exdata.Random(s, t.m, n, t.c.sizes[0], t.c.sizes[len(t.c.sizes)-1])
+	x, labels := toy.Random(s, t.m, n, t.c.sizes[0], t.c.sizes[len(t.c.sizes)-1])
 	loss := nn.CrossEntropyLoss{}.Loss(t.model.Forward(x), labels)
 	loss.Backward()
 	v := 0.0
@@ -174,16 +169,18 @@ func (t *trainer) step(n int) float64 {
 // meterRun trains c.steps steps without a budget, prints what each cost at the driver,
 // and returns the peak bytes in use there.
 func (t *trainer) meterRun(out io.Writer) int64 {
-	fmt.Fprintf(out, "\nrun 1: no budget\n%-6s %18s %15s %14s %16s %10s\n", "step", "tensor allocations", "device Mallocs", "device Frees", "in use at driver", "loss")
+	fmt.Fprintln(out, "\nrun 1: no budget")
+	var rows [][]string
 	for i := 1; i <= t.c.steps; i++ {
-		before, n := t.a.Stats().Allocation[alloc.StatAll].Allocated, t.m.counts()
+		before, n := demo.Read(t.a).Allocations, t.m.counts()
 		loss := t.step(t.c.batch)
-		after, m := t.a.Stats().Allocation[alloc.StatAll].Allocated, t.m.counts()
-		fmt.Fprintf(out, "%-6d %18d %15d %14d %16s %10s\n", i, after-before, m.mallocs-n.mallocs, m.frees-n.frees, units.Bytes(m.inUse), t.figure(loss))
+		after, m := demo.Read(t.a).Allocations, t.m.counts()
+		rows = append(rows, []string{fmt.Sprint(i), fmt.Sprint(after - before), fmt.Sprint(m.mallocs - n.mallocs), fmt.Sprint(m.frees - n.frees), units.Bytes(m.inUse), t.figure(loss)})
 	}
-	st, n := t.a.Stats(), t.m.counts()
+	demo.Table(out, "", []string{"step", "tensor allocations", "device Mallocs", "device Frees", "in use at driver", "loss"}, rows)
+	st, n := demo.Read(t.a), t.m.counts()
 	fmt.Fprintf(out, "the allocator served %d tensor allocations with %d device Mallocs (%s); in use at the driver %s = reserved by the allocator %s; peak %s\n",
-		st.Allocation[alloc.StatAll].Allocated, n.mallocs, t.m.histogram(), units.Bytes(n.inUse), units.Bytes(st.ReservedBytes[alloc.StatAll].Current), units.Bytes(n.peak))
+		st.Allocations, n.mallocs, t.m.histogram(), units.Bytes(n.inUse), units.Bytes(st.Reserved), units.Bytes(n.peak))
 	return n.peak
 }
 
@@ -194,16 +191,16 @@ func (t *trainer) budgetRun(out io.Writer) error {
 	kept := nn.ParameterBytes(t.model)
 	batch := t.c.batch
 	for i := 1; i <= t.c.steps; {
-		retries := t.a.Stats().NumAllocRetries
+		retries := demo.Read(t.a).Retries
 		var loss float64
 		err := tensor.Try(func() { loss = t.step(batch) })
 		var oom *alloc.OOMError
 		switch {
 		case errors.As(err, &oom):
 			t.opt.ZeroGrad(true)
-			held := t.a.Stats().RequestedBytes[alloc.StatAll].Current
+			held := demo.Read(t.a).Requested
 			fmt.Fprintf(out, "batch %d: out of memory: meter refused %d Malloc(s) so far; the allocator released its cache and retried %d time(s), then reported\n  %s\n  held after the failed step: %s (parameters and optimizer state: %s)\n",
-				batch, t.m.counts().refused, t.a.Stats().NumAllocRetries-retries, firstLine(oom.Error()), units.Bytes(held), units.Bytes(kept))
+				batch, t.m.counts().refused, demo.Read(t.a).Retries-retries, demo.FirstLine(oom), units.Bytes(held), units.Bytes(kept))
 			if held != kept {
 				return fmt.Errorf("after the failed step the allocator holds %d bytes, not the parameters and the optimizer state (%d)", held, kept)
 			}
@@ -234,9 +231,3 @@ func (t *trainer) figure(loss float64) string {
 
 // Check at compile time that meter is a device the allocator and tensor take.
 var _ device.Device = (*meter)(nil)
-
-// firstLine is s up to its first newline.
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
-}

@@ -27,18 +27,19 @@ func runOK(t *testing.T, args ...string) string {
 func TestMeterUnderTheAllocator(t *testing.T) {
 	out := runOK(t)
 	for _, line := range []string{
-		"1                      33               5              0        626.0 MiB          -\n",
-		"2                      21               2              0        882.0 MiB          -\n",
-		"5                      21               0              0        882.0 MiB          -\n",
-		"the allocator served 123 tensor allocations with 10 device Mallocs (128.0 MiB ×6, 64.0 MiB ×1, 32.0 MiB ×1, 16.0 MiB ×1, 2.0 MiB ×1); in use at the driver 882.0 MiB = reserved by the allocator 882.0 MiB; peak 882.0 MiB\n",
-		"run 2: budget 661.5 MiB (meter refuses a Malloc past it)\n",
+		"step  tensor allocations  device Mallocs  device Frees  in use at driver  loss\n",
+		"1                     33               5             0        626.00 MiB     -\n",
+		"2                     21               2             0        882.00 MiB     -\n",
+		"5                     21               0             0        882.00 MiB     -\n",
+		"the allocator served 123 tensor allocations with 10 device Mallocs (128.00 MiB ×6, 64.00 MiB ×1, 32.00 MiB ×1, 16.00 MiB ×1, 2.00 MiB ×1); in use at the driver 882.00 MiB = reserved by the allocator 882.00 MiB; peak 882.00 MiB\n",
+		"run 2: budget 661.50 MiB (meter refuses a Malloc past it)\n",
 		"batch 8192: step 1 done",
 		// Adam's state, made in step 1, leaves too little for step 2's activations.
 		"batch 8192: out of memory: meter refused 2 Malloc(s) so far; the allocator released its cache and retried 1 time(s), then reported\n",
 		"alloc: out of memory on meter(sim). Tried to allocate 128.00 MiB. Device meter(sim) has a total capacity of 661.50 MiB",
-		"held after the failed step: 240.6 MiB (parameters and optimizer state: 240.6 MiB)\n",
+		"held after the failed step: 240.56 MiB (parameters and optimizer state: 240.56 MiB)\n",
 		"batch 4096: step 5 done",
-		"run 2: 5 steps at batch 4096; meter: 8 Mallocs, 2 refused, peak 626.0 MiB of the budget 661.5 MiB\n",
+		"run 2: 5 steps at batch 4096; meter: 8 Mallocs, 2 refused, peak 626.00 MiB of the budget 661.50 MiB\n",
 	} {
 		assert.Contains(t, out, line)
 	}
@@ -48,7 +49,7 @@ func TestMeterUnderTheAllocator(t *testing.T) {
 // memory meter's Bytes forwards.
 func TestMeterWithData(t *testing.T) {
 	out := runOK(t, "-device", "cpu", "-sizes", "64,256,10", "-batch", "512", "-steps", "3")
-	assert.Regexp(t, `(?m)^1\s+23\s+1\s+0\s+4\.0 MiB\s+2\.\d{4}$`, out)
+	assert.Regexp(t, `(?m)^1\s+23\s+1\s+0\s+4\.00 MiB\s+2\.\d{4}$`, out)
 	assert.Contains(t, out, "alloc: out of memory on meter(cpu)")
 	assert.Regexp(t, `batch 256: step 3 done, loss 2\.\d{4}`, out)
 }
@@ -72,7 +73,7 @@ func TestMeter(t *testing.T) {
 	assert.Error(t, m.Free(p+512), "not an allocation")
 	require.NoError(t, m.Free(p))
 	assert.Equal(t, counts{mallocs: 1, frees: 1, refused: 1, peak: 3 << 20}, m.counts())
-	assert.Equal(t, "3.0 MiB ×1", m.histogram())
+	assert.Equal(t, "3.00 MiB ×1", m.histogram())
 
 	// Through the allocator and a tensor: a tensor of 3 MiB takes a 20 MiB segment,
 	// which the budget refuses; the allocator reports its OOMError.

@@ -107,7 +107,7 @@ func TestOneProcessLearnsAndReleasesEverything(t *testing.T) {
 	text := out.String()
 	r := parse(t, text, 8)
 	assert.Contains(t, text, "rank 0 of 1 (cpu backend on cpu)")
-	assert.Contains(t, text, "bucket 0: 4.5 KiB, 4.bias 4.weight 2.bias 2.weight\nbucket 1: 384 B, 0.bias 0.weight\n")
+	assert.Contains(t, text, "bucket 0: 4.51 KiB, 4.bias 4.weight 2.bias 2.weight\nbucket 1: 384 B, 0.bias 0.weight\n")
 	assert.Contains(t, text, "gradient reductions 120, buckets started while backward was still running 120")
 	assert.Contains(t, text, "after training: 15012 bytes requested = parameters 5004 + buckets 5004 + sgd state 5004")
 	assert.Contains(t, text, "after releasing the DataParallel wrapper: 10008 bytes requested")

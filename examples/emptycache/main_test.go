@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/subletml/sublet/examples/internal/demo"
 )
 
 // quick is the default model (1024-4096×5-1000, batch 256) over 2 epochs of 30 batches:
@@ -71,8 +72,8 @@ func TestTheSeedsTable(t *testing.T) {
 	assert.Less(t, every10.ratio, epoch.ratio)
 	assert.Less(t, epoch.ratio, 1.0)
 	assert.Equal(t, 0.59, every10.allocs, "5 refills of 7 segments over the 59 steps after the first")
-	assert.Equal(t, "872.0 MiB", every1.low, "after an EmptyCache only the parameters' and Adam's segments stay")
-	assert.Equal(t, "872.0 MiB", epoch.low)
+	assert.Equal(t, "872.00 MiB", every1.low, "after an EmptyCache only the parameters' and Adam's segments stay")
+	assert.Equal(t, "872.00 MiB", epoch.low)
 
 	assert.Regexp(t, `emptying the cache after every batch costs 7\.00 cuMemAlloc and 7\.00 cuMemFree calls a step`, out)
 	assert.Contains(t, out, "after training, every cadence: 905047776 bytes requested = parameters 301682592 + Adam state 603365184")
@@ -117,6 +118,12 @@ func TestBadFlags(t *testing.T) {
 	var out bytes.Buffer
 	err := run([]string{"-device", "cuda:0"}, &out)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "sublet-bench -device cuda:0 -run emptycache")
-	assert.False(t, strings.Contains(out.String(), "EmptyCache"), "nothing ran")
+	if _, _, _, gpuErr := demo.Open("cuda:0"); gpuErr != nil {
+		assert.EqualError(t, err, gpuErr.Error(), "no GPU: device/named's error, before any output")
+		assert.ErrorContains(t, err, "no usable NVIDIA GPU here: use -device cpu, sim or sim-backed")
+		assert.Empty(t, out.String())
+	} else {
+		assert.Contains(t, err.Error(), "sublet-bench -device cuda:0 -run emptycache", "on a GPU the ops have no kernels yet")
+		assert.False(t, strings.Contains(out.String(), "EmptyCache"), "nothing ran")
+	}
 }

@@ -15,7 +15,7 @@ import (
 func moments(t *testing.T, args ...string) (config, []moment) {
 	c, err := parseFlags(args, io.Discard)
 	require.NoError(t, err)
-	dev, a, hasData, err := open(c)
+	dev, a, hasData, err := demo.OpenWith(c.device, sim.Options{Occupied: c.occupied})
 	require.NoError(t, err)
 	var ms []moment
 	require.NoError(t, demo.Try(dev, func() error { ms, err = live(c, dev, a, hasData); return err }))

@@ -9,9 +9,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/subletml/sublet/device/named"
-	"github.com/subletml/sublet/tensor/tensortest"
 )
 
 // small is a run that takes a fraction of a second: 600 points, MLP 2-32-32-3.
@@ -58,10 +55,6 @@ func TestRunLearnsAndReturnsMemory(t *testing.T) {
 	assert.Contains(t, out, "sublet memory summary, device cpu")
 	assert.Contains(t, out, "leak check: every tensor handle was released")
 	assert.Contains(t, out, "0 bytes allocated, 0 reserved")
-
-	cpu, err := named.Open("cpu")
-	require.NoError(t, err)
-	tensortest.RequireEmpty(t, cpu)
 }
 
 func TestRunWithEachOptimizer(t *testing.T) {
@@ -106,7 +99,7 @@ func TestCUDAIsReportedClearly(t *testing.T) {
 	var out bytes.Buffer
 	err := run(append([]string{"-device", "cuda"}, small...), &out)
 	require.Error(t, err, "no CUDA kernels yet, with or without a GPU")
-	assert.Contains(t, err.Error(), "use -device cpu, sim-backed or sim")
+	assert.Contains(t, err.Error(), "use -device cpu, sim or sim-backed")
 }
 
 func TestBadFlags(t *testing.T) {

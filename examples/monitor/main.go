@@ -29,13 +29,14 @@ import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/examples/internal/demo"
-	"github.com/subletml/sublet/examples/internal/exflag"
+	"github.com/subletml/sublet/examples/internal/toy"
+	"github.com/subletml/sublet/internal/units"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() { os.Exit(exflag.Status("monitor", run(os.Args[1:], os.Stdout), os.Stderr)) }
+func main() { os.Exit(demo.Status("monitor", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 const mib = 1 << 20
 
@@ -51,7 +52,8 @@ type config struct {
 
 func parseFlags(args []string, out io.Writer) (config, error) {
 	var c config
-	fs := demo.Flags("monitor", out, &c.device, "cpu")
+	fs := demo.Flags("monitor", out)
+	demo.DeviceFlag(fs, &c.device, "cpu")
 	fs.IntVar(&c.features, "features", 32, "input features")
 	fs.IntVar(&c.hidden, "hidden", 256, "width of the two hidden layers")
 	fs.IntVar(&c.batch, "batch", 256, "batch size")
@@ -60,7 +62,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.Float64Var(&c.thresholdMiB, "threshold", 8, "alert when more than this many MiB are allocated")
 	fs.DurationVar(&c.every, "every", time.Millisecond, "the monitor goroutine's sampling interval (0: no goroutine, a sample after each step)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the data and the parameters")
-	if err := exflag.Parse(fs, args); err != nil {
+	if err := demo.Parse(fs, args); err != nil {
 		return c, err
 	}
 	if c.features < 1 || c.hidden < 1 || c.batch < 1 || c.steps < 1 || c.leakFrom < 0 || !(c.thresholdMiB > 0) || c.every < 0 {
@@ -125,7 +127,7 @@ func train(c config, dev device.Device, a *alloc.Allocator, hasData bool) (resul
 	kept := tensor.NewScope() // where the leaking loop keeps its total
 	defer kept.Close()
 	var total *tensor.Tensor
-	teacher := demo.NewTeacher(c.seed, c.features, 10)
+	teacher := toy.NewTeacher(c.seed, c.features, 10)
 	data := rand.New(rand.NewPCG(c.seed, 5))
 	for i := 1; i <= c.steps; i++ {
 		step.Store(int64(i))
@@ -166,7 +168,7 @@ func train(c config, dev device.Device, a *alloc.Allocator, hasData bool) (resul
 }
 
 func report(out io.Writer, c config, dev device.Device, r result) {
-	fmt.Fprintf(out, "sublet examples/monitor on %s: MLP %d-%d-%d-10, batch %d; alert over %s allocated", dev.Name(), c.features, c.hidden, c.hidden, c.batch, demo.Bytes(r.threshold))
+	fmt.Fprintf(out, "sublet examples/monitor on %s: MLP %d-%d-%d-10, batch %d; alert over %s allocated", dev.Name(), c.features, c.hidden, c.hidden, c.batch, units.Bytes(r.threshold))
 	if c.leakFrom > 0 {
 		fmt.Fprintf(out, "; from step %d the loop keeps each step's loss tensor (a leak)", c.leakFrom)
 	}
@@ -182,12 +184,12 @@ func report(out io.Writer, c config, dev device.Device, r result) {
 		if i%stride != 0 && i != len(r.samples)-1 {
 			continue
 		}
-		rows = append(rows, []string{s.at.Round(time.Microsecond).String(), fmt.Sprint(s.step), demo.Bytes(s.mem.Allocated), demo.Bytes(s.mem.Reserved), demo.Bytes(s.mem.PeakAllocated)})
+		rows = append(rows, []string{s.at.Round(time.Microsecond).String(), fmt.Sprint(s.step), units.Bytes(s.mem.Allocated), units.Bytes(s.mem.Reserved), units.Bytes(s.mem.PeakAllocated)})
 	}
 	demo.Table(out, "  ", []string{"at", "step", "allocated", "reserved", "peak allocated"}, rows)
 	for _, al := range r.alerts {
 		fmt.Fprintf(out, "ALERT at %v, step %d: %s allocated, over the threshold of %s (growing %s a step)\n",
-			al.at.Round(time.Microsecond), al.step, demo.Bytes(al.mem.Allocated), demo.Bytes(al.threshold), demo.Bytes(al.perStep))
+			al.at.Round(time.Microsecond), al.step, units.Bytes(al.mem.Allocated), units.Bytes(al.threshold), units.Bytes(al.perStep))
 	}
 	if len(r.alerts) > 0 {
 		fmt.Fprintf(out, "the loop stopped at step %d on the alert; ", r.stopped)
