@@ -42,8 +42,11 @@ func run(args []string, out io.Writer) error {
 	dir := fs.String("out", ".", "folder to write snapshot.pickle, snapshot.html, memory.pb.gz and trace.json into")
 	steps := fs.Int("steps", 3, "training steps")
 	batch := fs.Int("batch", 256, "batch size")
-	if err := fs.Parse(args); err != nil {
+	if err := demo.Parse(fs, args); err != nil {
 		return err
+	}
+	if *steps < 1 || *batch < 1 {
+		return fmt.Errorf("need -steps and -batch ≥ 1")
 	}
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		return err

@@ -46,8 +46,11 @@ func run(ctx context.Context, args []string, out io.Writer, served func(addr str
 	addr := fs.String("addr", "127.0.0.1:9464", "address to serve /metrics on (keep it on loopback unless you mean otherwise)")
 	requests := fs.Int("requests", 200, "requests to serve before idling (0: serve requests until stopped)")
 	capacity := fs.Int64("capacity", 8<<30, "the simulated GPU's memory in bytes")
-	if err := fs.Parse(args); err != nil {
+	if err := demo.Parse(fs, args); err != nil {
 		return err
+	}
+	if *capacity < 1 || *requests < 0 {
+		return fmt.Errorf("need -capacity ≥ 1 and -requests ≥ 0")
 	}
 	d, err := sim.New(sim.Options{Capacity: *capacity})
 	if err != nil {

@@ -43,8 +43,11 @@ func run(args []string, out io.Writer) error {
 	requests := fs.Int("requests", 10, "requests decoded one after another")
 	steps := fs.Int("steps", 48, "decoding steps per request")
 	path := fs.String("o", "", "also write the recording to this trace file (.gz compresses)")
-	if err := fs.Parse(args); err != nil {
+	if err := demo.Parse(fs, args); err != nil {
 		return err
+	}
+	if *capacity < 1 || *requests < 1 || *steps < 1 {
+		return fmt.Errorf("need -capacity, -requests and -steps ≥ 1")
 	}
 	d, err := sim.New(sim.Options{Capacity: *capacity})
 	if err != nil {

@@ -44,3 +44,15 @@ roundup_power2_divisions:4 would have avoided the OOM (set it in SUBLET_ALLOC_CO
 	_, err = os.Stat(trace)
 	require.NoError(t, err)
 }
+
+// A capacity of 0 ran on sim's default 139.80 GiB and said "a 0 B device"; positional
+// arguments were ignored.
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-capacity", "0"}, {"-capacity", "-1"}, {"-requests", "0"}, {"-steps", "0"}, {"extra"}, {"-nosuchflag"},
+	} {
+		var out bytes.Buffer
+		assert.Error(t, run(args, &out), "%v", args)
+		assert.NotContains(t, out.String(), "workload:", "%v: nothing runs", args)
+	}
+}
