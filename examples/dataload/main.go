@@ -178,7 +178,7 @@ func epoch(c config, dev device.Device, a *alloc.Allocator, ds images, w way, ha
 	}
 	o.stats = it.Stats()
 	o.loss = sum / float64(o.stats.Batches)
-	o.hostAllocs = 2 * int64(o.stats.Batches)
+	o.hostAllocs = int64(o.stats.Slices)
 	if w.pinned {
 		o.hostAllocs = cfg.Pinned.Stats().NumHostAlloc
 		if n := cfg.Pinned.Stats().ActiveRequests.Current; n != 0 {
