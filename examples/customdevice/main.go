@@ -10,7 +10,11 @@
 // all of them); then trains the same model under a budget smaller than a step needs:
 // meter refuses a segment, the allocator releases its cache and retries, the step fails
 // with *alloc.OOMError, memory is back to the parameters and the optimizer state, and
-// training goes on with half the batch.
+// training goes on with half the batch. Last it replaces the caching allocator itself:
+// own (own.go) is meter with tensor.AllocatorSource, whose allocator of the program's own
+// makes a Malloc of every tensor and a Free of every release, as a PyTorch pluggable
+// allocator calling cudaMalloc and cudaFree does; the same steps then cost a driver call
+// per tensor, and hold at the driver only what the tensors hold.
 //
 //	go run ./examples/customdevice
 //	go run ./examples/customdevice -budget 600 -batch 4096
@@ -22,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
@@ -83,20 +88,25 @@ func run(args []string, out io.Writer) error {
 	fmt.Fprintf(out, "sublet examples/customdevice: MLP %s, batch %d, Adam, on a user-written device wrapping %s\n",
 		units.JoinInts(c.sizes, "-"), c.batch, c.device)
 
-	var peak int64
-	if err := c.do(func(t *trainer) error { peak = t.meterRun(out); return nil }, 0); err != nil {
+	var caching driverCost
+	if err := c.do(func(t *trainer) error { caching = t.meterRun(out); return nil }, 0, false); err != nil {
 		return err
 	}
 	budget := c.budgetMiB * mib
 	if budget == 0 {
-		budget = peak / 4 * 3
+		budget = caching.peak / 4 * 3
 	}
-	return c.do(func(t *trainer) error { return t.budgetRun(out) }, budget)
+	if err := c.do(func(t *trainer) error { return t.budgetRun(out) }, budget, false); err != nil {
+		return err
+	}
+	return c.do(func(t *trainer) error { t.ownRun(out, caching); return nil }, 0, true)
 }
 
 // do makes a trainer on meter(a fresh device) with budget, runs f, releases the
-// trainer and checks that the device got everything back.
-func (c config) do(f func(t *trainer) error, budget int64) error {
+// trainer and checks that the device got everything back. With ownAlloc the tensors
+// take their memory from an allocator of the program's own (own) instead of the
+// device's caching allocator.
+func (c config) do(f func(t *trainer) error, budget int64, ownAlloc bool) error {
 	dev, _, data, err := demo.Open(c.device)
 	if err != nil {
 		return err
@@ -106,8 +116,12 @@ func (c config) do(f func(t *trainer) error, budget int64) error {
 	if err != nil {
 		return err
 	}
-	err = demo.Try(m, func() error {
-		t := newTrainer(c, m, a, data)
+	var on device.Device = m
+	if ownAlloc {
+		on = own{meter: m, al: &direct{dev: m}}
+	}
+	err = demo.Try(on, func() error {
+		t := newTrainer(c, on, m, a, data)
 		defer t.release()
 		return f(t)
 	})
@@ -120,26 +134,27 @@ func (c config) do(f func(t *trainer) error, budget int64) error {
 	return nil
 }
 
-// trainer is the model, its optimizer and the data on meter.
+// trainer is the model, its optimizer and the data on dev: meter, or own over it.
 type trainer struct {
 	c     config
+	dev   device.Device
 	m     *meter
-	a     *alloc.Allocator
+	a     *alloc.Allocator // meter's caching allocator
 	gen   *tensor.Generator
 	model *nn.Sequential
 	opt   *optim.Adam
 	data  bool
 }
 
-func newTrainer(c config, m *meter, a *alloc.Allocator, data bool) *trainer {
+func newTrainer(c config, dev device.Device, m *meter, a *alloc.Allocator, data bool) *trainer {
 	gen := tensor.NewGenerator(c.seed)
-	model := nn.NewMLP(nn.Init{Device: m, Gen: gen}, nn.MLPConfig{Sizes: c.sizes})
+	model := nn.NewMLP(nn.Init{Device: dev, Gen: gen}, nn.MLPConfig{Sizes: c.sizes})
 	opt, err := optim.NewAdam(nn.Parameters(model), optim.DefaultAdam())
 	if err != nil {
 		model.Release()
 		panic(&tensor.Error{Op: "newTrainer", Msg: "making the optimizer", Err: err})
 	}
-	return &trainer{c: c, m: m, a: a, gen: gen, model: model, opt: opt, data: data}
+	return &trainer{c: c, dev: dev, m: m, a: a, gen: gen, model: model, opt: opt, data: data}
 }
 
 func (t *trainer) release() {
@@ -153,7 +168,7 @@ func (t *trainer) release() {
 func (t *trainer) step(n int) float64 {
 	s := tensor.NewScope(tensor.WithGenerator(t.gen))
 	defer s.Close()
-	x, labels := toy.Random(s, t.m, n, t.c.sizes[0], t.c.sizes[len(t.c.sizes)-1])
+	x, labels := toy.Random(s, t.dev, n, t.c.sizes[0], t.c.sizes[len(t.c.sizes)-1])
 	loss := nn.CrossEntropyLoss{}.Loss(t.model.Forward(x), labels)
 	loss.Backward()
 	v := 0.0
@@ -166,22 +181,54 @@ func (t *trainer) step(n int) float64 {
 	return v
 }
 
-// meterRun trains c.steps steps without a budget, prints what each cost at the driver,
-// and returns the peak bytes in use there.
-func (t *trainer) meterRun(out io.Writer) int64 {
-	fmt.Fprintln(out, "\nrun 1: no budget")
+// driverCost is what a run cost at the driver, the model's parameters included: the
+// tensor allocations served, the device's Malloc and Free calls for them, the most bytes
+// in use there and the time the simulated driver charged (0 on a device whose calls take
+// real time).
+type driverCost struct {
+	tensors, mallocs, frees, peak int64
+	driver                        time.Duration
+}
+
+// steps trains c.steps steps, prints a row of what each cost at the driver, and returns
+// the run's cost; served is the tensor allocations so far.
+func (t *trainer) steps(out io.Writer, served func() int64) driverCost {
 	var rows [][]string
 	for i := 1; i <= t.c.steps; i++ {
-		before, n := demo.Read(t.a).Allocations, t.m.counts()
+		before, n := served(), t.m.counts()
 		loss := t.step(t.c.batch)
-		after, m := demo.Read(t.a).Allocations, t.m.counts()
+		after, m := served(), t.m.counts()
 		rows = append(rows, []string{fmt.Sprint(i), fmt.Sprint(after - before), fmt.Sprint(m.mallocs - n.mallocs), fmt.Sprint(m.frees - n.frees), units.Bytes(m.inUse), t.figure(loss)})
 	}
 	demo.Table(out, "", []string{"step", "tensor allocations", "device Mallocs", "device Frees", "in use at driver", "loss"}, rows)
-	st, n := demo.Read(t.a), t.m.counts()
+	n := t.m.counts()
+	return driverCost{served(), n.mallocs, n.frees, n.peak, demo.DriverTime(t.m.Device)}
+}
+
+// meterRun trains c.steps steps without a budget under the caching allocator, prints
+// what each cost at the driver, and returns what they all cost.
+func (t *trainer) meterRun(out io.Writer) driverCost {
+	fmt.Fprintln(out, "\nrun 1: no budget")
+	k := t.steps(out, func() int64 { return demo.Read(t.a).Allocations })
+	n := t.m.counts()
 	fmt.Fprintf(out, "the allocator served %d tensor allocations with %d device Mallocs (%s); in use at the driver %s = reserved by the allocator %s; peak %s\n",
-		st.Allocations, n.mallocs, t.m.histogram(), units.Bytes(n.inUse), units.Bytes(st.Reserved), units.Bytes(n.peak))
-	return n.peak
+		k.tensors, k.mallocs, t.m.histogram(), units.Bytes(n.inUse), units.Bytes(demo.Read(t.a).Reserved), units.Bytes(k.peak))
+	return k
+}
+
+// ownRun trains c.steps steps on own, whose tensors take their memory from the
+// program's own allocator, prints what each cost at the driver, and compares the whole
+// with the caching allocator's run 1.
+func (t *trainer) ownRun(out io.Writer, caching driverCost) {
+	fmt.Fprintln(out, "\nrun 3: the tensors' own allocator (tensor.AllocatorSource): a Malloc for every tensor, a Free for every release, nothing cached")
+	al := t.dev.(own).al
+	k := t.steps(out, al.allocs.Load)
+	fmt.Fprintf(out, "%d tensor allocations cost %d device Mallocs and %d Frees (the caching allocator's: %d and %d); peak in use at the driver %s (the caching allocator's: %s)",
+		k.tensors, k.mallocs, k.frees, caching.mallocs, caching.frees, units.Bytes(k.peak), units.Bytes(caching.peak))
+	if k.driver > 0 {
+		fmt.Fprintf(out, "; simulated driver time %s (the caching allocator's: %s)", demo.DriverTimeText(k.driver), demo.DriverTimeText(caching.driver))
+	}
+	fmt.Fprintln(out)
 }
 
 // budgetRun trains under meter's budget, halving the batch after each out-of-memory
