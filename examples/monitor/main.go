@@ -81,7 +81,6 @@ type result struct {
 	stopped     int
 	held, after int64
 	threshold   int64
-	leakPerStep int64
 }
 
 // run parses args, trains under the monitor and prints what it saw.

@@ -131,8 +131,8 @@ func run(args []string, out io.Writer) error {
 		return err
 	}
 	_, capacity, _ := dev.MemInfo()
-	fmt.Fprintf(out, "sublet examples/serve on %s (%s): MLP %v, %s of parameters; a forward of n rows is estimated at %s + n × %s; budget %s, so at most %d rows a forward\n",
-		dev.Name(), units.Bytes(capacity), c.sizes, units.Bytes(nn.ParameterBytes(model)), units.Bytes(est.fixed), units.Bytes(est.perRow), units.Bytes(budget), srv.maxRows)
+	fmt.Fprintf(out, "sublet examples/serve on %s (%s): MLP %s, %s of parameters; a forward of n rows is estimated at %s + n × %s; budget %s, so at most %d rows a forward\n",
+		dev.Name(), units.Bytes(capacity), units.JoinInts(c.sizes, "-"), units.Bytes(nn.ParameterBytes(model)), units.Bytes(est.fixed), units.Bytes(est.perRow), units.Bytes(budget), srv.maxRows)
 
 	addr := c.listen
 	if addr == "" {

@@ -15,8 +15,8 @@
 //     releases them itself and retries, so EmptyCache is not needed for B to fit; it
 //     only gives the memory back to the device sooner, for another process.
 //
-//     go run ./examples/switching                    # cpu: a few seconds
-//     go run ./examples/switching -device sim        # memory only
+//     go run ./examples/switching                    # sim: exact memory, no compute, at once
+//     go run ./examples/switching -device cpu -hidden 256   # the GAN learns: its losses
 //     go run ./examples/switching -steps 500 -hidden 256
 package main
 
