@@ -31,6 +31,7 @@ func TestFitFindsTheBoundary(t *testing.T) {
 	code, out, errs := sublet("fit", "-sizes", "64,512,512,10", "-capacity", "256MiB")
 	require.Equal(t, 0, code, errs)
 	best := largestFit(t, out)
+	assert.Equal(t, 28672, best, "deterministic: the meta device allocates what a GPU would")
 	for _, b := range []int{1, 2, 4, 8, 1024} {
 		assert.Regexp(t, `(?m)^\s+`+strconv.Itoa(b)+`\s+fits\s`, out, "doubling from 1")
 	}
@@ -61,6 +62,7 @@ func TestFitOnAnH200(t *testing.T) {
 	assert.Contains(t, out, "on a simulated device of 139.80 GiB (150109880320 bytes)")
 	best := largestFit(t, out)
 	assert.Greater(t, best, 1<<20, "more than a million samples of 1024 floats")
+	assert.Equal(t, 1743872, best)
 	assert.Contains(t, out, "reserved of 139.80 GiB")
 }
 
@@ -78,6 +80,7 @@ func TestFitMemorySavers(t *testing.T) {
 		require.NoError(t, err, name)
 		best[name] = b
 	}
+	assert.Equal(t, map[string]int{"plain": 27648, "checkpoint": 34816, "amp": 52224, "both": 65536, "expandable": 28893}, best)
 	assert.Greater(t, best["checkpoint"], best["plain"])
 	assert.Greater(t, best["amp"], best["plain"])
 	assert.Greater(t, best["both"], best["amp"])
@@ -100,6 +103,7 @@ func TestFitLimitsAndFailures(t *testing.T) {
 	_, occ, _ := sublet("fit", "-sizes", "64,512,512,10", "-capacity", "256MiB", "-occupied", "64MiB", "-optimizer", "adam")
 	assert.Contains(t, occ, ", 64.00 MiB occupied")
 	assert.Less(t, largestFit(t, occ), largestFit(t, out))
+	assert.Equal(t, 20480, largestFit(t, occ))
 }
 
 func TestFitBadUsage(t *testing.T) {
