@@ -22,7 +22,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/subletml/sublet/alloc"
@@ -113,8 +112,8 @@ func train(c config, dev device.Device, a *alloc.Allocator, hasData bool) (resul
 	}
 	defer opt.Release()
 
-	var step atomic.Int64
-	mon := newMonitor(a, r.threshold, &step)
+	var loop progress
+	mon := newMonitor(a, r.threshold, &loop)
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	if c.every > 0 {
@@ -129,7 +128,7 @@ func train(c config, dev device.Device, a *alloc.Allocator, hasData bool) (resul
 	teacher := toy.NewTeacher(c.seed, c.features, 10)
 	data := rand.New(rand.NewPCG(c.seed, 5))
 	for i := 1; i <= c.steps; i++ {
-		step.Store(int64(i))
+		loop.begin(int64(i))
 		x, labels := teacher.Batch(data, c.batch)
 		s := kept.Child()
 		loss := nn.CrossEntropyLoss{}.Loss(model.Forward(tensor.FromSlice(s, dev, dtype.F32, x, c.batch, c.features)), tensor.FromSlice(s, dev, dtype.I64, labels))
@@ -150,6 +149,7 @@ func train(c config, dev device.Device, a *alloc.Allocator, hasData bool) (resul
 		if i == 1 {
 			r.held = demo.Read(a).Requested
 		}
+		loop.end(demo.Read(a).Allocated)
 		if c.every == 0 {
 			mon.take()
 		}
@@ -187,7 +187,7 @@ func report(out io.Writer, c config, dev device.Device, r result) {
 	}
 	demo.Table(out, "  ", []string{"at", "step", "allocated", "reserved", "peak allocated"}, rows)
 	for _, al := range r.alerts {
-		fmt.Fprintf(out, "ALERT at %v, step %d: %s allocated, over the threshold of %s (growing %s a step)\n",
+		fmt.Fprintf(out, "ALERT at %v, step %d: %s allocated, over the threshold of %s (the last step completed grew it by %s)\n",
 			al.at.Round(time.Microsecond), al.step, units.Bytes(al.mem.Allocated), units.Bytes(al.threshold), units.Bytes(al.perStep))
 	}
 	if len(r.alerts) > 0 {
