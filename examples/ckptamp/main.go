@@ -162,6 +162,24 @@ func measure(c config, dev device.Device, a *alloc.Allocator, w way) (cost, erro
 	return k, nil
 }
 
+// againstTorch says how the costs compare with PyTorch's figures for the same sizes:
+// what the forward keeps to the byte, the peaks at or below.
+func againstTorch(costs []cost) string {
+	same, atOrBelow := true, true
+	for _, k := range costs {
+		t := torch[k.name]
+		same = same && k.kept == int64(t[0]*mib) // whole MiB
+		atOrBelow = atOrBelow && float64(k.peak)/mib <= t[1]+0.005
+	}
+	switch {
+	case same && atOrBelow:
+		return ": what the forward keeps is PyTorch's for every way, the peaks at or below PyTorch's"
+	case same:
+		return ": what the forward keeps is PyTorch's for every way"
+	}
+	return ""
+}
+
 func report(out io.Writer, c config, dev device.Device, costs []cost) {
 	fmt.Fprintf(out, "sublet examples/ckptamp on %s: %d × Linear(%d→%d) with biases, batch %d, %d checkpoint segments; one activation is %s in F32\n",
 		dev.Name(), c.depth, c.width, c.width, c.batch, c.segments, units.Bytes(int64(c.batch*c.width*4)))
@@ -187,6 +205,6 @@ func report(out io.Writer, c config, dev device.Device, costs []cost) {
 	fmt.Fprintf(out, "the peak comes at the end of backward, where the %s of gradients are alive whatever the way: it drops only when activations outweigh them (a batch much larger than the width)\n",
 		units.Bytes(plain.grads))
 	if spec {
-		fmt.Fprintln(out, "(PyTorch 2.11 on the H200, docs/checkpoint.md)")
+		fmt.Fprintf(out, "(PyTorch 2.11 on the H200, docs/checkpoint.md)%s\n", againstTorch(costs))
 	}
 }
