@@ -202,6 +202,10 @@ func report(out io.Writer, c config, dev device.Device, costs []cost) {
 	plain, both := costs[0], costs[3]
 	fmt.Fprintf(out, "together they keep %.0f%% of what plain F32 keeps for backward (checkpointing alone %.0f%%, autocast alone %.0f%%)\n",
 		100*float64(both.kept)/float64(plain.kept), 100*float64(costs[1].kept)/float64(plain.kept), 100*float64(costs[2].kept)/float64(plain.kept))
+	if mixed := costs[2]; mixed.kept >= plain.kept {
+		fmt.Fprintf(out, "autocast alone keeps as much or more: beside its F16 activations, backward needs the F16 casts of the weights (%s), and at this size a weight weighs as much as an activation\n",
+			units.Bytes(int64(c.depth*c.width*c.width*2)))
+	}
 	fmt.Fprintf(out, "the peak comes at the end of backward, where the %s of gradients are alive whatever the way: it drops only when activations outweigh them (a batch much larger than the width)\n",
 		units.Bytes(plain.grads))
 	if spec {

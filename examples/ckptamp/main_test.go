@@ -62,7 +62,8 @@ func TestRunPrintsPyTorchsFigures(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, run(nil, &out))
 	for _, want := range []string{"PyTorch: after forward", "84.06 MiB", "checkpointed + autocast", "22.00 MiB",
-		"(PyTorch 2.11 on the H200, docs/checkpoint.md): what the forward keeps is PyTorch's for every way, the peaks at or below PyTorch's\n"} {
+		"(PyTorch 2.11 on the H200, docs/checkpoint.md): what the forward keeps is PyTorch's for every way, the peaks at or below PyTorch's\n",
+		"autocast alone keeps as much or more: beside its F16 activations, backward needs the F16 casts of the weights (32.00 MiB), and at this size a weight weighs as much as an activation\n"} {
 		assert.Contains(t, out.String(), want)
 	}
 	out.Reset()
