@@ -206,8 +206,17 @@ func report(out io.Writer, c config, dev device.Device, costs []cost) {
 		fmt.Fprintf(out, "autocast alone keeps as much or more: beside its F16 activations, backward needs the F16 casts of the weights (%s), and at this size a weight weighs as much as an activation\n",
 			units.Bytes(int64(c.depth*c.width*c.width*2)))
 	}
-	fmt.Fprintf(out, "the peak comes at the end of backward, where the %s of gradients are alive whatever the way: it drops only when activations outweigh them (a batch much larger than the width)\n",
-		units.Bytes(plain.grads))
+	samePeak := true
+	for _, k := range costs {
+		samePeak = samePeak && k.peak == plain.peak
+	}
+	if samePeak {
+		fmt.Fprintf(out, "the peak comes at the end of backward, where the %s of gradients are alive whatever the way: it drops only when activations outweigh them (a batch much larger than the width)\n",
+			units.Bytes(plain.grads))
+	} else {
+		fmt.Fprintf(out, "the peaks drop too (checkpointed + autocast %.0f%% of F32's): the activations, kept or recomputed, outweigh the %s of gradients\n",
+			100*float64(both.peak)/float64(plain.peak), units.Bytes(plain.grads))
+	}
 	if spec {
 		fmt.Fprintf(out, "(PyTorch 2.11 on the H200, docs/checkpoint.md)%s\n", againstTorch(costs))
 	}
