@@ -180,6 +180,16 @@ func report(out io.Writer, c config, dev device.Device, ms []moment) {
 	released := ms[len(ms)-2]
 	fmt.Fprintf(out, "released, the tensors left %s reserved in the cache: the driver still counted it used (free %s) until EmptyCache\n",
 		units.Bytes(released.reserved), units.Bytes(released.free))
-	fmt.Fprintf(out, "after EmptyCache the device has %s free, as when it was opened (%s); %s stays used by others: the context's share, which only the end of the process returns\n",
-		units.Bytes(last.free), units.Bytes(first.free), units.Bytes(last.others()))
+	if last.free == first.free {
+		fmt.Fprintf(out, "after EmptyCache the device has %s free, as when it was opened (%s); %s stays used by others: the context's share, which only the end of the process returns\n",
+			units.Bytes(last.free), units.Bytes(first.free), units.Bytes(last.others()))
+		return
+	}
+	// On a GPU other processes come and go while this one runs.
+	change, how, who := first.free-last.free, "less", "others took it"
+	if change < 0 {
+		change, how, who = -change, "more", "others gave it back"
+	}
+	fmt.Fprintf(out, "after EmptyCache the device has %s free, %s %s than when it was opened (%s): %s meanwhile; %s is used by others\n",
+		units.Bytes(last.free), units.Bytes(change), how, units.Bytes(first.free), who, units.Bytes(last.others()))
 }

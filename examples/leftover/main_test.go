@@ -68,3 +68,21 @@ func TestBadFlags(t *testing.T) {
 	}
 	assert.Error(t, run([]string{"-occupied", "200000000000"}, io.Discard), "more occupied than the device has")
 }
+
+// On a GPU others' memory can move while the program runs: the report says what it saw
+// instead of "as when it was opened".
+func TestReportOnAChangingDevice(t *testing.T) {
+	dev, _, _, err := demo.Open("sim")
+	require.NoError(t, err)
+	const gib = 1 << 30
+	ms := []moment{
+		{"device opened", 100 * gib, 140 * gib, 0, 0},
+		{"model and optimizer released", 98 * gib, 140 * gib, 1 * gib, 0},
+		{"EmptyCache", 97 * gib, 140 * gib, 0, 0},
+	}
+	var out bytes.Buffer
+	report(&out, config{}, dev, ms)
+	assert.Contains(t, out.String(), "after EmptyCache the device has 97.00 GiB free, 3.00 GiB less than when it was opened (100.00 GiB): others took it meanwhile; 43.00 GiB is used by others\n")
+	assert.NotContains(t, out.String(), "as when it was opened")
+}
+
