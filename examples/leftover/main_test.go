@@ -85,4 +85,3 @@ func TestReportOnAChangingDevice(t *testing.T) {
 	assert.Contains(t, out.String(), "after EmptyCache the device has 97.00 GiB free, 3.00 GiB less than when it was opened (100.00 GiB): others took it meanwhile; 43.00 GiB is used by others\n")
 	assert.NotContains(t, out.String(), "as when it was opened")
 }
-
