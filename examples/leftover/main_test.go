@@ -34,6 +34,8 @@ func TestMemoryAtEachMoment(t *testing.T) {
 	opened, made, trained, failed, released, emptied := ms[0], ms[1], ms[2], ms[3], ms[4], ms[5]
 	assert.Equal(t, sim.DefaultCapacity-c.occupied, opened.free)
 	assert.Equal(t, int64(params), made.allocated)
+	assert.Equal(t, int64(4*64<<20+2<<20), made.reserved, "a 64 MiB segment per weight, the biases in one small segment")
+	assert.Equal(t, int64(1282<<20), trained.reserved, "measured: Adam's state and the steps' activations beside")
 	assert.Equal(t, int64(3*params), trained.allocated, "the parameters and Adam's two moments")
 	assert.Equal(t, trained.allocated, failed.allocated, "the failed step left nothing")
 	assert.Equal(t, trained.reserved, failed.reserved)
