@@ -120,7 +120,10 @@ func run(args []string, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "device: %s, a simulated GPU of %s with data\n", dev.Name(), units.Bytes(capacity))
-	return demo.Try(dev, func() error { return train(c, dev, a, capacity, plain, out) })
+	if err := demo.Try(dev, func() error { return train(c, dev, a, capacity, plain, out) }); err != nil {
+		return err
+	}
+	return demo.Drain(a)
 }
 
 // usage is the peak memory of the steps measured.

@@ -62,7 +62,10 @@ func run(args []string, out io.Writer) error {
 	if err := a.RecordHistory(alloc.HistoryOptions{Trace: true, MaxEntries: 10_000}); err != nil {
 		return err
 	}
-	return demo.Try(dev, func() error { return train(dev, a, *steps, *batch, *dir, out) })
+	if err := demo.Try(dev, func() error { return train(dev, a, *steps, *batch, *dir, out) }); err != nil {
+		return err
+	}
+	return demo.Drain(a)
 }
 
 func train(dev device.Device, a *alloc.Allocator, steps, batch int, dir string, out io.Writer) error {

@@ -41,7 +41,7 @@ func main() {
 // run serves /metrics on -addr, handles -requests requests (forever for 0), prints a
 // summary and serves until ctx ends. served, when not nil, is told the address once
 // the requests are done.
-func run(ctx context.Context, args []string, out io.Writer, served func(addr string)) error {
+func run(ctx context.Context, args []string, out io.Writer, served func(addr string)) (err error) {
 	fs := demo.Flags("metrics", out)
 	addr := fs.String("addr", "127.0.0.1:9464", "address to serve /metrics on (keep it on loopback unless you mean otherwise)")
 	requests := fs.Int("requests", 200, "requests to serve before idling (0: serve requests until stopped)")
@@ -77,7 +77,8 @@ func run(ctx context.Context, args []string, out io.Writer, served func(addr str
 	if err != nil {
 		return err
 	}
-	defer a.Free(weights)
+	// The end, whichever way: the weights freed and nothing left.
+	defer func() { err = errors.Join(err, a.Free(weights), demo.Drain(a)) }()
 	for i := 0; *requests == 0 || i < *requests; i++ {
 		if ctx.Err() != nil {
 			return ctx.Err()

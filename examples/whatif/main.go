@@ -164,7 +164,8 @@ func (w *workload) run(requests, steps int) error {
 	return nil
 }
 
-// release frees what the workload holds and empties the cache.
+// release frees what the workload holds, empties the cache and checks that nothing is
+// left.
 func (w *workload) release() error {
 	for _, p := range w.kv {
 		if err := w.a.Free(p); err != nil {
@@ -172,5 +173,5 @@ func (w *workload) release() error {
 		}
 	}
 	w.kv = nil
-	return w.a.EmptyCache()
+	return demo.Drain(w.a)
 }
