@@ -1,18 +1,20 @@
 // Package demo is the plumbing sublet's example programs share, so that each example's
 // own files hold only what it shows.
 //
-// Use, in an example's main package:
+// # Use
+//
+// In an example's main package:
 //
 //	func main() { os.Exit(demo.Status("leaks", run(os.Args[1:], os.Stdout), os.Stderr)) }
 //
-//	fs := demo.Flags("leaks", out)        // a flag set run can test; -h exits 0 through Status
-//	demo.DeviceFlag(fs, &c.device, "cpu") // -device, with device/named's names
-//	err := demo.Parse(fs, args)           // and no positional arguments
-//	dev, a, hasData, err := demo.Open(c.device)
-//	err = demo.Try(dev, func() error { ... })  // tensor panics back as errors, with advice
-//	m := demo.Read(a)                     // the allocator's figures at a named moment
+//	fs := demo.Flags("leaks", out)              // a flag set run can test; -h exits 0 through Status
+//	demo.DeviceFlag(fs, &c.device, "cpu")       // -device, with device/named's names
+//	err := demo.Parse(fs, args)                 // and no positional arguments
+//	dev, a, hasData, err := demo.Open(c.device) // a fresh device, or the GPU
+//	err = demo.Try(dev, func() error { ... })   // tensor panics back as errors, with advice
+//	m := demo.Read(a)                           // the allocator's figures at a named moment
 //	demo.Table(out, "  ", header, rows)
-//	return demo.Drain(a)                  // the end of every example: nothing left
+//	return demo.Drain(a)                        // the end of every example: nothing left
 //
 // Byte counts are written by internal/units (units.Bytes); the data sets the examples
 // train on are in examples/internal/toy.
