@@ -142,7 +142,7 @@ type row struct {
 	host, driver, compute time.Duration
 	// step is the time the throughput is computed from.
 	step time.Duration
-	// peak and low are the most and the least reserved at the end of a later step
+	// peak is the most reserved during a later step, low the least at the end of one
 	// (after its EmptyCache, if any).
 	peak, low int64
 	// left is the bytes requested once training is over: parameters and Adam state.
@@ -205,6 +205,7 @@ func trainOn(c config, cd cadence, dev device.Device, a *alloc.Allocator, meta b
 
 	r := row{cadence: cd, meta: meta, compute: compute * time.Duration(c.epochs*c.steps-1), low: -1}
 	for i := 0; i < c.epochs*c.steps; i++ {
+		a.ResetPeakStats() // the peak is this step's, whatever the device saw before
 		before := demo.Read(a)
 		clock := demo.DriverTime(dev)
 		start := time.Now()
@@ -229,7 +230,6 @@ func trainOn(c config, cd cadence, dev device.Device, a *alloc.Allocator, meta b
 		if r.low < 0 || m.Reserved < r.low {
 			r.low = m.Reserved
 		}
-		a.ResetPeakStats()
 	}
 	r.step = r.compute + r.driver
 	if !meta {
