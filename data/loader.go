@@ -96,6 +96,11 @@ type Stats struct {
 	Waited time.Duration
 	// HostBytes is the size of the host buffers the batches were collated in.
 	HostBytes int64
+	// Slices counts the Go slices the batches were collated in, each a new allocation
+	// on the Go heap: a slice of labels and one of features per batch without a pinned
+	// allocator, none with one (the batches are views of its buffers, which it reuses;
+	// its own statistics count what it took from the system).
+	Slices int
 }
 
 // Iter is one epoch: Next returns its batches in order.
@@ -121,7 +126,9 @@ type Iter struct {
 type made struct {
 	b         *Batch
 	hostBytes int64
-	err       error
+	// slices is how many Go slices the batch was collated in (Stats.Slices).
+	slices int
+	err    error
 }
 
 var errClosed = errors.New("data: Next after Close")
@@ -218,6 +225,7 @@ func (it *Iter) Next() (*Batch, error) {
 	it.stats.Batches++
 	it.stats.Samples += len(m.b.Index)
 	it.stats.HostBytes += m.hostBytes
+	it.stats.Slices += m.slices
 	return m.b, nil
 }
 
@@ -288,7 +296,11 @@ func (it *Iter) make(idx []int) made {
 		return made{err: fmt.Errorf("data: moving a batch of %d samples to %s: %w", len(idx), it.l.c.Device.Name(), err)}
 	}
 	b.Index = idx
-	return made{b: b, hostBytes: h.size}
+	m := made{b: b, hostBytes: h.size}
+	if h.raw == nil {
+		m.slices = 2
+	}
+	return m
 }
 
 // hostBatch is a batch collated on the host: the labels and then the features, in one

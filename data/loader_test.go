@@ -135,6 +135,11 @@ func TestEverySampleOnceInOrder(t *testing.T) {
 				assert.Equal(t, 7, st.Batches, name)
 				assert.Equal(t, ds.n, st.Samples, name)
 				assert.Equal(t, int64(ds.n*(8+3*4)), st.HostBytes, name)
+				if pin {
+					assert.Zero(t, st.Slices, "%s: the batches are views of pinned buffers", name)
+				} else {
+					assert.Equal(t, 2*7, st.Slices, "%s: a new slice of labels and one of features per batch", name)
+				}
 				tensortest.RequireEmpty(t, dev)
 				if pin {
 					ps := c.Pinned.Stats()

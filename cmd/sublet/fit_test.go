@@ -31,6 +31,7 @@ func TestFitFindsTheBoundary(t *testing.T) {
 	code, out, errs := sublet("fit", "-sizes", "64,512,512,10", "-capacity", "256MiB")
 	require.Equal(t, 0, code, errs)
 	best := largestFit(t, out)
+	assert.Equal(t, 28672, best, "deterministic: the meta device allocates what a GPU would")
 	for _, b := range []int{1, 2, 4, 8, 1024} {
 		assert.Regexp(t, `(?m)^\s+`+strconv.Itoa(b)+`\s+fits\s`, out, "doubling from 1")
 	}
@@ -58,10 +59,11 @@ func TestFitFindsTheBoundary(t *testing.T) {
 func TestFitOnAnH200(t *testing.T) {
 	code, out, errs := sublet("fit", "-sizes", "1024,4096,4096,10")
 	require.Equal(t, 0, code, errs)
-	assert.Contains(t, out, "on a simulated device of 139.8 GiB (150109880320 bytes)")
+	assert.Contains(t, out, "on a simulated device of 139.80 GiB (150109880320 bytes)")
 	best := largestFit(t, out)
 	assert.Greater(t, best, 1<<20, "more than a million samples of 1024 floats")
-	assert.Contains(t, out, "reserved of 139.8 GiB")
+	assert.Equal(t, 1743872, best)
+	assert.Contains(t, out, "reserved of 139.80 GiB")
 }
 
 // Each memory saver lets a larger batch fit on a deeper model; together they do most.
@@ -78,6 +80,7 @@ func TestFitMemorySavers(t *testing.T) {
 		require.NoError(t, err, name)
 		best[name] = b
 	}
+	assert.Equal(t, map[string]int{"plain": 27648, "checkpoint": 34816, "amp": 52224, "both": 65536, "expandable": 28893}, best)
 	assert.Greater(t, best["checkpoint"], best["plain"])
 	assert.Greater(t, best["amp"], best["plain"])
 	assert.Greater(t, best["both"], best["amp"])
@@ -93,13 +96,14 @@ func TestFitLimitsAndFailures(t *testing.T) {
 	code, out, errs = sublet("fit", "-sizes", "4096,4096,4096", "-capacity", "64MiB", "-optimizer", "adamw")
 	assert.Equal(t, 1, code)
 	assert.Regexp(t, `(?m)^\s+1\s+OOM`, out)
-	assert.Contains(t, errs, "not even a batch of 1 fits in 64.0 MiB")
+	assert.Contains(t, errs, "not even a batch of 1 fits in 64.00 MiB")
 
 	// The context's share counts: less free memory, a smaller batch.
 	_, out, _ = sublet("fit", "-sizes", "64,512,512,10", "-capacity", "256MiB")
 	_, occ, _ := sublet("fit", "-sizes", "64,512,512,10", "-capacity", "256MiB", "-occupied", "64MiB", "-optimizer", "adam")
-	assert.Contains(t, occ, ", 64.0 MiB occupied")
+	assert.Contains(t, occ, ", 64.00 MiB occupied")
 	assert.Less(t, largestFit(t, occ), largestFit(t, out))
+	assert.Equal(t, 20480, largestFit(t, occ))
 }
 
 func TestFitBadUsage(t *testing.T) {

@@ -14,20 +14,16 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
-	"math"
-	"math/rand/v2"
 	"os"
 
+	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
-	"github.com/subletml/sublet/device/named"
-	"github.com/subletml/sublet/examples/internal/exdevice"
-	"github.com/subletml/sublet/examples/internal/exflag"
+	"github.com/subletml/sublet/examples/internal/demo"
 )
 
-func main() { os.Exit(exflag.Status("amp", run(os.Args[1:], os.Stdout), os.Stderr)) }
+func main() { os.Exit(demo.Status("amp", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 // config is what the flags set.
 type config struct {
@@ -47,9 +43,8 @@ type config struct {
 
 func parseFlags(args []string, out io.Writer) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("amp", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.StringVar(&c.device, "device", "cpu", "cpu or sim-backed (a simulated GPU with data; each run gets a fresh one), or cuda[:N]")
+	fs := demo.Flags("amp", out)
+	demo.DeviceFlag(fs, &c.device, "cpu")
 	fs.IntVar(&c.features, "features", 32, "input features")
 	fs.IntVar(&c.classes, "classes", 8, "classes")
 	fs.IntVar(&c.hidden, "hidden", 512, "width of the hidden layers")
@@ -61,77 +56,36 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.growthInterval, "growth-interval", 20, "good steps in a row before the scale grows")
 	fs.IntVar(&c.every, "every", 10, "print the loss every this many steps")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the data and the initial parameters")
-	if err := fs.Parse(args); err != nil {
+	if err := demo.Parse(fs, args); err != nil {
 		return c, err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	case c.features < 1 || c.classes < 2 || c.hidden < 1 || c.layers < 1 || c.batch < 1 || c.steps < 1 || c.every < 1:
 		return c, fmt.Errorf("need -features, -hidden, -layers, -batch, -steps, -every ≥ 1 and -classes ≥ 2")
 	case !(c.lr > 0) || !(c.initScale > 0) || c.growthInterval < 1:
 		return c, fmt.Errorf("need -lr > 0, -init-scale > 0 and -growth-interval ≥ 1")
 	}
-	if n, err := named.Parse(c.device); err != nil {
-		return c, fmt.Errorf("-device: %w", err)
-	} else if n.Kind == device.Sim && !n.Backed {
-		return c, fmt.Errorf("-device %s: want cpu, sim-backed or cuda[:N] (tensor ops need a device with data)", n)
-	}
 	return c, nil
 }
 
-// newDevice returns a fresh device of the kind c names, so each run has an allocator
-// (and statistics) of its own; a GPU is the process's one (both runs share it and its
-// allocator, each measuring what it adds).
-func newDevice(c config) (device.Device, error) {
-	d, _, err := exdevice.Fresh(c.device)
-	return d, err
-}
-
-// teacher is a seeded classification task: points x ~ N(0, 1) in features dimensions,
-// labelled by the largest of classes fixed random projections.
-type teacher struct {
-	r        *rand.Rand
-	proj     []float64 // features × classes
-	features int
-	classes  int
-}
-
-func newTeacher(c config) *teacher {
-	r := rand.New(rand.NewPCG(c.seed, 0xa3b))
-	t := &teacher{r: r, proj: make([]float64, c.features*c.classes), features: c.features, classes: c.classes}
-	for i := range t.proj {
-		t.proj[i] = r.NormFloat64()
+// openDevice opens a fresh device of the kind c names, so that each run has an
+// allocator (and statistics) of its own. It must keep data: the GradScaler reads the
+// gradients' values to find an overflow.
+func openDevice(c config) (device.Device, *alloc.Allocator, error) {
+	dev, a, hasData, err := demo.Open(c.device)
+	if err == nil && !hasData {
+		err = fmt.Errorf("-device %s keeps no data, and the GradScaler reads the gradients' values: use cpu, sim-backed or cuda[:N]", c.device)
 	}
-	return t
-}
-
-// batch draws n labelled points.
-func (t *teacher) batch(n int) ([]float32, []int64) {
-	x, labels := make([]float32, n*t.features), make([]int64, n)
-	for i := range n {
-		row := x[i*t.features : (i+1)*t.features]
-		for j := range row {
-			row[j] = float32(t.r.NormFloat64())
-		}
-		best := math.Inf(-1)
-		for k := range t.classes {
-			v := 0.0
-			for j, xj := range row {
-				v += float64(xj) * t.proj[j*t.classes+k]
-			}
-			if v > best {
-				best, labels[i] = v, int64(k)
-			}
-		}
-	}
-	return x, labels
+	return dev, a, err
 }
 
 // run parses args, trains both ways and reports on stdout.
 func run(args []string, stdout io.Writer) error {
 	c, err := parseFlags(args, stdout)
 	if err != nil {
+		return err
+	}
+	if _, _, err := openDevice(c); err != nil { // a device that cannot run fails before any output
 		return err
 	}
 	sizes := fmt.Sprint(c.features)

@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/amp"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/examples/internal/demo"
+	"github.com/subletml/sublet/examples/internal/toy"
 	"github.com/subletml/sublet/kernels/cuda"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
@@ -37,22 +40,18 @@ type memory struct {
 }
 
 // train runs c's training on a fresh device, in mixed precision or in F32, printing
-// progress. Tensor math panics (out of memory) come back as errors.
+// progress, and checks that it left nothing. Tensor math panics (out of memory) come
+// back as errors.
 func train(c config, mixed bool, out io.Writer) (result, error) {
-	dev, err := newDevice(c)
-	if err != nil {
-		return result{}, err
-	}
-	al, err := alloc.For(dev)
+	dev, al, err := openDevice(c)
 	if err != nil {
 		return result{}, err
 	}
 	var r result
-	var trainErr error
-	if err := tensor.Try(func() { r, trainErr = trainOn(c, mixed, dev, al, out) }); err != nil {
+	if err := demo.Try(dev, func() error { r, err = trainOn(c, mixed, dev, al, out); return err }); err != nil {
 		return r, err
 	}
-	return r, trainErr
+	return r, demo.Drain(al)
 }
 
 func trainOn(c config, mixed bool, dev device.Device, al *alloc.Allocator, out io.Writer) (result, error) {
@@ -77,9 +76,9 @@ func trainOn(c config, mixed bool, dev device.Device, al *alloc.Allocator, out i
 	}
 
 	fmt.Fprintf(out, "\n%s run on %s\n", r.name, dev.Name())
-	data := newTeacher(c)
+	teacher, data := toy.NewTeacher(c.seed, c.features, c.classes), rand.New(rand.NewPCG(c.seed, 0xa3b))
 	for i := 1; i <= c.steps; i++ {
-		x, labels := data.batch(c.batch)
+		x, labels := teacher.Batch(data, c.batch)
 		before := scaler.GetScale()
 		loss, stepped, m, err := step(al, dev, model, opt, scaler, x, labels, mixed)
 		if err != nil {
@@ -103,7 +102,7 @@ func trainOn(c config, mixed bool, dev device.Device, al *alloc.Allocator, out i
 	}
 	r.params, r.state = nn.ParameterBytes(model), opt.StateBytes()
 	// On a GPU the cuBLAS workspace stays in the allocator too: it is not the model's.
-	r.left = al.Stats().RequestedBytes[alloc.StatAll].Current - cuda.HeldInAllocator(dev)
+	r.left = demo.Read(al).Requested - cuda.HeldInAllocator(dev)
 	return r, nil
 }
 
@@ -116,7 +115,7 @@ func step(al *alloc.Allocator, dev device.Device, model nn.Module, opt optim.Opt
 	defer s.Close()
 	xb := tensor.FromSlice(s, dev, dtype.F32, x, len(labels), len(x)/len(labels))
 	yb := tensor.FromSlice(s, dev, dtype.I64, labels)
-	held := func() int64 { return al.Stats().RequestedBytes[alloc.StatAll].Current }
+	held := func() int64 { return demo.Read(al).Requested }
 	al.ResetPeakStats()
 	start := held()
 
@@ -144,7 +143,7 @@ func step(al *alloc.Allocator, dev device.Device, model nn.Module, opt optim.Opt
 	if err = scaler.Update(); err != nil {
 		return 0, false, m, err
 	}
-	m.peak = al.Stats().RequestedBytes[alloc.StatAll].Peak - start
+	m.peak = demo.Read(al).PeakRequested - start
 	opt.ZeroGrad(true)
 	return l.Item(), stepped, m, nil
 }
@@ -165,19 +164,20 @@ func report(out io.Writer, c config, f32, mixed result) {
 		len(mixed.skipped), c.steps, mixed.skipped, power(c.initScale), power(mixed.scales[len(mixed.scales)-1]))
 
 	fmt.Fprintf(out, "\nmemory of the last step, bytes beyond the parameters, optimizer state and batch:\n")
-	fmt.Fprintf(out, "%-44s %14s %14s %8s\n", "", "F32", "AMP F16", "AMP/F32")
+	var rows [][]string
 	row := func(name string, a, b int64) {
 		ratio := "-"
 		if a > 0 {
 			ratio = fmt.Sprintf("%.1f%%", 100*float64(b)/float64(a))
 		}
-		fmt.Fprintf(out, "%-44s %14d %14d %8s\n", name, a, b, ratio)
+		rows = append(rows, []string{name, fmt.Sprint(a), fmt.Sprint(b), ratio})
 	}
 	row("held after forward and loss", f32.last.forward, mixed.last.forward)
 	row("  of which the weight-cast cache", f32.last.cache, mixed.last.cache)
 	row("saved for backward (region closed, logits released)", f32.last.saved, mixed.last.saved)
 	row("peak during the step", f32.last.peak, mixed.last.peak)
-	fmt.Fprintf(out, "(on the CPU, ops other than matrix products compute F16 tensors in float32 buffers; the AMP peak counts them)\n")
+	demo.Table(out, "", []string{"", "F32", "AMP F16", "AMP/F32"}, rows)
+	fmt.Fprintln(out, "(the peak comes during backward: what the graph saved, still alive, beside the gradients backward makes; the parameters' gradients are F32 in both runs)")
 	for _, r := range []result{f32, mixed} {
 		fmt.Fprintf(out, "%s after training: %d bytes requested = parameters %d + optimizer state %d\n", r.name, r.left, r.params, r.state)
 	}

@@ -19,10 +19,10 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"os"
 	"strings"
 
@@ -33,14 +33,16 @@ import (
 	"github.com/subletml/sublet/device/named"
 	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/dtype"
-	"github.com/subletml/sublet/examples/internal/exflag"
 	"github.com/subletml/sublet/kernels/cuda"
+	"github.com/subletml/sublet/examples/internal/demo"
+	"github.com/subletml/sublet/examples/internal/toy"
+	"github.com/subletml/sublet/internal/units"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() { os.Exit(exflag.Status("checkpoint", run(os.Args[1:], os.Stdout), os.Stderr)) }
+func main() { os.Exit(demo.Status("checkpoint", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 const mib = 1 << 20
 
@@ -57,8 +59,7 @@ type config struct {
 
 func parseFlags(args []string, out io.Writer) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("checkpoint", flag.ContinueOnError)
-	fs.SetOutput(out)
+	fs := demo.Flags("checkpoint", out)
 	fs.IntVar(&c.depth, "depth", 16, "residual blocks (each Linear(width→width) + ReLU + the skip)")
 	fs.IntVar(&c.width, "width", 64, "features")
 	fs.IntVar(&c.classes, "classes", 4, "classes of the synthetic task")
@@ -69,11 +70,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.Int64Var(&c.capacityMiB, "capacity", 0, "device capacity in MiB (0: between the two peaks measured on the meta device)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the data and the initial parameters")
 	fs.StringVar(&c.device, "device", "sim", "sim (a simulated GPU of the capacity) or cuda[:N] (a GPU capped at it)")
-	if err := fs.Parse(args); err != nil {
+	if err := demo.Parse(fs, args); err != nil {
 		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if c.depth < 1 || c.width < 1 || c.classes < 2 || c.batch < 1 || c.steps < 1 || c.lr <= 0 || c.capacityMiB < 0 {
 		return c, errors.New("need -depth, -width, -batch, -steps ≥ 1, -classes ≥ 2, -lr > 0 and -capacity ≥ 0")
@@ -99,17 +97,19 @@ func run(args []string, out io.Writer) error {
 	fmt.Fprintf(out, "sublet examples/checkpoint: %d residual blocks of Linear(%d→%d)+ReLU and a head to %d classes, batch %d, Adam lr %g\n",
 		c.depth, c.width, c.width, c.classes, c.batch, c.lr)
 	fmt.Fprintf(out, "one activation is %s; %d segments over the %d layers:%s\n",
-		human(int64(c.batch*c.width*4)), c.segments, c.depth+1, describe(c.depth+1, c.segments))
+		units.Bytes(int64(c.batch*c.width*4)), c.segments, c.depth+1, describe(c.depth+1, c.segments))
 
-	var plain, ckpt usage
-	if err := tensor.Try(func() {
-		plain, ckpt = measure(c, 1), measure(c, c.segments)
-	}); err != nil {
+	plain, err := measure(c, 1)
+	if err != nil {
+		return fmt.Errorf("measuring on the meta device: %w", err)
+	}
+	ckpt, err := measure(c, c.segments)
+	if err != nil {
 		return fmt.Errorf("measuring on the meta device: %w", err)
 	}
 	fmt.Fprintln(out, "two training steps on the meta device (exact memory, no compute):")
-	fmt.Fprintf(out, "  without checkpointing: peak %s allocated, %s reserved from the device\n", human(plain.allocated), human(plain.reserved))
-	fmt.Fprintf(out, "  with %d segments:       peak %s allocated, %s reserved from the device\n", c.segments, human(ckpt.allocated), human(ckpt.reserved))
+	fmt.Fprintf(out, "  without checkpointing: peak %s allocated, %s reserved from the device\n", units.Bytes(plain.allocated), units.Bytes(plain.reserved))
+	fmt.Fprintf(out, "  with %d segments:       peak %s allocated, %s reserved from the device\n", c.segments, units.Bytes(ckpt.allocated), units.Bytes(ckpt.reserved))
 
 	capacity := c.capacityMiB * mib
 	if capacity == 0 {
@@ -119,22 +119,22 @@ func run(args []string, out io.Writer) error {
 		capacity = roundUp(ckpt.reserved, 2*mib)
 		if capacity >= plain.allocated {
 			return fmt.Errorf("checkpointing saves too little at this size (%s reserved with it, %s allocated without): "+
-				"use a larger -batch or -depth, or set -capacity", human(ckpt.reserved), human(plain.allocated))
+				"use a larger -batch or -depth, or set -capacity", units.Bytes(ckpt.reserved), units.Bytes(plain.allocated))
 		}
 	}
 	dev, a, err := openDevice(c, capacity, out)
 	if err != nil {
 		return err
 	}
-	var trainErr error
-	if err := tensor.Try(func() { trainErr = train(c, dev, a, capacity, plain, out) }); err != nil {
-		return err
-	}
+	err = demo.Try(dev, func() error { return train(c, dev, a, capacity, plain, out) })
 	if _, isGPU := dev.(*cudadev.Device); isGPU {
 		// The GPU is the process's: lift the cap for whoever uses it next.
-		trainErr = errors.Join(trainErr, a.SetMemoryFraction(1))
+		return errors.Join(err, a.SetMemoryFraction(1))
 	}
-	return trainErr
+	if err != nil {
+		return err
+	}
+	return demo.Drain(a)
 }
 
 // openDevice returns the device c names, holding capacity bytes: a simulated GPU of
@@ -147,7 +147,7 @@ func openDevice(c config, capacity int64, out io.Writer) (device.Device, *alloc.
 			return nil, nil, err
 		}
 		a, err := alloc.For(dev)
-		fmt.Fprintf(out, "device: %s, a simulated GPU of %s with data\n", dev.Name(), human(capacity))
+		fmt.Fprintf(out, "device: %s, a simulated GPU of %s with data\n", dev.Name(), units.Bytes(capacity))
 		return dev, a, err
 	}
 	dev, err := named.Open(c.device)
@@ -172,7 +172,7 @@ func openDevice(c config, capacity int64, out io.Writer) (device.Device, *alloc.
 		return nil, nil, err
 	}
 	fmt.Fprintf(out, "device: %s (%s), its allocator capped at %s by the memory fraction, plus %s for the cuBLAS workspace\n",
-		dev.Name(), p.Name, human(capacity), human(ws))
+		dev.Name(), p.Name, units.Bytes(capacity), units.Bytes(ws))
 	return dev, a, nil
 }
 
@@ -183,22 +183,23 @@ type usage struct {
 
 // measure runs two training steps with k segments (1: no checkpointing) on a fresh
 // meta device and returns the allocator's peaks.
-func measure(c config, k int) usage {
-	dev, err := sim.New(sim.Options{})
+func measure(c config, k int) (usage, error) {
+	dev, a, _, err := demo.Open("sim")
 	if err != nil {
-		panic(&tensor.Error{Op: "measure", Msg: "opening the meta device", Err: err})
+		return usage{}, err
 	}
-	a, err := alloc.For(dev)
-	if err != nil {
-		panic(&tensor.Error{Op: "measure", Msg: "its allocator", Err: err})
-	}
-	t := newTrainer(c, dev)
-	defer t.release()
-	for range 2 {
-		t.step(k)
-	}
-	st := a.Stats()
-	return usage{st.AllocatedBytes[alloc.StatAll].Peak, st.ReservedBytes[alloc.StatAll].Peak}
+	var u usage
+	err = demo.Try(dev, func() error {
+		t := newTrainer(c, dev)
+		defer t.release()
+		for range 2 {
+			t.step(k)
+		}
+		m := demo.Read(a)
+		u = usage{m.PeakAllocated, m.PeakReserved}
+		return nil
+	})
+	return u, err
 }
 
 // trainer is the model, its optimizer and the batch on one device.
@@ -222,7 +223,7 @@ func newTrainer(c config, dev device.Device) *trainer {
 		m.release()
 		panic(&tensor.Error{Op: "newTrainer", Msg: "making the optimizer", Err: err})
 	}
-	xs, labels := teacher(c.seed, c.batch, c.width, c.classes)
+	xs, labels := toy.NewTeacher(c.seed, c.width, c.classes).Batch(rand.New(rand.NewPCG(c.seed, 3)), c.batch)
 	data := tensor.NewScope(tensor.NoGrad())
 	t := &trainer{dev: dev, m: m, opt: opt, data: data, gen: gen,
 		x: tensor.FromSlice(data, dev, dtype.F32, xs, c.batch, c.width), y: tensor.FromSlice(data, dev, dtype.I64, labels)}
@@ -271,14 +272,14 @@ func train(c config, dev device.Device, a *alloc.Allocator, capacity int64, plai
 	var oom *alloc.OOMError
 	if !errors.As(err, &oom) {
 		if err == nil {
-			return fmt.Errorf("the plain step fit in %s: nothing to show (lower -capacity)", human(capacity))
+			return fmt.Errorf("the plain step fit in %s: nothing to show (lower -capacity)", units.Bytes(capacity))
 		}
 		return err
 	}
 	fmt.Fprintf(out, "without checkpointing the first step runs out of memory at %s allocated:\n  %v\n",
-		human(a.Stats().AllocatedBytes[alloc.StatAll].Peak), err)
+		units.Bytes(demo.Read(a).PeakAllocated), err)
 	t.opt.ZeroGrad(true)
-	if got := a.Stats().RequestedBytes[alloc.StatAll].Current - cuda.HeldInAllocator(dev); got != base {
+	if got := demo.Read(a).Requested - cuda.HeldInAllocator(dev); got != base {
 		return fmt.Errorf("after the failed step the allocator holds %d bytes, not the parameters and the batch (%d)", got, base)
 	}
 
@@ -291,21 +292,16 @@ func train(c config, dev device.Device, a *alloc.Allocator, capacity int64, plai
 			first = last
 		}
 		if i == 1 || i == c.steps || i%5 == 0 {
-			st := a.Stats()
-			fmt.Fprintf(out, "  step %3d  loss %.4f  peak %s allocated, %s reserved\n", i, last,
-				human(st.AllocatedBytes[alloc.StatAll].Peak), human(st.ReservedBytes[alloc.StatAll].Peak))
+			m := demo.Read(a)
+			fmt.Fprintf(out, "  step %3d  loss %.4f  peak %s allocated, %s reserved\n", i, last, units.Bytes(m.PeakAllocated), units.Bytes(m.PeakReserved))
 		}
 	}
-	st := a.Stats()
+	m := demo.Read(a)
 	fmt.Fprintf(out, "loss %.4f → %.4f in %d steps; peak %s allocated of %s (without checkpointing: %s)\n",
-		first, last, c.steps, human(st.AllocatedBytes[alloc.StatAll].Peak), human(capacity), human(plain.allocated))
+		first, last, c.steps, units.Bytes(m.PeakAllocated), units.Bytes(capacity), units.Bytes(plain.allocated))
 
 	state := t.opt.StateBytes()
-	ws := cuda.HeldInAllocator(dev) // the cuBLAS workspace, on a GPU
-	requested := st.RequestedBytes[alloc.StatAll].Current - ws
-	if ws > 0 {
-		fmt.Fprintf(out, "the cuBLAS workspace holds %d bytes besides\n", ws)
-	}
+	requested := m.Requested - cuda.HeldInAllocator(dev) // less the cuBLAS workspace, on a GPU
 	fmt.Fprintf(out, "after training: %d bytes requested = parameters %d + batch %d + Adam state %d\n",
 		requested, params, base-params, state)
 	if requested != base+state {
@@ -333,6 +329,3 @@ func describe(n, k int) string {
 }
 
 func roundUp(n, to int64) int64 { return (n + to - 1) / to * to }
-
-// human formats bytes in MiB with two decimals.
-func human(n int64) string { return fmt.Sprintf("%.2f MiB", float64(n)/mib) }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"math"
-	"math/rand/v2"
 
 	"github.com/subletml/sublet/checkpoint"
 	"github.com/subletml/sublet/nn"
@@ -58,35 +57,4 @@ func (m *model) release() {
 	for _, p := range m.params() {
 		p.Release()
 	}
-}
-
-// teacher draws a batch of standard normal inputs and labels each by the largest
-// coordinate of a fixed random projection of it to classes dimensions: a task the
-// model can fit, so the loss goes down.
-func teacher(seed uint64, batch, width, classes int) ([]float32, []int64) {
-	r := rand.New(rand.NewPCG(seed, 3))
-	proj := make([]float64, width*classes)
-	for i := range proj {
-		proj[i] = r.NormFloat64()
-	}
-	x := make([]float32, batch*width)
-	labels := make([]int64, batch)
-	for i := range batch {
-		row := x[i*width : (i+1)*width]
-		for j := range row {
-			row[j] = float32(r.NormFloat64())
-		}
-		best, arg := 0.0, 0
-		for c := range classes {
-			v := 0.0
-			for j, xj := range row {
-				v += float64(xj) * proj[j*classes+c]
-			}
-			if c == 0 || v > best {
-				best, arg = v, c
-			}
-		}
-		labels[i] = int64(arg)
-	}
-	return x, labels
 }

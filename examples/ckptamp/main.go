@@ -25,12 +25,12 @@ import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/examples/internal/demo"
-	"github.com/subletml/sublet/examples/internal/exflag"
+	"github.com/subletml/sublet/internal/units"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() { os.Exit(exflag.Status("ckptamp", run(os.Args[1:], os.Stdout), os.Stderr)) }
+func main() { os.Exit(demo.Status("ckptamp", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 const mib = 1 << 20
 
@@ -43,13 +43,14 @@ type config struct {
 
 func parseFlags(args []string, out io.Writer) (config, error) {
 	var c config
-	fs := demo.Flags("ckptamp", out, &c.device, "sim")
+	fs := demo.Flags("ckptamp", out)
+	demo.DeviceFlag(fs, &c.device, "sim")
 	fs.IntVar(&c.depth, "depth", 16, "Linear layers")
 	fs.IntVar(&c.width, "width", 1024, "their width")
 	fs.IntVar(&c.batch, "batch", 1024, "batch size")
 	fs.IntVar(&c.segments, "segments", 4, "checkpoint segments")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the parameters and the input")
-	if err := exflag.Parse(fs, args); err != nil {
+	if err := demo.Parse(fs, args); err != nil {
 		return c, err
 	}
 	if c.depth < 1 || c.width < 1 || c.batch < 1 || c.segments < 2 || c.segments > c.depth {
@@ -156,14 +157,32 @@ func measure(c config, dev device.Device, a *alloc.Allocator, w way) (cost, erro
 	}
 	k.kept = held() - start
 	y.Cast(dtype.F32).Sum().Backward()
-	k.peak = a.Stats().RequestedBytes[alloc.StatAll].Peak - start
+	k.peak = demo.Read(a).PeakRequested - start
 	k.grads = nn.GradBytes(m) + x.Grad().Bytes()
 	return k, nil
 }
 
+// againstTorch says how the costs compare with PyTorch's figures for the same sizes:
+// what the forward keeps to the byte, the peaks at or below.
+func againstTorch(costs []cost) string {
+	same, atOrBelow := true, true
+	for _, k := range costs {
+		t := torch[k.name]
+		same = same && k.kept == int64(t[0]*mib) // whole MiB
+		atOrBelow = atOrBelow && float64(k.peak)/mib <= t[1]+0.005
+	}
+	switch {
+	case same && atOrBelow:
+		return ": what the forward keeps is PyTorch's for every way, the peaks at or below PyTorch's"
+	case same:
+		return ": what the forward keeps is PyTorch's for every way"
+	}
+	return ""
+}
+
 func report(out io.Writer, c config, dev device.Device, costs []cost) {
 	fmt.Fprintf(out, "sublet examples/ckptamp on %s: %d × Linear(%d→%d) with biases, batch %d, %d checkpoint segments; one activation is %s in F32\n",
-		dev.Name(), c.depth, c.width, c.width, c.batch, c.segments, demo.Bytes(int64(c.batch*c.width*4)))
+		dev.Name(), c.depth, c.width, c.width, c.batch, c.segments, units.Bytes(int64(c.batch*c.width*4)))
 	spec := c.depth == 16 && c.width == 1024 && c.batch == 1024 && c.segments == 4
 	header := []string{"", "kept after forward", "peak"}
 	if spec {
@@ -171,7 +190,7 @@ func report(out io.Writer, c config, dev device.Device, costs []cost) {
 	}
 	var rows [][]string
 	for _, k := range costs {
-		r := []string{k.name, demo.Bytes(k.kept), demo.Bytes(k.peak)}
+		r := []string{k.name, units.Bytes(k.kept), units.Bytes(k.peak)}
 		if spec {
 			t := torch[k.name]
 			r = append(r, fmt.Sprintf("%.2f MiB", t[0]), fmt.Sprintf("%.2f MiB", t[1]))
@@ -183,9 +202,22 @@ func report(out io.Writer, c config, dev device.Device, costs []cost) {
 	plain, both := costs[0], costs[3]
 	fmt.Fprintf(out, "together they keep %.0f%% of what plain F32 keeps for backward (checkpointing alone %.0f%%, autocast alone %.0f%%)\n",
 		100*float64(both.kept)/float64(plain.kept), 100*float64(costs[1].kept)/float64(plain.kept), 100*float64(costs[2].kept)/float64(plain.kept))
-	fmt.Fprintf(out, "the peak comes at the end of backward, where the %s of gradients are alive whatever the way: it drops only when activations outweigh them (a batch much larger than the width)\n",
-		demo.Bytes(plain.grads))
+	if mixed := costs[2]; mixed.kept >= plain.kept {
+		fmt.Fprintf(out, "autocast alone keeps as much or more: beside its F16 activations, backward needs the F16 casts of the weights (%s), and at this size a weight weighs as much as an activation\n",
+			units.Bytes(int64(c.depth*c.width*c.width*2)))
+	}
+	samePeak := true
+	for _, k := range costs {
+		samePeak = samePeak && k.peak == plain.peak
+	}
+	if samePeak {
+		fmt.Fprintf(out, "the peak comes at the end of backward, where the %s of gradients are alive whatever the way: it drops only when activations outweigh them (a batch much larger than the width)\n",
+			units.Bytes(plain.grads))
+	} else {
+		fmt.Fprintf(out, "the peaks drop too (checkpointed + autocast %.0f%% of F32's): the activations, kept or recomputed, outweigh the %s of gradients\n",
+			100*float64(both.peak)/float64(plain.peak), units.Bytes(plain.grads))
+	}
 	if spec {
-		fmt.Fprintln(out, "(PyTorch 2.11 on the H200, docs/checkpoint.md)")
+		fmt.Fprintf(out, "(PyTorch 2.11 on the H200, docs/checkpoint.md)%s\n", againstTorch(costs))
 	}
 }

@@ -61,12 +61,22 @@ func TestOnTheCPU(t *testing.T) {
 func TestRunPrintsPyTorchsFigures(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, run(nil, &out))
-	for _, want := range []string{"PyTorch: after forward", "84.06 MiB", "checkpointed + autocast", "22.00 MiB", "docs/checkpoint.md"} {
+	for _, want := range []string{"PyTorch: after forward", "84.06 MiB", "checkpointed + autocast", "22.00 MiB",
+		"(PyTorch 2.11 on the H200, docs/checkpoint.md): what the forward keeps is PyTorch's for every way, the peaks at or below PyTorch's\n",
+		"autocast alone keeps as much or more: beside its F16 activations, backward needs the F16 casts of the weights (32.00 MiB), and at this size a weight weighs as much as an activation\n"} {
 		assert.Contains(t, out.String(), want)
 	}
+	assert.Contains(t, out.String(), "the peak comes at the end of backward, where the 68.06 MiB of gradients are alive whatever the way")
 	out.Reset()
 	require.NoError(t, run([]string{"-batch", "2048"}, &out))
 	assert.NotContains(t, out.String(), "PyTorch", "PyTorch's figures are for its sizes only")
+
+	// Activations outweigh the gradients: the peaks are not the same for every way, and
+	// the example does not say they are.
+	out.Reset()
+	require.NoError(t, run([]string{"-batch", "8192"}, &out))
+	assert.NotContains(t, out.String(), "whatever the way")
+	assert.Contains(t, out.String(), "the peaks drop too (checkpointed + autocast 35% of F32's): the activations, kept or recomputed, outweigh the 96.06 MiB of gradients\n")
 }
 
 func TestBadFlags(t *testing.T) {

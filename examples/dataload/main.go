@@ -28,13 +28,14 @@ import (
 	"github.com/subletml/sublet/data"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/examples/internal/demo"
-	"github.com/subletml/sublet/examples/internal/exflag"
+	"github.com/subletml/sublet/examples/internal/toy"
+	"github.com/subletml/sublet/internal/units"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() { os.Exit(exflag.Status("dataload", run(os.Args[1:], os.Stdout), os.Stderr)) }
+func main() { os.Exit(demo.Status("dataload", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 // config is what the flags set.
 type config struct {
@@ -47,7 +48,8 @@ type config struct {
 
 func parseFlags(args []string, out io.Writer) (config, error) {
 	var c config
-	fs := demo.Flags("dataload", out, &c.device, "cpu")
+	fs := demo.Flags("dataload", out)
+	demo.DeviceFlag(fs, &c.device, "cpu")
 	fs.IntVar(&c.samples, "samples", 4096, "samples in the data set (one epoch each way)")
 	fs.IntVar(&c.batch, "batch", 64, "batch size")
 	fs.IntVar(&c.prefetch, "prefetch", 2, "batches the loader's goroutine makes ahead")
@@ -56,7 +58,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.classes, "classes", 10, "classes")
 	fs.Float64Var(&c.lr, "lr", 0.05, "SGD learning rate (momentum 0.9)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the data, the order and the parameters")
-	if err := exflag.Parse(fs, args); err != nil {
+	if err := demo.Parse(fs, args); err != nil {
 		return c, err
 	}
 	if c.samples < 1 || c.batch < 1 || c.prefetch < 1 || c.features < 1 || c.hidden < 1 || c.classes < 2 || !(c.lr > 0) {
@@ -69,7 +71,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 type images struct {
 	n    int
 	seed uint64
-	t    *demo.Teacher
+	t    *toy.Teacher
 }
 
 func (d images) Len() int      { return d.n }
@@ -110,9 +112,9 @@ func run(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ds := images{n: c.samples, seed: c.seed, t: demo.NewTeacher(c.seed, c.features, c.classes)}
+	ds := images{n: c.samples, seed: c.seed, t: toy.NewTeacher(c.seed, c.features, c.classes)}
 	fmt.Fprintf(out, "sublet examples/dataload on %s: %d samples of %d values (%s a batch of %d), MLP %d-%d-%d, one epoch each way\n",
-		dev.Name(), c.samples, c.features, demo.Bytes(int64(c.batch*(c.features*4+8))), c.batch, c.features, c.hidden, c.classes)
+		dev.Name(), c.samples, c.features, units.Bytes(int64(c.batch*(c.features*4+8))), c.batch, c.features, c.hidden, c.classes)
 	if !hasData {
 		fmt.Fprintf(out, "%s keeps no data: batches are collated and moved, the steps compute nothing\n", dev.Name())
 	}
@@ -176,7 +178,7 @@ func epoch(c config, dev device.Device, a *alloc.Allocator, ds images, w way, ha
 	}
 	o.stats = it.Stats()
 	o.loss = sum / float64(o.stats.Batches)
-	o.hostAllocs = 2 * int64(o.stats.Batches)
+	o.hostAllocs = int64(o.stats.Slices)
 	if w.pinned {
 		o.hostAllocs = cfg.Pinned.Stats().NumHostAlloc
 		if n := cfg.Pinned.Stats().ActiveRequests.Current; n != 0 {
@@ -227,7 +229,7 @@ func report(out io.Writer, c config, outs []outcome, hasData bool) {
 	demo.Table(out, "", header, rows)
 	last := outs[len(outs)-1]
 	fmt.Fprintf(out, "\n%d batches, %d samples, %s collated each way; after each epoch %d bytes are left on %s (the parameters and the momentum)\n",
-		last.stats.Batches, last.stats.Samples, demo.Bytes(last.stats.HostBytes), last.left, c.device)
+		last.stats.Batches, last.stats.Samples, units.Bytes(last.stats.HostBytes), last.left, c.device)
 	if !last.async {
 		fmt.Fprintf(out, "on %s the pinned allocator's memory is ordinary pageable memory and copies are synchronous: its gain here is reusing buffers; on a GPU the copies overlap the steps\n", c.device)
 	}

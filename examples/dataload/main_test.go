@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/subletml/sublet/examples/internal/demo"
+	"github.com/subletml/sublet/examples/internal/toy"
 	"github.com/subletml/sublet/tensor/tensortest"
 )
 
@@ -20,7 +21,7 @@ func TestEachWayLoadsEverySampleAndTrainsTheSame(t *testing.T) {
 	require.NoError(t, err)
 	dev, a, hasData, err := demo.Open("cpu")
 	require.NoError(t, err)
-	ds := images{n: c.samples, seed: c.seed, t: demo.NewTeacher(c.seed, c.features, c.classes)}
+	ds := images{n: c.samples, seed: c.seed, t: toy.NewTeacher(c.seed, c.features, c.classes)}
 	params := int64((64*32 + 32 + 32*4 + 4) * 4)
 	var losses []float64
 	for _, w := range []way{{"slices", false, 0}, {"prefetched", false, 3}, {"pinned", true, 3}} {

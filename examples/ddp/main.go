@@ -17,22 +17,18 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 
+	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
-	"github.com/subletml/sublet/device/named"
-	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/dist"
-	"github.com/subletml/sublet/examples/internal/exflag"
+	"github.com/subletml/sublet/examples/internal/demo"
 	"github.com/subletml/sublet/internal/units"
-	"github.com/subletml/sublet/tensor"
 )
 
-func main() { os.Exit(exflag.Status("ddp", run(os.Args[1:], os.Stdout), os.Stderr)) }
+func main() { os.Exit(demo.Status("ddp", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 // config is what the flags set.
 type config struct {
@@ -56,9 +52,8 @@ type config struct {
 
 func parseFlags(args []string, out io.Writer) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("ddp", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.StringVar(&c.device, "device", "cpu", "cpu, sim-backed (a simulated GPU with data) or cuda (cuda:LOCAL_RANK, through NCCL)")
+	fs := demo.Flags("ddp", out)
+	demo.DeviceFlag(fs, &c.device, "cpu") // cuda is each rank's own GPU, cuda:LOCAL_RANK
 	fs.IntVar(&c.samples, "samples", 3000, "points in the data set (a fifth of them held out for testing)")
 	fs.IntVar(&c.classes, "classes", 3, "spiral arms (classes)")
 	hidden := fs.String("hidden", "128,128", "hidden layer widths, comma-separated")
@@ -74,11 +69,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.save, "save", "", "file rank 0 writes the trained parameters to (little-endian float32, in order)")
 	fs.IntVar(&c.bench, "bench", 0, "instead of training on spirals: time this many steps on one batch of noise per rank (after 10 warm-up steps)")
 	fs.IntVar(&c.features, "features", 4096, "input features of -bench's noise")
-	if err := fs.Parse(args); err != nil {
+	if err := demo.Parse(fs, args); err != nil {
 		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var err error
 	if c.hidden, err = units.ParseInts("-hidden", *hidden); err != nil {
@@ -95,15 +87,14 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	return c, nil
 }
 
-// openDevice opens the device the flag names for the rank at localRank.
-func openDevice(name string, localRank int) (device.Device, error) {
-	switch name {
-	case "sim-backed":
-		return sim.New(sim.Options{Backing: true})
-	case "cuda":
+// openDevice opens the device the flag names for the rank at localRank: cuda is the
+// rank's own GPU, cuda:LOCAL_RANK (one process per GPU, as the launcher starts them).
+func openDevice(name string, localRank int) (device.Device, *alloc.Allocator, error) {
+	if name == "cuda" {
 		name = fmt.Sprintf("cuda:%d", localRank)
 	}
-	return named.Open(name)
+	dev, a, _, err := demo.Open(name)
+	return dev, a, err
 }
 
 // run joins the group the launcher's environment describes (a group of one without a
@@ -119,7 +110,7 @@ func run(args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	dev, err := openDevice(c.device, cfg.LocalRank)
+	dev, a, err := openDevice(c.device, cfg.LocalRank)
 	if err != nil {
 		return err
 	}
@@ -133,12 +124,5 @@ func run(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer b.Close()
-	var trainErr error
-	if err = tensor.Try(func() { trainErr = train(c, dev, b, stdout) }); err == nil {
-		err = trainErr
-	}
-	if errors.Is(err, tensor.ErrNoKernels) {
-		return fmt.Errorf("%s: sublet has no tensor kernels for this device yet; use -device cpu or sim-backed: %w", dev.Name(), err)
-	}
-	return err
+	return demo.Try(dev, func() error { return train(c, dev, a, b, stdout) })
 }

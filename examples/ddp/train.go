@@ -15,6 +15,7 @@ import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dist"
 	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/examples/internal/demo"
 	"github.com/subletml/sublet/examples/internal/toy"
 	"github.com/subletml/sublet/internal/units"
 	"github.com/subletml/sublet/nn"
@@ -101,18 +102,14 @@ func (r *replica) step(xs [][]float32, labels [][]int64) float64 {
 	return loss / float64(len(xs))
 }
 
-// train trains and reports. Tensor math panics reach run through tensor.Try; the
+// train trains and reports. Tensor math panics reach run through demo.Try; the
 // deferred releases run on the way.
-func train(c config, dev device.Device, b dist.Backend, out io.Writer) error {
+func train(c config, dev device.Device, a *alloc.Allocator, b dist.Backend, out io.Writer) error {
 	if c.bench > 0 {
 		return bench(c, dev, b, out)
 	}
 	g := b.Group()
 	rank, world := g.Rank(), g.WorldSize()
-	a, err := alloc.For(dev)
-	if err != nil {
-		return err
-	}
 	data := toy.Spirals(c.seed, c.samples, c.classes)
 	trainSet, testSet := data.Split(c.samples * 4 / 5)
 	sizes := append(append([]int{data.Dim}, c.hidden...), c.classes)
@@ -167,9 +164,9 @@ func train(c config, dev device.Device, b dist.Backend, out io.Writer) error {
 		}
 		var testLoss float64
 		testLoss, acc = evaluate(dev, r.model, testSet)
-		s := a.Stats()
+		m := demo.Read(a)
 		fmt.Fprintf(out, "epoch %3d/%d  loss %.4f (all ranks %.4f)  test loss %.4f  test accuracy %.4f  allocated %s (peak %s)\n", epoch, c.epochs,
-			sum/float64(steps), all.Item(), testLoss, acc, units.Bytes(s.AllocatedBytes[alloc.StatAll].Current), units.Bytes(s.AllocatedBytes[alloc.StatAll].Peak))
+			sum/float64(steps), all.Item(), testLoss, acc, units.Bytes(m.Allocated), units.Bytes(m.PeakAllocated))
 		all.Release()
 	}
 	fmt.Fprintf(out, "final test accuracy %.3f (chance %.3f)\n", acc, 1/float64(c.classes))
@@ -184,13 +181,13 @@ func train(c config, dev device.Device, b dist.Backend, out io.Writer) error {
 	}
 
 	state := r.opt.StateBytes()
-	requested := a.Stats().RequestedBytes[alloc.StatAll].Current
+	requested := demo.Read(a).Requested
 	fmt.Fprintf(out, "after training: %d bytes requested = parameters %d + buckets %d + %s state %d\n", requested, params, st.BucketBytes, c.optimizer, state)
 	if requested != params+st.BucketBytes+state {
 		return fmt.Errorf("the allocator holds %d bytes, not parameters + buckets + optimizer state = %d: something leaked", requested, params+st.BucketBytes+state)
 	}
 	r.dp.Release()
-	fmt.Fprintf(out, "after releasing the DataParallel wrapper: %d bytes requested (its buckets are gone)\n", a.Stats().RequestedBytes[alloc.StatAll].Current)
+	fmt.Fprintf(out, "after releasing the DataParallel wrapper: %d bytes requested (its buckets are gone)\n", demo.Read(a).Requested)
 	r.release()
 	runtime.GC()
 	runtime.GC() // cleanups run after the cycle that found the handles
@@ -198,12 +195,10 @@ func train(c config, dev device.Device, b dist.Backend, out io.Writer) error {
 		return fmt.Errorf("%d allocation sites leaked tensor handles, the first at\n%s", len(leaks), leaks[0].Site)
 	}
 	mean.Close()
-	if err := a.EmptyCache(); err != nil {
+	if err := demo.Drain(a); err != nil {
 		return err
 	}
-	s := a.Stats()
-	fmt.Fprintf(out, "after releasing everything and emptying the cache: %d bytes allocated, %d reserved\n",
-		s.AllocatedBytes[alloc.StatAll].Current, s.ReservedBytes[alloc.StatAll].Current)
+	fmt.Fprintln(out, "after releasing everything and emptying the cache: 0 bytes allocated, 0 reserved")
 	return nil
 }
 

@@ -19,7 +19,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -28,17 +27,15 @@ import (
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/named"
-	"github.com/subletml/sublet/device/sim"
-	"github.com/subletml/sublet/dtype"
-	"github.com/subletml/sublet/examples/internal/exdevice"
-	"github.com/subletml/sublet/examples/internal/exflag"
+	"github.com/subletml/sublet/examples/internal/demo"
+	"github.com/subletml/sublet/examples/internal/toy"
 	"github.com/subletml/sublet/internal/units"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() { os.Exit(exflag.Status("emptycache", run(os.Args[1:], os.Stdout), os.Stderr)) }
+func main() { os.Exit(demo.Status("emptycache", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 // fp32TFLOPS is the FP32 GEMM rate measured through cuBLAS on the H200 (51.3 TFLOP/s,
 // 2026-11-30, docs/benchmarks.md): what the default simulated compute time assumes.
@@ -60,9 +57,8 @@ type config struct {
 
 func parseFlags(args []string, out io.Writer) (config, error) {
 	c := config{auto: true}
-	fs := flag.NewFlagSet("emptycache", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.StringVar(&c.device, "device", "sim", exdevice.Usage)
+	fs := demo.Flags("emptycache", out)
+	demo.DeviceFlag(fs, &c.device, "sim")
 	sizes := fs.String("sizes", "1024,4096,4096,4096,4096,4096,1000", "the MLP's layer sizes: inputs, hidden widths, classes")
 	fs.IntVar(&c.batch, "batch", 256, "batch size")
 	fs.IntVar(&c.epochs, "epochs", 2, "epochs per cadence")
@@ -81,7 +77,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		return nil
 	})
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the parameters and the batches")
-	if err := exflag.Parse(fs, args); err != nil {
+	if err := demo.Parse(fs, args); err != nil {
 		return c, err
 	}
 	var err error
@@ -126,13 +122,13 @@ func (c config) flops() float64 {
 
 // openDevice opens a fresh device for one cadence, so that each starts from an empty
 // cache and a zero driver clock; meta says it keeps no data.
-func openDevice(name string) (dev device.Device, meta bool, err error) {
+func openDevice(name string) (dev device.Device, a *alloc.Allocator, meta bool, err error) {
 	if n, err := named.Parse(name); err == nil && n.Kind == device.CUDA {
 		// A GPU cannot start each cadence from a fresh device, as the table needs.
-		return nil, false, fmt.Errorf("-device %s: the table compares cadences on fresh simulated devices; `go run ./cmd/sublet-bench -device %s -run emptycache` measures the allocator's side of it on the GPU", n, n)
+		return nil, nil, false, fmt.Errorf("-device %s: the table compares cadences on fresh simulated devices; `go run ./cmd/sublet-bench -device %s -run emptycache` measures the allocator's side of it on the GPU", n, n)
 	}
-	dev, data, err := exdevice.Fresh(name)
-	return dev, !data, err
+	dev, a, data, err := demo.Open(name)
+	return dev, a, !data, err
 }
 
 // row is what one cadence measured, over the steps after the first (which fills the
@@ -151,7 +147,7 @@ type row struct {
 	host, driver, compute time.Duration
 	// step is the time the throughput is computed from.
 	step time.Duration
-	// peak and low are the most and the least reserved at the end of a later step
+	// peak is the most reserved during a later step, low the least at the end of one
 	// (after its EmptyCache, if any).
 	peak, low int64
 	// left is the bytes requested once training is over: parameters and Adam state.
@@ -165,20 +161,16 @@ func run(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := openDevice(c.device); err != nil { // a bad name fails before any output
+	if _, _, _, err := openDevice(c.device); err != nil { // a bad name fails before any output
 		return err
 	}
 	fmt.Fprintf(out, "sublet examples/emptycache: MLP %s, batch %d, Adam; %d epochs of %d batches per cadence on %s\n",
 		units.JoinInts(c.sizes, "-"), c.batch, c.epochs, c.steps, c.device)
 	var rows []row
 	for _, cd := range c.cadences() {
-		var r row
-		var trainErr error
-		if err := tensor.Try(func() { r, trainErr = train(c, cd) }); err != nil {
+		r, err := train(c, cd)
+		if err != nil {
 			return fmt.Errorf("%s: %w", cd.name, err)
-		}
-		if trainErr != nil {
-			return fmt.Errorf("%s: %w", cd.name, trainErr)
 		}
 		rows = append(rows, r)
 	}
@@ -188,14 +180,21 @@ func run(args []string, out io.Writer) error {
 
 // train runs cadence cd's epochs on a fresh device and measures them.
 func train(c config, cd cadence) (row, error) {
-	dev, meta, err := openDevice(c.device)
+	dev, a, meta, err := openDevice(c.device)
 	if err != nil {
 		return row{}, err
 	}
-	a, err := alloc.For(dev)
-	if err != nil {
-		return row{}, err
+	var r row
+	err = demo.Try(dev, func() error { r, err = trainOn(c, cd, dev, a, meta); return err })
+	if errors.Is(err, tensor.ErrNoKernels) {
+		err = fmt.Errorf("%w; `go run ./cmd/sublet-bench -device %s -run emptycache` measures the allocator's side of this table on the GPU", err, c.device)
 	}
+	return r, err
+}
+
+// trainOn trains cadence cd's epochs on dev and measures them. Tensor math panics (out
+// of memory, no kernels) reach train through demo.Try; the releases run on the way.
+func trainOn(c config, cd cadence, dev device.Device, a *alloc.Allocator, meta bool) (row, error) {
 	compute := c.compute
 	if c.auto && meta {
 		compute = time.Duration(c.flops() / (fp32TFLOPS * 1e12) * float64(time.Second))
@@ -208,98 +207,58 @@ func train(c config, cd cadence) (row, error) {
 		return row{}, err
 	}
 	defer opt.Release()
-	batch := newBatches(c)
 
 	r := row{cadence: cd, meta: meta, compute: compute * time.Duration(c.epochs*c.steps-1), low: -1}
 	for i := 0; i < c.epochs*c.steps; i++ {
-		before := a.Stats()
-		clock := driverTime(dev)
+		a.ResetPeakStats() // the peak is this step's, whatever the device saw before
+		before := demo.Read(a)
+		clock := demo.DriverTime(dev)
 		start := time.Now()
-		x, labels := batch.next()
-		step(dev, model, opt, x, labels)
+		step(c, dev, gen, model, opt)
 		if (cd.every > 0 && (i+1)%cd.every == 0) || (cd.atEpoch && (i+1)%c.steps == 0) {
 			if err := a.EmptyCache(); err != nil {
 				return r, err
 			}
 		}
 		host := time.Since(start)
-		st := a.Stats()
+		m := demo.Read(a)
 		if i == 0 {
-			r.firstAllocs = st.NumDeviceAlloc - before.NumDeviceAlloc
+			r.firstAllocs = m.DeviceAllocs - before.DeviceAllocs
 			continue
 		}
 		r.steps++
 		r.host += host
-		r.driver += driverTime(dev) - clock
-		r.allocs += st.NumDeviceAlloc - before.NumDeviceAlloc
-		r.frees += st.NumDeviceFree - before.NumDeviceFree
-		reserved := st.ReservedBytes[alloc.StatAll].Current
-		r.peak = max(r.peak, st.ReservedBytes[alloc.StatAll].Peak)
-		if r.low < 0 || reserved < r.low {
-			r.low = reserved
+		r.driver += demo.DriverTime(dev) - clock
+		r.allocs += m.DeviceAllocs - before.DeviceAllocs
+		r.frees += m.DeviceFrees - before.DeviceFrees
+		r.peak = max(r.peak, m.PeakReserved)
+		if r.low < 0 || m.Reserved < r.low {
+			r.low = m.Reserved
 		}
-		a.ResetPeakStats()
 	}
 	r.step = r.compute + r.driver
 	if !meta {
 		r.step += r.host
 	}
 	r.params, r.state = nn.ParameterBytes(model), opt.StateBytes()
-	r.left = a.Stats().RequestedBytes[alloc.StatAll].Current
+	r.left = demo.Read(a).Requested
 	if r.left != r.params+r.state {
 		return r, fmt.Errorf("after training the allocator holds %d bytes, not parameters %d + Adam state %d: something leaked", r.left, r.params, r.state)
 	}
 	opt.Release()
 	model.Release()
-	return r, exdevice.Drained(a)
+	return r, demo.Drain(a)
 }
 
-// driverTime is the simulated driver's clock, 0 on a device whose driver calls take
-// real time (they are in the wall-clock time).
-func driverTime(dev device.Device) time.Duration {
-	if d, ok := dev.(*sim.Device); ok {
-		return d.Elapsed()
-	}
-	return 0
-}
-
-// step is one training step; the batch is bound into the step's scope, which closes
-// before the optimizer steps.
-func step(dev device.Device, model nn.Module, opt optim.Optimizer, x []float32, labels []int64) {
-	s := tensor.NewScope()
-	n := len(labels)
-	xt := tensor.FromSlice(s, dev, dtype.F32, x, n, len(x)/n)
-	lt := tensor.FromSlice(s, dev, dtype.I64, labels)
-	nn.CrossEntropyLoss{}.Loss(model.Forward(xt), lt).Backward()
+// step is one training step on a batch of random samples drawn by gen in the step's
+// scope, which closes before the optimizer steps.
+func step(c config, dev device.Device, gen *tensor.Generator, model nn.Module, opt optim.Optimizer) {
+	s := tensor.NewScope(tensor.WithGenerator(gen))
+	x, labels := toy.Random(s, dev, c.batch, c.sizes[0], c.sizes[len(c.sizes)-1])
+	nn.CrossEntropyLoss{}.Loss(model.Forward(x), labels).Backward()
 	s.Close()
 	opt.Step()
 	opt.ZeroGrad(true)
-}
-
-// batches draws seeded batches: standard-normal-ish inputs and labels in range.
-type batches struct {
-	x      []float32
-	labels []int64
-	state  uint64
-	in     int
-	out    int
-}
-
-func newBatches(c config) *batches {
-	return &batches{x: make([]float32, c.batch*c.sizes[0]), labels: make([]int64, c.batch),
-		state: c.seed, in: c.sizes[0], out: c.sizes[len(c.sizes)-1]}
-}
-
-func (b *batches) next() ([]float32, []int64) {
-	for i := range b.x {
-		b.state = b.state*6364136223846793005 + 1442695040888963407
-		b.x[i] = float32(int64(b.state>>40)-(1<<23)) / (1 << 23)
-	}
-	for i := range b.labels {
-		b.state = b.state*6364136223846793005 + 1442695040888963407
-		b.labels[i] = int64((b.state >> 33) % uint64(b.out))
-	}
-	return b.x, b.labels
 }
 
 // report prints the table and what it shows.

@@ -21,20 +21,19 @@ package main
 import (
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
-	"strings"
 
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/examples/internal/demo"
-	"github.com/subletml/sublet/examples/internal/exflag"
+	"github.com/subletml/sublet/examples/internal/toy"
+	"github.com/subletml/sublet/internal/units"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() { os.Exit(exflag.Status("leaks", run(os.Args[1:], os.Stdout), os.Stderr)) }
+func main() { os.Exit(demo.Status("leaks", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 // config is what the flags set.
 type config struct {
@@ -48,12 +47,13 @@ type config struct {
 
 func parseFlags(args []string, out io.Writer) (config, error) {
 	c := config{sizes: []int{64, 256, 256, 10}}
-	fs := demo.Flags("leaks", out, &c.device, "cpu")
+	fs := demo.Flags("leaks", out)
+	demo.DeviceFlag(fs, &c.device, "cpu")
 	fs.IntVar(&c.iterations, "iterations", 5, "iterations of each loop")
 	fs.IntVar(&c.size, "size", 1000, "the seed's x is size × size floats")
 	fs.IntVar(&c.batch, "batch", 128, "batch size of the evaluation loop (MLP 64-256-256-10)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the data and the parameters")
-	if err := exflag.Parse(fs, args); err != nil {
+	if err := demo.Parse(fs, args); err != nil {
 		return c, err
 	}
 	if c.iterations < 2 || c.size < 1 || c.batch < 1 {
@@ -212,26 +212,12 @@ func fixedInput(dev device.Device, gen *tensor.Generator, size, n int, bind bool
 	}
 }
 
-// batch is one evaluation batch on the host.
-type batch struct {
-	x      []float32
-	labels []int64
-}
-
 // newBatches draws n batches of standard normal inputs and uniform labels.
-func newBatches(c config, n int) []batch {
-	r := rand.New(rand.NewPCG(c.seed, 7))
-	in, classes := c.sizes[0], c.sizes[len(c.sizes)-1]
-	bs := make([]batch, n)
+func newBatches(c config, n int) []toy.Dataset {
+	rest := toy.Noise(c.seed, n*c.batch, c.sizes[0], c.sizes[len(c.sizes)-1])
+	bs := make([]toy.Dataset, n)
 	for i := range bs {
-		b := batch{x: make([]float32, c.batch*in), labels: make([]int64, c.batch)}
-		for j := range b.x {
-			b.x[j] = float32(r.NormFloat64())
-		}
-		for j := range b.labels {
-			b.labels[j] = int64(r.IntN(classes))
-		}
-		bs[i] = b
+		bs[i], rest = rest.Split(c.batch)
 	}
 	return bs
 }
@@ -245,12 +231,11 @@ type evalVariant struct {
 
 // evalLoops sum model's loss over batches four ways, each iteration in a scope of its
 // own (the fix of the seed's loop is in place: what leaks here leaks through the graph).
-func evalLoops(dev device.Device, model nn.Module, batches []batch, hasData bool) []evalVariant {
+func evalLoops(dev device.Device, model nn.Module, batches []toy.Dataset, hasData bool) []evalVariant {
 	// loss is the loss of b, computed in s.
-	loss := func(s *tensor.Scope, b batch) *tensor.Tensor {
-		n := len(b.labels)
-		x := tensor.FromSlice(s, dev, dtype.F32, b.x, n, len(b.x)/n)
-		return nn.CrossEntropyLoss{}.Loss(model.Forward(x), tensor.FromSlice(s, dev, dtype.I64, b.labels))
+	loss := func(s *tensor.Scope, b toy.Dataset) *tensor.Tensor {
+		x := tensor.FromSlice(s, dev, dtype.F32, b.X, b.Len(), b.Dim)
+		return nn.CrossEntropyLoss{}.Loss(model.Forward(x), tensor.FromSlice(s, dev, dtype.I64, b.Labels))
 	}
 	value := func(t *tensor.Tensor) float64 {
 		if !hasData {
@@ -304,14 +289,10 @@ func report(out io.Writer, c config, dev device.Device, r result, hasData bool) 
 	if !hasData {
 		fmt.Fprintf(out, "%s keeps no data: ops allocate their results and compute nothing, so the memory is real and the losses are not computed\n", dev.Name())
 	}
-	fmt.Fprintf(out, "\nthe seed's loop: x = randn(%d, %d); y = x * 2 (x is %s)\n", c.size, c.size, demo.Bytes(int64(c.size*c.size*4)))
+	fmt.Fprintf(out, "\nthe seed's loop: x = randn(%d, %d); y = x * 2 (x is %s)\n", c.size, c.size, units.Bytes(int64(c.size*c.size*4)))
 	table(out, c.iterations, r.seed)
-	widths := make([]string, len(c.sizes))
-	for i, w := range c.sizes {
-		widths[i] = fmt.Sprint(w)
-	}
 	fmt.Fprintf(out, "\nsumming the loss of an evaluation loop, MLP %s (%s of parameters), batch %d, a scope per iteration:\n",
-		strings.Join(widths, "-"), demo.Bytes(r.params), c.batch)
+		units.JoinInts(c.sizes, "-"), units.Bytes(r.params), c.batch)
 	table(out, c.iterations, r.accumulate)
 	if hasData {
 		fmt.Fprintf(out, "the sums agree: %.4f (kept graphs), %.4f (Detach), %.4f (NoGrad), %.4f (Item)\n", r.totals[0], r.totals[1], r.totals[2], r.totals[3])
@@ -330,11 +311,14 @@ func table(out io.Writer, iterations int, loops []loop) {
 	for _, l := range loops {
 		row := []string{l.name}
 		for _, m := range l.after {
-			row = append(row, demo.Bytes(m))
+			row = append(row, units.Bytes(m))
 		}
 		growth := "uneven"
 		if g, ok := l.growth(); ok {
-			growth = demo.Growth(g)
+			growth = units.Bytes(g)
+			if g > 0 {
+				growth = "+" + growth
+			}
 		}
 		rows = append(rows, append(row, growth))
 	}

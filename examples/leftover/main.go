@@ -30,13 +30,13 @@ import (
 	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/examples/internal/demo"
-	"github.com/subletml/sublet/examples/internal/exflag"
+	"github.com/subletml/sublet/internal/units"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() { os.Exit(exflag.Status("leftover", run(os.Args[1:], os.Stdout), os.Stderr)) }
+func main() { os.Exit(demo.Status("leftover", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 // h200Occupied is total − free at the start of torch_replay.py on the H200
 // (testdata/oracle: 150109880320 − 145973837824): PyTorch's CUDA context and libraries.
@@ -53,14 +53,15 @@ type config struct {
 
 func parseFlags(args []string, out io.Writer) (config, error) {
 	var c config
-	fs := demo.Flags("leftover", out, &c.device, "sim")
+	fs := demo.Flags("leftover", out)
+	demo.DeviceFlag(fs, &c.device, "sim")
 	fs.Int64Var(&c.occupied, "occupied", h200Occupied, "bytes of the simulated GPU held by others from the start (the CUDA context)")
 	fs.IntVar(&c.width, "width", 4096, "width of the MLP's layers")
 	fs.IntVar(&c.layers, "layers", 4, "Linear layers")
 	fs.IntVar(&c.batch, "batch", 4096, "batch size")
 	fs.IntVar(&c.steps, "steps", 3, "training steps")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the parameters and the data")
-	if err := exflag.Parse(fs, args); err != nil {
+	if err := demo.Parse(fs, args); err != nil {
 		return c, err
 	}
 	if c.occupied < 0 || c.width < 1 || c.layers < 1 || c.batch < 1 || c.steps < 1 {
@@ -80,27 +81,13 @@ type moment struct {
 // processes, other allocators.
 func (m moment) others() int64 { return m.total - m.free - m.reserved }
 
-// open opens the device: a simulated H200 with c.occupied held by others, or what
-// demo.Open gives for the other names.
-func open(c config) (device.Device, *alloc.Allocator, bool, error) {
-	if c.device != "sim" && c.device != "sim-backed" {
-		return demo.Open(c.device)
-	}
-	dev, err := sim.New(sim.Options{Occupied: c.occupied, Backing: c.device == "sim-backed"})
-	if err != nil {
-		return nil, nil, false, err
-	}
-	a, err := alloc.For(dev)
-	return dev, a, c.device == "sim-backed", err
-}
-
 // run parses args, lives through the moments and prints them.
 func run(args []string, out io.Writer) error {
 	c, err := parseFlags(args, out)
 	if err != nil {
 		return err
 	}
-	dev, a, hasData, err := open(c)
+	dev, a, hasData, err := demo.OpenWith(c.device, sim.Options{Occupied: c.occupied})
 	if err != nil {
 		return err
 	}
@@ -183,16 +170,26 @@ func live(c config, dev device.Device, a *alloc.Allocator, hasData bool) ([]mome
 
 func report(out io.Writer, c config, dev device.Device, ms []moment) {
 	fmt.Fprintf(out, "sublet examples/leftover on %s (%s): MLP of %d × Linear(%d→%d), Adam, batch %d\n",
-		dev.Name(), demo.Bytes(ms[0].total), c.layers, c.width, c.width, c.batch)
+		dev.Name(), units.Bytes(ms[0].total), c.layers, c.width, c.width, c.batch)
 	rows := [][]string{}
 	for _, m := range ms {
-		rows = append(rows, []string{m.name, demo.Bytes(m.free), demo.Bytes(m.reserved), demo.Bytes(m.allocated), demo.Bytes(m.others())})
+		rows = append(rows, []string{m.name, units.Bytes(m.free), units.Bytes(m.reserved), units.Bytes(m.allocated), units.Bytes(m.others())})
 	}
 	demo.Table(out, "  ", []string{"after", "device free", "reserved (cache)", "allocated", "held by others (context)"}, rows)
 	first, last := ms[0], ms[len(ms)-1]
 	released := ms[len(ms)-2]
 	fmt.Fprintf(out, "released, the tensors left %s reserved in the cache: the driver still counted it used (free %s) until EmptyCache\n",
-		demo.Bytes(released.reserved), demo.Bytes(released.free))
-	fmt.Fprintf(out, "after EmptyCache the device has %s free, as when it was opened (%s); %s stays used by others: the context's share, which only the end of the process returns\n",
-		demo.Bytes(last.free), demo.Bytes(first.free), demo.Bytes(last.others()))
+		units.Bytes(released.reserved), units.Bytes(released.free))
+	if last.free == first.free {
+		fmt.Fprintf(out, "after EmptyCache the device has %s free, as when it was opened (%s); %s stays used by others: the context's share, which only the end of the process returns\n",
+			units.Bytes(last.free), units.Bytes(first.free), units.Bytes(last.others()))
+		return
+	}
+	// On a GPU other processes come and go while this one runs.
+	change, how, who := first.free-last.free, "less", "others took it"
+	if change < 0 {
+		change, how, who = -change, "more", "others gave it back"
+	}
+	fmt.Fprintf(out, "after EmptyCache the device has %s free, %s %s than when it was opened (%s): %s meanwhile; %s is used by others\n",
+		units.Bytes(last.free), units.Bytes(change), how, units.Bytes(first.free), who, units.Bytes(last.others()))
 }

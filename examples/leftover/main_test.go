@@ -15,7 +15,7 @@ import (
 func moments(t *testing.T, args ...string) (config, []moment) {
 	c, err := parseFlags(args, io.Discard)
 	require.NoError(t, err)
-	dev, a, hasData, err := open(c)
+	dev, a, hasData, err := demo.OpenWith(c.device, sim.Options{Occupied: c.occupied})
 	require.NoError(t, err)
 	var ms []moment
 	require.NoError(t, demo.Try(dev, func() error { ms, err = live(c, dev, a, hasData); return err }))
@@ -34,6 +34,8 @@ func TestMemoryAtEachMoment(t *testing.T) {
 	opened, made, trained, failed, released, emptied := ms[0], ms[1], ms[2], ms[3], ms[4], ms[5]
 	assert.Equal(t, sim.DefaultCapacity-c.occupied, opened.free)
 	assert.Equal(t, int64(params), made.allocated)
+	assert.Equal(t, int64(4*64<<20+2<<20), made.reserved, "a 64 MiB segment per weight, the biases in one small segment")
+	assert.Equal(t, int64(1282<<20), trained.reserved, "measured: Adam's state and the steps' activations beside")
 	assert.Equal(t, int64(3*params), trained.allocated, "the parameters and Adam's two moments")
 	assert.Equal(t, trained.allocated, failed.allocated, "the failed step left nothing")
 	assert.Equal(t, trained.reserved, failed.reserved)
@@ -67,4 +69,21 @@ func TestBadFlags(t *testing.T) {
 		assert.Error(t, run(args, io.Discard), "%v", args)
 	}
 	assert.Error(t, run([]string{"-occupied", "200000000000"}, io.Discard), "more occupied than the device has")
+}
+
+// On a GPU others' memory can move while the program runs: the report says what it saw
+// instead of "as when it was opened".
+func TestReportOnAChangingDevice(t *testing.T) {
+	dev, _, _, err := demo.Open("sim")
+	require.NoError(t, err)
+	const gib = 1 << 30
+	ms := []moment{
+		{"device opened", 100 * gib, 140 * gib, 0, 0},
+		{"model and optimizer released", 98 * gib, 140 * gib, 1 * gib, 0},
+		{"EmptyCache", 97 * gib, 140 * gib, 0, 0},
+	}
+	var out bytes.Buffer
+	report(&out, config{}, dev, ms)
+	assert.Contains(t, out.String(), "after EmptyCache the device has 97.00 GiB free, 3.00 GiB less than when it was opened (100.00 GiB): others took it meanwhile; 43.00 GiB is used by others\n")
+	assert.NotContains(t, out.String(), "as when it was opened")
 }

@@ -14,7 +14,6 @@ package main
 
 import (
 	"cmp"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -29,23 +28,25 @@ import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/dtype"
-	"github.com/subletml/sublet/examples/internal/exflag"
+	"github.com/subletml/sublet/examples/internal/demo"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/profiler"
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() { os.Exit(exflag.Status("memsnapshot", run(os.Args[1:], os.Stdout), os.Stderr)) }
+func main() { os.Exit(demo.Status("memsnapshot", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 func run(args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("memsnapshot", flag.ContinueOnError)
-	fs.SetOutput(out)
+	fs := demo.Flags("memsnapshot", out)
 	dir := fs.String("out", ".", "folder to write snapshot.pickle, snapshot.html, memory.pb.gz and trace.json into")
 	steps := fs.Int("steps", 3, "training steps")
 	batch := fs.Int("batch", 256, "batch size")
-	if err := fs.Parse(args); err != nil {
+	if err := demo.Parse(fs, args); err != nil {
 		return err
+	}
+	if *steps < 1 || *batch < 1 {
+		return fmt.Errorf("need -steps and -batch ≥ 1")
 	}
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		return err
@@ -61,11 +62,10 @@ func run(args []string, out io.Writer) error {
 	if err := a.RecordHistory(alloc.HistoryOptions{Trace: true, MaxEntries: 10_000}); err != nil {
 		return err
 	}
-	var trainErr error
-	if err := tensor.Try(func() { trainErr = train(dev, a, *steps, *batch, *dir, out) }); err != nil {
+	if err := demo.Try(dev, func() error { return train(dev, a, *steps, *batch, *dir, out) }); err != nil {
 		return err
 	}
-	return trainErr
+	return demo.Drain(a)
 }
 
 func train(dev device.Device, a *alloc.Allocator, steps, batch int, dir string, out io.Writer) error {
@@ -133,7 +133,7 @@ func train(dev device.Device, a *alloc.Allocator, steps, batch int, dir string, 
 		fmt.Fprintf(out, "wrote %s\n", filepath.Join(dir, name))
 	}
 	params, state := nn.ParameterBytes(model), opt.StateBytes()
-	requested := a.Stats().RequestedBytes[alloc.StatAll].Current
+	requested := demo.Read(a).Requested
 	fmt.Fprintf(out, "after training: %d bytes requested = parameters %d + Adam state %d\n", requested, params, state)
 	if requested != params+state {
 		return fmt.Errorf("the allocator holds %d bytes, not parameters + optimizer state = %d: something leaked", requested, params+state)

@@ -85,3 +85,16 @@ func TestMemSnapshot(t *testing.T) {
 	require.NoError(t, json.Unmarshal(tr, &v))
 	assert.NotEmpty(t, v.TraceEvents)
 }
+
+// -steps 0 and -batch 0 "trained" nothing and wrote files of it; positional arguments
+// were ignored.
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{{"-steps", "0"}, {"-batch", "0"}, {"-batch", "-1"}, {"extra"}, {"-nosuchflag"}} {
+		dir := t.TempDir()
+		var out bytes.Buffer
+		assert.Error(t, run(append([]string{"-out", dir}, args...), &out), "%v", args)
+		files, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		assert.Empty(t, files, "%v: nothing written", args)
+	}
+}

@@ -11,7 +11,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -26,7 +25,7 @@ import (
 	"github.com/subletml/sublet/alloc/memmetrics"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/sim"
-	"github.com/subletml/sublet/examples/internal/exflag"
+	"github.com/subletml/sublet/examples/internal/demo"
 )
 
 func main() {
@@ -36,20 +35,22 @@ func main() {
 	if errors.Is(err, context.Canceled) {
 		err = nil // Ctrl-C ends the service
 	}
-	os.Exit(exflag.Status("metrics", err, os.Stderr))
+	os.Exit(demo.Status("metrics", err, os.Stderr))
 }
 
 // run serves /metrics on -addr, handles -requests requests (forever for 0), prints a
 // summary and serves until ctx ends. served, when not nil, is told the address once
 // the requests are done.
-func run(ctx context.Context, args []string, out io.Writer, served func(addr string)) error {
-	fs := flag.NewFlagSet("metrics", flag.ContinueOnError)
-	fs.SetOutput(out)
+func run(ctx context.Context, args []string, out io.Writer, served func(addr string)) (err error) {
+	fs := demo.Flags("metrics", out)
 	addr := fs.String("addr", "127.0.0.1:9464", "address to serve /metrics on (keep it on loopback unless you mean otherwise)")
 	requests := fs.Int("requests", 200, "requests to serve before idling (0: serve requests until stopped)")
 	capacity := fs.Int64("capacity", 8<<30, "the simulated GPU's memory in bytes")
-	if err := fs.Parse(args); err != nil {
+	if err := demo.Parse(fs, args); err != nil {
 		return err
+	}
+	if *capacity < 1 || *requests < 0 {
+		return fmt.Errorf("need -capacity ≥ 1 and -requests ≥ 0")
 	}
 	d, err := sim.New(sim.Options{Capacity: *capacity})
 	if err != nil {
@@ -76,7 +77,8 @@ func run(ctx context.Context, args []string, out io.Writer, served func(addr str
 	if err != nil {
 		return err
 	}
-	defer a.Free(weights)
+	// The end, whichever way: the weights freed and nothing left.
+	defer func() { err = errors.Join(err, a.Free(weights), demo.Drain(a)) }()
 	for i := 0; *requests == 0 || i < *requests; i++ {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -85,10 +87,9 @@ func run(ctx context.Context, args []string, out io.Writer, served func(addr str
 			return fmt.Errorf("request %d: %w", i, err)
 		}
 	}
-	st := a.Stats()
+	m := demo.Read(a)
 	fmt.Fprintf(out, "served %d requests: allocated %d bytes (the weights), reserved %d, peak reserved %d, %d segments, %d OOMs\n",
-		*requests, st.AllocatedBytes[alloc.StatAll].Current, st.ReservedBytes[alloc.StatAll].Current,
-		st.ReservedBytes[alloc.StatAll].Peak, st.Segment[alloc.StatAll].Current, st.NumOOMs)
+		*requests, m.Allocated, m.Reserved, m.PeakReserved, a.Stats().Segment[alloc.StatAll].Current, m.OOMs)
 	if served != nil {
 		served(ln.Addr().String())
 	}

@@ -62,3 +62,16 @@ func TestScrapeOverLoopback(t *testing.T) {
 	assert.Contains(t, string(body), "# TYPE sublet_allocated_bytes_all_current gauge")
 	assert.Contains(t, out.String(), "served 50 requests: allocated 536870912 bytes (the weights), reserved 719323136, peak reserved 719323136, 10 segments, 0 OOMs\n")
 }
+
+// A capacity of 0 served on sim's default 139.80 GiB; positional arguments were ignored.
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{{"-capacity", "0"}, {"-capacity", "-1"}, {"-requests", "-1"}, {"extra"}, {"-nosuchflag"}} {
+		var out bytes.Buffer
+		ctx, cancel := context.WithCancel(context.Background())
+		err := run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), &out, func(string) { cancel() })
+		cancel()
+		assert.Error(t, err, "%v", args)
+		assert.NotErrorIs(t, err, context.Canceled, "%v: refused, not served until stopped", args)
+		assert.NotContains(t, out.String(), "serving", "%v: nothing is served", args)
+	}
+}

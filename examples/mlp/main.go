@@ -11,19 +11,16 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"strings"
 
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
-	"github.com/subletml/sublet/device/named"
 	"github.com/subletml/sublet/dtype"
-	"github.com/subletml/sublet/examples/internal/exflag"
+	"github.com/subletml/sublet/examples/internal/demo"
 	"github.com/subletml/sublet/examples/internal/toy"
 	"github.com/subletml/sublet/internal/units"
 	"github.com/subletml/sublet/nn"
@@ -31,7 +28,7 @@ import (
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() { os.Exit(exflag.Status("mlp", run(os.Args[1:], os.Stdout), os.Stderr)) }
+func main() { os.Exit(demo.Status("mlp", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 // config is what the flags set.
 type config struct {
@@ -51,9 +48,8 @@ type config struct {
 
 func parseFlags(args []string, out io.Writer) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("mlp", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.StringVar(&c.device, "device", "cpu", "cpu, sim-backed (a simulated GPU with data), sim (a simulated GPU without data: memory only) or cuda[:N]")
+	fs := demo.Flags("mlp", out)
+	demo.DeviceFlag(fs, &c.device, "cpu")
 	fs.IntVar(&c.samples, "samples", 3000, "points in the data set (a fifth of them held out for testing)")
 	fs.IntVar(&c.classes, "classes", 3, "spiral arms (classes)")
 	hidden := fs.String("hidden", "128,128", "hidden layer widths, comma-separated")
@@ -65,11 +61,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.Float64Var(&c.weightDecay, "weight-decay", 0, "weight decay (0 for adamw means its default, 0.01)")
 	fs.Float64Var(&c.dropout, "dropout", 0, "dropout probability after each hidden layer")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the data, the initial parameters, the shuffling and dropout")
-	if err := fs.Parse(args); err != nil {
+	if err := demo.Parse(fs, args); err != nil {
 		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var err error
 	if c.hidden, err = units.ParseInts("-hidden", *hidden); err != nil {
@@ -82,15 +75,6 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		return c, fmt.Errorf("need -lr ≥ 0 and 0 ≤ -dropout < 1")
 	}
 	return c, nil
-}
-
-// openDevice opens the device the flag names.
-func openDevice(name string) (device.Device, error) {
-	d, err := named.Open(name)
-	if err != nil && strings.HasPrefix(name, "cuda") {
-		return nil, fmt.Errorf("%w (no usable NVIDIA GPU here: use -device cpu, sim-backed or sim)", err)
-	}
-	return d, err
 }
 
 // newOptimizer makes the optimizer the flags name; a learning rate of 0 takes the
@@ -125,24 +109,16 @@ func run(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	dev, err := openDevice(c.device)
+	dev, a, hasData, err := demo.Open(c.device)
 	if err != nil {
 		return err
 	}
-	a, err := alloc.For(dev)
-	if err != nil {
-		return err
-	}
-	var trainErr error
-	if err = tensor.Try(func() { trainErr = train(c, dev, a, stdout) }); err == nil {
-		err = trainErr
-	}
-	return err
+	return demo.Try(dev, func() error { return train(c, dev, a, hasData, stdout) })
 }
 
 // train trains the model and prints the report. Tensor math panics (out of memory, no
-// kernels) reach run through tensor.Try; the deferred releases run on the way.
-func train(c config, dev device.Device, a *alloc.Allocator, out io.Writer) error {
+// kernels) reach run through demo.Try; the deferred releases run on the way.
+func train(c config, dev device.Device, a *alloc.Allocator, hasData bool, out io.Writer) error {
 	data := toy.Spirals(c.seed, c.samples, c.classes)
 	trainSet, testSet := data.Split(c.samples * 4 / 5)
 	sizes := append(append([]int{data.Dim}, c.hidden...), c.classes)
@@ -154,7 +130,6 @@ func train(c config, dev device.Device, a *alloc.Allocator, out io.Writer) error
 		return err
 	}
 	defer opt.Release()
-	hasData := nn.Parameters(model)[0].Storage().Residency() != device.Meta
 
 	params := nn.ParameterBytes(model)
 	fmt.Fprintf(out, "sublet examples/mlp: %d spiral arms, %d points (%d train, %d test), MLP %s (%d parameters, %s), %s %s, batch %d, %d epochs on %s\n",
@@ -179,17 +154,17 @@ func train(c config, dev device.Device, a *alloc.Allocator, out io.Writer) error
 		}
 		var testLoss float64
 		testLoss, acc = evaluate(dev, model, testSet, hasData)
-		st := a.Stats()
+		m := demo.Read(a)
 		fmt.Fprintf(out, "epoch %3d/%d  %s  %s  allocated %s (peak %s)  reserved %s\n", epoch, c.epochs,
 			figure("loss", sum/float64(steps), hasData), figure("test loss", testLoss, hasData)+"  "+figure("test accuracy", acc, hasData),
-			units.Bytes(st.AllocatedBytes[alloc.StatAll].Current), units.Bytes(st.AllocatedBytes[alloc.StatAll].Peak), units.Bytes(st.ReservedBytes[alloc.StatAll].Current))
+			units.Bytes(m.Allocated), units.Bytes(m.PeakAllocated), units.Bytes(m.Reserved))
 	}
 	if hasData {
 		fmt.Fprintf(out, "final test accuracy %.3f (chance %.3f)\n", acc, 1/float64(c.classes))
 	}
 
 	state := opt.StateBytes()
-	requested := a.Stats().RequestedBytes[alloc.StatAll].Current
+	requested := demo.Read(a).Requested
 	fmt.Fprintf(out, "after training: %d bytes requested = parameters %d + %s state %d (gradients dropped by ZeroGrad(true), activations by their scopes)\n",
 		requested, params, c.optimizer, state)
 	if requested != params+state {
@@ -209,12 +184,10 @@ func train(c config, dev device.Device, a *alloc.Allocator, out io.Writer) error
 
 	opt.Release()
 	model.Release()
-	if err := a.EmptyCache(); err != nil {
+	if err := demo.Drain(a); err != nil {
 		return err
 	}
-	st := a.Stats()
-	fmt.Fprintf(out, "after releasing the model and the optimizer and emptying the cache: %d bytes allocated, %d reserved\n",
-		st.AllocatedBytes[alloc.StatAll].Current, st.ReservedBytes[alloc.StatAll].Current)
+	fmt.Fprintln(out, "after releasing the model and the optimizer and emptying the cache: 0 bytes allocated, 0 reserved")
 	return nil
 }
 

@@ -22,20 +22,20 @@ import (
 	"math/rand/v2"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/examples/internal/demo"
-	"github.com/subletml/sublet/examples/internal/exflag"
+	"github.com/subletml/sublet/examples/internal/toy"
+	"github.com/subletml/sublet/internal/units"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() { os.Exit(exflag.Status("monitor", run(os.Args[1:], os.Stdout), os.Stderr)) }
+func main() { os.Exit(demo.Status("monitor", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 const mib = 1 << 20
 
@@ -51,7 +51,8 @@ type config struct {
 
 func parseFlags(args []string, out io.Writer) (config, error) {
 	var c config
-	fs := demo.Flags("monitor", out, &c.device, "cpu")
+	fs := demo.Flags("monitor", out)
+	demo.DeviceFlag(fs, &c.device, "cpu")
 	fs.IntVar(&c.features, "features", 32, "input features")
 	fs.IntVar(&c.hidden, "hidden", 256, "width of the two hidden layers")
 	fs.IntVar(&c.batch, "batch", 256, "batch size")
@@ -60,7 +61,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.Float64Var(&c.thresholdMiB, "threshold", 8, "alert when more than this many MiB are allocated")
 	fs.DurationVar(&c.every, "every", time.Millisecond, "the monitor goroutine's sampling interval (0: no goroutine, a sample after each step)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the data and the parameters")
-	if err := exflag.Parse(fs, args); err != nil {
+	if err := demo.Parse(fs, args); err != nil {
 		return c, err
 	}
 	if c.features < 1 || c.hidden < 1 || c.batch < 1 || c.steps < 1 || c.leakFrom < 0 || !(c.thresholdMiB > 0) || c.every < 0 {
@@ -79,7 +80,6 @@ type result struct {
 	stopped     int
 	held, after int64
 	threshold   int64
-	leakPerStep int64
 }
 
 // run parses args, trains under the monitor and prints what it saw.
@@ -112,8 +112,8 @@ func train(c config, dev device.Device, a *alloc.Allocator, hasData bool) (resul
 	}
 	defer opt.Release()
 
-	var step atomic.Int64
-	mon := newMonitor(a, r.threshold, &step)
+	var loop progress
+	mon := newMonitor(a, r.threshold, &loop)
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	if c.every > 0 {
@@ -125,10 +125,10 @@ func train(c config, dev device.Device, a *alloc.Allocator, hasData bool) (resul
 	kept := tensor.NewScope() // where the leaking loop keeps its total
 	defer kept.Close()
 	var total *tensor.Tensor
-	teacher := demo.NewTeacher(c.seed, c.features, 10)
+	teacher := toy.NewTeacher(c.seed, c.features, 10)
 	data := rand.New(rand.NewPCG(c.seed, 5))
 	for i := 1; i <= c.steps; i++ {
-		step.Store(int64(i))
+		loop.begin(int64(i))
 		x, labels := teacher.Batch(data, c.batch)
 		s := kept.Child()
 		loss := nn.CrossEntropyLoss{}.Loss(model.Forward(tensor.FromSlice(s, dev, dtype.F32, x, c.batch, c.features)), tensor.FromSlice(s, dev, dtype.I64, labels))
@@ -149,6 +149,7 @@ func train(c config, dev device.Device, a *alloc.Allocator, hasData bool) (resul
 		if i == 1 {
 			r.held = demo.Read(a).Requested
 		}
+		loop.end(demo.Read(a).Allocated)
 		if c.every == 0 {
 			mon.take()
 		}
@@ -166,7 +167,7 @@ func train(c config, dev device.Device, a *alloc.Allocator, hasData bool) (resul
 }
 
 func report(out io.Writer, c config, dev device.Device, r result) {
-	fmt.Fprintf(out, "sublet examples/monitor on %s: MLP %d-%d-%d-10, batch %d; alert over %s allocated", dev.Name(), c.features, c.hidden, c.hidden, c.batch, demo.Bytes(r.threshold))
+	fmt.Fprintf(out, "sublet examples/monitor on %s: MLP %d-%d-%d-10, batch %d; alert over %s allocated", dev.Name(), c.features, c.hidden, c.hidden, c.batch, units.Bytes(r.threshold))
 	if c.leakFrom > 0 {
 		fmt.Fprintf(out, "; from step %d the loop keeps each step's loss tensor (a leak)", c.leakFrom)
 	}
@@ -182,12 +183,12 @@ func report(out io.Writer, c config, dev device.Device, r result) {
 		if i%stride != 0 && i != len(r.samples)-1 {
 			continue
 		}
-		rows = append(rows, []string{s.at.Round(time.Microsecond).String(), fmt.Sprint(s.step), demo.Bytes(s.mem.Allocated), demo.Bytes(s.mem.Reserved), demo.Bytes(s.mem.PeakAllocated)})
+		rows = append(rows, []string{s.at.Round(time.Microsecond).String(), fmt.Sprint(s.step), units.Bytes(s.mem.Allocated), units.Bytes(s.mem.Reserved), units.Bytes(s.mem.PeakAllocated)})
 	}
 	demo.Table(out, "  ", []string{"at", "step", "allocated", "reserved", "peak allocated"}, rows)
 	for _, al := range r.alerts {
-		fmt.Fprintf(out, "ALERT at %v, step %d: %s allocated, over the threshold of %s (growing %s a step)\n",
-			al.at.Round(time.Microsecond), al.step, demo.Bytes(al.mem.Allocated), demo.Bytes(al.threshold), demo.Bytes(al.perStep))
+		fmt.Fprintf(out, "ALERT at %v, step %d: %s allocated, over the threshold of %s (the last step completed grew it by %s)\n",
+			al.at.Round(time.Microsecond), al.step, units.Bytes(al.mem.Allocated), units.Bytes(al.threshold), units.Bytes(al.perStep))
 	}
 	if len(r.alerts) > 0 {
 		fmt.Fprintf(out, "the loop stopped at step %d on the alert; ", r.stopped)

@@ -61,6 +61,11 @@ func TestTheGoroutineRaisesTheAlert(t *testing.T) {
 	assert.Less(t, r.stopped, 1000)
 	assert.GreaterOrEqual(t, int64(r.stopped), r.alerts[0].step)
 	assert.Equal(t, r.held, r.after)
+	// The growth it reports is the last completed step's, exactly, wherever in a step
+	// the sample fell: what the same loop grows by a step when sampled after each.
+	each := trainWith(t, "-every", "0", "-batch", "64", "-threshold", "2", "-leak-from", "5")
+	require.NotEmpty(t, each.alerts)
+	assert.Equal(t, each.alerts[0].perStep, r.alerts[0].perStep)
 }
 
 func TestRunPrints(t *testing.T) {

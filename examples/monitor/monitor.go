@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/subletml/sublet/alloc"
@@ -17,11 +16,46 @@ type sample struct {
 	mem  demo.Memory
 }
 
-// alert is a sample over the threshold, with the growth per step since the last sample
-// of an earlier step.
+// alert is a sample over the threshold, with the growth of the last step the loop
+// completed before it (0 before two had).
 type alert struct {
 	sample
 	threshold, perStep int64
+}
+
+// progress is what the training loop tells the monitor: the step under way, and the
+// bytes allocated at the end of each step it completed. Between steps a leak shows
+// alone; a sample within a step also counts the step's activations, which come and go.
+type progress struct {
+	mu sync.Mutex
+	// step is the step under way; ended[i] the bytes allocated at the end of step i+1.
+	// Guarded by mu.
+	step  int64
+	ended []int64
+}
+
+// begin says step i has started.
+func (p *progress) begin(i int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.step = i
+}
+
+// end says the step under way has ended with allocated bytes allocated.
+func (p *progress) end(allocated int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ended = append(p.ended, allocated)
+}
+
+// now returns the step under way and the growth of the last completed step.
+func (p *progress) now() (step, growth int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.ended); n >= 2 {
+		growth = p.ended[n-1] - p.ended[n-2]
+	}
+	return p.step, growth
 }
 
 // monitor samples an allocator's statistics, from its own goroutine (run) or at the
@@ -32,8 +66,8 @@ type monitor struct {
 	a         *alloc.Allocator
 	threshold int64
 	started   time.Time
-	// step is the training loop's current step, set by the loop.
-	step *atomic.Int64
+	// loop is what the training loop tells of its progress.
+	loop *progress
 	// alerts receives each alert; it is buffered and never blocks take (an alert no
 	// one received in time is dropped from the channel, not from alerted).
 	alerts chan alert
@@ -46,25 +80,20 @@ type monitor struct {
 	over    bool
 }
 
-func newMonitor(a *alloc.Allocator, threshold int64, step *atomic.Int64) *monitor {
-	return &monitor{a: a, threshold: threshold, started: time.Now(), step: step, alerts: make(chan alert, 16)}
+func newMonitor(a *alloc.Allocator, threshold int64, loop *progress) *monitor {
+	return &monitor{a: a, threshold: threshold, started: time.Now(), loop: loop, alerts: make(chan alert, 16)}
 }
 
 // take samples the allocator now.
 func (m *monitor) take() {
-	s := sample{at: time.Since(m.started), step: m.step.Load(), mem: demo.Read(m.a)}
+	step, growth := m.loop.now()
+	s := sample{at: time.Since(m.started), step: step, mem: demo.Read(m.a)}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.samples = append(m.samples, s)
 	over := s.mem.Allocated > m.threshold
 	if over && !m.over {
-		al := alert{sample: s, threshold: m.threshold}
-		for i := len(m.samples) - 2; i >= 0; i-- {
-			if p := m.samples[i]; p.step < s.step {
-				al.perStep = (s.mem.Allocated - p.mem.Allocated) / (s.step - p.step)
-				break
-			}
-		}
+		al := alert{sample: s, threshold: m.threshold, perStep: growth}
 		m.alerted = append(m.alerted, al)
 		select {
 		case m.alerts <- al:

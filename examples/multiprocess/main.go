@@ -5,7 +5,6 @@ package main
 import (
 	"bufio"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,7 +17,7 @@ import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/cuda"
 	"github.com/subletml/sublet/device/named"
-	"github.com/subletml/sublet/examples/internal/exflag"
+	"github.com/subletml/sublet/examples/internal/demo"
 	"github.com/subletml/sublet/internal/units"
 )
 
@@ -26,7 +25,7 @@ func main() {
 	if os.Getenv(workerEnv) != "" {
 		os.Exit(workerMain(os.Args[1:], os.Stdin, os.Stdout))
 	}
-	os.Exit(exflag.Status("multiprocess", run(os.Args[1:], os.Stdout), os.Stderr))
+	os.Exit(demo.Status("multiprocess", run(os.Args[1:], os.Stdout), os.Stderr))
 }
 
 // config is what the flags set.
@@ -38,13 +37,12 @@ type config struct {
 
 func parseFlags(args []string, out io.Writer) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("multiprocess", flag.ContinueOnError)
-	fs.SetOutput(out)
+	fs := demo.Flags("multiprocess", out)
 	fs.StringVar(&c.device, "device", "sim", "sim (a simulated GPU the processes share through a ledger file), cuda or cuda:N")
 	capacity := fs.String("capacity", "1GiB", "sim: the shared device's memory (bytes, or with KiB, MiB, GiB...)")
 	fs.Float64Var(&c.train, "train", 0.4, "the train worker's memory fraction")
 	fs.Float64Var(&c.serve, "serve", 0.4, "the serve worker's memory fraction")
-	if err := exflag.Parse(fs, args); err != nil {
+	if err := demo.Parse(fs, args); err != nil {
 		return c, err
 	}
 	var err error

@@ -29,9 +29,9 @@ func TestTwoProcessesCleanUp(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, run(nil, &out), "output:\n%s", out.String())
 	s := out.String()
-	assert.Contains(t, s, "before: 1.0 GiB free of 1.0 GiB\n")
-	assert.Regexp(t, `\[serve \d+\] filled its cache: 408\.0 MiB reserved of the 409\.6 MiB its fraction allows; the fraction refused the next segment before the device was asked\n`, s)
-	assert.Equal(t, 2, count(s, `during: 376\.0 MiB free of 1\.0 GiB; train holds 240\.0 MiB \(its fraction allows 409\.6 MiB\), serve 408\.0 MiB \(allows 409\.6 MiB\)\n`), s)
+	assert.Contains(t, s, "before: 1.00 GiB free of 1.00 GiB\n")
+	assert.Regexp(t, `\[serve \d+\] filled its cache: 408\.00 MiB reserved of the 409\.60 MiB its fraction allows; the fraction refused the next segment before the device was asked\n`, s)
+	assert.Equal(t, 2, count(s, `during: 376\.00 MiB free of 1\.00 GiB; train holds 240\.00 MiB \(its fraction allows 409\.60 MiB\), serve 408\.00 MiB \(allows 409\.60 MiB\)\n`), s)
 
 	// Round 1: a normal exit and SIGTERM, each after its release.
 	assert.Contains(t, s, "train: exit status 0\n")
@@ -41,14 +41,14 @@ func TestTwoProcessesCleanUp(t *testing.T) {
 	assert.Regexp(t, `\[train \d+\] exiting with an error: step 2: alloc: out of memory on sim\. Tried to allocate 24\.00 MiB\. .* 409\.60 MiB allowed;`, s)
 	assert.Contains(t, s, "train: exit status 1\n")
 	assert.Contains(t, s, "serve: killed by signal 9 (killed): no handler runs\n")
-	assert.Contains(t, s, "serve released nothing itself: it left 408.0 MiB in the ledger")
+	assert.Contains(t, s, "serve released nothing itself: it left 408.00 MiB in the ledger")
 
 	// Every release (two of train, one of serve) left nothing.
 	assert.Equal(t, 3, count(s, `released everything: 0 B allocated, 0 B reserved; the ledger holds 0 B for this process \((\d+) device Mallocs, \d+ Frees\)`), s)
 	for _, m := range regexp.MustCompile(`\((\d+) device Mallocs, (\d+) Frees\)`).FindAllStringSubmatch(s, -1) {
 		assert.Equal(t, m[1], m[2], "as many Frees as Mallocs")
 	}
-	assert.Equal(t, 2, count(s, `after: 1\.0 GiB free of 1\.0 GiB, as before: nothing left on the device\n`), s)
+	assert.Equal(t, 2, count(s, `after: 1\.00 GiB free of 1\.00 GiB, as before: nothing left on the device\n`), s)
 }
 
 func count(s, re string) int { return len(regexp.MustCompile(re).FindAllString(s, -1)) }

@@ -6,12 +6,10 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/cuda"
 	"github.com/subletml/sublet/device/sim"
+	"github.com/subletml/sublet/examples/internal/demo"
 	"github.com/subletml/sublet/internal/units"
 )
 
@@ -45,8 +44,7 @@ type worker struct {
 // workerMain is a worker process's main: it returns the exit status.
 func workerMain(args []string, stdin io.Reader, stdout io.Writer) int {
 	var w worker
-	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	fs.SetOutput(stdout)
+	fs := demo.Flags("worker", stdout)
 	fs.StringVar(&w.role, "role", "", "train or serve")
 	fs.Float64Var(&w.fraction, "fraction", 0, "per-process memory fraction")
 	fs.BoolVar(&w.fail, "fail", false, "train: end with an error")
@@ -66,7 +64,7 @@ func workerMain(args []string, stdin io.Reader, stdout io.Writer) int {
 		fmt.Fprintln(stdout, "exiting after SIGTERM")
 		return exitSIGTERM
 	case err != nil:
-		fmt.Fprintf(stdout, "exiting with an error: %s\n", firstLine(err.Error()))
+		fmt.Fprintf(stdout, "exiting with an error: %s\n", demo.FirstLine(err))
 		return 1
 	}
 	fmt.Fprintln(stdout, "exiting normally")
@@ -103,12 +101,11 @@ func (b *blocks) freeFrom(n int) error {
 // to the device, and a check that nothing is left.
 func (b *blocks) release(out io.Writer, dev *ledgerDevice) error {
 	err := errors.Join(b.freeFrom(0), b.a.EmptyCache())
-	st := b.a.Stats()
+	m := demo.Read(b.a)
 	h, lerr := dev.l.read()
 	fmt.Fprintf(out, "released everything: %s allocated, %s reserved; the ledger holds %s for this process (%d device Mallocs, %d Frees)\n",
-		units.Bytes(st.AllocatedBytes[alloc.StatAll].Current), units.Bytes(st.ReservedBytes[alloc.StatAll].Current),
-		units.Bytes(h.bytes[dev.pid]), st.NumDeviceAlloc, st.NumDeviceFree)
-	if n := st.ReservedBytes[alloc.StatAll].Current; err == nil && n != 0 {
+		units.Bytes(m.Allocated), units.Bytes(m.Reserved), units.Bytes(h.bytes[dev.pid]), m.DeviceAllocs, m.DeviceFrees)
+	if n := m.Reserved; err == nil && n != 0 {
 		err = fmt.Errorf("%d bytes still reserved after the release", n)
 	}
 	return errors.Join(err, lerr)
@@ -184,7 +181,7 @@ func (w worker) train(ctx context.Context, stdin io.Reader, out io.Writer, b *bl
 	if err := step(6); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "step 1 done: %s reserved\nready\n", units.Bytes(b.a.Stats().ReservedBytes[alloc.StatAll].Current))
+	fmt.Fprintf(out, "step 1 done: %s reserved\nready\n", units.Bytes(demo.Read(b.a).Reserved))
 	if err := waitForGo(ctx, stdin); err != nil {
 		return err
 	}
@@ -218,13 +215,13 @@ func (w worker) serve(ctx context.Context, out io.Writer, b *blocks, block, allo
 			return err
 		}
 	}
-	st := b.a.Stats()
+	reserved := demo.Read(b.a).Reserved
 	by := "the fraction refused the next segment before the device was asked"
 	if oom.Err != nil {
-		by = "the device refused the next segment: " + firstLine(oom.Err.Error())
+		by = "the device refused the next segment: " + demo.FirstLine(oom.Err)
 	}
 	fmt.Fprintf(out, "filled its cache: %s reserved of the %s its fraction allows; %s\n",
-		units.Bytes(st.ReservedBytes[alloc.StatAll].Current), units.Bytes(oom.Allowed), by)
+		units.Bytes(reserved), units.Bytes(oom.Allowed), by)
 	if err := b.freeFrom(4); err != nil {
 		return err
 	}
@@ -257,10 +254,4 @@ func waitForGo(ctx context.Context, stdin io.Reader) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// firstLine is s up to its first newline.
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
 }

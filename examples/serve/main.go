@@ -32,8 +32,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -42,12 +40,12 @@ import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/examples/internal/demo"
-	"github.com/subletml/sublet/examples/internal/exflag"
+	"github.com/subletml/sublet/internal/units"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() { os.Exit(exflag.Status("serve", run(os.Args[1:], os.Stdout), os.Stderr)) }
+func main() { os.Exit(demo.Status("serve", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 const mib = 1 << 20
 
@@ -64,7 +62,8 @@ type config struct {
 
 func parseFlags(args []string, out io.Writer) (config, error) {
 	var c config
-	fs := demo.Flags("serve", out, &c.device, "sim-backed")
+	fs := demo.Flags("serve", out)
+	demo.DeviceFlag(fs, &c.device, "sim-backed")
 	fs.Int64Var(&c.capacityMiB, "capacity", 64, "capacity of a simulated device in MiB")
 	fs.Int64Var(&c.budgetMiB, "budget", 2, "memory the admitted forwards may take together, in MiB (0: half of what the device has free once the model is loaded)")
 	sizes := fs.String("sizes", "64,256,256,10", "the MLP's layer widths: inputs, hidden..., classes")
@@ -74,37 +73,25 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.rounds, "rounds", 2, "rounds of the load test")
 	fs.IntVar(&c.maxRows, "max-rows", 2048, "the load test's requests have 1 to this many rows")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the parameters and the load test's inputs")
-	if err := exflag.Parse(fs, args); err != nil {
+	if err := demo.Parse(fs, args); err != nil {
 		return c, err
 	}
-	for _, w := range strings.Split(*sizes, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(w))
-		if err != nil || n < 1 {
-			return c, fmt.Errorf("-sizes %q: want positive widths separated by commas", *sizes)
-		}
-		c.sizes = append(c.sizes, n)
+	var err error
+	if c.sizes, err = units.ParseLayerSizes("-sizes", *sizes); err != nil {
+		return c, err
 	}
-	if len(c.sizes) < 2 || c.capacityMiB < 0 || c.budgetMiB < 0 || c.clients < 1 || c.requests < 1 || c.rounds < 1 || c.maxRows < 1 {
-		return c, errors.New("need two -sizes at least, -capacity, -budget ≥ 0 and -clients, -requests, -rounds, -max-rows ≥ 1")
+	if c.capacityMiB < 0 || c.budgetMiB < 0 || c.clients < 1 || c.requests < 1 || c.rounds < 1 || c.maxRows < 1 {
+		return c, errors.New("need -capacity, -budget ≥ 0 and -clients, -requests, -rounds, -max-rows ≥ 1")
 	}
 	return c, nil
 }
 
-// open opens the device: a simulated one of the flag's capacity, or what demo.Open
-// gives. The service reads results, so the device must keep data.
+// open opens the device: a simulated one has the flag's capacity. The service answers
+// with the model's values, so the device must keep data.
 func open(c config) (device.Device, *alloc.Allocator, error) {
-	var dev device.Device
-	var a *alloc.Allocator
-	var err error
-	switch c.device {
-	case "sim":
-		return nil, nil, errors.New("-device sim keeps no data and a service answers with values: use sim-backed, cpu or cuda")
-	case "sim-backed":
-		if dev, err = sim.New(sim.Options{Capacity: c.capacityMiB * mib, Backing: true}); err == nil {
-			a, err = alloc.For(dev)
-		}
-	default:
-		dev, a, _, err = demo.Open(c.device)
+	dev, a, hasData, err := demo.OpenWith(c.device, sim.Options{Capacity: c.capacityMiB * mib})
+	if err == nil && !hasData {
+		err = fmt.Errorf("-device %s keeps no data and a service answers with values: use sim-backed, cpu or cuda", c.device)
 	}
 	return dev, a, err
 }
@@ -144,8 +131,8 @@ func run(args []string, out io.Writer) error {
 		return err
 	}
 	_, capacity, _ := dev.MemInfo()
-	fmt.Fprintf(out, "sublet examples/serve on %s (%s): MLP %v, %s of parameters; a forward of n rows is estimated at %s + n × %s; budget %s, so at most %d rows a forward\n",
-		dev.Name(), demo.Bytes(capacity), c.sizes, demo.Bytes(nn.ParameterBytes(model)), demo.Bytes(est.fixed), demo.Bytes(est.perRow), demo.Bytes(budget), srv.maxRows)
+	fmt.Fprintf(out, "sublet examples/serve on %s (%s): MLP %s, %s of parameters; a forward of n rows is estimated at %s + n × %s; budget %s, so at most %d rows a forward\n",
+		dev.Name(), units.Bytes(capacity), units.JoinInts(c.sizes, "-"), units.Bytes(nn.ParameterBytes(model)), units.Bytes(est.fixed), units.Bytes(est.perRow), units.Bytes(budget), srv.maxRows)
 
 	addr := c.listen
 	if addr == "" {
@@ -206,8 +193,8 @@ func loadTest(out io.Writer, c config, url string, srv *server) error {
 			return err
 		}
 		rows = append(rows, []string{fmt.Sprint(i + 1), fmt.Sprint(r.sent), fmt.Sprint(r.statuses[http.StatusOK]), fmt.Sprint(r.sent - r.answered),
-			fmt.Sprint(r.split), fmt.Sprint(r.mem.OOMsCaught - before.OOMsCaught), fmt.Sprint(r.mem.Waits - before.Waits), demo.Bytes(r.mem.Allocated), demo.Bytes(r.mem.Reserved),
-			demo.Bytes(r.mem.PeakReserved), r.took.Round(time.Millisecond).String()})
+			fmt.Sprint(r.split), fmt.Sprint(r.mem.OOMsCaught - before.OOMsCaught), fmt.Sprint(r.mem.Waits - before.Waits), units.Bytes(r.mem.Allocated), units.Bytes(r.mem.Reserved),
+			units.Bytes(r.mem.PeakReserved), r.took.Round(time.Millisecond).String()})
 		if lost := r.sent - r.statuses[http.StatusOK]; lost > 0 || r.wrong > 0 {
 			return fmt.Errorf("round %d: %d of %d requests not answered with 200 (%v), %d answers wrong", i+1, lost, r.sent, r.statuses, r.wrong)
 		}
@@ -222,7 +209,7 @@ func loadTest(out io.Writer, c config, url string, srv *server) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "every request answered; after each round only the parameters are allocated (%s)\nGET /memory: %s\n", demo.Bytes(m.Parameters), js)
+	fmt.Fprintf(out, "every request answered; after each round only the parameters are allocated (%s)\nGET /memory: %s\n", units.Bytes(m.Parameters), js)
 	return nil
 }
 

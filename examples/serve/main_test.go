@@ -14,6 +14,7 @@ import (
 
 	"github.com/subletml/sublet/device/cpu"
 	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/examples/internal/demo"
 	"github.com/subletml/sublet/internal/jsonkeys"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/tensor"
@@ -76,7 +77,6 @@ func TestAnswersAreTheModels(t *testing.T) {
 	est, err := calibrate(c.sizes)
 	require.NoError(t, err)
 	model := nn.NewMLP(nn.Init{Device: dev, Gen: tensor.NewGenerator(c.seed)}, nn.MLPConfig{Sizes: c.sizes})
-	defer model.Release()
 	srv, err := newServer(dev, a, model, c.sizes, est, 1<<20)
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv.handler())
@@ -106,6 +106,9 @@ func TestAnswersAreTheModels(t *testing.T) {
 	}
 	ref.Release()
 	tensortest.RequireEmpty(t, host)
+	assert.Equal(t, nn.ParameterBytes(model), demo.Read(a).Requested, "every forward released what it made")
+	model.Release()
+	require.NoError(t, demo.Drain(a))
 }
 
 func TestBadRequests(t *testing.T) {
@@ -116,7 +119,6 @@ func TestBadRequests(t *testing.T) {
 	est, err := calibrate(c.sizes)
 	require.NoError(t, err)
 	model := nn.NewMLP(nn.Init{Device: dev, Gen: tensor.NewGenerator(1)}, nn.MLPConfig{Sizes: c.sizes})
-	defer model.Release()
 	srv, err := newServer(dev, a, model, c.sizes, est, 1<<20)
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv.handler())
@@ -142,6 +144,8 @@ func TestBadRequests(t *testing.T) {
 
 	_, err = newServer(dev, a, model, c.sizes, est, 100)
 	assert.ErrorContains(t, err, "admits no forward")
+	model.Release()
+	require.NoError(t, demo.Drain(a))
 }
 
 func TestBadFlags(t *testing.T) {

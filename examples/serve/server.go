@@ -13,6 +13,7 @@ import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/examples/internal/demo"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/tensor"
 )
@@ -39,14 +40,14 @@ func calibrate(sizes []int) (estimate, error) {
 	m := nn.NewMLP(nn.Init{Device: dev, Gen: tensor.NewGenerator(1)}, nn.MLPConfig{Sizes: sizes})
 	defer m.Release()
 	peak := func(rows int) (p int64, err error) {
-		base := a.Stats().AllocatedBytes[alloc.StatAll].Current
+		base := demo.Read(a).Allocated
 		a.ResetPeakStats()
 		err = tensor.Try(func() {
 			s := tensor.NewScope(tensor.NoGrad())
 			defer s.Close()
 			m.Forward(s.Zeros(dev, dtype.F32, rows, sizes[0])).Argmax(1)
 		})
-		return a.Stats().AllocatedBytes[alloc.StatAll].Peak - base, err
+		return demo.Read(a).PeakAllocated - base, err
 	}
 	const big = 1024
 	p1, err := peak(1)
@@ -209,16 +210,16 @@ type memory struct {
 }
 
 func (s *server) memory() memory {
-	st := s.a.Stats()
+	m := demo.Read(s.a)
 	_, capacity, _ := s.dev.MemInfo()
 	s.mu.Lock()
 	admitted := s.admitted
 	s.mu.Unlock()
 	return memory{
-		Allocated: st.AllocatedBytes[alloc.StatAll].Current, Requested: st.RequestedBytes[alloc.StatAll].Current, Reserved: st.ReservedBytes[alloc.StatAll].Current,
-		PeakReserved: st.ReservedBytes[alloc.StatAll].Peak, Capacity: capacity, Parameters: nn.ParameterBytes(s.model),
+		Allocated: m.Allocated, Requested: m.Requested, Reserved: m.Reserved,
+		PeakReserved: m.PeakReserved, Capacity: capacity, Parameters: nn.ParameterBytes(s.model),
 		Budget: s.budget, Admitted: admitted, EstimatePerRow: s.est.perRow, MaxRows: int64(s.maxRows),
-		NumAllocRetries: st.NumAllocRetries, NumOOMs: st.NumOOMs,
+		NumAllocRetries: m.Retries, NumOOMs: m.OOMs,
 		Requests: s.requests.Load(), Served: s.served.Load(), Failed: s.failed.Load(), Split: s.split.Load(),
 		OOMsCaught: s.ooms.Load(), Waits: s.waits.Load(),
 	}

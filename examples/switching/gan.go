@@ -7,7 +7,6 @@ import (
 
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
-	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/examples/internal/demo"
 	"github.com/subletml/sublet/nn"
@@ -175,8 +174,8 @@ func trainGAN(c config, dev device.Device, a *alloc.Allocator, hasData bool) (ga
 		a.ResetPeakStats()
 		mo := moment{before: demo.Read(a).Requested}
 		v := step()
-		st := a.Stats()
-		mo.peak, mo.after = st.RequestedBytes[alloc.StatAll].Peak, st.RequestedBytes[alloc.StatAll].Current
+		now := demo.Read(a)
+		mo.peak, mo.after = now.PeakRequested, now.Requested
 		mo.backward = m.backward
 		return mo, v
 	}
@@ -184,7 +183,7 @@ func trainGAN(c config, dev device.Device, a *alloc.Allocator, hasData bool) (ga
 		if err == nil {
 			err = a.EmptyCache() // both runs start from an empty cache
 		}
-		start, driver, began := demo.Read(a), driverTime(dev), time.Now()
+		start, driver, began := demo.Read(a), demo.DriverTime(dev), time.Now()
 		for i := 1; i <= steps; i++ {
 			var ld, lg float64
 			r.d, ld = measure(m.stepD)
@@ -197,7 +196,7 @@ func trainGAN(c config, dev device.Device, a *alloc.Allocator, hasData bool) (ga
 			}
 		}
 		end := demo.Read(a)
-		return cadence{end.DeviceAllocs - start.DeviceAllocs, end.DeviceFrees - start.DeviceFrees, driverTime(dev) - driver, time.Since(began)}
+		return cadence{end.DeviceAllocs - start.DeviceAllocs, end.DeviceFrees - start.DeviceFrees, demo.DriverTime(dev) - driver, time.Since(began)}
 	}
 	r.plain = run(c.steps, 0)
 	r.emptied = run(c.steps, c.every)
@@ -208,12 +207,4 @@ func trainGAN(c config, dev device.Device, a *alloc.Allocator, hasData bool) (ga
 	r.paramsG, r.paramsD = nn.ParameterBytes(m.g), nn.ParameterBytes(m.d)
 	r.stateG, r.stateD = m.optG.StateBytes(), m.optD.StateBytes()
 	return r, nil
-}
-
-// driverTime is the simulated GPU's charged driver time, 0 for other devices.
-func driverTime(dev device.Device) time.Duration {
-	if d, ok := dev.(*sim.Device); ok {
-		return d.Elapsed()
-	}
-	return 0
 }

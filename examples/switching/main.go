@@ -15,8 +15,8 @@
 //     releases them itself and retries, so EmptyCache is not needed for B to fit; it
 //     only gives the memory back to the device sooner, for another process.
 //
-//     go run ./examples/switching                    # cpu: a few seconds
-//     go run ./examples/switching -device sim        # memory only
+//     go run ./examples/switching                    # sim: exact memory, no compute, at once
+//     go run ./examples/switching -device cpu -hidden 256   # the GAN learns: its losses
 //     go run ./examples/switching -steps 500 -hidden 256
 package main
 
@@ -27,10 +27,10 @@ import (
 	"time"
 
 	"github.com/subletml/sublet/examples/internal/demo"
-	"github.com/subletml/sublet/examples/internal/exflag"
+	"github.com/subletml/sublet/internal/units"
 )
 
-func main() { os.Exit(exflag.Status("switching", run(os.Args[1:], os.Stdout), os.Stderr)) }
+func main() { os.Exit(demo.Status("switching", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 const mib = 1 << 20
 
@@ -47,7 +47,8 @@ type config struct {
 
 func parseFlags(args []string, out io.Writer) (config, error) {
 	c := config{a: spec{name: "A", depth: 6, width: 2048, batch: 512}, b: spec{name: "B", depth: 2, width: 4096, batch: 512}}
-	fs := demo.Flags("switching", out, &c.device, "sim")
+	fs := demo.Flags("switching", out)
+	demo.DeviceFlag(fs, &c.device, "sim")
 	fs.IntVar(&c.batch, "batch", 1024, "GAN batch size")
 	fs.IntVar(&c.zdim, "zdim", 8, "the generator's noise dimensions")
 	fs.IntVar(&c.hidden, "hidden", 1024, "width of both GAN networks' two hidden layers")
@@ -61,7 +62,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.b.depth, "b-depth", c.b.depth, "model B's Linear layers")
 	fs.Int64Var(&c.capacityMiB, "capacity", 0, "capacity of part 2's simulated GPU in MiB (0: room for the larger model and half the other)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the data and the parameters")
-	if err := exflag.Parse(fs, args); err != nil {
+	if err := demo.Parse(fs, args); err != nil {
 		return c, err
 	}
 	if c.batch < 1 || c.zdim < 1 || c.hidden < 1 || c.steps < 1 || c.every < 1 || c.report < 1 || !(c.lr > 0) ||
@@ -96,7 +97,7 @@ func run(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\npart 2: interactive model swapping on a simulated GPU of %s, without data\n  model %v\n  model %v\n", demo.Bytes(capacity), c.a, c.b)
+	fmt.Fprintf(out, "\npart 2: interactive model swapping on a simulated GPU of %s, without data\n  model %v\n  model %v\n", units.Bytes(capacity), c.a, c.b)
 	for w := range numSessions {
 		rows, err := swap(w, c.a, c.b, capacity)
 		if err != nil {
@@ -133,7 +134,7 @@ func reportGAN(out io.Writer, c config, g ganResult, hasData bool) {
 		}
 	}
 	fmt.Fprintf(out, "  parameters: generator %s, discriminator %s; Adam state: %s and %s\n",
-		demo.Bytes(g.paramsG), demo.Bytes(g.paramsD), demo.Bytes(g.stateG), demo.Bytes(g.stateD))
+		units.Bytes(g.paramsG), units.Bytes(g.paramsD), units.Bytes(g.stateG), units.Bytes(g.stateD))
 	rows := [][]string{}
 	for _, r := range []struct {
 		name string
@@ -143,12 +144,12 @@ func reportGAN(out io.Writer, c config, g ganResult, hasData bool) {
 		{"generator step", g.g},
 		{"generator step, discriminator frozen", g.gFrozen},
 	} {
-		rows = append(rows, []string{r.name, demo.Bytes(r.m.before), demo.Bytes(r.m.backward), demo.Bytes(r.m.peak), demo.Bytes(r.m.after)})
+		rows = append(rows, []string{r.name, units.Bytes(r.m.before), units.Bytes(r.m.backward), units.Bytes(r.m.peak), units.Bytes(r.m.after)})
 	}
 	fmt.Fprintln(out, "  memory of the last step of each kind (bytes requested):")
 	demo.Table(out, "  ", []string{"", "before", "after backward", "peak", "after"}, rows)
 	fmt.Fprintf(out, "  after backward an unfrozen discriminator holds %s more, its gradients, computed for nothing and dropped; %s more at the peak\n",
-		demo.Bytes(g.g.backward-g.gFrozen.backward), demo.Bytes(g.g.peak-g.gFrozen.peak))
+		units.Bytes(g.g.backward-g.gFrozen.backward), units.Bytes(g.g.peak-g.gFrozen.peak))
 	cad := [][]string{}
 	for _, r := range []struct {
 		name string
@@ -157,18 +158,10 @@ func reportGAN(out io.Writer, c config, g ganResult, hasData bool) {
 		{"never", g.plain},
 		{fmt.Sprintf("every %d generator steps (the seeds)", c.every), g.emptied},
 	} {
-		cad = append(cad, []string{r.name, fmt.Sprint(r.k.deviceAllocs), fmt.Sprint(r.k.deviceFrees), driver(r.k.driver), r.k.elapsed.Round(time.Millisecond).String()})
+		cad = append(cad, []string{r.name, fmt.Sprint(r.k.deviceAllocs), fmt.Sprint(r.k.deviceFrees), demo.DriverTimeText(r.k.driver), r.k.elapsed.Round(time.Millisecond).String()})
 	}
 	fmt.Fprintf(out, "  EmptyCache before the generator step, %d steps of each kind from an empty cache:\n", c.steps)
 	demo.Table(out, "  ", []string{"EmptyCache", "device allocations", "device frees", "driver time", "wall time"}, cad)
-}
-
-// driver writes a simulated driver time, "-" for none (a device that does not charge).
-func driver(d time.Duration) string {
-	if d == 0 {
-		return "-"
-	}
-	return d.Round(time.Microsecond).String()
 }
 
 func reportSwap(out io.Writer, w session, rows []row) {
@@ -179,7 +172,7 @@ func reportSwap(out io.Writer, w session, rows []row) {
 		if r.err != nil {
 			status = "out of memory"
 		}
-		cells = append(cells, []string{r.step, status, demo.Bytes(r.allocated), demo.Bytes(r.reserved), demo.Bytes(r.free), fmt.Sprint(r.retries)})
+		cells = append(cells, []string{r.step, status, units.Bytes(r.allocated), units.Bytes(r.reserved), units.Bytes(r.free), fmt.Sprint(r.retries)})
 	}
 	demo.Table(out, "    ", []string{"after", "", "allocated", "reserved", "device free", "num_alloc_retries"}, cells)
 }

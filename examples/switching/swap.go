@@ -9,6 +9,7 @@ import (
 	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/examples/internal/demo"
+	"github.com/subletml/sublet/internal/units"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/tensor"
 )
@@ -21,7 +22,7 @@ type spec struct {
 }
 
 func (s spec) String() string {
-	return fmt.Sprintf("%s (%d × Linear(%d→%d), %s of parameters)", s.name, s.depth, s.width, s.width, demo.Bytes(s.paramBytes()))
+	return fmt.Sprintf("%s (%d × Linear(%d→%d), %s of parameters)", s.name, s.depth, s.width, s.width, units.Bytes(s.paramBytes()))
 }
 
 func (s spec) paramBytes() int64 { return int64(s.depth*(s.width*s.width+s.width)) * 4 }

@@ -39,10 +39,10 @@ import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/examples/internal/demo"
-	"github.com/subletml/sublet/examples/internal/exflag"
+	"github.com/subletml/sublet/internal/units"
 )
 
-func main() { os.Exit(exflag.Status("varlen", run(os.Args[1:], os.Stdout), os.Stderr)) }
+func main() { os.Exit(demo.Status("varlen", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 const mib = 1 << 20
 
@@ -58,7 +58,8 @@ type config struct {
 
 func parseFlags(args []string, out io.Writer) (config, error) {
 	var c config
-	fs := demo.Flags("varlen", out, &c.device, "sim")
+	fs := demo.Flags("varlen", out)
+	demo.DeviceFlag(fs, &c.device, "sim")
 	fs.IntVar(&c.sequences, "sequences", 2048, "sequences in the data set (one epoch each way)")
 	fs.IntVar(&c.batch, "batch", 64, "sequences per batch")
 	fs.IntVar(&c.maxLen, "max-len", 1024, "the longest sequence (lengths are log-normal, median 90)")
@@ -69,7 +70,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.Float64Var(&c.lr, "lr", 0.05, "SGD learning rate (momentum 0.9)")
 	fs.Int64Var(&c.capacityMiB, "capacity", 0, "capacity of the simulated GPU of part 2 in MiB (0: between what the longest batch and half of it need)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the data, the order and the parameters")
-	if err := exflag.Parse(fs, args); err != nil {
+	if err := demo.Parse(fs, args); err != nil {
 		return c, err
 	}
 	if c.sequences < 1 || c.batch < 2 || c.maxLen < 8 || c.vocab < c.classes || c.dim < 1 || c.hidden < 1 || c.classes < 2 || !(c.lr > 0) || c.capacityMiB < 0 {
@@ -179,7 +180,7 @@ func trainOrder(c config, dev device.Device, a *alloc.Allocator, corp corpus, s 
 	defer m.release()
 	a.ResetPeakStats()
 	start := demo.Read(a)
-	driver := driverTime(dev)
+	driver := demo.DriverTime(dev)
 	began := time.Now()
 	sum := 0.0
 	for _, idx := range batches {
@@ -192,29 +193,13 @@ func trainOrder(c config, dev device.Device, a *alloc.Allocator, corp corpus, s 
 		m.step()
 	}
 	r.elapsed = time.Since(began)
-	r.driver = driverTime(dev) - driver
+	r.driver = demo.DriverTime(dev) - driver
 	end := demo.Read(a)
 	r.peakAllocated, r.peakReserved = end.PeakAllocated, end.PeakReserved
 	r.cached = end.Reserved - end.Allocated
 	r.deviceAllocs = end.DeviceAllocs - start.DeviceAllocs
 	r.loss = sum / float64(len(batches))
 	return r, nil
-}
-
-// driver writes a simulated driver time, "-" for none (a device that does not charge).
-func driver(d time.Duration) string {
-	if d == 0 {
-		return "-"
-	}
-	return d.Round(time.Microsecond).String()
-}
-
-// driverTime is the simulated GPU's charged driver time, 0 for other devices.
-func driverTime(dev device.Device) time.Duration {
-	if d, ok := dev.(*sim.Device); ok {
-		return d.Elapsed()
-	}
-	return 0
 }
 
 func reportOrders(out io.Writer, results []orderResult, hasData bool) {
@@ -227,8 +212,8 @@ func reportOrders(out io.Writer, results []orderResult, hasData bool) {
 	for _, r := range results {
 		row := []string{r.name,
 			fmt.Sprintf("%.0f%%", 100*float64(r.padded-r.real)/float64(r.padded)),
-			demo.Bytes(r.peakAllocated), demo.Bytes(r.peakReserved), demo.Bytes(r.cached),
-			fmt.Sprint(r.deviceAllocs), driver(r.driver), r.elapsed.Round(time.Millisecond).String()}
+			units.Bytes(r.peakAllocated), units.Bytes(r.peakReserved), units.Bytes(r.cached),
+			fmt.Sprint(r.deviceAllocs), demo.DriverTimeText(r.driver), r.elapsed.Round(time.Millisecond).String()}
 		if hasData {
 			row = append(row, fmt.Sprintf("%.4f", r.loss))
 		}
@@ -242,13 +227,13 @@ func reportOrders(out io.Writer, results []orderResult, hasData bool) {
 // totals.
 func reportRecovery(out io.Writer, b budget, outs []outcome) {
 	fmt.Fprintf(out, "\npart 2: one epoch in random order on a simulated GPU of %s (a full batch padded to the longest sequence needs %s at its peak, half of one %s)\n",
-		demo.Bytes(b.capacity), demo.Bytes(b.needFull), demo.Bytes(b.needHalf))
+		units.Bytes(b.capacity), units.Bytes(b.needFull), units.Bytes(b.needHalf))
 	seeds := outs[emptyThenRetry]
 	if len(seeds.failures) == 0 {
 		fmt.Fprintln(out, "  no batch ran out of memory: lower -capacity")
 		return
 	}
-	fmt.Fprintf(out, "  the first failure: %s\n", firstLine(seeds.failures[0].err))
+	fmt.Fprintf(out, "  the first failure: %s\n", demo.FirstLine(seeds.failures[0].err))
 	fmt.Fprintln(out, "  the seeds' way, EmptyCache then the same batch again, batch by batch:")
 	for _, f := range seeds.failures {
 		retry := "trained"
@@ -256,8 +241,8 @@ func reportRecovery(out io.Writer, b budget, outs []outcome) {
 			retry = fmt.Sprintf("out of memory again, trained in %d pieces", f.pieces)
 		}
 		fmt.Fprintf(out, "    batch %2d (%d × %d tokens, %s at its peak): out of memory after the allocator released its cache and retried (num_alloc_retries %d → %d); EmptyCache %s → %s reserved; again: %s\n",
-			f.batch, f.size, f.length, demo.Bytes(f.need), f.retriesBefore, f.retriesAfter,
-			demo.Bytes(f.reservedAfterFail), demo.Bytes(f.reservedAfterEmpty), retry)
+			f.batch, f.size, f.length, units.Bytes(f.need), f.retriesBefore, f.retriesAfter,
+			units.Bytes(f.reservedAfterFail), units.Bytes(f.reservedAfterEmpty), retry)
 	}
 	header := []string{"on out of memory", "failed at full size: too big / fragmented", "retries that trained", "batches in pieces", "OOM errors", "device allocations", "device frees", "driver time", "peak reserved"}
 	var rows [][]string
@@ -268,7 +253,7 @@ func reportRecovery(out io.Writer, b budget, outs []outcome) {
 		}
 		big, frag := o.split(b.capacity)
 		rows = append(rows, []string{policyNames[o.policy], fmt.Sprintf("%d / %d", len(big), len(frag)), worked, fmt.Sprint(o.inPieces()), fmt.Sprint(o.ooms),
-			fmt.Sprint(o.deviceAllocs), fmt.Sprint(o.deviceFrees), o.driver.Round(time.Microsecond).String(), demo.Bytes(o.peakReserved)})
+			fmt.Sprint(o.deviceAllocs), fmt.Sprint(o.deviceFrees), o.driver.Round(time.Microsecond).String(), units.Bytes(o.peakReserved)})
 	}
 	fmt.Fprintln(out)
 	demo.Table(out, "  ", header, rows)
@@ -292,16 +277,6 @@ func countRetried(fs []failure) int {
 		}
 	}
 	return n
-}
-
-func firstLine(err error) string {
-	s := err.Error()
-	for i, ch := range s {
-		if ch == '\n' {
-			return s[:i]
-		}
-	}
-	return s
 }
 
 // isOOM reports whether err is the allocator's out-of-memory error.

@@ -65,6 +65,12 @@ func TestBucketsPadLess(t *testing.T) {
 	}
 	assert.Less(t, rs[1].padded-real, (rs[0].padded-real)/4, "buckets pad less than a quarter as much")
 	assert.Equal(t, rs[0].peakAllocated, rs[1].peakAllocated, "both orders meet the longest batch")
+	// To the byte: the longest batch's step peaks at 645.74 MiB in both orders; random
+	// order, whose every batch is padded to some long sequence, reserves 1372 MiB at its
+	// peak and asks the device 13 times, buckets 724 MiB and 10 times.
+	assert.Equal(t, int64(677109248), rs[0].peakAllocated)
+	assert.Equal(t, [2]int64{1372 << 20, 724 << 20}, [2]int64{rs[0].peakReserved, rs[1].peakReserved})
+	assert.Equal(t, [2]int64{13, 10}, [2]int64{rs[0].deviceAllocs, rs[1].deviceAllocs})
 }
 
 // recovered holds recoverAll's results by arguments: tests share them (each epoch
@@ -86,6 +92,8 @@ func recoverAll(t *testing.T, args ...string) (budget, []outcome) {
 	require.NoError(t, err)
 	require.Greater(t, b.needFull, b.capacity)
 	require.Less(t, b.needHalf, b.capacity)
+	// The capacity is halfway between the two needs, in whole 2 MiB.
+	assert.Equal(t, (b.needHalf+(b.needFull-b.needHalf)/2)/(2<<20)*(2<<20), b.capacity)
 	var outs []outcome
 	for p := range numPolicies {
 		o, err := recoverEpoch(c, corp, b, p)
@@ -104,8 +112,17 @@ func recoverAll(t *testing.T, args ...string) (budget, []outcome) {
 }
 
 func TestARetryNeverTrainsABatchTooBig(t *testing.T) {
-	for _, args := range [][]string{small, fragmenting} {
+	for i, args := range [][]string{small, fragmenting} {
 		b, outs := recoverAll(t, args...)
+		// The needs, measured on the meta device, and the OOM errors of each policy: a
+		// retry adds its own; expandable segments have fewer at the default sizes, more
+		// on the 60 MiB device.
+		assert.Equal(t, [][2]int64{{677109248, 341171712}, {84902400, 42811904}}[i], [2]int64{b.needFull, b.needHalf}, "%v", args)
+		var ooms []int
+		for _, o := range outs {
+			ooms = append(ooms, o.ooms)
+		}
+		assert.Equal(t, [][]int{{3, 6, 3, 1}, {4, 8, 6, 7}}[i], ooms, "%v: halve at once, retry, EmptyCache then retry, expandable", args)
 		for _, o := range outs {
 			big, _ := o.split(b.capacity)
 			require.NotEmpty(t, big, "%v %s: a batch too big for the device", args, policyNames[o.policy])

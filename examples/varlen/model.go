@@ -7,6 +7,7 @@ import (
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/examples/internal/demo"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/tensor"
@@ -150,7 +151,7 @@ func peakOf(c config, batch, length int) (int64, error) {
 			m.backward(dev, ids, labels, length, 1, false)
 			m.step()
 		}
-		peak = a.Stats().AllocatedBytes[alloc.StatAll].Peak
+		peak = demo.Read(a).PeakAllocated
 	})
 	return peak, err
 }

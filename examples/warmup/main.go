@@ -36,7 +36,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -46,17 +45,15 @@ import (
 
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
-	"github.com/subletml/sublet/device/sim"
-	"github.com/subletml/sublet/examples/internal/exdata"
-	"github.com/subletml/sublet/examples/internal/exdevice"
-	"github.com/subletml/sublet/examples/internal/exflag"
+	"github.com/subletml/sublet/examples/internal/demo"
+	"github.com/subletml/sublet/examples/internal/toy"
 	"github.com/subletml/sublet/internal/units"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() { os.Exit(exflag.Status("warmup", run(os.Args[1:], os.Stdout), os.Stderr)) }
+func main() { os.Exit(demo.Status("warmup", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 const mib = 1 << 20
 
@@ -73,16 +70,15 @@ type config struct {
 
 func parseFlags(args []string, out io.Writer) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("warmup", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.StringVar(&c.device, "device", "sim", exdevice.Usage)
+	fs := demo.Flags("warmup", out)
+	demo.DeviceFlag(fs, &c.device, "sim")
 	sizes := fs.String("sizes", "512,2048,2048,2048,10", "the MLP's layer sizes: inputs, hidden widths, classes")
 	fs.IntVar(&c.minBatch, "min-batch", 1024, "smallest batch")
 	fs.IntVar(&c.maxBatch, "max-batch", 8192, "largest batch (the warm-up's)")
 	fs.IntVar(&c.steps, "steps", 40, "training steps, each on a batch of a size drawn between -min-batch and -max-batch")
 	guesses := fs.String("guess", "1024,256", "sizes in MiB of the seed's preallocate(size_mb) rows")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the parameters, the batch sizes and the data")
-	if err := exflag.Parse(fs, args); err != nil {
+	if err := demo.Parse(fs, args); err != nil {
 		return c, err
 	}
 	var err error
@@ -97,9 +93,6 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		return c, fmt.Errorf("-min-batch %d -max-batch %d: want 1 ≤ min ≤ max", c.minBatch, c.maxBatch)
 	case c.steps < 1:
 		return c, errors.New("need -steps ≥ 1")
-	}
-	if _, _, err := exdevice.Fresh(c.device); err != nil {
-		return c, err
 	}
 	return c, nil
 }
@@ -139,7 +132,7 @@ func (t *trainer) release() {
 func (t *trainer) forwardBackward(n int) {
 	s := tensor.NewScope(tensor.WithGenerator(t.gen))
 	defer s.Close()
-	x, labels := exdata.Random(s, t.dev, n, t.c.sizes[0], t.c.sizes[len(t.c.sizes)-1])
+	x, labels := toy.Random(s, t.dev, n, t.c.sizes[0], t.c.sizes[len(t.c.sizes)-1])
 	nn.CrossEntropyLoss{}.Loss(t.model.Forward(x), labels).Backward()
 }
 
@@ -227,24 +220,25 @@ func run(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if _, _, _, err := demo.Open(c.device); err != nil { // a bad name fails before any output
+		return err
+	}
 	batches := c.batches()
 	fmt.Fprintf(out, "sublet examples/warmup: MLP %s, Adam, %d steps on batches of %d to %d samples on %s\n",
 		units.JoinInts(c.sizes, "-"), c.steps, c.minBatch, c.maxBatch, c.device)
 	fmt.Fprintf(out, "batch sizes: %s\n", units.JoinInts(batches, " "))
 
-	var measured int64
-	var measureErr error
-	if err := tensor.Try(func() { measured, measureErr = c.measureWarmUp() }); err != nil || measureErr != nil {
-		return fmt.Errorf("measuring the warm-up pass on the meta device: %w", errors.Join(err, measureErr))
+	measured, err := c.measureWarmUp()
+	if err != nil {
+		return fmt.Errorf("measuring the warm-up pass on the meta device: %w", err)
 	}
 	fmt.Fprintf(out, "the warm-up pass on the meta device reserves %s beyond the parameters\n\n", units.Bytes(measured))
 
 	var rows []row
 	for _, s := range c.strategies(measured) {
-		var r row
-		var trainErr error
-		if err := tensor.Try(func() { r, trainErr = c.train(s, batches) }); err != nil || trainErr != nil {
-			return fmt.Errorf("%s: %w", s.name, errors.Join(err, trainErr))
+		r, err := c.train(s, batches)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
 		}
 		rows = append(rows, r)
 	}
@@ -265,28 +259,41 @@ func (c config) batches() []int {
 // measureWarmUp runs the warm-up pass on a fresh meta device and returns the memory it
 // reserved beyond what the model and the optimizer held before.
 func (c config) measureWarmUp() (int64, error) {
-	dev, err := sim.New(sim.Options{})
+	dev, _, _, err := demo.Open("sim")
 	if err != nil {
 		return 0, err
 	}
-	t, err := newTrainer(c, dev)
-	if err != nil {
-		return 0, err
-	}
-	defer t.release()
-	before := t.a.Stats().ReservedBytes[alloc.StatAll].Current
-	if err := t.warmUp(); err != nil {
-		return 0, err
-	}
-	return t.a.Stats().ReservedBytes[alloc.StatAll].Peak - before, nil
+	var reserved int64
+	err = demo.Try(dev, func() error {
+		t, err := newTrainer(c, dev)
+		if err != nil {
+			return err
+		}
+		defer t.release()
+		before := demo.Read(t.a).Reserved
+		if err := t.warmUp(); err != nil {
+			return err
+		}
+		reserved = demo.Read(t.a).PeakReserved - before
+		return nil
+	})
+	return reserved, err
 }
 
 // train prepares a fresh device as s says, trains on batches and measures.
 func (c config) train(s strategy, batches []int) (row, error) {
-	dev, data, err := exdevice.Fresh(c.device)
+	dev, _, data, err := demo.Open(c.device)
 	if err != nil {
 		return row{}, err
 	}
+	var r row
+	err = demo.Try(dev, func() error { r, err = c.trainOn(dev, data, s, batches); return err })
+	return r, err
+}
+
+// trainOn is train on dev, which keeps data or not. Tensor math panics (out of memory, no
+// kernels) reach train through demo.Try; the releases run on the way.
+func (c config) trainOn(dev device.Device, data bool, s strategy, batches []int) (row, error) {
 	t, err := newTrainer(c, dev)
 	if err != nil {
 		return row{}, err
@@ -297,29 +304,29 @@ func (c config) train(s strategy, batches []int) (row, error) {
 	if data {
 		before = t.parameters()
 	}
-	n := t.a.Stats().NumDeviceAlloc
+	n := demo.Read(t.a).DeviceAllocs
 	if err := s.prepare(t); err != nil {
 		return r, err
 	}
-	r.prepAllocs = t.a.Stats().NumDeviceAlloc - n
+	r.prepAllocs = demo.Read(t.a).DeviceAllocs - n
 	if data {
 		r.unchanged = slices.EqualFunc(before, t.parameters(), slices.Equal)
 	}
 	small := t.a.Stats().Segment[alloc.StatSmallPool].Allocated
 	for _, b := range batches {
-		n := t.a.Stats().NumDeviceAlloc
+		n := demo.Read(t.a).DeviceAllocs
 		t.step(b)
-		r.perStep = append(r.perStep, t.a.Stats().NumDeviceAlloc-n)
+		r.perStep = append(r.perStep, demo.Read(t.a).DeviceAllocs-n)
 	}
 	r.small = t.a.Stats().Segment[alloc.StatSmallPool].Allocated - small
-	st := t.a.Stats()
-	r.peak, r.end = st.ReservedBytes[alloc.StatAll].Peak, st.ReservedBytes[alloc.StatAll].Current
+	m := demo.Read(t.a)
+	r.peak, r.end = m.PeakReserved, m.Reserved
 	params, state := nn.ParameterBytes(t.model), t.opt.StateBytes()
-	if got := st.RequestedBytes[alloc.StatAll].Current; got != params+state {
+	if got := m.Requested; got != params+state {
 		return r, fmt.Errorf("after training the allocator holds %d bytes, not parameters %d + Adam state %d: something leaked", got, params, state)
 	}
 	t.release()
-	return r, exdevice.Drained(t.a)
+	return r, demo.Drain(t.a)
 }
 
 // parameters copies the parameters' values to the host.
@@ -343,10 +350,12 @@ func countNonZero(v []int64) int {
 
 // report prints the table and the steps that allocated.
 func report(out io.Writer, rows []row) {
-	fmt.Fprintf(out, "%-32s %10s %16s %11s %15s %14s %14s\n", "preparation", "its allocs", "training allocs", "small pool", "steps that did", "reserved peak", "after training")
+	var cells [][]string
 	for _, r := range rows {
-		fmt.Fprintf(out, "%-32s %10d %16d %11d %15d %14s %14s\n", r.name, r.prepAllocs, r.trainAllocs(), r.small, countNonZero(r.perStep), units.Bytes(r.peak), units.Bytes(r.end))
+		cells = append(cells, []string{r.name, fmt.Sprint(r.prepAllocs), fmt.Sprint(r.trainAllocs()), fmt.Sprint(r.small), fmt.Sprint(countNonZero(r.perStep)),
+			units.Bytes(r.peak), units.Bytes(r.end)})
 	}
+	demo.Table(out, "", []string{"preparation", "its allocs", "training allocs", "small pool", "steps that did", "reserved peak", "after training"}, cells)
 	fmt.Fprintln(out, "\ndevice allocations by step (step:count), the steps that made none left out:")
 	for _, r := range rows {
 		var b strings.Builder

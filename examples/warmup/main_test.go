@@ -2,13 +2,14 @@ package main
 
 import (
 	"bytes"
-	"regexp"
-	"strconv"
+	"io"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
+
+const mibs = 1 << 20
 
 func runOK(t *testing.T, args ...string) string {
 	t.Helper()
@@ -17,55 +18,72 @@ func runOK(t *testing.T, args ...string) string {
 	return out.String()
 }
 
-// tableRow is one printed row: the preparation's device allocations, the training's,
-// its small-pool segments, the steps that made any, the peak reserved.
-type tableRow struct {
-	prep, train, small, steps int
-	peak                      string
+// summary is one row as the table gives it: the preparation's device allocations, the
+// training's, its small-pool segments, the steps that made any, the peak reserved.
+type summary struct {
+	prep, train, small int64
+	steps              int
+	peak               int64
 }
 
-func parseTable(t *testing.T, out string) map[string]tableRow {
+// rowsOf runs every strategy of args as run does and returns what the warm-up pass
+// measured on the meta device, the rows by name and the report run prints of them.
+func rowsOf(t *testing.T, args ...string) (int64, map[string]summary, string) {
 	t.Helper()
-	re := regexp.MustCompile(`(?m)^(\S.*?)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+([0-9.]+ (?:[KMG]iB|B))\s+[0-9.]+ (?:[KMG]iB|B)$`)
-	rows := map[string]tableRow{}
-	for _, m := range re.FindAllStringSubmatch(out, -1) {
-		n := func(i int) int {
-			v, err := strconv.Atoi(m[i])
-			require.NoError(t, err)
-			return v
+	c, err := parseFlags(args, io.Discard)
+	require.NoError(t, err)
+	measured, err := c.measureWarmUp()
+	require.NoError(t, err)
+	rows := map[string]summary{}
+	var all []row
+	for _, s := range c.strategies(measured) {
+		r, err := c.train(s, c.batches())
+		require.NoError(t, err, s.name)
+		assert.Equal(t, r.peak, r.end, "%s: nothing is released during training", s.name)
+		if r.checked {
+			assert.True(t, r.unchanged, "%s changed the parameters", s.name)
 		}
-		rows[m[1]] = tableRow{n(2), n(3), n(4), n(5), m[6]}
+		rows[r.name] = summary{r.prepAllocs, r.trainAllocs(), r.small, countNonZero(r.perStep), r.peak}
+		all = append(all, r)
 	}
-	return rows
+	var out bytes.Buffer
+	report(&out, all)
+	return measured, rows, out.String()
 }
 
-// The default run on the meta device: the allocator's decisions, exactly.
+// The default run on the meta device: the allocator's decisions, exactly. The model
+// (512-2048-2048-2048-10) and Adam's state take 36.10 MiB each time over, in segments of
+// their own.
 func TestWarmUpMakesTrainingAllocationFree(t *testing.T) {
+	measured, rows, _ := rowsOf(t)
+	require.Len(t, rows, 6)
+	assert.Equal(t, int64(464*mibs), measured)
+	assert.Equal(t, summary{0, 23, 0, 5, 1170 * mibs}, rows["none"], "new segments whenever a batch outgrows the cache")
+	assert.Equal(t, summary{1, 0, 0, 0, 1062 * mibs}, rows["preallocate 1024 MiB (a guess)"], "a guess large enough: no allocation, twice the memory")
+	assert.Equal(t, summary{1, 9, 0, 4, 786 * mibs}, rows["preallocate 256 MiB (a guess)"], "a guess too small")
+	assert.Equal(t, summary{6, 8, 0, 4, 782 * mibs}, rows["forward+backward only"], "Adam's state, made at the first step, takes the activations' blocks")
+	assert.Equal(t, summary{8, 0, 0, 0, 502 * mibs}, rows["warm-up pass"])
+	assert.Equal(t, summary{1, 0, 0, 0, 502 * mibs}, rows["reserve the measured 464.00 MiB"], "one block of the measured size does as well")
+}
+
+func TestRunPrintsTheTable(t *testing.T) {
 	out := runOK(t)
-	rows := parseTable(t, out)
-	require.Len(t, rows, 6, out)
-	assert.Contains(t, out, "the warm-up pass on the meta device reserves 464.0 MiB beyond the parameters")
-
-	assert.Equal(t, tableRow{0, 23, 0, 5, "1.1 GiB"}, rows["none"], "new segments whenever a batch outgrows the cache")
-	assert.Equal(t, tableRow{1, 0, 0, 0, "1.0 GiB"}, rows["preallocate 1024 MiB (a guess)"], "a guess large enough: no allocation, twice the memory")
-	assert.Equal(t, tableRow{1, 9, 0, 4, "786.0 MiB"}, rows["preallocate 256 MiB (a guess)"], "a guess too small")
-	assert.Equal(t, tableRow{6, 8, 0, 4, "782.0 MiB"}, rows["forward+backward only"], "Adam's state, made at the first step, takes the activations' blocks")
-	assert.Equal(t, tableRow{8, 0, 0, 0, "502.0 MiB"}, rows["warm-up pass"])
-	assert.Equal(t, tableRow{1, 0, 0, 0, "502.0 MiB"}, rows["reserve the measured 464.0 MiB"], "one block of the measured size does as well")
-
+	assert.Contains(t, out, "the warm-up pass on the meta device reserves 464.00 MiB beyond the parameters\n")
+	assert.Contains(t, out, "\nnone                                      0               23           0               5       1.14 GiB        1.14 GiB\n")
+	assert.Contains(t, out, "\nwarm-up pass                              8                0           0               0     502.00 MiB      502.00 MiB\n")
 	assert.Contains(t, out, "  none                             1:6 3:2 5:5 12:5 20:5\n")
 	assert.Contains(t, out, "  warm-up pass                     none: every step was served from the cache\n")
-	assert.Contains(t, out, "without preparation: 23 device allocations in 5 of the 40 steps, 1.1 GiB reserved; after the warm-up pass: 0, 502.0 MiB reserved")
+	assert.Contains(t, out, "without preparation: 23 device allocations in 5 of the 40 steps, 1.14 GiB reserved; after the warm-up pass: 0, 502.00 MiB reserved")
 	assert.Contains(t, out, "every device: 0 bytes allocated, 0 reserved")
 	assert.NotContains(t, out, "compared bit for bit", "the meta device keeps no values to compare")
 }
 
 // With data, the warm-up's throwaway optimizer (learning rate 0) moves no parameter.
 func TestWarmUpLeavesTheParameters(t *testing.T) {
-	out := runOK(t, "-device", "sim-backed", "-sizes", "4,512,2", "-min-batch", "1024", "-max-batch", "2048", "-steps", "5", "-guess", "8")
-	rows := parseTable(t, out)
-	require.Len(t, rows, 5, out)
-	assert.Equal(t, 1, rows["none"].train)
+	args := []string{"-device", "sim-backed", "-sizes", "4,512,2", "-min-batch", "1024", "-max-batch", "2048", "-steps", "5", "-guess", "8"}
+	_, rows, out := rowsOf(t, args...)
+	require.Len(t, rows, 5)
+	assert.Equal(t, int64(1), rows["none"].train)
 	assert.Zero(t, rows["warm-up pass"].train)
 	assert.Contains(t, out, "no preparation changed a parameter (compared bit for bit)")
 }
@@ -74,10 +92,12 @@ func TestWarmUpLeavesTheParameters(t *testing.T) {
 // the largest batch (2 MiB activations) does not make: the example counts them apart
 // and says so.
 func TestWarmUpMissesTheSmallPool(t *testing.T) {
-	out := runOK(t, "-sizes", "8,256,4", "-min-batch", "256", "-max-batch", "2048", "-steps", "6", "-guess", "8")
-	rows := parseTable(t, out)
-	assert.Equal(t, tableRow{1, 1, 1, 1, "24.0 MiB"}, rows["warm-up pass"])
-	assert.Contains(t, out, "batch sizes: 1242 583 1131 933 1326 681\n", "583 × 256 × 4 bytes is under 1 MiB")
+	args := []string{"-sizes", "8,256,4", "-min-batch", "256", "-max-batch", "2048", "-steps", "6", "-guess", "8"}
+	_, rows, out := rowsOf(t, args...)
+	assert.Equal(t, summary{1, 1, 1, 1, 24 * mibs}, rows["warm-up pass"])
+	c, err := parseFlags(args, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []int{1242, 583, 1131, 933, 1326, 681}, c.batches(), "583 × 256 × 4 bytes is under 1 MiB")
 	assert.Contains(t, out, "the warm-up pass left 1 small-pool segment(s) to training")
 }
 

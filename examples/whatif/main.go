@@ -19,7 +19,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -29,23 +28,26 @@ import (
 	"github.com/subletml/sublet/alloc/replay"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/sim"
-	"github.com/subletml/sublet/examples/internal/exflag"
+	"github.com/subletml/sublet/examples/internal/demo"
+	"github.com/subletml/sublet/internal/units"
 )
 
-func main() { os.Exit(exflag.Status("whatif", run(os.Args[1:], os.Stdout), os.Stderr)) }
+func main() { os.Exit(demo.Status("whatif", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 // settings are the configurations the recording is replayed under.
 var settings = []string{"", "expandable_segments:True", "max_split_size_mb:64", "roundup_power2_divisions:4"}
 
 func run(args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("whatif", flag.ContinueOnError)
-	fs.SetOutput(out)
+	fs := demo.Flags("whatif", out)
 	capacity := fs.Int64("capacity", 2<<30, "the simulated GPU's memory in bytes")
 	requests := fs.Int("requests", 10, "requests decoded one after another")
 	steps := fs.Int("steps", 48, "decoding steps per request")
 	path := fs.String("o", "", "also write the recording to this trace file (.gz compresses)")
-	if err := fs.Parse(args); err != nil {
+	if err := demo.Parse(fs, args); err != nil {
 		return err
+	}
+	if *capacity < 1 || *requests < 1 || *steps < 1 {
+		return fmt.Errorf("need -capacity, -requests and -steps ≥ 1")
 	}
 	d, err := sim.New(sim.Options{Capacity: *capacity})
 	if err != nil {
@@ -62,17 +64,17 @@ func run(args []string, out io.Writer) error {
 	w := &workload{a: a}
 	werr := w.run(*requests, *steps)
 	rec.Stop()
-	st := a.Stats()
-	fmt.Fprintf(out, "workload: %d requests of %d steps on a %.1f GiB device with the default settings\n", *requests, *steps, gib(*capacity))
+	m := demo.Read(a)
+	fmt.Fprintf(out, "workload: %d requests of %d steps on a %s device with the default settings\n", *requests, *steps, units.Bytes(*capacity))
 	var oom *alloc.OOMError
 	switch {
 	case errors.As(werr, &oom):
-		fmt.Fprintf(out, "  out of memory in request %d step %d: %s wanted, %.1f GiB reserved of which %.1f GiB allocated\n",
-			w.request, w.step, mib(oom.Requested), gib(oom.Reserved), gib(oom.Allocated))
+		fmt.Fprintf(out, "  out of memory in request %d step %d: %s wanted, %s reserved of which %s allocated\n",
+			w.request, w.step, units.Bytes(oom.Requested), units.Bytes(oom.Reserved), units.Bytes(oom.Allocated))
 	case werr != nil:
 		return werr
 	default:
-		fmt.Fprintf(out, "  finished: peak reserved %.1f GiB\n", gib(st.ReservedBytes[alloc.StatAll].Peak))
+		fmt.Fprintf(out, "  finished: peak reserved %s\n", units.Bytes(m.PeakReserved))
 	}
 	if err := w.release(); err != nil {
 		return err
@@ -85,8 +87,8 @@ func run(args []string, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "wrote %s\n", *path)
 	}
-	fmt.Fprintf(out, "\nthe recording replayed on a fresh %.1f GiB device:\n", gib(*capacity))
-	fmt.Fprintf(out, "  %-28s %6s %14s %14s\n", "settings", "OOMs", "peak reserved", "peak allocated")
+	fmt.Fprintf(out, "\nthe recording replayed on a fresh %s device:\n", units.Bytes(*capacity))
+	var rows [][]string
 	var avoided []string
 	for _, conf := range settings {
 		r, err := replay.OnSim(events, conf, 0, *capacity)
@@ -97,11 +99,12 @@ func run(args []string, out io.Writer) error {
 		if name == "" {
 			name = "default"
 		}
-		fmt.Fprintf(out, "  %-28s %6d %10.2f GiB %10.2f GiB\n", name, r["num_ooms"], gib(r["reserved_bytes.all.peak"]), gib(r["allocated_bytes.all.peak"]))
+		rows = append(rows, []string{name, fmt.Sprint(r["num_ooms"]), units.Bytes(r["reserved_bytes.all.peak"]), units.Bytes(r["allocated_bytes.all.peak"])})
 		if oom != nil && conf != "" && r["num_ooms"] == 0 {
 			avoided = append(avoided, conf)
 		}
 	}
+	demo.Table(out, "  ", []string{"settings", "OOMs", "peak reserved", "peak allocated"}, rows)
 	switch {
 	case oom == nil:
 		fmt.Fprintln(out, "\nno OOM to avoid: the table shows what each setting would reserve")
@@ -161,7 +164,8 @@ func (w *workload) run(requests, steps int) error {
 	return nil
 }
 
-// release frees what the workload holds and empties the cache.
+// release frees what the workload holds, empties the cache and checks that nothing is
+// left.
 func (w *workload) release() error {
 	for _, p := range w.kv {
 		if err := w.a.Free(p); err != nil {
@@ -169,8 +173,5 @@ func (w *workload) release() error {
 		}
 	}
 	w.kv = nil
-	return w.a.EmptyCache()
+	return demo.Drain(w.a)
 }
-
-func gib(n int64) float64 { return float64(n) / (1 << 30) }
-func mib(n int64) string  { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

@@ -33,13 +33,13 @@ import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/examples/internal/demo"
-	"github.com/subletml/sublet/examples/internal/exflag"
+	"github.com/subletml/sublet/internal/units"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/tensor"
 )
 
-func main() { os.Exit(exflag.Status("zerograd", run(os.Args[1:], os.Stdout), os.Stderr)) }
+func main() { os.Exit(demo.Status("zerograd", run(os.Args[1:], os.Stdout), os.Stderr)) }
 
 // config is what the flags set.
 type config struct {
@@ -53,13 +53,14 @@ type config struct {
 
 func parseFlags(args []string, out io.Writer) (config, error) {
 	var c config
-	fs := demo.Flags("zerograd", out, &c.device, "cpu")
+	fs := demo.Flags("zerograd", out)
+	demo.DeviceFlag(fs, &c.device, "cpu")
 	fs.IntVar(&c.width, "width", 1000, "the layer is Linear(width→width)")
 	fs.IntVar(&c.batch, "batch", 64, "batch size")
 	fs.IntVar(&c.steps, "steps", 10, "training steps of each way")
 	fs.Float64Var(&c.lr, "lr", 0.01, "SGD learning rate (momentum 0.9)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the data and the parameters")
-	if err := exflag.Parse(fs, args); err != nil {
+	if err := demo.Parse(fs, args); err != nil {
 		return c, err
 	}
 	if c.width < 1 || c.batch < 1 || c.steps < 2 || !(c.lr > 0) {
@@ -225,7 +226,7 @@ func train(c config, dev device.Device, a *alloc.Allocator, data task, w way, ha
 	}
 	k.elapsed = time.Since(began)
 	end := demo.Read(a)
-	k.peak = a.Stats().RequestedBytes[alloc.StatAll].Peak
+	k.peak = end.PeakRequested
 	k.allocations = end.Allocations - start.Allocations
 	k.allocated = end.AllocatedTotal - start.AllocatedTotal
 	k.deviceAllocs = end.DeviceAllocs - start.DeviceAllocs
@@ -262,11 +263,11 @@ func report(out io.Writer, c config, costs [numWays]cost, hasData bool) {
 	steps := int64(c.steps - 1) // what is counted per step leaves out the first
 	perStep := func(n int64) string { return fmt.Sprintf("%.3g", float64(n)/float64(steps)) }
 	rows := [][]string{
-		row("held after the first step", func(k cost) string { return demo.Bytes(k.held[0]) }),
-		row("held after the last step", func(k cost) string { return demo.Bytes(k.held[len(k.held)-1]) }),
-		row("peak during the steps", func(k cost) string { return demo.Bytes(k.peak) }),
+		row("held after the first step", func(k cost) string { return units.Bytes(k.held[0]) }),
+		row("held after the last step", func(k cost) string { return units.Bytes(k.held[len(k.held)-1]) }),
+		row("peak during the steps", func(k cost) string { return units.Bytes(k.peak) }),
 		row("blocks allocated per step", func(k cost) string { return perStep(k.allocations) }),
-		row("bytes allocated per step", func(k cost) string { return demo.Bytes(k.allocated / steps) }),
+		row("bytes allocated per step", func(k cost) string { return units.Bytes(k.allocated / steps) }),
 		row(fmt.Sprintf("device allocations in %d steps", steps), func(k cost) string { return fmt.Sprint(k.deviceAllocs) }),
 		row("time per step", func(k cost) string { return (k.elapsed / time.Duration(steps)).Round(time.Microsecond).String() }),
 	}
@@ -278,7 +279,7 @@ func report(out io.Writer, c config, costs [numWays]cost, hasData bool) {
 	fmt.Fprintf(out, "\ncounts and times per step are over the steps after the first, which also makes the momentum buffers:\n")
 	demo.Table(out, "", header, rows)
 	params := int64(c.width*c.width+c.width) * 4
-	fmt.Fprintf(out, "\nthe parameters are %s; SGD's momentum as much again; their gradients as much again\n", demo.Bytes(params))
+	fmt.Fprintf(out, "\nthe parameters are %s; SGD's momentum as much again; their gradients as much again\n", units.Bytes(params))
 	fmt.Fprintln(out, "ZeroGrad(false) keeps the gradients between steps; ZeroGrad(true) gives them back and the next backward takes them from the cache again")
 	fmt.Fprintln(out, "new parameters each step cost a random draw and lose the optimizer's state: the model starts over every step")
 }

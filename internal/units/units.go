@@ -10,8 +10,9 @@ import (
 	"strings"
 )
 
-// Bytes formats n in units of 1024 with one decimal ("1.5 GiB"), or in bytes below
-// 1 KiB ("512 B").
+// Bytes formats n in the largest unit of 1024 it reaches, with two decimals ("7.63 MiB",
+// "-1.50 KiB"; PyTorch's out-of-memory messages have two too), or in bytes below 1 KiB
+// ("512 B").
 func Bytes(n int64) string {
 	v, names := float64(n), []string{"B", "KiB", "MiB", "GiB", "TiB"}
 	i := 0
@@ -22,7 +23,7 @@ func Bytes(n int64) string {
 	if i == 0 {
 		return fmt.Sprintf("%d B", n)
 	}
-	return fmt.Sprintf("%.1f %s", v, names[i])
+	return fmt.Sprintf("%.2f %s", v, names[i])
 }
 
 // ParseInts reads a comma-separated list of positive integers, the value of the flag

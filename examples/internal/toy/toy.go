@@ -1,10 +1,16 @@
-// Package toy holds what the example programs share: seeded toy data sets on the host,
-// and the formatting of byte counts in their reports.
+// Package toy holds the seeded data sets sublet's examples train on: classification
+// sets on the host (Spirals, Noise, a Teacher's labelled points) and batches of noise
+// drawn on a device (Random). The same seed gives the same data on every run and every
+// device.
 package toy
 
 import (
 	"math"
 	"math/rand/v2"
+
+	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/tensor"
 )
 
 // Dataset is a classification set on the host: points of Dim features, row-major in X,
@@ -62,4 +68,18 @@ func (d Dataset) Batch(idx []int, x []float32, labels []int64) ([]float32, []int
 		labels = append(labels, d.Labels[i])
 	}
 	return x, labels
+}
+
+// Random returns a batch of n samples in s on dev, for an example where only its memory
+// matters: features of standard normal values (F32, n × features) drawn on the device,
+// and labels uniform over [0, classes) (I64), both from s's generator, which s must have
+// (tensor.WithGenerator). Nothing is drawn on the host but the labels, so a batch for the
+// meta device costs nothing.
+func Random(s *tensor.Scope, dev device.Device, n, features, classes int) (x, labels *tensor.Tensor) {
+	x = s.Randn(dev, dtype.F32, n, features)
+	l := make([]int64, n)
+	for i := range l {
+		l[i] = int64(s.Generator().Uint64() % uint64(classes))
+	}
+	return x, tensor.FromSlice(s, dev, dtype.I64, l)
 }
