@@ -150,19 +150,34 @@ func (n Name) String() string {
 // is an error rather than a silent fall back to the CPU; SUBLET_DEVICE=cpu chooses the
 // CPU explicitly.
 func Default() (device.Device, error) {
-	if name := os.Getenv(EnvVar); name != "" {
-		d, err := open(name)
-		if err != nil {
-			return nil, fmt.Errorf("named: %s=%q: %w", EnvVar, name, err)
-		}
-		return d, nil
+	n, err := DefaultName()
+	if err != nil {
+		return nil, err
 	}
-	d, err := Open("cuda:0")
+	d, err := Open(n.String())
+	if env := os.Getenv(EnvVar); err != nil && env != "" {
+		return nil, fmt.Errorf("named: %s=%q: %w", EnvVar, env, err)
+	}
+	return d, err
+}
+
+// DefaultName is the name of the device Default opens, for a program that makes its
+// own device of that name (a fresh simulated one, say): SUBLET_DEVICE's (an error
+// naming the variable when it names no device), else cuda:0 when it opens, else cpu.
+func DefaultName() (Name, error) {
+	if name := os.Getenv(EnvVar); name != "" {
+		n, err := Parse(name)
+		if err != nil {
+			return Name{}, fmt.Errorf("named: %s=%q: %w", EnvVar, name, err)
+		}
+		return n, nil
+	}
+	_, err := Open("cuda:0")
 	switch {
 	case err == nil:
-		return d, nil
+		return Name{Kind: device.CUDA}, nil
 	case errors.Is(err, cuda.ErrNoDriver), errors.Is(err, cuda.ErrNoDevice):
-		return Open("cpu")
+		return Name{Kind: device.CPU}, nil
 	}
-	return nil, fmt.Errorf("%w; set %s=cpu to run on the CPU", err, EnvVar)
+	return Name{}, fmt.Errorf("%w; set %s=cpu to run on the CPU", err, EnvVar)
 }

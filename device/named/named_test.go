@@ -94,7 +94,22 @@ func TestDefault(t *testing.T) {
 	require.NoError(t, err)
 	assert.Same(t, simDev, d)
 
+	n, err := DefaultName()
+	require.NoError(t, err)
+	assert.Equal(t, "sim", n.String(), "the name Default opens")
+	t.Setenv(EnvVar, "sim-backed")
+	n, err = DefaultName()
+	require.NoError(t, err)
+	assert.Equal(t, Name{Kind: device.Sim, Backed: true}, n, "a program makes its own device of it")
+	if !gpu(t) {
+		t.Setenv(EnvVar, "cuda:3")
+		_, err = Default()
+		require.ErrorContains(t, err, `named: SUBLET_DEVICE="cuda:3": `, "an opening failure names the variable")
+	}
+
 	t.Setenv(EnvVar, "tpu")
+	_, err = DefaultName()
+	require.ErrorContains(t, err, `SUBLET_DEVICE="tpu"`)
 	_, err = Default()
 	require.Error(t, err)
 	assert.Equal(t, `named: SUBLET_DEVICE="tpu": unknown device "tpu": want "cpu", "sim", "sim-backed", "cuda" or "cuda:N" (N = 0, 1, ...)`, err.Error(),

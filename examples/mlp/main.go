@@ -49,7 +49,7 @@ type config struct {
 func parseFlags(args []string, out io.Writer) (config, error) {
 	var c config
 	fs := demo.Flags("mlp", out)
-	demo.DeviceFlag(fs, &c.device, "cpu")
+	demo.DeviceFlag(fs, &c.device, "")
 	fs.IntVar(&c.samples, "samples", 3000, "points in the data set (a fifth of them held out for testing)")
 	fs.IntVar(&c.classes, "classes", 3, "spiral arms (classes)")
 	hidden := fs.String("hidden", "128,128", "hidden layer widths, comma-separated")

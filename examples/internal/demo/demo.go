@@ -46,7 +46,11 @@ func Flags(name string, out io.Writer) *flag.FlagSet {
 // DeviceFlag defines fs's -device flag, which sets *p (def by default) to a name that
 // Open and OpenWith read: device/named's names.
 func DeviceFlag(fs *flag.FlagSet, p *string, def string) {
-	fs.StringVar(p, "device", def, named.Usage)
+	usage := named.Usage
+	if def == "" {
+		usage += "; empty: " + named.EnvVar + " when set, else cuda:0 where a GPU is usable, else cpu"
+	}
+	fs.StringVar(p, "device", def, usage)
 }
 
 // Parse parses args into fs and refuses positional arguments, which no example takes.

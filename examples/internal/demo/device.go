@@ -40,6 +40,9 @@ func OpenWith(name string, o sim.Options) (dev device.Device, a *alloc.Allocator
 
 func open(name string, o sim.Options) (device.Device, bool, error) {
 	n, err := named.Parse(name)
+	if name == "" { // the machine's default: SUBLET_DEVICE, else cuda:0 where usable, else cpu
+		n, err = named.DefaultName()
+	}
 	if err != nil {
 		return nil, false, fmt.Errorf("-device: %w", err)
 	}
