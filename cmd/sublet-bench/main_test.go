@@ -183,3 +183,17 @@ func TestTrainPeaksOnSimEqualThoseWithData(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errs, `unknown case "nope"`)
 }
+
+func TestTrainStepsTimesExactlyThatMany(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.jsonl")
+	code, _, errs := runBench("-device", "sim", "-run", "train", "-cases", "tiny-sgd", "-steps", "7", "-time", "1h", "-jsonl", path)
+	require.Equal(t, 0, code, errs)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var r Result
+	require.NoError(t, json.Unmarshal(data, &r))
+	assert.Equal(t, int64(7), r.N, "-steps wins over -time")
+
+	code, _, _ = runBench("-run", "train", "-steps", "-1")
+	assert.Equal(t, 2, code)
+}

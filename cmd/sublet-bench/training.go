@@ -84,7 +84,7 @@ func caseNames() string {
 }
 
 // runTrain trains each chosen case for a few warm-up steps, then for b.per or at least
-// 3 steps, and reports steps per second with the peak allocated and reserved memory of
+// 3 steps (exactly b.steps when that is set), and reports steps per second with the peak allocated and reserved memory of
 // the timed steps. On a device without data the steps only allocate: the figure is
 // the host's cost of running the graph, and the peaks are the model's real ones.
 func runTrain(b *bench, dev device.Device) error {
@@ -192,7 +192,7 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 	a.ResetPeakStats()
 	start := time.Now()
 	n := int64(0)
-	for n < 3 || time.Since(start) < b.per {
+	for b.steps > 0 && n < b.steps || b.steps == 0 && (n < 3 || time.Since(start) < b.per) {
 		if err := step(); err != nil {
 			return r, err
 		}
