@@ -171,7 +171,9 @@ func TestTrainPeaksOnSimEqualThoseWithData(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(line), &r), line)
 			assert.Equal(t, "train", r.Experiment)
 			assert.GreaterOrEqual(t, r.N, int64(3))
-			notes[r.Case] = append(notes[r.Case], r.Note)
+			peaks, cpu, ok := strings.Cut(r.Note, "; cpu ")
+			assert.True(t, ok && strings.HasSuffix(cpu, " ms per step"), "the note ends with the CPU time per step: %s", r.Note)
+			notes[r.Case] = append(notes[r.Case], peaks)
 		}
 	}
 	for c, n := range notes {

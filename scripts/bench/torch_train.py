@@ -6,10 +6,11 @@
 
 Each case trains an MLP (Linear layers with ReLU between, cross entropy over the last
 width) on one random batch: 3 warm-up steps, then steps for --time seconds (at least 3),
-reading the loss every step as sublet-bench does. A line per case on stdout:
-{"experiment": "train", "device": ..., "case": ..., "value": steps/s, "unit": "steps/s",
-"n": steps, "note": "peak allocated A reserved R; P parameters"}. On the CPU the peaks
-are those of PyTorch's CUDA allocator only on cuda; on cpu the note gives the process's
+reading the loss every step as sublet-bench does (--steps N: exactly N steps). A line per
+case on stdout: {"experiment": "train", "device": ..., "case": ..., "value": steps/s,
+"unit": "steps/s", "n": steps, "note": "peak allocated A reserved R; P parameters; cpu C
+ms per step; ..."}, C being the process's CPU time per timed step, every thread's. The
+peaks are those of PyTorch's CUDA allocator on cuda; on cpu the note gives the process's
 peak resident set instead (sublet-bench's peaks count tensor memory only).
 
 --threads N also sets OPENBLAS_NUM_THREADS (unless set) before PyTorch loads: a PyTorch
@@ -126,18 +127,19 @@ def run(name, dev, per, steps, widths, batch, opt, segments=0, amp=None):
     if dev == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-    n, t0 = 0, time.perf_counter()
+    n, t0, c0 = 0, time.perf_counter(), time.process_time()
     while n < steps if steps else (n < 3 or time.perf_counter() - t0 < per):
         step()
         n += 1
-    el = time.perf_counter() - t0
+    el, cpu = time.perf_counter() - t0, time.process_time() - c0
     if dev == "cuda":
         note = "peak allocated %d reserved %d" % (torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved())
     else:
         note = "peak rss %d" % (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     return {"experiment": "train", "device": dev if dev == "cpu" else "cuda:0", "case": name,
             "value": n / el, "unit": "steps/s", "n": n,
-            "note": "%s; %d parameters; torch %s, %d threads" % (note, params, torch.__version__, torch.get_num_threads())}
+            "note": "%s; %d parameters; cpu %.4g ms per step; torch %s, %d threads" % (
+                note, params, cpu / n * 1e3, torch.__version__, torch.get_num_threads())}
 
 
 def main():
