@@ -11,6 +11,19 @@ func sgemmKernel14x32AVX512(k int, a, b, c *float32, ldc int, alpha float32)
 //go:noescape
 func sgemmKernel6x16AVX2(k int, a, b, c *float32, ldc int, alpha float32)
 
+//go:noescape
+func transpose16AVX512(dst *float32, ldd int, src *float32, lds int, rows int, mask int)
+
+// transpose16 writes, as row j of dst (ldd floats apart), element j of each of the
+// rows ≤ 16 rows of 16 floats at src (lds floats apart; zeros past rows), in the lanes
+// that mask selects; nil where the CPU has no vector transpose.
+var transpose16 = func() func(dst *float32, ldd int, src *float32, lds int, rows int, mask int) {
+	if cpu.X86.HasAVX512F {
+		return transpose16AVX512
+	}
+	return nil
+}()
+
 // gemmKernels lists the micro-kernels this machine can run, fastest first; the last
 // is the pure-Go one every machine has.
 func gemmKernels() []*gemmKernel {

@@ -14,3 +14,6 @@ func gemmKernels() []*gemmKernel {
 		goGemmKernel(),
 	}
 }
+
+// transpose16 is the vector transpose of the packing (gemm_amd64.go); none here.
+var transpose16 func(dst *float32, ldd int, src *float32, lds int, rows int, mask int)
