@@ -52,15 +52,17 @@ type gemmKernel struct {
 	mr, nr       int
 	kc, mc, nc   int
 	micro        func(k int, a, b, c *float32, ldc int, alpha float32)
-	packA, packB sync.Pool // *[]float32 of mc·kc and kc·nc floats (rounded to panels)
-	tiles        sync.Pool // *[]float32 of mr·nr floats for partial tiles
+	aBufs, bBufs sync.Pool // *[]float32 of mc·kc and kc·nc floats (rounded to panels)
+	groups       sync.Pool // *[]float32 of A packed by runColumns, grown as needed
+	tileBufs     sync.Pool // *[]float32 of mr·nr floats for partial tiles
 }
 
 func newGemmKernel(name string, mr, nr, kc, mc, nc int, micro func(k int, a, b, c *float32, ldc int, alpha float32)) *gemmKernel {
 	g := &gemmKernel{name: name, mr: mr, nr: nr, kc: kc, mc: mc, nc: nc, micro: micro}
-	g.packA.New = func() any { s := make([]float32, mc*kc); return &s }
-	g.packB.New = func() any { s := make([]float32, kc*nc); return &s }
-	g.tiles.New = func() any { s := make([]float32, mr*nr); return &s }
+	g.aBufs.New = func() any { s := make([]float32, mc*kc); return &s }
+	g.bBufs.New = func() any { s := make([]float32, kc*nc); return &s }
+	g.groups.New = func() any { return new([]float32) }
+	g.tileBufs.New = func() any { s := make([]float32, mr*nr); return &s }
 	return g
 }
 

@@ -18,14 +18,15 @@ func f32View(s []float32, rs, cs int) matView {
 	return matView{o: Operand{dt: dtype.F32, data: unsafe.Pointer(unsafe.SliceData(s)), n: len(s)}, rs: rs, cs: cs}
 }
 
-// scaleC sets C = beta·C, writing zeros when beta is 0 so NaNs in C do not survive.
-func scaleC(m, n int, beta float32, c []float32, ldc int, parallel bool) {
+// scaleC sets columns [j0, j1) of C's m rows to beta·C, writing zeros when beta is 0
+// so NaNs in C do not survive.
+func scaleC(m int, beta float32, c []float32, ldc, j0, j1 int, parallel bool) {
 	if beta == 1 {
 		return
 	}
 	rows := func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			row := c[i*ldc : i*ldc+n]
+			row := c[i*ldc+j0 : i*ldc+j1]
 			if beta == 0 {
 				clear(row)
 				continue
@@ -39,7 +40,7 @@ func scaleC(m, n int, beta float32, c []float32, ldc int, parallel bool) {
 		rows(0, m)
 		return
 	}
-	parallelFor(m, max(1, grain/max(n, 1)), rows)
+	parallelFor(m, max(1, grain/max(j1-j0, 1)), rows)
 }
 
 // gemmMinRows is the fewest rows of C a parallel task gets before B's panels are
@@ -54,16 +55,21 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 	if m == 0 || n == 0 {
 		return
 	}
-	scaleC(m, n, beta, c, ldc, parallel)
-	if k == 0 || alpha == 0 {
-		return
-	}
 	workers := 1
 	if parallel {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	bp := g.packB.Get().(*[]float32)
-	defer g.packB.Put(bp)
+	if k == 0 || alpha == 0 {
+		scaleC(m, beta, c, ldc, 0, n, parallel)
+		return
+	}
+	if workers > 1 && m < 2*workers*gemmMinRows {
+		g.runColumns(m, n, k, alpha, a, b, beta, c, ldc, workers)
+		return
+	}
+	scaleC(m, beta, c, ldc, 0, n, parallel)
+	bp := g.bBufs.Get().(*[]float32)
+	defer g.bBufs.Put(bp)
 	bPack := *bp
 	for jc := 0; jc < n; jc += g.nc {
 		nc := min(g.nc, n-jc)
@@ -72,8 +78,7 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 			kc := min(g.kc, k-pc)
 			packPanels := func(lo, hi int) {
 				for jp := lo; jp < hi; jp++ {
-					// B's steps are its rows: element (p, x) is B(p, x).
-					packPanel(bPack[jp*kc*g.nr:], b, b.rs, b.cs, pc, kc, jc+jp*g.nr, min(g.nr, nc-jp*g.nr), g.nr)
+					g.packB(bPack[jp*kc*g.nr:], b, pc, kc, jc+jp*g.nr, min(g.nr, nc-jp*g.nr))
 				}
 			}
 			if workers > 1 {
@@ -81,49 +86,114 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 			} else {
 				packPanels(0, nPanels)
 			}
-			// Tasks are (block of rows, range of B panels). Rows come in even blocks
-			// of whole panels, at most mc and, when there are several workers, small
-			// enough to give each two blocks but not under gemmMinRows: each task
-			// packs its rows of A once. Only when that still leaves too few tasks are
-			// the B panels cut as well (then A is packed once per range).
+			// Tasks are blocks of rows: even blocks of whole panels, at most mc and,
+			// when there are several workers, small enough to give each two blocks
+			// (runColumns takes the products with too few rows for that). Each task
+			// packs its rows of A once and runs them against every panel of B.
 			blocks := (m + g.mc - 1) / g.mc
 			if workers > 1 {
-				blocks = max(blocks, min(2*workers, m/gemmMinRows))
+				blocks = max(blocks, 2*workers)
 			}
 			mcEven := ((m+blocks-1)/blocks + g.mr - 1) / g.mr * g.mr
-			mBlocks := (m + mcEven - 1) / mcEven
-			split := 1
-			if workers > 1 {
-				split = min(nPanels, max(1, (2*workers+mBlocks-1)/mBlocks))
-			}
 			task := func(t int) {
-				ic := (t / split) * mcEven
+				ic := t * mcEven
 				mc := min(mcEven, m-ic)
-				j0, j1 := nPanels*(t%split)/split, nPanels*(t%split+1)/split
-				ap := g.packA.Get().(*[]float32)
+				ap := g.aBufs.Get().(*[]float32)
 				aPack := *ap
 				mPanels := (mc + g.mr - 1) / g.mr
 				for ip := range mPanels {
-					// A's steps are its columns: element (p, x) is A(x, p).
-					packPanel(aPack[ip*kc*g.mr:], a, a.cs, a.rs, pc, kc, ic+ip*g.mr, min(g.mr, mc-ip*g.mr), g.mr)
+					g.packA(aPack[ip*kc*g.mr:], a, pc, kc, ic+ip*g.mr, min(g.mr, mc-ip*g.mr))
 				}
-				for jp := j0; jp < j1; jp++ {
-					cols := min(g.nr, nc-jp*g.nr)
-					for ip := range mPanels {
-						rows := min(g.mr, mc-ip*g.mr)
-						cOff := (ic+ip*g.mr)*ldc + jc + jp*g.nr
-						g.tile(kc, &aPack[ip*kc*g.mr], &bPack[jp*kc*g.nr], c, cOff, ldc, rows, cols, alpha)
-					}
-				}
-				g.packA.Put(ap)
+				g.tiles(kc, aPack, mPanels, mc, bPack, 0, nPanels, nc, c, ic*ldc+jc, ldc, alpha)
+				g.aBufs.Put(ap)
 			}
-			if workers > 1 {
-				parallelTasks(mBlocks*split, task)
+			if tasks := (m + mcEven - 1) / mcEven; workers > 1 {
+				parallelTasks(tasks, task)
 			} else {
-				for t := range mBlocks * split {
+				for t := range tasks {
 					task(t)
 				}
 			}
+		}
+	}
+}
+
+// runColumns is run for a product with too few rows to give every worker two blocks
+// of them (a batch of 64 samples): A is packed once, a group of kc slices at a time,
+// and each task owns a range of B's panels, which it packs, and the columns of C under
+// them, which it scales by beta and accumulates into, so a group of slices is one
+// parallel step. Each element of C still sums its kc slices in order.
+func (g *gemmKernel) runColumns(m, n, k int, alpha float32, a, b matView, beta float32, c []float32, ldc, workers int) {
+	mPanels := (m + g.mr - 1) / g.mr
+	block := mPanels * g.mr * g.kc // floats of A packed per kc slice
+	group := max(1, gemmGroup/block)
+	ap := g.groups.Get().(*[]float32)
+	defer g.groups.Put(ap)
+	if need := min(group, (k+g.kc-1)/g.kc) * block; cap(*ap) < need {
+		*ap = make([]float32, need)
+	}
+	aPack := *ap
+	nPanels := (n + g.nr - 1) / g.nr
+	tasks := min(nPanels, 2*workers)
+	for p0 := 0; p0 < k; p0 += group * g.kc {
+		slices := min(group, (k-p0+g.kc-1)/g.kc)
+		parallelFor(slices*mPanels, 8, func(lo, hi int) {
+			for u := lo; u < hi; u++ {
+				s, ip := u/mPanels, u%mPanels
+				pc := p0 + s*g.kc
+				kc := min(g.kc, k-pc)
+				g.packA(aPack[s*block+ip*kc*g.mr:], a, pc, kc, ip*g.mr, min(g.mr, m-ip*g.mr))
+			}
+		})
+		parallelTasks(tasks, func(t int) {
+			j0, j1 := nPanels*t/tasks, nPanels*(t+1)/tasks
+			if p0 == 0 {
+				scaleC(m, beta, c, ldc, j0*g.nr, min(j1*g.nr, n), false)
+			}
+			bp := g.bBufs.Get().(*[]float32)
+			defer g.bBufs.Put(bp)
+			bPack := *bp
+			for jc := j0; jc < j1; jc += g.nc / g.nr {
+				jn := min(j1, jc+g.nc/g.nr)
+				nc := min(jn*g.nr, n) - jc*g.nr
+				for s := range slices {
+					pc := p0 + s*g.kc
+					kc := min(g.kc, k-pc)
+					for jp := jc; jp < jn; jp++ {
+						g.packB(bPack[(jp-jc)*kc*g.nr:], b, pc, kc, jp*g.nr, min(g.nr, n-jp*g.nr))
+					}
+					g.tiles(kc, aPack[s*block:], mPanels, m, bPack, 0, jn-jc, nc, c, jc*g.nr, ldc, alpha)
+				}
+			}
+		})
+	}
+}
+
+// gemmGroup is how many floats of packed A runColumns holds at once (4 MiB); the tests
+// lower it to cross groups.
+var gemmGroup = 1 << 20
+
+// packA packs rows [x0, x0+rows) of A's kc-long slice at pc as one panel: A's steps
+// are its columns, element (p, x) being A(x, p).
+func (g *gemmKernel) packA(dst []float32, a matView, pc, kc, x0, rows int) {
+	packPanel(dst, a, a.cs, a.rs, pc, kc, x0, rows, g.mr)
+}
+
+// packB packs columns [x0, x0+cols) of B's kc-long slice at pc as one panel: B's steps
+// are its rows, element (p, x) being B(p, x).
+func (g *gemmKernel) packB(dst []float32, b matView, pc, kc, x0, cols int) {
+	packPanel(dst, b, b.rs, b.cs, pc, kc, x0, cols, g.nr)
+}
+
+// tiles adds alpha·A·B into the rows×cols block of C at cOff for mPanels packed panels
+// of A (rows in all) and B's packed panels [j0, j1) (cols in all, counted from j0):
+// panel after panel of B, each against every panel of A.
+func (g *gemmKernel) tiles(kc int, aPack []float32, mPanels, rows int, bPack []float32, j0, j1, cols int, c []float32, cOff, ldc int, alpha float32) {
+	for jp := j0; jp < j1; jp++ {
+		w := min(g.nr, cols-(jp-j0)*g.nr)
+		for ip := range mPanels {
+			h := min(g.mr, rows-ip*g.mr)
+			g.tile(kc, &aPack[ip*kc*g.mr], &bPack[jp*kc*g.nr], c, cOff+ip*g.mr*ldc+(jp-j0)*g.nr, ldc, h, w, alpha)
 		}
 	}
 }
@@ -136,7 +206,7 @@ func (g *gemmKernel) tile(kc int, ap, bp *float32, c []float32, cOff, ldc, rows,
 		g.micro(kc, ap, bp, unsafe.SliceData(c[cOff:]), ldc, alpha)
 		return
 	}
-	tp := g.tiles.Get().(*[]float32)
+	tp := g.tileBufs.Get().(*[]float32)
 	t := *tp
 	clear(t)
 	g.micro(kc, ap, bp, unsafe.SliceData(t), g.nr, alpha)
@@ -146,7 +216,7 @@ func (g *gemmKernel) tile(kc int, ap, bp *float32, c []float32, cOff, ldc, rows,
 			row[j] += t[i*g.nr+j]
 		}
 	}
-	g.tiles.Put(tp)
+	g.tileBufs.Put(tp)
 }
 
 // packPanel packs a kc×w panel of src into dst as kc steps of w floats: element

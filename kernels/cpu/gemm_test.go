@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -184,6 +185,49 @@ func TestSgemmDeterministic(t *testing.T) {
 	Sgemm(false, false, m, n, k, 1, a, k, b, n, 0, c1, n)
 	Sgemm(false, false, m, n, k, 1, a, k, b, n, 0, c2, n)
 	assert.Equal(t, c1, c2)
+}
+
+// Products spread over 1 to 5 workers, by blocks of rows and by ranges of columns
+// (runColumns, with its A packed in one group or in several), give the same bits, and
+// the bits of the serial product.
+func TestSgemmBitsAcrossGOMAXPROCS(t *testing.T) {
+	r := rand.New(rand.NewPCG(48, 49))
+	prev := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(prev)
+	defer func(g int) { gemmGroup = g }(gemmGroup)
+	for _, s := range [][3]int{{64, 300, 800}, {200, 170, 600}, {600, 70, 400}, {13, 1000, 50}} {
+		for _, group := range []int{gemmGroup, 1} { // 1: a kc slice per group
+			gemmGroup = group
+			g := randGemmCase(r, s[0], s[1], s[2])
+			for i := range g.a {
+				g.a[i] = float32(r.NormFloat64())
+			}
+			for i := range g.b {
+				g.b[i] = float32(r.NormFloat64())
+			}
+			var first []float32
+			for _, procs := range []int{1, 2, 3, 4, 5} {
+				runtime.GOMAXPROCS(procs)
+				c := append([]float32(nil), g.c...)
+				Sgemm(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, c, g.ldc)
+				if first == nil {
+					first = c
+					continue
+				}
+				for i := range c {
+					if math.Float32bits(c[i]) != math.Float32bits(first[i]) {
+						t.Fatalf("%v group %d: GOMAXPROCS %d gives %v at %d, GOMAXPROCS 1 %v", s, group, procs, c[i], i, first[i])
+					}
+				}
+			}
+			want := refGemm(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc)
+			for i := range g.m {
+				for j := range g.n {
+					require.InDelta(t, want[i*g.n+j], first[i*g.ldc+j], 1e-3, "%v at (%d,%d)", s, i, j)
+				}
+			}
+		}
+	}
 }
 
 func TestGemmKernelName(t *testing.T) {
