@@ -14,6 +14,19 @@ func sgemmKernel6x16AVX2(k int, a, b, c *float32, ldc int, alpha float32)
 //go:noescape
 func transpose16AVX512(dst *float32, ldd int, src *float32, lds int, rows int, mask int)
 
+//go:noescape
+func copyRowsAVX512(dst *float32, ldd int, src *float32, lds int, rows int, mask int)
+
+// copyRows copies rows ≥ 1 rows of the floats mask selects (bit i: float i, i < 32)
+// from src (lds floats apart) to dst (ldd floats apart), without touching the others;
+// nil where the CPU has no masked vector moves.
+var copyRows = func() func(dst *float32, ldd int, src *float32, lds int, rows int, mask int) {
+	if cpu.X86.HasAVX512F {
+		return copyRowsAVX512
+	}
+	return nil
+}()
+
 // transpose16 writes, as row j of dst (ldd floats apart), element j of each of the
 // rows ≤ 16 rows of 16 floats at src (lds floats apart; zeros past rows), in the lanes
 // that mask selects; nil where the CPU has no vector transpose.

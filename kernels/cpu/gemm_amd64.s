@@ -501,3 +501,30 @@ tshuffle:
 	VMOVUPS Z15, K1, (DI)
 	VZEROUPPER
 	RET
+
+// func copyRowsAVX512(dst *float32, ldd int, src *float32, lds int, rows int, mask int)
+// Copies rows >= 1 rows of the floats mask selects (bit i: float i, i < 32) from src
+// (lds floats apart) to dst (ldd floats apart).
+TEXT ·copyRowsAVX512(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), R8
+	SHLQ $2, R8
+	MOVQ src+16(FP), SI
+	MOVQ lds+24(FP), R9
+	SHLQ $2, R9
+	MOVQ rows+32(FP), CX
+	MOVQ mask+40(FP), AX
+	KMOVW AX, K1
+	SHRQ $16, AX
+	KMOVW AX, K2
+crloop:
+	VMOVUPS.Z (SI), K1, Z0
+	VMOVUPS.Z 64(SI), K2, Z1
+	VMOVUPS Z0, K1, (DI)
+	VMOVUPS Z1, K2, 64(DI)
+	ADDQ R9, SI
+	ADDQ R8, DI
+	DECQ CX
+	JNZ crloop
+	VZEROUPPER
+	RET

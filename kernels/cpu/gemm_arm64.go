@@ -15,5 +15,5 @@ func gemmKernels() []*gemmKernel {
 	}
 }
 
-// transpose16 is the vector transpose of the packing (gemm_amd64.go); none here.
-var transpose16 func(dst *float32, ldd int, src *float32, lds int, rows int, mask int)
+// transpose16 and copyRows are the packing's vector moves (gemm_amd64.go); none here.
+var transpose16, copyRows func(dst *float32, ldd int, src *float32, lds int, rows int, mask int)

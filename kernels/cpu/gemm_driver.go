@@ -232,6 +232,11 @@ func packPanel(dst []float32, src matView, sp, sx, p0, kc, x0, cols, w int) {
 	switch {
 	case src.o.dt == dtype.F32 && sx == 1:
 		s := src.o.f32s()
+		if copyRows != nil && cols <= 32 && kc > 0 {
+			// A 128-byte copy through memmove cost more than the move.
+			copyRows(&dst[0], w, &s[base], sp, kc, 1<<cols-1)
+			return
+		}
 		for p := range kc {
 			copy(dst[p*w:p*w+cols], s[base+p*sp:base+p*sp+cols])
 		}

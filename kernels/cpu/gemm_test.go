@@ -236,35 +236,45 @@ func TestGemmKernelName(t *testing.T) {
 	assert.Equal(t, "go", ks[len(ks)-1].name)
 }
 
-// The vector transpose of the packing writes what the scalar packing does: every row
-// count, lane mask and panel width, with garbage around the panel left alone.
-func TestPackPanelVectorTranspose(t *testing.T) {
-	if transpose16 == nil {
-		t.Skip("no vector transpose on this CPU")
+// The vector moves of the packing (the transpose of runs along p, the copy of rows
+// along x) write what the scalar packing does: every width, column count and depth,
+// with the floats around the panel left alone.
+func TestPackPanelVectorMoves(t *testing.T) {
+	if transpose16 == nil || copyRows == nil {
+		t.Skip("no vector moves on this CPU")
 	}
 	r := rand.New(rand.NewPCG(44, 45))
-	const sx = 53 // runs along p, sx floats apart
-	src := make([]float32, 40*sx)
+	const ld = 53 // the other stride
+	src := make([]float32, 45*ld)
 	for i := range src {
 		src[i] = float32(r.NormFloat64())
 	}
-	vec := transpose16
-	defer func() { transpose16 = vec }()
-	for _, w := range []int{4, 6, 14, 16, 32} {
-		for cols := 1; cols <= w; cols++ {
-			for _, kc := range []int{1, 15, 16, 17, 40} {
-				panel := func(v func(dst *float32, ldd int, src *float32, lds int, rows int, mask int)) []float32 {
-					transpose16 = v
-					dst := make([]float32, kc*w+3)
-					for i := range dst {
-						dst[i] = float32(math.NaN())
+	vt, vc := transpose16, copyRows
+	defer func() { transpose16, copyRows = vt, vc }()
+	for _, runs := range []bool{true, false} { // along p (transposed), along x (copied)
+		sp, sx := 1, ld
+		if !runs {
+			sp, sx = ld, 1
+		}
+		for _, w := range []int{4, 6, 14, 16, 32} {
+			for cols := 1; cols <= w; cols++ {
+				for _, kc := range []int{1, 15, 16, 17, 40} {
+					panel := func(vector bool) []float32 {
+						transpose16, copyRows = nil, nil
+						if vector {
+							transpose16, copyRows = vt, vc
+						}
+						dst := make([]float32, kc*w+3)
+						for i := range dst {
+							dst[i] = float32(math.NaN())
+						}
+						packPanel(dst, f32View(src, 1, ld), sp, sx, 5, kc, 2, cols, w)
+						return dst
 					}
-					packPanel(dst, f32View(src, 1, sx), 1, sx, 5, kc, 2, cols, w)
-					return dst
-				}
-				want, got := panel(nil), panel(vec)
-				for i := range want {
-					require.Equal(t, math.Float32bits(want[i]), math.Float32bits(got[i]), "w %d cols %d kc %d at %d", w, cols, kc, i)
+					want, got := panel(false), panel(true)
+					for i := range want {
+						require.Equal(t, math.Float32bits(want[i]), math.Float32bits(got[i]), "runs %v w %d cols %d kc %d at %d", runs, w, cols, kc, i)
+					}
 				}
 			}
 		}
