@@ -180,20 +180,9 @@ func (k kernel) write(b *bytes.Buffer) {
 // AVX-512: rows in Z0-Z15 (zeros past rows), four stages of in-lane unpacks and
 // shuffles and 128-bit lane shuffles through Z16-Z31, after which Zj holds column j.
 func writeTranspose16(b *bytes.Buffer) {
-	p := func(format string, args ...any) { fmt.Fprintf(b, "\t"+format+"\n", args...) }
-	fmt.Fprintf(b, "\n// func transpose16AVX512(dst *float32, ldd int, src *float32, lds int, rows int, mask int)\n")
-	fmt.Fprintf(b, "// Row j of dst (ldd floats apart) gets element j of each of the rows <= 16 rows of\n")
-	fmt.Fprintf(b, "// 16 floats at src (lds floats apart; zeros past rows), in the lanes mask selects.\n")
-	fmt.Fprintf(b, "TEXT ·transpose16AVX512(SB), NOSPLIT, $0-48\n")
-	p("MOVQ dst+0(FP), DI")
-	p("MOVQ ldd+8(FP), R8")
-	p("SHLQ $2, R8")
-	p("MOVQ src+16(FP), SI")
-	p("MOVQ lds+24(FP), R9")
-	p("SHLQ $2, R9")
-	p("MOVQ rows+32(FP), CX")
-	p("MOVQ mask+40(FP), AX")
-	p("KMOVW AX, K1")
+	p := movePrologue(b, "transpose16AVX512",
+		"Row j of dst (ldd floats apart) gets element j of each of the rows <= 16 rows of",
+		"16 floats at src (lds floats apart; zeros past rows), in the lanes mask selects.")
 	for i := range 16 {
 		p("CMPQ CX, $%d", i)
 		p("JLE tzero%d", i)
@@ -243,20 +232,9 @@ func writeTranspose16(b *bytes.Buffer) {
 // masked load and store of two vectors a row (a masked lane is neither read nor
 // written, so a row may end at the end of its buffer).
 func writeCopyRows(b *bytes.Buffer) {
-	p := func(format string, args ...any) { fmt.Fprintf(b, "\t"+format+"\n", args...) }
-	fmt.Fprintf(b, "\n// func copyRowsAVX512(dst *float32, ldd int, src *float32, lds int, rows int, mask int)\n")
-	fmt.Fprintf(b, "// Copies rows >= 1 rows of the floats mask selects (bit i: float i, i < 32) from src\n")
-	fmt.Fprintf(b, "// (lds floats apart) to dst (ldd floats apart).\n")
-	fmt.Fprintf(b, "TEXT ·copyRowsAVX512(SB), NOSPLIT, $0-48\n")
-	p("MOVQ dst+0(FP), DI")
-	p("MOVQ ldd+8(FP), R8")
-	p("SHLQ $2, R8")
-	p("MOVQ src+16(FP), SI")
-	p("MOVQ lds+24(FP), R9")
-	p("SHLQ $2, R9")
-	p("MOVQ rows+32(FP), CX")
-	p("MOVQ mask+40(FP), AX")
-	p("KMOVW AX, K1")
+	p := movePrologue(b, "copyRowsAVX512",
+		"Copies rows >= 1 rows of the floats mask selects (bit i: float i, i < 32) from src",
+		"(lds floats apart) to dst (ldd floats apart).")
 	p("SHRQ $16, AX")
 	p("KMOVW AX, K2")
 	fmt.Fprintf(b, "crloop:\n")
@@ -270,4 +248,27 @@ func writeCopyRows(b *bytes.Buffer) {
 	p("JNZ crloop")
 	p("VZEROUPPER")
 	p("RET")
+}
+
+// movePrologue starts a packing move name(dst *float32, ldd int, src *float32, lds int,
+// rows int, mask int) documented by doc: DI and SI point at dst and src, R8 and R9 hold
+// the strides in bytes, CX the rows, AX the mask and K1 its low 16 bits. It returns the
+// instruction writer.
+func movePrologue(b *bytes.Buffer, name string, doc ...string) func(format string, args ...any) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, "\t"+format+"\n", args...) }
+	fmt.Fprintf(b, "\n// func %s(dst *float32, ldd int, src *float32, lds int, rows int, mask int)\n", name)
+	for _, d := range doc {
+		fmt.Fprintf(b, "// %s\n", d)
+	}
+	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-48\n", name)
+	p("MOVQ dst+0(FP), DI")
+	p("MOVQ ldd+8(FP), R8")
+	p("SHLQ $2, R8")
+	p("MOVQ src+16(FP), SI")
+	p("MOVQ lds+24(FP), R9")
+	p("SHLQ $2, R9")
+	p("MOVQ rows+32(FP), CX")
+	p("MOVQ mask+40(FP), AX")
+	p("KMOVW AX, K1")
+	return p
 }
