@@ -52,13 +52,16 @@ type gemmKernel struct {
 	mr, nr       int
 	kc, mc, nc   int
 	micro        func(k int, a, b, c *float32, ldc int, alpha float32)
+	// store sets C = alpha·Ap·Bp without reading C (nil: no such kernel; C is then
+	// cleared first): the first kc slice of a product with beta 0.
+	store        func(k int, a, b, c *float32, ldc int, alpha float32)
 	aBufs, bBufs sync.Pool // *[]float32 of mc·kc and kc·nc floats (rounded to panels)
 	groups       sync.Pool // *[]float32 of A packed by runColumns, grown as needed
 	tileBufs     sync.Pool // *[]float32 of mr·nr floats for partial tiles
 }
 
-func newGemmKernel(name string, mr, nr, kc, mc, nc int, micro func(k int, a, b, c *float32, ldc int, alpha float32)) *gemmKernel {
-	g := &gemmKernel{name: name, mr: mr, nr: nr, kc: kc, mc: mc, nc: nc, micro: micro}
+func newGemmKernel(name string, mr, nr, kc, mc, nc int, micro, store func(k int, a, b, c *float32, ldc int, alpha float32)) *gemmKernel {
+	g := &gemmKernel{name: name, mr: mr, nr: nr, kc: kc, mc: mc, nc: nc, micro: micro, store: store}
 	g.aBufs.New = func() any { s := make([]float32, mc*kc); return &s }
 	g.bBufs.New = func() any { s := make([]float32, kc*nc); return &s }
 	g.groups.New = func() any { return new([]float32) }

@@ -11,6 +11,14 @@ func sgemmKernel14x32AVX512(k int, a, b, c *float32, ldc int, alpha float32)
 //go:noescape
 func sgemmKernel6x16AVX2(k int, a, b, c *float32, ldc int, alpha float32)
 
+// The Store kernels set C[0:mr, 0:nr] = alpha·Ap·Bp, not reading C.
+
+//go:noescape
+func sgemmKernel14x32AVX512Store(k int, a, b, c *float32, ldc int, alpha float32)
+
+//go:noescape
+func sgemmKernel6x16AVX2Store(k int, a, b, c *float32, ldc int, alpha float32)
+
 //go:noescape
 func transpose16AVX512(dst *float32, ldd int, src *float32, lds int, rows int, mask int)
 
@@ -42,10 +50,10 @@ var transpose16 = func() func(dst *float32, ldd int, src *float32, lds int, rows
 func gemmKernels() []*gemmKernel {
 	var ks []*gemmKernel
 	if cpu.X86.HasAVX512F {
-		ks = append(ks, newGemmKernel("avx512", 14, 32, 384, 14*12, 4096, sgemmKernel14x32AVX512))
+		ks = append(ks, newGemmKernel("avx512", 14, 32, 384, 14*12, 4096, sgemmKernel14x32AVX512, sgemmKernel14x32AVX512Store))
 	}
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
-		ks = append(ks, newGemmKernel("avx2", 6, 16, 256, 6*24, 4096, sgemmKernel6x16AVX2))
+		ks = append(ks, newGemmKernel("avx2", 6, 16, 256, 6*24, 4096, sgemmKernel6x16AVX2, sgemmKernel6x16AVX2Store))
 	}
 	return append(ks, goGemmKernel())
 }

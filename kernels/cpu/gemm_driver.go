@@ -67,7 +67,10 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 		g.runColumns(m, n, k, alpha, a, b, beta, c, ldc, workers)
 		return
 	}
-	scaleC(m, beta, c, ldc, 0, n, parallel)
+	set := beta == 0 && g.store != nil // the first kc slice sets C
+	if !set {
+		scaleC(m, beta, c, ldc, 0, n, parallel)
+	}
 	bp := g.bBufs.Get().(*[]float32)
 	defer g.bBufs.Put(bp)
 	bPack := *bp
@@ -104,7 +107,7 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 				for ip := range mPanels {
 					g.packA(aPack[ip*kc*g.mr:], a, pc, kc, ic+ip*g.mr, min(g.mr, mc-ip*g.mr))
 				}
-				g.tiles(kc, aPack, mPanels, mc, bPack, 0, nPanels, nc, c, ic*ldc+jc, ldc, alpha)
+				g.tiles(kc, aPack, mPanels, mc, bPack, 0, nPanels, nc, c, ic*ldc+jc, ldc, alpha, set && pc == 0)
 				g.aBufs.Put(ap)
 			}
 			if tasks := (m + mcEven - 1) / mcEven; workers > 1 {
@@ -135,6 +138,7 @@ func (g *gemmKernel) runColumns(m, n, k int, alpha float32, a, b matView, beta f
 	aPack := *ap
 	nPanels := (n + g.nr - 1) / g.nr
 	tasks := min(nPanels, 2*workers)
+	set := beta == 0 && g.store != nil // the first kc slice sets C
 	for p0 := 0; p0 < k; p0 += group * g.kc {
 		slices := min(group, (k-p0+g.kc-1)/g.kc)
 		parallelFor(slices*mPanels, 8, func(lo, hi int) {
@@ -147,7 +151,7 @@ func (g *gemmKernel) runColumns(m, n, k int, alpha float32, a, b matView, beta f
 		})
 		parallelTasks(tasks, func(t int) {
 			j0, j1 := nPanels*t/tasks, nPanels*(t+1)/tasks
-			if p0 == 0 {
+			if p0 == 0 && !set {
 				scaleC(m, beta, c, ldc, j0*g.nr, min(j1*g.nr, n), false)
 			}
 			bp := g.bBufs.Get().(*[]float32)
@@ -162,7 +166,7 @@ func (g *gemmKernel) runColumns(m, n, k int, alpha float32, a, b matView, beta f
 					for jp := jc; jp < jn; jp++ {
 						g.packB(bPack[(jp-jc)*kc*g.nr:], b, pc, kc, jp*g.nr, min(g.nr, n-jp*g.nr))
 					}
-					g.tiles(kc, aPack[s*block:], mPanels, m, bPack, 0, jn-jc, nc, c, jc*g.nr, ldc, alpha)
+					g.tiles(kc, aPack[s*block:], mPanels, m, bPack, 0, jn-jc, nc, c, jc*g.nr, ldc, alpha, set && pc == 0)
 				}
 			}
 		})
@@ -185,33 +189,45 @@ func (g *gemmKernel) packB(dst []float32, b matView, pc, kc, x0, cols int) {
 	packPanel(dst, b, b.rs, b.cs, pc, kc, x0, cols, g.nr)
 }
 
-// tiles adds alpha·A·B into the rows×cols block of C at cOff for mPanels packed panels
-// of A (rows in all) and B's packed panels [j0, j1) (cols in all, counted from j0):
-// panel after panel of B, each against every panel of A.
-func (g *gemmKernel) tiles(kc int, aPack []float32, mPanels, rows int, bPack []float32, j0, j1, cols int, c []float32, cOff, ldc int, alpha float32) {
+// tiles adds alpha·A·B into the rows×cols block of C at cOff (sets it to that, with
+// set) for mPanels packed panels of A (rows in all) and B's packed panels [j0, j1)
+// (cols in all, counted from j0): panel after panel of B, each against every panel
+// of A.
+func (g *gemmKernel) tiles(kc int, aPack []float32, mPanels, rows int, bPack []float32, j0, j1, cols int, c []float32, cOff, ldc int, alpha float32, set bool) {
 	for jp := j0; jp < j1; jp++ {
 		w := min(g.nr, cols-(jp-j0)*g.nr)
 		for ip := range mPanels {
 			h := min(g.mr, rows-ip*g.mr)
-			g.tile(kc, &aPack[ip*kc*g.mr], &bPack[jp*kc*g.nr], c, cOff+ip*g.mr*ldc+(jp-j0)*g.nr, ldc, h, w, alpha)
+			g.tile(kc, &aPack[ip*kc*g.mr], &bPack[jp*kc*g.nr], c, cOff+ip*g.mr*ldc+(jp-j0)*g.nr, ldc, h, w, alpha, set)
 		}
 	}
 }
 
-// tile adds alpha·Ap·Bp into the rows×cols tile of C at cOff, through a scratch tile
-// when it is smaller than the micro-kernel's.
-func (g *gemmKernel) tile(kc int, ap, bp *float32, c []float32, cOff, ldc, rows, cols int, alpha float32) {
+// tile adds alpha·Ap·Bp into the rows×cols tile of C at cOff (sets the tile to it,
+// with set, through the store kernel), through a scratch tile when it is smaller than
+// the micro-kernel's.
+func (g *gemmKernel) tile(kc int, ap, bp *float32, c []float32, cOff, ldc, rows, cols int, alpha float32, set bool) {
+	micro := g.micro
+	if set {
+		micro = g.store
+	}
 	if rows == g.mr && cols == g.nr {
 		_ = c[cOff+(rows-1)*ldc+cols-1] // the kernel writes the whole tile
-		g.micro(kc, ap, bp, unsafe.SliceData(c[cOff:]), ldc, alpha)
+		micro(kc, ap, bp, unsafe.SliceData(c[cOff:]), ldc, alpha)
 		return
 	}
 	tp := g.tileBufs.Get().(*[]float32)
 	t := *tp
-	clear(t)
-	g.micro(kc, ap, bp, unsafe.SliceData(t), g.nr, alpha)
+	if !set {
+		clear(t)
+	}
+	micro(kc, ap, bp, unsafe.SliceData(t), g.nr, alpha)
 	for i := range rows {
 		row := c[cOff+i*ldc : cOff+i*ldc+cols]
+		if set {
+			copy(row, t[i*g.nr:])
+			continue
+		}
 		for j := range row {
 			row[j] += t[i*g.nr+j]
 		}

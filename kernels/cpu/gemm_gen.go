@@ -32,7 +32,8 @@ func main() {
 		{"sgemmKernel14x32AVX512", 14, 2, 16, "Z", "AVX-512F"},
 		{"sgemmKernel6x16AVX2", 6, 2, 8, "Y", "AVX2 and FMA"},
 	} {
-		k.write(&b)
+		k.write(&b, false)
+		k.write(&b, true)
 	}
 	writeTranspose16(&b)
 	writeCopyRows(&b)
@@ -109,7 +110,13 @@ func writeNEON(b *bytes.Buffer, name string, mr, vecs int) {
 	p("RET")
 }
 
-func (k kernel) write(b *bytes.Buffer) {
+// write writes the kernel; with store, its variant that sets C = alpha·Ap·Bp (named
+// with Store), which does not read C: the first kc slice of a product with beta 0.
+func (k kernel) write(b *bytes.Buffer, store bool) {
+	name := k.name
+	if store {
+		name += "Store"
+	}
 	nacc := k.mr * k.vecs
 	bReg := func(v int) string { return fmt.Sprintf("%s%d", k.reg, nacc+v) }
 	acc := func(i, v int) string { return fmt.Sprintf("%s%d", k.reg, i*k.vecs+v) }
@@ -117,9 +124,9 @@ func (k kernel) write(b *bytes.Buffer) {
 	vbytes := 4 * k.lanes
 	p := func(format string, args ...any) { fmt.Fprintf(b, "\t"+format+"\n", args...) }
 
-	fmt.Fprintf(b, "\n// func %s(k int, a, b, c *float32, ldc int, alpha float32)\n", k.name)
+	fmt.Fprintf(b, "\n// func %s(k int, a, b, c *float32, ldc int, alpha float32)\n", name)
 	fmt.Fprintf(b, "// %dx%d micro-kernel with %s; k >= 1.\n", k.mr, k.vecs*k.lanes, k.feat)
-	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-44\n", k.name)
+	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-44\n", name)
 	p("MOVQ k+0(FP), CX")
 	p("MOVQ a+8(FP), SI")
 	p("MOVQ b+16(FP), DI")
@@ -147,7 +154,7 @@ func (k kernel) write(b *bytes.Buffer) {
 			}
 		}
 	}
-	fmt.Fprintf(b, "%s_loop:\n", k.name)
+	fmt.Fprintf(b, "%s_loop:\n", name)
 	for v := range k.vecs {
 		p("VMOVUPS %d(DI), %s", v*vbytes, bReg(v))
 	}
@@ -160,12 +167,16 @@ func (k kernel) write(b *bytes.Buffer) {
 	p("ADDQ $%d, SI", 4*k.mr)
 	p("ADDQ $%d, DI", k.vecs*vbytes)
 	p("DECQ CX")
-	p("JNZ %s_loop", k.name)
-	// C += alpha·acc, row by row.
+	p("JNZ %s_loop", name)
+	// C += alpha·acc (C = alpha·acc to store), row by row.
 	p("VBROADCASTSS alpha+40(FP), %s", bcast)
 	for i := range k.mr {
 		for v := range k.vecs {
-			p("VFMADD213PS %d(DX), %s, %s", v*vbytes, bcast, acc(i, v))
+			if store {
+				p("VMULPS %s, %s, %s", bcast, acc(i, v), acc(i, v))
+			} else {
+				p("VFMADD213PS %d(DX), %s, %s", v*vbytes, bcast, acc(i, v))
+			}
 			p("VMOVUPS %s, %d(DX)", acc(i, v), v*vbytes)
 		}
 		if i < k.mr-1 {
