@@ -48,10 +48,10 @@ var bestGemmKernel = sync.OnceValue(func() *gemmKernel { return gemmKernels()[0]
 // mc×nc blocks over kc-long slices of k; A is packed into mr-row panels, B into nr-
 // column panels, both zero-padded to whole panels.
 type gemmKernel struct {
-	name         string
-	mr, nr       int
-	kc, mc, nc   int
-	micro        func(k int, a, b, c *float32, ldc int, alpha float32)
+	name       string
+	mr, nr     int
+	kc, mc, nc int
+	micro      func(k int, a, b, c *float32, ldc int, alpha float32)
 	// store sets C = alpha·Ap·Bp without reading C (nil: no such kernel; C is then
 	// cleared first): the first kc slice of a product with beta 0.
 	store        func(k int, a, b, c *float32, ldc int, alpha float32)
