@@ -89,31 +89,34 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 			} else {
 				packPanels(0, nPanels)
 			}
-			// Tasks are blocks of rows: even blocks of whole panels, at most mc and,
-			// when there are several workers, small enough to give each two blocks
-			// (runColumns takes the products with too few rows for that). Each task
-			// packs its rows of A once and runs them against every panel of B.
-			blocks := (m + g.mc - 1) / g.mc
+			// Tasks are blocks of rows, A's panels dealt out evenly: at most mc rows
+			// each and, when there are several workers, a multiple of them, at least
+			// two each (runColumns takes the products with too few rows for that),
+			// so every worker gets as many panels. Each task packs its rows of A once
+			// and runs them against every panel of B.
+			panels := (m + g.mr - 1) / g.mr
+			per := g.mc / g.mr // panels a block holds at most
+			blocks := (panels + per - 1) / per
 			if workers > 1 {
-				blocks = max(blocks, 2*workers)
+				blocks = (max(blocks, 2*workers) + workers - 1) / workers * workers
 			}
-			mcEven := ((m+blocks-1)/blocks + g.mr - 1) / g.mr * g.mr
+			blocks = min(blocks, panels)
 			task := func(t int) {
-				ic := t * mcEven
-				mc := min(mcEven, m-ic)
+				p0, p1 := panels*t/blocks, panels*(t+1)/blocks
+				ic := p0 * g.mr
+				mc := min(p1*g.mr, m) - ic
 				ap := g.aBufs.Get().(*[]float32)
 				aPack := *ap
-				mPanels := (mc + g.mr - 1) / g.mr
-				for ip := range mPanels {
+				for ip := range p1 - p0 {
 					g.packA(aPack[ip*kc*g.mr:], a, pc, kc, ic+ip*g.mr, min(g.mr, mc-ip*g.mr))
 				}
-				g.tiles(kc, aPack, mPanels, mc, bPack, 0, nPanels, nc, c, ic*ldc+jc, ldc, alpha, set && pc == 0)
+				g.tiles(kc, aPack, p1-p0, mc, bPack, 0, nPanels, nc, c, ic*ldc+jc, ldc, alpha, set && pc == 0)
 				g.aBufs.Put(ap)
 			}
-			if tasks := (m + mcEven - 1) / mcEven; workers > 1 {
-				parallelTasks(tasks, task)
+			if workers > 1 {
+				parallelTasks(blocks, task)
 			} else {
-				for t := range tasks {
+				for t := range blocks {
 					task(t)
 				}
 			}
