@@ -13,8 +13,10 @@
 //	concurrent  goroutines churning on one allocator at once, with and without a
 //	            device call per allocation; ops/s and errors
 //	train       training steps of MLPs through tensor, nn and optim (-cases: the cpu
-//	            set of issue 10, the gpu set of issue 9, or case names); steps/s and
-//	            the peaks; scripts/bench/torch_train.py runs the same cases in PyTorch
+//	            set of issue 10, the gpu set of issue 9, or case names); steps/s, the
+//	            peaks, the CPU time per step and, on host memory, the GEMM in use (the
+//	            built-in one or the system BLAS that SUBLET_BLAS names);
+//	            scripts/bench/torch_train.py runs the same cases in PyTorch
 //
 //	sublet-bench [-device sim,cuda:0] [-run pair,churn,...] [-time 1s] [-compute 2.26ms] [-cases cpu] [-steps N] [-json FILE] [-jsonl FILE]
 //

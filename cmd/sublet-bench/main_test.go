@@ -15,6 +15,7 @@ import (
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/internal/jsonkeys"
+	"github.com/subletml/sublet/tensor"
 )
 
 func runBench(args ...string) (int, string, string) {
@@ -172,7 +173,14 @@ func TestTrainPeaksOnSimEqualThoseWithData(t *testing.T) {
 			assert.Equal(t, "train", r.Experiment)
 			assert.GreaterOrEqual(t, r.N, int64(3))
 			peaks, cpu, ok := strings.Cut(r.Note, "; cpu ")
-			assert.True(t, ok && strings.HasSuffix(cpu, " ms per step"), "the note ends with the CPU time per step: %s", r.Note)
+			assert.True(t, ok && strings.Contains(cpu, " ms per step"), "the note gives the CPU time per step: %s", r.Note)
+			if dev == "sim-backed" { // host memory: the CPU kernels compute, and the note names their GEMM
+				g, err := tensor.HostGemm()
+				require.NoError(t, err)
+				assert.True(t, strings.HasSuffix(r.Note, "; gemm "+g), r.Note)
+			} else {
+				assert.NotContains(t, r.Note, "gemm")
+			}
 			notes[r.Case] = append(notes[r.Case], peaks)
 		}
 	}

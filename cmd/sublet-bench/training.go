@@ -209,5 +209,10 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 	if cpuOK {
 		note += fmt.Sprintf("; cpu %.4g ms per step", float64(cpu1-cpu0)/float64(n)/1e6)
 	}
+	if dev.Residency() == device.Host {
+		if g, err := tensor.HostGemm(); err == nil {
+			note += "; gemm " + g // the built-in one, or the system BLAS SUBLET_BLAS names
+		}
+	}
 	return Result{Experiment: "train", Device: dev.Name(), Case: c.name, Value: float64(n) / el.Seconds(), Unit: "steps/s", N: n, Note: note}, nil
 }
