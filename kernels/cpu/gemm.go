@@ -56,7 +56,8 @@ type gemmKernel struct {
 	// cleared first): the first kc slice of a product with beta 0.
 	store        func(k int, a, b, c *float32, ldc int, alpha float32)
 	aBufs, bBufs sync.Pool // *[]float32 of mc·kc and kc·nc floats (rounded to panels)
-	groups       sync.Pool // *[]float32 of A packed by runColumns, grown as needed
+	groups       sync.Pool // *[]float32 of runColumns' packed A, grown as needed
+	columns      sync.Pool // *[]float32 of a runColumns task's packed B, grown as needed
 	tileBufs     sync.Pool // *[]float32 of mr·nr floats for partial tiles
 }
 
@@ -65,6 +66,7 @@ func newGemmKernel(name string, mr, nr, kc, mc, nc int, micro, store func(k int,
 	g.aBufs.New = func() any { s := make([]float32, mc*kc); return &s }
 	g.bBufs.New = func() any { s := make([]float32, kc*nc); return &s }
 	g.groups.New = func() any { return new([]float32) }
+	g.columns.New = func() any { return new([]float32) }
 	g.tileBufs.New = func() any { s := make([]float32, mr*nr); return &s }
 	return g
 }

@@ -138,7 +138,7 @@ func (g *gemmKernel) runColumns(m, n, k int, alpha float32, a, b matView, beta f
 	if need := min(group, (k+g.kc-1)/g.kc) * block; cap(*ap) < need {
 		*ap = make([]float32, need)
 	}
-	aPack := *ap
+	aPack := (*ap)[:cap(*ap)]
 	nPanels := (n + g.nr - 1) / g.nr
 	tasks := min(nPanels, 2*workers)
 	set := beta == 0 && g.store != nil // the first kc slice sets C
@@ -157,9 +157,14 @@ func (g *gemmKernel) runColumns(m, n, k int, alpha float32, a, b matView, beta f
 			if p0 == 0 && !set {
 				scaleC(m, beta, c, ldc, j0*g.nr, min(j1*g.nr, n), false)
 			}
-			bp := g.bBufs.Get().(*[]float32)
-			defer g.bBufs.Put(bp)
-			bPack := *bp
+			// Room for the task's panels only (up to nc columns): a pool buffer of
+			// kc·nc floats per worker would multiply the packing's memory by them.
+			bp := g.columns.Get().(*[]float32)
+			defer g.columns.Put(bp)
+			if need := min(j1-j0, g.nc/g.nr) * g.kc * g.nr; cap(*bp) < need {
+				*bp = make([]float32, need)
+			}
+			bPack := (*bp)[:cap(*bp)]
 			for jc := j0; jc < j1; jc += g.nc / g.nr {
 				jn := min(j1, jc+g.nc/g.nr)
 				nc := min(jn*g.nr, n) - jc*g.nr
