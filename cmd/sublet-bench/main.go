@@ -13,10 +13,12 @@
 //	concurrent  goroutines churning on one allocator at once, with and without a
 //	            device call per allocation; ops/s and errors
 //	train       training steps of MLPs through tensor, nn and optim (-cases: the cpu
-//	            set of issue 10, the gpu set of issue 9, or case names); steps/s and
-//	            the peaks; scripts/bench/torch_train.py runs the same cases in PyTorch
+//	            set of issue 10, the gpu set of issue 9, or case names); steps/s, the
+//	            peaks, the CPU time per step and, on host memory, the GEMM in use (the
+//	            built-in one or the system BLAS that SUBLET_BLAS names);
+//	            scripts/bench/torch_train.py runs the same cases in PyTorch
 //
-//	sublet-bench [-device sim,cuda:0] [-run pair,churn,...] [-time 1s] [-compute 2.26ms] [-cases cpu] [-json FILE] [-jsonl FILE]
+//	sublet-bench [-device sim,cuda:0] [-run pair,churn,...] [-time 1s] [-compute 2.26ms] [-cases cpu] [-steps N] [-json FILE] [-jsonl FILE]
 //
 // Each experiment ends by freeing everything and checking that the allocator holds
 // nothing after EmptyCache; a leak or any error makes the exit status 1. Results go to
@@ -81,7 +83,10 @@ type bench struct {
 	// compute is the simulated compute time of one emptycache training step.
 	compute time.Duration
 	// train are the cases of the train experiment.
-	train   []trainCase
+	train []trainCase
+	// steps, when above 0, is how many steps each train case times instead of per
+	// (for profiles and instruction counts that compare runs step for step).
+	steps   int64
 	out     io.Writer
 	results []Result
 }
@@ -99,11 +104,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	per := fs.Duration("time", time.Second, "time to measure each figure over")
 	compute := fs.Duration("compute", defaultCompute(), "emptycache: simulated compute time per training step (the default is the step's flops at the H200's measured 51.3 TFLOP/s FP32)")
 	cases := fs.String("cases", "cpu", "train: comma-separated cases or sets (cpu, gpu; "+caseNames()+")")
+	steps := fs.Int64("steps", 0, "train: time exactly this many steps of each case instead of -time (0: -time)")
 	jsonPath := fs.String("json", "", "also write the results as a JSON array to this file")
 	jsonlPath := fs.String("jsonl", "", "also write the results as JSON lines, one per figure, to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sublet-bench [-device LIST] [-run LIST] [-time D] [-compute D] [-cases LIST] [-json FILE] [-jsonl FILE] [-cpuprofile FILE]")
+		fmt.Fprintln(stderr, "usage: sublet-bench [-device LIST] [-run LIST] [-time D] [-compute D] [-cases LIST] [-steps N] [-json FILE] [-jsonl FILE] [-cpuprofile FILE]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -112,7 +118,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	if fs.NArg() > 0 || *per <= 0 || *compute < 0 {
+	if fs.NArg() > 0 || *per <= 0 || *compute < 0 || *steps < 0 {
 		fs.Usage()
 		return 2
 	}
@@ -144,7 +150,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			f.Close()
 		}()
 	}
-	b := &bench{per: *per, compute: *compute, train: train, out: stdout}
+	b := &bench{per: *per, compute: *compute, train: train, steps: *steps, out: stdout}
 	fmt.Fprintf(stdout, "# sublet-bench %s GOMAXPROCS=%d %s/%s %s, %s per figure, emptycache compute %s per step\n",
 		time.Now().UTC().Format(time.RFC3339), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version(), *per, *compute)
 	failed := false

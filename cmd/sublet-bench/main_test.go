@@ -15,6 +15,7 @@ import (
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/internal/jsonkeys"
+	"github.com/subletml/sublet/tensor"
 )
 
 func runBench(args ...string) (int, string, string) {
@@ -171,7 +172,16 @@ func TestTrainPeaksOnSimEqualThoseWithData(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(line), &r), line)
 			assert.Equal(t, "train", r.Experiment)
 			assert.GreaterOrEqual(t, r.N, int64(3))
-			notes[r.Case] = append(notes[r.Case], r.Note)
+			peaks, cpu, ok := strings.Cut(r.Note, "; cpu ")
+			assert.True(t, ok && strings.Contains(cpu, " ms per step"), "the note gives the CPU time per step: %s", r.Note)
+			if dev == "sim-backed" { // host memory: the CPU kernels compute, and the note names their GEMM
+				g, err := tensor.HostGemm()
+				require.NoError(t, err)
+				assert.True(t, strings.HasSuffix(r.Note, "; gemm "+g), r.Note)
+			} else {
+				assert.NotContains(t, r.Note, "gemm")
+			}
+			notes[r.Case] = append(notes[r.Case], peaks)
 		}
 	}
 	for c, n := range notes {
@@ -182,4 +192,18 @@ func TestTrainPeaksOnSimEqualThoseWithData(t *testing.T) {
 	code, _, errs := runBench("-run", "train", "-cases", "nope")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errs, `unknown case "nope"`)
+}
+
+func TestTrainStepsTimesExactlyThatMany(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.jsonl")
+	code, _, errs := runBench("-device", "sim", "-run", "train", "-cases", "tiny-sgd", "-steps", "7", "-time", "1h", "-jsonl", path)
+	require.Equal(t, 0, code, errs)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var r Result
+	require.NoError(t, json.Unmarshal(data, &r))
+	assert.Equal(t, int64(7), r.N, "-steps wins over -time")
+
+	code, _, _ = runBench("-run", "train", "-steps", "-1")
+	assert.Equal(t, 2, code)
 }

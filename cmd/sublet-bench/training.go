@@ -84,8 +84,10 @@ func caseNames() string {
 }
 
 // runTrain trains each chosen case for a few warm-up steps, then for b.per or at least
-// 3 steps, and reports steps per second with the peak allocated and reserved memory of
-// the timed steps. On a device without data the steps only allocate: the figure is
+// 3 steps (exactly b.steps when that is set), and reports steps per second with the
+// peak allocated and reserved memory of the timed steps and the process's CPU time per
+// step (every thread's: on a shared machine, one thread's CPU time moves less than its
+// wall-clock time). On a device without data the steps only allocate: the figure is
 // the host's cost of running the graph, and the peaks are the model's real ones.
 func runTrain(b *bench, dev device.Device) error {
 	for _, c := range b.train {
@@ -190,17 +192,27 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 		}
 	}
 	a.ResetPeakStats()
+	cpu0, cpuOK := processCPU()
 	start := time.Now()
 	n := int64(0)
-	for n < 3 || time.Since(start) < b.per {
+	for b.steps > 0 && n < b.steps || b.steps == 0 && (n < 3 || time.Since(start) < b.per) {
 		if err := step(); err != nil {
 			return r, err
 		}
 		n++
 	}
 	el := time.Since(start)
+	cpu1, _ := processCPU()
 	st := a.Stats()
-	return Result{Experiment: "train", Device: dev.Name(), Case: c.name, Value: float64(n) / el.Seconds(), Unit: "steps/s", N: n,
-		Note: fmt.Sprintf("peak allocated %d reserved %d; %d parameters", st.AllocatedBytes[alloc.StatAll].Peak,
-			st.ReservedBytes[alloc.StatAll].Peak, nn.ParameterBytes(model)/4)}, nil
+	note := fmt.Sprintf("peak allocated %d reserved %d; %d parameters", st.AllocatedBytes[alloc.StatAll].Peak,
+		st.ReservedBytes[alloc.StatAll].Peak, nn.ParameterBytes(model)/4)
+	if cpuOK {
+		note += fmt.Sprintf("; cpu %.4g ms per step", float64(cpu1-cpu0)/float64(n)/1e6)
+	}
+	if dev.Residency() == device.Host {
+		if g, err := tensor.HostGemm(); err == nil {
+			note += "; gemm " + g // the built-in one, or the system BLAS SUBLET_BLAS names
+		}
+	}
+	return Result{Experiment: "train", Device: dev.Name(), Case: c.name, Value: float64(n) / el.Seconds(), Unit: "steps/s", N: n, Note: note}, nil
 }

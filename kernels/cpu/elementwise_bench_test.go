@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/subletml/sublet/kernels"
@@ -73,4 +74,15 @@ func BenchmarkAdd1MF64(b *testing.B) {
 	for b.Loop() {
 		Binary(kernels.Add, F64(d, l), F64(x, l), F64(y, l))
 	}
+}
+
+// BenchmarkReluBackward1M is Relu's gradient where the output is positive or zero at
+// random, as a layer's activations are.
+func BenchmarkReluBackward1M(b *testing.B) {
+	r := rand.New(rand.NewPCG(5, 6))
+	y := make([]float32, 1<<20)
+	for i := range y {
+		y[i] = max(float32(r.NormFloat64()), 0)
+	}
+	benchElementwise(b, len(y), func(d, _, g Operand) { UnaryBackward(kernels.Relu, d, g, F32(y, g.Layout)) })
 }

@@ -348,12 +348,23 @@ func TestBroadcastMismatchPanics(t *testing.T) {
 
 // Relu's gradient is g where its output is NaN, as PyTorch's threshold_backward gives
 // (where(y <= 0, 0, g)): the NaN is not hidden from a found-inf check.
+// A NaN g where y <= 0 gives 0 (a where, not a product), and 0 is +0.
 func TestReluBackwardAtNaN(t *testing.T) {
-	nan := float32(math.NaN())
-	y := []float32{nan, 0, 2, float32(math.Inf(1))}
-	g := []float32{3, 3, 3, 3}
-	dx := make([]float32, len(y))
+	nan, negZero := math.NaN(), math.Copysign(0, -1)
+	y := []float64{nan, 0, negZero, -1, 2, math.Inf(1)}
+	g := []float64{3, nan, -3, nan, 3, -3}
+	want := []float64{3, 0, 0, 0, 3, -3}
 	l := kernels.Contiguous(len(y))
-	UnaryBackward(kernels.Relu, F32(dx, l), F32(g, l), F32(y, l))
-	assert.Equal(t, []float32{3, 0, 3, 3}, dx)
+	y32, g32 := make([]float32, len(y)), make([]float32, len(g))
+	for i := range y {
+		y32[i], g32[i] = float32(y[i]), float32(g[i])
+	}
+	dx := make([]float32, len(y))
+	UnaryBackward(kernels.Relu, F32(dx, l), F32(g32, l), F32(y32, l))
+	dx64 := make([]float64, len(y))
+	UnaryBackward(kernels.Relu, F64(dx64, l), F64(g, l), F64(y, l))
+	for i, w := range want {
+		assert.Equal(t, math.Float32bits(float32(w)), math.Float32bits(dx[i]), "float32 at %d", i)
+		assert.Equal(t, math.Float64bits(w), math.Float64bits(dx64[i]), "float64 at %d", i)
+	}
 }

@@ -2,12 +2,6 @@ package cpu
 
 import "math"
 
-// expKernel is a vector exp over n elements, n a multiple of width (0: none).
-type expKernel struct {
-	width int
-	run   func(dst, src *float32, n int)
-}
-
 // expTo writes e^x[i] into dst[i] for every i (dst may be x). In float32 it runs the
 // vector exp (exp32); in float64, math.Exp.
 func expTo[T float](dst, x []T) {
@@ -27,7 +21,7 @@ func expTo[T float](dst, x []T) {
 // same computation whatever its position, so equal inputs give equal bits.
 func exp32(dst, x []float32) {
 	dst = dst[:len(x)]
-	w := expVector.width
+	w := expWidth
 	if w == 0 {
 		for i, v := range x {
 			dst[i] = expScalar(v)
@@ -36,12 +30,12 @@ func exp32(dst, x []float32) {
 	}
 	n := len(x) &^ (w - 1)
 	if n > 0 {
-		expVector.run(&dst[0], &x[0], n)
+		expRun(&dst[0], &x[0], n)
 	}
 	if n < len(x) { // the tail goes through a padded block so it gets the same code
 		var buf [16]float32
 		copy(buf[:], x[n:])
-		expVector.run(&buf[0], &buf[0], w)
+		expRun(&buf[0], &buf[0], w)
 		copy(dst[n:], buf[:len(x)-n])
 	}
 }

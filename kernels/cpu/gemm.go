@@ -48,19 +48,26 @@ var bestGemmKernel = sync.OnceValue(func() *gemmKernel { return gemmKernels()[0]
 // mc×nc blocks over kc-long slices of k; A is packed into mr-row panels, B into nr-
 // column panels, both zero-padded to whole panels.
 type gemmKernel struct {
-	name         string
-	mr, nr       int
-	kc, mc, nc   int
-	micro        func(k int, a, b, c *float32, ldc int, alpha float32)
-	packA, packB sync.Pool // *[]float32 of mc·kc and kc·nc floats (rounded to panels)
-	tiles        sync.Pool // *[]float32 of mr·nr floats for partial tiles
+	name       string
+	mr, nr     int
+	kc, mc, nc int
+	micro      func(k int, a, b, c *float32, ldc int, alpha float32)
+	// store sets C = alpha·Ap·Bp without reading C (nil: no such kernel; C is then
+	// cleared first): the first kc slice of a product with beta 0.
+	store        func(k int, a, b, c *float32, ldc int, alpha float32)
+	aBufs, bBufs sync.Pool // *[]float32 of mc·kc and kc·nc floats (rounded to panels)
+	groups       sync.Pool // *[]float32 of runColumns' packed A, grown as needed
+	columns      sync.Pool // *[]float32 of a runColumns task's packed B, grown as needed
+	tileBufs     sync.Pool // *[]float32 of mr·nr floats for partial tiles
 }
 
-func newGemmKernel(name string, mr, nr, kc, mc, nc int, micro func(k int, a, b, c *float32, ldc int, alpha float32)) *gemmKernel {
-	g := &gemmKernel{name: name, mr: mr, nr: nr, kc: kc, mc: mc, nc: nc, micro: micro}
-	g.packA.New = func() any { s := make([]float32, mc*kc); return &s }
-	g.packB.New = func() any { s := make([]float32, kc*nc); return &s }
-	g.tiles.New = func() any { s := make([]float32, mr*nr); return &s }
+func newGemmKernel(name string, mr, nr, kc, mc, nc int, micro, store func(k int, a, b, c *float32, ldc int, alpha float32)) *gemmKernel {
+	g := &gemmKernel{name: name, mr: mr, nr: nr, kc: kc, mc: mc, nc: nc, micro: micro, store: store}
+	g.aBufs.New = func() any { s := make([]float32, mc*kc); return &s }
+	g.bBufs.New = func() any { s := make([]float32, kc*nc); return &s }
+	g.groups.New = func() any { return new([]float32) }
+	g.columns.New = func() any { return new([]float32) }
+	g.tileBufs.New = func() any { s := make([]float32, mr*nr); return &s }
 	return g
 }
 

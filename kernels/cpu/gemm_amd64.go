@@ -11,15 +11,49 @@ func sgemmKernel14x32AVX512(k int, a, b, c *float32, ldc int, alpha float32)
 //go:noescape
 func sgemmKernel6x16AVX2(k int, a, b, c *float32, ldc int, alpha float32)
 
+// The Store kernels set C[0:mr, 0:nr] = alpha·Ap·Bp, not reading C.
+
+//go:noescape
+func sgemmKernel14x32AVX512Store(k int, a, b, c *float32, ldc int, alpha float32)
+
+//go:noescape
+func sgemmKernel6x16AVX2Store(k int, a, b, c *float32, ldc int, alpha float32)
+
+//go:noescape
+func transpose16AVX512(dst *float32, ldd int, src *float32, lds int, rows int, mask int)
+
+//go:noescape
+func copyRowsAVX512(dst *float32, ldd int, src *float32, lds int, rows int, mask int)
+
+// copyRows copies rows ≥ 1 rows of the floats mask selects (bit i: float i, i < 32)
+// from src (lds floats apart) to dst (ldd floats apart), without touching the others;
+// nil where the CPU has no masked vector moves.
+var copyRows = func() func(dst *float32, ldd int, src *float32, lds int, rows int, mask int) {
+	if cpu.X86.HasAVX512F {
+		return copyRowsAVX512
+	}
+	return nil
+}()
+
+// transpose16 writes, as row j of dst (ldd floats apart), element j of each of the
+// rows ≤ 16 rows of 16 floats at src (lds floats apart; zeros past rows), in the lanes
+// that mask selects; nil where the CPU has no vector transpose.
+var transpose16 = func() func(dst *float32, ldd int, src *float32, lds int, rows int, mask int) {
+	if cpu.X86.HasAVX512F {
+		return transpose16AVX512
+	}
+	return nil
+}()
+
 // gemmKernels lists the micro-kernels this machine can run, fastest first; the last
 // is the pure-Go one every machine has.
 func gemmKernels() []*gemmKernel {
 	var ks []*gemmKernel
 	if cpu.X86.HasAVX512F {
-		ks = append(ks, newGemmKernel("avx512", 14, 32, 384, 14*12, 4096, sgemmKernel14x32AVX512))
+		ks = append(ks, newGemmKernel("avx512", 14, 32, 384, 14*12, 4096, sgemmKernel14x32AVX512, sgemmKernel14x32AVX512Store))
 	}
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
-		ks = append(ks, newGemmKernel("avx2", 6, 16, 256, 6*24, 4096, sgemmKernel6x16AVX2))
+		ks = append(ks, newGemmKernel("avx2", 6, 16, 256, 6*24, 4096, sgemmKernel6x16AVX2, sgemmKernel6x16AVX2Store))
 	}
 	return append(ks, goGemmKernel())
 }

@@ -10,7 +10,10 @@ func sgemmKernel8x12NEON(k int, a, b, c *float32, ldc int, alpha float32)
 // is the pure-Go one every machine has.
 func gemmKernels() []*gemmKernel {
 	return []*gemmKernel{
-		newGemmKernel("neon", 8, 12, 256, 8*16, 12*340, sgemmKernel8x12NEON),
+		newGemmKernel("neon", 8, 12, 256, 8*16, 12*340, sgemmKernel8x12NEON, nil),
 		goGemmKernel(),
 	}
 }
+
+// transpose16 and copyRows are the packing's vector moves (gemm_amd64.go); none here.
+var transpose16, copyRows func(dst *float32, ldd int, src *float32, lds int, rows int, mask int)

@@ -104,3 +104,44 @@ func BenchmarkMatmulF64(b *testing.B) {
 		return func() { cpu.Matmul(nil, cpu.F64(w[2], l), cpu.F64(w[0], l), cpu.F64(w[1], l), 1, 0) }
 	})
 }
+
+// BenchmarkSgemmTraining measures the products of the training cases of issue 10
+// (sublet-bench -run train): a Linear layer's forward x·Wᵀ (fwd), its input gradient
+// g·W (dx) and its weight gradient gᵀ·x (dw), for the tiny MLP (batch 64) and the deep
+// one (1024 wide, batch 1024). Its cpu-ns/op metric is the process's CPU time per
+// product.
+func BenchmarkSgemmTraining(b *testing.B) {
+	for _, p := range []struct {
+		name           string
+		transA, transB bool
+		m, n, k        int
+	}{
+		{"tiny-fwd-784", false, true, 64, 256, 784},
+		{"tiny-fwd-256", false, true, 64, 256, 256},
+		{"tiny-dx-256", false, false, 64, 256, 256},
+		{"tiny-dw-784", true, false, 256, 784, 64},
+		{"deep-fwd", false, true, 1024, 1024, 1024},
+		{"deep-dx", false, false, 1024, 1024, 1024},
+		{"deep-dw", true, false, 1024, 1024, 1024},
+	} {
+		b.Run(p.name, func(b *testing.B) {
+			r := rand.New(rand.NewPCG(3, 4))
+			a, bm, c := make([]float32, p.m*p.k), make([]float32, p.k*p.n), make([]float32, p.m*p.n)
+			for i := range a {
+				a[i] = r.Float32()
+			}
+			for i := range bm {
+				bm[i] = r.Float32()
+			}
+			lda, ldb := p.k, p.n
+			if p.transA {
+				lda = p.m
+			}
+			if p.transB {
+				ldb = p.k
+			}
+			reportCPU(b, func() { cpu.Sgemm(p.transA, p.transB, p.m, p.n, p.k, 1, a, lda, bm, ldb, 0, c, p.n) })
+			b.ReportMetric(2*float64(p.m*p.n*p.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}

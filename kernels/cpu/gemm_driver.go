@@ -18,14 +18,15 @@ func f32View(s []float32, rs, cs int) matView {
 	return matView{o: Operand{dt: dtype.F32, data: unsafe.Pointer(unsafe.SliceData(s)), n: len(s)}, rs: rs, cs: cs}
 }
 
-// scaleC sets C = beta·C, writing zeros when beta is 0 so NaNs in C do not survive.
-func scaleC(m, n int, beta float32, c []float32, ldc int, parallel bool) {
+// scaleC sets columns [j0, j1) of C's m rows to beta·C, writing zeros when beta is 0
+// so NaNs in C do not survive.
+func scaleC(m int, beta float32, c []float32, ldc, j0, j1 int, parallel bool) {
 	if beta == 1 {
 		return
 	}
 	rows := func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			row := c[i*ldc : i*ldc+n]
+			row := c[i*ldc+j0 : i*ldc+j1]
 			if beta == 0 {
 				clear(row)
 				continue
@@ -39,7 +40,7 @@ func scaleC(m, n int, beta float32, c []float32, ldc int, parallel bool) {
 		rows(0, m)
 		return
 	}
-	parallelFor(m, max(1, grain/max(n, 1)), rows)
+	parallelFor(m, max(1, grain/max(j1-j0, 1)), rows)
 }
 
 // gemmMinRows is the fewest rows of C a parallel task gets before B's panels are
@@ -54,16 +55,24 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 	if m == 0 || n == 0 {
 		return
 	}
-	scaleC(m, n, beta, c, ldc, parallel)
-	if k == 0 || alpha == 0 {
-		return
-	}
 	workers := 1
 	if parallel {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	bp := g.packB.Get().(*[]float32)
-	defer g.packB.Put(bp)
+	if k == 0 || alpha == 0 {
+		scaleC(m, beta, c, ldc, 0, n, parallel)
+		return
+	}
+	if workers > 1 && m < 2*workers*gemmMinRows {
+		g.runColumns(m, n, k, alpha, a, b, beta, c, ldc, workers)
+		return
+	}
+	set := beta == 0 && g.store != nil // the first kc slice sets C
+	if !set {
+		scaleC(m, beta, c, ldc, 0, n, parallel)
+	}
+	bp := g.bBufs.Get().(*[]float32)
+	defer g.bBufs.Put(bp)
 	bPack := *bp
 	for jc := 0; jc < n; jc += g.nc {
 		nc := min(g.nc, n-jc)
@@ -72,8 +81,7 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 			kc := min(g.kc, k-pc)
 			packPanels := func(lo, hi int) {
 				for jp := lo; jp < hi; jp++ {
-					// B's steps are its rows: element (p, x) is B(p, x).
-					packPanel(bPack[jp*kc*g.nr:], b, b.rs, b.cs, pc, kc, jc+jp*g.nr, min(g.nr, nc-jp*g.nr), g.nr)
+					g.packB(bPack[jp*kc*g.nr:], b, pc, kc, jc+jp*g.nr, min(g.nr, nc-jp*g.nr))
 				}
 			}
 			if workers > 1 {
@@ -81,46 +89,34 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 			} else {
 				packPanels(0, nPanels)
 			}
-			// Tasks are (block of rows, range of B panels). Rows come in even blocks
-			// of whole panels, at most mc and, when there are several workers, small
-			// enough to give each two blocks but not under gemmMinRows: each task
-			// packs its rows of A once. Only when that still leaves too few tasks are
-			// the B panels cut as well (then A is packed once per range).
-			blocks := (m + g.mc - 1) / g.mc
+			// Tasks are blocks of rows, A's panels dealt out evenly: at most mc rows
+			// each and, when there are several workers, a multiple of them, at least
+			// two each (runColumns takes the products with too few rows for that),
+			// so every worker gets as many panels. Each task packs its rows of A once
+			// and runs them against every panel of B.
+			panels := (m + g.mr - 1) / g.mr
+			per := g.mc / g.mr // panels a block holds at most
+			blocks := (panels + per - 1) / per
 			if workers > 1 {
-				blocks = max(blocks, min(2*workers, m/gemmMinRows))
+				blocks = (max(blocks, 2*workers) + workers - 1) / workers * workers
 			}
-			mcEven := ((m+blocks-1)/blocks + g.mr - 1) / g.mr * g.mr
-			mBlocks := (m + mcEven - 1) / mcEven
-			split := 1
-			if workers > 1 {
-				split = min(nPanels, max(1, (2*workers+mBlocks-1)/mBlocks))
-			}
+			blocks = min(blocks, panels)
 			task := func(t int) {
-				ic := (t / split) * mcEven
-				mc := min(mcEven, m-ic)
-				j0, j1 := nPanels*(t%split)/split, nPanels*(t%split+1)/split
-				ap := g.packA.Get().(*[]float32)
+				p0, p1 := panels*t/blocks, panels*(t+1)/blocks
+				ic := p0 * g.mr
+				mc := min(p1*g.mr, m) - ic
+				ap := g.aBufs.Get().(*[]float32)
 				aPack := *ap
-				mPanels := (mc + g.mr - 1) / g.mr
-				for ip := range mPanels {
-					// A's steps are its columns: element (p, x) is A(x, p).
-					packPanel(aPack[ip*kc*g.mr:], a, a.cs, a.rs, pc, kc, ic+ip*g.mr, min(g.mr, mc-ip*g.mr), g.mr)
+				for ip := range p1 - p0 {
+					g.packA(aPack[ip*kc*g.mr:], a, pc, kc, ic+ip*g.mr, min(g.mr, mc-ip*g.mr))
 				}
-				for jp := j0; jp < j1; jp++ {
-					cols := min(g.nr, nc-jp*g.nr)
-					for ip := range mPanels {
-						rows := min(g.mr, mc-ip*g.mr)
-						cOff := (ic+ip*g.mr)*ldc + jc + jp*g.nr
-						g.tile(kc, &aPack[ip*kc*g.mr], &bPack[jp*kc*g.nr], c, cOff, ldc, rows, cols, alpha)
-					}
-				}
-				g.packA.Put(ap)
+				g.tiles(kc, aPack, p1-p0, mc, bPack, 0, nPanels, nc, c, ic*ldc+jc, ldc, alpha, set && pc == 0)
+				g.aBufs.Put(ap)
 			}
 			if workers > 1 {
-				parallelTasks(mBlocks*split, task)
+				parallelTasks(blocks, task)
 			} else {
-				for t := range mBlocks * split {
+				for t := range blocks {
 					task(t)
 				}
 			}
@@ -128,25 +124,123 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 	}
 }
 
-// tile adds alpha·Ap·Bp into the rows×cols tile of C at cOff, through a scratch tile
-// when it is smaller than the micro-kernel's.
-func (g *gemmKernel) tile(kc int, ap, bp *float32, c []float32, cOff, ldc, rows, cols int, alpha float32) {
+// runColumns is run for a product with too few rows to give every worker two blocks
+// of them (a batch of 64 samples): A is packed once, a group of kc slices at a time,
+// and each task owns a range of B's panels, which it packs, and the columns of C under
+// them, which it scales by beta and accumulates into, so a group of slices is one
+// parallel step. Each element of C still sums its kc slices in order.
+func (g *gemmKernel) runColumns(m, n, k int, alpha float32, a, b matView, beta float32, c []float32, ldc, workers int) {
+	mPanels := (m + g.mr - 1) / g.mr
+	block := mPanels * g.mr * g.kc // floats of A packed per kc slice
+	group := max(1, gemmGroup/block)
+	ap := g.groups.Get().(*[]float32)
+	defer g.groups.Put(ap)
+	if need := min(group, (k+g.kc-1)/g.kc) * block; cap(*ap) < need {
+		*ap = make([]float32, need)
+	}
+	aPack := (*ap)[:cap(*ap)]
+	nPanels := (n + g.nr - 1) / g.nr
+	tasks := min(nPanels, 2*workers)
+	set := beta == 0 && g.store != nil // the first kc slice sets C
+	for p0 := 0; p0 < k; p0 += group * g.kc {
+		slices := min(group, (k-p0+g.kc-1)/g.kc)
+		parallelFor(slices*mPanels, 8, func(lo, hi int) {
+			for u := lo; u < hi; u++ {
+				s, ip := u/mPanels, u%mPanels
+				pc := p0 + s*g.kc
+				kc := min(g.kc, k-pc)
+				g.packA(aPack[s*block+ip*kc*g.mr:], a, pc, kc, ip*g.mr, min(g.mr, m-ip*g.mr))
+			}
+		})
+		parallelTasks(tasks, func(t int) {
+			j0, j1 := nPanels*t/tasks, nPanels*(t+1)/tasks
+			if p0 == 0 && !set {
+				scaleC(m, beta, c, ldc, j0*g.nr, min(j1*g.nr, n), false)
+			}
+			// Room for the task's panels only (up to nc columns): a pool buffer of
+			// kc·nc floats per worker would multiply the packing's memory by them.
+			bp := g.columns.Get().(*[]float32)
+			defer g.columns.Put(bp)
+			if need := min(j1-j0, g.nc/g.nr) * g.kc * g.nr; cap(*bp) < need {
+				*bp = make([]float32, need)
+			}
+			bPack := (*bp)[:cap(*bp)]
+			for jc := j0; jc < j1; jc += g.nc / g.nr {
+				jn := min(j1, jc+g.nc/g.nr)
+				nc := min(jn*g.nr, n) - jc*g.nr
+				for s := range slices {
+					pc := p0 + s*g.kc
+					kc := min(g.kc, k-pc)
+					for jp := jc; jp < jn; jp++ {
+						g.packB(bPack[(jp-jc)*kc*g.nr:], b, pc, kc, jp*g.nr, min(g.nr, n-jp*g.nr))
+					}
+					g.tiles(kc, aPack[s*block:], mPanels, m, bPack, 0, jn-jc, nc, c, jc*g.nr, ldc, alpha, set && pc == 0)
+				}
+			}
+		})
+	}
+}
+
+// gemmGroup is how many floats of packed A runColumns holds at once (4 MiB); the tests
+// lower it to cross groups.
+var gemmGroup = 1 << 20
+
+// packA packs rows [x0, x0+rows) of A's kc-long slice at pc as one panel: A's steps
+// are its columns, element (p, x) being A(x, p).
+func (g *gemmKernel) packA(dst []float32, a matView, pc, kc, x0, rows int) {
+	packPanel(dst, a, a.cs, a.rs, pc, kc, x0, rows, g.mr)
+}
+
+// packB packs columns [x0, x0+cols) of B's kc-long slice at pc as one panel: B's steps
+// are its rows, element (p, x) being B(p, x).
+func (g *gemmKernel) packB(dst []float32, b matView, pc, kc, x0, cols int) {
+	packPanel(dst, b, b.rs, b.cs, pc, kc, x0, cols, g.nr)
+}
+
+// tiles adds alpha·A·B into the rows×cols block of C at cOff (sets it to that, with
+// set) for mPanels packed panels of A (rows in all) and B's packed panels [j0, j1)
+// (cols in all, counted from j0): panel after panel of B, each against every panel
+// of A.
+func (g *gemmKernel) tiles(kc int, aPack []float32, mPanels, rows int, bPack []float32, j0, j1, cols int, c []float32, cOff, ldc int, alpha float32, set bool) {
+	for jp := j0; jp < j1; jp++ {
+		w := min(g.nr, cols-(jp-j0)*g.nr)
+		for ip := range mPanels {
+			h := min(g.mr, rows-ip*g.mr)
+			g.tile(kc, &aPack[ip*kc*g.mr], &bPack[jp*kc*g.nr], c, cOff+ip*g.mr*ldc+(jp-j0)*g.nr, ldc, h, w, alpha, set)
+		}
+	}
+}
+
+// tile adds alpha·Ap·Bp into the rows×cols tile of C at cOff (sets the tile to it,
+// with set, through the store kernel), through a scratch tile when it is smaller than
+// the micro-kernel's.
+func (g *gemmKernel) tile(kc int, ap, bp *float32, c []float32, cOff, ldc, rows, cols int, alpha float32, set bool) {
+	micro := g.micro
+	if set {
+		micro = g.store
+	}
 	if rows == g.mr && cols == g.nr {
 		_ = c[cOff+(rows-1)*ldc+cols-1] // the kernel writes the whole tile
-		g.micro(kc, ap, bp, unsafe.SliceData(c[cOff:]), ldc, alpha)
+		micro(kc, ap, bp, unsafe.SliceData(c[cOff:]), ldc, alpha)
 		return
 	}
-	tp := g.tiles.Get().(*[]float32)
+	tp := g.tileBufs.Get().(*[]float32)
 	t := *tp
-	clear(t)
-	g.micro(kc, ap, bp, unsafe.SliceData(t), g.nr, alpha)
+	if !set {
+		clear(t)
+	}
+	micro(kc, ap, bp, unsafe.SliceData(t), g.nr, alpha)
 	for i := range rows {
 		row := c[cOff+i*ldc : cOff+i*ldc+cols]
+		if set {
+			copy(row, t[i*g.nr:])
+			continue
+		}
 		for j := range row {
 			row[j] += t[i*g.nr+j]
 		}
 	}
-	g.tiles.Put(tp)
+	g.tileBufs.Put(tp)
 }
 
 // packPanel packs a kc×w panel of src into dst as kc steps of w floats: element
@@ -162,16 +256,34 @@ func packPanel(dst []float32, src matView, sp, sx, p0, kc, x0, cols, w int) {
 	switch {
 	case src.o.dt == dtype.F32 && sx == 1:
 		s := src.o.f32s()
+		if copyRows != nil && cols <= 32 && kc > 0 {
+			// A 128-byte copy through memmove cost more than the move.
+			copyRows(&dst[0], w, &s[base], sp, kc, 1<<cols-1)
+			return
+		}
 		for p := range kc {
 			copy(dst[p*w:p*w+cols], s[base+p*sp:base+p*sp+cols])
 		}
 	case src.o.dt == dtype.F32 && sp == 1:
 		// Each x is a contiguous run along p. Read a cache line of each in turn:
 		// going down all cols runs per p would touch cols lines whose stride may
-		// map them onto one cache set.
+		// map them onto one cache set. 16 steps of 16 runs at a time are one vector
+		// transpose where the CPU has one.
 		s := src.o.f32s()
 		const line = 16
-		for q := 0; q < kc; q += line {
+		q := 0
+		if transpose16 != nil {
+			for ; q+line <= kc; q += line {
+				for x0 := 0; x0 < w; x0 += line {
+					rows, from := min(max(cols-x0, 0), line), &s[base+q]
+					if rows > 0 {
+						from = &s[base+x0*sx+q]
+					}
+					transpose16(&dst[q*w+x0], w, from, sx, rows, 1<<min(line, w-x0)-1)
+				}
+			}
+		}
+		for ; q < kc; q += line {
 			qn := min(line, kc-q)
 			for x := range cols {
 				run := s[base+x*sx+q : base+x*sx+q+qn]

@@ -4,7 +4,9 @@ import "unsafe"
 
 // goGemmKernel is the pure-Go micro-kernel every platform has: a 4×4 tile held in 16
 // scalar accumulators.
-func goGemmKernel() *gemmKernel { return newGemmKernel("go", 4, 4, 256, 64, 1024, sgemmKernel4x4Go) }
+func goGemmKernel() *gemmKernel {
+	return newGemmKernel("go", 4, 4, 256, 64, 1024, sgemmKernel4x4Go, nil)
+}
 
 func sgemmKernel4x4Go(k int, a, b, c *float32, ldc int, alpha float32) {
 	ap := unsafe.Slice(a, 4*k)

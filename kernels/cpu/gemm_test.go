@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -186,8 +187,96 @@ func TestSgemmDeterministic(t *testing.T) {
 	assert.Equal(t, c1, c2)
 }
 
+// Products spread over 1 to 5 workers, by blocks of rows and by ranges of columns
+// (runColumns, with its A packed in one group or in several), give the same bits, and
+// the bits of the serial product.
+func TestSgemmBitsAcrossGOMAXPROCS(t *testing.T) {
+	r := rand.New(rand.NewPCG(48, 49))
+	prev := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(prev)
+	defer func(g int) { gemmGroup = g }(gemmGroup)
+	for _, s := range [][3]int{{64, 300, 800}, {200, 170, 600}, {600, 70, 400}, {13, 1000, 50}} {
+		for _, group := range []int{gemmGroup, 1} { // 1: a kc slice per group
+			gemmGroup = group
+			g := randGemmCase(r, s[0], s[1], s[2])
+			for i := range g.a {
+				g.a[i] = float32(r.NormFloat64())
+			}
+			for i := range g.b {
+				g.b[i] = float32(r.NormFloat64())
+			}
+			var first []float32
+			for _, procs := range []int{1, 2, 3, 4, 5} {
+				runtime.GOMAXPROCS(procs)
+				c := append([]float32(nil), g.c...)
+				Sgemm(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, c, g.ldc)
+				if first == nil {
+					first = c
+					continue
+				}
+				for i := range c {
+					if math.Float32bits(c[i]) != math.Float32bits(first[i]) {
+						t.Fatalf("%v group %d: GOMAXPROCS %d gives %v at %d, GOMAXPROCS 1 %v", s, group, procs, c[i], i, first[i])
+					}
+				}
+			}
+			want := refGemm(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc)
+			for i := range g.m {
+				for j := range g.n {
+					require.InDelta(t, want[i*g.n+j], first[i*g.ldc+j], 1e-3, "%v at (%d,%d)", s, i, j)
+				}
+			}
+		}
+	}
+}
+
 func TestGemmKernelName(t *testing.T) {
 	ks := gemmKernels()
 	assert.Equal(t, "builtin-"+ks[0].name, Builtin().Name())
 	assert.Equal(t, "go", ks[len(ks)-1].name)
+}
+
+// The vector moves of the packing (the transpose of runs along p, the copy of rows
+// along x) write what the scalar packing does: every width, column count and depth,
+// with the floats around the panel left alone.
+func TestPackPanelVectorMoves(t *testing.T) {
+	if transpose16 == nil || copyRows == nil {
+		t.Skip("no vector moves on this CPU")
+	}
+	r := rand.New(rand.NewPCG(44, 45))
+	const ld = 53 // the other stride
+	src := make([]float32, 45*ld)
+	for i := range src {
+		src[i] = float32(r.NormFloat64())
+	}
+	vt, vc := transpose16, copyRows
+	defer func() { transpose16, copyRows = vt, vc }()
+	for _, runs := range []bool{true, false} { // along p (transposed), along x (copied)
+		sp, sx := 1, ld
+		if !runs {
+			sp, sx = ld, 1
+		}
+		for _, w := range []int{4, 6, 14, 16, 32} {
+			for cols := 1; cols <= w; cols++ {
+				for _, kc := range []int{1, 15, 16, 17, 40} {
+					panel := func(vector bool) []float32 {
+						transpose16, copyRows = nil, nil
+						if vector {
+							transpose16, copyRows = vt, vc
+						}
+						dst := make([]float32, kc*w+3)
+						for i := range dst {
+							dst[i] = float32(math.NaN())
+						}
+						packPanel(dst, f32View(src, 1, ld), sp, sx, 5, kc, 2, cols, w)
+						return dst
+					}
+					want, got := panel(false), panel(true)
+					for i := range want {
+						require.Equal(t, math.Float32bits(want[i]), math.Float32bits(got[i]), "runs %v w %d cols %d kc %d at %d", runs, w, cols, kc, i)
+					}
+				}
+			}
+		}
+	}
 }

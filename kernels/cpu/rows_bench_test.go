@@ -105,6 +105,16 @@ func BenchmarkAdamStep1M(b *testing.B) {
 	}
 }
 
+func BenchmarkSGDStep1M(b *testing.B) {
+	p, g := benchData(benchRows*benchCols), benchData(benchRows*benchCols)
+	buf := make([]float32, len(p))
+	c := kernels.SGD{LR: 0.01, Momentum: 0.9}
+	b.SetBytes(int64(4 * len(p)))
+	for b.Loop() {
+		SGDStep(c, p, g, buf, false)
+	}
+}
+
 func BenchmarkMaxRows1M(b *testing.B) {
 	x := benchData(benchRows * benchCols)
 	out := make([]float32, benchRows)

@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/subletml/sublet/kernels"
 
@@ -140,6 +141,31 @@ func forChunks(n int, fn func(lo, hi int)) {
 	}
 }
 
+// reluGradRun writes g[i] where y[i] > 0 or is NaN and +0 where y[i] <= 0 (PyTorch's
+// threshold_backward), through a mask of the bits (a conditional move) rather than a
+// branch: with y's signs at random, a branch mispredicts on every other element.
+func reluGradRun[T float](dst, g, y []T) {
+	if is32[T]() {
+		keepBits[T, uint32](dst, g, y)
+	} else {
+		keepBits[T, uint64](dst, g, y)
+	}
+}
+
+// keepBits is reluGradRun with U the unsigned integer of T's size.
+func keepBits[T float, U uint32 | uint64](dst, g, y []T) {
+	dst = dst[:len(g)]
+	y = y[:len(g)]
+	for i, gv := range g {
+		var m U
+		if !(y[i] <= 0) {
+			m = ^m
+		}
+		b := *(*U)(unsafe.Pointer(&gv)) & m
+		dst[i] = *(*T)(unsafe.Pointer(&b))
+	}
+}
+
 // unaryGradRun writes dst[i] = g[i]·op'(x) where s is y or x as SavesOutput says.
 func unaryGradRun[T float](op kernels.UnaryOp, dst, g, s []T) {
 	switch op {
@@ -166,13 +192,7 @@ func unaryGradRun[T float](op kernels.UnaryOp, dst, g, s []T) {
 	case kernels.Sigmoid:
 		zipRun(dst, g, s, func(gv, y T) T { return gv * y * (1 - y) })
 	case kernels.Relu:
-		// PyTorch's threshold_backward: 0 where y <= 0, so a NaN y passes g on.
-		zipRun(dst, g, s, func(gv, y T) T {
-			if y <= 0 {
-				return 0
-			}
-			return gv
-		})
+		reluGradRun(dst, g, s)
 	case kernels.GeluTanh:
 		// tanh u = 2/(1+e^-2u) - 1, which stays finite when e^-2u overflows.
 		forChunks(len(g), func(lo, hi int) {

@@ -2,19 +2,40 @@
 """PyTorch side of `sublet-bench -run train`: the same training cases, the same JSON lines.
 
     python3 scripts/bench/torch_train.py [--device cpu|cuda] [--cases cpu|gpu|NAME,...]
-                                         [--threads N] [--time SECONDS] [--jsonl FILE]
+                                         [--threads N] [--time SECONDS] [--steps N] [--jsonl FILE]
 
 Each case trains an MLP (Linear layers with ReLU between, cross entropy over the last
 width) on one random batch: 3 warm-up steps, then steps for --time seconds (at least 3),
-reading the loss every step as sublet-bench does. A line per case on stdout:
-{"experiment": "train", "device": ..., "case": ..., "value": steps/s, "unit": "steps/s",
-"n": steps, "note": "peak allocated A reserved R; P parameters"}. On the CPU the peaks
-are those of PyTorch's CUDA allocator only on cuda; on cpu the note gives the process's
+reading the loss every step as sublet-bench does (--steps N: exactly N steps). A line per
+case on stdout: {"experiment": "train", "device": ..., "case": ..., "value": steps/s,
+"unit": "steps/s", "n": steps, "note": "peak allocated A reserved R; P parameters; cpu C
+ms per step; ..."}, C being the process's CPU time per timed step, every thread's. The
+peaks are those of PyTorch's CUDA allocator on cuda; on cpu the note gives the process's
 peak resident set instead (sublet-bench's peaks count tensor memory only).
+
+--threads N also sets OPENBLAS_NUM_THREADS (unless set) before PyTorch loads: a PyTorch
+linked to OpenBLAS (Debian's) otherwise runs its GEMMs on every core whatever
+set_num_threads says. Works with PyTorch 1.13 (Debian's) and 2.x.
 """
-import argparse, json, resource, sys, time
+import argparse, json, os, resource, sys, time
+
+
+def parse_args():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--cases", default="cpu")
+    ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads; 0 keeps PyTorch's default")
+    ap.add_argument("--time", type=float, default=1.0)
+    ap.add_argument("--steps", type=int, default=0, help="time exactly this many steps instead of --time")
+    ap.add_argument("--jsonl")
+    return ap.parse_args()
+
+
+ARGS = parse_args() if __name__ == "__main__" else None
+if ARGS and ARGS.threads:
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", str(ARGS.threads))
 import torch, torch.nn as nn
-from torch.utils.checkpoint import checkpoint_sequential
+from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
 
 def repeat(w, n, *last):
@@ -47,7 +68,28 @@ def mlp(widths, dev):
     return nn.Sequential(*layers[:-1]).to(dev)
 
 
-def run(name, dev, per, widths, batch, opt, segments=0, amp=None):
+def sequential_checkpointed(model, segments, x):
+    """checkpoint_sequential without reentrant autograd (the input needs no grad), which
+    PyTorch 1.13's checkpoint_sequential cannot be asked for: its segments as 2.x cuts
+    them, each but the last through checkpoint(use_reentrant=False)."""
+    fns = list(model.children())
+    size = len(fns) // segments
+
+    def run_range(lo, hi):
+        def f(h):
+            for m in fns[lo:hi]:
+                h = m(h)
+            return h
+        return f
+
+    end = 0
+    for lo in range(0, size * (segments - 1), size):
+        end = lo + size
+        x = checkpoint(run_range(lo, end), x, use_reentrant=False)
+    return run_range(end, len(fns))(x)
+
+
+def run(name, dev, per, steps, widths, batch, opt, segments=0, amp=None):
     torch.manual_seed(0)
     model = mlp(widths, dev)
     params = sum(p.numel() for p in model.parameters())
@@ -63,7 +105,10 @@ def run(name, dev, per, widths, batch, opt, segments=0, amp=None):
     def step():
         with torch.autocast(dev, dtype=amp or torch.bfloat16, enabled=amp is not None):
             if segments:
-                out = checkpoint_sequential(model, segments, x, use_reentrant=False)
+                try:
+                    out = checkpoint_sequential(model, segments, x, use_reentrant=False)
+                except ValueError:  # PyTorch 1.13: no use_reentrant here
+                    out = sequential_checkpointed(model, segments, x)
             else:
                 out = model(x)
             loss = lossf(out, y)
@@ -82,28 +127,23 @@ def run(name, dev, per, widths, batch, opt, segments=0, amp=None):
     if dev == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-    n, t0 = 0, time.perf_counter()
-    while n < 3 or time.perf_counter() - t0 < per:
+    n, t0, c0 = 0, time.perf_counter(), time.process_time()
+    while n < steps if steps else (n < 3 or time.perf_counter() - t0 < per):
         step()
         n += 1
-    el = time.perf_counter() - t0
+    el, cpu = time.perf_counter() - t0, time.process_time() - c0
     if dev == "cuda":
         note = "peak allocated %d reserved %d" % (torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved())
     else:
         note = "peak rss %d" % (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     return {"experiment": "train", "device": dev if dev == "cpu" else "cuda:0", "case": name,
             "value": n / el, "unit": "steps/s", "n": n,
-            "note": "%s; %d parameters; torch %s, %d threads" % (note, params, torch.__version__, torch.get_num_threads())}
+            "note": "%s; %d parameters; cpu %.4g ms per step; torch %s, %d threads" % (
+                note, params, cpu / n * 1e3, torch.__version__, torch.get_num_threads())}
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    ap.add_argument("--cases", default="cpu")
-    ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads; 0 keeps PyTorch's default")
-    ap.add_argument("--time", type=float, default=1.0)
-    ap.add_argument("--jsonl")
-    a = ap.parse_args()
+    a = ARGS
     if a.threads:
         torch.set_num_threads(a.threads)
     names = []
@@ -113,7 +153,7 @@ def main():
     for n in names:
         if n not in CASES:
             sys.exit("unknown case %r (cases: %s; sets: cpu, gpu)" % (n, ", ".join(CASES)))
-        r = run(n, a.device, a.time, **CASES[n])
+        r = run(n, a.device, a.time, a.steps, **CASES[n])
         line = json.dumps(r)
         print(line, flush=True)
         if out:
