@@ -1,7 +1,7 @@
 // Package cpu holds the CPU compute kernels: plain functions over memory the caller
-// owns, in pure Go plus Go assembly for the GEMM micro-kernels, exp and the optimizer
-// steps on amd64 (chosen at run time by CPU feature) and the GEMM micro-kernel on arm64
-// (pure-Go kernels everywhere else), parallel across goroutines for large inputs. Backend wraps them as
+// owns, in pure Go plus Go assembly for the GEMM micro-kernels and packing, exp and the
+// optimizer steps on amd64 (chosen at run time by CPU feature) and the GEMM micro-kernel
+// on arm64 (pure-Go kernels everywhere else), parallel across goroutines for large inputs. Backend wraps them as
 // a kernels.Backend over host memory: what the tensor package runs on cpu and on a
 // simulated device with a backing store, and the reference every other backend is
 // tested against. The op enums, Layout and the optimizer hyper-parameters are package

@@ -23,7 +23,22 @@ func sgemmKernel6x16AVX2Store(k int, a, b, c *float32, ldc int, alpha float32)
 func transpose16AVX512(dst *float32, ldd int, src *float32, lds int, rows int, mask int)
 
 //go:noescape
+func transpose8AVX2(dst *float32, ldd int, src *float32, lds int, rows int, mask int)
+
+//go:noescape
 func copyRowsAVX512(dst *float32, ldd int, src *float32, lds int, rows int, mask int)
+
+// transposers lists the packing's vector transposes this CPU runs, widest first.
+var transposers = func() []transposer {
+	var ts []transposer
+	if cpu.X86.HasAVX512F {
+		ts = append(ts, transposer{16, transpose16AVX512})
+	}
+	if cpu.X86.HasAVX2 && cpu.X86.HasPOPCNT {
+		ts = append(ts, transposer{8, transpose8AVX2})
+	}
+	return ts
+}()
 
 // copyRows copies rows ≥ 1 rows of the floats mask selects (bit i: float i, i < 32)
 // from src (lds floats apart) to dst (ldd floats apart), without touching the others;
@@ -31,16 +46,6 @@ func copyRowsAVX512(dst *float32, ldd int, src *float32, lds int, rows int, mask
 var copyRows = func() func(dst *float32, ldd int, src *float32, lds int, rows int, mask int) {
 	if cpu.X86.HasAVX512F {
 		return copyRowsAVX512
-	}
-	return nil
-}()
-
-// transpose16 writes, as row j of dst (ldd floats apart), element j of each of the
-// rows ≤ 16 rows of 16 floats at src (lds floats apart; zeros past rows), in the lanes
-// that mask selects; nil where the CPU has no vector transpose.
-var transpose16 = func() func(dst *float32, ldd int, src *float32, lds int, rows int, mask int) {
-	if cpu.X86.HasAVX512F {
-		return transpose16AVX512
 	}
 	return nil
 }()

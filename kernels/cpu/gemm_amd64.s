@@ -600,102 +600,102 @@ TEXT ·transpose16AVX512(SB), NOSPLIT, $0-48
 	MOVQ mask+40(FP), AX
 	KMOVW AX, K1
 	CMPQ CX, $0
-	JLE tzero0
+	JLE t16zero0
 	VMOVUPS (SI), Z0
 	ADDQ R9, SI
 	CMPQ CX, $1
-	JLE tzero1
+	JLE t16zero1
 	VMOVUPS (SI), Z1
 	ADDQ R9, SI
 	CMPQ CX, $2
-	JLE tzero2
+	JLE t16zero2
 	VMOVUPS (SI), Z2
 	ADDQ R9, SI
 	CMPQ CX, $3
-	JLE tzero3
+	JLE t16zero3
 	VMOVUPS (SI), Z3
 	ADDQ R9, SI
 	CMPQ CX, $4
-	JLE tzero4
+	JLE t16zero4
 	VMOVUPS (SI), Z4
 	ADDQ R9, SI
 	CMPQ CX, $5
-	JLE tzero5
+	JLE t16zero5
 	VMOVUPS (SI), Z5
 	ADDQ R9, SI
 	CMPQ CX, $6
-	JLE tzero6
+	JLE t16zero6
 	VMOVUPS (SI), Z6
 	ADDQ R9, SI
 	CMPQ CX, $7
-	JLE tzero7
+	JLE t16zero7
 	VMOVUPS (SI), Z7
 	ADDQ R9, SI
 	CMPQ CX, $8
-	JLE tzero8
+	JLE t16zero8
 	VMOVUPS (SI), Z8
 	ADDQ R9, SI
 	CMPQ CX, $9
-	JLE tzero9
+	JLE t16zero9
 	VMOVUPS (SI), Z9
 	ADDQ R9, SI
 	CMPQ CX, $10
-	JLE tzero10
+	JLE t16zero10
 	VMOVUPS (SI), Z10
 	ADDQ R9, SI
 	CMPQ CX, $11
-	JLE tzero11
+	JLE t16zero11
 	VMOVUPS (SI), Z11
 	ADDQ R9, SI
 	CMPQ CX, $12
-	JLE tzero12
+	JLE t16zero12
 	VMOVUPS (SI), Z12
 	ADDQ R9, SI
 	CMPQ CX, $13
-	JLE tzero13
+	JLE t16zero13
 	VMOVUPS (SI), Z13
 	ADDQ R9, SI
 	CMPQ CX, $14
-	JLE tzero14
+	JLE t16zero14
 	VMOVUPS (SI), Z14
 	ADDQ R9, SI
 	CMPQ CX, $15
-	JLE tzero15
+	JLE t16zero15
 	VMOVUPS (SI), Z15
-	JMP tshuffle
-tzero0:
+	JMP t16shuffle
+t16zero0:
 	VPXORD Z0, Z0, Z0
-tzero1:
+t16zero1:
 	VPXORD Z1, Z1, Z1
-tzero2:
+t16zero2:
 	VPXORD Z2, Z2, Z2
-tzero3:
+t16zero3:
 	VPXORD Z3, Z3, Z3
-tzero4:
+t16zero4:
 	VPXORD Z4, Z4, Z4
-tzero5:
+t16zero5:
 	VPXORD Z5, Z5, Z5
-tzero6:
+t16zero6:
 	VPXORD Z6, Z6, Z6
-tzero7:
+t16zero7:
 	VPXORD Z7, Z7, Z7
-tzero8:
+t16zero8:
 	VPXORD Z8, Z8, Z8
-tzero9:
+t16zero9:
 	VPXORD Z9, Z9, Z9
-tzero10:
+t16zero10:
 	VPXORD Z10, Z10, Z10
-tzero11:
+t16zero11:
 	VPXORD Z11, Z11, Z11
-tzero12:
+t16zero12:
 	VPXORD Z12, Z12, Z12
-tzero13:
+t16zero13:
 	VPXORD Z13, Z13, Z13
-tzero14:
+t16zero14:
 	VPXORD Z14, Z14, Z14
-tzero15:
+t16zero15:
 	VPXORD Z15, Z15, Z15
-tshuffle:
+t16shuffle:
 	VUNPCKLPS Z1, Z0, Z16
 	VUNPCKHPS Z1, Z0, Z17
 	VUNPCKLPS Z3, Z2, Z18
@@ -791,6 +791,144 @@ tshuffle:
 	VMOVUPS Z14, K1, (DI)
 	ADDQ R8, DI
 	VMOVUPS Z15, K1, (DI)
+	VZEROUPPER
+	RET
+
+DATA tmask<>+0(SB)/8, $-1
+DATA tmask<>+8(SB)/8, $-1
+DATA tmask<>+16(SB)/8, $-1
+DATA tmask<>+24(SB)/8, $-1
+DATA tmask<>+32(SB)/8, $0
+DATA tmask<>+40(SB)/8, $0
+DATA tmask<>+48(SB)/8, $0
+DATA tmask<>+56(SB)/8, $0
+GLOBL tmask<>(SB), RODATA|NOPTR, $64
+
+// func transpose8AVX2(dst *float32, ldd int, src *float32, lds int, rows int, mask int)
+// Row j of dst (ldd floats apart) gets element j of each of the rows <= 8 rows of 8
+// floats at src (lds floats apart; zeros past rows), in the lanes mask selects (its low
+// bits, 1 to 8 of them).
+TEXT ·transpose8AVX2(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), R8
+	SHLQ $2, R8
+	MOVQ src+16(FP), SI
+	MOVQ lds+24(FP), R9
+	SHLQ $2, R9
+	MOVQ rows+32(FP), CX
+	MOVQ mask+40(FP), AX
+	POPCNTQ AX, AX
+	CMPQ CX, $0
+	JLE t8zero0
+	VMOVUPS (SI), Y0
+	ADDQ R9, SI
+	CMPQ CX, $1
+	JLE t8zero1
+	VMOVUPS (SI), Y1
+	ADDQ R9, SI
+	CMPQ CX, $2
+	JLE t8zero2
+	VMOVUPS (SI), Y2
+	ADDQ R9, SI
+	CMPQ CX, $3
+	JLE t8zero3
+	VMOVUPS (SI), Y3
+	ADDQ R9, SI
+	CMPQ CX, $4
+	JLE t8zero4
+	VMOVUPS (SI), Y4
+	ADDQ R9, SI
+	CMPQ CX, $5
+	JLE t8zero5
+	VMOVUPS (SI), Y5
+	ADDQ R9, SI
+	CMPQ CX, $6
+	JLE t8zero6
+	VMOVUPS (SI), Y6
+	ADDQ R9, SI
+	CMPQ CX, $7
+	JLE t8zero7
+	VMOVUPS (SI), Y7
+	JMP t8shuffle
+t8zero0:
+	VXORPS Y0, Y0, Y0
+t8zero1:
+	VXORPS Y1, Y1, Y1
+t8zero2:
+	VXORPS Y2, Y2, Y2
+t8zero3:
+	VXORPS Y3, Y3, Y3
+t8zero4:
+	VXORPS Y4, Y4, Y4
+t8zero5:
+	VXORPS Y5, Y5, Y5
+t8zero6:
+	VXORPS Y6, Y6, Y6
+t8zero7:
+	VXORPS Y7, Y7, Y7
+t8shuffle:
+	VUNPCKLPS Y1, Y0, Y8
+	VUNPCKHPS Y1, Y0, Y9
+	VUNPCKLPS Y3, Y2, Y10
+	VUNPCKHPS Y3, Y2, Y11
+	VUNPCKLPS Y5, Y4, Y12
+	VUNPCKHPS Y5, Y4, Y13
+	VUNPCKLPS Y7, Y6, Y14
+	VUNPCKHPS Y7, Y6, Y15
+	VSHUFPS $0x44, Y10, Y8, Y0
+	VSHUFPS $0xEE, Y10, Y8, Y1
+	VSHUFPS $0x44, Y11, Y9, Y2
+	VSHUFPS $0xEE, Y11, Y9, Y3
+	VSHUFPS $0x44, Y14, Y12, Y4
+	VSHUFPS $0xEE, Y14, Y12, Y5
+	VSHUFPS $0x44, Y15, Y13, Y6
+	VSHUFPS $0xEE, Y15, Y13, Y7
+	VPERM2F128 $0x20, Y4, Y0, Y8
+	VPERM2F128 $0x31, Y4, Y0, Y12
+	VPERM2F128 $0x20, Y5, Y1, Y9
+	VPERM2F128 $0x31, Y5, Y1, Y13
+	VPERM2F128 $0x20, Y6, Y2, Y10
+	VPERM2F128 $0x31, Y6, Y2, Y14
+	VPERM2F128 $0x20, Y7, Y3, Y11
+	VPERM2F128 $0x31, Y7, Y3, Y15
+	CMPQ AX, $8
+	JNE t8masked
+	VMOVUPS Y8, (DI)
+	ADDQ R8, DI
+	VMOVUPS Y9, (DI)
+	ADDQ R8, DI
+	VMOVUPS Y10, (DI)
+	ADDQ R8, DI
+	VMOVUPS Y11, (DI)
+	ADDQ R8, DI
+	VMOVUPS Y12, (DI)
+	ADDQ R8, DI
+	VMOVUPS Y13, (DI)
+	ADDQ R8, DI
+	VMOVUPS Y14, (DI)
+	ADDQ R8, DI
+	VMOVUPS Y15, (DI)
+	VZEROUPPER
+	RET
+t8masked:
+	NEGQ AX
+	LEAQ tmask<>+32(SB), BX
+	VMOVDQU (BX)(AX*4), Y0
+	VMASKMOVPS Y8, Y0, (DI)
+	ADDQ R8, DI
+	VMASKMOVPS Y9, Y0, (DI)
+	ADDQ R8, DI
+	VMASKMOVPS Y10, Y0, (DI)
+	ADDQ R8, DI
+	VMASKMOVPS Y11, Y0, (DI)
+	ADDQ R8, DI
+	VMASKMOVPS Y12, Y0, (DI)
+	ADDQ R8, DI
+	VMASKMOVPS Y13, Y0, (DI)
+	ADDQ R8, DI
+	VMASKMOVPS Y14, Y0, (DI)
+	ADDQ R8, DI
+	VMASKMOVPS Y15, Y0, (DI)
 	VZEROUPPER
 	RET
 

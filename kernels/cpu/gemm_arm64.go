@@ -15,5 +15,8 @@ func gemmKernels() []*gemmKernel {
 	}
 }
 
-// transpose16 and copyRows are the packing's vector moves (gemm_amd64.go); none here.
-var transpose16, copyRows func(dst *float32, ldd int, src *float32, lds int, rows int, mask int)
+// transposers and copyRows are the packing's vector moves (gemm_amd64.go); none here.
+var (
+	transposers []transposer
+	copyRows    func(dst *float32, ldd int, src *float32, lds int, rows int, mask int)
+)

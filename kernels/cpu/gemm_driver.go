@@ -243,6 +243,22 @@ func (g *gemmKernel) tile(kc int, ap, bp *float32, c []float32, cOff, ldc, rows,
 	g.tileBufs.Put(tp)
 }
 
+// transposer is a vector transpose of an n×n block of float32 for the packing: row j
+// of dst (ldd floats apart) gets element j of each of the rows ≤ n rows of n floats at
+// src (lds floats apart; zeros past rows), in the lanes mask selects (its low bits).
+type transposer struct {
+	n   int
+	run func(dst *float32, ldd int, src *float32, lds int, rows int, mask int)
+}
+
+// transposeBlock is the widest of transposers (n 0: none), chosen for the process.
+var transposeBlock = func() transposer {
+	if len(transposers) == 0 {
+		return transposer{}
+	}
+	return transposers[0]
+}()
+
 // packPanel packs a kc×w panel of src into dst as kc steps of w floats: element
 // (p, x) of the panel, p < kc and x < cols, is src's element off + (p0+p)·sp +
 // (x0+x)·sx, converted to float32; x ≥ cols is zero-padding. A panel of A has its
@@ -267,19 +283,19 @@ func packPanel(dst []float32, src matView, sp, sx, p0, kc, x0, cols, w int) {
 	case src.o.dt == dtype.F32 && sp == 1:
 		// Each x is a contiguous run along p. Read a cache line of each in turn:
 		// going down all cols runs per p would touch cols lines whose stride may
-		// map them onto one cache set. 16 steps of 16 runs at a time are one vector
+		// map them onto one cache set. n steps of n runs at a time are one vector
 		// transpose where the CPU has one.
 		s := src.o.f32s()
 		const line = 16
 		q := 0
-		if transpose16 != nil {
-			for ; q+line <= kc; q += line {
-				for x0 := 0; x0 < w; x0 += line {
-					rows, from := min(max(cols-x0, 0), line), &s[base+q]
+		if t := transposeBlock; t.n > 0 {
+			for ; q+t.n <= kc; q += t.n {
+				for x0 := 0; x0 < w; x0 += t.n {
+					rows, from := min(max(cols-x0, 0), t.n), &s[base+q]
 					if rows > 0 {
 						from = &s[base+x0*sx+q]
 					}
-					transpose16(&dst[q*w+x0], w, from, sx, rows, 1<<min(line, w-x0)-1)
+					t.run(&dst[q*w+x0], w, from, sx, rows, 1<<min(t.n, w-x0)-1)
 				}
 			}
 		}

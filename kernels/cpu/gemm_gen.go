@@ -36,6 +36,7 @@ func main() {
 		k.write(&b, true)
 	}
 	writeTranspose16(&b)
+	writeTranspose8(&b)
 	writeCopyRows(&b)
 	write("gemm_amd64.s", b.Bytes())
 	var a bytes.Buffer
@@ -194,31 +195,8 @@ func writeTranspose16(b *bytes.Buffer) {
 	p := movePrologue(b, "transpose16AVX512",
 		"Row j of dst (ldd floats apart) gets element j of each of the rows <= 16 rows of",
 		"16 floats at src (lds floats apart; zeros past rows), in the lanes mask selects.")
-	for i := range 16 {
-		p("CMPQ CX, $%d", i)
-		p("JLE tzero%d", i)
-		p("VMOVUPS (SI), Z%d", i)
-		if i < 15 {
-			p("ADDQ R9, SI")
-		}
-	}
-	p("JMP tshuffle")
-	for i := range 16 {
-		fmt.Fprintf(b, "tzero%d:\n", i)
-		p("VPXORD Z%d, Z%d, Z%d", i, i, i)
-	}
-	fmt.Fprintf(b, "tshuffle:\n")
-	for i := 0; i < 16; i += 2 { // pairs of rows interleaved within 128-bit lanes
-		p("VUNPCKLPS Z%d, Z%d, Z%d", i+1, i, 16+i)
-		p("VUNPCKHPS Z%d, Z%d, Z%d", i+1, i, 17+i)
-	}
-	for g := 0; g < 16; g += 4 { // 4×4 blocks transposed within 128-bit lanes
-		t := 16 + g
-		p("VSHUFPS $0x44, Z%d, Z%d, Z%d", t+2, t, g)
-		p("VSHUFPS $0xEE, Z%d, Z%d, Z%d", t+2, t, g+1)
-		p("VSHUFPS $0x44, Z%d, Z%d, Z%d", t+3, t+1, g+2)
-		p("VSHUFPS $0xEE, Z%d, Z%d, Z%d", t+3, t+1, g+3)
-	}
+	p("KMOVW AX, K1")
+	transposeStart(b, p, "Z", 16, "VPXORD")
 	for _, h := range []int{0, 8} { // 128-bit lanes of rows 0-7, then of rows 8-15
 		for i := range 4 {
 			p("VSHUFF32X4 $0x88, Z%d, Z%d, Z%d", h+4+i, h+i, 16+h+i)
@@ -229,14 +207,85 @@ func writeTranspose16(b *bytes.Buffer) {
 		p("VSHUFF32X4 $0x88, Z%d, Z%d, Z%d", 24+i, 16+i, i)
 		p("VSHUFF32X4 $0xDD, Z%d, Z%d, Z%d", 24+i, 16+i, 8+i)
 	}
-	for j := range 16 {
-		p("VMOVUPS Z%d, K1, (DI)", j)
-		if j < 15 {
+	storeRows(p, "VMOVUPS Z%d, K1, (DI)", 0, 16)
+	p("VZEROUPPER")
+	p("RET")
+}
+
+// writeTranspose8 writes transpose16's 8×8 form with AVX2: rows in Y0-Y7 (zeros past
+// rows), in-lane unpacks and shuffles through Y8-Y15, then 128-bit lane permutes after
+// which Y8+j holds column j; rows narrower than 8 lanes go through a masked store (the
+// mask from a table of eight -1s and eight 0s, read at 8 - lanes).
+func writeTranspose8(b *bytes.Buffer) {
+	fmt.Fprintf(b, "\nDATA tmask<>+0(SB)/8, $-1\nDATA tmask<>+8(SB)/8, $-1\nDATA tmask<>+16(SB)/8, $-1\nDATA tmask<>+24(SB)/8, $-1\n")
+	fmt.Fprintf(b, "DATA tmask<>+32(SB)/8, $0\nDATA tmask<>+40(SB)/8, $0\nDATA tmask<>+48(SB)/8, $0\nDATA tmask<>+56(SB)/8, $0\n")
+	fmt.Fprintf(b, "GLOBL tmask<>(SB), RODATA|NOPTR, $64\n")
+	p := movePrologue(b, "transpose8AVX2",
+		"Row j of dst (ldd floats apart) gets element j of each of the rows <= 8 rows of 8",
+		"floats at src (lds floats apart; zeros past rows), in the lanes mask selects (its low",
+		"bits, 1 to 8 of them).")
+	p("POPCNTQ AX, AX")
+	transposeStart(b, p, "Y", 8, "VXORPS")
+	for i := range 4 {
+		p("VPERM2F128 $0x20, Y%d, Y%d, Y%d", i+4, i, 8+i)
+		p("VPERM2F128 $0x31, Y%d, Y%d, Y%d", i+4, i, 12+i)
+	}
+	p("CMPQ AX, $8")
+	p("JNE t8masked")
+	storeRows(p, "VMOVUPS Y%d, (DI)", 8, 8)
+	p("VZEROUPPER")
+	p("RET")
+	fmt.Fprintf(b, "t8masked:\n")
+	p("NEGQ AX")
+	p("LEAQ tmask<>+32(SB), BX")
+	p("VMOVDQU (BX)(AX*4), Y0")
+	storeRows(p, "VMASKMOVPS Y%d, Y0, (DI)", 8, 8)
+	p("VZEROUPPER")
+	p("RET")
+}
+
+// storeRows writes n stores with the instruction format of registers first to
+// first+n-1, to rows R8 bytes apart from DI on.
+func storeRows(p func(string, ...any), format string, first, n int) {
+	for j := range n {
+		p(format, first+j)
+		if j < n-1 {
 			p("ADDQ R8, DI")
 		}
 	}
-	p("VZEROUPPER")
-	p("RET")
+}
+
+// transposeStart writes the start of a transpose of n rows of n floats (rows <= n in
+// CX, their stride in R9, the first at SI): the rows loaded into reg 0 to n-1, zeroed
+// (with the instruction zero) past rows, then pairs of rows interleaved within 128-bit
+// lanes into reg n to 2n-1 and the 4×4 blocks of each lane transposed back into reg 0
+// to n-1. What is left is the shuffle of 128-bit lanes.
+func transposeStart(b *bytes.Buffer, p func(string, ...any), reg string, n int, zero string) {
+	for i := range n {
+		p("CMPQ CX, $%d", i)
+		p("JLE t%dzero%d", n, i)
+		p("VMOVUPS (SI), %s%d", reg, i)
+		if i < n-1 {
+			p("ADDQ R9, SI")
+		}
+	}
+	p("JMP t%dshuffle", n)
+	for i := range n {
+		fmt.Fprintf(b, "t%dzero%d:\n", n, i)
+		p("%s %s%d, %s%d, %s%d", zero, reg, i, reg, i, reg, i)
+	}
+	fmt.Fprintf(b, "t%dshuffle:\n", n)
+	for i := 0; i < n; i += 2 {
+		p("VUNPCKLPS %s%d, %s%d, %s%d", reg, i+1, reg, i, reg, n+i)
+		p("VUNPCKHPS %s%d, %s%d, %s%d", reg, i+1, reg, i, reg, n+1+i)
+	}
+	for g := 0; g < n; g += 4 {
+		t := n + g
+		p("VSHUFPS $0x44, %s%d, %s%d, %s%d", reg, t+2, reg, t, reg, g)
+		p("VSHUFPS $0xEE, %s%d, %s%d, %s%d", reg, t+2, reg, t, reg, g+1)
+		p("VSHUFPS $0x44, %s%d, %s%d, %s%d", reg, t+3, reg, t+1, reg, g+2)
+		p("VSHUFPS $0xEE, %s%d, %s%d, %s%d", reg, t+3, reg, t+1, reg, g+3)
+	}
 }
 
 // writeCopyRows writes the packing's copy of rows of up to 32 floats with AVX-512: a
@@ -246,6 +295,7 @@ func writeCopyRows(b *bytes.Buffer) {
 	p := movePrologue(b, "copyRowsAVX512",
 		"Copies rows >= 1 rows of the floats mask selects (bit i: float i, i < 32) from src",
 		"(lds floats apart) to dst (ldd floats apart).")
+	p("KMOVW AX, K1")
 	p("SHRQ $16, AX")
 	p("KMOVW AX, K2")
 	fmt.Fprintf(b, "crloop:\n")
@@ -263,8 +313,7 @@ func writeCopyRows(b *bytes.Buffer) {
 
 // movePrologue starts a packing move name(dst *float32, ldd int, src *float32, lds int,
 // rows int, mask int) documented by doc: DI and SI point at dst and src, R8 and R9 hold
-// the strides in bytes, CX the rows, AX the mask and K1 its low 16 bits. It returns the
-// instruction writer.
+// the strides in bytes, CX the rows and AX the mask. It returns the instruction writer.
 func movePrologue(b *bytes.Buffer, name string, doc ...string) func(format string, args ...any) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, "\t"+format+"\n", args...) }
 	fmt.Fprintf(b, "\n// func %s(dst *float32, ldd int, src *float32, lds int, rows int, mask int)\n", name)
@@ -280,6 +329,5 @@ func movePrologue(b *bytes.Buffer, name string, doc ...string) func(format strin
 	p("SHLQ $2, R9")
 	p("MOVQ rows+32(FP), CX")
 	p("MOVQ mask+40(FP), AX")
-	p("KMOVW AX, K1")
 	return p
 }

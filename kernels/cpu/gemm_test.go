@@ -236,11 +236,11 @@ func TestGemmKernelName(t *testing.T) {
 	assert.Equal(t, "go", ks[len(ks)-1].name)
 }
 
-// The vector moves of the packing (the transpose of runs along p, the copy of rows
-// along x) write what the scalar packing does: every width, column count and depth,
-// with the floats around the panel left alone.
+// The vector moves of the packing (each transpose this CPU has, of runs along p; the
+// copy of rows along x) write what the scalar packing does: every width, column count
+// and depth, with the floats around the panel left alone.
 func TestPackPanelVectorMoves(t *testing.T) {
-	if transpose16 == nil || copyRows == nil {
+	if len(transposers) == 0 || copyRows == nil {
 		t.Skip("no vector moves on this CPU")
 	}
 	r := rand.New(rand.NewPCG(44, 45))
@@ -249,31 +249,35 @@ func TestPackPanelVectorMoves(t *testing.T) {
 	for i := range src {
 		src[i] = float32(r.NormFloat64())
 	}
-	vt, vc := transpose16, copyRows
-	defer func() { transpose16, copyRows = vt, vc }()
-	for _, runs := range []bool{true, false} { // along p (transposed), along x (copied)
-		sp, sx := 1, ld
-		if !runs {
-			sp, sx = ld, 1
-		}
-		for _, w := range []int{4, 6, 14, 16, 32} {
-			for cols := 1; cols <= w; cols++ {
-				for _, kc := range []int{1, 15, 16, 17, 40} {
-					panel := func(vector bool) []float32 {
-						transpose16, copyRows = nil, nil
-						if vector {
-							transpose16, copyRows = vt, vc
+	vt, vc := transposeBlock, copyRows
+	defer func() { transposeBlock, copyRows = vt, vc }()
+	for _, tr := range transposers {
+		for _, runs := range []bool{true, false} { // along p (transposed), along x (copied)
+			sp, sx := 1, ld
+			if !runs {
+				sp, sx = ld, 1
+			}
+			for _, w := range []int{4, 6, 8, 14, 16, 32} {
+				for cols := 1; cols <= w; cols++ {
+					for _, kc := range []int{1, 7, 8, 9, 15, 16, 17, 40} {
+						panel := func(vector bool) []float32 {
+							transposeBlock, copyRows = transposer{}, nil
+							if vector {
+								transposeBlock, copyRows = tr, vc
+							}
+							dst := make([]float32, kc*w+3)
+							for i := range dst {
+								dst[i] = float32(math.NaN())
+							}
+							packPanel(dst, f32View(src, 1, ld), sp, sx, 5, kc, 2, cols, w)
+							return dst
 						}
-						dst := make([]float32, kc*w+3)
-						for i := range dst {
-							dst[i] = float32(math.NaN())
+						want, got := panel(false), panel(true)
+						for i := range want {
+							if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
+								t.Fatalf("transpose %d runs %v w %d cols %d kc %d at %d: %v, want %v", tr.n, runs, w, cols, kc, i, got[i], want[i])
+							}
 						}
-						packPanel(dst, f32View(src, 1, ld), sp, sx, 5, kc, 2, cols, w)
-						return dst
-					}
-					want, got := panel(false), panel(true)
-					for i := range want {
-						require.Equal(t, math.Float32bits(want[i]), math.Float32bits(got[i]), "runs %v w %d cols %d kc %d at %d", runs, w, cols, kc, i)
 					}
 				}
 			}
