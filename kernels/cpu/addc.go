@@ -35,5 +35,5 @@ func addc[T float](op kernels.BinaryOp, dst, x, a, b Operand, value float64) {
 }
 
 func (*Backend) Addc(op kernels.BinaryOp, dst, x, a, b kernels.Operand, value float64) {
-	Addc(op, operand(dst), operand(x), operand(a), operand(b), value)
+	Addc(op, operand(dst), operandIn(x, dst.DType), operandIn(a, dst.DType), operandIn(b, dst.DType), value)
 }

@@ -91,7 +91,7 @@ func scalar(o kernels.Operand) float64 {
 }
 
 func (*Backend) Unary(op kernels.UnaryOp, dst, x kernels.Operand) {
-	Unary(op, operand(dst), operand(x))
+	Unary(op, operand(dst), operandIn(x, dst.DType))
 }
 
 func (*Backend) UnaryBackward(op kernels.UnaryOp, dx, g, saved kernels.Operand) {
@@ -106,12 +106,12 @@ func (*Backend) BinaryBackward(op kernels.BinaryOp, wrt kernels.Arg, dst, g, a, 
 	BinaryBackward(op, wrt, operand(dst), operand(g), optional(a, dst.DType), optional(b, dst.DType))
 }
 
-func (*Backend) Copy(dst, src kernels.Operand) { Copy(operand(dst), operand(src)) }
+func (*Backend) Copy(dst, src kernels.Operand) { Copy(operand(dst), operandIn(src, dst.DType)) }
 
 func (*Backend) Fill(dst kernels.Operand, v float64) { Fill(operand(dst), v) }
 
 func (*Backend) Axpy(dst kernels.Operand, alpha float64, x kernels.Operand) {
-	Axpy(operand(dst), alpha, operand(x))
+	Axpy(operand(dst), alpha, operandIn(x, dst.DType))
 }
 
 func (*Backend) DropoutMask(mask kernels.Operand, p float64, seed uint64) {
@@ -119,7 +119,7 @@ func (*Backend) DropoutMask(mask kernels.Operand, p float64, seed uint64) {
 }
 
 func (*Backend) Dropout(dst, x, mask kernels.Operand, p float64) {
-	Dropout(operand(dst), operand(x), operand(mask), p)
+	Dropout(operand(dst), operandIn(x, dst.DType), operand(mask), p)
 }
 
 func (*Backend) Sum(dst, src kernels.Operand)  { Sum(operand(dst), operand(src)) }

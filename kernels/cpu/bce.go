@@ -3,6 +3,7 @@ package cpu
 import (
 	"sync/atomic"
 
+	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
 )
 
@@ -146,28 +147,29 @@ func bceLogitsBackward[T float](wrt kernels.Arg, dst, g, x, y, pw Operand) {
 }
 
 func (*Backend) BinaryCrossEntropy(dst, x, y kernels.Operand) error {
-	if n := BinaryCrossEntropy(operand(dst), operand(x), operand(y)); n > 0 {
+	if n := BinaryCrossEntropy(operand(dst), operandIn(x, dst.DType), operandIn(y, dst.DType)); n > 0 {
 		return &kernels.RangeError{Op: "binary_cross_entropy", Count: n, Lo: 0, Hi: 1}
 	}
 	return nil
 }
 
 func (*Backend) BinaryCrossEntropyBackward(wrt kernels.Arg, dst, g, x, y kernels.Operand) {
-	BinaryCrossEntropyBackward(wrt, operand(dst), operand(g), operand(x), operand(y))
+	BinaryCrossEntropyBackward(wrt, operand(dst), operandIn(g, dst.DType), operandIn(x, dst.DType), operandIn(y, dst.DType))
 }
 
 func (*Backend) BinaryCrossEntropyWithLogits(dst, x, y, pw kernels.Operand) {
-	BinaryCrossEntropyWithLogits(operand(dst), operand(x), operand(y), posWeight(pw))
+	BinaryCrossEntropyWithLogits(operand(dst), operandIn(x, dst.DType), operandIn(y, dst.DType), posWeight(pw, dst.DType))
 }
 
 func (*Backend) BinaryCrossEntropyWithLogitsBackward(wrt kernels.Arg, dst, g, x, y, pw kernels.Operand) {
-	BinaryCrossEntropyWithLogitsBackward(wrt, operand(dst), operand(g), operand(x), operand(y), posWeight(pw))
+	BinaryCrossEntropyWithLogitsBackward(wrt, operand(dst), operandIn(g, dst.DType), operandIn(x, dst.DType), operandIn(y, dst.DType), posWeight(pw, dst.DType))
 }
 
-// posWeight is pw's operand, or a scalar 1 for an absent one (no weighting).
-func posWeight(pw kernels.Operand) Operand {
+// posWeight is pw's operand (a Scalar read as dt's type), or a scalar 1 for an absent
+// one (no weighting).
+func posWeight(pw kernels.Operand, dt dtype.DType) Operand {
 	if pw.Absent() {
 		return F32([]float32{1}, kernels.Layout{})
 	}
-	return operand(pw)
+	return operandIn(pw, dt)
 }
