@@ -23,7 +23,9 @@ func testBCE(t *testing.T, s *suite) {
 	ls := layouts()
 	shape := []int{4, 6}
 	prob, target := s.uniform(0.02, 0.98), s.uniform(0, 1)
-	loss := func(o []kernels.Operand) { require.NoError(t, s.tg.Backend.BinaryCrossEntropy(o[0], o[1], o[2])) }
+	loss := func(be kernels.Backend, o []kernels.Operand) {
+		require.NoError(t, be.BinaryCrossEntropy(o[0], o[1], o[2]))
+	}
 	for _, dt := range floats {
 		for _, p := range pairs {
 			x, y := s.operand(dt, ls, p[0], prob), s.operand(dtype.F32, ls, p[1], target)
@@ -41,7 +43,9 @@ func testBCE(t *testing.T, s *suite) {
 					want[i] = refBCEGrad(wrt, gs[i], xs[i], ys[i])
 				}
 				s.result(t, fmt.Sprintf("%s backward(%d)", name, wrt), []*buf{dense(dt, 4, 6), g, x, y}, 0, want, within(dt, 4e-6),
-					func(o []kernels.Operand) { s.tg.Backend.BinaryCrossEntropyBackward(wrt, o[0], o[1], o[2], o[3]) })
+					func(be kernels.Backend, o []kernels.Operand) {
+						be.BinaryCrossEntropyBackward(wrt, o[0], o[1], o[2], o[3])
+					})
 			}
 		}
 		// In place (dst is x), and a transposed output with a broadcast gradient.
@@ -52,15 +56,15 @@ func testBCE(t *testing.T, s *suite) {
 			want[i] = refBCE(xs[i], ys[i])
 		}
 		s.result(t, fmt.Sprintf("%v in place", dt), []*buf{x, y}, 0, want, within(dt, 2e-6),
-			func(o []kernels.Operand) { loss([]kernels.Operand{o[0], o[0], o[1]}) })
+			func(be kernels.Backend, o []kernels.Operand) { loss(be, []kernels.Operand{o[0], o[0], o[1]}) })
 		g := input(dtype.F32, ls["column"], s.uniform(-2, 2))
 		gs := g.bcast(shape)
 		for i := range want {
 			want[i] = refBCEGrad(kernels.ArgA, gs[i], xs[i], ys[i])
 		}
 		s.result(t, fmt.Sprintf("%v backward into a transposed output", dt), []*buf{out(dt, ls["transposed"]), g, x, y}, 0, want, within(dt, 4e-6),
-			func(o []kernels.Operand) {
-				s.tg.Backend.BinaryCrossEntropyBackward(kernels.ArgA, o[0], o[1], o[2], o[3])
+			func(be kernels.Backend, o []kernels.Operand) {
+				be.BinaryCrossEntropyBackward(kernels.ArgA, o[0], o[1], o[2], o[3])
 			})
 	}
 
@@ -83,7 +87,9 @@ func testBCE(t *testing.T, s *suite) {
 				want[i] = refBCEGrad(wrt, 0.75, xs[i], ys[i])
 			}
 			s.result(t, fmt.Sprintf("%v backward(%d) at 0 and 1", dt, wrt), []*buf{dense(dt, 7), g, x, y}, 0, want, within(dt, 1e-6),
-				func(o []kernels.Operand) { s.tg.Backend.BinaryCrossEntropyBackward(wrt, o[0], o[1], o[2], o[3]) })
+				func(be kernels.Backend, o []kernels.Operand) {
+					be.BinaryCrossEntropyBackward(wrt, o[0], o[1], o[2], o[3])
+				})
 		}
 	}
 
@@ -97,8 +103,8 @@ func testBCE(t *testing.T, s *suite) {
 // reports the earliest launch's error, whatever its kind.
 func testBCERangeErrors(t *testing.T, s *suite) {
 	run := func(x *buf) (err error) {
-		exec(t, s.tg, []*buf{dense(dtype.F32, x.l.Size()), x, imm(0.5)}, func(o []kernels.Operand) {
-			err = s.tg.Backend.BinaryCrossEntropy(o[0], o[1], o[2])
+		exec(t, s.tg, []*buf{dense(dtype.F32, x.l.Size()), x, imm(0.5)}, func(be kernels.Backend, o []kernels.Operand) {
+			err = be.BinaryCrossEntropy(o[0], o[1], o[2])
 		})
 		return err
 	}
@@ -119,8 +125,8 @@ func testBCERangeErrors(t *testing.T, s *suite) {
 	s.requireRangeError(t, run(many), "every seventh of 70000", 10000)
 	var err error
 	oneBadColumn := input(dtype.F32, kernels.Contiguous(6), func(i int) float64 { return []float64{0.5, 2, 0.5, 0.5, 0.5, 0.5}[i] })
-	exec(t, s.tg, []*buf{dense(dtype.F16, 4, 6), oneBadColumn, imm(1)}, func(o []kernels.Operand) {
-		err = s.tg.Backend.BinaryCrossEntropy(o[0], o[1], o[2])
+	exec(t, s.tg, []*buf{dense(dtype.F16, 4, 6), oneBadColumn, imm(1)}, func(be kernels.Backend, o []kernels.Operand) {
+		err = be.BinaryCrossEntropy(o[0], o[1], o[2])
 	})
 	s.requireRangeError(t, err, "a broadcast row", 4)
 
@@ -128,9 +134,9 @@ func testBCERangeErrors(t *testing.T, s *suite) {
 	two := input(dtype.F32, kernels.Contiguous(3), func(i int) float64 { return []float64{2, 0.5, -2}[i] })
 	one := input(dtype.F32, kernels.Contiguous(1), func(int) float64 { return 3 })
 	var errs [2]error
-	exec(t, s.tg, []*buf{dense(dtype.F32, 3), two, imm(0), dense(dtype.F32, 1), one}, func(o []kernels.Operand) {
-		errs[0] = s.tg.Backend.BinaryCrossEntropy(o[0], o[1], o[2])
-		errs[1] = s.tg.Backend.BinaryCrossEntropy(o[3], o[4], o[2])
+	exec(t, s.tg, []*buf{dense(dtype.F32, 3), two, imm(0), dense(dtype.F32, 1), one}, func(be kernels.Backend, o []kernels.Operand) {
+		errs[0] = be.BinaryCrossEntropy(o[0], o[1], o[2])
+		errs[1] = be.BinaryCrossEntropy(o[3], o[4], o[2])
 	})
 	if errs[0] == nil && errs[1] == nil {
 		s.requireRangeError(t, nil, "the earlier of two launches", 2)
@@ -142,13 +148,13 @@ func testBCERangeErrors(t *testing.T, s *suite) {
 	table, idx := row(dtype.F32, 2, s.uniform(-1, 1)), input(dtype.I64, kernels.Contiguous(1), func(int) float64 { return 5 })
 	for _, rangeFirst := range []bool{true, false} {
 		var re, ie error
-		exec(t, s.tg, []*buf{dense(dtype.F32, 3), two, imm(0), dense(dtype.F32, 1), table, idx}, func(o []kernels.Operand) {
+		exec(t, s.tg, []*buf{dense(dtype.F32, 3), two, imm(0), dense(dtype.F32, 1), table, idx}, func(be kernels.Backend, o []kernels.Operand) {
 			if rangeFirst {
-				re = s.tg.Backend.BinaryCrossEntropy(o[0], o[1], o[2])
+				re = be.BinaryCrossEntropy(o[0], o[1], o[2])
 			}
-			ie = s.tg.Backend.Embedding(o[3], o[4], o[5], 1)
+			ie = be.Embedding(o[3], o[4], o[5], 1)
 			if !rangeFirst {
-				re = s.tg.Backend.BinaryCrossEntropy(o[0], o[1], o[2])
+				re = be.BinaryCrossEntropy(o[0], o[1], o[2])
 			}
 		})
 		switch {
@@ -201,7 +207,7 @@ func testBCEWithLogits(t *testing.T, s *suite) {
 				}
 				name := fmt.Sprintf("%v %s·%s pos_weight %s", dt, p[0], p[1], pn)
 				s.result(t, name, []*buf{dense(dt, 4, 6), x, y, pw}, 0, want, within(dt, 4e-6),
-					func(o []kernels.Operand) { s.tg.Backend.BinaryCrossEntropyWithLogits(o[0], o[1], o[2], o[3]) })
+					func(be kernels.Backend, o []kernels.Operand) { be.BinaryCrossEntropyWithLogits(o[0], o[1], o[2], o[3]) })
 				g := input(dt, ls["contiguous"], s.uniform(-2, 2))
 				if pn == "row" {
 					g = input(dt, ls["column"], s.uniform(-2, 2)) // five operands, four broadcast
@@ -212,8 +218,8 @@ func testBCEWithLogits(t *testing.T, s *suite) {
 						want[i] = refBCELogitsGrad(wrt, gs[i], xs[i], ys[i], ws[i])
 					}
 					s.result(t, fmt.Sprintf("%s backward(%d)", name, wrt), []*buf{dense(dt, 4, 6), g, x, y, pw}, 0, want, within(dt, 8e-6),
-						func(o []kernels.Operand) {
-							s.tg.Backend.BinaryCrossEntropyWithLogitsBackward(wrt, o[0], o[1], o[2], o[3], o[4])
+						func(be kernels.Backend, o []kernels.Operand) {
+							be.BinaryCrossEntropyWithLogitsBackward(wrt, o[0], o[1], o[2], o[3], o[4])
 						})
 				}
 			}
@@ -231,17 +237,17 @@ func testBCEWithLogits(t *testing.T, s *suite) {
 			want[i] = refBCELogits(xv[i], yv[i], 1)
 		}
 		s.result(t, fmt.Sprintf("%v large logits", dt), []*buf{dense(dt, 7), x, y, absent()}, 0, want, within(dt, 4e-6),
-			func(o []kernels.Operand) { s.tg.Backend.BinaryCrossEntropyWithLogits(o[0], o[1], o[2], o[3]) })
+			func(be kernels.Backend, o []kernels.Operand) { be.BinaryCrossEntropyWithLogits(o[0], o[1], o[2], o[3]) })
 		for _, wrt := range wrts {
 			for i := range want {
 				want[i] = refBCELogitsGrad(wrt, 1.5, xv[i], yv[i], 1)
 			}
 			s.result(t, fmt.Sprintf("%v large logits backward(%d)", dt, wrt), []*buf{dense(dt, 7), g, x, y, absent()}, 0, want, within(dt, 4e-6),
-				func(o []kernels.Operand) {
-					s.tg.Backend.BinaryCrossEntropyWithLogitsBackward(wrt, o[0], o[1], o[2], o[3], o[4])
+				func(be kernels.Backend, o []kernels.Operand) {
+					be.BinaryCrossEntropyWithLogitsBackward(wrt, o[0], o[1], o[2], o[3], o[4])
 				})
 		}
 	}
 	s.result(t, "empty", []*buf{dense(dtype.F32, 0, 3), input(dtype.F32, kernels.Contiguous(0, 3), nil), imm(1), absent()}, 0, nil, exact,
-		func(o []kernels.Operand) { s.tg.Backend.BinaryCrossEntropyWithLogits(o[0], o[1], o[2], o[3]) })
+		func(be kernels.Backend, o []kernels.Operand) { be.BinaryCrossEntropyWithLogits(o[0], o[1], o[2], o[3]) })
 }

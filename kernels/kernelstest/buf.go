@@ -186,12 +186,28 @@ func put(dt dtype.DType, data []byte, e int, v float64) {
 	}
 }
 
+// kernelCall runs one case's kernels on be, with the case's operands in the order of
+// its buffers. It takes the backend as an argument, never from the suite, so that the
+// same call runs on the target and on kernels/cpu (a call that reached the target with
+// kernels/cpu's host operands would read address 0 on a GPU).
+type kernelCall func(be kernels.Backend, o []kernels.Operand)
+
 // exec runs f on tg with the buffers as operands (in order) and returns every
-// buffer's block as it is afterwards (nil for immediates and absent ones).
-func exec(t testing.TB, tg Target, bufs []*buf, f func(o []kernels.Operand)) [][]byte {
+// buffer's block as it is afterwards (nil for immediates and absent ones). The blocks
+// go back to tg's memory however f ends, so that a failing case leaves the allocator
+// as the next one expects it.
+func exec(t testing.TB, tg Target, bufs []*buf, f kernelCall) [][]byte {
 	t.Helper()
 	ops := make([]kernels.Operand, len(bufs))
 	mems := make([]kernels.Mem, len(bufs))
+	placed := make([]bool, len(bufs))
+	defer func() {
+		for i := range bufs {
+			if placed[i] {
+				tg.Memory.Free(t, mems[i])
+			}
+		}
+	}()
 	for i, b := range bufs {
 		switch {
 		case b.absent:
@@ -199,19 +215,18 @@ func exec(t testing.TB, tg Target, bufs []*buf, f func(o []kernels.Operand)) [][
 			ops[i] = kernels.Scalar(*b.imm)
 		default:
 			mems[i] = tg.Memory.Alloc(t, int64(len(b.data)))
+			placed[i] = true
 			tg.Memory.Write(t, mems[i], b.data)
 			ops[i] = kernels.Operand{Layout: b.l, DType: b.dt, Mem: mems[i]}
 		}
 	}
-	f(ops)
+	f(tg.Backend, ops)
 	got := make([][]byte, len(bufs))
 	for i, b := range bufs {
-		if b.absent || b.imm != nil {
-			continue
+		if placed[i] {
+			got[i] = tg.Memory.Read(t, mems[i])
+			require.Len(t, got[i], len(b.data))
 		}
-		got[i] = tg.Memory.Read(t, mems[i])
-		tg.Memory.Free(t, mems[i])
-		require.Len(t, got[i], len(b.data))
 	}
 	return got
 }
@@ -290,7 +305,7 @@ func untouched(t testing.TB, what string, b *buf, got []byte) {
 // result checks output b (index i of the buffers) after exec on the target and, when
 // the target is not kernels/cpu, after the same on kernels/cpu: against want within
 // tl, and nothing outside its layout written. It returns the target's values.
-func (s *suite) result(t testing.TB, what string, bufs []*buf, i int, want []float64, tl tol, f func(o []kernels.Operand)) []float64 {
+func (s *suite) result(t testing.TB, what string, bufs []*buf, i int, want []float64, tl tol, f kernelCall) []float64 {
 	t.Helper()
 	got := exec(t, s.tg, bufs, f)
 	b := bufs[i]
@@ -298,7 +313,7 @@ func (s *suite) result(t testing.TB, what string, bufs []*buf, i int, want []flo
 	vals := b.values(got[i])
 	near(t, what, want, vals, tl)
 	if s.cpu != nil {
-		ref := exec(t, Target{s.cpu, HostMemory()}, bufs, func(o []kernels.Operand) { f(o) })
+		ref := exec(t, Target{s.cpu, HostMemory()}, bufs, f)
 		near(t, what+" (against kernels/cpu)", b.values(ref[i]), vals, tl)
 	}
 	return vals

@@ -107,7 +107,7 @@ func testCopy(t *testing.T, s *suite) {
 					want[i] = refConvert(v, src, dst)
 				}
 				d := dense(dst, shape...)
-				got := exec(t, s.tg, []*buf{d, x}, func(o []kernels.Operand) { s.tg.Backend.Copy(o[0], o[1]) })
+				got := exec(t, s.tg, []*buf{d, x}, func(be kernels.Backend, o []kernels.Operand) { be.Copy(o[0], o[1]) })
 				what := fmt.Sprintf("%v to %v, %s", src, dst, name)
 				untouched(t, what, d, got[0])
 				near(t, what, want, d.values(got[0]), exact)
@@ -123,9 +123,9 @@ func testCopy(t *testing.T, s *suite) {
 	x := input(dtype.F16, kernels.Layout{Shape: []int{3, 4}, Strides: []int{1, 3}}, s.uniform(-5, 5))
 	d := out(dtype.F32, kernels.Layout{Shape: []int{3, 4}, Strides: []int{8, 2}, Offset: 1})
 	s.result(t, "transposed into strided", []*buf{d, x}, 0, x.vals(), exact,
-		func(o []kernels.Operand) { s.tg.Backend.Copy(o[0], o[1]) })
+		func(be kernels.Backend, o []kernels.Operand) { be.Copy(o[0], o[1]) })
 	s.result(t, "empty", []*buf{dense(dtype.I64, 0, 5), input(dtype.F32, kernels.Contiguous(0, 5), nil)}, 0, nil, exact,
-		func(o []kernels.Operand) { s.tg.Backend.Copy(o[0], o[1]) })
+		func(be kernels.Backend, o []kernels.Operand) { be.Copy(o[0], o[1]) })
 }
 
 func testFill(t *testing.T, s *suite) {
@@ -138,7 +138,7 @@ func testFill(t *testing.T, s *suite) {
 					want[i] = toType(v, dt) // Fill converts the float64 itself
 				}
 				s.result(t, fmt.Sprintf("%v %v %v", dt, v, l), []*buf{d}, 0, want, exact,
-					func(o []kernels.Operand) { s.tg.Backend.Fill(o[0], v) })
+					func(be kernels.Backend, o []kernels.Operand) { be.Fill(o[0], v) })
 			}
 		}
 	}

@@ -70,7 +70,7 @@ func testUnary(t *testing.T, s *suite) {
 						want[i] = refUnary(op, v)
 					}
 					s.result(t, fmt.Sprintf("%v %v %s into %v", op, dt, name, odt), []*buf{dst, x}, 0, want, within(odt, unaryTol(op)),
-						func(o []kernels.Operand) { s.tg.Backend.Unary(op, o[0], o[1]) })
+						func(be kernels.Backend, o []kernels.Operand) { be.Unary(op, o[0], o[1]) })
 				}
 			}
 			// A strided output, and in place.
@@ -87,18 +87,18 @@ func testUnary(t *testing.T, s *suite) {
 			}
 			s.result(t, fmt.Sprintf("%v %v into a transposed output", op, dt),
 				[]*buf{out(dt, kernels.Layout{Shape: []int{6, 4}, Strides: []int{1, 6}}), x}, 0, tw, within(dt, unaryTol(op)),
-				func(o []kernels.Operand) {
+				func(be kernels.Backend, o []kernels.Operand) {
 					src := o[1] // x read as its transpose [6, 4]
 					src.Layout = kernels.Layout{Shape: []int{6, 4}, Strides: []int{1, 6}}
-					s.tg.Backend.Unary(op, o[0], src)
+					be.Unary(op, o[0], src)
 				})
 			s.result(t, fmt.Sprintf("%v %v in place", op, dt), []*buf{x}, 0, want, within(dt, unaryTol(op)),
-				func(o []kernels.Operand) { s.tg.Backend.Unary(op, o[0], o[0]) })
+				func(be kernels.Backend, o []kernels.Operand) { be.Unary(op, o[0], o[0]) })
 		}
 	}
 	// No elements: nothing written, whatever the strides.
 	s.result(t, "empty", []*buf{dense(dtype.F32, 3, 0), input(dtype.F32, kernels.Contiguous(3, 0), nil)}, 0, nil, exact,
-		func(o []kernels.Operand) { s.tg.Backend.Unary(kernels.Exp, o[0], o[1]) })
+		func(be kernels.Backend, o []kernels.Operand) { be.Unary(kernels.Exp, o[0], o[1]) })
 }
 
 func testUnaryBackward(t *testing.T, s *suite) {
@@ -125,7 +125,7 @@ func testUnaryBackward(t *testing.T, s *suite) {
 					want[i] = refUnaryGrad(op, gs[i], x, y)
 				}
 				s.result(t, fmt.Sprintf("%v' %v g %s", op, dt, name), []*buf{dense(dt, 4, 6), g, saved}, 0, want, within(dt, 2*unaryTol(op)),
-					func(o []kernels.Operand) { s.tg.Backend.UnaryBackward(op, o[0], o[1], o[2]) })
+					func(be kernels.Backend, o []kernels.Operand) { be.UnaryBackward(op, o[0], o[1], o[2]) })
 			}
 		}
 	}
@@ -171,7 +171,7 @@ func testBinary(t *testing.T, s *suite) {
 					tl = 4e-6
 				}
 				s.result(t, fmt.Sprintf("%v %v %s·%s", op, dt, p[0], p[1]), []*buf{dense(dt, 4, 6), a, b}, 0, want, within(dt, tl),
-					func(o []kernels.Operand) { s.tg.Backend.Binary(op, o[0], o[1], o[2]) })
+					func(be kernels.Backend, o []kernels.Operand) { be.Binary(op, o[0], o[1], o[2]) })
 			}
 		}
 	}
@@ -191,7 +191,7 @@ func testBinary(t *testing.T, s *suite) {
 				}
 			}
 			s.result(t, fmt.Sprintf("%v %v with NaN", op, dt), []*buf{dense(dt, 6), a, b}, 0, want, exact,
-				func(o []kernels.Operand) { s.tg.Backend.Binary(op, o[0], o[1], o[2]) })
+				func(be kernels.Backend, o []kernels.Operand) { be.Binary(op, o[0], o[1], o[2]) })
 		}
 	}
 	testScalarReading(t, s)
@@ -216,14 +216,14 @@ func testScalarReading(t *testing.T, s *suite) {
 		}
 		name := fmt.Sprintf("%v·Scalar(%v) into %v", in, v, out)
 		s.result(t, name, []*buf{dense(out, 4, 6), a, exactImm(v)}, 0, want, exact,
-			func(o []kernels.Operand) { s.tg.Backend.Binary(kernels.Mul, o[0], o[1], o[2]) })
+			func(be kernels.Backend, o []kernels.Operand) { be.Binary(kernels.Mul, o[0], o[1], o[2]) })
 		g := input(in, kernels.Contiguous(4, 6), s.uniform(-2, 2))
 		for i, x := range g.vals() {
 			want[i] = toType(x*read, out)
 		}
 		s.result(t, name+" backward", []*buf{dense(out, 4, 6), g, absent(), exactImm(v)}, 0, want, exact,
-			func(o []kernels.Operand) {
-				s.tg.Backend.BinaryBackward(kernels.Mul, kernels.ArgA, o[0], o[1], o[2], o[3])
+			func(be kernels.Backend, o []kernels.Operand) {
+				be.BinaryBackward(kernels.Mul, kernels.ArgA, o[0], o[1], o[2], o[3])
 			})
 	}
 }
@@ -246,7 +246,7 @@ func testBinaryBackward(t *testing.T, s *suite) {
 						a, b = absent(), absent() // their derivatives read neither
 					}
 					s.result(t, fmt.Sprintf("%v'(%d) %v %s·%s", op, wrt, dt, p[0], p[1]), []*buf{dense(dt, 4, 6), g, a, b}, 0, want, within(dt, 8e-6),
-						func(o []kernels.Operand) { s.tg.Backend.BinaryBackward(op, wrt, o[0], o[1], o[2], o[3]) })
+						func(be kernels.Backend, o []kernels.Operand) { be.BinaryBackward(op, wrt, o[0], o[1], o[2], o[3]) })
 				}
 			}
 		}
@@ -258,7 +258,9 @@ func testBinaryBackward(t *testing.T, s *suite) {
 		g := input(dtype.F32, kernels.Contiguous(3), func(int) float64 { return 4 })
 		want := []float64{refBinaryGrad(op, kernels.ArgA, 4, 0, 1), 2, refBinaryGrad(op, kernels.ArgA, 4, 2, 1)}
 		s.result(t, fmt.Sprintf("%v' at a tie", op), []*buf{dense(dtype.F32, 3), g, a, b}, 0, want, exact,
-			func(o []kernels.Operand) { s.tg.Backend.BinaryBackward(op, kernels.ArgA, o[0], o[1], o[2], o[3]) })
+			func(be kernels.Backend, o []kernels.Operand) {
+				be.BinaryBackward(op, kernels.ArgA, o[0], o[1], o[2], o[3])
+			})
 	}
 }
 
@@ -284,7 +286,7 @@ func testAxpy(t *testing.T, s *suite) {
 					want[i] = ds[i] + dtRound(in64, a*xs[i])
 				}
 				s.result(t, fmt.Sprintf("%v += %v %s", dt, xt, name), []*buf{d, x}, 0, want, within(dt, 1e-7),
-					func(o []kernels.Operand) { s.tg.Backend.Axpy(o[0], alpha, o[1]) })
+					func(be kernels.Backend, o []kernels.Operand) { be.Axpy(o[0], alpha, o[1]) })
 			}
 		}
 	}
@@ -319,7 +321,7 @@ func testAddc(t *testing.T, s *suite) {
 						want[i] = refAddc(op, xs[i], as[i], bs[i], value)
 					}
 					s.result(t, fmt.Sprintf("addc%v %v %s·%s·%s value %v", op, dt, tr[0], tr[1], tr[2], value), []*buf{dense(dt, 4, 6), x, a, b}, 0, want, within(dt, 2e-6),
-						func(o []kernels.Operand) { s.tg.Backend.Addc(op, o[0], o[1], o[2], o[3], value) })
+						func(be kernels.Backend, o []kernels.Operand) { be.Addc(op, o[0], o[1], o[2], o[3], value) })
 				}
 			}
 			// In place (dst is x), and a transposed output.
@@ -329,14 +331,14 @@ func testAddc(t *testing.T, s *suite) {
 			for i := range want {
 				want[i] = refAddc(op, xs[i], as[i], bs[i], 0.1)
 			}
-			f := func(o []kernels.Operand) { s.tg.Backend.Addc(op, o[0], o[1], o[2], o[3], 0.1) }
+			f := func(be kernels.Backend, o []kernels.Operand) { be.Addc(op, o[0], o[1], o[2], o[3], 0.1) }
 			s.result(t, fmt.Sprintf("addc%v %v in place", op, dt), []*buf{x, a, b}, 0, want, within(dt, 2e-6),
-				func(o []kernels.Operand) { f([]kernels.Operand{o[0], o[0], o[1], o[2]}) })
+				func(be kernels.Backend, o []kernels.Operand) { f(be, []kernels.Operand{o[0], o[0], o[1], o[2]}) })
 			s.result(t, fmt.Sprintf("addc%v %v into a transposed output", op, dt), []*buf{out(dt, ls["transposed"]), x, a, b}, 0, want, within(dt, 2e-6), f)
 		}
 	}
 	s.result(t, "empty", []*buf{dense(dtype.F32, 3, 0), input(dtype.F32, kernels.Contiguous(3, 0), nil), imm(1), imm(2)}, 0, nil, exact,
-		func(o []kernels.Operand) { s.tg.Backend.Addc(kernels.Mul, o[0], o[1], o[2], o[3], 1) })
+		func(be kernels.Backend, o []kernels.Operand) { be.Addc(kernels.Mul, o[0], o[1], o[2], o[3], 1) })
 }
 
 func testDropout(t *testing.T, s *suite) {
@@ -352,7 +354,7 @@ func testDropout(t *testing.T, s *suite) {
 					}
 				}
 				s.result(t, fmt.Sprintf("mask n=%d p=%v seed=%#x", n, p, seed), []*buf{dense(dtype.Bool, n)}, 0, want, exact,
-					func(o []kernels.Operand) { s.tg.Backend.DropoutMask(o[0], p, seed) })
+					func(be kernels.Backend, o []kernels.Operand) { be.DropoutMask(o[0], p, seed) })
 			}
 		}
 	}
@@ -375,6 +377,6 @@ func testDropout(t *testing.T, s *suite) {
 			want[i] = xs[i] * ms[i] * scale
 		}
 		s.result(t, fmt.Sprintf("apply %v", dt), []*buf{dense(dt, 4, 6), x, m}, 0, want, within(dt, 1e-7),
-			func(o []kernels.Operand) { s.tg.Backend.Dropout(o[0], o[1], o[2], p) })
+			func(be kernels.Backend, o []kernels.Operand) { be.Dropout(o[0], o[1], o[2], p) })
 	}
 }

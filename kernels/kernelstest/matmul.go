@@ -79,7 +79,7 @@ func testMatmul(t *testing.T, s *suite) {
 				tl.abs = max(tl.abs, tl.rel*mag)
 				d := dense(dts[2], append(append([]int(nil), sh.batch...), sh.m, sh.n)...)
 				s.result(t, fmt.Sprintf("%v %v·%v→%v transposed %v", sh, dts[0], dts[1], dts[2], tr), []*buf{d, a, b}, 0, want, tl,
-					func(o []kernels.Operand) { s.tg.Backend.Matmul(o[0], o[1], o[2]) })
+					func(be kernels.Backend, o []kernels.Operand) { be.Matmul(o[0], o[1], o[2]) })
 			}
 		}
 	}
@@ -88,13 +88,13 @@ func testMatmul(t *testing.T, s *suite) {
 		a, b := s.matrix(dt, nil, 3, 4, false), s.matrix(dt, nil, 4, 2, true)
 		want, mag := refMatmul(a, b, nil, 3, 4, 2)
 		s.result(t, fmt.Sprintf("%v into a column-major output", dt), []*buf{out(dt, kernels.Layout{Shape: []int{3, 2}, Strides: []int{1, 3}}), a, b}, 0,
-			want, tolIn(dt, tol{rel: 1e-6, abs: 1e-6 * mag}), func(o []kernels.Operand) { s.tg.Backend.Matmul(o[0], o[1], o[2]) })
+			want, tolIn(dt, tol{rel: 1e-6, abs: 1e-6 * mag}), func(be kernels.Backend, o []kernels.Operand) { be.Matmul(o[0], o[1], o[2]) })
 	}
 	for _, dt := range []dtype.DType{dtype.F16, dtype.F64} {
 		s.result(t, fmt.Sprintf("%v k = 0", dt), []*buf{dense(dt, 3, 2), s.matrix(dt, nil, 3, 0, false), s.matrix(dt, nil, 0, 2, false)}, 0,
-			make([]float64, 6), exact, func(o []kernels.Operand) { s.tg.Backend.Matmul(o[0], o[1], o[2]) })
+			make([]float64, 6), exact, func(be kernels.Backend, o []kernels.Operand) { be.Matmul(o[0], o[1], o[2]) })
 	}
 	b := s.matrix(dtype.F32, nil, 4, 2, true)
 	s.result(t, "no rows", []*buf{dense(dtype.F32, 0, 2), s.matrix(dtype.F32, nil, 0, 4, false), b}, 0, nil, exact,
-		func(o []kernels.Operand) { s.tg.Backend.Matmul(o[0], o[1], o[2]) })
+		func(be kernels.Backend, o []kernels.Operand) { be.Matmul(o[0], o[1], o[2]) })
 }

@@ -94,11 +94,11 @@ func testReduce(t *testing.T, s *suite) {
 					}
 				}
 				name := fmt.Sprintf("%v %v → %v %v mean=%v", dt, c.src, odt, c.dst, mean)
-				f := func(o []kernels.Operand) {
+				f := func(be kernels.Backend, o []kernels.Operand) {
 					if mean {
-						s.tg.Backend.Mean(o[0], o[1])
+						be.Mean(o[0], o[1])
 					} else {
-						s.tg.Backend.Sum(o[0], o[1])
+						be.Sum(o[0], o[1])
 					}
 				}
 				bufs := []*buf{dense(odt, c.dst...), src}
@@ -149,12 +149,12 @@ func testMax(t *testing.T, s *suite) {
 			}
 			idx := dense(dtype.I64, 5, 1)
 			bufs := []*buf{dense(dt, 5, 1), idx, x}
-			f := func(o []kernels.Operand) {
+			f := func(be kernels.Backend, o []kernels.Operand) {
 				d := o[0]
 				if !withDst {
 					d = kernels.Operand{}
 				}
-				s.tg.Backend.Max(d, o[1], o[2])
+				be.Max(d, o[1], o[2])
 			}
 			name := fmt.Sprintf("%v dst=%v", dt, withDst)
 			s.result(t, name+" positions", bufs, 1, wantI, exact, f)
@@ -174,12 +174,12 @@ func testMax(t *testing.T, s *suite) {
 					want[r*7+int(wantI[r])] = toType(gs[r], dxt)
 				}
 				s.result(t, fmt.Sprintf("%s backward into %v", name, dxt), []*buf{dx, g, ix}, 0, want, exact,
-					func(o []kernels.Operand) { s.tg.Backend.MaxBackward(o[0], o[1], o[2]) })
+					func(be kernels.Backend, o []kernels.Operand) { be.MaxBackward(o[0], o[1], o[2]) })
 			}
 		}
 	}
 	// Over every element: one position, row-major.
 	x := input(dtype.F32, kernels.Contiguous(3, 4), func(i int) float64 { return float64((i * 5) % 12) })
 	s.result(t, "all", []*buf{dense(dtype.F32), dense(dtype.I64), x}, 1, []float64{7}, exact,
-		func(o []kernels.Operand) { s.tg.Backend.Max(o[0], o[1], o[2]) })
+		func(be kernels.Backend, o []kernels.Operand) { be.Max(o[0], o[1], o[2]) })
 }

@@ -63,16 +63,16 @@ func testSoftmax(t *testing.T, s *suite) {
 				x := row(ft, size, s.uniform(-5, 5))
 				want := refSoftmax(x.vals(), outer, n, inner, log)
 				name := fmt.Sprintf("%v %v log=%v", ft, sz, log)
-				f := func(o []kernels.Operand) {
+				f := func(be kernels.Backend, o []kernels.Operand) {
 					if log {
-						s.tg.Backend.LogSoftmax(o[0], o[1], outer, n, inner)
+						be.LogSoftmax(o[0], o[1], outer, n, inner)
 					} else {
-						s.tg.Backend.Softmax(o[0], o[1], outer, n, inner)
+						be.Softmax(o[0], o[1], outer, n, inner)
 					}
 				}
 				s.result(t, name, []*buf{dense(ft, size), x}, 0, want, tl, f)
 				s.result(t, name+" in place", []*buf{x}, 0, want, tl,
-					func(o []kernels.Operand) { f([]kernels.Operand{o[0], o[0]}) })
+					func(be kernels.Backend, o []kernels.Operand) { f(be, []kernels.Operand{o[0], o[0]}) })
 
 				// Backward at y (rounded as the forward stored it).
 				y := row(ft, size, func(i int) float64 { return want[i] })
@@ -100,11 +100,11 @@ func testSoftmax(t *testing.T, s *suite) {
 					}
 				}
 				s.result(t, name+" backward", []*buf{dense(ft, size), g, y}, 0, dx, tl,
-					func(o []kernels.Operand) {
+					func(be kernels.Backend, o []kernels.Operand) {
 						if log {
-							s.tg.Backend.LogSoftmaxBackward(o[0], o[1], o[2], outer, n, inner)
+							be.LogSoftmaxBackward(o[0], o[1], o[2], outer, n, inner)
 						} else {
-							s.tg.Backend.SoftmaxBackward(o[0], o[1], o[2], outer, n, inner)
+							be.SoftmaxBackward(o[0], o[1], o[2], outer, n, inner)
 						}
 					})
 			}
@@ -151,7 +151,9 @@ func testLayerNorm(t *testing.T, s *suite) {
 				}
 				name := fmt.Sprintf("%v %v affine=%v", ft, sz, affine)
 				bufs := []*buf{dense(ft, rows*n), dense(ft, rows), dense(ft, rows), x, w, b}
-				f := func(o []kernels.Operand) { s.tg.Backend.LayerNorm(o[0], o[1], o[2], o[3], o[4], o[5], rows, n, eps) }
+				f := func(be kernels.Backend, o []kernels.Operand) {
+					be.LayerNorm(o[0], o[1], o[2], o[3], o[4], o[5], rows, n, eps)
+				}
 				s.result(t, name+" y", bufs, 0, y, tolRow(ft, n, tol{rel: 1e-5, abs: 1e-5}), f)
 				s.result(t, name+" mean", bufs, 1, mean, tolRow(ft, n, tol{rel: 1e-6, abs: 1e-6}), f)
 				s.result(t, name+" rstd", bufs, 2, rstd, tolRow(ft, n, tol{rel: 1e-5, abs: 1e-6}), f)
@@ -177,8 +179,8 @@ func testLayerNorm(t *testing.T, s *suite) {
 					}
 				}
 				bb := []*buf{dense(ft, rows*n), dense(ft, n), dense(ft, n), g, x, mb, rb, w}
-				fb := func(o []kernels.Operand) {
-					s.tg.Backend.LayerNormBackward(o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7], rows, n)
+				fb := func(be kernels.Backend, o []kernels.Operand) {
+					be.LayerNormBackward(o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7], rows, n)
 				}
 				tl := tolRow(ft, rows*4, tol{rel: 1e-4, abs: 1e-5 * float64(max(rows, 1))})
 				s.result(t, name+" dx", bb, 0, dx, tolRow(ft, n*4, tol{rel: 1e-4, abs: 1e-5}), fb)
@@ -258,8 +260,8 @@ func testCrossEntropy(t *testing.T, s *suite) {
 			// The loss in any float type: rounded to it once from the rows' type.
 			for _, ldt := range lossTypes(ft, dtype.F16) {
 				bufs := []*buf{dense(ldt), dense(ft, n), x, labels}
-				f := func(o []kernels.Operand) {
-					require.NoError(t, s.tg.Backend.CrossEntropy(o[0], o[1], o[2], o[3], n, c, ignore))
+				f := func(be kernels.Backend, o []kernels.Operand) {
+					require.NoError(t, be.CrossEntropy(o[0], o[1], o[2], o[3], n, c, ignore))
 				}
 				name := fmt.Sprintf("%v c=%d loss %v", ft, c, ldt)
 				s.result(t, name, bufs, 0, []float64{sum / float64(count)}, tolRow(ldt, c, within32(ldt, 1e-5)), f)
@@ -283,22 +285,22 @@ func testCrossEntropy(t *testing.T, s *suite) {
 					dx[i*c+int(ls[i])] -= g / float64(count)
 				}
 				s.result(t, fmt.Sprintf("%v c=%d backward for %v %v", ft, c, gv.dt, g), []*buf{dense(ft, n*c), x, lb, labels, gv}, 0, dx,
-					tolRow(ft, 1, tol{rel: 1e-5, abs: 1e-6}), func(o []kernels.Operand) {
-						s.tg.Backend.CrossEntropyBackward(o[0], o[1], o[2], o[3], o[4], n, c, ignore)
+					tolRow(ft, 1, tol{rel: 1e-5, abs: 1e-6}), func(be kernels.Backend, o []kernels.Operand) {
+						be.CrossEntropyBackward(o[0], o[1], o[2], o[3], o[4], n, c, ignore)
 					})
 			}
 		}
 		// Every row ignored: NaN, as PyTorch.
 		s.result(t, fmt.Sprintf("%v all ignored", ft), []*buf{dense(ft), dense(ft, 2), row(ft, 6, s.uniform(-1, 1)),
 			input(dtype.I64, kernels.Contiguous(2), func(int) float64 { return ignore })},
-			0, []float64{math.NaN()}, exact, func(o []kernels.Operand) {
-				require.NoError(t, s.tg.Backend.CrossEntropy(o[0], o[1], o[2], o[3], 2, 3, ignore))
+			0, []float64{math.NaN()}, exact, func(be kernels.Backend, o []kernels.Operand) {
+				require.NoError(t, be.CrossEntropy(o[0], o[1], o[2], o[3], 2, 3, ignore))
 			})
 		// A label outside [0, c): an index error naming the first.
 		bad := input(dtype.I64, kernels.Contiguous(4), func(i int) float64 { return []float64{1, 0, 7, -3}[i] })
 		var err error
-		exec(t, s.tg, []*buf{dense(dtype.F32), dense(ft, 4), row(ft, 12, s.uniform(-1, 1)), bad}, func(o []kernels.Operand) {
-			err = s.tg.Backend.CrossEntropy(o[0], o[1], o[2], o[3], 4, 3, ignore)
+		exec(t, s.tg, []*buf{dense(dtype.F32), dense(ft, 4), row(ft, 12, s.uniform(-1, 1)), bad}, func(be kernels.Backend, o []kernels.Operand) {
+			err = be.CrossEntropy(o[0], o[1], o[2], o[3], 4, 3, ignore)
 		})
 		s.requireIndexError(t, err, "cross_entropy", 2, 7, 3)
 	}
@@ -315,7 +317,7 @@ func testMSE(t *testing.T, s *suite) {
 			}
 			for _, ldt := range lossTypes(ft, dtype.BF16) {
 				s.result(t, fmt.Sprintf("%v n=%d %v", ft, n, ldt), []*buf{dense(ldt), a, b}, 0, []float64{sum / float64(n)},
-					tolRow(ldt, n, within32(ldt, 1e-6)), func(o []kernels.Operand) { s.tg.Backend.MSE(o[0], o[1], o[2]) })
+					tolRow(ldt, n, within32(ldt, 1e-6)), func(be kernels.Backend, o []kernels.Operand) { be.MSE(o[0], o[1], o[2]) })
 			}
 			g := input(dtype.F16, kernels.Layout{}, func(int) float64 { return 0.5 })
 			da := make([]float64, n)
@@ -327,7 +329,7 @@ func testMSE(t *testing.T, s *suite) {
 				db[i] = -da[i]
 			}
 			tl := tolIn(ft, tol{rel: 1e-6, abs: 1e-9})
-			f := func(o []kernels.Operand) { s.tg.Backend.MSEBackward(o[0], o[1], o[2], o[3], o[4]) }
+			f := func(be kernels.Backend, o []kernels.Operand) { be.MSEBackward(o[0], o[1], o[2], o[3], o[4]) }
 			s.result(t, fmt.Sprintf("%v n=%d da", ft, n), []*buf{dense(ft, n), dense(ft, n), a, b, g}, 0, da, tl, f)
 			s.result(t, fmt.Sprintf("%v n=%d db", ft, n), []*buf{dense(ft, n), dense(ft, n), a, b, g}, 1, db, tl, f)
 			s.result(t, fmt.Sprintf("%v n=%d db alone", ft, n), []*buf{absent(), dense(ft, n), a, b, g}, 1, db, tl, f)
@@ -347,7 +349,7 @@ func testEmbedding(t *testing.T, s *suite) {
 			copy(want[i*dim:], ws[int(r)*dim:int(r+1)*dim])
 		}
 		s.result(t, fmt.Sprintf("%v gather", ft), []*buf{dense(ft, 6*dim), w, idx}, 0, want, exact,
-			func(o []kernels.Operand) { require.NoError(t, s.tg.Backend.Embedding(o[0], o[1], o[2], dim)) })
+			func(be kernels.Backend, o []kernels.Operand) { require.NoError(t, be.Embedding(o[0], o[1], o[2], dim)) })
 
 		// Backward adds into dw: repeated rows (4 three times) in index order.
 		dw := row(ft, vocab*dim, s.uniform(-1, 1))
@@ -360,14 +362,16 @@ func testEmbedding(t *testing.T, s *suite) {
 			}
 		}
 		s.result(t, fmt.Sprintf("%v scatter-add", ft), []*buf{dw, g, idx}, 0, sum, tolIn(ft, tol{rel: 1e-6, abs: 1e-7}),
-			func(o []kernels.Operand) { require.NoError(t, s.tg.Backend.EmbeddingBackward(o[0], o[1], o[2], dim)) })
+			func(be kernels.Backend, o []kernels.Operand) {
+				require.NoError(t, be.EmbeddingBackward(o[0], o[1], o[2], dim))
+			})
 
 		bad := input(dtype.I64, kernels.Contiguous(3), func(i int) float64 { return []float64{1, 5, -1}[i] })
 		var err error
-		exec(t, s.tg, []*buf{dense(ft, 3*dim), w, bad}, func(o []kernels.Operand) { err = s.tg.Backend.Embedding(o[0], o[1], o[2], dim) })
+		exec(t, s.tg, []*buf{dense(ft, 3*dim), w, bad}, func(be kernels.Backend, o []kernels.Operand) { err = be.Embedding(o[0], o[1], o[2], dim) })
 		s.requireIndexError(t, err, "embedding", 1, 5, vocab)
-		exec(t, s.tg, []*buf{dense(ft, vocab*dim), row(ft, 3*dim, s.uniform(-1, 1)), bad}, func(o []kernels.Operand) {
-			err = s.tg.Backend.EmbeddingBackward(o[0], o[1], o[2], dim)
+		exec(t, s.tg, []*buf{dense(ft, vocab*dim), row(ft, 3*dim, s.uniform(-1, 1)), bad}, func(be kernels.Backend, o []kernels.Operand) {
+			err = be.EmbeddingBackward(o[0], o[1], o[2], dim)
 		})
 		s.requireIndexError(t, err, "embedding backward", 1, 5, vocab)
 	}
@@ -412,7 +416,7 @@ func testOptimizers(t *testing.T, s *suite) {
 					bufArg = absent()
 				}
 				bufs := []*buf{p, g, bufArg}
-				f := func(o []kernels.Operand) { s.tg.Backend.SGD(c, o[0], o[1], o[2], first) }
+				f := func(be kernels.Backend, o []kernels.Operand) { be.SGD(c, o[0], o[1], o[2], first) }
 				name := fmt.Sprintf("SGD %v %+v first=%v", ft, c, first)
 				tl := tolIn(ft, tol{rel: 1e-6, abs: 1e-7})
 				s.result(t, name, bufs, 0, wp, tl, f)
@@ -446,7 +450,7 @@ func testOptimizers(t *testing.T, s *suite) {
 					wp[i] = ps[i]*decay - c.LR/bc1*wm[i]/(math.Sqrt(wv[i])/math.Sqrt(bc2)+c.Eps)
 				}
 				bufs := []*buf{p, g, m, v}
-				f := func(o []kernels.Operand) { s.tg.Backend.Adam(c, step, o[0], o[1], o[2], o[3]) }
+				f := func(be kernels.Backend, o []kernels.Operand) { be.Adam(c, step, o[0], o[1], o[2], o[3]) }
 				name := fmt.Sprintf("Adam %v %+v step %d", ft, c, step)
 				s.result(t, name, bufs, 0, wp, tolIn(ft, tol{rel: 1e-5, abs: 1e-6}), f)
 				s.result(t, name+" m", bufs, 2, wm, tolIn(ft, tol{rel: 1e-5, abs: 1e-7}), f)
@@ -486,18 +490,18 @@ func testAMP(t *testing.T, s *suite) {
 					flag = 1
 				}
 				bufs := []*buf{g, found}
-				f := func(o []kernels.Operand) { s.tg.Backend.Unscale(o[0], inv, o[1]) }
+				f := func(be kernels.Backend, o []kernels.Operand) { be.Unscale(o[0], inv, o[1]) }
 				name := fmt.Sprintf("unscale %v bad=%v found before=%v", dt, bad, before)
 				s.result(t, name, bufs, 0, want, within(dt, 1e-7), f)
 				s.result(t, name+" flag", bufs, 1, []float64{flag}, exact, f)
 
 				var got bool
-				exec(t, s.tg, []*buf{g}, func(o []kernels.Operand) { got = s.tg.Backend.NonFinite(o[0]) })
+				exec(t, s.tg, []*buf{g}, func(be kernels.Backend, o []kernels.Operand) { got = be.NonFinite(o[0]) })
 				assert.Equal(t, !finite, got, "non_finite %v bad=%v", dt, bad)
 			}
 		}
 	}
 	var got bool
-	exec(t, s.tg, []*buf{dense(dtype.F32, 0)}, func(o []kernels.Operand) { got = s.tg.Backend.NonFinite(o[0]) })
+	exec(t, s.tg, []*buf{dense(dtype.F32, 0)}, func(be kernels.Backend, o []kernels.Operand) { got = be.NonFinite(o[0]) })
 	assert.False(t, got, "nothing is finite-or-not")
 }
