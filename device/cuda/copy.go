@@ -110,7 +110,7 @@ func (d *Device) Memset(dst device.Ptr, value byte, n int64, s device.Stream) er
 	if err := d.checkCopy("Memset", s, n, dst); err != nil || n == 0 {
 		return err
 	}
-	if r := d.call(d.drv.cuMemsetD8Async, uintptr(dst), uintptr(value), uintptr(n), uintptr(s)); r != success {
+	if r := d.callInts(d.drv.cuMemsetD8Async, uintptr(dst), uintptr(value), uintptr(n), uintptr(s)); r != success {
 		return d.drv.errorf(r, "cuMemsetD8Async(%#x, %#x, %d bytes, stream %#x)", uintptr(dst), value, n, uintptr(s))
 	}
 	return nil

@@ -257,6 +257,23 @@ func (d *Device) call(fn uintptr, args ...uintptr) result {
 	return r
 }
 
+// callInts is call for the hot paths (a launch, a memset): it copies args into a pooled
+// block on the heap, so that the foreign call allocates nothing, where call's variadic
+// arguments escape on every call (go:uintptrescapes). Since nothing here keeps a
+// pointer alive, args are integers, or addresses of memory the caller keeps alive
+// until callInts returns (a pooled launchParams it still holds).
+func (d *Device) callInts(fn uintptr, args ...uintptr) result {
+	p := d.params.Get().(*launchParams)
+	n := copy(p.call[:], args)
+	r := d.enter()
+	if r == success {
+		r = syscallArgs(fn, p.call[:n])
+	}
+	d.exit()
+	d.params.Put(p)
+	return r
+}
+
 // enter locks the goroutine to its thread and makes the primary context current, for
 // a sequence of driver calls made with syscallN; exit must follow, whatever enter
 // returned.

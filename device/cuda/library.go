@@ -28,6 +28,10 @@ func openLibrary() (uintptr, error) {
 //go:uintptrescapes
 func syscallN(fn uintptr, args ...uintptr) result { return result(uint32(dl.Call(fn, args...))) }
 
+// syscallArgs is syscallN through dl.CallArgs: args on the heap already, nothing
+// allocated, nothing kept alive.
+func syscallArgs(fn uintptr, args []uintptr) result { return result(uint32(dl.CallArgs(fn, args))) }
+
 // Library is a shared library of the CUDA toolkit (cuBLAS, cuBLASLt, ...) loaded at run
 // time, like libcuda itself: nothing links against it, so it is optional. Its entry
 // points are called through Device.CallLibrary, which makes the Device's context

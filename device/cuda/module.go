@@ -113,7 +113,12 @@ type launchParams struct {
 	vals [MaxKernelArgs]uint64
 	ptrs [MaxKernelArgs]unsafe.Pointer
 	blob [MaxArgBytes]byte
+	// call holds the arguments of a foreign call made by Device.callInts.
+	call [maxCallArgs]uintptr
 }
+
+// maxCallArgs is the most arguments Device.callInts passes (cuLaunchKernel's 11).
+const maxCallArgs = 12
 
 // pack stores args in p and returns how many bytes of blob they use, or an error when
 // ArgBytes arguments do not fit in MaxArgBytes. It allocates nothing.
@@ -260,7 +265,7 @@ func (d *Device) Launch(f *Function, cfg LaunchConfig, args ...Arg) error {
 		d.params.Put(p)
 		return fmt.Errorf("cuda: %s: Launch(%s): %w", d.name, f.name, err)
 	}
-	r := d.call(d.drv.cuLaunchKernel, f.h,
+	r := d.callInts(d.drv.cuLaunchKernel, f.h,
 		uintptr(g.X), uintptr(g.Y), uintptr(g.Z),
 		uintptr(b.X), uintptr(b.Y), uintptr(b.Z),
 		uintptr(cfg.SharedMem), uintptr(cfg.Stream), uintptr(unsafe.Pointer(&p.ptrs[0])), 0)

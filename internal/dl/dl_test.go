@@ -50,3 +50,19 @@ func TestOpenNamesTheFirstFailure(t *testing.T) {
 	_, err = Open()
 	assert.Error(t, err, "no name, no library")
 }
+
+// TestCallArgsAllocatesNothing: Call's variadic arguments escape to the heap on every
+// call (go:uintptrescapes); CallArgs, for the driver's hot paths, allocates nothing.
+func TestCallArgsAllocatesNothing(t *testing.T) {
+	labs, err := Symbol(libc(t), "labs")
+	require.NoError(t, err)
+	args := make([]uintptr, 1) // on the heap, as a pooled block is
+	var got uintptr
+	allocs := testing.AllocsPerRun(100, func() {
+		args[0] = uintptr(^uint(6)) // -7
+		got = CallArgs(labs, args)
+	})
+	assert.Equal(t, uintptr(7), got)
+	assert.Zero(t, allocs, "CallArgs")
+	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { got = Call(labs, 7) }), "Call, whose arguments escape")
+}

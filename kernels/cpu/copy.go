@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/subletml/sublet/dtype"
@@ -45,28 +46,51 @@ func Copy(dst, src Operand) {
 // float64 (rounded once to a float type; NaN to 0 for integers, x != 0 for Bool).
 func Fill(dst Operand, v float64) {
 	dst.requireWritable("fill")
+	bits := FillBits(dst.dt, v)
 	it := newIter("fill", dst.Layout)
 	parallelFor(it.size, grain, func(lo, hi int) {
 		it.walk(lo, hi, func(offs, inner *[maxOperands]int, n int) {
 			o, s := offs[0], inner[0]
 			switch dst.dt {
 			case dtype.F32:
-				fillRun(dst.f32s(), o, s, n, float32(v))
+				fillRun(dst.f32s(), o, s, n, math.Float32frombits(uint32(bits)))
 			case dtype.F64:
-				fillRun(dst.f64s(), o, s, n, v)
-			case dtype.F16:
-				fillRun(dst.u16s(), o, s, n, dtype.F64ToF16(v))
-			case dtype.BF16:
-				fillRun(dst.u16s(), o, s, n, dtype.F64ToBF16(v))
+				fillRun(dst.f64s(), o, s, n, math.Float64frombits(bits))
+			case dtype.F16, dtype.BF16:
+				fillRun(dst.u16s(), o, s, n, uint16(bits))
 			case dtype.I32:
-				fillRun(dst.i32s(), o, s, n, int32(f64ToInt(v, math.MinInt32, math.MaxInt32)))
+				fillRun(dst.i32s(), o, s, n, int32(bits))
 			case dtype.I64:
-				fillRun(dst.i64s(), o, s, n, f64ToInt(v, math.MinInt64, math.MaxInt64))
+				fillRun(dst.i64s(), o, s, n, int64(bits))
 			case dtype.Bool:
-				fillRun(dst.u8s(), o, s, n, boolByte(v != 0))
+				fillRun(dst.u8s(), o, s, n, uint8(bits))
 			}
 		})
 	})
+}
+
+// FillBits is v converted to dt as Fill writes it, as the bits of one element (in the
+// low bytes): float types rounded once from float64 (dtype's conversions), integers
+// truncated toward zero and saturated (NaN is 0), Bool 1 for any v but 0. A GPU
+// backend fills with these bits, so that both backends write the same elements.
+func FillBits(dt dtype.DType, v float64) uint64 {
+	switch dt {
+	case dtype.F32:
+		return uint64(math.Float32bits(float32(v)))
+	case dtype.F64:
+		return math.Float64bits(v)
+	case dtype.F16:
+		return uint64(dtype.F64ToF16(v))
+	case dtype.BF16:
+		return uint64(dtype.F64ToBF16(v))
+	case dtype.I32:
+		return uint64(uint32(int32(f64ToInt(v, math.MinInt32, math.MaxInt32))))
+	case dtype.I64:
+		return uint64(f64ToInt(v, math.MinInt64, math.MaxInt64))
+	case dtype.Bool:
+		return uint64(boolByte(v != 0))
+	}
+	panic(fmt.Sprintf("kernels/cpu: fill: type %v", dt))
 }
 
 // Axpy adds alpha·x into dst elementwise (gradient accumulation: dst += x), alpha

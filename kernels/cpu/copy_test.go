@@ -177,3 +177,30 @@ func TestEmptyOutputsWriteNothing(t *testing.T) {
 	require.Panics(t, func() { Fill(F32(make([]float32, 1), kernels.Layout{Shape: []int{3}, Strides: []int{0}}), 1) },
 		"a non-empty output that repeats an element is still refused")
 }
+
+// TestFillBits: the bits Fill writes (and a GPU backend fills with), per type, with
+// rounding, saturation and NaN; no allocation, as a launch's host side needs.
+func TestFillBits(t *testing.T) {
+	for _, c := range []struct {
+		dt   dtype.DType
+		v    float64
+		want uint64
+	}{
+		{dtype.F64, 0.1, math.Float64bits(0.1)},
+		{dtype.F32, 0.1, uint64(math.Float32bits(0.1))},
+		{dtype.F32, math.Copysign(0, -1), 0x80000000},
+		{dtype.F16, 65519, 0x7BFF},    // rounds down to the largest half
+		{dtype.F16, 65520, 0x7C00},    // rounds to +Inf
+		{dtype.F16, 1.0 / 3, 0x3555},  // once from float64
+		{dtype.BF16, 1.0 / 3, 0x3EAB}, // once from float64
+		{dtype.I32, 3e9, math.MaxInt32},
+		{dtype.I32, -2.75, uint64(0xFFFFFFFE)}, // toward zero: -2
+		{dtype.I32, math.NaN(), 0},
+		{dtype.I64, -1e300, 1 << 63},
+		{dtype.Bool, -0.5, 1},
+		{dtype.Bool, 0, 0},
+	} {
+		assert.Equal(t, c.want, FillBits(c.dt, c.v), "%v %v", c.dt, c.v)
+	}
+	assert.Zero(t, testing.AllocsPerRun(100, func() { FillBits(dtype.F16, 0.5) }))
+}

@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -190,13 +191,13 @@ func (b *Backend) Held() []Held {
 		h = append(h, Held{What: "kernels/cuda error flag", Bytes: flagBytes})
 	}
 	b.flagMu.Unlock()
-	b.mu.Lock()
-	for s, sc := range b.scratch {
+	for s, sc := range b.scratches() {
+		sc.mu.Lock()
 		if sc.ptr != 0 {
 			h = append(h, Held{What: fmt.Sprintf("kernels/cuda scratch (stream %#x)", uintptr(s)), Bytes: scratchBytes})
 		}
+		sc.mu.Unlock()
 	}
-	b.mu.Unlock()
 	return append(h, b.blas.held()...)
 }
 
@@ -212,15 +213,7 @@ func (b *Backend) Release() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, b.blas.release()...)
-	// Each scratch's lock is taken without b.mu held: an op holding one may need b.mu
-	// (to keep a fault).
-	b.mu.Lock()
-	scratches := make([]*scratch, 0, len(b.scratch))
-	for _, sc := range b.scratch {
-		scratches = append(scratches, sc)
-	}
-	b.mu.Unlock()
-	for _, sc := range scratches {
+	for _, sc := range b.scratches() {
 		sc.mu.Lock()
 		if sc.ptr != 0 {
 			if err := b.free(sc.ptr); err != nil {
@@ -239,6 +232,14 @@ func (b *Backend) Release() error {
 	}
 	b.flagMu.Unlock()
 	return errors.Join(errs...)
+}
+
+// scratches returns a copy of the scratch map, so that each scratch's lock is taken
+// without b.mu held: an op holding one may need b.mu (to keep a fault).
+func (b *Backend) scratches() map[device.Stream]*scratch {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return maps.Clone(b.scratch)
 }
 
 // KernelAttributes loads every family and reports each kernel's attributes (registers,

@@ -200,18 +200,23 @@ type blasPool struct {
 	all  []*blasHandle
 }
 
-// blasHandle is one cuBLAS handle; the op holding it has it to itself.
+// blasHandle is one cuBLAS handle; the op holding it has it to itself, but held and
+// release read its workspaces meanwhile, so its state is guarded by the pool's mu.
 type blasHandle struct {
-	h      uintptr
+	h uintptr // immutable once created
+	// Guarded by blasPool.mu.
 	stream device.Stream // the stream set last
-	fresh  bool          // no stream set yet
+	fresh  bool          // no stream and workspace set yet (or they must be set again)
 	// ws is the workspace of each stream the handle has run on, from the caching
 	// allocator on that stream, kept until Release (PyTorch's cublas_handle_stream_to_workspace).
 	ws map[device.Stream]device.Ptr
 }
 
 // acquire returns a handle set to stream s with its workspace, creating either on
-// first use. An error is the op's: it is kept for Check.
+// first use. When the caching allocator cannot give the workspace, the handle runs
+// this op without one (cuBLAS then picks algorithms that need none: the product is
+// right, perhaps slower) and tries again next time. An error is the op's: it is kept
+// for Check.
 func (p *blasPool) acquire(l *blasLib, s device.Stream) (*blasHandle, error) {
 	p.mu.Lock()
 	var h *blasHandle
@@ -225,33 +230,46 @@ func (p *blasPool) acquire(l *blasLib, s device.Stream) (*blasHandle, error) {
 			return nil, err
 		}
 		if err := p.call(l.setMathMode, "cublasSetMathMode", h.h, cublasDefaultMath); err != nil {
+			_ = p.call(l.destroy, "cublasDestroy_v2", h.h) // the first error is the one to report
 			return nil, err
 		}
 		p.mu.Lock()
 		p.all = append(p.all, h)
 		p.mu.Unlock()
 	}
-	if h.fresh || h.stream != s {
-		// cublasSetStream resets the workspace to cuBLAS's own: set ours after it.
-		if err := p.call(l.setStream, "cublasSetStream_v2", h.h, uintptr(s)); err != nil {
-			p.put(h)
-			return nil, err
-		}
-		ws, ok := h.ws[s]
-		if !ok && p.wsBytes > 0 {
-			var err error
-			if ws, err = p.b.al.Alloc(p.wsBytes, s); err != nil {
-				p.put(h)
-				return nil, fmt.Errorf("kernels/cuda: %s: the cuBLAS workspace of %d bytes (%s): %w", p.b.name(), p.wsBytes, WorkspaceEnv, err)
-			}
-			h.ws[s] = ws
-		}
-		if err := p.call(l.setWorkspace, "cublasSetWorkspace_v2", h.h, uintptr(ws), uintptr(p.wsBytes)); err != nil {
-			p.put(h)
-			return nil, err
-		}
-		h.stream, h.fresh = s, false
+	p.mu.Lock()
+	set := h.fresh || h.stream != s
+	ws, haveWS := h.ws[s]
+	// Until the stream and workspace are set, the handle must be set again by
+	// whoever takes it next, whatever fails below.
+	h.fresh = h.fresh || set
+	p.mu.Unlock()
+	if !set {
+		return h, nil
 	}
+	// cublasSetStream resets the workspace to cuBLAS's own: set ours after it.
+	if err := p.call(l.setStream, "cublasSetStream_v2", h.h, uintptr(s)); err != nil {
+		p.put(h)
+		return nil, err
+	}
+	wsBytes := p.wsBytes
+	if !haveWS && wsBytes > 0 {
+		var err error
+		if ws, err = p.b.al.Alloc(wsBytes, s); err != nil {
+			ws, wsBytes = 0, 0 // this op without a workspace; the next one tries again
+		} else {
+			p.mu.Lock()
+			h.ws[s] = ws
+			p.mu.Unlock()
+		}
+	}
+	if err := p.call(l.setWorkspace, "cublasSetWorkspace_v2", h.h, uintptr(ws), uintptr(wsBytes)); err != nil {
+		p.put(h)
+		return nil, err
+	}
+	p.mu.Lock()
+	h.stream, h.fresh = s, wsBytes != p.wsBytes
+	p.mu.Unlock()
 	return h, nil
 }
 
@@ -302,13 +320,14 @@ func (p *blasPool) held() []Held {
 	return h
 }
 
-// release frees every workspace back to the allocator; the handles stay (and get a
-// workspace again on their next use). The device is idle.
+// release frees the workspaces of the handles no op holds back to the allocator; the
+// handles stay (and take a workspace again on their next use). A handle an op holds
+// keeps its workspace: the op may be about to use it. The device is idle.
 func (p *blasPool) release() []error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var errs []error
-	for _, bh := range p.all {
+	for _, bh := range p.free {
 		for s, ws := range bh.ws {
 			if err := p.b.al.Free(ws); err != nil {
 				errs = append(errs, err)

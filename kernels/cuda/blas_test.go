@@ -2,12 +2,15 @@ package cuda
 
 import (
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/subletml/sublet/alloc"
+	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
 )
@@ -171,6 +174,66 @@ func TestWorkspacePerStream(t *testing.T) {
 		assert.Contains(t, h.What, "cuBLAS workspace")
 	}
 	assert.Equal(t, int64(2<<20), b.al.Stats().RequestedBytes[alloc.StatAll].Current, "in the allocator's statistics")
+	require.NoError(t, b.Release())
+	assert.Empty(t, b.Held())
+	assert.Zero(t, b.al.Stats().RequestedBytes[alloc.StatAll].Current)
+}
+
+// TestWorkspaceUnavailable: when the caching allocator cannot give the workspace, the
+// product still runs on cuBLAS, without one, and nothing is reported as an error (the
+// result is right); the next product tries to take the workspace again.
+func TestWorkspaceUnavailable(t *testing.T) {
+	b, rec := newRecordingOn(t, sim.Options{Capacity: 1 << 20, Occupied: 512 << 10}) // no room for 1 MiB
+	var o operands
+	x, w, out := o.dense(dtype.F32, 4, 5), o.dense(dtype.F32, 5, 3), o.dense(dtype.F32, 4, 3)
+	for range 2 {
+		b.Matmul(out, x, w)
+		_, calls := rec.take()
+		var names []string
+		for _, c := range calls {
+			names = append(names, c.name)
+			if c.name == "cublasSetWorkspace_v2" {
+				assert.Equal(t, []uintptr{c.args[0], 0, 0}, c.args, "no workspace")
+			}
+		}
+		assert.Contains(t, names, "cublasSetWorkspace_v2", "set again: the handle tries again each time")
+		assert.Contains(t, names, "cublasGemmStridedBatchedEx")
+		require.NoError(t, b.Check())
+		assert.Empty(t, b.Held())
+	}
+}
+
+// TestWorkspacesUnderConcurrentReports: products on several streams from many
+// goroutines while others read Held and call Release: the pool's state is read and
+// written under its lock (go test -race), every handle ends set to a stream with a
+// workspace or marked to be set again, and the allocator ends empty.
+func TestWorkspacesUnderConcurrentReports(t *testing.T) {
+	b, rec := newRecording(t)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var o operands
+			x, w, out := o.dense(dtype.F32, 4, 5), o.dense(dtype.F32, 5, 3), o.dense(dtype.F32, 4, 3)
+			for i := range 50 {
+				out.Mem.Stream = device.Stream(1 + (g+i)%3)
+				b.Matmul(out, x, w)
+				switch i % 10 {
+				case 3:
+					for _, h := range b.Held() {
+						assert.Equal(t, int64(1<<20), h.Bytes)
+					}
+				case 7:
+					assert.NoError(t, b.Release())
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	rec.take()
+	require.NoError(t, b.Check())
+	require.LessOrEqual(t, len(b.Held()), 3*8, "a workspace per handle and stream at most")
 	require.NoError(t, b.Release())
 	assert.Empty(t, b.Held())
 	assert.Zero(t, b.al.Stats().RequestedBytes[alloc.StatAll].Current)

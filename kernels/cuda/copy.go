@@ -1,11 +1,8 @@
 package cuda
 
 import (
-	"math"
-	"unsafe"
 
 	cudadev "github.com/subletml/sublet/device/cuda"
-	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
 	"github.com/subletml/sublet/kernels/cpu"
 )
@@ -22,12 +19,12 @@ func (b *Backend) Copy(dst, src kernels.Operand) {
 	b.launchWalk(kCopy.in(in64(dst, src)), &w, dst)
 }
 
-// Fill converts v to dst's type on the host (fillBits), then writes that pattern: a
+// Fill converts v to dst's type on the host (kernels/cpu.FillBits), then writes that pattern: a
 // memset where it is zero and dst is dense, a kernel otherwise.
 func (b *Backend) Fill(dst kernels.Operand, v float64) {
 	const op = "fill"
 	requireWritable(op, dst)
-	bits := fillBits(dst.DType, v)
+	bits := cpu.FillBits(dst.DType, v)
 	n := int64(dst.Size())
 	if n == 0 {
 		return
@@ -43,14 +40,3 @@ func (b *Backend) Fill(dst kernels.Operand, v float64) {
 	b.launchWalk(kFill, &w, dst, cudadev.ArgUint64(bits))
 }
 
-// fillBits is v converted to dt as kernels/cpu's Fill converts it, as the bits of one
-// element. +0 (the common fill) is 0 in every type and costs nothing; other values go
-// through kernels/cpu.Fill itself (one small allocation).
-func fillBits(dt dtype.DType, v float64) uint64 {
-	if math.Float64bits(v) == 0 {
-		return 0
-	}
-	var bits uint64 // 8-byte aligned, as FromBytes needs for every type
-	cpu.Fill(cpu.FromBytes(dt, unsafe.Slice((*byte)(unsafe.Pointer(&bits)), dt.Size()), kernels.Layout{}), v)
-	return bits
-}

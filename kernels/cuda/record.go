@@ -1,6 +1,8 @@
 package cuda
 
 import (
+	"sync"
+
 	"github.com/subletml/sublet/device"
 	cudadev "github.com/subletml/sublet/device/cuda"
 )
@@ -13,6 +15,8 @@ import (
 // is given (a concrete type, so the compiler sees that the arguments do not escape
 // and production launches stay free of heap allocations).
 type recorder struct {
+	mu sync.Mutex // guards launches and calls: tests record from many goroutines
+	// Guarded by mu.
 	launches []launchRec
 	calls    []libRec
 }
@@ -42,15 +46,22 @@ func (r *recorder) launch(k kernel, cfg cudadev.LaunchConfig, args []cudadev.Arg
 	for _, a := range args {
 		l.args = append(l.args, argRec{size: a.Size(), bits: a.Bits(), bytes: append([]byte(nil), a.Bytes()...)})
 	}
+	r.mu.Lock()
 	r.launches = append(r.launches, l)
+	r.mu.Unlock()
 }
 
 func (r *recorder) library(name string, args []uintptr) {
-	r.calls = append(r.calls, libRec{name: name, args: append([]uintptr(nil), args...)})
+	c := libRec{name: name, args: append([]uintptr(nil), args...)}
+	r.mu.Lock()
+	r.calls = append(r.calls, c)
+	r.mu.Unlock()
 }
 
 // take returns what was recorded since the last take.
 func (r *recorder) take() ([]launchRec, []libRec) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	l, c := r.launches, r.calls
 	r.launches, r.calls = nil, nil
 	return l, c

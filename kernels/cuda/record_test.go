@@ -19,8 +19,11 @@ import (
 
 // newRecording returns a Backend that records instead of running, with a simulated
 // device's allocator for its cuBLAS workspaces (1 MiB each).
-func newRecording(t testing.TB) (*Backend, *recorder) {
-	d, err := sim.New(sim.Options{})
+func newRecording(t testing.TB) (*Backend, *recorder) { return newRecordingOn(t, sim.Options{}) }
+
+// newRecordingOn is newRecording with a simulated device of o.
+func newRecordingOn(t testing.TB, o sim.Options) (*Backend, *recorder) {
+	d, err := sim.New(o)
 	require.NoError(t, err)
 	al, err := alloc.For(d)
 	require.NoError(t, err)

@@ -1,17 +1,14 @@
 package cuda
 
 import (
-	"math"
 	"math/rand/v2"
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
-	"github.com/subletml/sublet/kernels/cpu"
 )
 
 // offsetsOf is src/common.cuh's offsets in Go: each operand's element offset of the
@@ -181,18 +178,6 @@ func TestPiecesDependOnShapesOnly(t *testing.T) {
 		assert.Equal(t, c.pieces, pieces, "%+v", c)
 		assert.LessOrEqual(t, pieces*c.nOut, max(maxPartials, c.nOut))
 		assert.GreaterOrEqual(t, piece*pieces, c.n)
-	}
-}
-
-// TestFillBitsAreTheCPUs: Fill's host-side conversion gives kernels/cpu.Fill's bits for
-// every type.
-func TestFillBitsAreTheCPUs(t *testing.T) {
-	for _, dt := range dtype.All() {
-		for _, v := range []float64{0, 1.5, -2.75, math.NaN(), math.Inf(-1), math.Inf(1), 3e9, -3e9, 1e40, 16777217, 65519, 1e-8, math.Copysign(0, -1)} {
-			var want uint64
-			cpu.Fill(cpu.FromBytes(dt, unsafe.Slice((*byte)(unsafe.Pointer(&want)), dt.Size()), kernels.Layout{}), v)
-			assert.Equal(t, want, fillBits(dt, v), "%v %v", dt, v)
-		}
 	}
 }
 
