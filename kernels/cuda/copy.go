@@ -1,7 +1,6 @@
 package cuda
 
 import (
-
 	cudadev "github.com/subletml/sublet/device/cuda"
 	"github.com/subletml/sublet/kernels"
 	"github.com/subletml/sublet/kernels/cpu"
@@ -39,4 +38,3 @@ func (b *Backend) Fill(dst kernels.Operand, v float64) {
 	newWalk(op, &w, dst)
 	b.launchWalk(kFill, &w, dst, cudadev.ArgUint64(bits))
 }
-
