@@ -5,7 +5,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/amp"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
@@ -65,7 +64,7 @@ func runDeep(t *testing.T, low dtype.DType) memoryRun {
 	r.afterRegion = tensortest.Requested(t, d) - start
 	loss := out.Sum()
 	loss.Backward()
-	r.peak = al.Stats().RequestedBytes[alloc.StatAll].Peak - start
+	r.peak = tensortest.PeakRequested(t, d) - start
 	require.Equal(t, 2*params+2*x.Bytes()+out.Bytes()+loss.Bytes(), tensortest.Requested(t, d),
 		"after backward: parameters, gradients, the input, its gradient, the output and the loss")
 	root.Close()

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/checkpoint"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/nn"
@@ -151,7 +150,7 @@ func runMemory(t *testing.T, dev device.Device, n, width, batch, k int) memoryRu
 	var r memoryRun
 	r.fwd = tensortest.Requested(t, dev) - start
 	y.Sum().Backward()
-	r.peak = a.Stats().RequestedBytes[alloc.StatAll].Peak - start
+	r.peak = tensortest.PeakRequested(t, dev) - start
 	r.afterBackward = tensortest.Requested(t, dev) - start
 	require.Equal(t, params, nn.GradBytes(m), "every parameter has its gradient")
 

@@ -8,15 +8,16 @@ import (
 )
 
 var (
-	newCPU       = tensortest.CPU
-	newMeta      = tensortest.Meta
-	allocator    = tensortest.Allocator
-	requested    = tensortest.Requested
-	requireLive  = tensortest.RequireLive
-	requireEmpty = tensortest.RequireEmpty
-	cat          = slices.Concat[[]int64]
-	f32          = tensortest.F32
-	vals         = tensortest.Values
+	newCPU        = tensortest.CPU
+	newMeta       = tensortest.Meta
+	allocator     = tensortest.Allocator
+	requested     = tensortest.Requested
+	peakRequested = tensortest.PeakRequested
+	requireLive   = tensortest.RequireLive
+	requireEmpty  = tensortest.RequireEmpty
+	cat           = slices.Concat[[]int64]
+	f32           = tensortest.F32
+	vals          = tensortest.Values
 )
 
 // paramSizes is the byte size of each parameter of m.

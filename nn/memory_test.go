@@ -124,7 +124,7 @@ func TestNoGradEvalFreesAtLayerBoundaries(t *testing.T) {
 			require.False(t, logits.RequiresGrad(), "nothing is recorded")
 			require.True(t, logits.IsLeaf())
 			requireLive(t, d, "after an evaluation forward", cat(params, []int64{c.xBytes(), c.labelBytes(), c.logitBytes()})...)
-			peak := a.Stats().RequestedBytes[alloc.StatAll].Peak
+			peak := peakRequested(t, d)
 			require.Equal(t, base+2*c.actBytes(), peak,
 				"peak = parameters + x + labels + one hidden Linear's output and its ReLU's")
 			s.Close()
@@ -135,7 +135,7 @@ func TestNoGradEvalFreesAtLayerBoundaries(t *testing.T) {
 			base = requested(t, d)
 			gl := m.Forward(gx)
 			require.True(t, gl.RequiresGrad())
-			recorded := a.Stats().RequestedBytes[alloc.StatAll].Peak - base
+			recorded := peakRequested(t, d) - base
 			require.Equal(t, 3*c.actBytes(), recorded,
 				"recording keeps the first ReLU's output (saved) alive while the second hidden Linear's output and its ReLU's are made")
 			g.Close()

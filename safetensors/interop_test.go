@@ -65,6 +65,9 @@ func TestInteropWithPyTorch(t *testing.T) {
 	}
 }
 
+// spell is each type's name in the exchange's JSON (the safetensors spelling).
+var spell = map[dtype.DType]string{dtype.F64: "F64", dtype.F32: "F32", dtype.F16: "F16", dtype.BF16: "BF16", dtype.I32: "I32", dtype.I64: "I64", dtype.Bool: "BOOL"}
+
 func flat(t *tensor.Tensor) []float64 {
 	if t.DType().IsFloat() {
 		return tensor.ToSlice[float64](t)
@@ -99,7 +102,6 @@ func writeForPyTorch(t *testing.T, dir string, devs []device.Device) {
 		Shape  []int     `json:"shape"`
 		Values []float64 `json:"values"`
 	}{}
-	spell := map[dtype.DType]string{dtype.F32: "F32", dtype.F16: "F16", dtype.BF16: "BF16", dtype.I32: "I32", dtype.I64: "I64", dtype.Bool: "BOOL"}
 	for _, nt := range ts {
 		e := exp.Tensors[nt.Name]
 		e.DType, e.Shape, e.Values = spell[nt.Tensor.DType()], nt.Tensor.Shape(), flat(nt.Tensor)
@@ -159,6 +161,7 @@ func readFromPyTorch(t *testing.T, dir string, devs []device.Device) {
 			x, err := f.Load(s, d, name)
 			require.NoError(t, err, name)
 			require.Equal(t, e.Shape, x.Shape(), name)
+			require.Equal(t, e.DType, spell[x.DType()], name)
 			got := flat(x.To(devs[0]))
 			if len(e.Values) == 0 {
 				require.Empty(t, got, name)

@@ -67,12 +67,8 @@ func kernelsFor(op string, dev device.Device, ins []*Tensor) kernels.Backend {
 // once), a launch that failed. nil on devices whose kernels are synchronous. It is
 // called where values come back to the host, the synchronisation points.
 func asyncErrors(dev device.Device) error {
-	g, ok := dev.(*cudadev.Device)
-	if !ok {
-		return nil
-	}
-	k, err := cuda.For(g)
-	if err != nil {
+	k, err := gpuKernels(dev)
+	if k == nil {
 		return err
 	}
 	err = kernels.Async(k).Check()
@@ -92,4 +88,35 @@ func Synchronize(dev device.Device) error {
 		return err
 	}
 	return asyncErrors(dev)
+}
+
+// BackendHeld returns the bytes dev's kernels keep in dev's caching allocator between
+// ops, outside any tensor: on a GPU the cuBLAS workspaces that products take (32 MiB
+// per stream on an H100 or H200, as PyTorch sizes them, and counted in the allocator's
+// statistics as PyTorch counts its own in memory_allocated); 0 on every other device.
+// Memory reports name it apart from tensors, and every identity of the form "the
+// allocator holds the parameters + the optimizer state" subtracts it.
+func BackendHeld(dev device.Device) int64 { return cuda.HeldInAllocator(dev) }
+
+// ReleaseBackend waits for dev's work and gives back what dev's kernels keep (see
+// BackendHeld; on a GPU also their scratch and error flag), as PyTorch's
+// torch._C._cuda_clearCublasWorkspaces does; the next op that needs them takes them
+// again. A program calls it before the allocator's EmptyCache when it wants nothing
+// left, and a device's Close refuses while its kernels hold memory. It does nothing on
+// devices whose kernels keep nothing.
+func ReleaseBackend(dev device.Device) error {
+	k, err := gpuKernels(dev)
+	if k == nil {
+		return err
+	}
+	return k.Release()
+}
+
+// gpuKernels returns dev's CUDA kernels, or nil and no error where dev is no GPU.
+func gpuKernels(dev device.Device) (*cuda.Backend, error) {
+	g, ok := dev.(*cudadev.Device)
+	if !ok {
+		return nil, nil
+	}
+	return cuda.For(g)
 }

@@ -42,6 +42,7 @@ import (
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/named"
+	"github.com/subletml/sublet/tensor"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -235,8 +236,12 @@ func giveBack(a *alloc.Allocator) error {
 	return errors.Join(append(errs, a.EmptyCache())...)
 }
 
-// drain gives back the allocator's cache and checks that it held nothing else.
+// drain gives back what the device's kernels keep (the cuBLAS workspace on a GPU) and
+// the allocator's cache, and checks that it held nothing else.
 func drain(a *alloc.Allocator) error {
+	if err := tensor.ReleaseBackend(a.Device()); err != nil {
+		return err
+	}
 	if err := a.EmptyCache(); err != nil {
 		return err
 	}

@@ -126,16 +126,19 @@ Exit status: 0; 3 when allocations ran out of memory (the JSON is printed all th
 // replayOutput is what sublet replay prints: the keys of torch_replay.py's result
 // (trace, conf, fraction, keys, series, final) and sublet's own, all snake_case.
 type replayOutput struct {
-	Trace    string           `json:"trace"`
-	Device   string           `json:"device"`
-	Conf     string           `json:"conf"`
-	ConfFrom string           `json:"conf_from"`
-	Fraction float64          `json:"fraction"`
-	Events   int              `json:"events"`
-	OOMs     int              `json:"ooms"`
-	Keys     []string         `json:"keys"`
-	Series   [][]int64        `json:"series,omitempty"`
-	Final    map[string]int64 `json:"final"`
+	Trace    string  `json:"trace"`
+	Device   string  `json:"device"`
+	Conf     string  `json:"conf"`
+	ConfFrom string  `json:"conf_from"`
+	Fraction float64 `json:"fraction"`
+	// TotalCapacity is the device's memory, as torch_replay.py records it: runs that
+	// depend on it (a memory fraction, running out) match only on a card of that size.
+	TotalCapacity int64            `json:"total_capacity"`
+	Events        int              `json:"events"`
+	OOMs          int              `json:"ooms"`
+	Keys          []string         `json:"keys"`
+	Series        [][]int64        `json:"series,omitempty"`
+	Final         map[string]int64 `json:"final"`
 }
 
 // eventKey names the first column of the series rows: the event's 0-based index.
@@ -162,8 +165,12 @@ func runReplay(args []string, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.trace, err)
 	}
+	_, total, err := a.Device().MemInfo()
+	if err != nil {
+		return err
+	}
 	out := replayOutput{Trace: f.trace, Device: a.Device().Name(), Conf: f.confInForce, ConfFrom: f.confFrom, Fraction: f.fraction,
-		Events: len(events), OOMs: res.OOMs, Keys: append([]string{eventKey}, res.Keys...), Final: res.Final}
+		TotalCapacity: total, Events: len(events), OOMs: res.OOMs, Keys: append([]string{eventKey}, res.Keys...), Final: res.Final}
 	for i, row := range res.Series {
 		out.Series = append(out.Series, append([]int64{int64(i)}, row...))
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/examples/internal/demo"
 	"github.com/subletml/sublet/examples/internal/toy"
-	"github.com/subletml/sublet/kernels/cuda"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/tensor"
@@ -25,7 +24,8 @@ type result struct {
 	skipped []int     // the steps skipped for an Inf or a NaN
 	scales  []float64 // the scale after each step
 	last    memory    // the last step's memory
-	left    int64     // bytes requested after training: parameters + optimizer state
+	left    int64     // bytes tensors hold after training: parameters + optimizer state
+	kernels string    // demo.Memory.BackendLine after training
 	params  int64
 	state   int64
 }
@@ -102,7 +102,8 @@ func trainOn(c config, mixed bool, dev device.Device, al *alloc.Allocator, out i
 	}
 	r.params, r.state = nn.ParameterBytes(model), opt.StateBytes()
 	// On a GPU the cuBLAS workspace stays in the allocator too: it is not the model's.
-	r.left = demo.Read(al).Requested - cuda.HeldInAllocator(dev)
+	m := demo.Read(al)
+	r.left, r.kernels = m.Tensors(), m.BackendLine()
 	return r, nil
 }
 
@@ -115,7 +116,7 @@ func step(al *alloc.Allocator, dev device.Device, model nn.Module, opt optim.Opt
 	defer s.Close()
 	xb := tensor.FromSlice(s, dev, dtype.F32, x, len(labels), len(x)/len(labels))
 	yb := tensor.FromSlice(s, dev, dtype.I64, labels)
-	held := func() int64 { return demo.Read(al).Requested }
+	held := func() int64 { return demo.Read(al).Tensors() }
 	al.ResetPeakStats()
 	start := held()
 
@@ -143,7 +144,7 @@ func step(al *alloc.Allocator, dev device.Device, model nn.Module, opt optim.Opt
 	if err = scaler.Update(); err != nil {
 		return 0, false, m, err
 	}
-	m.peak = demo.Read(al).PeakRequested - start
+	m.peak = demo.Read(al).PeakTensors() - start
 	opt.ZeroGrad(true)
 	return l.Item(), stepped, m, nil
 }
@@ -179,6 +180,7 @@ func report(out io.Writer, c config, f32, mixed result) {
 	demo.Table(out, "", []string{"", "F32", "AMP F16", "AMP/F32"}, rows)
 	fmt.Fprintln(out, "(the peak comes during backward: what the graph saved, still alive, beside the gradients backward makes; the parameters' gradients are F32 in both runs)")
 	for _, r := range []result{f32, mixed} {
+		fmt.Fprint(out, r.kernels)
 		fmt.Fprintf(out, "%s after training: %d bytes requested = parameters %d + optimizer state %d\n", r.name, r.left, r.params, r.state)
 	}
 }

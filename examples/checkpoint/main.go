@@ -279,7 +279,7 @@ func train(c config, dev device.Device, a *alloc.Allocator, capacity int64, plai
 	fmt.Fprintf(out, "without checkpointing the first step runs out of memory at %s allocated:\n  %v\n",
 		units.Bytes(demo.Read(a).PeakAllocated), err)
 	t.opt.ZeroGrad(true)
-	if got := demo.Read(a).Requested - cuda.HeldInAllocator(dev); got != base {
+	if got := demo.Read(a).Tensors(); got != base {
 		return fmt.Errorf("after the failed step the allocator holds %d bytes, not the parameters and the batch (%d)", got, base)
 	}
 
@@ -301,7 +301,8 @@ func train(c config, dev device.Device, a *alloc.Allocator, capacity int64, plai
 		first, last, c.steps, units.Bytes(m.PeakAllocated), units.Bytes(capacity), units.Bytes(plain.allocated))
 
 	state := t.opt.StateBytes()
-	requested := m.Requested - cuda.HeldInAllocator(dev) // less the cuBLAS workspace, on a GPU
+	requested := m.Tensors() // less the cuBLAS workspace, on a GPU
+	fmt.Fprint(out, m.BackendLine())
 	fmt.Fprintf(out, "after training: %d bytes requested = parameters %d + batch %d + Adam state %d\n",
 		requested, params, base-params, state)
 	if requested != base+state {

@@ -133,7 +133,7 @@ func measure(c config, dev device.Device, a *alloc.Allocator, w way) (cost, erro
 	s := tensor.NewScope(tensor.WithGenerator(tensor.NewGenerator(c.seed + 1)))
 	defer s.Close()
 	x := s.Randn(dev, dtype.F32, c.batch, c.width).SetRequiresGrad(true)
-	held := func() int64 { return demo.Read(a).Requested }
+	held := func() int64 { return demo.Read(a).Tensors() }
 	start := held()
 	a.ResetPeakStats()
 
@@ -157,7 +157,7 @@ func measure(c config, dev device.Device, a *alloc.Allocator, w way) (cost, erro
 	}
 	k.kept = held() - start
 	y.Cast(dtype.F32).Sum().Backward()
-	k.peak = demo.Read(a).PeakRequested - start
+	k.peak = demo.Read(a).PeakTensors() - start
 	k.grads = nn.GradBytes(m) + x.Grad().Bytes()
 	return k, nil
 }

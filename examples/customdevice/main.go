@@ -245,7 +245,7 @@ func (t *trainer) budgetRun(out io.Writer) error {
 		switch {
 		case errors.As(err, &oom):
 			t.opt.ZeroGrad(true)
-			held := demo.Read(t.a).Requested
+			held := demo.Read(t.a).Tensors()
 			fmt.Fprintf(out, "batch %d: out of memory: meter refused %d Malloc(s) so far; the allocator released its cache and retried %d time(s), then reported\n  %s\n  held after the failed step: %s (parameters and optimizer state: %s)\n",
 				batch, t.m.counts().refused, demo.Read(t.a).Retries-retries, demo.FirstLine(oom), units.Bytes(held), units.Bytes(kept))
 			if held != kept {

@@ -185,7 +185,7 @@ func epoch(c config, dev device.Device, a *alloc.Allocator, ds images, w way, ha
 			return o, fmt.Errorf("%d host buffers still in use after the epoch", n)
 		}
 	}
-	o.left = demo.Read(a).Requested
+	o.left = demo.Read(a).Tensors()
 	return o, nil
 }
 

@@ -181,13 +181,15 @@ func train(c config, dev device.Device, a *alloc.Allocator, b dist.Backend, out 
 	}
 
 	state := r.opt.StateBytes()
-	requested := demo.Read(a).Requested
+	m := demo.Read(a)
+	requested := m.Tensors()
+	fmt.Fprint(out, m.BackendLine())
 	fmt.Fprintf(out, "after training: %d bytes requested = parameters %d + buckets %d + %s state %d\n", requested, params, st.BucketBytes, c.optimizer, state)
 	if requested != params+st.BucketBytes+state {
 		return fmt.Errorf("the allocator holds %d bytes, not parameters + buckets + optimizer state = %d: something leaked", requested, params+st.BucketBytes+state)
 	}
 	r.dp.Release()
-	fmt.Fprintf(out, "after releasing the DataParallel wrapper: %d bytes requested (its buckets are gone)\n", demo.Read(a).Requested)
+	fmt.Fprintf(out, "after releasing the DataParallel wrapper: %d bytes requested (its buckets are gone)\n", demo.Read(a).Tensors())
 	r.release()
 	runtime.GC()
 	runtime.GC() // cleanups run after the cycle that found the handles

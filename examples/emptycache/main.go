@@ -241,7 +241,7 @@ func trainOn(c config, cd cadence, dev device.Device, a *alloc.Allocator, meta b
 		r.step += r.host
 	}
 	r.params, r.state = nn.ParameterBytes(model), opt.StateBytes()
-	r.left = demo.Read(a).Requested
+	r.left = demo.Read(a).Tensors()
 	if r.left != r.params+r.state {
 		return r, fmt.Errorf("after training the allocator holds %d bytes, not parameters %d + Adam state %d: something leaked", r.left, r.params, r.state)
 	}

@@ -134,7 +134,7 @@ func measure(c config, dev device.Device, a *alloc.Allocator, hasData bool) (res
 		r.accumulate = append(r.accumulate, l)
 		r.totals = append(r.totals, total)
 	}
-	r.left = demo.Read(a).Requested
+	r.left = demo.Read(a).Tensors()
 	if r.left != r.params {
 		return r, fmt.Errorf("after the loops %d bytes are requested, not the model's %d: a loop leaked past its end", r.left, r.params)
 	}
@@ -144,13 +144,13 @@ func measure(c config, dev device.Device, a *alloc.Allocator, hasData bool) (res
 // track runs body, which calls each after every iteration, and records the memory
 // then; after body returns everything it made must be gone.
 func track(a *alloc.Allocator, name string, iterations int, body func(each func())) (loop, error) {
-	before := demo.Read(a).Requested
+	before := demo.Read(a).Tensors()
 	l := loop{name: name}
-	body(func() { l.after = append(l.after, demo.Read(a).Requested-before) })
+	body(func() { l.after = append(l.after, demo.Read(a).Tensors()-before) })
 	if len(l.after) != iterations {
 		return l, fmt.Errorf("%s: %d iterations measured, want %d", name, len(l.after), iterations)
 	}
-	if left := demo.Read(a).Requested - before; left != 0 {
+	if left := demo.Read(a).Tensors() - before; left != 0 {
 		return l, fmt.Errorf("%s: %d bytes left after the loop's scopes closed", name, left)
 	}
 	return l, nil

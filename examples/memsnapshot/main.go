@@ -133,7 +133,9 @@ func train(dev device.Device, a *alloc.Allocator, steps, batch int, dir string, 
 		fmt.Fprintf(out, "wrote %s\n", filepath.Join(dir, name))
 	}
 	params, state := nn.ParameterBytes(model), opt.StateBytes()
-	requested := demo.Read(a).Requested
+	m := demo.Read(a)
+	requested := m.Tensors()
+	fmt.Fprint(out, m.BackendLine())
 	fmt.Fprintf(out, "after training: %d bytes requested = parameters %d + Adam state %d\n", requested, params, state)
 	if requested != params+state {
 		return fmt.Errorf("the allocator holds %d bytes, not parameters + optimizer state = %d: something leaked", requested, params+state)

@@ -164,7 +164,9 @@ func train(c config, dev device.Device, a *alloc.Allocator, hasData bool, out io
 	}
 
 	state := opt.StateBytes()
-	requested := demo.Read(a).Requested
+	m := demo.Read(a)
+	requested := m.Tensors()
+	fmt.Fprint(out, m.BackendLine())
 	fmt.Fprintf(out, "after training: %d bytes requested = parameters %d + %s state %d (gradients dropped by ZeroGrad(true), activations by their scopes)\n",
 		requested, params, c.optimizer, state)
 	if requested != params+state {

@@ -147,7 +147,7 @@ func train(c config, dev device.Device, a *alloc.Allocator, hasData bool) (resul
 		opt.Step()
 		opt.ZeroGrad(true)
 		if i == 1 {
-			r.held = demo.Read(a).Requested
+			r.held = demo.Read(a).Tensors()
 		}
 		loop.end(demo.Read(a).Allocated)
 		if c.every == 0 {
@@ -162,7 +162,7 @@ func train(c config, dev device.Device, a *alloc.Allocator, hasData bool) (resul
 	wg.Wait()
 	r.samples, r.alerts = mon.recorded()
 	kept.Close()
-	r.after = demo.Read(a).Requested
+	r.after = demo.Read(a).Tensors()
 	return r, nil
 }
 

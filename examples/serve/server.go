@@ -191,6 +191,7 @@ type response struct {
 type memory struct {
 	Allocated       int64 `json:"allocated"`
 	Requested       int64 `json:"requested"`
+	Backend         int64 `json:"backend"` // of requested, what the kernels keep (the cuBLAS workspace)
 	Reserved        int64 `json:"reserved"`
 	PeakReserved    int64 `json:"peak_reserved"`
 	Capacity        int64 `json:"capacity"`
@@ -216,7 +217,7 @@ func (s *server) memory() memory {
 	admitted := s.admitted
 	s.mu.Unlock()
 	return memory{
-		Allocated: m.Allocated, Requested: m.Requested, Reserved: m.Reserved,
+		Allocated: m.Allocated, Requested: m.Requested, Backend: m.Backend, Reserved: m.Reserved,
 		PeakReserved: m.PeakReserved, Capacity: capacity, Parameters: nn.ParameterBytes(s.model),
 		Budget: s.budget, Admitted: admitted, EstimatePerRow: s.est.perRow, MaxRows: int64(s.maxRows),
 		NumAllocRetries: m.Retries, NumOOMs: m.OOMs,

@@ -131,7 +131,7 @@ func (m *gan) stepG(freezeD bool) float64 {
 // (0 without data).
 func (m *gan) backwardOf(loss *tensor.Tensor) float64 {
 	loss.Backward()
-	m.backward = demo.Read(m.a).Requested
+	m.backward = demo.Read(m.a).Tensors()
 	if !m.hasData {
 		return 0
 	}
@@ -172,10 +172,10 @@ func trainGAN(c config, dev device.Device, a *alloc.Allocator, hasData bool) (ga
 	defer m.release()
 	measure := func(step func() float64) (moment, float64) {
 		a.ResetPeakStats()
-		mo := moment{before: demo.Read(a).Requested}
+		mo := moment{before: demo.Read(a).Tensors()}
 		v := step()
 		now := demo.Read(a)
-		mo.peak, mo.after = now.PeakRequested, now.Requested
+		mo.peak, mo.after = now.PeakTensors(), now.Tensors()
 		mo.backward = m.backward
 		return mo, v
 	}

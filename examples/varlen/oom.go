@@ -160,8 +160,8 @@ func recoverEpoch(c config, corp corpus, b budget, p policy) (outcome, error) {
 	o.deviceAllocs, o.deviceFrees = end.DeviceAllocs-start.DeviceAllocs, end.DeviceFrees-start.DeviceFrees
 	o.retries, o.ooms = end.Retries-start.Retries, int(end.OOMs-start.OOMs)
 	o.peakReserved, o.driver = end.PeakReserved, dev.Elapsed()-driver
-	if end.Requested != m.bytes() {
-		return o, fmt.Errorf("after the epoch %d bytes are requested, not the model's %d: a failed step leaked", end.Requested, m.bytes())
+	if end.Tensors() != m.bytes() {
+		return o, fmt.Errorf("after the epoch %d bytes are requested, not the model's %d: a failed step leaked", end.Tensors(), m.bytes())
 	}
 	return o, nil
 }

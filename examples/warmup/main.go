@@ -322,7 +322,7 @@ func (c config) trainOn(dev device.Device, data bool, s strategy, batches []int)
 	m := demo.Read(t.a)
 	r.peak, r.end = m.PeakReserved, m.Reserved
 	params, state := nn.ParameterBytes(t.model), t.opt.StateBytes()
-	if got := m.Requested; got != params+state {
+	if got := m.Tensors(); got != params+state {
 		return r, fmt.Errorf("after training the allocator holds %d bytes, not parameters %d + Adam state %d: something leaked", got, params, state)
 	}
 	t.release()

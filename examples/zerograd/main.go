@@ -222,11 +222,11 @@ func train(c config, dev device.Device, a *alloc.Allocator, data task, w way, ha
 		case zeroed:
 			opt.ZeroGrad(false)
 		}
-		k.held = append(k.held, demo.Read(a).Requested)
+		k.held = append(k.held, demo.Read(a).Tensors())
 	}
 	k.elapsed = time.Since(began)
 	end := demo.Read(a)
-	k.peak = end.PeakRequested
+	k.peak = end.PeakTensors()
 	k.allocations = end.Allocations - start.Allocations
 	k.allocated = end.AllocatedTotal - start.AllocatedTotal
 	k.deviceAllocs = end.DeviceAllocs - start.DeviceAllocs

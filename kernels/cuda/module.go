@@ -111,6 +111,9 @@ const (
 	// famEmbedding.
 	kEmbedding
 	kEmbeddingBackward
+	kEmbeddingKeys       // formOne
+	kEmbeddingSortGlobal // formOne
+	kEmbeddingSortLocal  // formOne
 	// famDropout.
 	kDropoutMask // formOne: integers only
 	// famOptim.
@@ -186,6 +189,9 @@ var bases = [numKernels / variants]struct {
 	kLayerNormDwdbFinish / variants:      {famLayerNorm, "layer_norm_dwdb_finish", formTyped},
 	kEmbedding / variants:                {famEmbedding, "embedding", formTyped},
 	kEmbeddingBackward / variants:        {famEmbedding, "embedding_backward", formTyped},
+	kEmbeddingKeys / variants:            {famEmbedding, "embedding_keys", formOne},
+	kEmbeddingSortGlobal / variants:      {famEmbedding, "embedding_sort_global", formOne},
+	kEmbeddingSortLocal / variants:       {famEmbedding, "embedding_sort_local", formOne},
 	kDropoutMask / variants:              {famDropout, "dropout_mask", formOne},
 	kSGD / variants:                      {famOptim, "sgd", formTyped},
 	kAdam / variants:                     {famOptim, "adam", formTyped},

@@ -366,6 +366,26 @@ func testEmbedding(t *testing.T, s *suite) {
 				require.NoError(t, be.EmbeddingBackward(o[0], o[1], o[2], dim))
 			})
 
+		// Many indices (more than one block of the GPU's sort), few rows (long runs), a
+		// row wider than a warp: the same sums, in index order, and the same bits on a
+		// second run.
+		const many, rows, wide = 1500, 37, 33
+		bigIdx := input(dtype.I64, kernels.Contiguous(many), func(i int) float64 { return float64((i*i + 7*i) % rows) })
+		bigDW := row(ft, rows*wide, s.uniform(-1, 1))
+		bigG := row(ft, many*wide, s.uniform(-1, 1))
+		bis, bgs, bsum := bigIdx.vals(), bigG.vals(), bigDW.vals()
+		for i, r := range bis {
+			for j := range wide {
+				bsum[int(r)*wide+j] += bgs[i*wide+j]
+			}
+		}
+		scatter := func(be kernels.Backend, o []kernels.Operand) {
+			require.NoError(t, be.EmbeddingBackward(o[0], o[1], o[2], wide))
+		}
+		bufs := []*buf{bigDW, bigG, bigIdx}
+		s.result(t, fmt.Sprintf("%v scatter-add of %d indices into %d rows", ft, many, rows), bufs, 0, bsum, tolIn(ft, tol{rel: 1e-5, abs: 1e-5}), scatter)
+		require.Equal(t, exec(t, s.tg, bufs, scatter)[0], exec(t, s.tg, bufs, scatter)[0], "%v: the same bits twice", ft)
+
 		bad := input(dtype.I64, kernels.Contiguous(3), func(i int) float64 { return []float64{1, 5, -1}[i] })
 		var err error
 		exec(t, s.tg, []*buf{dense(ft, 3*dim), w, bad}, func(be kernels.Backend, o []kernels.Operand) { err = be.Embedding(o[0], o[1], o[2], dim) })

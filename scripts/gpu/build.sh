@@ -9,11 +9,13 @@
 #   .gpu/bin/sublet          the CLI, CGO_ENABLED=0 GOOS=linux GOARCH=amd64
 #   .gpu/bin/sublet-bench    the allocator measurements (cmd/sublet-bench)
 #   .gpu/bin/ddp             the data-parallel example (examples/ddp), for ddp_scaling.sh
-#   .gpu/bin/example-NAME    each program of examples/ (mlp, checkpoint, amp)
+#   .gpu/bin/example-NAME    each program of examples/ that takes -device
 #   .gpu/bin/PKG.test        test binary of each package in GPU_PKGS that has tests
 #                            (PKG is the import path below the module, '/' -> '_')
-#   .gpu/bin.tar.xz          all of .gpu/bin in one xz archive: the binaries share most
-#                            of their bytes, so it fits the 64 MiB carry where they do not
+#   .gpu/bin.tar.xz          all of .gpu/bin in one xz archive whose dictionary spans the
+#                            whole tar (256 MiB): the binaries share most of their
+#                            bytes, so they pack to a fraction of what xz's default
+#                            8 MiB window gives, and fit the 64 MiB carry
 #   .gpu/tests.txt           one line per test binary: "PACKAGE_DIR BINARY"; the binary
 #                            must run with PACKAGE_DIR as working directory (testdata)
 #   .gpu/bench/              a copy of /work/shared/bench (PyTorch scripts)
@@ -24,7 +26,7 @@
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 
-GPU_PKGS=${GPU_PKGS:-"device/cuda device/named alloc alloc/pinned alloc/replay kernels kernels/cuda tensor safetensors tensor/gradcheck nn optim checkpoint amp examples/mlp examples/checkpoint examples/amp cmd/sublet"}
+GPU_PKGS=${GPU_PKGS:-"device/cuda device/named alloc alloc/pinned alloc/replay kernels kernels/cuda tensor safetensors tensor/gradcheck nn optim checkpoint amp dist dist/nccl examples/mlp examples/checkpoint examples/amp examples/leaks examples/leftover examples/multiprocess cmd/sublet"}
 BENCH_SRC=${BENCH_SRC:-/work/shared/bench}
 export CGO_ENABLED=0 GOOS=linux GOARCH=amd64
 # stripped: the binaries travel within the 64 MiB carry limit
@@ -36,7 +38,7 @@ mkdir -p .gpu/bin
 go build "${FLAGS[@]}" -o .gpu/bin/sublet ./cmd/sublet
 go build "${FLAGS[@]}" -o .gpu/bin/sublet-bench ./cmd/sublet-bench
 go build "${FLAGS[@]}" -o .gpu/bin/ddp ./examples/ddp
-for ex in mlp checkpoint amp; do
+for ex in checkpoint multiprocess $(grep -l 'DeviceFlag(' examples/*/*.go | grep -v _test | xargs -n1 dirname | xargs -n1 basename | sort -u); do
 	go build "${FLAGS[@]}" -o ".gpu/bin/example-$ex" "./examples/$ex"
 done
 : >.gpu/tests.txt
@@ -55,7 +57,7 @@ for pkg in $GPU_PKGS; do
 done
 cp -r "$BENCH_SRC" .gpu/bench
 chmod -R u+w .gpu/bench
-tar -C .gpu -cf - bin | xz -T0 -6 >.gpu/bin.tar.xz
+tar -C .gpu -cf - bin | xz -T1 --lzma2=preset=6,dict=256MiB >.gpu/bin.tar.xz
 du -sh .gpu/bin.tar.xz .gpu/bench | awk '{print "build.sh: " $2 " is " $1}' >&2
 echo "build.sh: carry .gpu/bin.tar.xz, .gpu/bench and .gpu/tests.txt (limit: 64 MiB with the working tree)" >&2
 if [[ -n $failed ]]; then

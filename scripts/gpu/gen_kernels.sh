@@ -91,12 +91,20 @@ for f in $FAMILIES; do
 		cuobjdump -res-usage "$out/gen/$f.fatbin" | grep -E "Fatbin|arch =|Function|REG" | sed 's/^[[:space:]]*//'
 	} >>"$out/gen/resources.txt"
 done
+nvcc_version=$("$NVCC" --version | tail -n 2 | tr '\n' ' ' | sed 's/ *$//')
+committed_nvcc=$(sed -n 's/^  "nvcc": "\(.*\)",$/\1/p' "$PKG/gen/manifest.json" 2>/dev/null || true)
+# The committed outputs are pinned to one nvcc (docs/gpu.md says which and why): what it
+# compiles is what runs, and it must not spill. Another version, in --check, only
+# reports its spills: nvcc 13 gives a few kernels an 8-byte stack frame that 11.8 does
+# not, and its outputs are never embedded.
 if grep -E 'LOCAL:[1-9]|STACK:[1-9]' "$out/gen/resources.txt" >&2; then
-	echo "gen_kernels.sh: the kernels above use local memory or a stack frame (spills); see gen/resources.txt and KERNEL_ROOM in src/common.cuh" >&2
-	exit 1
+	if ((!check)) || [[ $nvcc_version == "$committed_nvcc" ]]; then
+		echo "gen_kernels.sh: the kernels above use local memory or a stack frame (spills); see gen/resources.txt and KERNEL_ROOM in src/common.cuh" >&2
+		exit 1
+	fi
+	echo "gen_kernels.sh --check: note: with $nvcc_version the kernels above use local memory or a stack frame; the committed outputs are $committed_nvcc's, which do not" >&2
 fi
 
-nvcc_version=$("$NVCC" --version | tail -n 2 | tr '\n' ' ' | sed 's/ *$//')
 ptx_isa=$(sed -n 's/^\.version //p' "$out/gen/$(echo "$FAMILIES" | head -n 1).ptx")
 json_list() { # PREFIX FILE... : "name": "sha256", one per line, comma-separated
 	local prefix=$1 first=1
@@ -150,7 +158,6 @@ for f in "$out"/gen/* "$out/zconst.go"; do
 	[[ $name == gen/manifest.json ]] && continue
 	cmp -s "$f" "$PKG/$name" || differ+=("$name")
 done
-committed_nvcc=$(sed -n 's/^  "nvcc": "\(.*\)",$/\1/p' "$committed")
 if ((${#differ[@]} == 0)); then
 	echo "gen_kernels.sh --check: every output is identical ($nvcc_version)" >&2
 	exit 0

@@ -25,8 +25,8 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 DIR = sys.argv[1]
-DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "I32": torch.int32,
-          "I64": torch.int64, "BOOL": torch.bool}
+DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+          "I32": torch.int32, "I64": torch.int64, "BOOL": torch.bool}
 SPELL = {v: k for k, v in DTYPES.items()}
 
 
@@ -97,6 +97,7 @@ print("loaded sublet's MLP and AdamW into torch; one step agrees")
 torch.manual_seed(0)
 tensors = {
     "w.f32": torch.randn(3, 5),
+    "d.f64": torch.tensor([0.1, -1e300, 2.0 ** -1074], dtype=torch.float64),
     "h.f16": torch.tensor([1.0, -2.0, 65504.0, 2.0 ** -24], dtype=torch.float16),
     "b.bf16": torch.tensor([-1.5, 3.140625, 2.0 ** 100], dtype=torch.bfloat16),
     "i32": torch.tensor([[7, -8], [2 ** 31 - 1, -(2 ** 31)]], dtype=torch.int32),

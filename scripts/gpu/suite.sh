@@ -3,9 +3,10 @@
 # there from the repository root, after scripts/gpu/build.sh has filled .gpu/ here
 # (carry [".gpu"]). Needs no Go there; python3 + torch for the PyTorch side.
 #
-#   scripts/gpu/suite.sh [--no-info] [--no-gencheck] [--no-tests] [--no-memory]
-#                        [--no-examples] [--no-gpubench] [--no-torch] [--no-bench]
-#                        [--no-safetensors] [--no-replay] [--no-memviz] [--oracle]
+#   scripts/gpu/suite.sh [--no-info] [--no-gencheck] [--no-tests] [--no-sanitize]
+#                        [--no-memory] [--no-examples] [--no-gpubench] [--no-torch]
+#                        [--no-bench] [--no-safetensors] [--no-replay] [--no-memviz]
+#                        [--oracle]
 #
 # .gpu/bin.tar.xz (from build.sh) is unpacked into .gpu/bin first.
 #
@@ -18,12 +19,15 @@
 #             the device, allocator and kernel backend conformance suites on cuda
 #             among them, and every tensor, nn, checkpoint, amp and gradcheck test over
 #             tensortest.DataDevices, which include cuda:0 on a GPU machine
+#   sanitize: kernels/cuda's TestConformance under compute-sanitizer --tool memcheck
+#             (every kernel of the conformance suite: no bad access, no leak)
 #   memory:   the test binaries of MEMORY_PKGS (nn checkpoint amp optim) again with
-#             SUBLET_TEST_META=cuda:0 and CUBLAS_WORKSPACE_CONFIG=:0:0: their full-size
-#             memory-at-named-moments tests on the GPU, with real data, must give the
-#             simulated device's bytes
-#   examples: examples/mlp, checkpoint and amp with -device cuda:0 (mlp also on sim and
-#             on cuda:0 without a cuBLAS workspace, whose memory tables must agree)
+#             SUBLET_TEST_META=cuda:0: their full-size memory-at-named-moments tests on
+#             the GPU, with real data, must give the simulated device's bytes (the
+#             cuBLAS workspace the kernels keep is left out, as in every report)
+#   examples: every program of examples/ that takes -device, with -device cuda:0
+#             (EXAMPLE_TIMEOUT seconds each, 120); mlp also on sim and on cuda:0
+#             without a cuBLAS workspace, amp also on cpu
 #   gpubench: sublet-bench on sim and cuda:0 (pair, churn, raw cuMemAlloc/cuMemFree
 #             against the cache, EmptyCache schedules over an MLP step, concurrent
 #             goroutines with errors counted), GPUBENCH_TIME per figure (500ms)
@@ -58,10 +62,10 @@
 # STEP_TIMEOUT seconds (300). The last lines printed are the table of status.tsv.
 set -uo pipefail
 
-steps=" info gencheck tests memory examples gpubench torch bench safetensors replay memviz " # spaced: names are removed whole
+steps=" info gencheck tests sanitize memory examples gpubench torch bench safetensors replay memviz " # spaced: names are removed whole
 while (($#)); do
 	case "$1" in
-	--no-info | --no-gencheck | --no-tests | --no-memory | --no-examples | --no-gpubench | --no-torch | --no-bench | --no-safetensors | --no-replay | --no-memviz) steps=${steps/ ${1#--no-} / } ;;
+	--no-info | --no-gencheck | --no-tests | --no-sanitize | --no-memory | --no-examples | --no-gpubench | --no-torch | --no-bench | --no-safetensors | --no-replay | --no-memviz) steps=${steps/ ${1#--no-} / } ;;
 	--oracle) steps=${steps/ replay / oracle replay } ;;
 	*) echo "suite.sh: unknown argument $1 (see the top of $0)" >&2; exit 2 ;;
 	esac
@@ -78,6 +82,8 @@ MEMORY_PKGS=${MEMORY_PKGS:-"nn checkpoint amp optim"}
 BENCHTIME=${BENCHTIME:-1s}
 GPUBENCH_TIME=${GPUBENCH_TIME:-500ms}
 STEP_TIMEOUT=${STEP_TIMEOUT:-300}
+EXAMPLE_TIMEOUT=${EXAMPLE_TIMEOUT:-120}
+SANITIZER=${SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
 if [[ -f .gpu/bin.tar.xz ]]; then
 	rm -rf .gpu/bin
 	tar -C .gpu -xJf .gpu/bin.tar.xz 2>/dev/null ||
@@ -143,27 +149,43 @@ if has tests; then
 	done <.gpu/tests.txt
 fi
 
+if has sanitize; then
+	t=$SECONDS
+	if [[ -x $SANITIZER ]]; then
+		(cd kernels/cuda && timeout "$STEP_TIMEOUT" "$SANITIZER" --tool memcheck --leak-check full --error-exitcode 9 \
+			"$ROOT/.gpu/bin/kernels_cuda.test" -test.run '^TestConformance$' -test.count=1) >"$LOG/sanitize.txt" 2>&1
+		status sanitize "memcheck TestConformance" $? $((SECONDS - t))
+	else
+		echo "no $SANITIZER on this machine" >"$LOG/sanitize.txt"
+		status sanitize no-sanitizer 0 0
+	fi
+fi
+
 if has memory; then
 	for pkg in $MEMORY_PKGS; do
 		bin=.gpu/bin/${pkg//\//_}.test
 		[[ -x $bin ]] || { status memory "$pkg" missing 0; continue; }
 		t=$SECONDS
-		(cd "$pkg" && SUBLET_TEST_META=cuda:0 CUBLAS_WORKSPACE_CONFIG=:0:0 timeout "$STEP_TIMEOUT" "$ROOT/$bin" -test.v -test.count=1 -test.timeout "${STEP_TIMEOUT}s") \
+		(cd "$pkg" && SUBLET_TEST_META=cuda:0 timeout "$STEP_TIMEOUT" "$ROOT/$bin" -test.v -test.count=1 -test.timeout "${STEP_TIMEOUT}s") \
 			>"$LOG/memory/${pkg//\//_}.log" 2>&1
 		status memory "$pkg" $? $((SECONDS - t))
 	done
 fi
 
 if has examples; then
-	for run in "mlp -device cuda:0" "mlp -device sim" "checkpoint -device cuda:0" "amp -device cuda:0" "amp -device cpu"; do
+	runs=("mlp -device sim" "amp -device cpu")
+	for bin in .gpu/bin/example-*; do
+		runs+=("${bin#.gpu/bin/example-} -device cuda:0")
+	done
+	for run in "${runs[@]}"; do
 		name=${run// /_}
 		t=$SECONDS
 		# $run is the program and its flags: split into words on purpose.
-		timeout "$STEP_TIMEOUT" .gpu/bin/example-$run >"$LOG/examples/$name.txt" 2>&1
+		timeout "$EXAMPLE_TIMEOUT" .gpu/bin/example-$run >"$LOG/examples/$name.txt" 2>&1
 		status examples "$run" $? $((SECONDS - t))
 	done
 	t=$SECONDS
-	CUBLAS_WORKSPACE_CONFIG=:0:0 timeout "$STEP_TIMEOUT" .gpu/bin/example-mlp -device cuda:0 >"$LOG/examples/mlp_-device_cuda:0_no-workspace.txt" 2>&1
+	CUBLAS_WORKSPACE_CONFIG=:0:0 timeout "$EXAMPLE_TIMEOUT" .gpu/bin/example-mlp -device cuda:0 >"$LOG/examples/mlp_-device_cuda:0_no-workspace.txt" 2>&1
 	status examples "mlp -device cuda:0 (no cuBLAS workspace)" $? $((SECONDS - t))
 fi
 

@@ -23,8 +23,9 @@
 //   - SUBLET_TEST_META=cuda:0 makes Meta return the GPU instead of the simulated
 //     device without data: the full-size memory-at-named-moments tests of nn,
 //     checkpoint and amp then run with real data on cuda:0 and must give the same bytes
-//     (scripts/gpu/suite.sh runs them so, with CUBLAS_WORKSPACE_CONFIG=:0:0 so that no
-//     workspace joins the raw allocator peaks those tests read).
+//     (scripts/gpu/suite.sh runs them so). They read the allocator through Requested,
+//     PeakRequested, RequireLive and RequireEmpty, which leave out what the CUDA
+//     backend keeps (its cuBLAS workspace), as every memory report does.
 //
 // The helpers fail the test (require) rather than return errors.
 package tensortest
@@ -164,6 +165,18 @@ func Stats(t testing.TB, d device.Device) alloc.Stats { return Allocator(t, d).S
 // (on a GPU, without what the CUDA backend keeps there).
 func Requested(t testing.TB, d device.Device) int64 {
 	n := Stats(t, d).RequestedBytes[alloc.StatAll].Current
+	for _, h := range held(t, d) {
+		n -= h
+	}
+	return n
+}
+
+// PeakRequested is the allocator's peak of requested bytes since its last
+// ResetPeakStats, less what the CUDA backend of d keeps now: the backend takes its
+// cuBLAS workspace at the first product and keeps it, before the peak of any step that
+// multiplies, so such a peak counted it once.
+func PeakRequested(t testing.TB, d device.Device) int64 {
+	n := Stats(t, d).RequestedBytes[alloc.StatAll].Peak
 	for _, h := range held(t, d) {
 		n -= h
 	}

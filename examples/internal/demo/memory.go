@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/subletml/sublet/alloc"
+	"github.com/subletml/sublet/internal/units"
+	"github.com/subletml/sublet/tensor"
 )
 
 // Memory is the allocator's figures at one moment, in bytes and counts (PyTorch's
@@ -28,7 +30,29 @@ type Memory struct {
 	// Retries counts allocations that released the whole cache and tried again; OOMs
 	// those that failed even so.
 	Retries, OOMs int64
+	// Backend is the part of Requested that the device's kernels keep for themselves
+	// between ops (tensor.BackendHeld: the cuBLAS workspace on a GPU, 0 elsewhere):
+	// memory, but no tensor's. Tensors is Requested less it.
+	Backend int64
 }
+
+// Tensors is the bytes live tensors hold: Requested less what the kernels keep.
+func (m Memory) Tensors() int64 { return m.Requested - m.Backend }
+
+// BackendLine is the line an example prints about what the kernels keep, or "" when
+// they keep nothing (every device but a GPU).
+func (m Memory) BackendLine() string {
+	if m.Backend == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the kernels keep %s of the allocator's memory for themselves (the cuBLAS workspace): not tensors, so left out of the figures below\n", units.Bytes(m.Backend))
+}
+
+// PeakTensors is the most bytes tensors held since the last ResetPeakStats:
+// PeakRequested less what the kernels keep now. The kernels take their memory at the
+// first product and keep it, before any peak an example measures, so the peak counted
+// it once.
+func (m Memory) PeakTensors() int64 { return m.PeakRequested - m.Backend }
 
 // Read returns a's figures now.
 func Read(a *alloc.Allocator) Memory {
@@ -48,12 +72,17 @@ func Read(a *alloc.Allocator) Memory {
 		DeviceFrees:    st.NumDeviceFree,
 		Retries:        st.NumAllocRetries,
 		OOMs:           st.NumOOMs,
+		Backend:        tensor.BackendHeld(a.Device()),
 	}
 }
 
-// Drain empties a's cache and returns an error unless a then holds nothing, neither
-// allocated nor reserved: the end of every example, once it released what it made.
+// Drain gives back what the device's kernels keep (tensor.ReleaseBackend), empties a's
+// cache and returns an error unless a then holds nothing, neither allocated nor
+// reserved: the end of every example, once it released what it made.
 func Drain(a *alloc.Allocator) error {
+	if err := tensor.ReleaseBackend(a.Device()); err != nil {
+		return err
+	}
 	if err := a.EmptyCache(); err != nil {
 		return err
 	}
