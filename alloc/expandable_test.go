@@ -213,3 +213,24 @@ func TestExpandableMapRollbackFailureKeepsAccountsExact(t *testing.T) {
 	mustFree(t, a, p)
 	requireDrained(t, a, d)
 }
+
+// TestExpandableRangeNeverMappedIsReleased: a stream's first expandable segment is
+// reserved while another stream holds the whole device, so its first page cannot be
+// mapped (an OOM); EmptyCache gives its address range back along with the rest, with
+// no statistic moved by it, and nothing stays reserved on the device (which a GPU
+// requires before it closes).
+func TestExpandableRangeNeverMappedIsReleased(t *testing.T) {
+	a, d := newAlloc(t, 64*MiB, Config{ExpandableSegments: true})
+	full := mustAlloc(t, a, 60*MiB, 0) // three 20 MiB pages: the device is full
+	s := newStream(t, d, false)
+	_, err := a.Alloc(2*MiB, s)
+	var oom *OOMError
+	require.ErrorAs(t, err, &oom)
+	before := a.Stats()
+	mustFree(t, a, full)
+	requireDrained(t, a, d)
+	assert.Equal(t, before.NumOOMs, a.Stats().NumOOMs)
+	ds := d.Stats()
+	assert.Equal(t, ds.Reserves, ds.Unreserves, "every address range given back")
+	assert.Equal(t, int64(3), ds.Reserves, "the full stream's, the failed one's, and that again for the retry after releasing the cache")
+}

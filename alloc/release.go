@@ -1,6 +1,9 @@
 package alloc
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // EmptyCache is torch.cuda.empty_cache: it waits for every pending stream event, then
 // gives back to the device every cached segment that holds no live block, and the whole
@@ -67,7 +70,10 @@ func freeBlocks(states []*streamState, k poolKind) []*block {
 
 // releaseBlocks is PyTorch's release_blocks: release every free block of pool k of the
 // streams states that is a whole segment, then unmap the free pages of expandable
-// segments, releasing those left wholly unmapped.
+// segments, releasing those left wholly unmapped. It also releases the address range
+// of an expandable segment that never had a page mapped (its first map ran out of
+// memory), which PyTorch keeps until the process ends: it holds no memory, so no
+// statistic changes, but a device cannot be closed while a range is reserved.
 func (a *Allocator) releaseBlocks(states []*streamState, k poolKind) error {
 	var unmap []*block
 	for _, b := range freeBlocks(states, k) {
@@ -86,6 +92,15 @@ func (a *Allocator) releaseBlocks(states []*streamState, k poolKind) error {
 		if !b.mapped && !b.isSplit() {
 			if err := a.releaseExpandableSegment(b); err != nil {
 				return err
+			}
+		}
+	}
+	for _, ss := range states {
+		for _, b := range slices.Clone(ss.unmapped[k]) {
+			if !b.isSplit() {
+				if err := a.releaseExpandableSegment(b); err != nil {
+					return err
+				}
 			}
 		}
 	}

@@ -68,6 +68,27 @@ func (k Kind) String() string {
 // left for a request. Test with errors.Is.
 var ErrOutOfMemory = errors.New("device out of memory")
 
+// Wrapper is implemented by a device that wraps another one (a meter, a fault
+// injector, a budget) and hands out that device's memory and streams as its own. Ops on
+// its memory then run on the kernels of the device it wraps (the tensor package looks
+// through Unwrap, to the innermost device, for them).
+type Wrapper interface {
+	// Unwrap returns the device this one wraps.
+	Unwrap() Device
+}
+
+// Innermost follows Unwrap from d to the device that wraps no other (d itself when it
+// wraps none).
+func Innermost(d Device) Device {
+	for {
+		w, ok := d.(Wrapper)
+		if !ok {
+			return d
+		}
+		d = w.Unwrap()
+	}
+}
+
 // Device is one accelerator (or the host acting as one).
 type Device interface {
 	// Name is the user-facing name: "cpu", "sim", "cuda:0".

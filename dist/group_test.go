@@ -1,6 +1,7 @@
 package dist
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -128,6 +129,10 @@ func TestRendezvousErrorsAreNamed(t *testing.T) {
 		assert.Contains(t, err.Error(), "is not a sublet rank 0")
 	})
 	t.Run("a host that does not resolve", func(t *testing.T) {
+		var dnsErr *net.DNSError
+		if _, err := net.LookupHost("nonexistent.invalid"); !errors.As(err, &dnsErr) || !dnsErr.IsNotFound {
+			t.Skipf("this machine cannot tell that a name does not exist (no resolver answers: %v)", err)
+		}
 		c := localConfig(1, 2, 29500, 5*time.Second)
 		c.MasterAddr = "nonexistent.invalid"
 		_, err := Init(c)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device/cuda"
 	"github.com/subletml/sublet/device/named"
 	"github.com/subletml/sublet/dist/nccl"
@@ -47,6 +48,11 @@ func ncclGPU(t *testing.T, ordinal int) *cuda.Device {
 	d, err := cuda.Open(ordinal)
 	require.NoError(t, err)
 	t.Cleanup(func() {
+		// What the tensors' kernels and the caching allocator keep goes back first.
+		require.NoError(t, tensor.ReleaseBackend(d))
+		a, err := alloc.For(d)
+		require.NoError(t, err)
+		require.NoError(t, a.EmptyCache())
 		assert.Equal(t, cuda.Usage{}, d.Usage(), "nothing left on %s", d.Name())
 		require.NoError(t, d.Close())
 	})

@@ -104,7 +104,7 @@ func writeForPyTorch(t *testing.T, dir string, devs []device.Device) {
 	}{}
 	for _, nt := range ts {
 		e := exp.Tensors[nt.Name]
-		e.DType, e.Shape, e.Values = spell[nt.Tensor.DType()], nt.Tensor.Shape(), flat(nt.Tensor)
+		e.DType, e.Shape, e.Values = spell[nt.Tensor.DType()], append([]int{}, nt.Tensor.Shape()...), flat(nt.Tensor) // a scalar's shape is [], not null
 		exp.Tensors[nt.Name] = e
 	}
 	require.NoError(t, safetensors.WriteFile(filepath.Join(dir, "sublet_tensors.safetensors"), ts, nil))

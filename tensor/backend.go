@@ -38,7 +38,7 @@ func HostGemm() (string, error) {
 
 // kernelsFor returns the kernels that compute on dev's memory for op: the CPU kernels
 // on host memory, the meta backend (which computes nothing) where there is no data,
-// kernels/cuda on a GPU. It panics with an *Error naming op and its inputs ins where
+// kernels/cuda on a GPU or a device that wraps one. It panics with an *Error naming op and its inputs ins where
 // there are none.
 func kernelsFor(op string, dev device.Device, ins []*Tensor) kernels.Backend {
 	switch dev.Residency() {
@@ -51,8 +51,7 @@ func kernelsFor(op string, dev device.Device, ins []*Tensor) kernels.Backend {
 	case device.Meta:
 		return kernels.Meta()
 	}
-	if g, ok := dev.(*cudadev.Device); ok {
-		k, err := cuda.For(g)
+	if k, err := gpuKernels(dev); k != nil || err != nil {
 		if err != nil {
 			fail(op, err, ins, "")
 		}
@@ -93,7 +92,9 @@ func Synchronize(dev device.Device) error {
 // BackendHeld returns the bytes dev's kernels keep in dev's caching allocator between
 // ops, outside any tensor: on a GPU the cuBLAS workspaces that products take (32 MiB
 // per stream on an H100 or H200, as PyTorch sizes them, and counted in the allocator's
-// statistics as PyTorch counts its own in memory_allocated); 0 on every other device.
+// statistics as PyTorch counts its own in memory_allocated); 0 on every other device,
+// a device that wraps a GPU among them (the kernels take their memory from the GPU's
+// own allocator, not from the wrapper's).
 // Memory reports name it apart from tensors, and every identity of the form "the
 // allocator holds the parameters + the optimizer state" subtracts it.
 func BackendHeld(dev device.Device) int64 { return cuda.HeldInAllocator(dev) }
@@ -112,9 +113,10 @@ func ReleaseBackend(dev device.Device) error {
 	return k.Release()
 }
 
-// gpuKernels returns dev's CUDA kernels, or nil and no error where dev is no GPU.
+// gpuKernels returns the CUDA kernels of dev, or of the GPU it wraps
+// (device.Innermost), or nil and no error where there is no GPU.
 func gpuKernels(dev device.Device) (*cuda.Backend, error) {
-	g, ok := dev.(*cudadev.Device)
+	g, ok := device.Innermost(dev).(*cudadev.Device)
 	if !ok {
 		return nil, nil
 	}

@@ -43,6 +43,10 @@ func newMeter(d device.Device, budget int64) *meter {
 	return &meter{Device: d, budget: budget, live: map[device.Ptr]int64{}, sizes: map[int64]int{}}
 }
 
+// Unwrap is the device the meter wraps: tensor ops on the meter's memory run on its
+// kernels (a GPU's, when it wraps cuda:0).
+func (m *meter) Unwrap() device.Device { return m.Device }
+
 // Name says whose device this is.
 func (m *meter) Name() string { return "meter(" + m.Device.Name() + ")" }
 

@@ -26,6 +26,7 @@ import (
 
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
+	cudadev "github.com/subletml/sublet/device/cuda"
 	"github.com/subletml/sublet/device/named"
 	"github.com/subletml/sublet/examples/internal/demo"
 	"github.com/subletml/sublet/examples/internal/toy"
@@ -121,14 +122,23 @@ func (c config) flops() float64 {
 }
 
 // openDevice opens a fresh device for one cadence, so that each starts from an empty
-// cache and a zero driver clock; meta says it keeps no data.
-func openDevice(name string) (dev device.Device, a *alloc.Allocator, meta bool, err error) {
+// cache and a zero driver clock; meta says it keeps no data. On a GPU that is a Device
+// of its own for the same GPU, with an allocator of its own; done closes it once
+// everything is given back (a no-op elsewhere).
+func openDevice(name string) (dev device.Device, a *alloc.Allocator, meta bool, done func() error, err error) {
 	if n, err := named.Parse(name); err == nil && n.Kind == device.CUDA {
-		// A GPU cannot start each cadence from a fresh device, as the table needs.
-		return nil, nil, false, fmt.Errorf("-device %s: the table compares cadences on fresh simulated devices; `go run ./cmd/sublet-bench -device %s -run emptycache` measures the allocator's side of it on the GPU", n, n)
+		g, err := cudadev.Open(n.Ordinal)
+		if err != nil {
+			return nil, nil, false, nil, err
+		}
+		a, err := alloc.For(g)
+		if err != nil {
+			return nil, nil, false, nil, errors.Join(err, g.Close())
+		}
+		return g, a, false, g.Close, nil
 	}
 	dev, a, data, err := demo.Open(name)
-	return dev, a, !data, err
+	return dev, a, !data, func() error { return nil }, err
 }
 
 // row is what one cadence measured, over the steps after the first (which fills the
@@ -161,7 +171,11 @@ func run(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if _, _, _, err := openDevice(c.device); err != nil { // a bad name fails before any output
+	_, _, _, done, err := openDevice(c.device) // a bad name, or no GPU, fails before any output
+	if err != nil {
+		return err
+	}
+	if err := done(); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "sublet examples/emptycache: MLP %s, batch %d, Adam; %d epochs of %d batches per cadence on %s\n",
@@ -180,12 +194,15 @@ func run(args []string, out io.Writer) error {
 
 // train runs cadence cd's epochs on a fresh device and measures them.
 func train(c config, cd cadence) (row, error) {
-	dev, a, meta, err := openDevice(c.device)
+	dev, a, meta, done, err := openDevice(c.device)
 	if err != nil {
 		return row{}, err
 	}
 	var r row
 	err = demo.Try(dev, func() error { r, err = trainOn(c, cd, dev, a, meta); return err })
+	if err == nil {
+		err = done()
+	}
 	if errors.Is(err, tensor.ErrNoKernels) {
 		err = fmt.Errorf("%w; `go run ./cmd/sublet-bench -device %s -run emptycache` measures the allocator's side of this table on the GPU", err, c.device)
 	}
@@ -215,6 +232,11 @@ func trainOn(c config, cd cadence, dev device.Device, a *alloc.Allocator, meta b
 		clock := demo.DriverTime(dev)
 		start := time.Now()
 		step(c, dev, gen, model, opt)
+		if !meta {
+			if err := tensor.Synchronize(dev); err != nil { // the step's GPU work in its time
+				return r, err
+			}
+		}
 		if (cd.every > 0 && (i+1)%cd.every == 0) || (cd.atEpoch && (i+1)%c.steps == 0) {
 			if err := a.EmptyCache(); err != nil {
 				return r, err

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/subletml/sublet/device/named"
 )
 
 // quick is the default model (1024-4096×5-1000, batch 256) over 2 epochs of 30 batches:
@@ -139,9 +141,19 @@ func TestBadFlags(t *testing.T) {
 		var out bytes.Buffer
 		assert.Error(t, run(args, &out), "%v", args)
 	}
+}
+
+// TestGPU: on a GPU each cadence runs on a fresh Device of cuda:0, closed after it;
+// without one, -device cuda:0 fails before anything is printed.
+func TestGPU(t *testing.T) {
 	var out bytes.Buffer
-	err := run([]string{"-device", "cuda:0"}, &out)
-	require.Error(t, err, "the table needs a fresh simulated device per cadence, GPU or not")
-	assert.Contains(t, err.Error(), "sublet-bench -device cuda:0 -run emptycache")
-	assert.Empty(t, out.String(), "nothing ran")
+	args := []string{"-device", "cuda:0", "-sizes", "16,32,4", "-batch", "8", "-steps", "6", "-every", "3", "-epochs", "1"}
+	err := run(args, &out)
+	if _, gpuErr := named.Open("cuda:0"); gpuErr != nil {
+		require.Error(t, err)
+		assert.Empty(t, out.String(), "nothing ran")
+		return
+	}
+	require.NoError(t, err, out.String())
+	assert.Contains(t, out.String(), "every batch")
 }

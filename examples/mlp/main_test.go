@@ -53,7 +53,7 @@ func finalBytes(t *testing.T, out string) (requested, params, state int64) {
 }
 
 func TestRunLearnsAndReturnsMemory(t *testing.T) {
-	out := runOK(t, small...)
+	out := runOK(t, append([]string{"-device", "cpu"}, small...)...) // not the GPU a GPU machine defaults to
 	m := regexp.MustCompile(`final test accuracy ([0-9.]+) \(chance 0\.333\)`).FindStringSubmatch(out)
 	require.NotNil(t, m, out)
 	acc, err := strconv.ParseFloat(m[1], 64)
@@ -105,7 +105,7 @@ func epochLines(out string, losses bool) []string {
 }
 
 func TestSimulatedDevices(t *testing.T) {
-	onCPU := runOK(t, quick...)
+	onCPU := runOK(t, append([]string{"-device", "cpu"}, quick...)...)
 	backed := runOK(t, append([]string{"-device", "sim-backed"}, quick...)...)
 	assert.Len(t, progress(onCPU), 2)
 	assert.Equal(t, progress(onCPU), progress(backed), "the simulated GPU with data computes what the CPU does, bit for bit")
