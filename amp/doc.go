@@ -10,7 +10,7 @@
 // `with torch.autocast(...)` block:
 //
 //	ac, err := amp.Autocast(step, dtype.F16) // step: the loop's step scope
-//	...
+//	// ... the forward ...
 //	loss := nn.CrossEntropyLoss{}.Loss(model.Forward(x), y) // x owned by the data scope
 //	ac.Close()
 //	scaler.Scale(loss).Backward() // the loss belongs to step, not to the region

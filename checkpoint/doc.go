@@ -107,4 +107,7 @@
 // tensor math does; tensor.Try turns it back into an error. Failures of a recompute
 // (a mismatch, an input modified in place, an error of the function) fail the
 // backward: tensor's Backward panics with a *tensor.Error wrapping them.
+//
+//doccheck:context var block *nn.Sequential
+//doccheck:context var layers []checkpoint.Layer
 package checkpoint

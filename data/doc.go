@@ -13,7 +13,7 @@
 //			break // err is the loader's failure; nil, nil is the end of the epoch
 //		}
 //		s := tensor.NewScope()
-//		loss := step(s.Bind(b.X), s.Bind(b.Y)) // a step's inputs belong to its scope
+//		loss := trainStep(s.Bind(b.X), s.Bind(b.Y)) // a step's inputs belong to its scope
 //		s.Close()
 //		b.Release()
 //	}
@@ -55,4 +55,8 @@
 //
 // An Iter is used by one goroutine at a time (the consumer); the loader's own
 // goroutine touches nothing the consumer sees until it hands a batch over.
+//
+//doccheck:context var ds data.Dataset
+//doccheck:context var host *pinned.Allocator
+//doccheck:context var trainStep func(x, y *tensor.Tensor) float64
 package data

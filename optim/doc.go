@@ -29,7 +29,7 @@
 //
 //	opt, err := optim.NewAdamW(nn.Parameters(model), optim.DefaultAdamW())
 //	defer opt.Release()   // the optimizer state back to the allocator
-//	... each step: forward and Backward in a scope, close it, then
+//	// ... each step: forward and Backward in a scope, close it, then
 //	opt.Step()            // updates in place every parameter that has a gradient
 //	opt.ZeroGrad(true)    // drops the gradients: their memory returns to the allocator
 //
@@ -62,4 +62,6 @@
 // Parameters must be F32 leaves that require grad (mixed precision keeps F32 master
 // parameters and lets autocast compute in half precision). An optimizer is used by
 // one goroutine at a time.
+//
+//doccheck:context var train func()
 package optim

@@ -6,7 +6,7 @@
 //
 //	s := tensor.NewScope()                                         // owns what is made in it
 //	defer s.Close()                                                // releases it all
-//	x := tensor.FromSlice(s, dev, dtype.F32, data, rows, cols)     // values in
+//	x := tensor.FromSlice(s, dev, dtype.F32, xs, rows, cols)       // values in
 //	y := x.MatMul(w).Relu().Sum()                                  // ops panic with *Error on misuse
 //	y.Backward()                                                   // gradients into the leaves (w.Grad())
 //	v, vs := y.Item(), tensor.ToSlice[float32](x)                  // values out
@@ -42,7 +42,7 @@
 // loop lets each iteration's tensors go:
 //
 //	data := tensor.NewScope()      // lives as long as the data
-//	x := tensor.FromSlice(data, dev, dtype.F32, xs, n, 2)
+//	x := tensor.FromSlice(data, dev, dtype.F32, xs, rows, 2)
 //	for range steps {
 //		step := data.Child()       // data's only open child: ops on x run in it
 //		loss := nn.CrossEntropyLoss{}.Loss(model.Forward(x), y)
@@ -211,4 +211,8 @@
 // of memory; nothing else recovers panics. Math panics because a chain of ops would
 // otherwise check an error after each one; what fails for reasons outside the
 // program (configuration, files, opening devices) returns an error instead.
+//
+//doccheck:context var w *tensor.Tensor
+//doccheck:context var xs []float32
+//doccheck:context var rows, cols int
 package tensor

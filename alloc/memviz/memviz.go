@@ -5,7 +5,7 @@
 // coloured by state; and the largest live allocations with their stacks.
 //
 //	s, err := memsnap.ReadFile("snap.pickle")
-//	err = memviz.WriteHTML(os.Stdout, s)
+//	err = memviz.WriteHTML(os.Stdout, s, memviz.Options{})
 //
 // The page's elements carry stable ids and classes (#device-N, .timeline, .oom-marker,
 // .segment, .block, #largest-N, #ooms-N) that its browser test checks.
