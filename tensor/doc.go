@@ -61,8 +61,9 @@
 //
 // An op computes in the type its inputs promote to, PyTorch's rule: F64 beats every
 // other type, F32 beats F16 and BF16 (F16 with BF16 gives F32), and an integer tensor
-// takes the floating one's type (the binary elementwise ops and Concat; the other ops
-// take floating tensors only). An F64 op computes in float64 throughout, no F64 value
+// takes the floating one's type (the binary elementwise ops, Where and Concat; the
+// comparisons take any types and give Bool; Sum of an integer or Bool tensor is I64,
+// its Mean F32; the other ops take floating tensors only). An F64 op computes in float64 throughout, no F64 value
 // going through float32; an F16 or BF16 op computes in float32 and rounds once to its
 // type. A gradient comes back in its input's type. The autocast policy (package amp)
 // never casts F64 tensors, as PyTorch's leaves float64 alone.

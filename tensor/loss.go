@@ -74,7 +74,7 @@ func MSE(a, b *Tensor) *Tensor {
 	if !sameShape(x.shape, y.shape) {
 		c.bad(ErrShape, "MSE takes two tensors of one shape")
 	}
-	out := c.alloc(promote(x.dt, y.dt), nil)
+	out := c.alloc(dtype.Promote(x.dt, y.dt), nil)
 	c.k.MSE(out.operand(), c.dense(x).operand(), c.dense(y).operand())
 	if c.recording() {
 		r := &mseBackward{}
