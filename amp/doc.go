@@ -2,6 +2,7 @@
 // float16 or bfloat16 and range-sensitive ops in float32, and the GradScaler, which
 // scales the loss so that float16 gradients neither underflow nor go unnoticed when
 // they overflow. It follows torch.amp (docs/autocast.md) op for op.
+// docs/pytorch.md maps the PyTorch calls a user reaches for to sublet's.
 //
 // # Autocast
 //

@@ -7,13 +7,15 @@
 //
 // # Use
 //
-//	out := checkpoint.Checkpoint(func(in []*tensor.Tensor) []*tensor.Tensor {
-//		return []*tensor.Tensor{block.Forward(in[0])} // what runs again in backward
-//	}, x)[0]
-//	y := checkpoint.Sequential(layers, 4, x)          // checkpoint_sequential: 4 segments
+//	out := checkpoint.Checkpoint(block.Forward, x) // block.Forward runs again in backward
+//	y := checkpoint.Sequential(layers, 4, x)       // checkpoint_sequential: 4 segments
+//	outs := checkpoint.CheckpointN(func(in []*tensor.Tensor) []*tensor.Tensor {
+//		return []*tensor.Tensor{in[0].Mul(in[1]), in[1].Tanh()} // several tensors in and out
+//	}, x, y)
 //
 // x belongs to a recording scope; the results belong to it too. Config adds options
-// (Config.Checkpoint, Config.Sequential); nn's modules are Layers.
+// (Config.Checkpoint, Config.CheckpointN, SequentialWith); nn's modules are Layers.
+// docs/pytorch.md maps PyTorch's checkpointing calls to these.
 //
 // # How
 //

@@ -2,6 +2,7 @@
 // an epoch, and a Loader collates them from a Dataset into host memory, prefetches
 // batches on a goroutine and moves them to the device (torch.utils.data's DataLoader,
 // kept small).
+// docs/pytorch.md maps the PyTorch calls a user reaches for to sublet's.
 //
 //	ld, err := data.NewLoader(ds, data.Shuffle{N: ds.Len(), Batch: 64, Seed: 1},
 //		data.Config{Device: dev, Prefetch: 2, Pinned: host})

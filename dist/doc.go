@@ -4,6 +4,7 @@
 // produces them (PyTorch's DistributedDataParallel), a Sampler that gives each rank its
 // share of the data (DistributedSampler), and Launch, the launcher behind
 // `sublet run -nproc N PROGRAM ARGS`.
+// docs/pytorch.md maps the PyTorch calls a user reaches for to sublet's.
 //
 // # Use
 //

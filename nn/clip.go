@@ -38,8 +38,17 @@ const opClipGradNorm = "nn.ClipGradNorm"
 // does not wait for the device) unless ErrorIfNonfinite asks for the check. Memory:
 // while it runs, one gradient's temporaries at a time; afterwards only the norm.
 // It panics with a *tensor.Error for bad arguments (no parameters, maxNorm < 0, a p
-// outside its range).
-func ClipGradNorm(s *tensor.Scope, params []*tensor.Tensor, maxNorm float64, o ClipOptions) *tensor.Tensor {
+// outside its range). o is optional: ClipGradNorm(step, nn.Parameters(model), 1) is
+// clip_grad_norm_(model.parameters(), 1.0).
+func ClipGradNorm(s *tensor.Scope, params []*tensor.Tensor, maxNorm float64, opts ...ClipOptions) *tensor.Tensor {
+	var o ClipOptions
+	switch len(opts) {
+	case 0:
+	case 1:
+		o = opts[0]
+	default:
+		panic(&tensor.Error{Op: opClipGradNorm, Msg: fmt.Sprintf("%d ClipOptions; pass one, or none for PyTorch's defaults", len(opts)), Err: tensor.ErrShape})
+	}
 	p := o.NormType
 	if p == 0 {
 		p = 2

@@ -1,6 +1,7 @@
 // Package nn is sublet's layers and losses: modules that own their parameters and run
 // their forward in scopes, so that a step's memory is exactly what the contract of
 // package tensor says it is.
+// docs/pytorch.md maps the PyTorch calls a user reaches for to sublet's.
 //
 // # Use
 //

@@ -22,7 +22,7 @@ func ExampleClipGradNorm() {
 	loss := s.Bind(a).Mul(tensor.FromSlice(s, dev, dtype.F32, []float32{3, 4})).Sum().
 		Add(s.Bind(b).Mul(tensor.FromSlice(s, dev, dtype.F32, []float32{12})).Sum())
 	loss.Backward()
-	total := nn.ClipGradNorm(s, []*tensor.Tensor{a, b}, 6.5, nn.ClipOptions{})
+	total := nn.ClipGradNorm(s, []*tensor.Tensor{a, b}, 6.5) // clip_grad_norm_([a, b], 6.5)
 	fmt.Printf("norm %.4f, gradients %.4f %.4f\n", total.Item(), tensor.ToSlice[float32](a.Grad()), tensor.ToSlice[float32](b.Grad()))
 	// Output: norm 13.0000, gradients [1.5000 2.0000] [6.0000]
 }

@@ -1,6 +1,7 @@
 // Package optim is sublet's optimizers: SGD (momentum, dampening, Nesterov, weight
 // decay), Adam and AdamW, with PyTorch's update formulas and semantics, over parameter
 // groups, and the learning-rate schedulers that drive them.
+// docs/pytorch.md maps the PyTorch calls a user reaches for to sublet's.
 //
 // # Use
 //
@@ -21,7 +22,7 @@
 // milestone from its closed form. A warm-up then cosine decay:
 //
 //	warm, _ := optim.NewLinearLR(opt, 0.1, 1, 5)
-//	cos, _ := optim.NewCosineAnnealingLR(opt, 95, 0)
+//	cos, _ := optim.NewCosineAnnealingLR(opt, 95) // eta_min: PyTorch's default 0
 //	sched, _ := optim.NewSequentialLR(opt, []*optim.LRScheduler{warm, cos}, []int{5})
 //	for epoch := range 100 { train(); sched.Step() }
 //

@@ -1,6 +1,7 @@
 // Package safetensors saves and loads tensors, module parameters and optimizer state
 // in the safetensors format, the one Python's safetensors library and PyTorch
 // (safetensors.torch.load_file, save_file) read and write.
+// docs/pytorch.md maps the PyTorch calls a user reaches for to sublet's.
 //
 // # Use
 //

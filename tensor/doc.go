@@ -1,6 +1,7 @@
 // Package tensor is sublet's tensor and autograd core: n-dimensional arrays in device
 // memory from the caching allocator, scopes that own them, and every op with its
 // backward rule beside its forward.
+// docs/pytorch.md maps the PyTorch calls a user reaches for to sublet's.
 //
 // # Use
 //
