@@ -46,8 +46,10 @@
 //
 //   - A cast is cached iff its target is the scope's autocast type and its source is
 //     an F32 leaf that requires grad and covers its storage (a parameter, not a view),
-//     and the scope's cache is enabled. Other inputs are cast on every use. (A model
-//     input that is a leaf requiring grad is cached too, as PyTorch's rule does.)
+//     and the scope's cache is enabled, and the op's scope is not in inference mode
+//     (tensor.InferenceMode: PyTorch stopped caching there, its issue 158232; the cache
+//     is neither filled nor read). Other inputs are cast on every use. (A model input
+//     that is a leaf requiring grad is cached too, as PyTorch's rule does.)
 //
 //   - The cache holds one cast per (weight, type). It is made by a scope that always
 //     records the graph, so a cast first made under NoGrad carries gradients to its

@@ -441,7 +441,7 @@ func TestFunctionPanics(t *testing.T) {
 // bf16Linear is a toy autocast policy: Linear computes in bfloat16.
 type bf16Linear struct{}
 
-func (bf16Linear) Inputs(op string, in []*tensor.Tensor, cast func(*tensor.Tensor, dtype.DType) *tensor.Tensor) []*tensor.Tensor {
+func (bf16Linear) Inputs(_ *tensor.Scope, op string, in []*tensor.Tensor, cast func(*tensor.Tensor, dtype.DType) *tensor.Tensor) []*tensor.Tensor {
 	if op != tensor.OpLinear {
 		return in
 	}

@@ -83,8 +83,14 @@
 // determinism check holds) and the early stop works as before.
 //
 //   - After a recorded forward a selective checkpoint keeps its inputs and the kept
-//     results: those are the memory the policy trades for compute. They are released
-//     with the inputs, with the last holder.
+//     results: those are the memory the policy trades for compute. A recomputation
+//     takes each kept result as its op reaches it (the op's copy replaces it: PyTorch
+//     pops it from its storage); those an early stop did not reach are released with
+//     the inputs, with the last holder.
+//   - So the function is backpropagated once, as in PyTorch: a later recomputation
+//     that reaches an op whose kept result was taken fails the backward with an error
+//     wrapping ErrExtraBackward, PyTorch's "Trying to backward an extra time". Without
+//     a Policy a retained graph can be backpropagated any number of times.
 //   - The policy is asked in the forward only, of every op but views, factories and
 //     the ops that save something they compute besides their result (LayerNorm,
 //     CrossEntropy, Dropout, Max), which are always recomputed.

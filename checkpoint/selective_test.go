@@ -239,3 +239,45 @@ func TestSelectiveCheckpointOfATypedOp(t *testing.T) {
 	require.Equal(t, grad(nil), grad(&checkpoint.Config{Policy: checkpoint.SaveOps(tensor.OpSum)}))
 	tensortest.RequireEmpty(t, d)
 }
+
+// A selectively checkpointed function is backpropagated once, as in PyTorch: the first
+// backward's recomputation takes the kept results (they are freed as their ops use
+// them, not held to the end), and a second backward through the retained graph fails
+// with PyTorch's "Trying to backward an extra time" instead of running on. Without a
+// policy the function is recomputed for every backward.
+func TestSelectiveCheckpointBackwardOnce(t *testing.T) {
+	const width, batch, depth = 16, 8, 3
+	act := int64(width * batch * 4)
+	d := tensortest.CPU(t)
+	m := linears(d, depth, width, 1)
+	for _, c := range []checkpoint.Config{{Policy: checkpoint.SaveOps(tensor.OpLinear)}, {}} {
+		s := newScope(2)
+		x := input(s, d, batch, width)
+		y := c.CheckpointN(geluStack(m), x)[0]
+		loss := y.Sum()
+		loss.BackwardWith(tensor.BackwardOptions{RetainGraph: true})
+		first := grads(m)
+		for _, p := range nn.Parameters(m) {
+			p.ZeroGrad(true)
+		}
+		x.ZeroGrad(true)
+		// Held: the parameters, x, the result, the loss and the kept input of the
+		// checkpoint; no kept Linear result any more.
+		tensortest.RequireLive(t, d, "after the first backward", append(tensortest.Sizes(nn.Parameters(m)...), act, act, 4)...)
+		err := tensor.Try(func() { loss.Backward() })
+		if c.Policy != nil {
+			require.ErrorIs(t, err, checkpoint.ErrExtraBackward)
+			require.ErrorContains(t, err, "trying to backward an extra time. You are only allowed to backward once "+
+				"on any region computed under selective activation checkpoint (op 0, Linear, whose kept result an earlier backward used)")
+		} else {
+			require.NoError(t, err)
+			require.Equal(t, first, grads(m), "recomputed again, the same gradients")
+		}
+		s.Close()
+		for _, p := range nn.Parameters(m) {
+			p.ZeroGrad(true)
+		}
+	}
+	m.Release()
+	tensortest.RequireEmpty(t, d)
+}
