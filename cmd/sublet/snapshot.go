@@ -11,11 +11,11 @@ import (
 )
 
 func runSnapshot(args []string, stdout, stderr io.Writer) (err error) {
-	fs := newFlagSet("snapshot", "sublet snapshot -trace FILE [-o FILE] [-max-entries N] [-conf STRING] [-fraction F] [-device NAME] [-capacity BYTES] [-segments FILE]", stderr)
+	fs := newFlagSet("snapshot", "sublet snapshot [-o FILE] [-max-entries N] [-conf STRING] [-fraction F] [-device NAME] [-capacity BYTES] [-segments FILE] TRACE (or -trace TRACE)", stderr)
 	f := addReplayFlags(fs)
 	out := fs.String("o", "snapshot.pickle", `output: a pickle (PyTorch's tools read it), JSON when the name ends in ".json"`)
 	maxEntries := fs.Int("max-entries", 0, "history ring size: the newest N events are kept (0: the whole trace)")
-	if err := parseFlags(fs, args); err != nil {
+	if _, err := parseInput(fs, args, &f.trace, traceWhat, true); err != nil {
 		return err
 	}
 	events, a, release, err := f.open(fs, stderr)

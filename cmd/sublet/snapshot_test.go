@@ -66,7 +66,7 @@ func TestSnapshotMaxEntriesAndErrors(t *testing.T) {
 	assert.Contains(t, stdout, "10 events (")
 	code, _, errs = sublet("snapshot", "-o", out)
 	assert.Equal(t, 2, code)
-	assert.Contains(t, errs, "-trace is required")
+	assert.Contains(t, errs, "snapshot: give one trace")
 	code, _, errs = sublet("snapshot", "-trace", "../../testdata/traces/blog.jsonl.gz", "-max-entries", "-1", "-o", out)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errs, "MaxEntries -1 is negative")
