@@ -5,12 +5,22 @@
 //
 // # Use
 //
+//	opt, err := optim.NewAdamW(nn.Parameters(model)) // PyTorch's defaults; or pass an AdamWConfig
+//	defer opt.Release()   // the optimizer state back to the allocator
+//	// ... each step: forward and Backward in a scope, close it, then
+//	opt.Step()            // updates in place every parameter that has a gradient
+//	opt.ZeroGrad(true)    // drops the gradients: their memory returns to the allocator
+//
 // NewSGD, NewAdam and NewAdamW take one list of parameters (nn.Parameters(model)) and
-// one configuration. NewSGDGroups, NewAdamGroups and NewAdamWGroups take parameter
-// groups (PyTorch's param_groups), each with its own hyper-parameters: a smaller
-// learning rate for a pretrained body, no weight decay for biases. AddGroup adds one
-// later (add_param_group); LR, SetLR, Group and SetGroupConfig read and change a
-// group's hyper-parameters. A parameter belongs to one group.
+// one configuration (none for Adam's and AdamW's defaults). NewSGDGroups,
+// NewAdamGroups and NewAdamWGroups take parameter groups (PyTorch's param_groups),
+// each with its own hyper-parameters: a smaller learning rate for a pretrained body,
+// no weight decay for biases. AddGroup adds one later (add_param_group); LR, SetLR,
+// Group and SetGroupConfig read and change a group's hyper-parameters. A parameter
+// belongs to one group. StateBytes says what the state holds; amp's GradScaler drives
+// an Optimizer for mixed precision.
+//
+// # Schedulers
 //
 // Schedulers (NewStepLR, NewLinearLR, NewCosineAnnealingLR, NewLambdaLR, and
 // NewSequentialLR and NewChainedScheduler to compose them) set the groups' learning
@@ -25,17 +35,6 @@
 //	cos, _ := optim.NewCosineAnnealingLR(opt, 95) // eta_min: PyTorch's default 0
 //	sched, _ := optim.NewSequentialLR(opt, []*optim.LRScheduler{warm, cos}, []int{5})
 //	for epoch := range 100 { train(); sched.Step() }
-//
-// # Use
-//
-//	opt, err := optim.NewAdamW(nn.Parameters(model), optim.DefaultAdamW())
-//	defer opt.Release()   // the optimizer state back to the allocator
-//	// ... each step: forward and Backward in a scope, close it, then
-//	opt.Step()            // updates in place every parameter that has a gradient
-//	opt.ZeroGrad(true)    // drops the gradients: their memory returns to the allocator
-//
-// StateBytes says what the state holds; amp's GradScaler drives an Optimizer for mixed
-// precision.
 //
 // # Ownership and memory
 //
