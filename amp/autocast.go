@@ -69,8 +69,10 @@ func (p *policy) OutputType(op string, in []*tensor.Tensor) (dtype.DType, bool) 
 	return dtype.F32, true
 }
 
-// Inputs casts the floating inputs of op as its class says (tensor.Autocast).
-func (p *policy) Inputs(op string, in []*tensor.Tensor, cast func(*tensor.Tensor, dtype.DType) *tensor.Tensor) []*tensor.Tensor {
+// Inputs casts the floating inputs of op as its class says (tensor.Autocast). In
+// inference mode nothing is cached nor taken from the cache, as PyTorch does since its
+// issue 158232: a cast made there could not serve a recording forward later.
+func (p *policy) Inputs(s *tensor.Scope, op string, in []*tensor.Tensor, cast func(*tensor.Tensor, dtype.DType) *tensor.Tensor) []*tensor.Tensor {
 	if !p.enabled {
 		return in
 	}
@@ -89,7 +91,7 @@ func (p *policy) Inputs(op string, in []*tensor.Tensor, cast func(*tensor.Tensor
 		if !eligible(t) || t.DType() == to {
 			continue
 		}
-		if p.cache && to == p.dt && cacheable(t) {
+		if p.cache && to == p.dt && cacheable(t) && !s.InferenceMode() {
 			// The op reads the cached cast as it is (what it saves holds its own
 			// reference), so nothing of the op's is left in the region.
 			if c := p.region.cast(t, to); c != nil {

@@ -74,6 +74,49 @@ func TestCacheBytesLikePyTorch(t *testing.T) {
 	tensortest.RequireEmpty(t, d)
 }
 
+// Under inference mode autocast caches nothing and reads nothing from the cache, as
+// PyTorch 2.11 (its issue 158232): the measurement above keeps only the 2,048-byte
+// output of each call, and a cast cached before is not used (nor changed) there.
+func TestNoCacheUnderInferenceMode(t *testing.T) {
+	d := tensortest.Meta(t)
+	init := tensor.NewScope()
+	w := init.Empty(d, dtype.F32, 1024, 1024).AsParameter()
+	init.Close()
+	for _, inferenceOutside := range []bool{false, true} {
+		root := tensor.NewScope(tensor.InferenceMode(inferenceOutside))
+		x := root.Empty(d, dtype.F32, 1, 1024)
+		base := tensortest.Requested(t, d)
+		ac := autocast(t, root, dtype.F16)
+		inf := ac
+		if !inferenceOutside {
+			inf = ac.Child(tensor.InferenceMode(true))
+		}
+		tensor.Layer(inf.Bind(x), linear(w, nil))
+		require.Equal(t, int64(2_048), tensortest.Requested(t, d)-base, "only the output: the weight's cast died with the op")
+		y2 := tensor.Layer(inf.Bind(x), linear(w, nil))
+		require.Equal(t, int64(2*2_048), tensortest.Requested(t, d)-base)
+		require.Zero(t, amp.CacheBytes(ac))
+		require.Equal(t, dtype.F16, y2.DType())
+		if !inferenceOutside {
+			// A recording forward in the same region caches as before; inference mode
+			// then neither reads nor drops that cast.
+			rec := ac.Child(tensor.NoGrad())
+			tensor.Layer(rec.Bind(x), linear(w, nil))
+			require.Equal(t, int64(2*MiB), amp.CacheBytes(ac))
+			rec.Close()
+			before := tensortest.Requested(t, d)
+			tensor.Layer(inf.Bind(x), linear(w, nil))
+			require.Equal(t, int64(2_048), tensortest.Requested(t, d)-before)
+			require.Equal(t, int64(2*MiB), amp.CacheBytes(ac))
+			inf.Close()
+		}
+		ac.Close()
+		root.Close()
+	}
+	w.Release()
+	tensortest.RequireEmpty(t, d)
+}
+
 // TestWhatIsCached checks the cacheability rule: only F32 leaves that require grad and
 // cover their storage (parameters), only to the scope's autocast type, only with the
 // cache enabled. Everything else is cast on every use.

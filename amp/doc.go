@@ -2,6 +2,7 @@
 // float16 or bfloat16 and range-sensitive ops in float32, and the GradScaler, which
 // scales the loss so that float16 gradients neither underflow nor go unnoticed when
 // they overflow. It follows torch.amp (docs/autocast.md) op for op.
+// docs/pytorch.md maps the PyTorch calls a user reaches for to sublet's.
 //
 // # Autocast
 //
@@ -10,7 +11,7 @@
 // `with torch.autocast(...)` block:
 //
 //	ac, err := amp.Autocast(step, dtype.F16) // step: the loop's step scope
-//	...
+//	// ... the forward ...
 //	loss := nn.CrossEntropyLoss{}.Loss(model.Forward(x), y) // x owned by the data scope
 //	ac.Close()
 //	scaler.Scale(loss).Backward() // the loss belongs to step, not to the region
@@ -45,8 +46,10 @@
 //
 //   - A cast is cached iff its target is the scope's autocast type and its source is
 //     an F32 leaf that requires grad and covers its storage (a parameter, not a view),
-//     and the scope's cache is enabled. Other inputs are cast on every use. (A model
-//     input that is a leaf requiring grad is cached too, as PyTorch's rule does.)
+//     and the scope's cache is enabled, and the op's scope is not in inference mode
+//     (tensor.InferenceMode: PyTorch stopped caching there, its issue 158232; the cache
+//     is neither filled nor read). Other inputs are cast on every use. (A model input
+//     that is a leaf requiring grad is cached too, as PyTorch's rule does.)
 //
 //   - The cache holds one cast per (weight, type). It is made by a scope that always
 //     records the graph, so a cast first made under NoGrad carries gradients to its

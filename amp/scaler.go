@@ -101,8 +101,17 @@ type optState struct {
 	foundInf bool // an Inf or a NaN was among them
 }
 
-// NewGradScaler returns a scaler configured by c (zero fields: PyTorch's defaults).
-func NewGradScaler(c ScalerConfig) (*GradScaler, error) {
+// NewGradScaler returns a scaler configured by c (zero fields: PyTorch's defaults);
+// without c, torch.amp.GradScaler() itself: amp.NewGradScaler().
+func NewGradScaler(config ...ScalerConfig) (*GradScaler, error) {
+	var c ScalerConfig
+	switch len(config) {
+	case 0:
+	case 1:
+		c = config[0]
+	default:
+		return nil, fmt.Errorf("amp: NewGradScaler: %d configurations; pass one, or none for PyTorch's defaults", len(config))
+	}
 	if c.InitScale == 0 {
 		c.InitScale = 65536
 	}

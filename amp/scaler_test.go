@@ -65,11 +65,18 @@ func newScaler(t *testing.T, c amp.ScalerConfig) *amp.GradScaler {
 	return sc
 }
 
+// PyTorch's defaults: with no configuration, or zero fields; two configurations are
+// an error.
 func TestScalerDefaults(t *testing.T) {
-	sc := newScaler(t, amp.ScalerConfig{})
-	require.True(t, sc.Enabled())
-	require.Equal(t, 65536.0, sc.GetScale())
-	require.Equal(t, amp.ScalerState{Scale: 65536, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 2000}, sc.State())
+	plain, err := amp.NewGradScaler()
+	require.NoError(t, err)
+	for _, sc := range []*amp.GradScaler{plain, newScaler(t, amp.ScalerConfig{})} {
+		require.True(t, sc.Enabled())
+		require.Equal(t, 65536.0, sc.GetScale())
+		require.Equal(t, amp.ScalerState{Scale: 65536, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 2000}, sc.State())
+	}
+	_, err = amp.NewGradScaler(amp.ScalerConfig{}, amp.ScalerConfig{})
+	require.ErrorContains(t, err, "amp: NewGradScaler: 2 configurations; pass one, or none for PyTorch's defaults")
 }
 
 // TestScalerStateMachine walks PyTorch's update rule with growth interval 3: three

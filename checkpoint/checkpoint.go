@@ -76,12 +76,23 @@ func SaveOps(ops ...string) Policy {
 
 const opCheckpoint = "checkpoint.Checkpoint"
 
-// Checkpoint runs fn on in with the zero Config; see Config.Checkpoint.
-func Checkpoint(fn Func, in ...*tensor.Tensor) []*tensor.Tensor {
-	return Config{}.Checkpoint(fn, in...)
+// Checkpoint runs fn on x with the zero Config, PyTorch's checkpoint(fn, x,
+// use_reentrant=False): checkpoint.Checkpoint(block.Forward, x). See Config.Checkpoint.
+func Checkpoint(fn func(x *tensor.Tensor) *tensor.Tensor, x *tensor.Tensor) *tensor.Tensor {
+	return Config{}.Checkpoint(fn, x)
 }
 
-// Checkpoint runs fn on in without keeping what its ops save for backward: the graph
+// CheckpointN runs fn on several tensors with the zero Config; see Config.CheckpointN.
+func CheckpointN(fn Func, in ...*tensor.Tensor) []*tensor.Tensor {
+	return Config{}.CheckpointN(fn, in...)
+}
+
+// Checkpoint is CheckpointN of a function of one tensor to one tensor.
+func (c Config) Checkpoint(fn func(x *tensor.Tensor) *tensor.Tensor, x *tensor.Tensor) *tensor.Tensor {
+	return c.CheckpointN(func(in []*tensor.Tensor) []*tensor.Tensor { return []*tensor.Tensor{fn(in[0])} }, x)[0]
+}
+
+// CheckpointN runs fn on in without keeping what its ops save for backward: the graph
 // is recorded as usual, but every saved tensor is replaced by a placeholder and only
 // the inputs are kept (see the package doc). The results belong where an op on the
 // inputs puts them (tensor.ResultScope; at least one input needs a scope). In a scope
@@ -90,7 +101,7 @@ func Checkpoint(fn Func, in ...*tensor.Tensor) []*tensor.Tensor {
 // It panics with a *tensor.Error when the inputs have no scope or fn returns a tensor
 // not computed in its scope; fn's own panics go through, after the frame has released
 // what it took.
-func (c Config) Checkpoint(fn Func, in ...*tensor.Tensor) []*tensor.Tensor {
+func (c Config) CheckpointN(fn Func, in ...*tensor.Tensor) []*tensor.Tensor {
 	s := callScope(opCheckpoint, in)
 	if !s.GradEnabled() {
 		return runIn(opCheckpoint, s, nil, fn, in)

@@ -41,7 +41,7 @@ func TestRetainGraph(t *testing.T) {
 		x := input(s, d.Device, batch, width)
 		start := tensortest.Requested(t, d.Device)
 		calls := 0
-		y := checkpoint.Checkpoint(counted(&calls, layersOf(m)...), x)[0]
+		y := checkpoint.CheckpointN(counted(&calls, layersOf(m)...), x)[0]
 		require.Equal(t, 1, calls)
 		require.Equal(t, act, tensortest.Requested(t, d.Device)-start, "%s: after the forward, the output only", d.Name)
 		loss := y.Sum()
@@ -82,7 +82,7 @@ func TestRegeneratedForNodesNotRun(t *testing.T) {
 	s := newScope(2)
 	x := input(s, dev, batch, width)
 	calls := 0
-	out := checkpoint.Checkpoint(func(in []*tensor.Tensor) []*tensor.Tensor {
+	out := checkpoint.CheckpointN(func(in []*tensor.Tensor) []*tensor.Tensor {
 		calls++
 		h := tensor.Layer(in[0], l[0].Forward)
 		return []*tensor.Tensor{tensor.Layer(h, l[1].Forward), tensor.Layer(h, l[2].Forward)}
@@ -115,7 +115,7 @@ func TestRecomputeAfterAResultWasReleased(t *testing.T) {
 	s := newScope(2)
 	x := input(s, dev, batch, width)
 	calls := 0
-	out := checkpoint.Checkpoint(func(in []*tensor.Tensor) []*tensor.Tensor {
+	out := checkpoint.CheckpointN(func(in []*tensor.Tensor) []*tensor.Tensor {
 		calls++
 		return []*tensor.Tensor{tensor.Layer(in[0], l[0].Forward), tensor.Layer(in[0], l[1].Forward)}
 	}, x)
@@ -159,7 +159,7 @@ func TestEarlyStop(t *testing.T) {
 			tailRuns++
 			return []*tensor.Tensor{h.MulScalar(3)}
 		}
-		c.cfg.Checkpoint(fn, x)[0].Sum().Backward()
+		c.cfg.CheckpointN(fn, x)[0].Sum().Backward()
 		assert.Equal(t, c.want, tailRuns, "%+v", c.cfg)
 		finish(t, dev, s, m)
 	}
@@ -209,7 +209,7 @@ func TestDeterminismCheck(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s := newScope(2)
 			x := input(s, dev, 4, 8)
-			y := c.cfg.Checkpoint(c.fn, x)[0]
+			y := c.cfg.CheckpointN(c.fn, x)[0]
 			err := tensor.Try(func() { y.Sum().Backward() })
 			if c.want == nil {
 				require.NoError(t, err)
@@ -237,7 +237,7 @@ func TestNoGrad(t *testing.T) {
 	x := s.Randn(dev, dtype.F32, 32, 64)
 	start := tensortest.Requested(t, dev)
 	calls := 0
-	y := checkpoint.Checkpoint(counted(&calls, layersOf(m)...), x)[0]
+	y := checkpoint.CheckpointN(counted(&calls, layersOf(m)...), x)[0]
 	assert.Equal(t, 1, calls)
 	assert.False(t, y.RequiresGrad())
 	assert.Equal(t, y.Bytes(), tensortest.Requested(t, dev)-start)
@@ -265,10 +265,10 @@ func TestNested(t *testing.T) {
 			var y *tensor.Tensor
 			if nested {
 				innerFn := counted(&inner, l[1], l[2])
-				y = checkpoint.Checkpoint(func(in []*tensor.Tensor) []*tensor.Tensor {
+				y = checkpoint.CheckpointN(func(in []*tensor.Tensor) []*tensor.Tensor {
 					outer++
 					h := tensor.Layer(in[0], l[0].Forward)
-					h = checkpoint.Checkpoint(innerFn, h)[0]
+					h = checkpoint.CheckpointN(innerFn, h)[0]
 					return []*tensor.Tensor{tensor.Layer(h, l[3].Forward)}
 				}, x)[0]
 			} else {
@@ -313,7 +313,7 @@ func TestInputsThroughOuterHooks(t *testing.T) {
 	h := &keepHooks{}
 	s := tensor.NewScope(tensor.WithSavedHooks(h), tensor.WithGenerator(tensor.NewGenerator(1)))
 	x := input(s, dev, 4, 8)
-	checkpoint.Checkpoint(counted(new(int), layersOf(m)...), x)[0].Sum().Backward()
+	checkpoint.CheckpointN(counted(new(int), layersOf(m)...), x)[0].Sum().Backward()
 	assert.Equal(t, 1, h.packs, "the input")
 	assert.Equal(t, 1, h.unpacks, "for the recompute")
 	finish(t, dev, s, m)
@@ -326,7 +326,7 @@ func TestInputModifiedInPlace(t *testing.T) {
 	m := linears(dev, 2, 8, 1)
 	s := newScope(1)
 	x := s.Randn(dev, dtype.F32, 4, 8)
-	y := checkpoint.Checkpoint(counted(new(int), layersOf(m)...), x)[0]
+	y := checkpoint.CheckpointN(counted(new(int), layersOf(m)...), x)[0]
 	x.Fill(0)
 	err := tensor.Try(func() { y.Sum().Backward() })
 	require.Error(t, err)
@@ -343,7 +343,7 @@ func TestReleaseWithoutBackward(t *testing.T) {
 	x := input(s, dev, 32, 64)
 	start := tensortest.Requested(t, dev)
 	h := x.MulScalar(2) // an intermediate the checkpoint keeps as its input
-	y := checkpoint.Checkpoint(counted(new(int), layersOf(m)...), h)[0]
+	y := checkpoint.CheckpointN(counted(new(int), layersOf(m)...), h)[0]
 	h.Release()
 	assert.Equal(t, 2*x.Bytes(), tensortest.Requested(t, dev)-start, "the kept input and the output")
 	y.Release()
@@ -359,7 +359,7 @@ func TestOutputs(t *testing.T) {
 	inner := s.Child()
 	a := input(s, dev, 2, 3)
 	b := inner.Bind(input(s, dev, 2, 3))
-	out := checkpoint.Checkpoint(func(in []*tensor.Tensor) []*tensor.Tensor {
+	out := checkpoint.CheckpointN(func(in []*tensor.Tensor) []*tensor.Tensor {
 		p := in[0].Mul(in[1])
 		return []*tensor.Tensor{p, in[0], p}
 	}, a, b)
@@ -396,14 +396,14 @@ func TestMisuse(t *testing.T) {
 		cause error
 		call  func()
 	}{
-		{"no scope", tensor.ErrScope, func() { checkpoint.Checkpoint(id, w) }},
-		{"unrelated scopes", tensor.ErrScope, func() { checkpoint.Checkpoint(id, x, unrelated) }},
-		{"nil input", tensor.ErrShape, func() { checkpoint.Checkpoint(id, x, nil) }},
+		{"no scope", tensor.ErrScope, func() { checkpoint.CheckpointN(id, w) }},
+		{"unrelated scopes", tensor.ErrScope, func() { checkpoint.CheckpointN(id, x, unrelated) }},
+		{"nil input", tensor.ErrShape, func() { checkpoint.CheckpointN(id, x, nil) }},
 		{"result not from the function", tensor.ErrScope, func() {
-			checkpoint.Checkpoint(func([]*tensor.Tensor) []*tensor.Tensor { return []*tensor.Tensor{w} }, x)
+			checkpoint.CheckpointN(func([]*tensor.Tensor) []*tensor.Tensor { return []*tensor.Tensor{w} }, x)
 		}},
 		{"nil result", tensor.ErrShape, func() {
-			checkpoint.Checkpoint(func([]*tensor.Tensor) []*tensor.Tensor { return []*tensor.Tensor{nil} }, x)
+			checkpoint.CheckpointN(func([]*tensor.Tensor) []*tensor.Tensor { return []*tensor.Tensor{nil} }, x)
 		}},
 	}
 	before := tensortest.Requested(t, dev)
@@ -426,7 +426,7 @@ func TestFunctionPanics(t *testing.T) {
 	s := newScope(1)
 	x := input(s, dev, 4, 8)
 	fn := flaky(m.Forward, func(x *tensor.Tensor) *tensor.Tensor { return m.Forward(x.Reshape(3, 5)) })
-	y := checkpoint.Checkpoint(fn, x)[0]
+	y := checkpoint.CheckpointN(fn, x)[0]
 	err := tensor.Try(func() { y.Sum().Backward() })
 	require.ErrorIs(t, err, tensor.ErrShape)
 	s.Close()
@@ -441,7 +441,7 @@ func TestFunctionPanics(t *testing.T) {
 // bf16Linear is a toy autocast policy: Linear computes in bfloat16.
 type bf16Linear struct{}
 
-func (bf16Linear) Inputs(op string, in []*tensor.Tensor, cast func(*tensor.Tensor, dtype.DType) *tensor.Tensor) []*tensor.Tensor {
+func (bf16Linear) Inputs(_ *tensor.Scope, op string, in []*tensor.Tensor, cast func(*tensor.Tensor, dtype.DType) *tensor.Tensor) []*tensor.Tensor {
 	if op != tensor.OpLinear {
 		return in
 	}

@@ -7,13 +7,15 @@
 //
 // # Use
 //
-//	out := checkpoint.Checkpoint(func(in []*tensor.Tensor) []*tensor.Tensor {
-//		return []*tensor.Tensor{block.Forward(in[0])} // what runs again in backward
-//	}, x)[0]
-//	y := checkpoint.Sequential(layers, 4, x)          // checkpoint_sequential: 4 segments
+//	out := checkpoint.Checkpoint(block.Forward, x) // block.Forward runs again in backward
+//	y := checkpoint.Sequential(layers, 4, x)       // checkpoint_sequential: 4 segments
+//	outs := checkpoint.CheckpointN(func(in []*tensor.Tensor) []*tensor.Tensor {
+//		return []*tensor.Tensor{in[0].Mul(in[1]), in[1].Tanh()} // several tensors in and out
+//	}, x, y)
 //
 // x belongs to a recording scope; the results belong to it too. Config adds options
-// (Config.Checkpoint, Config.Sequential); nn's modules are Layers.
+// (Config.Checkpoint, Config.CheckpointN, SequentialWith); nn's modules are Layers.
+// docs/pytorch.md maps PyTorch's checkpointing calls to these.
 //
 // # How
 //
@@ -81,8 +83,14 @@
 // determinism check holds) and the early stop works as before.
 //
 //   - After a recorded forward a selective checkpoint keeps its inputs and the kept
-//     results: those are the memory the policy trades for compute. They are released
-//     with the inputs, with the last holder.
+//     results: those are the memory the policy trades for compute. A recomputation
+//     takes each kept result as its op reaches it (the op's copy replaces it: PyTorch
+//     pops it from its storage); those an early stop did not reach are released with
+//     the inputs, with the last holder.
+//   - So the function is backpropagated once, as in PyTorch: a later recomputation
+//     that reaches an op whose kept result was taken fails the backward with an error
+//     wrapping ErrExtraBackward, PyTorch's "Trying to backward an extra time". Without
+//     a Policy a retained graph can be backpropagated any number of times.
 //   - The policy is asked in the forward only, of every op but views, factories and
 //     the ops that save something they compute besides their result (LayerNorm,
 //     CrossEntropy, Dropout, Max), which are always recomputed.
@@ -107,4 +115,7 @@
 // tensor math does; tensor.Try turns it back into an error. Failures of a recompute
 // (a mismatch, an input modified in place, an error of the function) fail the
 // backward: tensor's Backward panics with a *tensor.Error wrapping them.
+//
+//doccheck:context var block *nn.Sequential
+//doccheck:context var layers []checkpoint.Layer
 package checkpoint

@@ -31,14 +31,16 @@ type frame struct {
 	refs       int       // guarded by mu; live holders, plus one while the forward runs
 	forwarding bool      // guarded by mu; the forward is running: Pack makes holders
 	// ops counts the ops the forward told the frame it ran (tensor.OpCache.Ran);
-	// kept are the results the policy kept, in that order. Guarded by mu; kept is
-	// released with the inputs.
+	// kept are the results the policy kept, in that order. Guarded by mu; each is
+	// handed to the first recomputation that reaches its op (PyTorch pops it), the
+	// rest released with the inputs.
 	ops  int
 	kept []kept
 }
 
 // kept is the result of the forward's op number seq, of op, which the policy kept:
-// an unowned handle outside the graph over its data, at version.
+// an unowned handle outside the graph over its data, at version; nil once a
+// recomputation took it.
 type kept struct {
 	seq     int
 	op      string
@@ -137,7 +139,9 @@ func (f *frame) releaseInputs() {
 	f.kept = nil
 	f.mu.Unlock()
 	for _, k := range ks {
-		k.t.Release()
+		if k.t != nil {
+			k.t.Release()
+		}
 	}
 }
 
@@ -167,15 +171,19 @@ func (f *frame) Ran(op string, in []*tensor.Tensor, out *tensor.Tensor) {
 	f.mu.Unlock()
 }
 
-// keptAt is the result the forward kept of its op number seq, if it kept one.
-func (f *frame) keptAt(seq int) (kept, bool) {
+// takeKept takes the result the forward kept of its op number seq, if it kept one:
+// the caller owns k.t, and the frame holds it no more (k.t is nil when a recomputation
+// took it before).
+func (f *frame) takeKept(seq int) (k kept, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	i, found := slices.BinarySearchFunc(f.kept, seq, func(k kept, seq int) int { return k.seq - seq })
 	if !found {
 		return kept{}, false
 	}
-	return f.kept[i], true
+	k = f.kept[i]
+	f.kept[i].t = nil
+	return k, true
 }
 
 // Pack replaces a tensor the forward saves by a holder and releases the tensor.

@@ -68,7 +68,7 @@ func apply(c *checkpoint.Config, fn checkpoint.Func, x *tensor.Tensor) *tensor.T
 	if c == nil {
 		return fn([]*tensor.Tensor{x})[0]
 	}
-	return c.Checkpoint(fn, x)[0]
+	return c.CheckpointN(fn, x)[0]
 }
 
 // finish closes s, releases m and asserts nothing is left on dev.

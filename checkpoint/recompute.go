@@ -14,6 +14,13 @@ import (
 // checkpoint fails with it (test with errors.Is).
 var ErrNondeterministic = errors.New("the recomputation differs from the original forward")
 
+// ErrExtraBackward is wrapped by the error of a backward through a selectively
+// checkpointed function whose kept results an earlier backward used: the first
+// recomputation hands each kept result to its op and lets it go, as PyTorch does, so
+// such a function is backpropagated once (PyTorch's message).
+var ErrExtraBackward = errors.New("trying to backward an extra time. You are only allowed to backward once " +
+	"on any region computed under selective activation checkpoint")
+
 // recomputation is one re-run of a frame's function: the saved hooks of its scope,
 // handing the i-th tensor it saves to the frame's i-th holder. One goroutine (the
 // backward's) uses it.
@@ -207,16 +214,26 @@ func (r *recomputation) Unpack(autograd.Value) (autograd.Value, error) {
 }
 
 // Result gives op, the recomputation's op number r.ops, the result the forward kept of
-// the same op, if it kept one: the op then copies it instead of computing. Another op
-// there, or a kept result modified in place since, ends the recomputation with an
-// error.
+// the same op, if it kept one: the op then copies it instead of computing, and the
+// frame holds it no more. Another op there, a kept result modified in place since, or
+// one an earlier recomputation took, ends the recomputation with an error.
 func (r *recomputation) Result(op string, _ []*tensor.Tensor) (*tensor.Tensor, error) {
 	seq := r.ops
 	r.ops++
-	k, ok := r.f.keptAt(seq)
+	k, ok := r.f.takeKept(seq)
+	if k.t != nil {
+		defer func() {
+			if k.t != nil { // not handed to the op
+				k.t.Release()
+			}
+		}()
+	}
 	switch {
 	case !ok:
 		return nil, nil
+	case k.t == nil:
+		return nil, &stopped{r: r, err: fmt.Errorf("checkpoint: %w (op %d, %s, whose kept result an earlier backward used); "+
+			"run the forward again, or checkpoint without a Policy to backpropagate twice", ErrExtraBackward, seq, op)}
 	case k.op != op:
 		return nil, &stopped{r: r, err: fmt.Errorf("checkpoint: %w: op %d of the recomputation is %s, where the forward ran %s "+
 			"and the policy kept its result", ErrNondeterministic, seq, op, k.op)}
@@ -224,7 +241,9 @@ func (r *recomputation) Result(op string, _ []*tensor.Tensor) (*tensor.Tensor, e
 		return nil, &stopped{r: r, err: fmt.Errorf("checkpoint: the result of %s (op %d) that the policy kept was modified in place "+
 			"since the forward (version %d, now %d); do the in-place op on a copy", op, seq, k.version, k.t.Version())}
 	}
-	return dataOf(k.t), nil
+	t := k.t
+	k.t = nil
+	return t, nil
 }
 
 // Ran does nothing: the recomputation keeps no results.

@@ -42,7 +42,7 @@ func TestSelectiveCheckpointKeepsWhatThePolicySays(t *testing.T) {
 				if c == nil {
 					y = geluStack(m)([]*tensor.Tensor{x})[0]
 				} else {
-					y = c.Checkpoint(geluStack(m), x)[0]
+					y = c.CheckpointN(geluStack(m), x)[0]
 					kept := int64(0)
 					if c.Policy != nil {
 						kept = depth * act
@@ -86,7 +86,7 @@ func TestSelectiveCheckpointDoesNotRecomputeKeptOps(t *testing.T) {
 		defer s.Close()
 		w.CopyFrom(tensortest.F32(s, d, []float32{1, 0}, 1, 2))
 		x := tensortest.F32(s, d, []float32{1, -1}, 1, 2).SetRequiresGrad(true)
-		y := c.Checkpoint(fn, x)[0] // x·wᵀ = 1: the ReLU passes it
+		y := c.CheckpointN(fn, x)[0] // x·wᵀ = 1: the ReLU passes it
 		w.CopyFrom(tensortest.F32(s, d, []float32{-1, 0}, 1, 2))
 		y.Sum().Backward()
 		w.ZeroGrad(true)
@@ -146,7 +146,7 @@ func TestSelectiveCheckpointMismatches(t *testing.T) {
 	}
 	s := tensor.NewScope()
 	x := s.Ones(d, dtype.F32, 3).SetRequiresGrad(true)
-	err := tensor.Try(func() { c.Checkpoint(branchy, x)[0].Sum().Backward() })
+	err := tensor.Try(func() { c.CheckpointN(branchy, x)[0].Sum().Backward() })
 	require.ErrorIs(t, err, checkpoint.ErrNondeterministic)
 	require.ErrorContains(t, err, "Tanh, where the forward ran Exp")
 
@@ -155,7 +155,7 @@ func TestSelectiveCheckpointMismatches(t *testing.T) {
 		h.Detach().Scale(1)
 		return []*tensor.Tensor{h.Sigmoid()}
 	}
-	err = tensor.Try(func() { c.Checkpoint(changed, x)[0].Sum().Backward() })
+	err = tensor.Try(func() { c.CheckpointN(changed, x)[0].Sum().Backward() })
 	require.ErrorContains(t, err, "modified in place")
 	s.Close()
 	tensortest.RequireEmpty(t, d)
@@ -172,7 +172,7 @@ func TestSelectiveCheckpointMemoryAtFullSize(t *testing.T) {
 	s := tensor.NewScope()
 	x := s.Zeros(d, dtype.F32, batch, width).SetRequiresGrad(true)
 	c := checkpoint.Config{Policy: checkpoint.SaveOps(tensor.OpLinear)}
-	y := c.Checkpoint(geluStack(m), x)[0]
+	y := c.CheckpointN(geluStack(m), x)[0]
 	loss := y.Sum()
 	params := nn.ParameterBytes(m)
 	require.Equal(t, params+act+depth*act+act+4, tensortest.Requested(t, d), "parameters, x, the kept results, y and the loss")
@@ -237,5 +237,47 @@ func TestSelectiveCheckpointOfATypedOp(t *testing.T) {
 		return tensortest.Values(x.Grad())
 	}
 	require.Equal(t, grad(nil), grad(&checkpoint.Config{Policy: checkpoint.SaveOps(tensor.OpSum)}))
+	tensortest.RequireEmpty(t, d)
+}
+
+// A selectively checkpointed function is backpropagated once, as in PyTorch: the first
+// backward's recomputation takes the kept results (they are freed as their ops use
+// them, not held to the end), and a second backward through the retained graph fails
+// with PyTorch's "Trying to backward an extra time" instead of running on. Without a
+// policy the function is recomputed for every backward.
+func TestSelectiveCheckpointBackwardOnce(t *testing.T) {
+	const width, batch, depth = 16, 8, 3
+	act := int64(width * batch * 4)
+	d := tensortest.CPU(t)
+	m := linears(d, depth, width, 1)
+	for _, c := range []checkpoint.Config{{Policy: checkpoint.SaveOps(tensor.OpLinear)}, {}} {
+		s := newScope(2)
+		x := input(s, d, batch, width)
+		y := c.CheckpointN(geluStack(m), x)[0]
+		loss := y.Sum()
+		loss.BackwardWith(tensor.BackwardOptions{RetainGraph: true})
+		first := grads(m)
+		for _, p := range nn.Parameters(m) {
+			p.ZeroGrad(true)
+		}
+		x.ZeroGrad(true)
+		// Held: the parameters, x, the result, the loss and the kept input of the
+		// checkpoint; no kept Linear result any more.
+		tensortest.RequireLive(t, d, "after the first backward", append(tensortest.Sizes(nn.Parameters(m)...), act, act, 4)...)
+		err := tensor.Try(func() { loss.Backward() })
+		if c.Policy != nil {
+			require.ErrorIs(t, err, checkpoint.ErrExtraBackward)
+			require.ErrorContains(t, err, "trying to backward an extra time. You are only allowed to backward once "+
+				"on any region computed under selective activation checkpoint (op 0, Linear, whose kept result an earlier backward used)")
+		} else {
+			require.NoError(t, err)
+			require.Equal(t, first, grads(m), "recomputed again, the same gradients")
+		}
+		s.Close()
+		for _, p := range nn.Parameters(m) {
+			p.ZeroGrad(true)
+		}
+	}
+	m.Release()
 	tensortest.RequireEmpty(t, d)
 }

@@ -99,9 +99,7 @@ func SequentialWith[S Stack](c Config, stack S, k int, x *tensor.Tensor) *tensor
 			run := layers[sg.Start:sg.End]
 			var next *tensor.Tensor
 			if sg.Checkpointed {
-				next = c.Checkpoint(func(in []*tensor.Tensor) []*tensor.Tensor {
-					return []*tensor.Tensor{forward(run, in[0])}
-				}, h)[0]
+				next = c.Checkpoint(func(x *tensor.Tensor) *tensor.Tensor { return forward(run, x) }, h)
 			} else {
 				next = forward(run, h)
 			}

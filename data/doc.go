@@ -2,6 +2,7 @@
 // an epoch, and a Loader collates them from a Dataset into host memory, prefetches
 // batches on a goroutine and moves them to the device (torch.utils.data's DataLoader,
 // kept small).
+// docs/pytorch.md maps the PyTorch calls a user reaches for to sublet's.
 //
 //	ld, err := data.NewLoader(ds, data.Shuffle{N: ds.Len(), Batch: 64, Seed: 1},
 //		data.Config{Device: dev, Prefetch: 2, Pinned: host})
@@ -13,7 +14,7 @@
 //			break // err is the loader's failure; nil, nil is the end of the epoch
 //		}
 //		s := tensor.NewScope()
-//		loss := step(s.Bind(b.X), s.Bind(b.Y)) // a step's inputs belong to its scope
+//		loss := trainStep(s.Bind(b.X), s.Bind(b.Y)) // a step's inputs belong to its scope
 //		s.Close()
 //		b.Release()
 //	}
@@ -55,4 +56,8 @@
 //
 // An Iter is used by one goroutine at a time (the consumer); the loader's own
 // goroutine touches nothing the consumer sees until it hands a batch over.
+//
+//doccheck:context var ds data.Dataset
+//doccheck:context var host *pinned.Allocator
+//doccheck:context var trainStep func(x, y *tensor.Tensor) float64
 package data

@@ -4,6 +4,7 @@
 // produces them (PyTorch's DistributedDataParallel), a Sampler that gives each rank its
 // share of the data (DistributedSampler), and Launch, the launcher behind
 // `sublet run -nproc N PROGRAM ARGS`.
+// docs/pytorch.md maps the PyTorch calls a user reaches for to sublet's.
 //
 // # Use
 //
@@ -20,8 +21,9 @@
 //	defer dp.Release()
 //	sampler, err := dist.NewSampler(n, g.Rank(), g.WorldSize(), dist.SamplerConfig{Shuffle: true, Seed: 1})
 //	for epoch := range epochs {
-//		for _, batch := range batches(sampler.Indices(epoch)) {
-//			loss := lossOf(dp.Forward(x), y) // in a step scope
+//		for _, batch := range batches(sampler.Indices(epoch)) { // this rank's samples
+//			x, y := load(batch)                                        // in a step scope
+//			loss := nn.CrossEntropyLoss{}.Loss(dp.Forward(x), y)
 //			loss.Backward()                  // returns with the gradients averaged over the ranks
 //			opt.Step()                       // the same step on every rank
 //			opt.ZeroGrad(true)
@@ -60,4 +62,8 @@
 // package dist/nccl with purego: the package builds with CGO_ENABLED=0, and a machine
 // without NCCL gets an error wrapping ErrBackend naming what is missing. `sublet run`
 // sets NCCL_NVLS_ENABLE=0 in every process it starts.
+//
+//doccheck:context var n int
+//doccheck:context var batches func(indices []int) [][]int
+//doccheck:context var load func(batch []int) (x, y *tensor.Tensor)
 package dist

@@ -104,6 +104,40 @@ func (d DType) Round(x float64) float64 {
 	return x
 }
 
+// Promote is the type two operands compute in, PyTorch's rule: floating beats
+// integer, F64 beats every other type, F32 beats the 16-bit floats (and F16 with BF16
+// gives F32), I64 beats I32 beats Bool.
+func Promote(a, b DType) DType {
+	if a == b {
+		return a
+	}
+	ra, rb := promotionRank(a), promotionRank(b)
+	switch {
+	case ra == 3 && rb == 3:
+		return F32
+	case ra > rb:
+		return a
+	}
+	return b
+}
+
+// promotionRank orders the types for Promote; F16 and BF16 share a rank.
+func promotionRank(d DType) int {
+	switch d {
+	case Bool:
+		return 0
+	case I32:
+		return 1
+	case I64:
+		return 2
+	case F16, BF16:
+		return 3
+	case F32:
+		return 4
+	}
+	return 5
+}
+
 // Parse returns the DType whose String is s; it also accepts the short names f64, f32,
 // f16, bf16, i32, i64 and the aliases double, float and half (PyTorch's).
 func Parse(s string) (DType, error) {

@@ -58,7 +58,8 @@ type Backend interface {
 	Dropout(dst, x, mask Operand, p float64)
 
 	// Sum writes into dst the sum of src over the dimensions where dst has size 1 or
-	// is missing; Mean the mean.
+	// is missing; Mean the mean. dst is floating (src of any type, read as numbers), or
+	// for Sum I64 with an integer or Bool src: the exact sum, wrapping as int64 does.
 	Sum(dst, src Operand)
 	Mean(dst, src Operand)
 	// Max writes into dst (optional) the largest element of src over the one dimension
@@ -129,6 +130,18 @@ type Backend interface {
 	// BinaryCrossEntropyWithLogitsBackward writes g·∂/∂wrt of it into dst: for x
 	// g·((1+(pw−1)·y)·σ(x) − pw·y), for y g·((pw−1)·softplus(−x) − x).
 	BinaryCrossEntropyWithLogitsBackward(wrt Arg, dst, g, x, y, pw Operand)
+
+	// Compare writes op(a, b) into the Bool dst, elementwise: a and b (of any types,
+	// one of them may be a Scalar) broadcast to dst and are compared in
+	// CompareType(a, b), each value rounded once to it (integers exactly as int64). A
+	// NaN is equal to nothing: every op but Ne is false for it.
+	Compare(op CompareOp, dst, a, b Operand)
+	// Where writes a where the Bool cond is 1 and b where it is 0 into dst (cond, a and
+	// b broadcast to dst; a or b may be a Scalar; dst may be a or b): a floating dst
+	// takes the values read as Binary reads its operands and rounded once to dst's
+	// type; an integer or Bool dst takes integer or Bool operands (a Scalar holding an
+	// integer), converted as Copy converts integers.
+	Where(dst, cond, a, b Operand)
 
 	// Addc writes x + value·a·b (op Mul) or x + value·a/b (op Div) into dst,
 	// elementwise, computed as x + (value·a)·b and x + (value·a)/b (x, a and b

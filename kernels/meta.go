@@ -53,3 +53,7 @@ func (meta) BinaryCrossEntropyWithLogitsBackward(Arg, Operand, Operand, Operand,
 }
 
 func (meta) Addc(BinaryOp, Operand, Operand, Operand, Operand, float64) {}
+
+// Comparisons and selection.
+func (meta) Compare(CompareOp, Operand, Operand, Operand) {}
+func (meta) Where(Operand, Operand, Operand, Operand)     {}

@@ -9,8 +9,12 @@ import (
 	"github.com/subletml/sublet/tensor"
 )
 
-// ErrNonFiniteNorm is wrapped by the error ClipGradNorm panics with when
-// ClipOptions.ErrorIfNonfinite is set and the total norm is NaN or infinite.
+// ErrNonFiniteNorm is wrapped by the *tensor.Error ClipGradNorm panics with when
+// ClipOptions.ErrorIfNonfinite is set and the total norm is NaN or infinite (where
+// PyTorch raises); tensor.Try returns it as an error:
+//
+//	err := tensor.Try(func() { nn.ClipGradNorm(step, ps, 1, nn.ClipOptions{ErrorIfNonfinite: true}) })
+//	if errors.Is(err, nn.ErrNonFiniteNorm) { /* skip the step */ }
 var ErrNonFiniteNorm = errors.New("non-finite gradient norm")
 
 // ClipOptions tune ClipGradNorm. The zero value is PyTorch's default.
@@ -18,9 +22,11 @@ type ClipOptions struct {
 	// NormType is p of the p-norm: any p > 0, math.Inf(1) for the largest magnitude,
 	// math.Inf(-1) for the smallest; 0 means 2.
 	NormType float64
-	// ErrorIfNonfinite makes a NaN or infinite total norm an error, the gradients left
-	// as they were. Checking reads the norm back, which waits for the device: the only
-	// read ClipGradNorm makes.
+	// ErrorIfNonfinite makes a NaN or infinite total norm fail ClipGradNorm, the
+	// gradients left as they were: it panics with a *tensor.Error wrapping
+	// ErrNonFiniteNorm, as PyTorch raises, which tensor.Try turns into an error.
+	// Checking reads the norm back, which waits for the device: the only read
+	// ClipGradNorm makes.
 	ErrorIfNonfinite bool
 }
 
@@ -38,8 +44,18 @@ const opClipGradNorm = "nn.ClipGradNorm"
 // does not wait for the device) unless ErrorIfNonfinite asks for the check. Memory:
 // while it runs, one gradient's temporaries at a time; afterwards only the norm.
 // It panics with a *tensor.Error for bad arguments (no parameters, maxNorm < 0, a p
-// outside its range).
-func ClipGradNorm(s *tensor.Scope, params []*tensor.Tensor, maxNorm float64, o ClipOptions) *tensor.Tensor {
+// outside its range) and, with ErrorIfNonfinite, for a non-finite norm (see
+// ErrNonFiniteNorm). o is optional: ClipGradNorm(step, nn.Parameters(model), 1) is
+// clip_grad_norm_(model.parameters(), 1.0).
+func ClipGradNorm(s *tensor.Scope, params []*tensor.Tensor, maxNorm float64, opts ...ClipOptions) *tensor.Tensor {
+	var o ClipOptions
+	switch len(opts) {
+	case 0:
+	case 1:
+		o = opts[0]
+	default:
+		panic(&tensor.Error{Op: opClipGradNorm, Msg: fmt.Sprintf("%d ClipOptions; pass one, or none for PyTorch's defaults", len(opts)), Err: tensor.ErrShape})
+	}
 	p := o.NormType
 	if p == 0 {
 		p = 2

@@ -102,7 +102,7 @@ func TestClipGradNormReadsNothingBack(t *testing.T) {
 	y := m.Forward(x)
 	loss := y.Sum()
 	loss.Backward()
-	total := nn.ClipGradNorm(s, nn.Parameters(m), 1, nn.ClipOptions{})
+	total := nn.ClipGradNorm(s, nn.Parameters(m), 1)
 	requireLive(t, d, "after clipping", cat(paramSizes(m), paramSizes(m), tensortest.Sizes(x, y, loss, total))...)
 	err := tensor.Try(func() { nn.ClipGradNorm(s, nn.Parameters(m), 1, nn.ClipOptions{ErrorIfNonfinite: true}) })
 	require.ErrorIs(t, err, tensor.ErrNoData, "the check is a read")
@@ -128,7 +128,8 @@ func TestClipGradNormHalfAndNonFinite(t *testing.T) {
 	require.Contains(t, err.Error(), "+Inf")
 	require.Equal(t, [][]float32{{1, float32(math.Inf(1))}, {2}}, gradsOf(ps), "the gradients are left as they were")
 	for _, bad := range []func(){
-		func() { nn.ClipGradNorm(s, nil, 1, nn.ClipOptions{}) },
+		func() { nn.ClipGradNorm(s, nil, 1) },
+		func() { nn.ClipGradNorm(s, ps, 1, nn.ClipOptions{}, nn.ClipOptions{}) },
 		func() { nn.ClipGradNorm(s, ps, -1, nn.ClipOptions{}) },
 		func() { nn.ClipGradNorm(s, ps, 1, nn.ClipOptions{NormType: -2}) },
 		func() { nn.ClipGradValue(ps, math.NaN()) },
@@ -139,7 +140,7 @@ func TestClipGradNormHalfAndNonFinite(t *testing.T) {
 
 	ps = withGrads(t, []device.Device{d}, dtype.F32, []float32{1})
 	ps[0].ZeroGrad(true)
-	require.Equal(t, float64(0), nn.ClipGradNorm(s, ps, 1, nn.ClipOptions{}).Item(), "no gradient: norm 0")
+	require.Equal(t, float64(0), nn.ClipGradNorm(s, ps, 1).Item(), "no gradient: norm 0")
 	s.Close()
 	releaseParams(ps)
 	requireEmpty(t, d)

@@ -1,6 +1,7 @@
 // Package nn is sublet's layers and losses: modules that own their parameters and run
 // their forward in scopes, so that a step's memory is exactly what the contract of
 // package tensor says it is.
+// docs/pytorch.md maps the PyTorch calls a user reaches for to sublet's.
 //
 // # Use
 //
@@ -15,6 +16,41 @@
 //
 // Layers (Linear, LayerNorm, Embedding, Dropout, ReLU, GELU, Tanh) compose with
 // NewSequential; SetTraining(false) before evaluating.
+//
+// # Your own modules
+//
+// A model of your own is a struct of layers, as a subclass of torch.nn.Module is a
+// class with layers as attributes: embed Base, write Forward, make it with Build.
+// Base finds the parameters and children in the exported fields and names them as
+// PyTorch names the same attributes ("FC1" is "fc1", or the name of an `nn:"name"`
+// tag), so a model saved with package safetensors loads into its PyTorch twin:
+//
+//	type MLP struct {
+//		nn.Base
+//		FC1, FC2 *nn.Linear
+//		Drop     *nn.Dropout
+//	}
+//
+//	func (m *MLP) Forward(x *tensor.Tensor) *tensor.Tensor {
+//		return m.FC2.Forward(m.Drop.Forward(m.FC1.Forward(x).Relu()))
+//	}
+//
+//	func NewMLP(init nn.Init, in, hidden, out int) *MLP {
+//		return nn.Build(&MLP{
+//			FC1:  nn.NewLinear(init, in, hidden, true),
+//			FC2:  nn.NewLinear(init, hidden, out, true),
+//			Drop: nn.NewDropout(0.1),
+//		})
+//	}
+//
+// NamedParameters gives fc1.weight, fc1.bias, fc2.weight, fc2.bias; SetTraining
+// reaches Drop; Release releases them all. Fields may be layers, Sequentials, modules
+// of your own (their Base is built with the parent's), slices of them (ModuleList),
+// and *tensor.Tensor parameters made with Init.Param; see Base for the rules. Forward
+// runs in the caller's scope: a block wrapped in tensor.Layer(x, block.Forward) frees
+// its temporaries when it returns, as Sequential does for each child, and
+// checkpoint.Checkpoint(block.Forward, x) recomputes it in backward.
+// examples/classifier is a whole program.
 //
 // # Ownership
 //

@@ -41,3 +41,40 @@ func Example() {
 	// after the scope: 396 bytes requested (the parameters)
 	// after Release: 0
 }
+
+// TwoLayer is a module of one's own: a struct of layers embedding nn.Base.
+type TwoLayer struct {
+	nn.Base
+	Hidden *nn.Linear
+	Head   *nn.Linear `nn:"classifier"` // named as the Python attribute is
+	Scale  *tensor.Tensor
+}
+
+func (m *TwoLayer) Forward(x *tensor.Tensor) *tensor.Tensor {
+	return m.Head.Forward(m.Hidden.Forward(x).Relu()).Mul(m.Scale)
+}
+
+// A module written as a struct: Build finds its parameters in its fields, named as
+// PyTorch names the attributes of the same nn.Module, its own parameter first.
+func ExampleBuild() {
+	dev, _ := cpu.New(cpu.Options{})
+	init := nn.Init{Device: dev, Gen: tensor.NewGenerator(1)}
+	m := nn.Build(&TwoLayer{
+		Hidden: nn.NewLinear(init, 4, 8, true),
+		Head:   nn.NewLinear(init, 8, 2, false),
+		Scale:  init.Param(func(t *tensor.Tensor) { t.Fill(1) }, 2),
+	})
+	defer m.Release()
+	for _, p := range m.NamedParameters() {
+		fmt.Println(p.Name, p.Tensor.Shape())
+	}
+	s := tensor.NewScope(tensor.NoGrad())
+	defer s.Close()
+	fmt.Println(m.Forward(s.Ones(dev, dtype.F32, 3, 4)).Shape())
+	// Output:
+	// scale [2]
+	// hidden.weight [8 4]
+	// hidden.bias [8]
+	// classifier.weight [2 8]
+	// [3 2]
+}

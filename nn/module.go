@@ -79,6 +79,14 @@ func (in Init) dtype() dtype.DType {
 	return in.DType
 }
 
+// Param makes a parameter of shape on Device, of DType, its elements set by fill
+// (t.FillUniform(in.Gen, -b, b), t.Fill(1), …): a leaf that requires grad and belongs
+// to no scope, for a *tensor.Tensor field of a module (see Base). It panics with a
+// *tensor.Error when in has no Device; a fill that panics releases it first.
+func (in Init) Param(fill func(t *tensor.Tensor), shape ...int) *tensor.Tensor {
+	return in.parameter("nn.Init.Param", fill, shape...)
+}
+
 // parameter makes a parameter of shape, its elements set by fill. A NoGrad scope owns
 // it until it becomes a parameter; a failing fill releases it with the scope.
 func (in Init) parameter(module string, fill func(t *tensor.Tensor), shape ...int) *tensor.Tensor {

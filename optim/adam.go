@@ -15,6 +15,9 @@ type AdamConfig struct {
 	WeightDecay  float64
 }
 
+// AdamWConfig is AdamConfig under AdamW's name: AdamW has Adam's hyper-parameters.
+type AdamWConfig = AdamConfig
+
 // DefaultAdam is torch.optim.Adam's default configuration.
 func DefaultAdam() AdamConfig { return AdamConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8} }
 
@@ -34,6 +37,10 @@ func (c AdamConfig) check() error {
 		return fmt.Errorf("betas (%g, %g): each must be in [0, 1) (PyTorch's defaults are 0.9, 0.999)", c.Beta1, c.Beta2)
 	case !(c.Eps >= 0):
 		return fmt.Errorf("eps %g: need Eps ≥ 0", c.Eps)
+	case c.Beta1 == 0 && c.Beta2 == 0 && c.Eps == 0:
+		// Valid for PyTorch, and never meant: a zero gradient divides 0 by 0.
+		return fmt.Errorf("betas (0, 0) and eps 0: set only some fields? Start from DefaultAdam() or DefaultAdamW() " +
+			"and change them, or pass no configuration for the defaults")
 	case !(c.WeightDecay >= 0):
 		return fmt.Errorf("weight decay %g: need WeightDecay ≥ 0", c.WeightDecay)
 	}
@@ -66,16 +73,36 @@ type Adam struct {
 	params
 }
 
-// NewAdam returns an Adam optimizer over params, all in one group, or an error naming
-// a bad hyper-parameter or parameter.
-func NewAdam(params []*tensor.Tensor, c AdamConfig) (*Adam, error) {
-	return NewAdamGroups(AdamGroup{Params: params, AdamConfig: c})
+// NewAdam returns an Adam optimizer over params, all in one group, configured by c
+// (without c, DefaultAdam: torch.optim.Adam(params)), or an error naming a bad
+// hyper-parameter or parameter.
+func NewAdam(params []*tensor.Tensor, c ...AdamConfig) (*Adam, error) {
+	g, err := oneGroup("Adam", params, DefaultAdam(), c)
+	if err != nil {
+		return nil, err
+	}
+	return NewAdamGroups(g)
 }
 
 // NewAdamW returns an AdamW optimizer (decoupled weight decay) over params, all in one
-// group.
-func NewAdamW(params []*tensor.Tensor, c AdamConfig) (*Adam, error) {
-	return NewAdamWGroups(AdamGroup{Params: params, AdamConfig: c})
+// group, configured by c (without c, DefaultAdamW: torch.optim.AdamW(params)).
+func NewAdamW(params []*tensor.Tensor, c ...AdamWConfig) (*Adam, error) {
+	g, err := oneGroup("AdamW", params, DefaultAdamW(), c)
+	if err != nil {
+		return nil, err
+	}
+	return NewAdamWGroups(g)
+}
+
+// oneGroup is the group of params with the configuration given, or def when none is.
+func oneGroup(op string, params []*tensor.Tensor, def AdamConfig, given []AdamConfig) (AdamGroup, error) {
+	switch len(given) {
+	case 0:
+		return AdamGroup{Params: params, AdamConfig: def}, nil
+	case 1:
+		return AdamGroup{Params: params, AdamConfig: given[0]}, nil
+	}
+	return AdamGroup{}, fmt.Errorf("optim: %s: %d configurations; pass one, or none for PyTorch's defaults", op, len(given))
 }
 
 // NewAdamGroups returns an Adam optimizer over parameter groups, each with its own

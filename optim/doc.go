@@ -1,15 +1,26 @@
 // Package optim is sublet's optimizers: SGD (momentum, dampening, Nesterov, weight
 // decay), Adam and AdamW, with PyTorch's update formulas and semantics, over parameter
 // groups, and the learning-rate schedulers that drive them.
+// docs/pytorch.md maps the PyTorch calls a user reaches for to sublet's.
 //
 // # Use
 //
+//	opt, err := optim.NewAdamW(nn.Parameters(model)) // PyTorch's defaults; or pass an AdamWConfig
+//	defer opt.Release()   // the optimizer state back to the allocator
+//	// ... each step: forward and Backward in a scope, close it, then
+//	opt.Step()            // updates in place every parameter that has a gradient
+//	opt.ZeroGrad(true)    // drops the gradients: their memory returns to the allocator
+//
 // NewSGD, NewAdam and NewAdamW take one list of parameters (nn.Parameters(model)) and
-// one configuration. NewSGDGroups, NewAdamGroups and NewAdamWGroups take parameter
-// groups (PyTorch's param_groups), each with its own hyper-parameters: a smaller
-// learning rate for a pretrained body, no weight decay for biases. AddGroup adds one
-// later (add_param_group); LR, SetLR, Group and SetGroupConfig read and change a
-// group's hyper-parameters. A parameter belongs to one group.
+// one configuration (none for Adam's and AdamW's defaults). NewSGDGroups,
+// NewAdamGroups and NewAdamWGroups take parameter groups (PyTorch's param_groups),
+// each with its own hyper-parameters: a smaller learning rate for a pretrained body,
+// no weight decay for biases. AddGroup adds one later (add_param_group); LR, SetLR,
+// Group and SetGroupConfig read and change a group's hyper-parameters. A parameter
+// belongs to one group. StateBytes says what the state holds; amp's GradScaler drives
+// an Optimizer for mixed precision.
+//
+// # Schedulers
 //
 // Schedulers (NewStepLR, NewLinearLR, NewCosineAnnealingLR, NewLambdaLR, and
 // NewSequentialLR and NewChainedScheduler to compose them) set the groups' learning
@@ -21,20 +32,9 @@
 // milestone from its closed form. A warm-up then cosine decay:
 //
 //	warm, _ := optim.NewLinearLR(opt, 0.1, 1, 5)
-//	cos, _ := optim.NewCosineAnnealingLR(opt, 95, 0)
+//	cos, _ := optim.NewCosineAnnealingLR(opt, 95) // eta_min: PyTorch's default 0
 //	sched, _ := optim.NewSequentialLR(opt, []*optim.LRScheduler{warm, cos}, []int{5})
 //	for epoch := range 100 { train(); sched.Step() }
-//
-// # Use
-//
-//	opt, err := optim.NewAdamW(nn.Parameters(model), optim.DefaultAdamW())
-//	defer opt.Release()   // the optimizer state back to the allocator
-//	... each step: forward and Backward in a scope, close it, then
-//	opt.Step()            // updates in place every parameter that has a gradient
-//	opt.ZeroGrad(true)    // drops the gradients: their memory returns to the allocator
-//
-// StateBytes says what the state holds; amp's GradScaler drives an Optimizer for mixed
-// precision.
 //
 // # Ownership and memory
 //
@@ -62,4 +62,6 @@
 // Parameters must be F32 leaves that require grad (mixed precision keeps F32 master
 // parameters and lets autocast compute in half precision). An optimizer is used by
 // one goroutine at a time.
+//
+//doccheck:context var train func()
 package optim

@@ -22,7 +22,7 @@ func ExampleNewSequentialLR() {
 		optim.SGDGroup{Params: []*tensor.Tensor{body}, SGDConfig: optim.SGDConfig{LR: 0.01, Momentum: 0.9}},
 		optim.SGDGroup{Params: []*tensor.Tensor{head}, SGDConfig: optim.SGDConfig{LR: 0.1, Momentum: 0.9}})
 	warm, _ := optim.NewLinearLR(opt, 0.1, 1, 3)
-	cos, _ := optim.NewCosineAnnealingLR(opt, 5, 0)
+	cos, _ := optim.NewCosineAnnealingLR(opt, 5) // eta_min 0, PyTorch's default
 	sched, _ := optim.NewSequentialLR(opt, []*optim.LRScheduler{warm, cos}, []int{3})
 	for epoch := range 9 {
 		// train one epoch, opt.Step() for each batch, then:

@@ -126,8 +126,13 @@ func scaled(lrs []float64, f float64) []float64 {
 }
 
 // NewStepLR multiplies the learning rates by gamma every stepSize steps
-// (torch.optim.lr_scheduler.StepLR): base·gamma^⌊epoch/stepSize⌋.
-func NewStepLR(o Optimizer, stepSize int, gamma float64) (*LRScheduler, error) {
+// (torch.optim.lr_scheduler.StepLR): base·gamma^⌊epoch/stepSize⌋. gamma is optional
+// (PyTorch's default 0.1).
+func NewStepLR(o Optimizer, stepSize int, gammaOpt ...float64) (*LRScheduler, error) {
+	gamma, err := optional("StepLR", "gamma", 0.1, gammaOpt)
+	if err != nil {
+		return nil, err
+	}
 	if stepSize < 1 || !(gamma >= 0) {
 		return nil, fmt.Errorf("optim: StepLR: step size %d and gamma %g: need a step size ≥ 1 and gamma ≥ 0", stepSize, gamma)
 	}
@@ -189,8 +194,13 @@ func (r linearLR) closed(s *LRScheduler) []float64 {
 // NewCosineAnnealingLR anneals the learning rates from their base to etaMin along a
 // half cosine over tMax steps (torch.optim.lr_scheduler.CosineAnnealingLR, without
 // restarts): etaMin + (base − etaMin)·(1 + cos(π·epoch/tMax))/2, continued past tMax
-// as the cosine goes on.
-func NewCosineAnnealingLR(o Optimizer, tMax int, etaMin float64) (*LRScheduler, error) {
+// as the cosine goes on. etaMin is optional (PyTorch's default 0):
+// NewCosineAnnealingLR(opt, epochs).
+func NewCosineAnnealingLR(o Optimizer, tMax int, etaMinOpt ...float64) (*LRScheduler, error) {
+	etaMin, err := optional("CosineAnnealingLR", "eta_min", 0, etaMinOpt)
+	if err != nil {
+		return nil, err
+	}
 	if tMax < 1 || !(etaMin >= 0) {
 		return nil, fmt.Errorf("optim: CosineAnnealingLR: T_max %d and eta_min %g: need T_max ≥ 1 and eta_min ≥ 0", tMax, etaMin)
 	}
@@ -346,3 +356,15 @@ func (c *ChainedScheduler) Step() {
 
 // LastLR returns the learning rates the last Step set.
 func (c *ChainedScheduler) LastLR() []float64 { return slices.Clone(c.last) }
+
+// optional is the value of the optional argument name of op: def when none is given,
+// the one given, or an error for more than one.
+func optional(op, name string, def float64, given []float64) (float64, error) {
+	switch len(given) {
+	case 0:
+		return def, nil
+	case 1:
+		return given[0], nil
+	}
+	return 0, fmt.Errorf("optim: %s: %d values of %s; pass one, or none for PyTorch's default %g", op, len(given), name, def)
+}

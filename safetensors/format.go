@@ -1,14 +1,17 @@
 // Package safetensors saves and loads tensors, module parameters and optimizer state
 // in the safetensors format, the one Python's safetensors library and PyTorch
 // (safetensors.torch.load_file, save_file) read and write.
+// docs/pytorch.md maps the PyTorch calls a user reaches for to sublet's.
 //
 // # Use
 //
-//	err := safetensors.SaveModuleFile("model.safetensors", model, nil)
-//	r, err := safetensors.Open("model.safetensors") // then r.Close()
-//	err = safetensors.LoadModule(r, model)           // strict: every name, shape, type
+//	err := safetensors.SaveModuleFile("model.safetensors", model, nil) // state_dict's keys
+//	err = safetensors.LoadModuleFile("model.safetensors", model)       // strict: every name, shape, type
+//	f, err := safetensors.Open("model.safetensors")                    // one tensor, or the metadata
+//	w, err := f.Load(step, dev, "0.weight")                            // a tensor owned by step
+//	err = f.Close()
 //
-// SaveOptimizerFile and LoadOptimizer do the same for an optimizer's state
+// SaveOptimizerFile and LoadOptimizerFile do the same for an optimizer's state
 // (optim.StateDict): the tensors under "state.<i>.<name>" and the param_groups as JSON
 // in the "param_groups" metadata, so that Python rebuilds
 // {"state": {i: {name: t}}, "param_groups": json.loads(...)} for

@@ -87,6 +87,25 @@ func LoadModule(r *Reader, m nn.Module) error {
 	return nil
 }
 
+// LoadModuleFile is LoadModule from the file at path: PyTorch's
+// model.load_state_dict(load_file(path)).
+func LoadModuleFile(path string, m nn.Module) error {
+	return readFile(path, func(r *Reader) error { return LoadModule(r, m) })
+}
+
+// readFile opens the file at path, runs read on it and closes it.
+func readFile(path string, read func(r *Reader) error) error {
+	f, err := Open(path)
+	if err != nil {
+		return err
+	}
+	err = read(f.Reader)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // The metadata keys of an optimizer file.
 const (
 	metaOptimizer   = "optimizer"
@@ -174,4 +193,9 @@ func LoadOptimizer(r *Reader, o optim.Optimizer) error {
 		return fmt.Errorf("safetensors: LoadOptimizer: %w", err)
 	}
 	return nil
+}
+
+// LoadOptimizerFile is LoadOptimizer from the file at path.
+func LoadOptimizerFile(path string, o optim.Optimizer) error {
+	return readFile(path, func(r *Reader) error { return LoadOptimizer(r, o) })
 }

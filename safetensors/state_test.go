@@ -104,6 +104,37 @@ func TestModuleAndOptimizerRoundTrip(t *testing.T) {
 	tensortest.RequireEmpty(t, d)
 }
 
+// LoadModuleFile and LoadOptimizerFile open, load and close: the loaded pair trains on
+// as the original; a file that is not there is an error naming it.
+func TestLoadFiles(t *testing.T) {
+	d := tensortest.CPU(t)
+	dir := t.TempDir()
+	m, m2 := mlp(d, 1), mlp(d, 2)
+	o, err := optim.NewSGD(nn.Parameters(m), optim.SGDConfig{LR: 0.1, Momentum: 0.9})
+	require.NoError(t, err)
+	o2, err := optim.NewSGD(nn.Parameters(m2), optim.SGDConfig{LR: 0.1, Momentum: 0.9})
+	require.NoError(t, err)
+	trainStep(d, m, o, 0)
+	model, state := filepath.Join(dir, "model.safetensors"), filepath.Join(dir, "sgd.safetensors")
+	require.NoError(t, safetensors.SaveModuleFile(model, m, nil))
+	require.NoError(t, safetensors.SaveOptimizerFile(state, o, nil))
+	require.NoError(t, safetensors.LoadModuleFile(model, m2))
+	require.NoError(t, safetensors.LoadOptimizerFile(state, o2))
+	require.Equal(t, params(m), params(m2))
+	trainStep(d, m, o, 1)
+	trainStep(d, m2, o2, 1)
+	require.Equal(t, params(m), params(m2), "the momentum buffers came along")
+	missing := filepath.Join(dir, "nothing.safetensors")
+	require.ErrorContains(t, safetensors.LoadModuleFile(missing, m2), missing)
+	require.ErrorContains(t, safetensors.LoadOptimizerFile(missing, o2), missing)
+	require.ErrorContains(t, safetensors.LoadOptimizerFile(model, o2), "holds no optimizer state")
+	o.Release()
+	o2.Release()
+	m.Release()
+	m2.Release()
+	tensortest.RequireEmpty(t, d)
+}
+
 func paramSizes(m nn.Module) []int64 { return tensortest.Sizes(nn.Parameters(m)...) }
 
 // Loading is strict: a missing or extra name, another shape or another type is an

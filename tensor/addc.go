@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"github.com/subletml/sublet/autograd"
+	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
 )
 
@@ -37,7 +38,7 @@ func addcOp(op *OpInfo, t, a, b *Tensor, value float64) *Tensor {
 	if !ok {
 		c.bad(ErrShape, "shapes do not broadcast")
 	}
-	dt := promote(promote(x.dt, p.dt), q.dt)
+	dt := dtype.Promote(dtype.Promote(x.dt, p.dt), q.dt)
 	if why := badConstant(value, opType(dt)); why != "" {
 		c.bad(ErrDType, "value: %s", why)
 	}

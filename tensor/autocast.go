@@ -4,7 +4,8 @@ import "github.com/subletml/sublet/dtype"
 
 // Autocast is the hook through which a mixed-precision policy (package amp) changes the
 // element type ops compute in. It is a scope mode (WithAutocast). Before an op runs in
-// such a scope, Inputs receives the op's name (the Op* constants) and its tensor
+// such a scope, Inputs receives the scope the op runs in (whose other modes, inference
+// mode say, the policy may follow), the op's name (the Op* constants) and its tensor
 // inputs, and returns the inputs the op uses instead: the same slice, or a slice of the
 // same length where some floating inputs were replaced by cast(in[i], dt).
 //
@@ -15,7 +16,7 @@ import "github.com/subletml/sublet/dtype"
 // backward): a policy that caches casts (of weights, say) keeps them in a scope of its
 // own and may return them as they are or bound into the op's scope.
 type Autocast interface {
-	Inputs(op string, in []*Tensor, cast func(t *Tensor, dt dtype.DType) *Tensor) []*Tensor
+	Inputs(s *Scope, op string, in []*Tensor, cast func(t *Tensor, dt dtype.DType) *Tensor) []*Tensor
 }
 
 // AutocastOutput is an optional interface of an Autocast policy: PyTorch's

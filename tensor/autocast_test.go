@@ -13,7 +13,7 @@ import (
 // halfProducts is a toy autocast policy: products run in F16, the rest as they come.
 type halfProducts struct{ seen []string }
 
-func (p *halfProducts) Inputs(op string, in []*tensor.Tensor, cast func(*tensor.Tensor, dtype.DType) *tensor.Tensor) []*tensor.Tensor {
+func (p *halfProducts) Inputs(_ *tensor.Scope, op string, in []*tensor.Tensor, cast func(*tensor.Tensor, dtype.DType) *tensor.Tensor) []*tensor.Tensor {
 	p.seen = append(p.seen, op)
 	if op != tensor.OpLinear && op != tensor.OpMatMul {
 		return in
@@ -67,7 +67,7 @@ func TestAutocastHookCastsInputsAboveAutograd(t *testing.T) {
 // cloneToHalf casts the input of Clone, and of no other op, to F16.
 type cloneToHalf struct{}
 
-func (cloneToHalf) Inputs(op string, in []*tensor.Tensor, cast func(*tensor.Tensor, dtype.DType) *tensor.Tensor) []*tensor.Tensor {
+func (cloneToHalf) Inputs(_ *tensor.Scope, op string, in []*tensor.Tensor, cast func(*tensor.Tensor, dtype.DType) *tensor.Tensor) []*tensor.Tensor {
 	if op == "Clone" && in[0].DType() == dtype.F32 {
 		in[0] = cast(in[0], dtype.F16)
 	}

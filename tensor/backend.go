@@ -62,7 +62,7 @@ func kernelsFor(op string, dev device.Device, ins []*Tensor) kernels.Backend {
 }
 
 // asyncErrors returns what dev's asynchronous kernels (kernels.Async) found since the
-// last check: an index out of range (also an ErrShape, as the CPU kernels report it at
+// last check: an index out of range (also an ErrIndex, as the CPU kernels report it at
 // once), a launch that failed. nil on devices whose kernels are synchronous. It is
 // called where values come back to the host, the synchronisation points.
 func asyncErrors(dev device.Device) error {
@@ -72,7 +72,7 @@ func asyncErrors(dev device.Device) error {
 	}
 	err = kernels.Async(k).Check()
 	if ie := new(kernels.IndexError); errors.As(err, &ie) {
-		err = errors.Join(ErrShape, err)
+		err = indexError{err}
 	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/subletml/sublet/autograd"
+	"github.com/subletml/sublet/dtype"
 )
 
 // BackwardOptions configure BackwardWith.
@@ -227,7 +228,7 @@ func (arith) Add(a, b autograd.Value) (autograd.Value, error) {
 	var out *Tensor
 	err := Try(func() {
 		shape, ok := broadcast(x.shape, y.shape)
-		if ok && x.soleOwner() && sameShape(shape, x.shape) && promote(x.dt, y.dt) == x.dt {
+		if ok && x.soleOwner() && sameShape(shape, x.shape) && dtype.Promote(x.dt, y.dt) == x.dt {
 			addInPlace("backward: summing gradients", x, y)
 			out = x
 			return

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/subletml/sublet/autograd"
+	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
 )
 
@@ -128,10 +129,10 @@ func bce(op *OpInfo, x, y, pw *Tensor) *Tensor {
 	c := begin(op.Name, in...)
 	c.floatOnly()
 	x, y = c.in[0], c.in[1]
-	dt := promote(x.dt, y.dt)
+	dt := dtype.Promote(x.dt, y.dt)
 	if pw != nil {
 		pw = c.in[2]
-		dt = promote(dt, pw.dt)
+		dt = dtype.Promote(dt, pw.dt)
 		if !broadcastsTo(pw.shape, x.shape) {
 			c.bad(ErrShape, "the positive weight's shape %v does not broadcast to the input's %v", pw.shape, x.shape)
 		}

@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"github.com/subletml/sublet/autograd"
+	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
 )
 
@@ -42,7 +43,7 @@ func binaryOp(op *OpInfo, a, b *Tensor) *Tensor {
 	x, y := c.in[0], c.in[1]
 	// An integer operand promotes to the other's floating type (PyTorch's rule); two
 	// integer operands have no floating result.
-	dt := promote(x.dt, y.dt)
+	dt := dtype.Promote(x.dt, y.dt)
 	if !dt.IsFloat() {
 		c.bad(ErrDType, "the op takes floating tensors (an integer one with a floating one); Cast the inputs first")
 	}
@@ -108,7 +109,7 @@ func gradKernel(op string, g *Tensor, ins []*Tensor, f func(k kernels.Backend, d
 	c := begin(op, append([]*Tensor{g}, ins...)...)
 	dt := g.dt
 	for _, t := range ins {
-		dt = promote(dt, t.dt)
+		dt = dtype.Promote(dt, t.dt)
 	}
 	out := c.alloc(dt, g.shape)
 	f(c.k, out.operand())

@@ -3,6 +3,7 @@ package tensor
 import (
 	"slices"
 
+	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
 )
 
@@ -33,7 +34,7 @@ func Concat(ax int, ts ...*Tensor) *Tensor {
 		}
 		sizes[i] = t.shape[a]
 		shape[a] += t.shape[a]
-		dt = promote(dt, t.dt)
+		dt = dtype.Promote(dt, t.dt)
 	}
 	out := c.alloc(dt, shape)
 	off := 0
@@ -88,7 +89,7 @@ func Stack(ax int, ts ...*Tensor) *Tensor {
 		if !sameShape(t.shape, first.shape) {
 			c.bad(ErrShape, "input %d is %v, input 0 %v; Stack needs one shape", i, t.shape, first.shape)
 		}
-		dt = promote(dt, t.dt)
+		dt = dtype.Promote(dt, t.dt)
 	}
 	out := c.alloc(dt, slices.Insert(slices.Clone(first.shape), a, len(c.in)))
 	for i, t := range c.in {

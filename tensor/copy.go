@@ -119,40 +119,6 @@ type toBackward struct{ dev device.Device }
 
 func (r toBackward) backward(b *bwd) { b.set(0, b.g.To(r.dev)) }
 
-// promote is the type two operands compute in, PyTorch's rule: floating beats
-// integer, F64 beats every other type, F32 beats the 16-bit floats (and F16 with BF16
-// gives F32), I64 beats I32 beats Bool.
-func promote(a, b dtype.DType) dtype.DType {
-	if a == b {
-		return a
-	}
-	ra, rb := promotionRank(a), promotionRank(b)
-	switch {
-	case ra == 3 && rb == 3:
-		return dtype.F32
-	case ra > rb:
-		return a
-	}
-	return b
-}
-
-// promotionRank orders the types for promote; F16 and BF16 share a rank.
-func promotionRank(d dtype.DType) int {
-	switch d {
-	case dtype.Bool:
-		return 0
-	case dtype.I32:
-		return 1
-	case dtype.I64:
-		return 2
-	case dtype.F16, dtype.BF16:
-		return 3
-	case dtype.F32:
-		return 4
-	}
-	return 5
-}
-
 // holds reports whether every value of src converts to dst exactly: the same type, a
 // float from a narrower float (F32 from F16 or BF16, F64 from any), an integer from a
 // narrower one (Bool is the narrowest), F64 from I32.

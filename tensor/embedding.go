@@ -1,7 +1,6 @@
 package tensor
 
 import (
-	"errors"
 	"slices"
 
 	"github.com/subletml/sublet/autograd"
@@ -10,7 +9,7 @@ import (
 
 // Embedding gathers rows of the table w [vocab, dim] at the I64 indices idx (any
 // shape): the result is [idx shape..., dim]. An index outside [0, vocab) is an
-// ErrShape error naming it. It saves the indices only.
+// ErrIndex error naming it. It saves the indices only.
 func Embedding(w, idx *Tensor) *Tensor {
 	c := begin(OpEmbedding, w, idx)
 	w, idx = c.in[0], c.in[1]
@@ -24,7 +23,7 @@ func Embedding(w, idx *Tensor) *Tensor {
 	out := c.alloc(w.dt, append(slices.Clone(idx.shape), dim))
 	buf := c.denseOut(out)
 	if err := c.k.Embedding(buf.operand(), c.dense(w).operand(), c.dense64(idx).operand(), dim); err != nil {
-		c.bad(errors.Join(ErrShape, err), "an index is outside the table")
+		c.bad(indexError{err}, "an index is outside the table")
 	}
 	c.flush(out, buf)
 	if c.recording() {
@@ -47,7 +46,7 @@ func (r *embeddingBackward) backward(b *bwd) {
 	dw := c.alloc(c.rowType(), shape)
 	c.k.Fill(dw.operand(), 0)
 	if err := c.k.EmbeddingBackward(dw.operand(), c.dense(g).operand(), c.dense64(idx).operand(), shape[1]); err != nil {
-		c.bad(errors.Join(ErrShape, err), "an index is outside the table")
+		c.bad(indexError{err}, "an index is outside the table")
 	}
 	b.set(0, c.done(dw))
 }

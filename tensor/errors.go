@@ -69,6 +69,10 @@ var (
 	ErrReleased = errors.New("tensor used after Release (or after its scope was closed)")
 	// ErrShape: shapes that do not fit the op.
 	ErrShape = errors.New("shape mismatch")
+	// ErrIndex: an index outside its range (a class label of CrossEntropy, a row of
+	// Embedding), found in the data; the error also wraps the *kernels.IndexError
+	// naming the position, the index and the range.
+	ErrIndex = errors.New("index out of range")
 	// ErrDType: an element type the op does not take, or inputs whose types differ
 	// where they must agree.
 	ErrDType = errors.New("dtype mismatch")
@@ -130,6 +134,13 @@ func (e gradError) Error() string {
 }
 
 func (e gradError) Unwrap() []error { return []error{ErrGrad, e.err} }
+
+// indexError is a *kernels.IndexError as a cause of an *Error: it matches ErrIndex and
+// the kernel's error, and reads as the latter (which names the position and range).
+type indexError struct{ err error }
+
+func (e indexError) Error() string   { return e.err.Error() }
+func (e indexError) Unwrap() []error { return []error{ErrIndex, e.err} }
 
 // fail panics with an *Error for op over the inputs ins.
 func fail(op string, cause error, ins []*Tensor, format string, args ...any) {

@@ -86,8 +86,11 @@ func TestGradcheckCoversEveryOp(t *testing.T) {
 		covered[c.op] = true
 	}
 	for _, o := range tensor.Ops() {
-		if o.Name == tensor.OpDetach {
-			continue // it records no node: nothing to check (TestCastDetachAndToGradients)
+		switch o.Name {
+		case tensor.OpDetach: // it records no node: nothing to check (TestCastDetachAndToGradients)
+			continue
+		case tensor.OpEq, tensor.OpNe, tensor.OpLt, tensor.OpLe, tensor.OpGt, tensor.OpGe:
+			continue // Bool results record no node (TestComparisons)
 		}
 		require.True(t, covered[o.Name], "op %s has no gradient check", o.Name)
 	}
@@ -97,7 +100,7 @@ func TestGradcheckCoversEveryOp(t *testing.T) {
 // made on d.
 func allChecks(t *testing.T, d device.Device) []gc {
 	return slices.Concat(elementwiseChecks(), reductionAndViewChecks(), productChecks(), lossAndLayerChecks(d),
-		conversionChecks(newSim(t, 64<<20, true)), bceChecks(d), addcChecks())
+		conversionChecks(newSim(t, 64<<20, true)), bceChecks(d), addcChecks(), compareChecks())
 }
 
 func positive(r *rand.Rand) float64 { return 0.3 + r.Float64() }

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/kernels"
 	"github.com/subletml/sublet/tensor"
 )
 
@@ -74,9 +75,15 @@ func TestErrorsNameOpShapesAndDTypes(t *testing.T) {
 	requireOpError(t, tensor.OpMatMul, tensor.ErrShape, func() { a.MatMul(a) })
 	requireOpError(t, tensor.OpExp, tensor.ErrDType, func() { s.Ones(d, dtype.I64, 2).Exp() })
 	requireOpError(t, tensor.OpCrossEntropy, tensor.ErrDType, func() { tensor.CrossEntropy(a, s.Zeros(d, dtype.I32, 2)) })
-	e = requireOpError(t, tensor.OpCrossEntropy, tensor.ErrShape, func() { tensor.CrossEntropy(a, s.Full(d, dtype.I64, 3, 2)) })
-	require.Contains(t, e.Error(), "3")
-	requireOpError(t, tensor.OpEmbedding, tensor.ErrShape, func() { tensor.Embedding(a, s.Full(d, dtype.I64, 2, 1)) })
+	// A label out of range is an index error, not a shape mismatch: the data is wrong.
+	e = requireOpError(t, tensor.OpCrossEntropy, tensor.ErrIndex, func() { tensor.CrossEntropy(a, s.Full(d, dtype.I64, 3, 2)) })
+	require.Equal(t, "tensor: CrossEntropy: a label is not a class index of the logits' 3 classes (shapes [2 3] [2], "+
+		"dtypes float32 int64, device cpu): cross_entropy: index 3 at position 0 is outside [0, 3)", e.Error())
+	require.NotErrorIs(t, e, tensor.ErrShape)
+	var ie *kernels.IndexError
+	require.ErrorAs(t, e, &ie)
+	require.Equal(t, int64(3), ie.Index)
+	requireOpError(t, tensor.OpEmbedding, tensor.ErrIndex, func() { tensor.Embedding(a, s.Full(d, dtype.I64, 2, 1)) })
 	requireOpError(t, tensor.OpDropout, tensor.ErrShape, func() { a.Dropout(1) })
 	requireOpError(t, tensor.OpSum, tensor.ErrShape, func() { a.Sum(0, 0) })
 	requireOpError(t, tensor.OpLinear, tensor.ErrShape, func() { tensor.Linear(a, a.T(), nil) })

@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
 	"github.com/subletml/sublet/kernels/cpu"
 )
@@ -50,7 +51,7 @@ func (t *Tensor) CopyFrom(src *Tensor) {
 func (t *Tensor) AddScaled(alpha float64, x *Tensor) {
 	t.live("AddScaled")
 	x.live("AddScaled")
-	checkConstant("AddScaled", alpha, opType(promote(t.dt, x.dt)), []*Tensor{t, x})
+	checkConstant("AddScaled", alpha, opType(dtype.Promote(t.dt, x.dt)), []*Tensor{t, x})
 	t.inPlace("AddScaled", x).Axpy(t.operand(), alpha, x.operand())
 }
 

@@ -1,8 +1,6 @@
 package tensor
 
 import (
-	"errors"
-
 	"github.com/subletml/sublet/autograd"
 	"github.com/subletml/sublet/dtype"
 )
@@ -12,7 +10,7 @@ const IgnoreIndex = -100
 
 // CrossEntropy returns the mean over the rows of logits [n, c] whose label (I64 labels
 // [n]) is not IgnoreIndex of -log softmax(logits[i])[labels[i]]: a scalar. A label
-// outside [0, c) is an ErrShape error naming it. It saves the logits, the labels and
+// outside [0, c) is an ErrIndex error naming it. It saves the logits, the labels and
 // one log-sum-exp per row.
 func CrossEntropy(logits, labels *Tensor) *Tensor {
 	c := begin(OpCrossEntropy, logits, labels)
@@ -27,7 +25,7 @@ func CrossEntropy(logits, labels *Tensor) *Tensor {
 	out := c.alloc(x.dt, nil)
 	lse := c.alloc(c.rowType(), []int{n})
 	if err := c.k.CrossEntropy(out.operand(), lse.operand(), c.dense(x).operand(), c.dense64(l).operand(), n, k, IgnoreIndex); err != nil {
-		c.bad(errors.Join(ErrShape, err), "a label is not a class index")
+		c.bad(indexError{err}, "a label is not a class index of the logits' %d classes", k)
 	}
 	if c.recording() {
 		r := &crossEntropyBackward{n: n, k: k}
@@ -74,7 +72,7 @@ func MSE(a, b *Tensor) *Tensor {
 	if !sameShape(x.shape, y.shape) {
 		c.bad(ErrShape, "MSE takes two tensors of one shape")
 	}
-	out := c.alloc(promote(x.dt, y.dt), nil)
+	out := c.alloc(dtype.Promote(x.dt, y.dt), nil)
 	c.k.MSE(out.operand(), c.dense(x).operand(), c.dense(y).operand())
 	if c.recording() {
 		r := &mseBackward{}

@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"github.com/subletml/sublet/dtype"
 	"slices"
 
 	"github.com/subletml/sublet/autograd"
@@ -24,7 +25,7 @@ func (a *Tensor) MatMul(b *Tensor) *Tensor {
 	if k != k2 || !ok {
 		c.bad(ErrShape, "[..., %d, %d] @ [..., %d, %d]: inner sizes or batch dimensions do not match", m, k, k2, n)
 	}
-	out := c.alloc(promote(x.dt, y.dt), append(batch, m, n))
+	out := c.alloc(dtype.Promote(x.dt, y.dt), append(batch, m, n))
 	if c.recording() { // before computing, as it saves only inputs
 		r := &matmulBackward{}
 		c.record(r, out)
@@ -71,13 +72,13 @@ func Linear(x, w, bias *Tensor) *Tensor {
 		c.bad(ErrShape, "Linear needs x [..., in] and a weight [out, in]")
 	}
 	nOut, nIn := w.shape[0], w.shape[1]
-	dt := promote(x.dt, w.dt)
+	dt := dtype.Promote(x.dt, w.dt)
 	if bias != nil {
 		bias = c.in[2]
 		if !sameShape(bias.shape, []int{nOut}) {
 			c.bad(ErrShape, "the bias must be [%d]", nOut)
 		}
-		dt = promote(dt, bias.dt)
+		dt = dtype.Promote(dt, bias.dt)
 	}
 	shape := append(slices.Clone(x.shape[:len(x.shape)-1]), nOut)
 	out := c.alloc(dt, shape)

@@ -1,6 +1,9 @@
 package tensor
 
-import "github.com/subletml/sublet/autograd"
+import (
+	"github.com/subletml/sublet/autograd"
+	"github.com/subletml/sublet/dtype"
+)
 
 // LayerNorm normalizes x over its last dimension (size n) to zero mean and unit
 // variance (biased, with eps added), then scales by w and shifts by b ([n] each, nil
@@ -37,7 +40,7 @@ func LayerNorm(x, w, b *Tensor, eps float64) *Tensor {
 		if !sameShape(p.shape, []int{n}) {
 			c.bad(ErrShape, "the weight and bias must be [%d]", n)
 		}
-		dt = promote(dt, p.dt)
+		dt = dtype.Promote(dt, p.dt)
 	}
 	out := c.alloc(dt, x.shape)
 	mean := c.alloc(c.rowType(), []int{rows})

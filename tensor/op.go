@@ -82,7 +82,7 @@ func (c *call) autocast(ac Autocast) {
 			c.abort()
 		}
 	}()
-	got := ac.Inputs(c.op, slices.Clone(c.in), c.cast)
+	got := ac.Inputs(c.s, c.op, slices.Clone(c.in), c.cast)
 	if len(got) != len(c.in) {
 		c.bad(ErrShape, "the autocast policy returned %d inputs for %d", len(got), len(c.in))
 	}

@@ -131,6 +131,8 @@ var opTable = []*OpInfo{
 	{Name: OpStack, MinInputs: 1, MaxInputs: -1, Saves: "nothing"},
 	{Name: OpDetach, MinInputs: 1, MaxInputs: 1, Saves: "nothing (it records no node)"},
 	opBinaryCrossEntropy, opBinaryCrossEntropyWithLogits, opAddcmul, opAddcdiv,
+	compareOps[kernels.Eq], compareOps[kernels.Ne], compareOps[kernels.Lt], compareOps[kernels.Le], compareOps[kernels.Gt],
+	compareOps[kernels.Ge], opWhere, opMaskedFill,
 }
 
 // The rows of the ops whose method runs its row.

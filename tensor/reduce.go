@@ -9,7 +9,8 @@ import (
 )
 
 // Sum returns the sum of t over axes (every axis when none is given), dropping them.
-// In an autocast scope the policy may pick the result's type (AutocastOutput).
+// In an autocast scope the policy may pick the result's type (AutocastOutput). The sum
+// of an integer or Bool tensor is I64 and exact, as PyTorch's: x.Eq(y).Sum() counts.
 func (t *Tensor) Sum(axes ...int) *Tensor { return sumOp(OpSum, t, dtype.Invalid, axes, false) }
 
 // SumKeep is Sum keeping the reduced axes as size 1.
@@ -26,6 +27,8 @@ func (t *Tensor) SumKeepAs(dt dtype.DType, axes ...int) *Tensor {
 }
 
 // Mean returns the mean of t over axes (every axis when none is given), dropping them.
+// The mean of an integer or Bool tensor is F32 (PyTorch refuses it and wants a cast
+// first): pred.Eq(labels).Mean() is the accuracy.
 func (t *Tensor) Mean(axes ...int) *Tensor { return meanOp(t, axes, false) }
 
 // MeanKeep is Mean keeping the reduced axes as size 1.
@@ -62,14 +65,19 @@ func (c *call) reduced(shape, axes []int) (keep, drop []int, count int) {
 
 func sumOp(op string, t *Tensor, dt dtype.DType, axes []int, keepDims bool) *Tensor {
 	c, dt := beginTyped(op, t, dt)
+	if x := c.in[0]; !x.dt.IsFloat() && dt == x.dt {
+		return c.reduce(x, dtype.I64, axes, keepDims, false)
+	}
 	c.floatOnly()
 	return c.reduce(c.readAs(0, dt), dt, axes, keepDims, false)
 }
 
 func meanOp(t *Tensor, axes []int, keepDims bool) *Tensor {
 	c := begin(OpMean, t)
-	c.floatOnly()
 	x := c.in[0]
+	if !x.dt.IsFloat() {
+		return c.reduce(x, dtype.F32, axes, keepDims, true)
+	}
 	return c.reduce(x, x.dt, axes, keepDims, true)
 }
 

@@ -67,10 +67,11 @@ func FromReplay(r *replay.Result) (Series, error) {
 	return s, nil
 }
 
-// Colours of the lines, and of the OOM markers.
+// Colours of the lines, of the area under allocated, and of the OOM markers.
 var (
 	ReservedColour  = color.RGBA{R: 0x22, G: 0x22, B: 0x22, A: 0xff}
 	AllocatedColour = color.RGBA{R: 0x4e, G: 0x79, B: 0xa7, A: 0xff}
+	AllocatedFill   = color.RGBA{R: 0xc6, G: 0xd6, B: 0xe8, A: 0xff}
 	ActiveColour    = color.RGBA{R: 0xf2, G: 0x8e, B: 0x2b, A: 0xff}
 	OOMColour       = color.RGBA{R: 0xdd, A: 0xff}
 )
@@ -79,29 +80,40 @@ var (
 const Width, Height = 10 * vg.Inch, 5 * vg.Inch
 
 // WritePNG draws s (at most 4000 points per line: the highest value of each span, so
-// peaks survive) as a PNG with title.
+// peaks survive) as a PNG with title, in the unit its largest value reads best in
+// (45 MiB in MiB, not 0.04 GiB). Allocated is an area, active a line on its top edge
+// (active holds allocated, so where the two are equal the line shows on the area's
+// edge instead of disappearing under it), reserved a dashed line.
 func WritePNG(w io.Writer, s Series, title string) error {
 	n := len(s.Allocated)
 	if n == 0 || len(s.Reserved) != n || len(s.Active) != n {
 		return fmt.Errorf("memplot: %d allocated, %d reserved and %d active points: want the same number, at least one", n, len(s.Reserved), len(s.Active))
 	}
+	var most int64
+	for _, v := range [][]int64{s.Allocated, s.Reserved, s.Active} {
+		for _, x := range v {
+			most = max(most, x)
+		}
+	}
+	unit, per := unitOf(most)
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "event"
-	p.Y.Label.Text = "GiB"
+	p.Y.Label.Text = unit
 	p.Add(plotter.NewGrid())
 	var top float64
 	for _, l := range []struct {
 		name string
 		v    []int64
 		c    color.Color
+		fill color.Color
 		dash []vg.Length
 	}{
-		{"reserved", s.Reserved, ReservedColour, []vg.Length{vg.Points(4), vg.Points(2)}},
-		{"active", s.Active, ActiveColour, nil},
-		{"allocated", s.Allocated, AllocatedColour, nil},
+		{"allocated", s.Allocated, AllocatedColour, AllocatedFill, nil},
+		{"active", s.Active, ActiveColour, nil, nil},
+		{"reserved", s.Reserved, ReservedColour, nil, []vg.Length{vg.Points(4), vg.Points(2)}},
 	} {
-		pts := sample(l.v)
+		pts := sample(l.v, per)
 		for _, q := range pts {
 			top = max(top, q.Y)
 		}
@@ -109,9 +121,15 @@ func WritePNG(w io.Writer, s Series, title string) error {
 		if err != nil {
 			return err
 		}
-		line.Color, line.Width, line.Dashes = l.c, vg.Points(1.5), l.dash
+		line.Color, line.Width, line.Dashes, line.FillColor = l.c, vg.Points(1.5), l.dash, l.fill
+		if l.fill != nil {
+			line.Width = vg.Points(0.75)
+		}
 		p.Add(line)
 		p.Legend.Add(l.name, line)
+	}
+	if top == 0 {
+		top = 1
 	}
 	for _, i := range s.OOMs {
 		m, err := plotter.NewLine(plotter.XYs{{X: float64(i), Y: 0}, {X: float64(i), Y: top}})
@@ -135,8 +153,20 @@ func WritePNG(w io.Writer, s Series, title string) error {
 // maxPoints bounds the points drawn per line.
 const maxPoints = 4000
 
-// sample returns v in GiB against the event index, at most maxPoints of them.
-func sample(v []int64) plotter.XYs {
+// unitOf is the unit bytes up to most read best in, and its size: the largest whose
+// one is at most most (B below a KiB).
+func unitOf(most int64) (string, float64) {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	i := 0
+	for i < len(units)-1 && most >= 1<<(10*(i+1)) {
+		i++
+	}
+	return units[i], float64(int64(1) << (10 * i))
+}
+
+// sample returns v in units of per bytes against the event index, at most maxPoints
+// of them.
+func sample(v []int64, per float64) plotter.XYs {
 	n := len(v)
 	step := max(1, (n+maxPoints-1)/maxPoints)
 	pts := make(plotter.XYs, 0, n/step+1)
@@ -147,7 +177,7 @@ func sample(v []int64) plotter.XYs {
 				best = i
 			}
 		}
-		pts = append(pts, plotter.XY{X: float64(best), Y: float64(v[best]) / (1 << 30)})
+		pts = append(pts, plotter.XY{X: float64(best), Y: float64(v[best]) / per})
 	}
 	return pts
 }

@@ -40,12 +40,30 @@ func TestPNGRoundTrip(t *testing.T) {
 	img, err := png.Decode(&b)
 	require.NoError(t, err)
 	assert.Equal(t, image.Rect(0, 0, 960, 480), img.Bounds())
-	for name, c := range map[string]color.RGBA{"allocated": AllocatedColour, "reserved": ReservedColour, "oom": OOMColour} {
-		assert.Greater(t, count(img, c), 100, "%s line drawn", name)
+	// Active equals allocated here: its line shows on the area's edge, not under it.
+	for name, c := range map[string]color.RGBA{"allocated area": AllocatedFill, "active": ActiveColour, "reserved": ReservedColour, "oom": OOMColour} {
+		assert.Greater(t, count(img, c), 100, "%s drawn", name)
 	}
 
 	assert.ErrorContains(t, WritePNG(&b, Series{}, "x"), "want the same number, at least one")
 	assert.ErrorContains(t, WritePNG(&b, Series{Allocated: []int64{1}}, "x"), "1 allocated, 0 reserved and 0 active points")
+}
+
+// The unit is the one the largest value reads best in: 45 MiB in MiB, not 0.04 GiB.
+func TestUnitFollowsTheData(t *testing.T) {
+	for _, c := range []struct {
+		most int64
+		unit string
+	}{{0, "B"}, {1000, "B"}, {1 << 10, "KiB"}, {45 << 20, "MiB"}, {(1 << 30) - 1, "MiB"}, {3 << 30, "GiB"}, {5 << 40, "TiB"}, {5 << 50, "TiB"}} {
+		u, per := unitOf(c.most)
+		assert.Equal(t, c.unit, u, "%d bytes", c.most)
+		assert.LessOrEqual(t, per, max(1, float64(c.most)), "%d bytes", c.most)
+	}
+	s := Series{Allocated: []int64{10 << 20, 45 << 20}, Reserved: []int64{20 << 20, 46 << 20}, Active: []int64{10 << 20, 45 << 20}}
+	var b bytes.Buffer
+	require.NoError(t, WritePNG(&b, s, "45 MiB"))
+	pts := sample(s.Allocated, 1<<20)
+	assert.Equal(t, 45.0, pts[1].Y, "drawn in MiB")
 }
 
 func TestFromReplay(t *testing.T) {

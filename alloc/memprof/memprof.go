@@ -2,7 +2,7 @@
 // `go tool pprof -top` and `-http` work on a device as on the Go heap:
 //
 //	a.RecordHistory(alloc.HistoryOptions{})      // stacks are recorded from here on
-//	...
+//	// ... the workload ...
 //	memprof.Write(f, a)                          // then: go tool pprof -top FILE
 //	http.Handle("/debug/sublet/memory", memprof.Handler(nil))
 //

@@ -197,8 +197,9 @@ func (tl *Timeline) bySite(tr []TraceEntry, initial int64) {
 }
 
 // libraryPackages are sublet's own packages: a site is named by the first frame
-// outside them, the user's code that asked for the memory.
-var libraryPackages = []string{"alloc", "tensor", "autograd", "nn", "optim", "amp", "checkpoint", "kernels", "device", "dtype"}
+// outside them, the user's code that asked for the memory. The sublet command (cmd)
+// is among them: what it replays is a trace's memory, never its own.
+var libraryPackages = []string{"alloc", "tensor", "autograd", "nn", "optim", "amp", "checkpoint", "kernels", "device", "dtype", "cmd"}
 
 // SiteLabel names an allocation site: the op, if any, and the first frame outside
 // sublet's library packages and the Go runtime, as "func (file.go:line)".

@@ -5,7 +5,7 @@
 // coloured by state; and the largest live allocations with their stacks.
 //
 //	s, err := memsnap.ReadFile("snap.pickle")
-//	err = memviz.WriteHTML(os.Stdout, s)
+//	err = memviz.WriteHTML(os.Stdout, s, memviz.Options{})
 //
 // The page's elements carry stable ids and classes (#device-N, .timeline, .oom-marker,
 // .segment, .block, #largest-N, #ooms-N) that its browser test checks.
@@ -31,6 +31,8 @@ var pageSource string
 var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"bytes":     FormatBytes,
 	"add":       func(a, b int) int { return a + b },
+	"add2":      func(a, b float64) float64 { return a + b },
+	"int":       func(n int64) int { return int(n) },
 	"segY":      func(i int) int { return i * segRowH },
 	"segHeight": func(rows []segmentRow) int { return max(1, len(rows)) * segRowH },
 }).Parse(pageSource))
@@ -85,10 +87,15 @@ type deviceData struct {
 	Events, Dropped                          int64
 	Allocated, Reserved, Active, Total, Free int64
 	Requested                                bool
-	Timeline                                 *chart
-	Segments                                 []segmentRow
-	Largest                                  []largeRow
-	OOMs                                     []oomRow
+	// PeakAllocated is the most allocated at any event of the trace, at PeakEvent.
+	PeakAllocated int64
+	PeakEvent     int
+	// Blocks counts the blocks of the snapshot's segments, Free those of them free.
+	Blocks, FreeBlocks int
+	Timeline           *chart
+	Segments           []segmentRow
+	Largest            []largeRow
+	OOMs               []oomRow
 	// MoreOOMs counts the OOMs beyond the rows shown.
 	MoreOOMs int
 	// Data is the sampled series for the page's cursor readout.
@@ -99,7 +106,7 @@ type deviceData struct {
 const (
 	chartW, chartH = 1000.0, 320.0
 	padL, padT     = 80.0, 12.0
-	padB           = 24.0
+	padB           = 40.0 // room for the event axis
 	maxColumns     = 1500
 	segBarW        = 860.0
 	maxSegments    = 300
@@ -116,7 +123,15 @@ type chart struct {
 	Areas            []area
 	Reserved, Active string
 	Ticks            []tick
-	OOMX             []float64
+	// XTicks mark event numbers along the axis at height XAxisY.
+	XTicks []xtick
+	XAxisY float64
+	OOMX   []float64
+}
+
+type xtick struct {
+	X     float64
+	Label string
 }
 
 type area struct {
@@ -177,11 +192,13 @@ func deviceOf(s *memsnap.Snapshot, d int) (deviceData, error) {
 		}
 		dv.Reserved += seg.TotalSize
 		for _, b := range seg.Blocks {
+			dv.Blocks++
 			switch b.State {
 			case "active_allocated":
 				dv.Allocated += b.Size
 				dv.Active += b.Size
 			case "inactive":
+				dv.FreeBlocks++
 			default:
 				dv.Active += b.Size
 			}
@@ -190,6 +207,11 @@ func deviceOf(s *memsnap.Snapshot, d int) (deviceData, error) {
 	if len(tl.Points) > 0 {
 		dv.Timeline = timeline(tl)
 		dv.Data = series(tl)
+	}
+	for i, p := range tl.Points {
+		if p.Allocated > dv.PeakAllocated {
+			dv.PeakAllocated, dv.PeakEvent = p.Allocated, i
+		}
 	}
 	dv.MoreOOMs = max(0, len(tl.OOMs)-maxOOMRows)
 	dv.Segments = segments(s, d)
@@ -279,10 +301,27 @@ func timeline(tl *memsnap.Timeline) *chart {
 		v := top * int64(k) / 4
 		c.Ticks = append(c.Ticks, tick{Y: y(v), Label: FormatBytes(v)})
 	}
+	c.XAxisY = chartH - padB
+	step := tickStep(n - 1)
+	for e := 0; e < n; e += step {
+		c.XTicks = append(c.XTicks, xtick{X: x(e), Label: fmt.Sprint(e)})
+	}
 	for _, i := range tl.OOMs {
 		c.OOMX = append(c.OOMX, x(i))
 	}
 	return c
+}
+
+// tickStep is the distance between event ticks for events 0 to last: 1, 2 or 5 times a
+// power of ten, at most 10 ticks.
+func tickStep(last int) int {
+	for p := 1; ; p *= 10 {
+		for _, m := range []int{1, 2, 5} {
+			if last/(m*p) < 10 {
+				return m * p
+			}
+		}
+	}
 }
 
 // series is the JSON of the drawn columns for the cursor readout: i the event drawn, a

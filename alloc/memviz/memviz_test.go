@@ -126,6 +126,14 @@ func TestPageInChromium(t *testing.T) {
 	ready, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS("body"), "data-ready"))
 	require.NoError(t, err)
 	markers, segs, rows, areas := count(".oom-marker"), count("g.segment"), count("#largest-0 tr.alloc-row"), count("svg.timeline path.site")
+	// The event axis: its numbers and title are drawn inside the chart, not cut off.
+	clipped, err := chromedp.Run(ctx, chromedp.Evaluate[int](`(() => { const s = document.querySelector("svg.timeline").getBoundingClientRect();
+		let n = 0; for (const t of document.querySelectorAll("svg.timeline text.xtick, svg.timeline text.xlabel")) {
+			const r = t.getBoundingClientRect(); if (r.bottom > s.bottom + 0.5 || r.top < s.top || r.height === 0) n++; } return n; })()`))
+	require.NoError(t, err)
+	assert.Zero(t, clipped, "event axis labels outside the chart")
+	assert.GreaterOrEqual(t, count("svg.timeline text.xtick"), 3, "event numbers along the x axis")
+	assert.Equal(t, 1, count("svg.timeline text.xlabel"))
 	readout, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const s = document.querySelector("svg.timeline"), r = s.getBoundingClientRect();
 		s.dispatchEvent(new MouseEvent("mousemove", {clientX: r.left + r.width * 0.7, clientY: r.top + 50, bubbles: true}));
 		return document.getElementById("readout-0").textContent; })()`))
@@ -193,4 +201,36 @@ func churned(t *testing.T, n int) *memsnap.Snapshot {
 	require.NoError(t, a.EmptyCache())
 	require.Zero(t, a.Stats().ReservedBytes[alloc.StatAll].Current)
 	return s
+}
+
+// A snapshot taken when nothing is allocated (a replayed trace at its end) says so, and
+// where the most was, instead of showing an empty map a reader takes for no memory at
+// all; one whose blocks are all free says the memory is cached.
+func TestPageOfAnEmptyEnd(t *testing.T) {
+	a := recording(t)
+	p, err := a.Alloc(3<<20, 0)
+	require.NoError(t, err)
+	q, err := a.Alloc(1<<20, 0)
+	require.NoError(t, err)
+	require.NoError(t, a.Free(p))
+	require.NoError(t, a.Free(q))
+	cached := memsnap.From(a.MemorySnapshot())
+	require.NoError(t, a.EmptyCache())
+	empty := memsnap.From(a.MemorySnapshot())
+	for _, c := range []struct {
+		s    *memsnap.Snapshot
+		want []string
+	}{
+		{cached, []string{"Every block is free: the memory is cached by the allocator, not allocated",
+			"nothing was allocated then (the most, 4.0 MiB, was at event 3)", "the most allocated at any event was 4.0 MiB, at event 3."}},
+		{empty, []string{"None: the allocator held no memory of the device then (its cache was emptied)",
+			"nothing was allocated then (the most, 4.0 MiB, was at event 3)"}},
+	} {
+		var b bytes.Buffer
+		require.NoError(t, WriteHTML(&b, c.s, Options{}))
+		for _, w := range c.want {
+			assert.True(t, strings.Contains(b.String(), w), "the page says %q", w)
+		}
+		assert.Contains(t, b.String(), `class="xtick"`)
+	}
 }

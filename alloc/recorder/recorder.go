@@ -3,7 +3,7 @@
 // other allocator settings ("would expandable segments have avoided my OOM?"):
 //
 //	r, err := recorder.Start(a)      // a is the device's *alloc.Allocator
-//	... run the workload ...
+//	// ... run the workload ...
 //	err = r.WriteFile("run.jsonl.gz") // then: sublet replay -trace run.jsonl.gz -conf expandable_segments:True
 //
 // Invariants of what a Recorder holds:

@@ -160,6 +160,11 @@ type replayer struct {
 	oom *alloc.OOMError
 }
 
+// Site is the tag of every allocation a replay makes: a trace records no allocation
+// sites, so the memory history (snapshots, sublet viz and top) names them all by it
+// instead of by the replaying program's own code.
+var Site = alloc.Tag{Op: "replayed trace (it records no sites)"}
+
 func (r *replayer) apply(e Event) error {
 	switch e.Op {
 	case OpAlloc:
@@ -167,7 +172,7 @@ func (r *replayer) apply(e Event) error {
 		if err != nil {
 			return err
 		}
-		p, err := r.a.Alloc(e.Size, s)
+		p, err := r.a.AllocTagged(e.Size, s, Site)
 		var oom *alloc.OOMError
 		if errors.As(err, &oom) {
 			r.oom = oom

@@ -191,7 +191,7 @@ func (s fitSpec) search(limit int) ([]trial, int, error) {
 }
 
 func runFit(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("fit", "sublet fit -sizes IN,HIDDEN,...,OUT [-capacity BYTES] [-occupied BYTES] [-checkpoint K] [-amp f16|bf16] [-optimizer adam|adamw|sgd|none] [-conf STRING] [-max-batch N]", stderr)
+	fs := newFlagSet("fit", "sublet fit -sizes IN,HIDDEN,...,OUT [-capacity BYTES] [-occupied BYTES] [-checkpoint K] [-amp f16|bf16] [-optimizer adam|adamw|sgd|none] [-conf STRING] [-max-batch N] [-v]", stderr)
 	sizes := fs.String("sizes", "", "the MLP's layer sizes: inputs, hidden widths, outputs (Linear layers with ReLU between)")
 	capacity := fs.String("capacity", fmt.Sprint(sim.DefaultCapacity), "the device's total memory: bytes, or a number with KiB, MiB, GiB, TiB, KB, MB, GB or TB (the default is an H200's)")
 	occupied := fs.String("occupied", "", "memory others hold from the start (the CUDA context, other processes); none by default")
@@ -200,6 +200,7 @@ func runFit(args []string, stdout, stderr io.Writer) error {
 	optimizer := fs.String("optimizer", "adam", "adam, adamw, sgd (with momentum) or none")
 	conf := fs.String("conf", "", confUsage)
 	limit := fs.Int("max-batch", 1<<30, "the largest batch to try")
+	verbose := fs.Bool("v", false, "list every batch the search tried, not only the boundary")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -236,6 +237,9 @@ func runFit(args []string, stdout, stderr io.Writer) error {
 	byBatch := map[int]trial{}
 	for _, t := range trials {
 		byBatch[t.batch] = t
+		if !*verbose && err == nil && t.batch != max(best, 1) && t.batch != best+1 {
+			continue // the search's steps: -v lists them
+		}
 		result, note := "fits", ""
 		if !t.fits {
 			result = "OOM"
@@ -247,6 +251,11 @@ func runFit(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if !*verbose && len(trials) > 2 {
+			fmt.Fprintf(stdout, "(%d batch sizes tried; -v lists them)\n", len(trials))
+		}
+	}()
 	switch {
 	case best == 0:
 		return fmt.Errorf("not even a batch of 1 fits in %s: the parameters and the optimizer state need more (try -checkpoint, -amp, a smaller model or a larger -capacity)", units.Bytes(spec.capacity))

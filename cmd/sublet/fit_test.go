@@ -28,7 +28,7 @@ func specOf(t *testing.T, sizes, capacity string, segments int, autocast, conf s
 
 // The answer is the boundary: that batch trains on the device, one more does not.
 func TestFitFindsTheBoundary(t *testing.T) {
-	code, out, errs := sublet("fit", "-sizes", "64,512,512,10", "-capacity", "256MiB")
+	code, out, errs := sublet("fit", "-sizes", "64,512,512,10", "-capacity", "256MiB", "-v")
 	require.Equal(t, 0, code, errs)
 	best := largestFit(t, out)
 	assert.Equal(t, 28672, best, "deterministic: the meta device allocates what a GPU would")

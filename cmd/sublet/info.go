@@ -92,7 +92,7 @@ func gcThresholdWarning(cfg alloc.Config, fraction float64) string {
 func infoCUDA(w io.Writer) {
 	n, err := cuda.Count()
 	if err != nil {
-		fmt.Fprintf(w, "cuda    none: %v\n", err)
+		fmt.Fprintf(w, "cuda    none: %s\n", oneLine(err))
 		return
 	}
 	driver := ""
@@ -109,15 +109,27 @@ func infoCUDA(w io.Writer) {
 }
 
 // infoBLAS says which cuBLAS the GPU's products run on, or that they run on sublet's
-// fallback kernel (the loader's reasons, one per candidate, are cut to the first).
+// fallback kernel and why.
 func infoBLAS(w io.Writer) {
 	s, err := kcuda.BLAS()
 	if err != nil {
-		msg, _, _ := strings.Cut(err.Error(), "\n")
-		fmt.Fprintf(w, "cublas  none: GPU matrix products run on sublet's fallback kernel (slow): %s\n", msg)
+		fmt.Fprintf(w, "cublas  none: GPU matrix products run on sublet's fallback kernel (slow): %s\n", oneLine(err))
 		return
 	}
 	fmt.Fprintf(w, "cublas  %s: GPU matrix products run there\n", s)
+}
+
+// oneLine is err's message on one line: a list of reasons, one per indented line after
+// a colon (a loader's, one per library it tried), joined by semicolons.
+func oneLine(err error) string {
+	lines := strings.Split(err.Error(), "\n")
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	if len(lines) == 1 {
+		return lines[0]
+	}
+	return lines[0] + " " + strings.Join(lines[1:], "; ")
 }
 
 func infoGPU(w io.Writer, ordinal int) {

@@ -3,8 +3,10 @@
 //
 // Every subcommand writes its result to stdout and its errors to stderr, and exits
 // nonzero on error: 1, or 2 for bad usage; `sublet replay` exits 3 when allocations ran
-// out of memory (see its -h). `-h` prints a command's usage and exits 0. run is the whole
-// program with its streams passed in, so tests call it directly.
+// out of memory (see its -h). `-h` prints a command's usage and exits 0. A command that
+// reads one file (a trace, a snapshot) takes it as its argument, before or after the
+// flags; those that replay a trace take -trace FILE too. run is the whole program with
+// its streams passed in, so tests call it directly.
 package main
 
 import (

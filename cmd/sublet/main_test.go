@@ -224,7 +224,9 @@ func TestReplayErrors(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{[]string{}, 2, "-trace is required"},
+		{[]string{}, 2, "replay: give one trace (JSONL, plain or gzip"},
+		{[]string{good, good}, 2, "replay: give one trace (JSONL, plain or gzip: generated, or recorded by package alloc/recorder), not 2"},
+		{[]string{"-trace", good, good}, 2, "not 2"},
 		{[]string{"-trace", bad}, 1, bad + " line 2: unknown op \"frees\""},
 		{[]string{"-trace", filepath.Join(dir, "none.jsonl")}, 1, "no such file"},
 		{[]string{"-trace", good, "-conf", "max_split_size_mb:x"}, 1, "max_split_size_mb"},

@@ -13,12 +13,12 @@ import (
 )
 
 func runPlot(args []string, stdout, stderr io.Writer) (err error) {
-	fs := newFlagSet("plot", "sublet plot [-o FILE.png] [-title TEXT] [-gpu N] [-conf STRING] [-fraction F] [-device NAME] [-capacity BYTES] SNAPSHOT|TRACE", stderr)
+	fs := newFlagSet("plot", "sublet plot [-o FILE.png] [-title TEXT] [-gpu N] [-conf STRING] [-fraction F] [-device NAME] [-capacity BYTES] SNAPSHOT|TRACE (or -trace TRACE)", stderr)
 	out := fs.String("o", "memory.png", "the PNG to write")
 	title := fs.String("title", "", "the plot's title (default: the input's name)")
 	dev := fs.Int("gpu", 0, "snapshot only: the device index to plot")
 	f := addReplayFlags(fs)
-	path, err := parseFile(fs, args, "snapshot (pickle or JSON) or trace (JSONL, replayed with the flags given)")
+	path, err := parseInput(fs, args, &f.trace, "snapshot (pickle or JSON) or trace (JSONL, replayed with the flags given)", true)
 	if err != nil {
 		return err
 	}
@@ -31,7 +31,6 @@ func runPlot(args []string, stdout, stderr io.Writer) (err error) {
 	}
 	var s memplot.Series
 	if isTrace {
-		f.trace = path
 		events, a, release, err := f.open(fs, stderr)
 		if err != nil {
 			return err

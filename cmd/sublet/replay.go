@@ -25,7 +25,7 @@ type replayFlags struct {
 
 func addReplayFlags(fs *flag.FlagSet) *replayFlags {
 	f := &replayFlags{}
-	fs.StringVar(&f.trace, "trace", "", "trace file (JSONL, plain or gzip): generated, or recorded by package alloc/recorder")
+	fs.StringVar(&f.trace, "trace", "", "the "+traceWhat+", when the argument does not give it")
 	fs.StringVar(&f.conf, "conf", "", confUsage)
 	fs.Float64Var(&f.fraction, "fraction", 0, "per-process memory fraction of the device's total memory; 0 sets none")
 	fs.StringVar(&f.dev, "device", "sim", deviceUsage)
@@ -33,6 +33,9 @@ func addReplayFlags(fs *flag.FlagSet) *replayFlags {
 	fs.StringVar(&f.segments, "segments", "", "sim only: recorded driver segments to hand out in order: a JSON array of {\"size\",\"addr\"} or a torch_replay.py result")
 	return f
 }
+
+// traceWhat says what a trace file is, in usage messages.
+const traceWhat = "trace (JSONL, plain or gzip: generated, or recorded by package alloc/recorder)"
 
 // confUsage is the help of a -conf flag that confInForce reads.
 const confUsage = "allocator settings, PYTORCH_CUDA_ALLOC_CONF syntax (default: " + alloc.ConfigEnv + `, as the program's own allocator reads it; -conf "" for PyTorch's defaults)`
@@ -61,11 +64,6 @@ func confInForce(fs *flag.FlagSet, conf string) (cfg alloc.Config, s, from strin
 // the device back (call it once the allocator holds nothing). Settings taken from
 // SUBLET_ALLOC_CONF are said on stderr; an empty trace is an error.
 func (f *replayFlags) open(fs *flag.FlagSet, stderr io.Writer) (events []replay.Event, a *alloc.Allocator, release func() error, err error) {
-	if f.trace == "" {
-		fmt.Fprintf(stderr, "%s: -trace is required\n", fs.Name())
-		fs.Usage()
-		return nil, nil, nil, errUsage
-	}
 	if events, err = replay.ReadFile(f.trace); err != nil {
 		return nil, nil, nil, err
 	}
@@ -111,7 +109,7 @@ var errOOMs = errors.New("allocations ran out of memory")
 // exitOOMs is the exit status of a replay whose allocations ran out of memory.
 const exitOOMs = 3
 
-const replaySynopsis = `sublet replay -trace FILE [-conf STRING] [-fraction F] [-device NAME] [-capacity BYTES] [-segments FILE] [-series] [-allow-oom]
+const replaySynopsis = `sublet replay [-conf STRING] [-fraction F] [-device NAME] [-capacity BYTES] [-segments FILE] [-series] [-allow-oom] TRACE (or -trace TRACE)
 
 Replays the trace through a new caching allocator and prints one JSON object on stdout:
 the trace, the device, the settings (conf, and conf_from: -conf, SUBLET_ALLOC_CONF or
@@ -149,7 +147,7 @@ func runReplay(args []string, stdout, stderr io.Writer) (err error) {
 	f := addReplayFlags(fs)
 	series := fs.Bool("series", false, "record the key statistics after every event, each row led by the event's index")
 	allowOOM := fs.Bool("allow-oom", false, "exit 0 even when allocations ran out of memory (they are still reported on stderr)")
-	if err := parseFlags(fs, args); err != nil {
+	if _, err := parseInput(fs, args, &f.trace, traceWhat, true); err != nil {
 		return err
 	}
 	events, a, release, err := f.open(fs, stderr)

@@ -66,7 +66,7 @@ func TestSnapshotMaxEntriesAndErrors(t *testing.T) {
 	assert.Contains(t, stdout, "10 events (")
 	code, _, errs = sublet("snapshot", "-o", out)
 	assert.Equal(t, 2, code)
-	assert.Contains(t, errs, "-trace is required")
+	assert.Contains(t, errs, "snapshot: give one trace")
 	code, _, errs = sublet("snapshot", "-trace", "../../testdata/traces/blog.jsonl.gz", "-max-entries", "-1", "-o", out)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errs, "MaxEntries -1 is negative")
@@ -93,4 +93,19 @@ func TestVizOfASnapshot(t *testing.T) {
 	code, _, errs = sublet("viz", bad)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errs, "read snapshot "+bad+": segments[0].total_size: missing")
+}
+
+// -at takes the snapshot at the peak of live bytes, after an event, or at the end
+// (where a replayed trace has often freed everything and emptied the cache).
+func TestSnapshotAt(t *testing.T) {
+	const trace = "../../testdata/traces/blog.jsonl.gz"
+	out := filepath.Join(t.TempDir(), "s.json")
+	for at, want := range map[string]string{"end": "wrote " + out + ": 0 segments", "peak": "wrote " + out + ": 3 segments", "5": "wrote " + out + ": 6 segments, 13 events"} {
+		code, stdout, errs := sublet("snapshot", trace, "-capacity", "209715200", "-at", at, "-o", out)
+		require.Equal(t, 0, code, errs)
+		assert.Contains(t, stdout, want, "-at %s", at)
+	}
+	code, _, errs := sublet("snapshot", trace, "-at", "soon", "-o", out)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, `-at "soon": want end, peak or an event number from 0 to 369`)
 }

@@ -24,13 +24,13 @@ import (
 )
 
 func runTop(args []string, stdout, stderr io.Writer) (err error) {
-	fs := newFlagSet("top", "sublet top [-metrics URL | -trace FILE [-steps N] [replay flags]] [-interval D] [-n N]", stderr)
+	fs := newFlagSet("top", "sublet top [-interval D] [-n N] (-metrics URL | [-steps N] [replay flags] TRACE)", stderr)
 	metrics := fs.String("metrics", "", "a running program's /metrics (package alloc/memmetrics) to watch")
 	interval := fs.Duration("interval", time.Second, "time between refreshes")
 	frames := fs.Int("n", 0, "stop after N refreshes (0: until q or Ctrl-C; 1 when stdout is not a terminal)")
-	steps := fs.Int("steps", 0, "-trace only: events replayed per refresh (0: a hundredth of the trace)")
+	steps := fs.Int("steps", 0, "a trace only: events replayed per refresh (0: a hundredth of the trace)")
 	f := addReplayFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	if _, err := parseInput(fs, args, &f.trace, traceWhat, false); err != nil {
 		return err
 	}
 	interactive := isTerminal(stdout)
@@ -72,7 +72,11 @@ func runTop(args []string, stdout, stderr io.Writer) (err error) {
 			return []deviceView{localView(a)}, nil
 		}
 		status = func() string { return fmt.Sprintf("replaying %s: event %d of %d", f.trace, done, len(events)) }
-	default:
+	case len(alloc.Registered()) == 0:
+		fmt.Fprintln(stderr, "top: nothing to watch: give a running program's -metrics URL (package alloc/memmetrics), or a trace to replay")
+		fs.Usage()
+		return errUsage
+	default: // a program that calls runTop itself watches its own devices
 		src = func(context.Context) ([]deviceView, error) {
 			var vs []deviceView
 			for _, a := range alloc.Registered() {

@@ -74,16 +74,13 @@ func genTo(kind string, seed int64, path string, stdout io.Writer) error {
 }
 
 func runTraceInfo(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("trace info", "sublet trace info -trace FILE", stderr)
-	path := fs.String("trace", "", "trace file (plain or gzip)")
-	if err := parseFlags(fs, args); err != nil {
+	fs := newFlagSet("trace info", "sublet trace info TRACE (or -trace TRACE)", stderr)
+	trace := fs.String("trace", "", "the "+traceWhat+", when the argument does not give it")
+	path, err := parseInput(fs, args, trace, traceWhat, true)
+	if err != nil {
 		return err
 	}
-	if *path == "" {
-		fs.Usage()
-		return errUsage
-	}
-	events, err := replay.ReadFile(*path)
+	events, err := replay.ReadFile(path)
 	if err != nil {
 		return err
 	}

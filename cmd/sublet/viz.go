@@ -10,7 +10,7 @@ import (
 func runViz(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("viz", "sublet viz [-title TEXT] SNAPSHOT > page.html", stderr)
 	title := fs.String("title", "", "the page's title (default: sublet memory snapshot: SNAPSHOT)")
-	path, err := parseFile(fs, args, "snapshot file (pickle or JSON, sublet's or PyTorch's)")
+	path, err := parseInput(fs, args, nil, "snapshot file (pickle or JSON, sublet's or PyTorch's)", true)
 	if err != nil {
 		return err
 	}

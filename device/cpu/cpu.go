@@ -4,7 +4,7 @@
 // Device pointers are the host addresses of the memory.
 //
 //	dev, err := cpu.New(cpu.Options{})                     // up to the machine's memory
-//	dev, err := cpu.New(cpu.Options{Capacity: 4 << 30})    // a 4 GiB budget
+//	small, err := cpu.New(cpu.Options{Capacity: 4 << 30}) // a 4 GiB budget
 //
 // Invariants:
 //   - Held bytes (the sum of live allocations, each rounded up to whole pages, and of

@@ -6,9 +6,9 @@
 //
 // # Use
 //
-//	dev, err := named.Default()      // SUBLET_DEVICE, else cuda:0 when usable, else cpu
-//	dev, err := named.Open("sim")    // one device value per name, shared by everyone
-//	n, err := named.Parse(*flagDev)  // a name taken apart, to open a device of one's own
+//	dev, err := named.Default()       // SUBLET_DEVICE, else cuda:0 when usable, else cpu
+//	meta, err := named.Open("sim")    // one device value per name, shared by everyone
+//	n, err := named.Parse("cuda:1")   // a name taken apart, to open a device of one's own
 //
 // Invariants:
 //   - Each name opens its device once per process: later calls return the same value,

@@ -7,8 +7,8 @@
 //
 // # Use
 //
-//	dev, err := sim.New(sim.Options{})                        // an H200's memory, no data
-//	dev, err := sim.New(sim.Options{Capacity: 8 << 30, Backing: true}) // 8 GiB that keeps data
+//	meta, err := sim.New(sim.Options{})                                   // an H200's memory, no data
+//	backed, err := sim.New(sim.Options{Capacity: 8 << 30, Backing: true}) // 8 GiB that keeps data
 //
 // Tensors on a device without data allocate exactly what they would on a GPU and
 // compute nothing (reading a value panics with tensor.ErrNoData): memory at named

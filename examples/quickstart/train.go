@@ -39,22 +39,15 @@ func train(dev device.Device, steps int, onStep func(step int, loss float64) err
 			return 0, err
 		}
 	}
-	return accuracy(data, model, x, labels), nil
+	return accuracy(data, model, x, y), nil
 }
 
-// accuracy is the share of points model classifies as labels says, computed in a
-// no-grad child scope of s, which releases what it made when it closes.
-func accuracy(s *tensor.Scope, model nn.Module, x *tensor.Tensor, labels []int64) float64 {
+// accuracy is the share of points model classifies as y says, computed on the device
+// in a no-grad child scope of s, which releases what it made when it closes.
+func accuracy(s *tensor.Scope, model nn.Module, x, y *tensor.Tensor) float64 {
 	eval := s.Child(tensor.NoGrad())
 	defer eval.Close()
-	pred := tensor.ToSlice[int64](model.Forward(x).Argmax(1))
-	right := 0
-	for i, p := range pred {
-		if p == labels[i] {
-			right++
-		}
-	}
-	return float64(right) / float64(len(labels))
+	return model.Forward(x).Argmax(1).Eq(y).Mean().Item()
 }
 
 // xor is 64 points on a grid over [-1, 1]², labelled 1 where the coordinates have the

@@ -122,7 +122,39 @@ func (*Backend) Dropout(dst, x, mask kernels.Operand, p float64) {
 	Dropout(operand(dst), operandIn(x, dst.DType), operand(mask), p)
 }
 
-func (*Backend) Sum(dst, src kernels.Operand)  { Sum(operand(dst), operand(src)) }
+func (*Backend) Sum(dst, src kernels.Operand) { Sum(operand(dst), operand(src)) }
+
+func (*Backend) Compare(op kernels.CompareOp, dst, a, b kernels.Operand) {
+	in := kernels.CompareType(a, b)
+	Compare(op, in, operand(dst), exactOperand(a, in), exactOperand(b, in))
+}
+
+func (*Backend) Where(dst, cond, a, b kernels.Operand) {
+	if dst.DType.IsFloat() {
+		Where(operand(dst), operand(cond), operandIn(a, dst.DType), operandIn(b, dst.DType))
+		return
+	}
+	for _, o := range []kernels.Operand{a, b} {
+		if v, ok := o.ScalarValue(); ok && !kernels.IsInteger(v) {
+			panic(fmt.Sprintf("kernels/cpu: where: the Scalar %v into a %v output; an integer output takes integers", v, dst.DType))
+		}
+	}
+	Where(operand(dst), operand(cond), exactOperand(a, dtype.I64), exactOperand(b, dtype.I64))
+}
+
+// exactOperand is operand, a Scalar as an I64 operand of its value when in is I64 (the
+// value is an integer: kernels.CompareType) and as an F64 one of its exact value
+// otherwise, which the kernel rounds to in.
+func exactOperand(o kernels.Operand, in dtype.DType) Operand {
+	v, ok := o.ScalarValue()
+	switch {
+	case !ok:
+		return operand(o)
+	case in == dtype.I64:
+		return I64([]int64{int64(v)}, kernels.Layout{})
+	}
+	return F64([]float64{v}, kernels.Layout{})
+}
 func (*Backend) Mean(dst, src kernels.Operand) { Mean(operand(dst), operand(src)) }
 
 func (*Backend) Max(dst, idx, src kernels.Operand) {

@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 
+	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
 )
 
@@ -12,8 +13,16 @@ import (
 // the backward of a broadcast (reducing a gradient to an operand's shape) is a dst of
 // the operand's shape. Sums accumulate in float64 in the reduced elements' row-major
 // order, in pieces of a fixed size added in order, so the bits do not depend on
-// GOMAXPROCS. An empty reduction gives 0. dst must not overlap src.
-func Sum(dst, src Operand) { reduce("sum", dst, nil, src, false) }
+// GOMAXPROCS. An empty reduction gives 0. dst must not overlap src. An I64 dst takes
+// the exact sum of an integer or Bool src (PyTorch's sum of a Bool or integer tensor),
+// wrapping as int64 arithmetic does.
+func Sum(dst, src Operand) {
+	if dst.dt == dtype.I64 {
+		sumInts(dst, src)
+		return
+	}
+	reduce("sum", dst, nil, src, false)
+}
 
 // Mean is Sum divided by the number of elements reduced per output (NaN when that is 0).
 func Mean(dst, src Operand) { reduce("mean", dst, nil, src, true) }

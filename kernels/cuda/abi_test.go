@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -168,6 +167,7 @@ func exercise(b *Backend) {
 		b.Adam(kernels.Adam{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}, 3, p, p, p, p)
 		b.Adam(kernels.Adam{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Decoupled: true}, 1, p, p, p, p)
 	}
+	exerciseCompare(b, &o) // compare_test.go
 }
 
 // TestLaunchesMatchPTX: every launch any method makes passes as many arguments as the
@@ -235,16 +235,7 @@ func TestMisuseNamesTheKernel(t *testing.T) {
 		"takes mul or div":   func() { b.Addc(kernels.Add, x, x, x, x, 1) },
 		"output must be":     func() { _ = b.BinaryCrossEntropy(o.dense(dtype.I64, 4, 5), x, x) },
 	} {
-		t.Run(name, func(t *testing.T) {
-			defer func() {
-				r := recover()
-				require.NotNil(t, r, "no panic")
-				msg := fmt.Sprint(r)
-				assert.Contains(t, msg, "kernels/cuda: ")
-				assert.Contains(t, msg, name)
-			}()
-			f()
-		})
+		t.Run(name, func(t *testing.T) { requirePanicNaming(t, name, f) })
 	}
 	l, c := rec.take()
 	assert.Empty(t, l, "misuse launches nothing")

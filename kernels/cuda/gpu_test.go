@@ -207,7 +207,7 @@ func TestTensorErrorsAtSynchronisation(t *testing.T) {
 	var ie *kernels.IndexError
 	require.True(t, errors.As(err, &ie), "got %v", err)
 	assert.Equal(t, kernels.IndexError{Op: "cross_entropy", Pos: 1, Index: 3, Limit: 3}, *ie)
-	assert.ErrorIs(t, err, tensor.ErrShape)
+	assert.ErrorIs(t, err, tensor.ErrIndex)
 	var te *tensor.Error
 	require.True(t, errors.As(err, &te))
 	assert.Equal(t, "Item", te.Op)

@@ -29,6 +29,7 @@ const (
 	famOptim
 	famAmp
 	famGemm
+	famCompare
 	numFamilies
 )
 
@@ -44,6 +45,7 @@ var familyNames = [numFamilies]string{
 	famOptim:       "optim",
 	famAmp:         "amp",
 	famGemm:        "gemm",
+	famCompare:     "compare",
 }
 
 // kernel names one entry point: a base below plus a variant. Each base owns variants
@@ -121,6 +123,11 @@ const (
 	kAdam
 	// famGemm.
 	kGemmTiled
+	// famCompare (compare.go).
+	kCompare   // formIndex: the comparison type is an argument
+	kWhere     // formWalk: a float output
+	kWhereInt  // formIndex: an integer or Bool output
+	kSumInt    // formIndex
 	numKernels = iota * variants
 )
 
@@ -196,6 +203,10 @@ var bases = [numKernels / variants]struct {
 	kSGD / variants:                      {famOptim, "sgd", formTyped},
 	kAdam / variants:                     {famOptim, "adam", formTyped},
 	kGemmTiled / variants:                {famGemm, "gemm_tiled", formTyped},
+	kCompare / variants:                  {famCompare, "compare", formIndex},
+	kWhere / variants:                    {famCompare, "where", formWalk},
+	kWhereInt / variants:                 {famCompare, "where_int", formIndex},
+	kSumInt / variants:                   {famCompare, "sum_int", formIndex},
 }
 
 // entries is every kernel's family and name in the fatbin, "" for a variant its base's

@@ -6,6 +6,7 @@ import (
 
 	"github.com/subletml/sublet/device"
 	cudadev "github.com/subletml/sublet/device/cuda"
+	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
 )
 
@@ -91,6 +92,10 @@ func pieceCount(n, nOut, per int64) (piece, pieces int64) {
 }
 
 func (b *Backend) Sum(dst, src kernels.Operand) {
+	if dst.DType == dtype.I64 {
+		b.sumInts(dst, src) // compare.go
+		return
+	}
 	b.reduce("sum", hdrRedSum, dst, kernels.Operand{}, src)
 }
 func (b *Backend) Mean(dst, src kernels.Operand) {

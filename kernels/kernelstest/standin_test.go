@@ -191,3 +191,9 @@ func (s *standIn) BinaryCrossEntropyWithLogitsBackward(wrt kernels.Arg, dst, g, 
 func (s *standIn) Addc(op kernels.BinaryOp, dst, x, a, b kernels.Operand, value float64) {
 	s.cpu.Addc(op, s.h(dst), s.h(x), s.h(a), s.h(b), value)
 }
+func (s *standIn) Compare(op kernels.CompareOp, dst, a, b kernels.Operand) {
+	s.cpu.Compare(op, s.h(dst), s.h(a), s.h(b))
+}
+func (s *standIn) Where(dst, cond, a, b kernels.Operand) {
+	s.cpu.Where(s.h(dst), s.h(cond), s.h(a), s.h(b))
+}

@@ -103,6 +103,7 @@ func Run(t *testing.T, tg Target) {
 		{"Embedding", testEmbedding},
 		{"Optimizers", testOptimizers},
 		{"AMP", testAMP},
+		{"Compare", testCompare}, // compare.go
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.run(t, &suite{tg: s.tg, cpu: s.cpu, r: rand.New(rand.NewPCG(uint64(len(c.name)), 7))})

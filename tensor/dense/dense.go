@@ -7,6 +7,9 @@
 // Every conversion is exact. Float64 and F64 map to each other, Float32 and F32; a
 // Dense has no 16-bit floats, so F16 and BF16 tensors become Float32 Dense values
 // (exactly). Views (sliced or transposed Dense values) are read in their logical order.
+//
+//doccheck:context var s *tensor.Scope
+//doccheck:context var d *gorgonia.Dense
 package dense
 
 import (

@@ -20,6 +20,8 @@
 //
 // Invariant: Check releases everything it made, also when f panics with a
 // *tensor.Error (the panic goes on).
+//
+//doccheck:context var a, b []float64
 package gradcheck
 
 import (
