@@ -26,10 +26,18 @@
 //     are those allocated or freed while the op was the innermost.
 //   - Peak is the most allocated bytes above the level at the op's start, at any
 //     moment while it was open (its nested ops included).
-//   - Times are CPU wall time; device time of asynchronous kernels is not measured.
+//   - Times are CPU wall time. With Options.DeviceTime, an op on a device that records
+//     timed events (a GPU) also gets its device time: the time between events recorded
+//     on the default stream when it began and when it ended, which covers the kernels it
+//     launched there (ops run on their output's stream, the default one unless a program
+//     moves them); and its kernel count, the launches of the device's kernels between
+//     its begin and end. Device times are read once Stop has waited for the events;
+//     self device time, like self time, leaves out the nested ops'.
 package profiler
 
 import (
+	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"time"
@@ -37,6 +45,7 @@ import (
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/alloc/memsnap"
 	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/kernels/cuda"
 	"github.com/subletml/sublet/tensor"
 )
 
@@ -51,6 +60,16 @@ type Options struct {
 	// Now is the clock, time since an arbitrary origin; nil uses the monotonic clock.
 	// Tests pass a fake one.
 	Now func() time.Duration
+	// DeviceTime times each op's work on its device where the device records timed
+	// events (a GPU), and counts its kernels: two event records per op, read after Stop.
+	DeviceTime bool
+}
+
+// timer is a device whose events record timestamps (device/cuda's Device).
+type timer interface {
+	device.Device
+	NewTimingEvent() (device.Event, error)
+	ElapsedTime(start, end device.Event) (time.Duration, error)
 }
 
 // Profiler aggregates ops. Its methods are safe for concurrent use.
@@ -75,6 +94,19 @@ type Profiler struct {
 	mismatched int
 	// stopped is set by Stop: nothing more is recorded. Guarded by mu.
 	stopped bool
+	// refs is each timed device's reference event, recorded at its first op, and the
+	// host time then: device timestamps are placed on the host's clock from it. Guarded
+	// by mu.
+	refs map[timer]ref
+	// devErr joins the errors of device timing (an event that could not be made,
+	// recorded or read); that op has no device time. Guarded by mu.
+	devErr error
+}
+
+// ref is a timed device's reference event.
+type ref struct {
+	ev   device.Event
+	host time.Duration
 }
 
 // span is one op call.
@@ -87,6 +119,15 @@ type span struct {
 	totalAlloc       int64
 	base, peakAbove  int64
 	depth            int
+	parent           *span
+	// On a timed device: the events recorded at begin and end (0: none), the device
+	// time between them and in nested ops (set by Stop), the device time of begin from
+	// the device's reference, and the kernels launched while open and by nested ops.
+	timer                   timer
+	ev                      [2]device.Event
+	devTime, childDevTime   time.Duration
+	devStart                time.Duration
+	launches, childLaunches int64
 }
 
 type counter struct {
@@ -122,9 +163,12 @@ func Start(o Options, allocs ...*alloc.Allocator) (*Profiler, error) {
 }
 
 // Stop ends profiling and puts the allocators' history back as it was before Start.
-// Ops still open are dropped. A second Stop does nothing.
+// Ops still open are dropped. With DeviceTime it waits for the ops' device work and
+// reads their device times (Err reports what could not be read). A second Stop does
+// nothing.
 func (p *Profiler) Stop() {
 	p.mu.Lock()
+	first := !p.stopped
 	p.stopped = true
 	p.open = nil
 	undo := p.undo
@@ -134,6 +178,61 @@ func (p *Profiler) Stop() {
 	for _, u := range undo {
 		u()
 	}
+	if first {
+		p.readDeviceTimes()
+	}
+}
+
+// readDeviceTimes waits for every op's end event and sets the device times, then
+// destroys the events.
+func (p *Profiler) readDeviceTimes() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var errs []error
+	elapsed := func(t timer, a, b device.Event) time.Duration {
+		if err := t.SynchronizeEvent(b); err != nil {
+			errs = append(errs, err)
+			return 0
+		}
+		d, err := t.ElapsedTime(a, b)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return d
+	}
+	for _, s := range p.done {
+		if s.timer == nil || s.ev[0] == 0 || s.ev[1] == 0 {
+			continue
+		}
+		s.devTime = elapsed(s.timer, s.ev[0], s.ev[1])
+		if r, ok := p.refs[s.timer]; ok {
+			s.devStart = r.host + elapsed(s.timer, r.ev, s.ev[0])
+		}
+	}
+	for _, s := range p.done {
+		if s.parent != nil {
+			s.parent.childDevTime += s.devTime
+		}
+		for _, e := range s.ev {
+			if e != 0 {
+				errs = append(errs, s.timer.DestroyEvent(e))
+			}
+		}
+		s.ev = [2]device.Event{}
+	}
+	for t, r := range p.refs {
+		errs = append(errs, t.DestroyEvent(r.ev))
+	}
+	p.refs = nil
+	p.devErr = errors.Join(append([]error{p.devErr}, errs...)...)
+}
+
+// Err returns what went wrong timing ops on their devices (nil when nothing did, or
+// without DeviceTime).
+func (p *Profiler) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.devErr
 }
 
 // OpBegin starts an op on dev and returns the token its OpEnd passes back.
@@ -153,41 +252,104 @@ func (p *Profiler) OpBegin(op string, dev device.Device) uint64 {
 		}
 		site = memsnap.SiteLabel(frames, "")
 	}
+	var t timer
+	var ev device.Event
+	var launches int64
+	if p.opts.DeviceTime && dev != nil {
+		if tt, ok := device.Innermost(dev).(timer); ok {
+			p.reference(tt)
+			t, ev = tt, p.record(tt)
+			launches = cuda.Launches(dev)
+		}
+	}
 	now := p.opts.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopped {
 		return 0
 	}
-	s := &span{token: p.next, op: op, site: site, start: now, base: p.allocated, depth: len(p.open)}
+	s := &span{token: p.next, op: op, site: site, start: now, base: p.allocated, depth: len(p.open), timer: t, launches: launches}
+	s.ev[0] = ev
 	if dev != nil {
 		s.device = dev.Name()
+	}
+	if n := len(p.open); n > 0 {
+		s.parent = p.open[n-1]
 	}
 	p.next++
 	p.open = append(p.open, s)
 	return s.token
 }
 
+// record makes a timing event on t and records it on the default stream; 0 (the
+// error kept) when it cannot.
+func (p *Profiler) record(t timer) device.Event {
+	ev, err := t.NewTimingEvent()
+	if err == nil {
+		if err = t.RecordEvent(ev, 0); err != nil {
+			err = errors.Join(err, t.DestroyEvent(ev))
+		}
+	}
+	if err != nil {
+		p.mu.Lock()
+		p.devErr = errors.Join(p.devErr, fmt.Errorf("profiler: timing on %s: %w", t.Name(), err))
+		p.mu.Unlock()
+		return 0
+	}
+	return ev
+}
+
+// reference records t's reference event, once: the first op on t is timed from it.
+func (p *Profiler) reference(t timer) {
+	p.mu.Lock()
+	_, have := p.refs[t]
+	p.mu.Unlock()
+	if have {
+		return
+	}
+	r := ref{ev: p.record(t), host: p.opts.Now()}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, have := p.refs[t]; have || r.ev == 0 { // another goroutine's came first
+		if r.ev != 0 {
+			p.devErr = errors.Join(p.devErr, t.DestroyEvent(r.ev))
+		}
+		return
+	}
+	if p.refs == nil {
+		p.refs = map[timer]ref{}
+	}
+	p.refs[t] = r
+}
+
 // OpEnd ends the op of token.
 func (p *Profiler) OpEnd(token uint64) {
 	now := p.opts.Now()
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	n := len(p.open)
 	if n == 0 || p.open[n-1].token != token {
 		if !p.stopped && token != 0 {
 			p.mismatched++
 		}
+		p.mu.Unlock()
 		return
 	}
 	s := p.open[n-1]
 	p.open = p.open[:n-1]
+	p.mu.Unlock()
+	if s.timer != nil { // a driver call: outside mu, which the allocator's sink takes
+		s.ev[1] = p.record(s.timer)
+		s.launches = cuda.Launches(s.timer) - s.launches
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	s.end = now
 	if n > 1 {
 		parent := p.open[n-2]
 		parent.childTime += s.end - s.start
 		parent.totalAlloc += s.totalAlloc
 		parent.peakAbove = max(parent.peakAbove, s.base+s.peakAbove-parent.base)
+		parent.childLaunches += s.launches
 	}
 	p.done = append(p.done, s)
 }

@@ -87,7 +87,14 @@ type bench struct {
 	train []trainCase
 	// steps, when above 0, is how many steps each train case times instead of per
 	// (for profiles and instruction counts that compare runs step for step).
-	steps   int64
+	steps int64
+	// upload is where a train step's batch comes from: "resident" (on the device
+	// before the timing, as PyTorch's script keeps it) or "each-step" (copied from
+	// host memory every step, as a data loader's batches are).
+	upload string
+	// profile, when set, is a folder where each train case writes the profile of a
+	// few steps after its timing: a table per op and a Perfetto trace.
+	profile string
 	out     io.Writer
 	results []Result
 }
@@ -106,6 +113,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	compute := fs.Duration("compute", defaultCompute(), "emptycache: simulated compute time per training step (the default is the step's flops at the H200's measured 51.3 TFLOP/s FP32)")
 	cases := fs.String("cases", "cpu", "train: comma-separated cases or sets (cpu, gpu; "+caseNames()+")")
 	steps := fs.Int64("steps", 0, "train: time exactly this many steps of each case instead of -time (0: -time)")
+	upload := fs.String("upload", "resident", "train: the batch on the device before the timing (resident), or copied from host memory every step (each-step)")
+	profile := fs.String("profile", "", "train: a folder for each case's profile of 3 steps after its timing (CASE.txt, the per-op table with device times on a GPU; CASE.json, a Perfetto trace)")
 	jsonPath := fs.String("json", "", "also write the results as a JSON array to this file")
 	jsonlPath := fs.String("jsonl", "", "also write the results as JSON lines, one per figure, to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
@@ -151,7 +160,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			f.Close()
 		}()
 	}
-	b := &bench{per: *per, compute: *compute, train: train, steps: *steps, out: stdout}
+	if *upload != "resident" && *upload != "each-step" {
+		fmt.Fprintf(stderr, "sublet-bench: -upload %q: want resident or each-step\n", *upload)
+		return 2
+	}
+	b := &bench{per: *per, compute: *compute, train: train, steps: *steps, upload: *upload, profile: *profile, out: stdout}
 	fmt.Fprintf(stdout, "# sublet-bench %s GOMAXPROCS=%d %s/%s %s, %s per figure, emptycache compute %s per step\n",
 		time.Now().UTC().Format(time.RFC3339), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version(), *per, *compute)
 	failed := false

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -15,6 +18,7 @@ import (
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
+	"github.com/subletml/sublet/profiler"
 	"github.com/subletml/sublet/tensor"
 )
 
@@ -141,13 +145,37 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 		layers[i] = m
 	}
 	hasData := dev.Residency() != device.Meta
-	step := func() error {
-		s := tensor.NewScope(tensor.WithGenerator(gen))
+	data := tensor.NewScope() // the resident batch, for the whole case
+	defer data.Close()
+	var xr, lr *tensor.Tensor
+	if b.upload == "resident" {
+		if err := tensor.Try(func() {
+			xr, lr = tensor.FromSlice(data, dev, dtype.F32, x, c.batch, c.widths[0]), tensor.FromSlice(data, dev, dtype.I64, labels)
+		}); err != nil {
+			return r, err
+		}
+	}
+	// step runs one training step; hook, when not nil, profiles its ops and phases.
+	step := func(hook *profiler.Profiler) error {
+		opts := []tensor.Option{tensor.WithGenerator(gen)}
+		if hook != nil {
+			opts = append(opts, tensor.WithOpHook(hook))
+		}
+		s := data.Child(opts...)
 		defer s.Close()
+		region := func(name string) func() {
+			if hook == nil {
+				return func() {}
+			}
+			tok := hook.OpBegin(name, dev)
+			return func() { hook.OpEnd(tok) }
+		}
 		var stepErr error
 		err := tensor.Try(func() {
-			xt := tensor.FromSlice(s, dev, dtype.F32, x, c.batch, c.widths[0])
-			lt := tensor.FromSlice(s, dev, dtype.I64, labels)
+			xt, lt := xr, lr
+			if xt == nil {
+				xt, lt = tensor.FromSlice(s, dev, dtype.F32, x, c.batch, c.widths[0]), tensor.FromSlice(s, dev, dtype.I64, labels)
+			}
 			fs := s
 			if c.autocast != dtype.Invalid {
 				if fs, stepErr = amp.Autocast(s, c.autocast); stepErr != nil {
@@ -155,6 +183,7 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 				}
 				xt = fs.Bind(xt)
 			}
+			end := region("forward")
 			var out *tensor.Tensor
 			if c.segments > 0 {
 				out = checkpoint.Sequential(layers, c.segments, xt)
@@ -166,7 +195,10 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 				loss = fs.Keep(loss)
 				fs.Close()
 			}
+			end()
+			end = region("backward")
 			scaler.Scale(loss).Backward()
+			end()
 			if hasData {
 				loss.Item() // waits for the device, as a training loop printing its loss does
 			}
@@ -177,6 +209,8 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 		if stepErr != nil {
 			return stepErr
 		}
+		end := region("optimizer step")
+		defer end()
 		if _, err := scaler.Step(opt); err != nil {
 			return err
 		}
@@ -187,7 +221,7 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 		return nil
 	}
 	for range 3 {
-		if err := step(); err != nil {
+		if err := step(nil); err != nil {
 			return r, err
 		}
 	}
@@ -196,7 +230,7 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 	start := time.Now()
 	n := int64(0)
 	for b.steps > 0 && n < b.steps || b.steps == 0 && (n < 3 || time.Since(start) < b.per) {
-		if err := step(); err != nil {
+		if err := step(nil); err != nil {
 			return r, err
 		}
 		n++
@@ -214,5 +248,63 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 			note += "; gemm " + g // the built-in one, or the system BLAS SUBLET_BLAS names
 		}
 	}
+	note += "; batch " + b.upload
+	if b.profile != "" {
+		kernels, err := profileSteps(b.profile, c.name, a, dev, step)
+		if err != nil {
+			return r, err
+		}
+		note += fmt.Sprintf("; %d kernels per step", kernels)
+	}
 	return Result{Experiment: "train", Device: dev.Name(), Case: c.name, Value: float64(n) / el.Seconds(), Unit: "steps/s", N: n, Note: note}, nil
 }
+
+// profileSteps profiles profiledSteps steps (ops, the forward, backward and optimizer
+// phases, their device time where the device times events) and writes dir/name.txt,
+// the per-op table by self device time (by self CPU time without one), and
+// dir/name.json, the Perfetto trace; it returns the kernels launched per step.
+func profileSteps(dir, name string, a *alloc.Allocator, dev device.Device, step func(*profiler.Profiler) error) (int64, error) {
+	p, err := profiler.Start(profiler.Options{DeviceTime: true}, a)
+	if err != nil {
+		return 0, err
+	}
+	for range profiledSteps {
+		if err := step(p); err != nil {
+			p.Stop()
+			return 0, err
+		}
+	}
+	p.Stop()
+	if err := p.Err(); err != nil {
+		return 0, err
+	}
+	var kernels int64
+	var devTime time.Duration
+	for _, o := range p.KeyAverages(false) {
+		kernels += o.SelfKernels
+		devTime += o.SelfDeviceTime
+	}
+	sortBy := profiler.SortSelfDeviceTime
+	if devTime == 0 {
+		sortBy = profiler.SortSelfTime
+	}
+	var table bytes.Buffer
+	fmt.Fprintf(&table, "%s on %s: %d steps profiled; %d kernels per step\n", name, dev.Name(), profiledSteps, kernels/profiledSteps)
+	if err := p.Table(&table, sortBy, 0, false); err != nil {
+		return 0, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".txt"), table.Bytes(), 0o644); err != nil {
+		return 0, err
+	}
+	f, err := os.Create(filepath.Join(dir, name+".json"))
+	if err != nil {
+		return 0, err
+	}
+	if err := errors.Join(p.WriteChromeTrace(f), f.Close()); err != nil {
+		return 0, err
+	}
+	return kernels / profiledSteps, nil
+}
+
+// profiledSteps is how many steps -profile profiles.
+const profiledSteps = 3

@@ -29,6 +29,8 @@ type Backend struct {
 
 	// tf32 lets F32 products use TF32 tensor cores (SetTF32); off by default.
 	tf32 atomic.Bool
+	// launches counts the kernels and cuBLAS products launched (Launches).
+	launches atomic.Int64
 
 	// rec is set only by this package's tests: see recorder.
 	rec *recorder
@@ -110,6 +112,7 @@ func (b *Backend) fault(err error) {
 // launch runs kernel k with cfg and args; a failure (the family does not load, the
 // driver refuses the launch) is kept for Check, as CUDA keeps its asynchronous faults.
 func (b *Backend) launch(k kernel, cfg cudadev.LaunchConfig, args ...cudadev.Arg) {
+	b.launches.Add(1)
 	if b.rec != nil {
 		b.rec.launch(k, cfg, args)
 		return
@@ -261,6 +264,23 @@ func (b *Backend) KernelAttributes() (map[string]cudadev.FunctionAttributes, err
 		out[e.name] = a
 	}
 	return out, nil
+}
+
+// Launches returns how many kernels and cuBLAS products the Backend of dev (a GPU, or
+// a device that wraps one: device.Innermost) has launched since it was made, 0 where
+// there is none: what a profiler counts per op.
+func Launches(dev device.Device) int64 {
+	g, ok := device.Innermost(dev).(*cudadev.Device)
+	if !ok {
+		return 0
+	}
+	registry.Lock()
+	b := registry.m[g]
+	registry.Unlock()
+	if b == nil {
+		return 0
+	}
+	return b.launches.Load()
 }
 
 // HeldInAllocator returns the bytes the Backend of dev (if dev is a GPU with one)

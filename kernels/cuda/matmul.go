@@ -162,6 +162,7 @@ func (b *Backend) cublas(l *blasLib, w *walk, f64 bool, dst, x, y kernels.Operan
 	}
 	esA, esB, esC := uint64(at.Size()), uint64(bt.Size()), uint64(ct.Size())
 	for o := range outer {
+		b.launches.Add(1)
 		pa, pb, pc := w.base[1]+uint64(o*oa)*esA, w.base[2]+uint64(o*ob)*esB, w.base[0]+uint64(o*oc)*esC
 		err = b.blas.call(l.gemmStridedBatchedEx, "cublasGemmStridedBatchedEx", h.h, opB, opA,
 			uintptr(n), uintptr(m), uintptr(k), alpha,
