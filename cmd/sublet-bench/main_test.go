@@ -174,10 +174,11 @@ func TestTrainPeaksOnSimEqualThoseWithData(t *testing.T) {
 			assert.GreaterOrEqual(t, r.N, int64(3))
 			peaks, cpu, ok := strings.Cut(r.Note, "; cpu ")
 			assert.True(t, ok && strings.Contains(cpu, " ms per step"), "the note gives the CPU time per step: %s", r.Note)
+			assert.True(t, strings.HasSuffix(r.Note, "; batch resident"), "the note says where the batch was: %s", r.Note)
 			if dev == "sim-backed" { // host memory: the CPU kernels compute, and the note names their GEMM
 				g, err := tensor.HostGemm()
 				require.NoError(t, err)
-				assert.True(t, strings.HasSuffix(r.Note, "; gemm "+g), r.Note)
+				assert.Contains(t, r.Note, "; gemm "+g+";", r.Note)
 			} else {
 				assert.NotContains(t, r.Note, "gemm")
 			}
@@ -206,4 +207,25 @@ func TestTrainStepsTimesExactlyThatMany(t *testing.T) {
 
 	code, _, _ = runBench("-run", "train", "-steps", "-1")
 	assert.Equal(t, 2, code)
+}
+
+// TestTrainUploadAndProfile: -upload each-step copies the batch in every step (the
+// same peaks plus the batch's own blocks), -profile writes each case's per-op table
+// with the step's phases and a Perfetto trace, and a bad -upload is a usage error.
+func TestTrainUploadAndProfile(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errs := runBench("-device", "sim-backed", "-run", "train", "-cases", "tiny-adam", "-steps", "3", "-upload", "each-step", "-profile", dir)
+	require.Equal(t, 0, code, errs)
+	assert.Contains(t, out, "; batch each-step; 0 kernels per step")
+	table, err := os.ReadFile(filepath.Join(dir, "tiny-adam.txt"))
+	require.NoError(t, err)
+	for _, phase := range []string{"forward", "backward", "optimizer step", "MatMul", "# of Calls"} {
+		assert.Contains(t, string(table), phase)
+	}
+	trace, err := os.ReadFile(filepath.Join(dir, "tiny-adam.json"))
+	require.NoError(t, err)
+	assert.True(t, json.Valid(trace))
+	code, _, errs = runBench("-run", "train", "-upload", "sometimes")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, `-upload "sometimes": want resident or each-step`)
 }
