@@ -155,7 +155,7 @@ func exercise(b *Backend) {
 			// Enough indices for the sort's steps across blocks, and for keys beyond the
 			// scratch (a block of the allocator).
 			_ = b.EmbeddingBackward(x, o.dense(ft, 1500, n), o.dense(dtype.I64, 1500), n)
-			_ = b.EmbeddingBackward(x, o.dense(ft, 200000, n), o.dense(dtype.I64, 200000), n)
+			_ = b.EmbeddingBackward(x, o.dense(ft, 600000, n), o.dense(dtype.I64, 600000), n)
 		}
 		x := o.dense(ft, 4096, 1024)
 		b.LayerNormBackward(kernels.Operand{}, o.dense(ft, 1024), kernels.Operand{}, x, x, o.dense(ft, 4096), o.dense(ft, 4096), kernels.Operand{}, 4096, 1024)

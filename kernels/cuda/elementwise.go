@@ -29,8 +29,12 @@ func floatWalk(op string, w *walk, dst kernels.Operand, ins ...kernels.Operand) 
 // type already) over w on the stream of out, the first output, with w then the extra
 // arguments.
 func (b *Backend) launchWalk(k kernel, w *walk, out kernels.Operand, extra ...cudadev.Arg) {
-	cfg := b.grid(w.size, out.Mem.Stream)
-	if w.wide(int64(cfg.Grid.X) * block) {
+	items := w.size
+	if w.rank == 1 { // the kernels take hdrUnroll elements a thread per round (map_k)
+		items = (w.size + hdrUnroll - 1) / hdrUnroll
+	}
+	cfg := b.grid(items, out.Mem.Stream)
+	if w.wide(int64(cfg.Grid.X) * block * hdrUnroll) {
 		k += vWide
 	}
 	var args [4]cudadev.Arg

@@ -45,7 +45,7 @@ func (b *Backend) Embedding(dst, w, idx kernels.Operand, dim int) error {
 // of g are added in index order, as kernels/cpu adds them (src/embedding.cu: the
 // indices sorted with their positions, then a pass per row), so dw is kernels/cpu's
 // bit for bit and the same on every run. The sort's keys take the stream's scratch
-// (up to 131072 indices), else a block of the caching allocator for the op's
+// (up to 524288 indices), else a block of the caching allocator for the op's
 // duration, as PyTorch's sort buffers do.
 func (b *Backend) EmbeddingBackward(dw, g, idx kernels.Operand, dim int) error {
 	const op = "embedding backward"

@@ -84,6 +84,7 @@ const (
 	kReduceThread
 	kReduceBlock
 	kReduceFinish
+	kReduceFinishBlock
 	kMaxBackward
 	// famAmp.
 	kUnscale // formWalk
@@ -172,6 +173,7 @@ var bases = [numKernels / variants]struct {
 	kReduceThread / variants:             {famReduce, "reduce_thread", formTyped},
 	kReduceBlock / variants:              {famReduce, "reduce_block", formTyped},
 	kReduceFinish / variants:             {famReduce, "reduce_finish", formTyped},
+	kReduceFinishBlock / variants:        {famReduce, "reduce_finish_block", formTyped},
 	kMaxBackward / variants:              {famReduce, "max_backward", formTyped},
 	kUnscale / variants:                  {famAmp, "unscale", formWalk},
 	kCrossEntropyBackward / variants:     {famLoss, "cross_entropy_backward", formWalk},

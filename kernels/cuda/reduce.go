@@ -81,6 +81,17 @@ const (
 	blockPiece  = 1 << 15
 	threadPiece = 1 << 10
 	maxPartials = scratchBytes / int64(unsafe.Sizeof(acc{}))
+	// threadsWanted is how many threads a thread-per-piece reduction is cut for, at
+	// least, so that a few outputs over many elements (a bias gradient: the columns of
+	// a [batch, width] matrix) still fill the GPU; minPiece the fewest elements a
+	// thread is given for it.
+	threadsWanted = 1 << 16
+	minPiece      = 4 * hdrUnroll
+	// maxThreadPieces bounds the partials reduce_finish's thread combines per output.
+	maxThreadPieces = 1 << 10
+	// finishBlockPieces is the most partials per output a thread of reduce_finish
+	// combines; more take a block per output (reduce_finish_block).
+	finishBlockPieces = 64
 )
 
 // pieceCount cuts n reduced elements of each of nOut outputs into pieces of at most
@@ -89,6 +100,16 @@ const (
 func pieceCount(n, nOut, per int64) (piece, pieces int64) {
 	pieces = max(1, min((n+per-1)/per, maxPartials/max(nOut, 1)))
 	return max(1, (n+pieces-1)/pieces), pieces
+}
+
+// threadPieces is pieceCount for a reduction with a thread per piece: pieces of at most
+// threadPiece elements, and more of them while nOut·pieces is under threadsWanted, the
+// pieces keep minPiece elements and there are at most maxThreadPieces; still shapes
+// only.
+func threadPieces(n, nOut int64) (piece, pieces int64) {
+	want := min((threadsWanted+nOut-1)/max(nOut, 1), (n+minPiece-1)/minPiece, maxThreadPieces)
+	per := min(int64(threadPiece), max(1, (n+want-1)/max(want, 1)))
+	return pieceCount(n, nOut, per)
 }
 
 func (b *Backend) Sum(dst, src kernels.Operand) {
@@ -153,11 +174,12 @@ func (b *Backend) runReduction(r *reduction, mode int32, idx uint64, dst, src ke
 	// reduced elements do, or when there is little to reduce; a block per output else.
 	keptInner, redInner := r.kstride[1][r.krank-1], r.rstride[r.rrank-1]
 	thread := r.nRed <= 32 || (r.nOut >= 32 && keptInner < redInner)
-	k, per := kReduceBlock.in(f64), int64(blockPiece)
+	k := kReduceBlock.in(f64)
+	r.piece, r.pieces = pieceCount(r.nRed, r.nOut, blockPiece)
 	if thread {
-		k, per = kReduceThread.in(f64), int64(threadPiece)
+		k = kReduceThread.in(f64)
+		r.piece, r.pieces = threadPieces(r.nRed, r.nOut)
 	}
-	r.piece, r.pieces = pieceCount(r.nRed, r.nOut, per)
 	sc, ok := b.partials(s, r.pieces)
 	if !ok {
 		return
@@ -169,7 +191,10 @@ func (b *Backend) runReduction(r *reduction, mode int32, idx uint64, dst, src ke
 	}
 	args := [4]cudadev.Arg{cudadev.ArgBytes(r.bytes()), cudadev.ArgInt32(mode), cudadev.ArgUint64(idx), cudadev.ArgUint64(sc.addr())}
 	b.launch(k, cfg, args[:]...)
-	if r.pieces > 1 {
+	switch {
+	case r.pieces > finishBlockPieces: // a block per output combines its many partials
+		b.launch(kReduceFinishBlock.in(f64), cudadev.LaunchConfig{Grid: cudadev.Dim3{X: uint32(min(r.nOut, 1<<31-1))}, Block: cudadev.Dim3{X: block}, Stream: s}, args[:]...)
+	case r.pieces > 1:
 		b.launch(kReduceFinish.in(f64), b.grid(r.nOut, s), args[:]...)
 	}
 }

@@ -11,7 +11,7 @@ import (
 // reductions cut into pieces, a loss's scale, NonFinite's answer. Piece counts are
 // bounded so that partials fit (see pieceCount); the bound depends on the shapes only,
 // so results stay deterministic.
-const scratchBytes = 1 << 20
+const scratchBytes = 4 << 20
 
 // scratch is one stream's scratch memory, raw device memory outside the caching
 // allocator: it is the backend's own, like cuBLAS's handle state, so that ops make no

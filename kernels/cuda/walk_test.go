@@ -181,6 +181,26 @@ func TestPiecesDependOnShapesOnly(t *testing.T) {
 	}
 }
 
+// TestThreadPiecesFillTheGPU: a reduction with a thread per piece is cut into at
+// least threadsWanted threads where its elements allow (a bias gradient of a [1024,
+// 1024] or [4096, 4096] matrix, once 1024 or 4096 threads), each with minPiece elements
+// or more, its partials within the scratch.
+func TestThreadPiecesFillTheGPU(t *testing.T) {
+	for _, c := range []struct{ n, nOut, piece, pieces int64 }{
+		{1024, 1024, 16, 64},
+		{4096, 4096, 256, 16},
+		{64, 256, 16, 4},         // few elements: pieces of minPiece
+		{10, 3, 10, 1},           // fewer than minPiece: one piece
+		{1 << 20, 4, 1024, 1024}, // long: pieces of threadPiece at most
+		{1 << 20, 1 << 17, 1 << 20, 1},
+	} {
+		piece, pieces := threadPieces(c.n, c.nOut)
+		assert.Equal(t, [2]int64{c.piece, c.pieces}, [2]int64{piece, pieces}, "%+v", c)
+		assert.GreaterOrEqual(t, piece*pieces, c.n)
+		assert.LessOrEqual(t, pieces*c.nOut, max(maxPartials, c.nOut))
+	}
+}
+
 // BenchmarkNewWalk is the host's work before an elementwise launch, without the GPU:
 // broadcasting, merging and the index-width choice for a binary op on a [64, 64]
 // tensor and a broadcast row.

@@ -43,6 +43,7 @@ const hdrErrBinaryCrossEntropy = 6
 const hdrMaxRank = 16
 const hdrMaxOps = 5
 const hdrBlock = 256
+const hdrUnroll = 4
 
 // Sizes and field offsets of the structs of src/common.cuh, in bytes.
 const hdrSizeofWalk = 888

@@ -28,6 +28,11 @@ def parse_args():
     ap.add_argument("--time", type=float, default=1.0)
     ap.add_argument("--steps", type=int, default=0, help="time exactly this many steps instead of --time")
     ap.add_argument("--jsonl")
+    ap.add_argument("--upload", default="resident", choices=["resident", "each-step"],
+                    help="the batch on the device once (resident), or copied every step from pinned host "
+                         "memory with non_blocking=True, as a DataLoader with pin_memory does (each-step)")
+    ap.add_argument("--profile", help="a folder for each case's torch.profiler table of 3 steps after the timing "
+                                       "(CASE.torch.txt, sorted by self CUDA time on cuda)")
     return ap.parse_args()
 
 
@@ -89,7 +94,7 @@ def sequential_checkpointed(model, segments, x):
     return run_range(end, len(fns))(x)
 
 
-def run(name, dev, per, steps, widths, batch, opt, segments=0, amp=None):
+def run(name, dev, per, steps, upload, profile, widths, batch, opt, segments=0, amp=None):
     torch.manual_seed(0)
     model = mlp(widths, dev)
     params = sum(p.numel() for p in model.parameters())
@@ -100,9 +105,15 @@ def run(name, dev, per, steps, widths, batch, opt, segments=0, amp=None):
     scaler = torch.amp.GradScaler(dev, enabled=amp is not None) if dev == "cuda" else None
     x = torch.randn(batch, widths[0], device=dev)
     y = torch.randint(0, widths[-1], (batch,), device=dev)
+    pinned = dev == "cuda" and upload == "each-step"
+    if pinned:
+        hx, hy = x.cpu().pin_memory(), y.cpu().pin_memory()
     lossf = nn.CrossEntropyLoss()
 
     def step():
+        nonlocal x, y
+        if pinned:
+            x, y = hx.to(dev, non_blocking=True), hy.to(dev, non_blocking=True)
         with torch.autocast(dev, dtype=amp or torch.bfloat16, enabled=amp is not None):
             if segments:
                 try:
@@ -132,14 +143,23 @@ def run(name, dev, per, steps, widths, batch, opt, segments=0, amp=None):
         step()
         n += 1
     el, cpu = time.perf_counter() - t0, time.process_time() - c0
+    if profile:
+        acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if dev == "cuda" else [])
+        with torch.profiler.profile(activities=acts) as prof:
+            for _ in range(3):
+                step()
+        sort = "self_cuda_time_total" if dev == "cuda" else "self_cpu_time_total"
+        with open(os.path.join(profile, name + ".torch.txt"), "w") as f:
+            f.write("%s on %s: 3 steps profiled\n" % (name, dev))
+            f.write(prof.key_averages().table(sort_by=sort, row_limit=40))
     if dev == "cuda":
         note = "peak allocated %d reserved %d" % (torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved())
     else:
         note = "peak rss %d" % (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     return {"experiment": "train", "device": dev if dev == "cpu" else "cuda:0", "case": name,
             "value": n / el, "unit": "steps/s", "n": n,
-            "note": "%s; %d parameters; cpu %.4g ms per step; torch %s, %d threads" % (
-                note, params, cpu / n * 1e3, torch.__version__, torch.get_num_threads())}
+            "note": "%s; %d parameters; cpu %.4g ms per step; torch %s, %d threads; batch %s" % (
+                note, params, cpu / n * 1e3, torch.__version__, torch.get_num_threads(), upload)}
 
 
 def main():
@@ -153,7 +173,7 @@ def main():
     for n in names:
         if n not in CASES:
             sys.exit("unknown case %r (cases: %s; sets: cpu, gpu)" % (n, ", ".join(CASES)))
-        r = run(n, a.device, a.time, a.steps, **CASES[n])
+        r = run(n, a.device, a.time, a.steps, a.upload, a.profile, **CASES[n])
         line = json.dumps(r)
         print(line, flush=True)
         if out:

@@ -97,7 +97,7 @@ committed_nvcc=$(sed -n 's/^  "nvcc": "\(.*\)",$/\1/p' "$PKG/gen/manifest.json" 
 # compiles is what runs, and it must not spill. Another version, in --check, only
 # reports its spills: nvcc 13 gives a few kernels an 8-byte stack frame that 11.8 does
 # not, and its outputs are never embedded.
-if grep -E 'LOCAL:[1-9]|STACK:[1-9]' "$out/gen/resources.txt" >&2; then
+if grep -B1 -E 'LOCAL:[1-9]|STACK:[1-9]' "$out/gen/resources.txt" >&2; then
 	if ((!check)) || [[ $nvcc_version == "$committed_nvcc" ]]; then
 		echo "gen_kernels.sh: the kernels above use local memory or a stack frame (spills); see gen/resources.txt and KERNEL_ROOM in src/common.cuh" >&2
 		exit 1

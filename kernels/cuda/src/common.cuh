@@ -71,6 +71,12 @@
 // few enough that no kernel spills at that bound.
 #define BLOCK 256
 
+// UNROLL is how many elements a thread of an elementwise kernel takes per round over a
+// walk of one dimension (dense or broadcast operands, after merging): each a block
+// apart, so that every load is coalesced, and all loaded before any is stored, so that
+// UNROLL loads per operand are in flight at once.
+#define UNROLL 4
+
 // Walk is an elementwise kernel's iteration: the output's shape after merging
 // dimensions (shape[rank-1] innermost), each operand's strides along it (in elements),
 // the address of each operand's first element (its Offset applied), its type, and the

@@ -47,24 +47,84 @@ __device__ __forceinline__ void st_any(unsigned long long base, int dt, long lon
     st<C>(base, dt, i, v);
 }
 
+// ld_bits and st_bits move the size bytes of element i as they are.
+__device__ __forceinline__ unsigned long long ld_bits(unsigned long long base, int size, long long i) {
+    switch (size) {
+    case 1: return ((const unsigned char *)base)[i];
+    case 2: return ((const unsigned short *)base)[i];
+    case 4: return ((const unsigned int *)base)[i];
+    }
+    return ((const unsigned long long *)base)[i];
+}
+
+__device__ __forceinline__ void st_bits(unsigned long long base, int size, long long i, unsigned long long v) {
+    switch (size) {
+    case 1: ((unsigned char *)base)[i] = (unsigned char)v; return;
+    case 2: ((unsigned short *)base)[i] = (unsigned short)v; return;
+    case 4: ((unsigned int *)base)[i] = (unsigned int)v; return;
+    }
+    ((unsigned long long *)base)[i] = v;
+}
+
+// copy_one copies the element at src offset from into dst offset to.
+template <typename C, typename I>
+__device__ __forceinline__ void copy_one(const Walk &w, int dd, int ds, I to, I from) {
+    if (dd == ds) {
+        int size = dt_size(dd);
+        st_bits(w.base[0], size, to, ld_bits(w.base[1], size, from));
+    } else if (is_int(dd) && is_int(ds)) {
+        st_int(w.base[0], dd, to, ld_int(w.base[1], ds, from));
+    } else {
+        st_any<C>(w.base[0], dd, to, ld<C>(w.base[1], ds, from, 0));
+    }
+}
+
 template <typename C, typename I>
 __device__ __forceinline__ void copy_k(const Walk &w) {
     int dd = w.dtype[0], ds = w.dtype[1];
+    if (w.rank == 1) { // UNROLL elements a thread per round, loaded before stored (as map_k)
+        I n = (I)w.size, sd = (I)w.stride[0][0], ss = (I)w.stride[1][0];
+        bool same = dd == ds, ints = is_int(dd) && is_int(ds);
+        int size = dt_size(dd);
+        for (I base = (I)blockIdx.x * (BLOCK * UNROLL); base < n; base += (I)gridDim.x * (BLOCK * UNROLL)) {
+            if (same) {
+                unsigned long long v[UNROLL];
+#pragma unroll
+                for (int u = 0; u < UNROLL; u++) {
+                    I i = base + u * BLOCK + threadIdx.x;
+                    if (i < n) v[u] = ld_bits(w.base[1], size, i * ss);
+                }
+#pragma unroll
+                for (int u = 0; u < UNROLL; u++) {
+                    I i = base + u * BLOCK + threadIdx.x;
+                    if (i < n) st_bits(w.base[0], size, i * sd, v[u]);
+                }
+            } else if (!ints) {
+                C v[UNROLL];
+#pragma unroll
+                for (int u = 0; u < UNROLL; u++) {
+                    I i = base + u * BLOCK + threadIdx.x;
+                    if (i < n) v[u] = ld<C>(w.base[1], ds, i * ss, 0);
+                }
+#pragma unroll
+                for (int u = 0; u < UNROLL; u++) {
+                    I i = base + u * BLOCK + threadIdx.x;
+                    if (i < n) st_any<C>(w.base[0], dd, i * sd, v[u]);
+                }
+            } else {
+#pragma unroll
+                for (int u = 0; u < UNROLL; u++) {
+                    I i = base + u * BLOCK + threadIdx.x;
+                    if (i < n) copy_one<C, I>(w, dd, ds, i * sd, i * ss);
+                }
+            }
+        }
+        return;
+    }
     GRID_STRIDE(I, i, w.size) {
         I off[2];
         offsets<2, I>(w, i, off);
-        if (dd == ds) {
-            switch (dt_size(dd)) {
-            case 1: ((unsigned char *)w.base[0])[off[0]] = ((const unsigned char *)w.base[1])[off[1]]; break;
-            case 2: ((unsigned short *)w.base[0])[off[0]] = ((const unsigned short *)w.base[1])[off[1]]; break;
-            case 4: ((unsigned int *)w.base[0])[off[0]] = ((const unsigned int *)w.base[1])[off[1]]; break;
-            default: ((unsigned long long *)w.base[0])[off[0]] = ((const unsigned long long *)w.base[1])[off[1]];
-            }
-        } else if (is_int(dd) && is_int(ds)) {
-            st_int(w.base[0], dd, off[0], ld_int(w.base[1], ds, off[1]));
-        } else {
-            st_any<C>(w.base[0], dd, off[0], ld<C>(w.base[1], ds, off[1], 0));
-        }
+        copy_one<C, I>(w, dd, ds, off[0], off[1]);
     }
 }
 
@@ -73,6 +133,17 @@ __device__ __forceinline__ void copy_k(const Walk &w) {
 template <typename I>
 __device__ __forceinline__ void fill_k(const Walk &w, unsigned long long bits) {
     int size = dt_size(w.dtype[0]);
+    if (w.rank == 1) { // UNROLL elements a thread per round, without division (as map_k)
+        I n = (I)w.size, sd = (I)w.stride[0][0];
+        for (I base = (I)blockIdx.x * (BLOCK * UNROLL); base < n; base += (I)gridDim.x * (BLOCK * UNROLL)) {
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++) {
+                I i = base + u * BLOCK + threadIdx.x;
+                if (i < n) st_bits(w.base[0], size, i * sd, bits);
+            }
+        }
+        return;
+    }
     GRID_STRIDE(I, i, w.size) {
         I off[1];
         offsets<1, I>(w, i, off);

@@ -7,8 +7,33 @@
 
 // map_k is the loop of every kernel here: for each output element (operand 0), f gets
 // the values of operands 1..N-1 as the compute type and returns the element's value.
+// A walk of one dimension goes U elements a thread per round, without division: UNROLL,
+// or half as many for the five-operand kernel, whose registers would not hold more.
 template <int N, typename C, typename I, typename F>
 __device__ __forceinline__ void map_k(const Walk &w, F f) {
+    constexpr int U = N >= 5 ? UNROLL / 2 : UNROLL;
+    if (w.rank == 1) {
+        I n = (I)w.size, s[N];
+#pragma unroll
+        for (int k = 0; k < N; k++) s[k] = (I)w.stride[k][0];
+        for (I base = (I)blockIdx.x * (BLOCK * U); base < n; base += (I)gridDim.x * (BLOCK * U)) {
+            C v[U][N - 1];
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                I i = base + u * BLOCK + threadIdx.x;
+                if (i < n) {
+#pragma unroll
+                    for (int k = 1; k < N; k++) v[u][k - 1] = ld<C>(w.base[k], w.dtype[k], i * s[k], w.imm[k]);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                I i = base + u * BLOCK + threadIdx.x;
+                if (i < n) st<C>(w.base[0], w.dtype[0], i * s[0], f(v[u]));
+            }
+        }
+        return;
+    }
     GRID_STRIDE(I, i, w.size) {
         I off[N];
         offsets<N, I>(w, i, off);
@@ -99,7 +124,7 @@ __device__ __forceinline__ void addc_k(const Walk &w, int op, C value) {
     KERNEL binary_backward_##CN##_##IN(Walk w, int op, int wrt) { binary_backward_k<C, I>(w, op, wrt); } \
     KERNEL axpy_##CN##_##IN(Walk w, C alpha) { axpy_k<C, I>(w, alpha); }                                 \
     KERNEL dropout_##CN##_##IN(Walk w, C scale) { dropout_k<C, I>(w, scale); }                           \
-    KERNEL bce_##CN##_##IN(Walk w, ErrorFlag *flag, unsigned int seq) { bce_k<C, I>(w, flag, seq); }     \
+    KERNEL_ROOM bce_##CN##_##IN(Walk w, ErrorFlag *flag, unsigned int seq) { bce_k<C, I>(w, flag, seq); }\
     KERNEL bce_backward_##CN##_##IN(Walk w, int wrt) { bce_backward_k<C, I>(w, wrt); }                   \
     KERNEL bce_logits_##CN##_##IN(Walk w) { bce_logits_k<C, I>(w); }                                     \
     KERNEL_ROOM bce_logits_backward_##CN##_##IN(Walk w, int wrt) { bce_logits_backward_k<C, I>(w, wrt); }\

@@ -58,13 +58,32 @@ __device__ __forceinline__ void finish_out(const Reduction &r, int mode, long lo
 }
 
 // fold_piece folds the reduced elements [lo, hi) of the output whose input elements
-// start at src offset base, stepping by step from lo.
+// start at src offset base, stepping by step from lo. Over one reduced dimension it
+// keeps UNROLL accumulators, element j of each round of UNROLL steps going to
+// accumulator j, combined in that order at the end: UNROLL loads in flight, and an
+// order that depends on the shapes alone.
 template <typename C>
 __device__ __forceinline__ Acc fold_piece(const Reduction &r, bool isMax, long long base, long long lo, long long hi, long long step) {
     Acc a = acc_zero();
     if (r.rrank == 1) {
-        long long s = r.rstride[0];
-        for (long long e = lo; e < hi; e += step) acc_add(a, isMax, ld<C>(r.src, r.dts, base + e * s, 0), e);
+        long long s = r.rstride[0], e = lo;
+        Acc u[UNROLL];
+#pragma unroll
+        for (int j = 0; j < UNROLL; j++) u[j] = acc_zero();
+        for (; e + (UNROLL - 1) * step < hi; e += UNROLL * step) {
+            C x[UNROLL];
+#pragma unroll
+            for (int j = 0; j < UNROLL; j++) x[j] = ld<C>(r.src, r.dts, base + (e + j * step) * s, 0);
+#pragma unroll
+            for (int j = 0; j < UNROLL; j++) acc_add(u[j], isMax, x[j], e + j * step);
+        }
+#pragma unroll
+        for (int j = 0; j < UNROLL - 1; j++) { // the last round, short of UNROLL
+            long long ej = e + j * step;
+            if (ej < hi) acc_add(u[j], isMax, ld<C>(r.src, r.dts, base + ej * s, 0), ej);
+        }
+#pragma unroll
+        for (int j = 0; j < UNROLL; j++) acc_merge(a, isMax, u[j]);
         return a;
     }
     for (long long e = lo; e < hi; e += step) {
@@ -125,6 +144,27 @@ __device__ __forceinline__ void reduce_finish_k(const Reduction &r, int mode, lo
     }
 }
 
+// reduce_finish_block_k: block o combines output o's partials: thread j those of pieces
+// j, j+BLOCK, ... in order, then the block in reduce_block's fixed tree; for outputs of
+// many pieces (a sum of everything), which one thread would combine serially.
+template <typename C>
+__device__ __forceinline__ void reduce_finish_block_k(const Reduction &r, int mode, long long *idx, const Acc *part) {
+    __shared__ Acc tree[BLOCK];
+    bool isMax = mode == RED_MAX;
+    for (long long o = blockIdx.x; o < r.nOut; o += gridDim.x) {
+        Acc a = acc_zero();
+        for (long long c = threadIdx.x; c < r.pieces; c += BLOCK) acc_merge(a, isMax, part[o * r.pieces + c]);
+        tree[threadIdx.x] = a;
+        __syncthreads();
+        for (int s = BLOCK / 2; s > 0; s >>= 1) {
+            if (threadIdx.x < s) acc_merge(tree[threadIdx.x], isMax, tree[threadIdx.x + s]);
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) finish_out<C>(r, mode, idx, o, tree[0]);
+        __syncthreads();
+    }
+}
+
 // max_backward_k: thread o writes g's element o (r.src; kstride[1] its strides) into dx
 // (r.dst; kstride[0] and rstride its strides) at the position idx[o]; dx is zero
 // already. An index outside the reduction is reported and skipped.
@@ -159,6 +199,7 @@ __device__ __forceinline__ void non_finite_k(const Walk &w, int *found) {
     KERNEL reduce_thread_##CN(Reduction r, int mode, long long *idx, Acc *part) { reduce_thread_k<C>(r, mode, idx, part); }                        \
     KERNEL reduce_block_##CN(Reduction r, int mode, long long *idx, Acc *part) { reduce_block_k<C>(r, mode, idx, part); }                          \
     KERNEL reduce_finish_##CN(Reduction r, int mode, long long *idx, const Acc *part) { reduce_finish_k<C>(r, mode, idx, part); }                  \
+    KERNEL reduce_finish_block_##CN(Reduction r, int mode, long long *idx, const Acc *part) { reduce_finish_block_k<C>(r, mode, idx, part); }      \
     KERNEL max_backward_##CN(Reduction r, const long long *idx, ErrorFlag *flag, unsigned int seq) { max_backward_k<C>(r, idx, flag, seq); }      \
     KERNEL non_finite_##CN##_i32(Walk w, int *found) { non_finite_k<C, int>(w, found); }                                                          \
     KERNEL non_finite_##CN##_i64(Walk w, int *found) { non_finite_k<C, long long>(w, found); }

@@ -59,6 +59,7 @@ int main() {
     C("hdrMaxRank", MAX_RANK);
     C("hdrMaxOps", MAX_OPS);
     C("hdrBlock", BLOCK);
+    C("hdrUnroll", UNROLL);
     printf("\n");
     printf("// Sizes and field offsets of the structs of src/common.cuh, in bytes.\n");
     C("hdrSizeofWalk", sizeof(Walk));

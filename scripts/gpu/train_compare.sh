@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# train_compare.sh: GPU training, sublet against PyTorch eager, in one call on the GPU
+# machine (issue 18's table). Run there from the repository root after
+# scripts/gpu/build.sh has filled .gpu/ here (carry [".gpu/bin.tar.xz", ".gpu/bench",
+# ".gpu/tests.txt"]); needs python3 + torch there, no Go.
+#
+#   bash scripts/gpu/train_compare.sh
+#
+# For each upload mode (resident: the batch on the device before the timing; each-step:
+# copied from host memory every step, PyTorch from pinned memory with non_blocking=True)
+# it runs sublet-bench -run train and scripts/bench/torch_train.py on the same cases,
+# alternating, TIME seconds each (default 2); with the batch resident each side also
+# profiles 3 steps (sublet: the per-op table with device times and a Perfetto trace;
+# PyTorch: torch.profiler's table). Output in $OUT/train/: the JSON lines of every run,
+# table.md (steps/s of both sides and their ratio, per case and mode), profile/.
+# Environment: CASES (gpu: the issue's set), TIME, UPLOADS ("resident each-step").
+set -uo pipefail
+ROOT=$PWD
+OUT=${OUT:-.gpu/out}
+CASES=${CASES:-gpu}
+TIME=${TIME:-2}
+UPLOADS=${UPLOADS:-"resident each-step"}
+PY=${PYTHON:-python3}
+if [[ -f .gpu/bin.tar.xz && ! -x .gpu/bin/sublet-bench ]]; then
+	tar -C .gpu -xJf .gpu/bin.tar.xz
+fi
+dir=$OUT/train
+mkdir -p "$dir/profile"
+# cuBLAS from torch's wheels, as suite.sh finds it.
+if [[ -z ${SUBLET_CUBLAS:-} ]]; then
+	found=$("$PY" -c 'import glob, site, sys
+for d in site.getsitepackages() + [site.getusersitepackages()]:
+    for so in ("13", "12", "11"):
+        for f in glob.glob(d + "/nvidia/*/lib/libcublas.so." + so):
+            print(f); sys.exit()' 2>/dev/null) && [[ -n $found ]] && export SUBLET_CUBLAS=$found
+fi
+for upload in $UPLOADS; do
+	prof=()
+	tprof=()
+	if [[ $upload == resident ]]; then
+		prof=(-profile "$dir/profile")
+		tprof=(--profile "$dir/profile")
+	fi
+	.gpu/bin/sublet-bench -device cuda:0 -run train -cases "$CASES" -time "${TIME}s" -upload "$upload" "${prof[@]}" \
+		-jsonl "$dir/sublet-$upload.jsonl" 2>&1 | tee "$dir/sublet-$upload.txt"
+	PYTHONUNBUFFERED=1 "$PY" scripts/bench/torch_train.py --device cuda --cases "$CASES" --time "$TIME" --upload "$upload" \
+		"${tprof[@]}" --jsonl "$dir/torch-$upload.jsonl" 2>&1 | tee "$dir/torch-$upload.txt"
+done
+"$PY" - "$dir" $UPLOADS <<'PY' | tee "$dir/table.md"
+import json, os, sys
+d, uploads = sys.argv[1], sys.argv[2:]
+def load(p):
+    out = {}
+    if os.path.exists(p):
+        for line in open(p):
+            r = json.loads(line)
+            out[r["case"]] = r["value"]
+    return out
+print("| case | batch | PyTorch steps/s | sublet steps/s | sublet / PyTorch |")
+print("|---|---|---|---|---|")
+for up in uploads:
+    s, t = load(os.path.join(d, "sublet-%s.jsonl" % up)), load(os.path.join(d, "torch-%s.jsonl" % up))
+    for case in t:
+        if case in s:
+            print("| %s | %s | %.4g | %.4g | %.2fx |" % (case, up, t[case], s[case], s[case] / t[case]))
+PY
+tar -czf "$OUT/train.tar.gz" -C "$OUT" train
