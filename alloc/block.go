@@ -28,6 +28,12 @@ type block struct {
 	// streamUses are the streams other than the allocation stream that RecordStream
 	// named since the block was allocated (a set; usually empty).
 	streamUses []device.Stream
+	// serial numbers the block's allocation under the planned policy: the allocations
+	// served before it. A free is known by its distance back to its allocation.
+	serial int64
+	// arena is the plan's arena this block is, or is a slot of; nil for every other
+	// block.
+	arena *arena
 }
 
 // isSplit reports whether the block is not its segment's only block.

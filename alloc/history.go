@@ -277,7 +277,7 @@ func (a *Allocator) ClearHistory() {
 		return
 	}
 	for _, seg := range a.segments {
-		for b := seg.head; b != nil; b = b.next {
+		for b := range seg.blocks() {
 			b.site = 0
 		}
 	}

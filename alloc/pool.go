@@ -67,6 +67,7 @@ func (a *Allocator) BeginCapture(s device.Stream, p *Pool) error {
 			return fmt.Errorf("alloc: BeginCapture(stream %d) on %s: %w on that stream", s, a.dev.Name(), ErrCaptureUnderway)
 		}
 	}
+	a.pol.settle()
 	a.captures = append(a.captures, capture{s, p})
 	p.uses++
 	return nil

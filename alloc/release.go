@@ -31,6 +31,7 @@ func (a *Allocator) emptyCache(c *callSite) error {
 		a.beginCall(c)
 		a.recordCall(ActionEmptyCache, 0, 0, 0)
 	}
+	a.pol.settle()
 	if err := a.releaseCachedBlocks(); err != nil {
 		return fmt.Errorf("alloc: EmptyCache on %s: %w", a.dev.Name(), err)
 	}
