@@ -90,14 +90,15 @@ func (d *detector) push(x sig) bool {
 	return d.period > 0 && d.run >= d.period
 }
 
-// propose makes p the period if the latest events agree with it, counting how many in a
-// row do (up to a full period: enough to confirm it).
+// propose makes p the period if the latest events agree with it (a window's worth, or
+// a whole period when shorter), counting how many in a row do, up to a full period:
+// enough to confirm it.
 func (d *detector) propose(p int64) {
 	run := int64(0)
 	for run < p && d.n-1-run-p >= 0 && d.n-1-run-p >= d.n-histCap && d.at(d.n-1-run) == d.at(d.n-1-run-p) {
 		run++
 	}
-	if run >= detectWindow {
+	if run >= min(p, detectWindow) {
 		d.period, d.run = p, run
 	}
 }
