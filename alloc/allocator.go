@@ -313,7 +313,7 @@ func (a *Allocator) alloc(size int64, s device.Stream, c *callSite) (device.Ptr,
 	}
 	r := request{size: size, rounded: roundSize(size, &a.divisions), ss: a.requestState(s)}
 	r.kind = kindOf(r.rounded)
-	b, err := a.pol.malloc(&r)
+	b, err := a.pol.malloc(r)
 	if err != nil {
 		a.mu.Unlock()
 		return 0, err

@@ -79,8 +79,8 @@ func (c *plan) advance() {
 
 func newPlanned(a *Allocator) *planned { return &planned{a: a} }
 
-func (p *planned) malloc(r *request) (*block, error) {
-	a := p.a
+func (p *planned) malloc(req request) (*block, error) {
+	a, r := p.a, &req
 	x := allocSig(r.size, r.ss.stream)
 	if c := p.cur; c != nil {
 		if x == c.sigs[c.pos] {
@@ -177,7 +177,8 @@ func (p *planned) free(b *block) error {
 // relieve makes room for r when the device or the memory fraction refused its memory:
 // the plan pauses (its arenas' free gaps may hold r), and whole free pages elsewhere
 // are unmapped, as many as r's pages.
-func (p *planned) relieve(r *request) bool {
+func (p *planned) relieve(req request) bool {
+	r := &req
 	a := p.a
 	relieved := p.cur != nil
 	p.pause()

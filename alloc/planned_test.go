@@ -377,3 +377,31 @@ func TestPolicyConfig(t *testing.T) {
 	_, err = ForConfig(d, Config{})
 	require.ErrorContains(t, err, "already exists", "another policy")
 }
+
+// The hot paths make no heap allocation: a cached block under PyTorch's policy, a slot
+// under the planned one, and a step of the training loop under either.
+func TestHotPathsDoNotAllocate(t *testing.T) {
+	for _, p := range []Policy{PolicyPyTorch, PolicyPlanned} {
+		a, d := newAlloc(t, 0, Config{Policy: p})
+		for range 16 {
+			mustFree(t, a, mustAlloc(t, a, MiB, 0))
+		}
+		n := testing.AllocsPerRun(100, func() {
+			q, err := a.Alloc(MiB, 0)
+			if err == nil {
+				err = a.Free(q)
+			}
+			require.NoError(t, err)
+		})
+		require.Zero(t, n, "%s: a pair", p)
+		l := newTrainLoop(t, a, []int64{3 * MiB, 300 * KiB})
+		i := 0
+		for ; i < 8; i++ {
+			l.step(i)
+		}
+		n = testing.AllocsPerRun(20, func() { l.step(i); i++ })
+		require.Zero(t, n, "%s: a step", p)
+		l.close()
+		requireDrained(t, a, d)
+	}
+}

@@ -49,15 +49,16 @@ func (p *configParser) policy(i int) (Policy, error) {
 // that the statistics mean the same under every policy.
 type policy interface {
 	// malloc serves r, once completed stream events have been processed: the block it
-	// returns is allocated and counted; a lack of memory is an *OOMError.
-	malloc(r *request) (*block, error)
+	// returns is allocated and counted; a lack of memory is an *OOMError. Requests pass
+	// by value: through an interface a pointer would make each one a heap allocation.
+	malloc(r request) (*block, error)
 	// free takes back allocated block b, just taken out of the pointer map; on an error
 	// b is live again, back in the map.
 	free(b *block) error
 	// relieve is called on a miss whose new memory the device or the memory fraction
 	// refused, before the cache is released: it makes room for r without giving memory
 	// back, and reports whether it did (then the miss path looks again).
-	relieve(r *request) bool
+	relieve(r request) bool
 	// settle is called before the allocator gives memory back (EmptyCache) and before a
 	// capture starts: whatever the policy holds beyond the caching structures goes back
 	// into them.
@@ -67,11 +68,11 @@ type policy interface {
 // pytorchPolicy is PolicyPyTorch: PyTorch's malloc and free.
 type pytorchPolicy struct{ a *Allocator }
 
-func (p pytorchPolicy) malloc(r *request) (*block, error) { return p.a.cachingMalloc(r) }
+func (p pytorchPolicy) malloc(r request) (*block, error) { return p.a.cachingMalloc(&r) }
 
 func (p pytorchPolicy) free(b *block) error { return p.a.cachingFree(b) }
 
-func (pytorchPolicy) relieve(*request) bool { return false }
+func (pytorchPolicy) relieve(request) bool { return false }
 
 func (pytorchPolicy) settle() {}
 
