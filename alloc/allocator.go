@@ -266,16 +266,17 @@ func (a *Allocator) Alloc(size int64, s device.Stream) (device.Ptr, error) {
 	if a.histOn.Load() {
 		return a.allocRecorded(size, s, Tag{})
 	}
-	return a.alloc(size, s, nil)
+	return a.alloc(size, s, 0, nil)
 }
 
 // AllocTagged is Alloc with a tag that the memory history keeps with the block and its
-// events (the op and scope that asked for it); with history off it is Alloc.
+// events (the op and scope that asked for it, and its lifetime, which the planned policy
+// also places the block by); with history off the tag's Lifetime is all that counts.
 func (a *Allocator) AllocTagged(size int64, s device.Stream, tag Tag) (device.Ptr, error) {
 	if a.histOn.Load() {
 		return a.allocRecorded(size, s, tag)
 	}
-	return a.alloc(size, s, nil)
+	return a.alloc(size, s, tag.Lifetime, nil)
 }
 
 // allocRecorded is Alloc capturing its caller's stack for the history.
@@ -283,10 +284,10 @@ func (a *Allocator) AllocTagged(size int64, s device.Stream, tag Tag) (device.Pt
 //go:noinline
 func (a *Allocator) allocRecorded(size int64, s device.Stream, tag Tag) (device.Ptr, error) {
 	var c callSite
-	return a.alloc(size, s, c.capture(2, tag))
+	return a.alloc(size, s, tag.Lifetime, c.capture(2, tag))
 }
 
-func (a *Allocator) alloc(size int64, s device.Stream, c *callSite) (device.Ptr, error) {
+func (a *Allocator) alloc(size int64, s device.Stream, lt Lifetime, c *callSite) (device.Ptr, error) {
 	if size <= 0 {
 		if size == 0 {
 			return 0, nil
@@ -311,7 +312,7 @@ func (a *Allocator) alloc(size int64, s device.Stream, c *callSite) (device.Ptr,
 			return 0, fmt.Errorf("alloc: Alloc(%d) on %s: %w", size, a.dev.Name(), err)
 		}
 	}
-	r := request{size: size, rounded: roundSize(size, &a.divisions), ss: a.requestState(s)}
+	r := request{size: size, rounded: roundSize(size, &a.divisions), ss: a.requestState(s), lifetime: lt}
 	r.kind = kindOf(r.rounded)
 	b, err := a.pol.malloc(r)
 	if err != nil {
@@ -410,16 +411,23 @@ func (a *Allocator) streamState(s device.Stream) *streamState {
 	if ss := a.lastStream; ss != nil && ss.stream == s {
 		return ss
 	}
+	a.lastStream = a.stateOf(s, false)
+	return a.lastStream
+}
+
+// stateOf returns the default pools of stream s, or (longLived) the planned policy's
+// pools for its long-lived allocations, creating them on first use. a.streams is sorted
+// by stream, the default pools of a stream first.
+func (a *Allocator) stateOf(s device.Stream, longLived bool) *streamState {
 	i := 0
-	for i < len(a.streams) && a.streams[i].stream < s {
+	for i < len(a.streams) && (a.streams[i].stream < s || a.streams[i].stream == s && !a.streams[i].longLived && longLived) {
 		i++
 	}
-	if i == len(a.streams) || a.streams[i].stream != s {
+	if i == len(a.streams) || a.streams[i].stream != s || a.streams[i].longLived != longLived {
 		a.streams = append(a.streams, nil)
 		copy(a.streams[i+1:], a.streams[i:])
-		a.streams[i] = &streamState{stream: s}
+		a.streams[i] = &streamState{stream: s, longLived: longLived}
 	}
-	a.lastStream = a.streams[i]
 	return a.streams[i]
 }
 

@@ -73,6 +73,9 @@ type segment struct {
 // owns its range. Guarded by Allocator.mu.
 type streamState struct {
 	stream device.Stream
+	// longLived marks the planned policy's pools of the stream's long-lived allocations
+	// (Lifetime hints), kept apart from the default pools' segments.
+	longLived bool
 	// pool is the private pool the state belongs to, nil for the default pools.
 	pool *Pool
 	// free holds the cached free (mapped) blocks, indexed by poolKind.

@@ -13,6 +13,8 @@ type request struct {
 	size, rounded int64
 	kind          poolKind
 	ss            *streamState
+	// lifetime is the caller's hint (Tag.Lifetime).
+	lifetime Lifetime
 	// devErr is the device's out-of-memory error of the latest raw allocation attempt;
 	// nil when the memory fraction refused it.
 	devErr error

@@ -81,6 +81,9 @@ func newPlanned(a *Allocator) *planned { return &planned{a: a} }
 
 func (p *planned) malloc(req request) (*block, error) {
 	a, r := p.a, &req
+	if r.lifetime.longLived() && r.ss.pool == nil {
+		r.ss = a.stateOf(r.ss.stream, true)
+	}
 	x := allocSig(r.size, r.ss.stream)
 	if c := p.cur; c != nil {
 		if x == c.sigs[c.pos] {
