@@ -85,8 +85,9 @@ type Allocator struct {
 	// it sizes their address reservations.
 	total int64
 
-	// pol makes the allocation decisions (Config.Policy); set by New.
-	pol policy
+	// plan is the planned policy's state, nil under PyTorch's policy (policy.go); set
+	// by New.
+	plan *planned
 
 	mu sync.Mutex
 	// ptrs maps the address of every allocated block to it. Guarded by mu.
@@ -168,9 +169,8 @@ func New(dev device.Device, cfg Config) (*Allocator, error) {
 			a.cfg.ExpandableSegments = false
 		}
 	}
-	a.pol = pytorchPolicy{a}
 	if cfg.Policy == PolicyPlanned {
-		a.pol = newPlanned(a)
+		a.plan = newPlanned(a)
 	}
 	if f := cfg.PerProcessMemoryFraction; f > 0 {
 		if err := a.SetMemoryFraction(f); err != nil {
@@ -314,7 +314,13 @@ func (a *Allocator) alloc(size int64, s device.Stream, lt Lifetime, c *callSite)
 	}
 	r := request{size: size, rounded: roundSize(size, &a.divisions), ss: a.requestState(s), lifetime: lt}
 	r.kind = kindOf(r.rounded)
-	b, err := a.pol.malloc(r)
+	var b *block
+	var err error
+	if a.plan != nil {
+		b, err = a.plan.malloc(&r)
+	} else {
+		b, err = a.cachingMalloc(&r)
+	}
 	if err != nil {
 		a.mu.Unlock()
 		return 0, err
@@ -360,7 +366,12 @@ func (a *Allocator) free(p device.Ptr, c *callSite) error {
 		a.mu.Unlock()
 		return fmt.Errorf("alloc: Free(%#x) on %s: not a live allocation of this allocator (never allocated, already freed, or from another allocator)", uintptr(p), a.dev.Name())
 	}
-	err := a.pol.free(b)
+	var err error
+	if a.plan != nil {
+		err = a.plan.free(b)
+	} else {
+		err = a.cachingFree(b)
+	}
 	a.mu.Unlock()
 	return err
 }

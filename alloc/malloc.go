@@ -147,7 +147,7 @@ func (a *Allocator) mallocSlow(r *request) (*block, error) {
 		}
 	}
 	b, err := a.allocBlock(r, false)
-	if b == nil && err == nil && a.pol.relieve(*r) {
+	if b == nil && err == nil && a.plan != nil && a.plan.relieve(r) {
 		if b = a.getFreeBlock(r); b == nil {
 			b, err = a.allocBlock(r, false)
 		}

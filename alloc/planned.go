@@ -44,8 +44,8 @@ type PlanStats struct {
 func (a *Allocator) PlanStats() PlanStats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	p, ok := a.pol.(*planned)
-	if !ok {
+	p := a.plan
+	if p == nil {
 		return PlanStats{}
 	}
 	st := p.stats
@@ -79,8 +79,8 @@ func (c *plan) advance() {
 
 func newPlanned(a *Allocator) *planned { return &planned{a: a} }
 
-func (p *planned) malloc(req request) (*block, error) {
-	a, r := p.a, &req
+func (p *planned) malloc(r *request) (*block, error) {
+	a := p.a
 	if r.lifetime.longLived() && r.ss.pool == nil {
 		r.ss = a.stateOf(r.ss.stream, true)
 	}
@@ -180,8 +180,7 @@ func (p *planned) free(b *block) error {
 // relieve makes room for r when the device or the memory fraction refused its memory:
 // the plan pauses (its arenas' free gaps may hold r), and whole free pages elsewhere
 // are unmapped, as many as r's pages.
-func (p *planned) relieve(req request) bool {
-	r := &req
+func (p *planned) relieve(r *request) bool {
 	a := p.a
 	relieved := p.cur != nil
 	p.pause()

@@ -44,37 +44,18 @@ func (p *configParser) policy(i int) (Policy, error) {
 	return 0, p.errAt(i, "policy '%s' is unknown; want 'pytorch' (PyTorch's decisions, the default) or 'planned'", t)
 }
 
-// policy is the seam between the allocator and its decisions. The allocator calls it
-// with mu held; it counts nothing itself except through the allocator's helpers, so
-// that the statistics mean the same under every policy.
-type policy interface {
-	// malloc serves r, once completed stream events have been processed: the block it
-	// returns is allocated and counted; a lack of memory is an *OOMError. Requests pass
-	// by value: through an interface a pointer would make each one a heap allocation.
-	malloc(r request) (*block, error)
-	// free takes back allocated block b, just taken out of the pointer map; on an error
-	// b is live again, back in the map.
-	free(b *block) error
-	// relieve is called on a miss whose new memory the device or the memory fraction
-	// refused, before the cache is released: it makes room for r without giving memory
-	// back, and reports whether it did (then the miss path looks again).
-	relieve(r request) bool
-	// settle is called before the allocator gives memory back (EmptyCache) and before a
-	// capture starts: whatever the policy holds beyond the caching structures goes back
-	// into them.
-	settle()
-}
-
-// pytorchPolicy is PolicyPyTorch: PyTorch's malloc and free.
-type pytorchPolicy struct{ a *Allocator }
-
-func (p pytorchPolicy) malloc(r request) (*block, error) { return p.a.cachingMalloc(&r) }
-
-func (p pytorchPolicy) free(b *block) error { return p.a.cachingFree(b) }
-
-func (pytorchPolicy) relieve(request) bool { return false }
-
-func (pytorchPolicy) settle() {}
+// The seam between the allocator and its decisions: Allocator.plan is nil under
+// PyTorch's policy, whose decisions are the allocator's own code path (cachingMalloc,
+// cachingFree, mallocSlow); under the planned policy the allocator hands it, with mu
+// held, each request (malloc: the block returned is allocated and counted), each free
+// (free: b is out of the pointer map; on an error it is back in), a miss whose memory
+// the device or the fraction refused (relieve: it makes room without giving memory
+// back and reports whether it did), and the moments it wants what the policy holds back
+// in the caching structures (settle: before EmptyCache gives memory back and before a
+// capture). The planned policy counts nothing itself but through the allocator's
+// helpers, so that the statistics mean the same under both. A nil check rather than an
+// interface: through one, each request would escape to the heap, and PyTorch's path
+// would pay a dynamic call.
 
 // cachingMalloc is PyTorch's malloc: best fit among the cached blocks, else the miss
 // path; the block found is split if worth it and counted.
