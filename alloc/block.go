@@ -66,6 +66,9 @@ type segment struct {
 	expandable bool
 	// page is the unit of mapping of an expandable segment: 2 MiB small, 20 MiB large.
 	page int64
+	// takes counts the blocks taken from the segment's free blocks (TrimIdle trims no
+	// page of a segment that has been used since it saw the page free).
+	takes uint64
 }
 
 // streamState holds the pools of one stream: PyTorch keys its free sets by stream

@@ -160,7 +160,7 @@ func (a *Allocator) commitMapped(b *block, mapped int64) {
 // accounted as unmapped and the rest of b stays a free block.
 func (a *Allocator) unmapBlock(b *block) error {
 	lo, hi := wholePages(b)
-	return a.unmapPages(b, lo, hi)
+	return a.unmapPages(b, lo, hi, true)
 }
 
 // wholePages returns the offsets in b's segment of the first and past the last whole
@@ -174,15 +174,18 @@ func wholePages(b *block) (lo, hi device.Ptr) {
 }
 
 // unmapPages gives back the pages at offsets [lo, hi) of free block b's segment, whole
-// pages inside b, as unmapBlock does.
-func (a *Allocator) unmapPages(b *block, lo, hi device.Ptr) error {
+// pages inside b, as unmapBlock does. wait synchronizes the segment's stream first;
+// false is for a caller that knows the work queued on it before b was freed is done.
+func (a *Allocator) unmapPages(b *block, lo, hi device.Ptr, wait bool) error {
 	seg := b.seg
 	if lo >= hi {
 		return nil
 	}
 	// Unmapping does not wait for the device, unlike a raw Free.
-	if err := a.dev.SynchronizeStream(seg.stream); err != nil {
-		return fmt.Errorf("synchronizing stream %d before unmapping: %w", seg.stream, err)
+	if wait {
+		if err := a.dev.SynchronizeStream(seg.stream); err != nil {
+			return fmt.Errorf("synchronizing stream %d before unmapping: %w", seg.stream, err)
+		}
 	}
 	var uerr error
 	for p := lo; p < hi; p += device.Ptr(seg.page) {

@@ -89,6 +89,7 @@ func (a *Allocator) allocFoundBlock(r *request, b *block) *block {
 func (a *Allocator) splitFound(r *request, b *block) *block {
 	k := r.kind
 	st := &a.stats
+	b.seg.takes++
 	alreadySplit := b.isSplit()
 	exp := b.seg.expandable
 	if a.shouldSplit(b, r.rounded) {

@@ -23,6 +23,8 @@ type planned struct {
 	cur *plan
 	// highWater is the most memory reserved so far, the stitching limit.
 	highWater int64
+	// trim is what the latest TrimIdle saw.
+	trim trimState
 	// stats are PlanStats' counters.
 	stats PlanStats
 }

@@ -37,8 +37,8 @@ type plannedProgram struct {
 
 // runPlannedProgram executes the operations the bytes describe under the planned policy
 // on a small simulated device that keeps data: allocations into 16 slots (a full slot
-// is freed first), frees, RecordStream, EmptyCache, injected device failures, held
-// streams, and loops that repeat the latest operations a few times, so that plans
+// is freed first), frees, RecordStream, EmptyCache, TrimIdle, injected device failures,
+// held streams, and loops that repeat the latest operations a few times, so that plans
 // start, serve, and end by every cause. After every operation it checks the invariants,
 // the statistics, that no live allocations overlap and that each still holds the bytes
 // written at its ends when it was made; at the end, that everything goes back.
@@ -119,9 +119,12 @@ func (pr *plannedProgram) exec(op fuzzOp) {
 			require.NoError(t, a.RecordStream(p, pr.streams[int(op.sub)%len(pr.streams)]), "step %d", pr.steps)
 		}
 	case 6:
-		switch op.sub % 4 {
+		switch op.sub % 5 {
 		case 0:
 			require.NoError(t, a.EmptyCache(), "step %d", pr.steps)
+		case 4:
+			_, err := a.TrimIdle()
+			require.NoError(t, err, "step %d", pr.steps)
 		case 1:
 			require.NoError(t, d.SetFaults(sim.Faults{Nth: 1 + int64(op.sub>>2%3)}))
 		default:

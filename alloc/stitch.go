@@ -71,17 +71,13 @@ func (a *Allocator) leastMappingRun(r *request) (*block, error) {
 func (a *Allocator) pageVictims(lo, hi device.Ptr) ([]*block, int64) {
 	var out []*block
 	var bytes int64
-	for _, ss := range a.streams {
-		for k := smallPool; k <= largePool; k++ {
-			for _, b := range ss.free[k].appendAll(nil) {
-				if !b.seg.expandable || (b.addr < hi && b.addr+device.Ptr(b.size) > lo) {
-					continue
-				}
-				if pl, ph := wholePages(b); pl < ph {
-					out = append(out, b)
-					bytes += int64(ph - pl)
-				}
-			}
+	for _, b := range a.freeExpandable() {
+		if b.addr < hi && b.addr+device.Ptr(b.size) > lo {
+			continue
+		}
+		if pl, ph := wholePages(b); pl < ph {
+			out = append(out, b)
+			bytes += int64(ph - pl)
 		}
 	}
 	slices.SortFunc(out, func(x, y *block) int { return cmp.Compare(y.addr, x.addr) })
@@ -102,7 +98,7 @@ func (a *Allocator) reclaimPages(victims []*block, bytes int64) (int64, error) {
 			lo = hi - want*page
 		}
 		before := a.totalAllocated
-		err := a.unmapPages(b, lo, hi)
+		err := a.unmapPages(b, lo, hi, true)
 		done += before - a.totalAllocated
 		if err != nil {
 			return done, err
