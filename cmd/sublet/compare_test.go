@@ -35,6 +35,14 @@ func TestCompare(t *testing.T) {
 	assert.Equal(t, r.Events, c.Events)
 	assert.InDelta(t, float64(py.PeakReserved)/float64(py.PeakAllocated), py.Ratio, 1e-12)
 	assert.LessOrEqual(t, pl.PeakReserved, py.PeakReserved)
+	// sublet replay -conf policy:planned is the planned row.
+	code, out, errs = sublet("replay", "-trace", trace, "-conf", "policy:planned")
+	require.Equal(t, 0, code, errs)
+	r = replayOutput{}
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	assert.Equal(t, r.Final["reserved_bytes.all.peak"], pl.PeakReserved)
+	assert.Equal(t, r.Final["num_device_free"], pl.DeviceFrees)
+	assert.Equal(t, "policy:planned", r.Conf)
 	assert.Zero(t, py.Plans+py.Served, "PyTorch's policy plans nothing")
 	for _, p := range c.Policies {
 		assert.Positive(t, p.NsPerAlloc, p.Policy)
