@@ -7,6 +7,12 @@
 // same statistics, event by event (checked against PyTorch's own numbers in
 // testdata/oracle).
 //
+// Those decisions are the default policy. Config.Policy selects another behind the
+// same seam (policy.go): PolicyPlanned serves repeating request sequences from arenas
+// laid out offline (plan.go, planned.go, arena.go) and stitches free pages instead of
+// growing (stitch.go). The statistics, history, snapshots, summaries and OOM errors are
+// the allocator's own under every policy.
+//
 // # Use
 //
 //	a, err := alloc.For(dev)      // dev's allocator, made on first use with SUBLET_ALLOC_CONF
@@ -42,6 +48,9 @@
 //     describes, and Allocated − Freed until ResetAccumulatedStats.
 //   - totalAllocated is the device memory held: the sizes of the raw segments plus the
 //     mapped pages of expandable segments; it equals ReservedBytes[all].Current.
+//   - Under PolicyPlanned, a running plan's arenas are blocks of their segments, allocated
+//     but counted nowhere; their live slots are allocated blocks outside the segments'
+//     block lists, in ptrs and counted as any allocation, and never overlap.
 //   - Device addresses are never 0, which is the null pointer: a size-0 request
 //     returns 0 and touches nothing; Free(0) and RecordStream(0, s) do nothing, as in
 //     PyTorch.
@@ -75,6 +84,10 @@ type Allocator struct {
 	// total is the device's total memory, read at New when expandable segments are on:
 	// it sizes their address reservations.
 	total int64
+
+	// plan is the planned policy's state, nil under PyTorch's policy (policy.go); set
+	// by New.
+	plan *planned
 
 	mu sync.Mutex
 	// ptrs maps the address of every allocated block to it. Guarded by mu.
@@ -116,7 +129,8 @@ type Allocator struct {
 
 // New returns a caching allocator over dev. cfg is checked as ParseConfig checks a
 // string; expandable segments are turned off (see Config) when dev does not implement
-// device.VirtualMemory or its granularity does not divide 2 MiB.
+// device.VirtualMemory or its granularity does not divide 2 MiB, and turned on where it
+// does under PolicyPlanned, whose segments are always mapped page by page.
 func New(dev device.Device, cfg Config) (*Allocator, error) {
 	if dev == nil {
 		return nil, errors.New("alloc.New: nil device")
@@ -142,7 +156,8 @@ func New(dev device.Device, cfg Config) (*Allocator, error) {
 	if cfg.MaxSplitSize != 0 {
 		a.stats.MaxSplitSize = cfg.MaxSplitSize
 	}
-	if cfg.ExpandableSegments {
+	if cfg.ExpandableSegments || cfg.Policy == PolicyPlanned {
+		a.cfg.ExpandableSegments = true
 		vm, ok := dev.(device.VirtualMemory)
 		if ok && vm.Granularity() > 0 && SmallBuffer%vm.Granularity() == 0 {
 			_, total, err := dev.MemInfo()
@@ -153,6 +168,9 @@ func New(dev device.Device, cfg Config) (*Allocator, error) {
 		} else {
 			a.cfg.ExpandableSegments = false
 		}
+	}
+	if cfg.Policy == PolicyPlanned {
+		a.plan = newPlanned(a)
 	}
 	if f := cfg.PerProcessMemoryFraction; f > 0 {
 		if err := a.SetMemoryFraction(f); err != nil {
@@ -206,8 +224,8 @@ func forDevice(op string, dev device.Device, config func() (Config, error), want
 	if a, ok := registry.m[dev]; ok {
 		if want != nil {
 			w := *want
-			if !a.expandable {
-				w.ExpandableSegments = false // off on this device whatever was asked
+			if !a.expandable || w.Policy == PolicyPlanned {
+				w.ExpandableSegments = a.expandable // what the device and the policy make of it
 			}
 			if w != a.cfg {
 				return nil, fmt.Errorf("alloc.%s(%s): the device's allocator already exists with config %+v; asked for %+v", op, dev.Name(), a.cfg, *want)
@@ -248,16 +266,17 @@ func (a *Allocator) Alloc(size int64, s device.Stream) (device.Ptr, error) {
 	if a.histOn.Load() {
 		return a.allocRecorded(size, s, Tag{})
 	}
-	return a.alloc(size, s, nil)
+	return a.alloc(size, s, 0, nil)
 }
 
 // AllocTagged is Alloc with a tag that the memory history keeps with the block and its
-// events (the op and scope that asked for it); with history off it is Alloc.
+// events (the op and scope that asked for it, and its lifetime, which the planned policy
+// also places the block by); with history off the tag's Lifetime is all that counts.
 func (a *Allocator) AllocTagged(size int64, s device.Stream, tag Tag) (device.Ptr, error) {
 	if a.histOn.Load() {
 		return a.allocRecorded(size, s, tag)
 	}
-	return a.alloc(size, s, nil)
+	return a.alloc(size, s, tag.Lifetime, nil)
 }
 
 // allocRecorded is Alloc capturing its caller's stack for the history.
@@ -265,10 +284,10 @@ func (a *Allocator) AllocTagged(size int64, s device.Stream, tag Tag) (device.Pt
 //go:noinline
 func (a *Allocator) allocRecorded(size int64, s device.Stream, tag Tag) (device.Ptr, error) {
 	var c callSite
-	return a.alloc(size, s, c.capture(2, tag))
+	return a.alloc(size, s, tag.Lifetime, c.capture(2, tag))
 }
 
-func (a *Allocator) alloc(size int64, s device.Stream, c *callSite) (device.Ptr, error) {
+func (a *Allocator) alloc(size int64, s device.Stream, lt Lifetime, c *callSite) (device.Ptr, error) {
 	if size <= 0 {
 		if size == 0 {
 			return 0, nil
@@ -293,17 +312,19 @@ func (a *Allocator) alloc(size int64, s device.Stream, c *callSite) (device.Ptr,
 			return 0, fmt.Errorf("alloc: Alloc(%d) on %s: %w", size, a.dev.Name(), err)
 		}
 	}
-	r := request{size: size, rounded: roundSize(size, &a.divisions), ss: a.requestState(s)}
+	r := request{size: size, rounded: roundSize(size, &a.divisions), ss: a.requestState(s), lifetime: lt}
 	r.kind = kindOf(r.rounded)
-	b := a.getFreeBlock(&r)
-	if b == nil {
-		var err error
-		if b, err = a.mallocSlow(&r); err != nil {
-			a.mu.Unlock()
-			return 0, err
-		}
+	var b *block
+	var err error
+	if a.plan != nil {
+		b, err = a.plan.malloc(&r)
+	} else {
+		b, err = a.cachingMalloc(&r)
 	}
-	b = a.allocFoundBlock(&r, b)
+	if err != nil {
+		a.mu.Unlock()
+		return 0, err
+	}
 	a.ptrs.put(b.addr, b)
 	if a.hist != nil {
 		a.recordAlloc(b, s)
@@ -345,16 +366,45 @@ func (a *Allocator) free(p device.Ptr, c *callSite) error {
 		a.mu.Unlock()
 		return fmt.Errorf("alloc: Free(%#x) on %s: not a live allocation of this allocator (never allocated, already freed, or from another allocator)", uintptr(p), a.dev.Name())
 	}
+	var err error
+	if a.plan != nil {
+		err = a.plan.free(b)
+	} else {
+		err = a.cachingFree(b)
+	}
+	a.mu.Unlock()
+	return err
+}
+
+// cachingFree is PyTorch's free of allocated block b, already out of the pointer map:
+// if other streams used it, it waits for their events (or for the end of the captures);
+// otherwise it merges with its free neighbours and goes back to its pool. If an event
+// can be neither recorded nor replaced by a synchronization, b stays allocated.
+func (a *Allocator) cachingFree(b *block) error {
 	var evs []streamEvent
 	capturing := len(a.captures) > 0
 	if len(b.streamUses) > 0 && !capturing {
 		var err error
 		if evs, err = a.recordUses(b); err != nil {
-			a.ptrs.put(p, b)
-			a.mu.Unlock()
-			return fmt.Errorf("alloc: Free(%#x) on %s: the allocation stays live: %w", uintptr(p), a.dev.Name(), err)
+			a.ptrs.put(b.addr, b)
+			return fmt.Errorf("alloc: Free(%#x) on %s: the allocation stays live: %w", uintptr(b.addr), a.dev.Name(), err)
 		}
 	}
+	a.countFree(b)
+	switch {
+	case len(b.streamUses) > 0 && capturing:
+		a.deferUntilNoCapture(b)
+	case len(b.streamUses) > 0:
+		a.deferFree(b, evs)
+	default:
+		a.freeBlock(b)
+	}
+	return nil
+}
+
+// countFree marks b, being freed, no longer allocated: the allocation and its bytes
+// stop counting at once, even while the block waits for stream events.
+func (a *Allocator) countFree(b *block) {
 	b.allocated = false
 	if a.hist != nil {
 		a.recordFree(ActionFreeRequested, b)
@@ -365,16 +415,6 @@ func (a *Allocator) free(p device.Ptr, c *callSite) error {
 	if b.size >= a.maxSplit {
 		a.stats.OversizeAllocations.decrease(1)
 	}
-	switch {
-	case len(b.streamUses) > 0 && capturing:
-		a.deferUntilNoCapture(b)
-	case len(b.streamUses) > 0:
-		a.deferFree(b, evs)
-	default:
-		a.freeBlock(b)
-	}
-	a.mu.Unlock()
-	return nil
 }
 
 // streamState returns the pools of stream s, creating them on first use.
@@ -382,16 +422,23 @@ func (a *Allocator) streamState(s device.Stream) *streamState {
 	if ss := a.lastStream; ss != nil && ss.stream == s {
 		return ss
 	}
+	a.lastStream = a.stateOf(s, false)
+	return a.lastStream
+}
+
+// stateOf returns the default pools of stream s, or (longLived) the planned policy's
+// pools for its long-lived allocations, creating them on first use. a.streams is sorted
+// by stream, the default pools of a stream first.
+func (a *Allocator) stateOf(s device.Stream, longLived bool) *streamState {
 	i := 0
-	for i < len(a.streams) && a.streams[i].stream < s {
+	for i < len(a.streams) && (a.streams[i].stream < s || a.streams[i].stream == s && !a.streams[i].longLived && longLived) {
 		i++
 	}
-	if i == len(a.streams) || a.streams[i].stream != s {
+	if i == len(a.streams) || a.streams[i].stream != s || a.streams[i].longLived != longLived {
 		a.streams = append(a.streams, nil)
 		copy(a.streams[i+1:], a.streams[i:])
-		a.streams[i] = &streamState{stream: s}
+		a.streams[i] = &streamState{stream: s, longLived: longLived}
 	}
-	a.lastStream = a.streams[i]
 	return a.streams[i]
 }
 

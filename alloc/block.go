@@ -28,6 +28,12 @@ type block struct {
 	// streamUses are the streams other than the allocation stream that RecordStream
 	// named since the block was allocated (a set; usually empty).
 	streamUses []device.Stream
+	// serial numbers the block's allocation under the planned policy: the allocations
+	// served before it. A free is known by its distance back to its allocation.
+	serial int64
+	// arena is the plan's arena this block is, or is a slot of; nil for every other
+	// block.
+	arena *arena
 }
 
 // isSplit reports whether the block is not its segment's only block.
@@ -60,6 +66,9 @@ type segment struct {
 	expandable bool
 	// page is the unit of mapping of an expandable segment: 2 MiB small, 20 MiB large.
 	page int64
+	// takes counts the blocks taken from the segment's free blocks (TrimIdle trims no
+	// page of a segment that has been used since it saw the page free).
+	takes uint64
 }
 
 // streamState holds the pools of one stream: PyTorch keys its free sets by stream
@@ -67,6 +76,9 @@ type segment struct {
 // owns its range. Guarded by Allocator.mu.
 type streamState struct {
 	stream device.Stream
+	// longLived marks the planned policy's pools of the stream's long-lived allocations
+	// (Lifetime hints), kept apart from the default pools' segments.
+	longLived bool
 	// pool is the private pool the state belongs to, nil for the default pools.
 	pool *Pool
 	// free holds the cached free (mapped) blocks, indexed by poolKind.

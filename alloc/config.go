@@ -35,12 +35,17 @@ type Config struct {
 	// ExpandableSegments grows one segment per (pool, stream) by mapping pages into a
 	// reserved address range, instead of allocating fixed segments. It needs a device
 	// that implements device.VirtualMemory; on any other device it is off, as in PyTorch
-	// (New reports the effective value in Allocator.Config).
+	// (New reports the effective value in Allocator.Config). PolicyPlanned turns it on
+	// wherever the device allows.
 	ExpandableSegments bool
 	// PerProcessMemoryFraction in (0, 1], or 0 = none: New calls SetMemoryFraction with
 	// it, which caps reserved memory at this share of the device's total memory and arms
 	// the garbage collection threshold.
 	PerProcessMemoryFraction float64
+	// Policy is the allocation policy (key policy): PolicyPyTorch, the zero value, makes
+	// PyTorch's decisions exactly; PolicyPlanned plans steady loops and stitches free
+	// pages (docs/allocator.md, "The planned policy").
+	Policy Policy
 
 	// Pinned holds the pinned_* keys. They configure the host (pinned) allocator,
 	// which applies them (pinned.New, pinned.NewConfig); this allocator only validates
@@ -311,6 +316,8 @@ func ParseConfig(s string) (Config, error) {
 			i, err = p.divisions(i, &c.RoundupPower2Divisions)
 		case "expandable_segments":
 			c.ExpandableSegments, err = p.bool(i)
+		case "policy":
+			c.Policy, err = p.policy(i)
 		case "per_process_memory_fraction":
 			var v float64
 			if v, err = p.float(i); err == nil {
@@ -472,6 +479,9 @@ func (c Config) validate() error {
 	}
 	if f := c.PerProcessMemoryFraction; !(f >= 0 && f <= 1) {
 		return badValue("PerProcessMemoryFraction", "%v; want 0 (none) or a value in (0, 1]", f)
+	}
+	if c.Policy >= numPolicies {
+		return badValue("Policy", "%d; want PolicyPyTorch or PolicyPlanned", c.Policy)
 	}
 	return c.Pinned.Validate()
 }

@@ -15,9 +15,11 @@ import (
 // ReservedBytes, NumDeviceAlloc and NumDeviceFree (once per map or unmap step, whatever
 // its number of pages), never in Segment or InactiveSplit.
 
-// pageSize is the mapping unit of an expandable segment of pool k.
-func pageSize(k poolKind) int64 {
-	if k == smallPool {
+// pageSize is the mapping unit of an expandable segment of pool k: 2 MiB for the
+// small pool; for the large pool 20 MiB under PyTorch's policy, 2 MiB under the planned
+// one, whose pages go where they are needed.
+func (a *Allocator) pageSize(k poolKind) int64 {
+	if k == smallPool || a.cfg.Policy == PolicyPlanned {
 		return SmallBuffer
 	}
 	return LargeBuffer
@@ -33,6 +35,13 @@ func (a *Allocator) tryAllocateExpandable(r *request) (*block, error) {
 	if err != nil {
 		return nil, err
 	}
+	return a.mapRun(r, c)
+}
+
+// mapRun maps the pages r needs in the run of unallocated blocks starting at c
+// (findExpandableBlock's) and returns the resulting free block, out of its free set;
+// nil, nil when the device is out of memory.
+func (a *Allocator) mapRun(r *request, c *block) (*block, error) {
 	if !c.mapped {
 		if ok, err := a.mapBlock(r, c, min(c.size, r.rounded)); !ok {
 			return nil, err
@@ -56,18 +65,11 @@ func (a *Allocator) tryAllocateExpandable(r *request) (*block, error) {
 // new segment.
 func (a *Allocator) findExpandableBlock(r *request) (*block, error) {
 	for _, c := range r.ss.unmapped[r.kind] {
-		if c.prev.allocatable() {
-			c = c.prev
-		}
-		var room int64
-		for b := c; room < r.rounded && b.allocatable(); b = b.next {
-			room += b.size
-		}
-		if room >= r.rounded {
+		if c, ok := expandableRun(c, r.rounded); ok {
 			return c, nil
 		}
 	}
-	page := pageSize(r.kind)
+	page := a.pageSize(r.kind)
 	// PyTorch reserves page × ceil((total + total/8) / page): the extra eighth lets
 	// holes left by unmapping be refilled further up.
 	size := (a.total + a.total/8 + page - 1) / page * page
@@ -81,6 +83,19 @@ func (a *Allocator) findExpandableBlock(r *request) (*block, error) {
 	seg.head = b
 	a.insertUnmapped(b)
 	return b, nil
+}
+
+// expandableRun returns the run of unallocated blocks that unmapped block c offers: c,
+// or the free block right before it; and whether the run holds rounded bytes.
+func expandableRun(c *block, rounded int64) (*block, bool) {
+	if c.prev.allocatable() {
+		c = c.prev
+	}
+	var room int64
+	for b := c; room < rounded && b.allocatable(); b = b.next {
+		room += b.size
+	}
+	return c, room >= rounded
 }
 
 // mapBlock is PyTorch's map_block: back the first size bytes of unmapped block b (whole
@@ -144,19 +159,36 @@ func (a *Allocator) commitMapped(b *block, mapped int64) {
 // stay mapped as free blocks. If an Unmap fails, the pages unmapped before it are
 // accounted as unmapped and the rest of b stays a free block.
 func (a *Allocator) unmapBlock(b *block) error {
+	lo, hi := wholePages(b)
+	return a.unmapPages(b, lo, hi, true)
+}
+
+// wholePages returns the offsets in b's segment of the first and past the last whole
+// page inside b.
+func wholePages(b *block) (lo, hi device.Ptr) {
 	seg := b.seg
 	page := device.Ptr(seg.page)
-	lo := (b.addr - seg.base + page - 1) / page * page
-	hi := (b.addr + device.Ptr(b.size) - seg.base) / page * page
+	lo = (b.addr - seg.base + page - 1) / page * page
+	hi = (b.addr + device.Ptr(b.size) - seg.base) / page * page
+	return lo, hi
+}
+
+// unmapPages gives back the pages at offsets [lo, hi) of free block b's segment, whole
+// pages inside b, as unmapBlock does. wait synchronizes the segment's stream first;
+// false is for a caller that knows the work queued on it before b was freed is done.
+func (a *Allocator) unmapPages(b *block, lo, hi device.Ptr, wait bool) error {
+	seg := b.seg
 	if lo >= hi {
 		return nil
 	}
 	// Unmapping does not wait for the device, unlike a raw Free.
-	if err := a.dev.SynchronizeStream(seg.stream); err != nil {
-		return fmt.Errorf("synchronizing stream %d before unmapping: %w", seg.stream, err)
+	if wait {
+		if err := a.dev.SynchronizeStream(seg.stream); err != nil {
+			return fmt.Errorf("synchronizing stream %d before unmapping: %w", seg.stream, err)
+		}
 	}
 	var uerr error
-	for p := lo; p < hi; p += page {
+	for p := lo; p < hi; p += device.Ptr(seg.page) {
 		if err := a.vm.Unmap(seg.base+p, seg.page); err != nil {
 			uerr = fmt.Errorf("unmapping page %#x of an expandable segment: %w", uintptr(seg.base+p), err)
 			hi = p

@@ -7,6 +7,23 @@ func (a *Allocator) freeBlock(b *block) {
 		a.recordFree(ActionFreeCompleted, b)
 	}
 	origSize, requested := b.size, b.requested
+	a.coalesce(b)
+	a.countRetired(b.kind(), origSize, requested)
+}
+
+// countRetired counts a block of size bytes, requested bytes asked for, no longer
+// active.
+func (a *Allocator) countRetired(k poolKind, size, requested int64) {
+	st := &a.stats
+	st.Active.decrease(k, 1)
+	st.ActiveBytes.decrease(k, size)
+	st.RequestedBytes.decrease(k, requested)
+}
+
+// coalesce merges b, mapped, unallocated and with nothing pending, with its free
+// neighbours and puts the result in its free set, counting the inactive split blocks
+// and bytes that change.
+func (a *Allocator) coalesce(b *block) {
 	k := b.kind()
 	var netBlocks, netBytes int64
 	for _, c := range [2]*block{b.prev, b.next} {
@@ -36,9 +53,6 @@ func (a *Allocator) freeBlock(b *block) {
 			st.InactiveSplitBytes.decrease(k, -netBytes)
 		}
 	}
-	st.Active.decrease(k, 1)
-	st.ActiveBytes.decrease(k, origSize)
-	st.RequestedBytes.decrease(k, requested)
 }
 
 // tryMerge is PyTorch's try_merge_blocks: dst absorbs its neighbour src when src is

@@ -1,8 +1,10 @@
 package alloc
 
 import (
+	"cmp"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -89,10 +91,6 @@ func runAllocatorProgram(t *testing.T, data []byte) {
 		streams = append(streams, s)
 	}
 	held := make([]bool, len(streams))
-	type live struct {
-		p    device.Ptr
-		size int64
-	}
 	var lives []live
 	var ooms int64
 	for step := 0; in.more(); step++ {
@@ -145,27 +143,11 @@ func runAllocatorProgram(t *testing.T, data []byte) {
 				a.ResetPeakStats()
 			}
 		}
-		if err := invariantError(a); err != nil {
-			t.Fatalf("step %d: %v", step, err)
-		}
-		st := a.Stats()
-		require.Equal(t, int64(len(lives)), cur(st.Allocation), "step %d", step)
-		require.Equal(t, ooms, st.NumOOMs, "step %d", step)
-		var requested int64
-		for _, l := range lives {
-			requested += l.size
-		}
-		require.LessOrEqual(t, requested, cur(st.RequestedBytes), "step %d: pending frees add to live requests", step)
-		for _, arr := range st.arrays() {
-			for i, s := range arr.a {
-				require.Equal(t, s.Current, s.Allocated-s.Freed, "step %d: %s.%s", step, arr.name, poolNames[i])
-			}
-		}
-		require.Equal(t, cur(st.ReservedBytes), d.Stats().InUse, "step %d: the device holds what the allocator reserved", step)
+		checkProgramStep(t, a, d, step, lives, ooms)
 		// The fraction is checked against the segment size a, while expandable segments
 		// map whole pages, which may be more (as in PyTorch).
 		if fraction > 0 && !cfg.ExpandableSegments {
-			require.LessOrEqual(t, cur(st.ReservedBytes), int64(fraction*float64(256*MiB)), "step %d: over the fraction", step)
+			require.LessOrEqual(t, cur(a.Stats().ReservedBytes), int64(fraction*float64(256*MiB)), "step %d: over the fraction", step)
 		}
 	}
 	require.NoError(t, d.SetFaults(sim.Faults{}))
@@ -174,6 +156,42 @@ func runAllocatorProgram(t *testing.T, data []byte) {
 	}
 	require.NoError(t, a.EmptyCache(), "waits for the frees still pending on held streams")
 	requireDrained(t, a, d)
+}
+
+// live is an allocation a fuzzed program holds.
+type live struct {
+	p    device.Ptr
+	size int64
+}
+
+// checkProgramStep checks, after step of a fuzzed program, the allocator's invariants,
+// its statistics against the program's live allocations and out-of-memory count, that
+// no two live allocations overlap, and that the device holds what the allocator
+// reserved.
+func checkProgramStep(t *testing.T, a *Allocator, d *sim.Device, step int, lives []live, ooms int64) {
+	t.Helper()
+	if err := invariantError(a); err != nil {
+		t.Fatalf("step %d: %v", step, err)
+	}
+	st := a.Stats()
+	require.Equal(t, int64(len(lives)), cur(st.Allocation), "step %d", step)
+	require.Equal(t, ooms, st.NumOOMs, "step %d", step)
+	var requested int64
+	for _, l := range lives {
+		requested += l.size
+	}
+	require.LessOrEqual(t, requested, cur(st.RequestedBytes), "step %d: pending frees add to live requests", step)
+	for _, arr := range st.arrays() {
+		for i, s := range arr.a {
+			require.Equal(t, s.Current, s.Allocated-s.Freed, "step %d: %s.%s", step, arr.name, poolNames[i])
+		}
+	}
+	sorted := slices.SortedFunc(slices.Values(lives), func(x, y live) int { return cmp.Compare(x.p, y.p) })
+	for i := 1; i < len(sorted); i++ {
+		prev := sorted[i-1]
+		require.LessOrEqual(t, prev.p+device.Ptr(prev.size), sorted[i].p, "step %d: live allocations overlap", step)
+	}
+	require.Equal(t, cur(st.ReservedBytes), d.Stats().InUse, "step %d: the device holds what the allocator reserved", step)
 }
 
 func fuzzSeeds() [][]byte {

@@ -151,6 +151,15 @@ func invariantError(a *Allocator) error {
 				want.ReservedBytes.increase(k, b.size)
 				reserved += b.size
 			}
+			if ar := b.arena; ar != nil {
+				n, err := checkArena(a, b, &want)
+				if err != nil {
+					return err
+				}
+				allocated += n
+				addr += device.Ptr(b.size)
+				continue
+			}
 			active := b.allocated || b.eventCount > 0 || deferred[b]
 			if b.allocated {
 				allocated++
@@ -277,4 +286,41 @@ func invariantError(a *Allocator) error {
 			want.OversizeAllocations.Current, want.OversizeSegments.Current)
 	}
 	return nil
+}
+
+// checkArena checks arena block b of the planned policy: allocated, holding its live
+// slots inside it without overlap, each in the pointer map. It counts the slots in want
+// and returns how many are live.
+func checkArena(a *Allocator, b *block, want *Stats) (int, error) {
+	ar := b.arena
+	if ar.block != b || !b.allocated || !b.mapped || a.ptrs.get(b.addr) == b {
+		return 0, fmt.Errorf("arena block %#x: not its arena's, not allocated, unmapped, or in the pointer map", b.addr)
+	}
+	k := b.kind()
+	end := b.addr
+	n := 0
+	for _, s := range ar.live() {
+		switch {
+		case s.arena != ar || s.seg != b.seg || !s.mapped:
+			return 0, fmt.Errorf("arena %#x: slot %#x belongs elsewhere", b.addr, s.addr)
+		case s.addr < end:
+			return 0, fmt.Errorf("arena %#x: live slot %#x overlaps the one before (ends %#x) or starts before the arena", b.addr, s.addr, end)
+		case a.ptrs.get(s.addr) != s:
+			return 0, fmt.Errorf("arena %#x: live slot %#x missing from the pointer map", b.addr, s.addr)
+		}
+		end = s.addr + device.Ptr(s.size)
+		n++
+		want.Allocation.increase(k, 1)
+		want.AllocatedBytes.increase(k, s.size)
+		want.Active.increase(k, 1)
+		want.ActiveBytes.increase(k, s.size)
+		want.RequestedBytes.increase(k, s.requested)
+		if s.size >= a.maxSplit {
+			want.OversizeAllocations.increase(1)
+		}
+	}
+	if end > b.addr+device.Ptr(b.size) {
+		return 0, fmt.Errorf("arena %#x of %d bytes: a slot ends at %#x, past it", b.addr, b.size, end)
+	}
+	return n, nil
 }

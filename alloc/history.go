@@ -27,10 +27,14 @@ const StackDepth = 32
 // DefaultMaxEntries is the ring's size when HistoryOptions.MaxEntries is 0.
 const DefaultMaxEntries = 100_000
 
-// Tag names what an allocation is for: the op that asked for it and the scope it ran in.
-// The tensor package passes its op name; the zero Tag is "untagged".
+// Tag names what an allocation is for: the op that asked for it, the scope it ran in, and
+// how long it is expected to live. The tensor package passes its op name; the zero Tag
+// is "untagged".
 type Tag struct {
 	Op, Scope string
+	// Lifetime is a placement hint as well: the planned policy keeps long-lived
+	// allocations apart (PyTorch's policy ignores it).
+	Lifetime Lifetime
 }
 
 // Action is what a history event records; String is PyTorch's trace entry "action".
@@ -277,7 +281,7 @@ func (a *Allocator) ClearHistory() {
 		return
 	}
 	for _, seg := range a.segments {
-		for b := seg.head; b != nil; b = b.next {
+		for b := range seg.blocks() {
 			b.site = 0
 		}
 	}

@@ -13,6 +13,8 @@ type request struct {
 	size, rounded int64
 	kind          poolKind
 	ss            *streamState
+	// lifetime is the caller's hint (Tag.Lifetime).
+	lifetime Lifetime
 	// devErr is the device's out-of-memory error of the latest raw allocation attempt;
 	// nil when the memory fraction refused it.
 	devErr error
@@ -76,8 +78,18 @@ func (a *Allocator) shouldSplit(b *block, rounded int64) bool {
 // remainder is worth keeping, mark the result allocated and count it. It returns the
 // allocated block.
 func (a *Allocator) allocFoundBlock(r *request, b *block) *block {
+	b = a.splitFound(r, b)
+	a.countAlloc(r, b)
+	return b
+}
+
+// splitFound splits the first r.rounded bytes off free block b, out of its free set,
+// when the rest is worth keeping, and returns them; the rest goes back to the free set.
+// The block returned counts as neither free nor split any more.
+func (a *Allocator) splitFound(r *request, b *block) *block {
 	k := r.kind
 	st := &a.stats
+	b.seg.takes++
 	alreadySplit := b.isSplit()
 	exp := b.seg.expandable
 	if a.shouldSplit(b, r.rounded) {
@@ -100,6 +112,13 @@ func (a *Allocator) allocFoundBlock(r *request, b *block) *block {
 		st.InactiveSplitBytes.decrease(k, b.size)
 		st.InactiveSplit.decrease(k, 1)
 	}
+	return b
+}
+
+// countAlloc marks b allocated for r and counts it.
+func (a *Allocator) countAlloc(r *request, b *block) {
+	k := b.kind()
+	st := &a.stats
 	b.allocated = true
 	b.requested = r.size
 	st.Allocation.increase(k, 1)
@@ -110,7 +129,6 @@ func (a *Allocator) allocFoundBlock(r *request, b *block) *block {
 	if b.size >= a.maxSplit {
 		st.OversizeAllocations.increase(1)
 	}
-	return b
 }
 
 // insertFree puts a mapped, unallocated block into its free set; its garbage collection
@@ -130,6 +148,11 @@ func (a *Allocator) mallocSlow(r *request) (*block, error) {
 		}
 	}
 	b, err := a.allocBlock(r, false)
+	if b == nil && err == nil && a.plan != nil && a.plan.relieve(r) {
+		if b = a.getFreeBlock(r); b == nil {
+			b, err = a.allocBlock(r, false)
+		}
+	}
 	// A capture returns nothing to the device: releasing would free memory (and
 	// synchronize) inside it.
 	capturing := len(a.captures) > 0

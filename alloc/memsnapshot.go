@@ -103,7 +103,7 @@ func (a *Allocator) HistorySites() []SiteStats {
 		out[i] = SiteStats{Tag: st.key.tag, Allocs: st.allocs, AllocBytes: st.allocSize}
 	}
 	for _, seg := range a.segments {
-		for b := seg.head; b != nil; b = b.next {
+		for b := range seg.blocks() {
 			if b.allocated && b.site > 0 {
 				o := &out[b.site-1]
 				o.LiveBlocks++

@@ -67,6 +67,9 @@ func (a *Allocator) BeginCapture(s device.Stream, p *Pool) error {
 			return fmt.Errorf("alloc: BeginCapture(stream %d) on %s: %w on that stream", s, a.dev.Name(), ErrCaptureUnderway)
 		}
 	}
+	if a.plan != nil {
+		a.plan.settle()
+	}
 	a.captures = append(a.captures, capture{s, p})
 	p.uses++
 	return nil

@@ -34,6 +34,9 @@ func (a *Allocator) emptyCache(c *callSite) error {
 		a.beginCall(c)
 		a.recordCall(ActionEmptyCache, 0, 0, 0)
 	}
+	if a.plan != nil {
+		a.plan.settle()
+	}
 	if err := a.releaseCachedBlocks(); err != nil {
 		return fmt.Errorf("alloc: EmptyCache on %s: %w", a.dev.Name(), err)
 	}

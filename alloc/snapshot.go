@@ -76,7 +76,7 @@ func (a *Allocator) segmentsLocked() []SegmentInfo {
 	var out []SegmentInfo
 	for _, seg := range a.segments {
 		var cur *SegmentInfo
-		for b := seg.head; b != nil; b = b.next {
+		for b := range seg.blocks() {
 			if !b.mapped {
 				cur = nil
 				continue

@@ -99,7 +99,7 @@ func (t *Tensor) To(dev device.Device) *Tensor {
 		k.Copy(src.operand(), x.operand())
 	}
 	n := src.Bytes()
-	st, err := newStorage(dev, n, c.op)
+	st, err := newStorage(dev, n, c.op, c.s.m.lifetime)
 	if err != nil {
 		c.abort()
 		fail(OpTo, err, c.in, "allocating %d bytes on %s", n, dev.Name())

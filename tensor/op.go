@@ -218,7 +218,7 @@ func (c *call) alloc(dt dtype.DType, shape []int) *Tensor {
 	if !ok {
 		c.bad(ErrShape, "a %v result of shape %v would take more than 2^63 bytes", dt, shape)
 	}
-	st, err := newStorage(c.dev, n, c.op)
+	st, err := newStorage(c.dev, n, c.op, c.s.m.lifetime)
 	if err != nil {
 		c.abort()
 		fail(c.op, err, c.in, "allocating %v %v (%d bytes)", shape, dt, n)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/autograd"
 	"github.com/subletml/sublet/device"
 )
@@ -84,6 +85,7 @@ type modes struct {
 	anomaly   bool                // record op sites; backward checks for NaN/Inf
 	autocast  Autocast            // casts op inputs; nil: none
 	hook      OpHook              // told of every op's start and end; nil: none
+	lifetime  alloc.Lifetime      // the allocator's placement hint for what ops make
 }
 
 // Option sets a mode of a new scope.
@@ -104,6 +106,11 @@ func EnableGrad() Option { return func(m *modes) { m.grad = true } }
 // 0), which a recorded op refuses to save for backward later, naming itself (use a
 // Clone made outside inference mode instead). Views of a tensor share its kind.
 func InferenceMode(on bool) Option { return func(m *modes) { m.inference = on } }
+
+// WithLifetime tells the caching allocator how long what the scope's ops make will live
+// (alloc.Lifetime): the planned policy keeps parameters and optimizer state apart from
+// a step's tensors. Make parameters and optimizer state in a scope with it.
+func WithLifetime(l alloc.Lifetime) Option { return func(m *modes) { m.lifetime = l } }
 
 // WithGenerator sets the random generator that Rand, Randn and Dropout draw from.
 func WithGenerator(g *Generator) Option { return func(m *modes) { m.gen = g } }

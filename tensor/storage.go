@@ -118,8 +118,9 @@ func allocatorOf(dev device.Device) (Allocator, error) {
 }
 
 // newStorage allocates size bytes on dev's allocator for op, holding one reference.
-// The caching allocator's memory history keeps op with the block.
-func newStorage(dev device.Device, size int64, op string) (*Storage, error) {
+// The caching allocator's memory history keeps op with the block; lt is its placement
+// hint (WithLifetime).
+func newStorage(dev device.Device, size int64, op string, lt alloc.Lifetime) (*Storage, error) {
 	al, err := allocatorOf(dev)
 	if err != nil {
 		return nil, err
@@ -127,7 +128,7 @@ func newStorage(dev device.Device, size int64, op string) (*Storage, error) {
 	var p device.Ptr
 	if size > 0 {
 		if ca, ok := al.(*alloc.Allocator); ok {
-			p, err = ca.AllocTagged(size, 0, alloc.Tag{Op: op})
+			p, err = ca.AllocTagged(size, 0, alloc.Tag{Op: op, Lifetime: lt})
 		} else {
 			p, err = al.Alloc(size, 0)
 		}

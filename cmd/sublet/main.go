@@ -27,6 +27,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"compare", "replay a trace through PyTorch's and the planned allocation policy; print both side by side", runCompare},
 		{"demo", "show the caching allocator on a few generated traces", runDemo},
 		{"fit", "find the largest batch an MLP trains with on a device of a given memory (simulated, no GPU needed)", runFit},
 		{"info", "print the devices, the default device and the allocator settings in force", runInfo},

@@ -64,15 +64,29 @@ func confInForce(fs *flag.FlagSet, conf string) (cfg alloc.Config, s, from strin
 // the device back (call it once the allocator holds nothing). Settings taken from
 // SUBLET_ALLOC_CONF are said on stderr; an empty trace is an error.
 func (f *replayFlags) open(fs *flag.FlagSet, stderr io.Writer) (events []replay.Event, a *alloc.Allocator, release func() error, err error) {
-	if events, err = replay.ReadFile(f.trace); err != nil {
+	events, cfg, err := f.read(fs, stderr)
+	if err != nil {
 		return nil, nil, nil, err
 	}
+	a, release, err = f.allocator(cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return events, a, release, nil
+}
+
+// read reads the trace and the settings in force (open's first half).
+func (f *replayFlags) read(fs *flag.FlagSet, stderr io.Writer) ([]replay.Event, alloc.Config, error) {
+	events, err := replay.ReadFile(f.trace)
+	if err != nil {
+		return nil, alloc.Config{}, err
+	}
 	if len(events) == 0 {
-		return nil, nil, nil, fmt.Errorf("%s: the trace has no events: nothing to replay (an empty file, or a recording that saw no allocation)", f.trace)
+		return nil, alloc.Config{}, fmt.Errorf("%s: the trace has no events: nothing to replay (an empty file, or a recording that saw no allocation)", f.trace)
 	}
 	cfg, conf, from, err := confInForce(fs, f.conf)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, alloc.Config{}, err
 	}
 	f.confInForce, f.confFrom = conf, from
 	if from == alloc.ConfigEnv {
@@ -81,17 +95,28 @@ func (f *replayFlags) open(fs *flag.FlagSet, stderr io.Writer) (events []replay.
 	if w := gcThresholdWarning(cfg, f.fraction); w != "" {
 		fmt.Fprintf(stderr, "%s: warning: %s (here: -fraction)\n", fs.Name(), w)
 	}
+	return events, cfg, nil
+}
+
+// allocator makes an allocator with cfg (and -fraction) over a new device of the flags'
+// kind; release gives the device back once the allocator holds nothing.
+func (f *replayFlags) allocator(cfg alloc.Config) (a *alloc.Allocator, release func() error, err error) {
 	d, release, err := openDevice(f.dev, simShape{capacity: f.capacity, segments: f.segments})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	if a, err = alloc.New(d, cfg); err == nil && f.fraction != 0 {
 		err = a.SetMemoryFraction(f.fraction)
 	}
 	if err != nil {
-		return nil, nil, nil, joinErr(err, release())
+		return nil, nil, joinErr(err, release())
 	}
-	return events, a, release, nil
+	return a, release, nil
+}
+
+// header is the runHeader of a replay of events on the device named dev.
+func (f *replayFlags) header(dev string, events int) runHeader {
+	return runHeader{Trace: f.trace, Device: dev, Conf: f.confInForce, ConfFrom: f.confFrom, Fraction: f.fraction, Events: events}
 }
 
 // joinErr is err, or else rerr.
@@ -124,19 +149,25 @@ Exit status: 0; 3 when allocations ran out of memory (the JSON is printed all th
 // replayOutput is what sublet replay prints: the keys of torch_replay.py's result
 // (trace, conf, fraction, keys, series, final) and sublet's own, all snake_case.
 type replayOutput struct {
+	runHeader
+	// TotalCapacity is the device's memory, as torch_replay.py records it: runs that
+	// depend on it (a memory fraction, running out) match only on a card of that size.
+	TotalCapacity int64            `json:"total_capacity"`
+	OOMs          int              `json:"ooms"`
+	Keys          []string         `json:"keys"`
+	Series        [][]int64        `json:"series,omitempty"`
+	Final         map[string]int64 `json:"final"`
+}
+
+// runHeader is what replay and compare print first: the trace, the device, the settings
+// and where they came from, the fraction and the number of events.
+type runHeader struct {
 	Trace    string  `json:"trace"`
 	Device   string  `json:"device"`
 	Conf     string  `json:"conf"`
 	ConfFrom string  `json:"conf_from"`
 	Fraction float64 `json:"fraction"`
-	// TotalCapacity is the device's memory, as torch_replay.py records it: runs that
-	// depend on it (a memory fraction, running out) match only on a card of that size.
-	TotalCapacity int64            `json:"total_capacity"`
-	Events        int              `json:"events"`
-	OOMs          int              `json:"ooms"`
-	Keys          []string         `json:"keys"`
-	Series        [][]int64        `json:"series,omitempty"`
-	Final         map[string]int64 `json:"final"`
+	Events   int     `json:"events"`
 }
 
 // eventKey names the first column of the series rows: the event's 0-based index.
@@ -167,8 +198,8 @@ func runReplay(args []string, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	out := replayOutput{Trace: f.trace, Device: a.Device().Name(), Conf: f.confInForce, ConfFrom: f.confFrom, Fraction: f.fraction,
-		TotalCapacity: total, Events: len(events), OOMs: res.OOMs, Keys: append([]string{eventKey}, res.Keys...), Final: res.Final}
+	out := replayOutput{runHeader: f.header(a.Device().Name(), len(events)), TotalCapacity: total, OOMs: res.OOMs,
+		Keys: append([]string{eventKey}, res.Keys...), Final: res.Final}
 	for i, row := range res.Series {
 		out.Series = append(out.Series, append([]int64{int64(i)}, row...))
 	}

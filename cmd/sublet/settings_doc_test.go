@@ -32,6 +32,7 @@ var seedSettings = []seedSetting{
 	{"max_split_size_mb:128,roundup_power2_divisions:4,garbage_collection_threshold:0.8", "the empty_cache tutorial's \"combined tuning\""},
 	{"garbage_collection_threshold:0.8", "that combination's GC threshold alone, without a memory fraction"},
 	{"expandable_segments:True", "the torch.cuda mechanism tutorial (\"PyTorch 2.0+: True\")"},
+	{"policy:planned", "none: sublet's planned policy, beside them (docs/allocator.md)"},
 }
 
 // docFraction is the memory fraction of the second table: 1145 MiB of the H200, below
@@ -98,7 +99,7 @@ func TestAllocSettingsDoc(t *testing.T) {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d | %d |\n", code(s.conf), s.source, mib(peak(f)), pct(peak(f), peak(finals[0])),
 			mib(f["allocated_bytes.all.peak"]), mib(peak(f)-f["allocated_bytes.all.peak"]), f["num_device_alloc"], f["num_ooms"])
 	}
-	def, split64, split512, combo, gcAlone, expandable := finals[0], finals[1], finals[2], finals[3], finals[4], finals[5]
+	def, split64, split512, combo, gcAlone, expandable, planned := finals[0], finals[1], finals[2], finals[3], finals[4], finals[5], finals[6]
 	assert.Equal(t, def, gcAlone, "the GC threshold without a fraction changes nothing, not one statistic")
 	assert.Less(t, peak(expandable), peak(def), "expandable segments reserve less")
 	assert.Greater(t, peak(split64), 2*peak(def), "max_split_size_mb:64 reserves more than twice as much")
@@ -167,6 +168,8 @@ func TestAllocSettingsDoc(t *testing.T) {
 				assert.LessOrEqual(t, float64(p), 1.02*float64(base[j]), "%s on seed %d", s.conf, seeds[j])
 			case "garbage_collection_threshold:0.8":
 				assert.Equal(t, base[j], p, "seed %d", seeds[j])
+			case "policy:planned":
+				assert.LessOrEqual(t, p, bySeed["expandable_segments:True"][j], "the planned policy reserves no more than expandable segments, seed %d", seeds[j])
 			default:
 				assert.Greater(t, p, base[j], "%s on seed %d", s.conf, seeds[j])
 			}
@@ -177,7 +180,7 @@ func TestAllocSettingsDoc(t *testing.T) {
 
 	// The figures the prose quotes are today's too.
 	less := func(p, base int64) float64 { return 100 * (1 - float64(p)/float64(base)) }
-	var expLess, split64More []float64
+	var expLess, split64More, plannedLess []float64
 	for j := 1; j < len(seeds); j++ {
 		if l := less(bySeed["expandable_segments:True"][j], base[j]); l >= 0.5 {
 			expLess = append(expLess, l)
@@ -186,6 +189,7 @@ func TestAllocSettingsDoc(t *testing.T) {
 			assert.Equal(t, 3, seeds[j], "the seed the prose names")
 		}
 		split64More = append(split64More, -less(bySeed["max_split_size_mb:64"][j], base[j]))
+		plannedLess = append(plannedLess, less(bySeed["policy:planned"][j], base[j]))
 		assert.InDelta(t, 0, less(bySeed["max_split_size_mb:512,roundup_power2_divisions:16"][j], base[j]), 1.5, "within 1%% on seed %d", seeds[j])
 	}
 	gap := func(f map[string]int64) string { return mib(peak(f) - f["allocated_bytes.all.peak"]) }
@@ -203,7 +207,12 @@ func TestAllocSettingsDoc(t *testing.T) {
 		fmt.Sprintf("Under the fraction it runs out of memory %s, once more than the default", times(c512["num_ooms"])),
 		fmt.Sprintf("the default runs out of memory %s after %s release-and-retries", times(cDef["num_ooms"]), numberWords[cDef["num_alloc_retries"]]),
 		fmt.Sprintf("is thus %.0f%% worse than the default without a fraction", -less(peak(combo), peak(def))),
+		fmt.Sprintf("%.0f%% less than the default on the trace (%.0f–%.0f%% less on the other seeds, where expandable segments save up to %.0f%%), its peak reserved %s MiB above its peak allocated",
+			less(peak(planned), peak(def)), slices.Min(plannedLess), slices.Max(plannedLess), slices.Max(expLess), gap(planned)),
+		fmt.Sprintf("(%d device allocations and %d frees against expandable segments' %d and %d)", planned["num_device_alloc"], planned["num_device_free"], expandable["num_device_alloc"], expandable["num_device_free"]),
 	)
+	cPlanned := capped["policy:planned"]
+	assert.Zero(t, cPlanned["num_ooms"]+cPlanned["num_alloc_retries"], "under the fraction the planned policy neither runs out of memory nor retries")
 }
 
 // numberWords are the numbers the prose spells out.
