@@ -13,6 +13,8 @@
 # profiles 3 steps (sublet: the per-op table with device times and a Perfetto trace;
 # PyTorch: torch.profiler's table). Output in $OUT/train/: the JSON lines of every run,
 # table.md (steps/s of both sides and their ratio, per case and mode), profile/.
+# Also a CPU profile of sublet's host side on the smallest case (PPROF_CASE, tiny-adam;
+# empty for none), $OUT/train/host.pprof, for `go tool pprof .gpu/bin/sublet-bench`.
 # Environment: CASES (gpu: the issue's set), TIME, UPLOADS ("resident each-step").
 set -uo pipefail
 ROOT=$PWD
@@ -20,6 +22,7 @@ OUT=${OUT:-.gpu/out}
 CASES=${CASES:-gpu}
 TIME=${TIME:-2}
 UPLOADS=${UPLOADS:-"resident each-step"}
+PPROF_CASE=${PPROF_CASE-tiny-adam}
 PY=${PYTHON:-python3}
 if [[ -f .gpu/bin.tar.xz && ! -x .gpu/bin/sublet-bench ]]; then
 	tar -C .gpu -xJf .gpu/bin.tar.xz
@@ -46,6 +49,9 @@ for upload in $UPLOADS; do
 	PYTHONUNBUFFERED=1 "$PY" scripts/bench/torch_train.py --device cuda --cases "$CASES" --time "$TIME" --upload "$upload" \
 		"${tprof[@]}" --jsonl "$dir/torch-$upload.jsonl" 2>&1 | tee "$dir/torch-$upload.txt"
 done
+if [[ -n $PPROF_CASE ]]; then
+	.gpu/bin/sublet-bench -device cuda:0 -run train -cases "$PPROF_CASE" -time 3s -cpuprofile "$dir/host.pprof" >"$dir/host.txt" 2>&1
+fi
 "$PY" - "$dir" $UPLOADS <<'PY' | tee "$dir/table.md"
 import json, os, sys
 d, uploads = sys.argv[1], sys.argv[2:]
