@@ -30,10 +30,15 @@ func (d *Device) checkCopy(op string, s device.Stream, n int64, ptrs ...device.P
 }
 
 // CopyToDevice copies src to dst, ordered on s, and waits for stream s so that src may
-// be reused on return, pinned or not (PyTorch's non_blocking=False).
+// be reused on return, pinned or not (PyTorch's non_blocking=False). From pageable
+// memory, a copy of stageMin bytes or more goes through the Device's pinned staging
+// buffers (see stager), at the link's pinned speed.
 func (d *Device) CopyToDevice(dst device.Ptr, src []byte, s device.Stream) error {
 	if err := d.checkCopy("CopyToDevice", s, int64(len(src)), dst); err != nil || len(src) == 0 {
 		return err
+	}
+	if len(src) >= stageMin && !d.pinned(src) {
+		return d.stagedCopyToDevice(dst, src, s)
 	}
 	if r := d.callAndWait(s, d.drv.cuMemcpyHtoDAsync, uintptr(dst), uintptr(unsafe.Pointer(&src[0])), uintptr(len(src)), uintptr(s)); r != success {
 		return d.drv.errorf(r, "cuMemcpyHtoD(%#x, %d bytes, stream %#x)", uintptr(dst), len(src), uintptr(s))

@@ -75,6 +75,10 @@ type Device struct {
 	// params recycles kernel parameter blocks across launches (see Launch).
 	params sync.Pool
 
+	// stage holds the pinned buffers large copies from pageable memory go through (its
+	// own lock; see stager).
+	stage stager
+
 	// table holds the live device ranges: Malloc allocations, Reserve ranges and the
 	// pieces mapped in them. It has its own lock.
 	table hostmem.Table
@@ -197,6 +201,12 @@ func (d *Device) Close() error {
 	}
 	if u := d.usage; u != (Usage{}) {
 		return fmt.Errorf("cuda: %s: Close with memory still live (%+v); free it first", d.name, u)
+	}
+	d.stage.mu.Lock()
+	err := d.freeStaging()
+	d.stage.mu.Unlock()
+	if err != nil {
+		return err
 	}
 	if r := syscallN(d.drv.cuDevicePrimaryCtxRelease, uintptr(d.dev)); r != success {
 		return d.drv.errorf(r, "cuDevicePrimaryCtxRelease(%s)", d.name)
