@@ -95,7 +95,7 @@ func run(args []string, out io.Writer) error {
 // result is what a run measured.
 type result struct {
 	accuracy []float64 // after each epoch, on the test points
-	held     []int64   // bytes requested after each epoch
+	held     []int64   // bytes tensors hold after each epoch
 	steps    int       // optimizer steps asked for
 	want     int64     // the data, the parameters and AdamW's two moments
 	skipped  int       // steps the scaler skipped for an Inf or a NaN
@@ -180,7 +180,7 @@ func train(c config, dev device.Device, a *alloc.Allocator, out io.Writer) (resu
 
 		acc := evaluate(held, model, testX, testY)
 		r.accuracy = append(r.accuracy, acc)
-		r.held = append(r.held, a.Stats().RequestedBytes[alloc.StatAll].Current)
+		r.held = append(r.held, demo.Read(a).Tensors()) // less the kernels' own (the cuBLAS workspace on a GPU)
 		fmt.Fprintf(out, "epoch %2d  loss %.4f  test accuracy %.4f  lr %.5f  scale %g  held %d bytes\n",
 			epoch+1, sum/float64(len(batches)), acc, sched.LastLR()[0], scaler.GetScale(), r.held[epoch])
 		if r.held[epoch] != r.want {
