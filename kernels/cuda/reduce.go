@@ -85,7 +85,7 @@ const (
 	// least, so that a few outputs over many elements (a bias gradient: the columns of
 	// a [batch, width] matrix) still fill the GPU; minPiece the fewest elements a
 	// thread is given for it.
-	threadsWanted = 1 << 16
+	threadsWanted = 1 << 18
 	minPiece      = 4 * hdrUnroll
 	// maxThreadPieces bounds the partials reduce_finish's thread combines per output.
 	maxThreadPieces = 1 << 10

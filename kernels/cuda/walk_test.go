@@ -181,14 +181,14 @@ func TestPiecesDependOnShapesOnly(t *testing.T) {
 	}
 }
 
-// TestThreadPiecesFillTheGPU: a reduction with a thread per piece is cut into at
-// least threadsWanted threads where its elements allow (a bias gradient of a [1024,
-// 1024] or [4096, 4096] matrix, once 1024 or 4096 threads), each with minPiece elements
-// or more, its partials within the scratch.
+// TestThreadPiecesFillTheGPU: a reduction with a thread per piece is cut into
+// threadsWanted threads where its elements and the scratch allow (a bias gradient of a
+// [1024, 1024] or [4096, 4096] matrix, once 1024 or 4096 threads), each with minPiece
+// elements or more, its partials within the scratch.
 func TestThreadPiecesFillTheGPU(t *testing.T) {
 	for _, c := range []struct{ n, nOut, piece, pieces int64 }{
-		{1024, 1024, 16, 64},
-		{4096, 4096, 256, 16},
+		{1024, 1024, 16, 64},     // minPiece elements a thread
+		{4096, 4096, 98, 42},     // as many pieces as the scratch holds partials
 		{64, 256, 16, 4},         // few elements: pieces of minPiece
 		{10, 3, 10, 1},           // fewer than minPiece: one piece
 		{1 << 20, 4, 1024, 1024}, // long: pieces of threadPiece at most

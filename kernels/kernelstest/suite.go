@@ -103,6 +103,7 @@ func Run(t *testing.T, tg Target) {
 		{"Embedding", testEmbedding},
 		{"Optimizers", testOptimizers},
 		{"AMP", testAMP},
+		{"Wide", testWide},
 		{"Compare", testCompare}, // compare.go
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -219,6 +219,70 @@ __device__ __forceinline__ void st(unsigned long long base, int dt, long long i,
     }
 }
 
+// ---- 16-byte vectors -------------------------------------------------------------------
+//
+// A walk whose operands lie densely along the inner dimension moves 16 bytes per load
+// and store (VEC elements of 4 or 2 bytes): the bandwidth of a memory system that
+// serves 16-byte requests best. Elements convert as ld and st convert them.
+
+// elem_size is the bytes of an element of dt (0 for an immediate).
+__device__ __forceinline__ int elem_size(int dt) {
+    switch (dt) {
+    case DT_F16:
+    case DT_BF16: return 2;
+    case DT_F32:
+    case DT_I32: return 4;
+    case DT_I64:
+    case DT_F64: return 8;
+    case DT_BOOL: return 1;
+    }
+    return 0;
+}
+
+// vget reads element e of a word of dt as C, as ld does.
+template <typename C>
+__device__ __forceinline__ C vget(const uint4 &v, int dt, int e) {
+    const unsigned int *u = (const unsigned int *)&v;
+    const unsigned short *h = (const unsigned short *)&v;
+    switch (dt) {
+    case DT_F32: return (C)__uint_as_float(u[e]);
+    case DT_I32: return (C)(int)u[e];
+    case DT_F16: return (C)f16_to_f32(h[e]);
+    case DT_BF16: return (C)bf16_to_f32(h[e]);
+    }
+    return (C)0;
+}
+
+// vset writes x as element e of a word of the float type dt, as st does.
+template <typename C>
+__device__ __forceinline__ void vset(uint4 &v, int dt, int e, C x) {
+    unsigned int *u = (unsigned int *)&v;
+    unsigned short *h = (unsigned short *)&v;
+    switch (dt) {
+    case DT_F32: u[e] = __float_as_uint((float)x); return;
+    case DT_F16: h[e] = to_f16(x); return;
+    case DT_BF16: h[e] = to_bf16(x); return;
+    }
+}
+
+// vec_width returns how many elements the first n operands of w move per 16 bytes (4
+// or 8, from the output's element size), or 0 when they cannot: the walk has at most
+// two dimensions, the inner one a multiple of that; the output and every input that is
+// not an immediate are dense along it (stride 1, elements of the output's size, each
+// row starting on 16 bytes) or, inputs only, repeated along it (stride 0).
+__device__ __forceinline__ int vec_width(const Walk &w, int n) {
+    int es = elem_size(w.dtype[0]);
+    if (w.rank > 2 || (es != 4 && es != 2)) return 0;
+    int vec = 16 / es, in = w.rank - 1;
+    if (w.shape[in] % vec != 0) return 0;
+    for (int k = 0; k < n; k++) {
+        if (w.dtype[k] == DT_IMM || (k > 0 && w.stride[k][in] == 0)) continue;
+        if (w.stride[k][in] != 1 || elem_size(w.dtype[k]) != es || (w.base[k] & 15) != 0) return 0;
+        if (w.rank == 2 && w.stride[k][0] % vec != 0) return 0;
+    }
+    return vec;
+}
+
 // ---- index arithmetic ---------------------------------------------------------------
 
 // offsets writes the element offset of each of the first OPS operands of w for the

@@ -8,17 +8,6 @@
 
 __device__ __forceinline__ bool is_int(int dt) { return dt == DT_I32 || dt == DT_I64 || dt == DT_BOOL; }
 
-__device__ __forceinline__ int dt_size(int dt) {
-    switch (dt) {
-    case DT_F16:
-    case DT_BF16: return 2;
-    case DT_F32:
-    case DT_I32: return 4;
-    case DT_I64:
-    case DT_F64: return 8;
-    }
-    return 1;
-}
 
 __device__ __forceinline__ long long ld_int(unsigned long long base, int dt, long long i) {
     switch (dt) {
@@ -70,7 +59,7 @@ __device__ __forceinline__ void st_bits(unsigned long long base, int size, long 
 template <typename C, typename I>
 __device__ __forceinline__ void copy_one(const Walk &w, int dd, int ds, I to, I from) {
     if (dd == ds) {
-        int size = dt_size(dd);
+        int size = elem_size(dd);
         st_bits(w.base[0], size, to, ld_bits(w.base[1], size, from));
     } else if (is_int(dd) && is_int(ds)) {
         st_int(w.base[0], dd, to, ld_int(w.base[1], ds, from));
@@ -79,13 +68,57 @@ __device__ __forceinline__ void copy_one(const Walk &w, int dd, int ds, I to, I 
     }
 }
 
+// copy_vec copies 8 elements at a time over a dense walk of one dimension (copy_k
+// checked it), for 4- or 2-byte types (SI bytes in, SO out): SI/2 and SO/2 16-byte
+// words per 8 elements, converted as copy_one converts them.
+template <int SI, int SO, typename C, typename I>
+__device__ __forceinline__ void copy_vec(const Walk &w) {
+    constexpr int WI = SI / 2, WO = SO / 2, PI = 16 / SI, PO = 16 / SO; // words, and elements per word
+    int dd = w.dtype[0], ds = w.dtype[1];
+    I nv = (I)w.size / 8;
+    GRID_STRIDE(I, v, nv) {
+        uint4 x[WI], o[WO];
+#pragma unroll
+        for (int j = 0; j < WI; j++) x[j] = ((const uint4 *)w.base[1])[v * WI + j];
+        if (dd == ds) {
+#pragma unroll
+            for (int j = 0; j < WO; j++) o[j] = x[j];
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; e++) vset<C>(o[e / PO], dd, e % PO, vget<C>(x[e / PI], ds, e % PI));
+        }
+#pragma unroll
+        for (int j = 0; j < WO; j++) ((uint4 *)w.base[0])[v * WO + j] = o[j];
+    }
+}
+
+// copy_vec_sizes returns SI·10+SO for a walk copy_vec can take (one dense dimension of
+// a multiple of 8 elements, both blocks 16-byte aligned, 4- or 2-byte floats or I32
+// unconverted), else 0.
+__device__ __forceinline__ int copy_vec_sizes(const Walk &w) {
+    int si = elem_size(w.dtype[1]), so = elem_size(w.dtype[0]);
+    bool floats = w.dtype[0] != DT_I32 && w.dtype[1] != DT_I32;
+    if (w.rank != 1 || w.stride[0][0] != 1 || w.stride[1][0] != 1 || w.size % 8 != 0 || ((w.base[0] | w.base[1]) & 15) != 0 ||
+        (si != 2 && si != 4) || (so != 2 && so != 4) || !(floats || w.dtype[0] == w.dtype[1]))
+        return 0;
+    return si * 10 + so;
+}
+
 template <typename C, typename I>
 __device__ __forceinline__ void copy_k(const Walk &w) {
+    if constexpr (sizeof(C) == 4) {
+        switch (copy_vec_sizes(w)) {
+        case 44: copy_vec<4, 4, C, I>(w); return;
+        case 42: copy_vec<4, 2, C, I>(w); return;
+        case 24: copy_vec<2, 4, C, I>(w); return;
+        case 22: copy_vec<2, 2, C, I>(w); return;
+        }
+    }
     int dd = w.dtype[0], ds = w.dtype[1];
     if (w.rank == 1) { // UNROLL elements a thread per round, loaded before stored (as map_k)
         I n = (I)w.size, sd = (I)w.stride[0][0], ss = (I)w.stride[1][0];
         bool same = dd == ds, ints = is_int(dd) && is_int(ds);
-        int size = dt_size(dd);
+        int size = elem_size(dd);
         for (I base = (I)blockIdx.x * (BLOCK * UNROLL); base < n; base += (I)gridDim.x * (BLOCK * UNROLL)) {
             if (same) {
                 unsigned long long v[UNROLL];
@@ -132,7 +165,7 @@ __device__ __forceinline__ void copy_k(const Walk &w) {
 // by the host, exactly as kernels/cpu.Fill converts it) to every element.
 template <typename I>
 __device__ __forceinline__ void fill_k(const Walk &w, unsigned long long bits) {
-    int size = dt_size(w.dtype[0]);
+    int size = elem_size(w.dtype[0]);
     if (w.rank == 1) { // UNROLL elements a thread per round, without division (as map_k)
         I n = (I)w.size, sd = (I)w.stride[0][0];
         for (I base = (I)blockIdx.x * (BLOCK * UNROLL); base < n; base += (I)gridDim.x * (BLOCK * UNROLL)) {

@@ -5,13 +5,59 @@
 // the index type (int when every offset fits in 31 bits).
 #include "math.cuh"
 
+// map_vec is map_k over 16-byte words (vec_width gave VEC): word v of the output is
+// in row v / (inner / VEC); an operand repeated along the inner dimension (or an
+// immediate) is read once per word.
+template <int N, int VEC, typename C, typename I, typename F>
+__device__ __forceinline__ void map_vec(const Walk &w, F f) {
+    int in = w.rank - 1;
+    I cv = (I)w.shape[in] / VEC, nv = (I)w.size / VEC;
+    GRID_STRIDE(I, v, nv) {
+        I r = in == 1 ? v / cv : 0;
+        I c = (v - r * cv) * VEC;
+        uint4 x[N - 1];
+        C one[N - 1];
+        bool rep[N - 1];
+#pragma unroll
+        for (int k = 1; k < N; k++) {
+            I row = in == 1 ? r * (I)w.stride[k][0] : 0;
+            rep[k - 1] = w.dtype[k] == DT_IMM || w.stride[k][in] == 0;
+            if (rep[k - 1]) one[k - 1] = ld<C>(w.base[k], w.dtype[k], row, w.imm[k]);
+            else x[k - 1] = ((const uint4 *)w.base[k])[(row + c) / VEC];
+        }
+        uint4 o;
+#pragma unroll
+        for (int e = 0; e < VEC; e++) {
+            C a[N - 1];
+#pragma unroll
+            for (int k = 1; k < N; k++) a[k - 1] = rep[k - 1] ? one[k - 1] : vget<C>(x[k - 1], w.dtype[k], e);
+            vset<C>(o, w.dtype[0], e, f(a));
+        }
+        I row = in == 1 ? r * (I)w.stride[0][0] : 0;
+        ((uint4 *)w.base[0])[(row + c) / VEC] = o;
+    }
+}
+
 // map_k is the loop of every kernel here: for each output element (operand 0), f gets
 // the values of operands 1..N-1 as the compute type and returns the element's value.
-// A walk of one dimension goes U elements a thread per round, without division: UNROLL,
-// or half as many for the five-operand kernel, whose registers would not hold more.
+// A walk the operands of which are dense along its inner dimension goes 16 bytes at a
+// time (map_vec); another of one dimension U elements a thread per round, without
+// division: UNROLL, or half as many for the five-operand kernel, whose registers would
+// not hold more.
 template <int N, typename C, typename I, typename F>
 __device__ __forceinline__ void map_k(const Walk &w, F f) {
     constexpr int U = N >= 5 ? UNROLL / 2 : UNROLL;
+    if constexpr (sizeof(C) == 4) { // float compute: 16-byte words where the operands allow
+        int vec = vec_width(w, N);
+        if (vec == 4) {
+            map_vec<N, 4, C, I>(w, f);
+            return;
+        }
+        if (vec == 8) {
+            map_vec<N, 8, C, I>(w, f);
+            return;
+        }
+    }
     if (w.rank == 1) {
         I n = (I)w.size, s[N];
 #pragma unroll
