@@ -265,12 +265,32 @@ __device__ __forceinline__ void vset(uint4 &v, int dt, int e, C x) {
     }
 }
 
+// vtype reads and writes the elements of one float type in 16-byte words: T is the
+// element's storage (unsigned int for F32, unsigned short for F16 and BF16).
+template <int DT> struct vtype;
+template <> struct vtype<DT_F32> {
+    static constexpr int n = 4;
+    template <typename C> static __device__ __forceinline__ C get(const uint4 &v, int e) { return (C)__uint_as_float(((const unsigned int *)&v)[e]); }
+    template <typename C> static __device__ __forceinline__ void set(uint4 &v, int e, C x) { ((unsigned int *)&v)[e] = __float_as_uint((float)x); }
+};
+template <> struct vtype<DT_F16> {
+    static constexpr int n = 8;
+    template <typename C> static __device__ __forceinline__ C get(const uint4 &v, int e) { return (C)f16_to_f32(((const unsigned short *)&v)[e]); }
+    template <typename C> static __device__ __forceinline__ void set(uint4 &v, int e, C x) { ((unsigned short *)&v)[e] = to_f16(x); }
+};
+template <> struct vtype<DT_BF16> {
+    static constexpr int n = 8;
+    template <typename C> static __device__ __forceinline__ C get(const uint4 &v, int e) { return (C)bf16_to_f32(((const unsigned short *)&v)[e]); }
+    template <typename C> static __device__ __forceinline__ void set(uint4 &v, int e, C x) { ((unsigned short *)&v)[e] = to_bf16(x); }
+};
+
 // vec_width returns how many elements the first n operands of w move per 16 bytes (4
 // or 8, from the output's element size), or 0 when they cannot: the walk has at most
 // two dimensions, the inner one a multiple of that; the output and every input that is
 // not an immediate are dense along it (stride 1, elements of the output's size, each
-// row starting on 16 bytes) or, inputs only, repeated along it (stride 0).
-__device__ __forceinline__ int vec_width(const Walk &w, int n) {
+// row starting on 16 bytes) or, inputs only, repeated along it (stride 0). With same
+// set, the dense ones must also be of the output's type.
+__device__ __forceinline__ int vec_width(const Walk &w, int n, bool same) {
     int es = elem_size(w.dtype[0]);
     if (w.rank > 2 || (es != 4 && es != 2)) return 0;
     int vec = 16 / es, in = w.rank - 1;
@@ -278,6 +298,7 @@ __device__ __forceinline__ int vec_width(const Walk &w, int n) {
     for (int k = 0; k < n; k++) {
         if (w.dtype[k] == DT_IMM || (k > 0 && w.stride[k][in] == 0)) continue;
         if (w.stride[k][in] != 1 || elem_size(w.dtype[k]) != es || (w.base[k] & 15) != 0) return 0;
+        if (same && w.dtype[k] != w.dtype[0]) return 0;
         if (w.rank == 2 && w.stride[k][0] % vec != 0) return 0;
     }
     return vec;

@@ -5,23 +5,27 @@
 // the index type (int when every offset fits in 31 bits).
 #include "math.cuh"
 
-// map_vec is map_k over 16-byte words (vec_width gave VEC): word v of the output is
-// in row v / (inner / VEC); an operand repeated along the inner dimension (or an
-// immediate) is read once per word.
-template <int N, int VEC, typename C, typename I, typename F>
+// map_vec is map_k over 16-byte words of the output's type DT (vec_width gave its
+// width, every dense operand of that type): word v of the output is in row
+// v / (inner / width); an operand repeated along the inner dimension (or an immediate)
+// is read once per word.
+template <int N, int DT, typename C, typename I, typename F>
 __device__ __forceinline__ void map_vec(const Walk &w, F f) {
+    using V = vtype<DT>;
+    constexpr int VEC = V::n;
     int in = w.rank - 1;
     I cv = (I)w.shape[in] / VEC, nv = (I)w.size / VEC;
+    bool rep[N - 1];
+#pragma unroll
+    for (int k = 1; k < N; k++) rep[k - 1] = w.dtype[k] == DT_IMM || w.stride[k][in] == 0;
     GRID_STRIDE(I, v, nv) {
         I r = in == 1 ? v / cv : 0;
         I c = (v - r * cv) * VEC;
         uint4 x[N - 1];
         C one[N - 1];
-        bool rep[N - 1];
 #pragma unroll
         for (int k = 1; k < N; k++) {
             I row = in == 1 ? r * (I)w.stride[k][0] : 0;
-            rep[k - 1] = w.dtype[k] == DT_IMM || w.stride[k][in] == 0;
             if (rep[k - 1]) one[k - 1] = ld<C>(w.base[k], w.dtype[k], row, w.imm[k]);
             else x[k - 1] = ((const uint4 *)w.base[k])[(row + c) / VEC];
         }
@@ -30,8 +34,8 @@ __device__ __forceinline__ void map_vec(const Walk &w, F f) {
         for (int e = 0; e < VEC; e++) {
             C a[N - 1];
 #pragma unroll
-            for (int k = 1; k < N; k++) a[k - 1] = rep[k - 1] ? one[k - 1] : vget<C>(x[k - 1], w.dtype[k], e);
-            vset<C>(o, w.dtype[0], e, f(a));
+            for (int k = 1; k < N; k++) a[k - 1] = rep[k - 1] ? one[k - 1] : V::template get<C>(x[k - 1], e);
+            V::template set<C>(o, e, f(a));
         }
         I row = in == 1 ? r * (I)w.stride[0][0] : 0;
         ((uint4 *)w.base[0])[(row + c) / VEC] = o;
@@ -48,14 +52,12 @@ template <int N, typename C, typename I, typename F>
 __device__ __forceinline__ void map_k(const Walk &w, F f) {
     constexpr int U = N >= 5 ? UNROLL / 2 : UNROLL;
     if constexpr (sizeof(C) == 4) { // float compute: 16-byte words where the operands allow
-        int vec = vec_width(w, N);
-        if (vec == 4) {
-            map_vec<N, 4, C, I>(w, f);
-            return;
-        }
-        if (vec == 8) {
-            map_vec<N, 8, C, I>(w, f);
-            return;
+        if (vec_width(w, N, true) != 0) {
+            switch (w.dtype[0]) {
+            case DT_F32: map_vec<N, DT_F32, C, I>(w, f); return;
+            case DT_F16: map_vec<N, DT_F16, C, I>(w, f); return;
+            case DT_BF16: map_vec<N, DT_BF16, C, I>(w, f); return;
+            }
         }
     }
     if (w.rank == 1) {
