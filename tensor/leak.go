@@ -32,11 +32,11 @@ type handle struct {
 	at *site
 }
 
-// here returns the call stack from the caller of here's caller, skipping skip more
-// frames.
-func here(skip int) *site {
+// here returns the call stack from here's caller outwards (the package's frames at its
+// top are not printed).
+func here() *site {
 	at := new(site)
-	runtime.Callers(3+skip, at[:])
+	callers(at[:])
 	return at
 }
 
@@ -47,7 +47,7 @@ func here(skip int) *site {
 // records where it is handed out.
 func watch(t *Tensor) {
 	if t.h.at == nil {
-		t.h.at = here(1)
+		t.h.at = here()
 	}
 	runtime.AddCleanup(t, reportLeak, t.h)
 }

@@ -247,7 +247,7 @@ func (c *call) site() *site {
 		return nil
 	}
 	if c.at == nil {
-		c.at = here(1)
+		c.at = here()
 	}
 	return c.at
 }
@@ -397,7 +397,7 @@ func (c *call) save(t *Tensor) *autograd.Saved {
 	}
 	at := c.site()
 	if at == nil { // recording in an internal scope (a hook's EnableGrad child)
-		at = here(0)
+		at = here()
 	}
 	v := t.share(at)
 	f := c.fn

@@ -192,7 +192,7 @@ func newHandle(s *Scope, st *Storage, fresh bool, dt dtype.DType, shape, strides
 		st.inference, st.version.off = true, true
 	}
 	if at == nil && s != nil && !s.internal {
-		at = here(1)
+		at = here()
 	}
 	t := &Tensor{shape: shape, strides: strides, offset: offset, dt: dt, st: st, h: &handle{st: st, at: at}}
 	if s != nil {
@@ -206,7 +206,7 @@ func newHandle(s *Scope, st *Storage, fresh bool, dt dtype.DType, shape, strides
 // and what nodes save (the rule's ledger reports them).
 func (t *Tensor) share(at *site) *Tensor {
 	if at == nil {
-		at = here(0)
+		at = here()
 	}
 	return newHandle(nil, t.st, false, t.dt, t.shape, t.strides, t.offset, at)
 }

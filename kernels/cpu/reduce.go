@@ -195,7 +195,7 @@ func reduceIn[T float](op string, dst Operand, idx []int64, src Operand, mean bo
 			r0 := c * reducePiece
 			r1 := min(r0+reducePiece, rd.nRed)
 			o := max(lo-c*rd.nOut, 0)
-			rd.kept.walk(o, min(hi-c*rd.nOut, rd.nOut), func(offs, inner *[maxOperands]int, n int) {
+			rd.kept.walk(o, min(hi-c*rd.nOut, rd.nOut), func(offs, inner [maxOperands]int, n int) {
 				base, sk := offs[1], inner[1]
 				f.reset(n)
 				if n > 1 && sk < redInner {
@@ -203,7 +203,7 @@ func reduceIn[T float](op string, dst Operand, idx []int64, src Operand, mean bo
 					// a row of n outputs per reduced element. The order per output
 					// is the same as below, so the bits are too.
 					r := r0
-					ri.walk(r0, r1, func(ro, rs *[maxOperands]int, m int) {
+					ri.walk(r0, r1, func(ro, rs [maxOperands]int, m int) {
 						for e := range m {
 							f.addColumn(load(&src, base+ro[0]+e*rs[0], sk, n, &buf), r)
 							r++
@@ -212,7 +212,7 @@ func reduceIn[T float](op string, dst Operand, idx []int64, src Operand, mean bo
 				} else {
 					for j := range n {
 						r := r0
-						ri.walk(r0, r1, func(ro, rs *[maxOperands]int, m int) {
+						ri.walk(r0, r1, func(ro, rs [maxOperands]int, m int) {
 							f.add(j, load(&src, base+j*sk+ro[0], rs[0], m, &buf), r)
 							r += m
 						})
@@ -241,7 +241,7 @@ func reduceIn[T float](op string, dst Operand, idx []int64, src Operand, mean bo
 		f := fold[T]{isMax: isMax}
 		var obuf [chunk]T
 		o := lo
-		rd.kept.walk(lo, hi, func(offs, inner *[maxOperands]int, n int) {
+		rd.kept.walk(lo, hi, func(offs, inner [maxOperands]int, n int) {
 			f.reset(n)
 			for j := range n {
 				for c := range rd.pieces {
@@ -282,7 +282,7 @@ func maxBackward[T float](dx, g Operand, idx []int64) {
 	parallelFor(rd.nOut, grain, func(lo, hi int) {
 		var buf [chunk]T
 		o := lo
-		rd.kept.walk(lo, hi, func(offs, inner *[maxOperands]int, n int) {
+		rd.kept.walk(lo, hi, func(offs, inner [maxOperands]int, n int) {
 			gv := load(&g, offs[0], inner[0], n, &buf)
 			for j, v := range gv {
 				r := idx[o+j]

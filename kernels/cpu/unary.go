@@ -25,8 +25,12 @@ func Unary(op kernels.UnaryOp, dst, x Operand) {
 }
 
 func unary[T float](op kernels.UnaryOp, dst, x Operand) {
-	elementwise(op.String(), dst, []Operand{x}, func(out []T, in [][]T) { unaryRun(op, out, in[0]) })
+	elementwise(op.String(), dst, []Operand{x}, unaryKernel[T]{op})
 }
+
+type unaryKernel[T float] struct{ op kernels.UnaryOp }
+
+func (k unaryKernel[T]) run(out []T, in eltIns[T]) { unaryRun(k.op, out, in[0]) }
 
 // UnaryBackward writes the gradient of op's input into dx given the output's gradient
 // g and saved, which is op's output y when op.SavesOutput() and its input x otherwise
@@ -37,10 +41,20 @@ func UnaryBackward(op kernels.UnaryOp, dx, g, saved Operand) {
 }
 
 func unaryBackward[T float](op kernels.UnaryOp, dx, g, saved Operand) {
-	elementwise(op.String()+" backward", dx, []Operand{g, saved}, func(out []T, in [][]T) {
-		unaryGradRun(op, out, in[0], in[1])
-	})
+	elementwise(unaryBackwardNames[op], dx, []Operand{g, saved}, unaryGradKernel[T]{op})
 }
+
+type unaryGradKernel[T float] struct{ op kernels.UnaryOp }
+
+func (k unaryGradKernel[T]) run(out []T, in eltIns[T]) { unaryGradRun(k.op, out, in[0], in[1]) }
+
+// unaryBackwardNames name the backward kernels of the unary ops in messages.
+var unaryBackwardNames = func() (n [kernels.GeluErf + 1]string) {
+	for op := kernels.Neg; op <= kernels.GeluErf; op++ {
+		n[op] = op.String() + " backward"
+	}
+	return n
+}()
 
 const (
 	sqrt2OverPi = 0.7978845608028654 // √(2/π)
