@@ -30,6 +30,9 @@ type handle struct {
 	// creation, or by watch for a handle made without one (in an internal scope, or
 	// shared for the engine) when it is handed to the program.
 	at *site
+	// own holds at for the first handle an op makes (one allocation for both); set
+	// at creation.
+	own site
 }
 
 // here returns the call stack from here's caller outwards (the package's frames at its

@@ -103,6 +103,11 @@ func mergedIter(ops, r int, shape *[kernels.MaxRank]int, st *[maxOperands][kerne
 // innermost dimension, each at most chunk long: offs holds each operand's element
 // offset of the run's first element, inner each operand's stride along the run.
 func (it *iter) walk(lo, hi int, fn func(offs, inner [maxOperands]int, n int)) {
+	it.walkRuns(lo, hi, chunk, fn)
+}
+
+// walkRuns is walk with runs of at most most elements.
+func (it *iter) walkRuns(lo, hi, most int, fn func(offs, inner [maxOperands]int, n int)) {
 	if lo >= hi {
 		return
 	}
@@ -124,7 +129,7 @@ func (it *iter) walk(lo, hi int, fn func(offs, inner [maxOperands]int, n int)) {
 		inner[k] = it.st[k][last]
 	}
 	for pos := lo; pos < hi; {
-		n := min(it.shape[last]-idx[last], hi-pos, chunk)
+		n := min(it.shape[last]-idx[last], hi-pos, most)
 		fn(offs, inner, n)
 		pos += n
 		idx[last] += n
@@ -162,7 +167,7 @@ func scratchPool[T float]() *sync.Pool {
 }
 
 // eltKernel computes one run of an elementwise kernel: out from in[k], the run of
-// input k as T (converted if need be). Its value holds the kernel's constants; value
+// input k as T (converted if need be), of any length. Its value holds the kernel's constants; value
 // receivers and no function values keep an op on the calling goroutine free of
 // allocations (forRange).
 type eltKernel[T float] interface {
@@ -177,11 +182,17 @@ type eltState[T float, K eltKernel[T]] struct {
 	dst Operand
 	ins [maxOperands - 1]Operand
 	nin int
-	// dense says every operand holds T and is contiguous, the inputs of dst's shape:
-	// element i of each is at its Offset+i, and it is not built.
-	dense bool
-	it    iter
-	k     K
+	it  iter
+	k   K
+}
+
+// eltDense is eltState where every operand holds T and is contiguous, the inputs of
+// dst's shape: element i of each is element i of its slice.
+type eltDense[T float, K eltKernel[T]] struct {
+	dst []T
+	ins eltIns[T]
+	nin int
+	k   K
 }
 
 // elementwise computes a float output from inputs that broadcast to it, a chunk at a
@@ -190,34 +201,50 @@ type eltState[T float, K eltKernel[T]] struct {
 // float64 when an operand is F64 (wide), float32 otherwise.
 func elementwise[T float, K eltKernel[T]](name string, dst Operand, ins []Operand, k K) {
 	dst.requireFloat(name)
+	n := dst.Size()
+	if d, ok := denseElementwise(dst, ins, k, n); ok {
+		forRange(n, grain, d)
+		return
+	}
 	s := eltState[T, K]{dst: dst, nin: len(ins), k: k}
-	s.dense = dst.dt == native[T]() && dst.IsContiguous()
 	var ls [maxOperands - 1]kernels.Layout
 	for i, in := range ins {
 		s.ins[i], ls[i] = in, in.Layout
-		s.dense = s.dense && in.dt == dst.dt && in.IsContiguous() && slices.Equal(in.Shape, dst.Shape)
 	}
-	if !s.dense {
-		s.it = newIter(name, dst.Layout, ls[:len(ins)]...)
-	}
-	forRange(dst.Size(), grain, s)
+	s.it = newIter(name, dst.Layout, ls[:len(ins)]...)
+	forRange(n, grain, s)
 }
 
-// run computes the elements [lo, hi) of an elementwise kernel.
+// denseElementwise returns the dense form of an elementwise kernel over n elements,
+// if its operands allow it.
+func denseElementwise[T float, K eltKernel[T]](dst Operand, ins []Operand, k K, n int) (d eltDense[T, K], ok bool) {
+	if dst.dt != native[T]() || !dst.IsContiguous() {
+		return d, false
+	}
+	for i := range ins {
+		in := &ins[i]
+		if in.dt != dst.dt || !in.IsContiguous() || !slices.Equal(in.Shape, dst.Shape) {
+			return d, false
+		}
+		d.ins[i] = elems[T](in)[in.Offset : in.Offset+n]
+	}
+	d.dst, d.nin, d.k = elems[T](&dst)[dst.Offset:dst.Offset+n], len(ins), k
+	return d, true
+}
+
+// run computes the elements [lo, hi) in one run (a kernel that needs scratch cuts its
+// runs itself: forChunks).
+func (s eltDense[T, K]) run(lo, hi int) {
+	var in eltIns[T]
+	for i := range s.nin {
+		in[i] = s.ins[i][lo:hi]
+	}
+	s.k.run(s.dst[lo:hi], in)
+}
+
+// run computes the elements [lo, hi).
 func (s eltState[T, K]) run(lo, hi int) {
 	var in eltIns[T]
-	if s.dense {
-		d := elems[T](&s.dst)
-		for a := lo; a < hi; a += chunk {
-			b := min(a+chunk, hi)
-			for i := range s.nin {
-				o := &s.ins[i]
-				in[i] = elems[T](o)[o.Offset+a : o.Offset+b]
-			}
-			s.k.run(d[s.dst.Offset+a:s.dst.Offset+b], in)
-		}
-		return
-	}
 	pool := scratchPool[T]()
 	buf := pool.Get().(*scratch[T])
 	defer pool.Put(buf)
