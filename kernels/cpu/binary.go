@@ -60,6 +60,10 @@ var binaryBackwardNames = func() (n [kernels.Minimum + 1]string) {
 }()
 
 func binaryRun[T float](op kernels.BinaryOp, dst, a, b []T) {
+	dst, b = dst[:len(a)], b[:len(a)]
+	if i := binaryVector(op, dst, a, b); i > 0 {
+		dst, a, b = dst[i:], a[i:], b[i:]
+	}
 	switch op {
 	case kernels.Add:
 		zipRun(dst, a, b, func(x, y T) T { return x + y })
