@@ -160,7 +160,7 @@ func maxColsVector[T float](m, pos, x []T, ld, rows int) int {
 		return 0
 	}
 	_ = x[(rows-1)*ld+n-1] // inside x
-	copy(m[:n], x) // the first row
+	copy(m[:n], x)         // the first row
 	clear(pos[:n])
 	// Eight rows at a time, as addRows.
 	for r := 1; r < rows; r += 8 {

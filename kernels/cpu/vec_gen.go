@@ -323,13 +323,13 @@ func combine(t typ, a, pa, b, pb int) {
 	p("VCMPP%s $0, Y%d, Y%d, Y9", x, a, b)   // b == a
 	p("VANDP%s Y8, Y9, Y9", x)
 	p("VCMPP%s $0x1e, Y%d, Y%d, Y10", x, a, b) // b > a
-	p("VORP%s Y10, Y9, Y9", x)                  // b better, neither NaN
-	p("VCMPP%s $3, Y%d, Y%d, Y10", x, b, b)     // b NaN
-	p("VORP%s Y10, Y9, Y9", x)                  // … or b NaN
-	p("VCMPP%s $3, Y%d, Y%d, Y11", x, a, a)     // a NaN
-	p("VANDP%s Y10, Y8, Y12", x)                // b NaN and earlier
-	p("VANDP%s Y11, Y12, Y12", x)               // a NaN: only that
-	p("VANDNP%s Y9, Y11, Y9", x)                // a not NaN: the others
+	p("VORP%s Y10, Y9, Y9", x)                 // b better, neither NaN
+	p("VCMPP%s $3, Y%d, Y%d, Y10", x, b, b)    // b NaN
+	p("VORP%s Y10, Y9, Y9", x)                 // … or b NaN
+	p("VCMPP%s $3, Y%d, Y%d, Y11", x, a, a)    // a NaN
+	p("VANDP%s Y10, Y8, Y12", x)               // b NaN and earlier
+	p("VANDP%s Y11, Y12, Y12", x)              // a NaN: only that
+	p("VANDNP%s Y9, Y11, Y9", x)               // a not NaN: the others
 	p("VORP%s Y12, Y9, Y9", x)
 	blend(t, 9, b, a)
 	blend(t, 9, pb, pa)
