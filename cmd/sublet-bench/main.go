@@ -18,7 +18,7 @@
 //	            built-in one or the system BLAS that SUBLET_BLAS names);
 //	            scripts/bench/torch_train.py runs the same cases in PyTorch
 //
-//	sublet-bench [-device sim,cuda:0] [-run pair,churn,...] [-time 1s] [-compute 2.26ms] [-cases cpu] [-steps N] [-json FILE] [-jsonl FILE]
+//	sublet-bench [-device sim,cuda:0] [-run pair,churn,...] [-time 1s] [-compute 2.26ms] [-cases cpu] [-steps N] [-json FILE] [-jsonl FILE] [-cpuprofile FILE] [-trace FILE]
 //
 // Each experiment ends by freeing everything and checking that the allocator holds
 // nothing after EmptyCache; a leak or any error makes the exit status 1. Results go to
@@ -35,6 +35,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"time"
@@ -118,8 +119,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	jsonPath := fs.String("json", "", "also write the results as a JSON array to this file")
 	jsonlPath := fs.String("jsonl", "", "also write the results as JSON lines, one per figure, to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
+	tracePath := fs.String("trace", "", "write an execution trace of the whole run to this file (go tool trace reads it: where goroutines waited, how busy each thread was)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sublet-bench [-device LIST] [-run LIST] [-time D] [-compute D] [-cases LIST] [-steps N] [-json FILE] [-jsonl FILE] [-cpuprofile FILE]")
+		fmt.Fprintln(stderr, "usage: sublet-bench [-device LIST] [-run LIST] [-time D] [-compute D] [-cases LIST] [-steps N] [-json FILE] [-jsonl FILE] [-cpuprofile FILE] [-trace FILE]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -163,6 +165,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *upload != "resident" && *upload != "each-step" {
 		fmt.Fprintf(stderr, "sublet-bench: -upload %q: want resident or each-step\n", *upload)
 		return 2
+	}
+	if *tracePath != "" {
+		f, err := os.Create(*tracePath)
+		if err == nil {
+			err = trace.Start(f)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "sublet-bench: -trace: %v\n", err)
+			return 2
+		}
+		defer func() {
+			trace.Stop()
+			f.Close()
+		}()
 	}
 	b := &bench{per: *per, compute: *compute, train: train, steps: *steps, upload: *upload, profile: *profile, out: stdout}
 	fmt.Fprintf(stdout, "# sublet-bench %s GOMAXPROCS=%d %s/%s %s, %s per figure, emptycache compute %s per step\n",
