@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"gonum.org/v1/gonum/blas"
@@ -96,11 +97,12 @@ func BenchmarkSgemmTransposes(b *testing.B) {
 		gemms = append(gemms, lib)
 	}
 	for _, g := range gemms {
+		name := filepath.Base(g.Name()) // a library's file, without its folder
 		for _, t := range []struct {
 			name   string
 			ta, tb bool
 		}{{"nn", false, false}, {"nt", false, true}, {"tn", true, false}, {"tt", true, true}} {
-			b.Run(g.Name()+"/"+t.name, func(b *testing.B) {
+			b.Run(name+"/"+t.name, func(b *testing.B) {
 				benchSquare(b, func(n int, a, bm, c []float32) func() {
 					return func() { g.Sgemm(t.ta, t.tb, n, n, n, 1, a, n, bm, n, 0, c, n) }
 				})
