@@ -95,7 +95,8 @@ func unaryRun[T float](op kernels.UnaryOp, dst, x []T) {
 		expTo(dst, dst)
 		mapRun(dst, dst, func(e T) T { return 1 / (1 + e) })
 	case kernels.Relu:
-		mapRun(dst, x, func(v T) T { return max(v, 0) })
+		i := reluVector(dst[:len(x)], x)
+		mapRun(dst[i:], x[i:], func(v T) T { return max(v, 0) })
 	case kernels.GeluTanh:
 		// x/2·(1+tanh u) = x·σ(2u) = x/(1+e^-2u), u = √(2/π)(x+0.044715x³).
 		forChunks(len(x), func(lo, hi int) {
@@ -159,6 +160,8 @@ func forChunks(n int, fn func(lo, hi int)) {
 // threshold_backward), through a mask of the bits (a conditional move) rather than a
 // branch: with y's signs at random, a branch mispredicts on every other element.
 func reluGradRun[T float](dst, g, y []T) {
+	i := reluGradVector(dst[:len(g)], g, y[:len(g)])
+	dst, g, y = dst[i:], g[i:], y[i:]
 	if is32[T]() {
 		keepBits[T, uint32](dst, g, y)
 	} else {

@@ -35,6 +35,18 @@ func binaryMulF64AVX2(dst, a, b unsafe.Pointer, n int)
 func binaryDivF64AVX2(dst, a, b unsafe.Pointer, n int)
 
 //go:noescape
+func reluF32AVX2(dst, x unsafe.Pointer, n int)
+
+//go:noescape
+func reluF64AVX2(dst, x unsafe.Pointer, n int)
+
+//go:noescape
+func reluGradF32AVX2(dst, grad, y unsafe.Pointer, n int)
+
+//go:noescape
+func reluGradF64AVX2(dst, grad, y unsafe.Pointer, n int)
+
+//go:noescape
 func sumLanesF32AVX2(acc *[16]float64, x unsafe.Pointer, n int)
 
 //go:noescape
@@ -64,10 +76,7 @@ var hasAVX2 = cpu.X86.HasAVX2
 // vector's lanes from the start, where there is a vector loop for op, and returns how
 // many elements it did.
 func binaryVector[T float](op kernels.BinaryOp, dst, a, b []T) int {
-	lanes := 8
-	if !is32[T]() {
-		lanes = 4
-	}
+	lanes := lanesOf[T]()
 	n := len(dst) &^ (lanes - 1)
 	if !hasAVX2 || n == 0 {
 		return 0
@@ -151,11 +160,7 @@ func maxLanesVector[T float](m, pos *T, x []T) int {
 // of rows rows of x, ld apart, and its first row (fold.maxRows), into m and pos; it
 // returns how many columns it did.
 func maxColsVector[T float](m, pos, x []T, ld, rows int) int {
-	lanes := 8
-	if !is32[T]() {
-		lanes = 4
-	}
-	n := len(m) &^ (lanes - 1)
+	n := len(m) &^ (lanesOf[T]() - 1)
 	if !hasAVX2 || n == 0 || rows == 0 {
 		return 0
 	}
@@ -171,4 +176,44 @@ func maxColsVector[T float](m, pos, x []T, ld, rows int) int {
 		}
 	}
 	return n
+}
+
+// reluVector is unaryRun's Relu over the first multiple of a vector's lanes of x
+// (dst as long); it returns how many elements it did.
+func reluVector[T float](dst, x []T) int {
+	n := len(x) &^ (lanesOf[T]() - 1)
+	if !hasAVX2 || n == 0 {
+		return 0
+	}
+	d, s := unsafe.Pointer(&dst[0]), unsafe.Pointer(&x[0])
+	if is32[T]() {
+		reluF32AVX2(d, s, n)
+	} else {
+		reluF64AVX2(d, s, n)
+	}
+	return n
+}
+
+// reluGradVector is reluGradRun over the first multiple of a vector's lanes of g (dst
+// and y as long); it returns how many elements it did.
+func reluGradVector[T float](dst, g, y []T) int {
+	n := len(g) &^ (lanesOf[T]() - 1)
+	if !hasAVX2 || n == 0 {
+		return 0
+	}
+	d, gp, yp := unsafe.Pointer(&dst[0]), unsafe.Pointer(&g[0]), unsafe.Pointer(&y[0])
+	if is32[T]() {
+		reluGradF32AVX2(d, gp, yp, n)
+	} else {
+		reluGradF64AVX2(d, gp, yp, n)
+	}
+	return n
+}
+
+// lanesOf is how many elements of T an AVX2 vector holds.
+func lanesOf[T float]() int {
+	if is32[T]() {
+		return 8
+	}
+	return 4
 }

@@ -9,6 +9,8 @@
 //
 //	binary{Add,Sub,Mul,Div}{F32,F64}AVX2(dst, a, b unsafe.Pointer, n int)
 //	    dst[i] = a[i] op b[i]; n a multiple of the lanes of a vector
+//	relu{F32,F64}AVX2(dst, x unsafe.Pointer, n int), reluGrad…(dst, grad, y unsafe.Pointer, n int)
+//	    dst[i] = max(x[i], 0); dst[i] = g[i] where !(y[i] <= 0), else 0
 //	sumLanes{F32,F64}AVX2(acc *[16]float64, x unsafe.Pointer, n int)
 //	    acc[i%16] += float64(x[i]); n a multiple of 16
 //	addRows{F32,F64}AVX2(acc *float64, x unsafe.Pointer, ld, rows, n int)
@@ -31,6 +33,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 )
 
 // typ is one element type.
@@ -60,6 +63,8 @@ func main() {
 		for _, op := range []string{"Add", "Sub", "Mul", "Div"} {
 			binary(t, op)
 		}
+		relu(t)
+		reluGrad(t)
 		sumLanes(t)
 		addRows(t)
 		maxLanes(t)
@@ -71,18 +76,53 @@ func main() {
 	}
 }
 
-// binary writes dst = a op b, four vectors a round, then one.
+// binary writes dst = a op b.
 func binary(t typ, op string) {
-	name := "binary" + op + t.name + "AVX2"
 	ins := "V" + upper(op) + t.suf
+	loop(t, "binary"+op+t.name+"AVX2", []string{"dst", "a", "b"}, nil, func(i int, b string) {
+		p("%s %s, Y%d, Y%d", ins, b, i, i)
+	})
+}
+
+// relu writes dst = max(x, 0) as Go's max computes it: MAXPS(0, x) keeps a NaN x, and
+// adding 0 turns its -0 into Go's +0.
+func relu(t typ) {
+	loop(t, "relu"+t.name+"AVX2", []string{"dst", "x"}, zero, func(i int, _ string) {
+		p("VMAXP%s Y%d, Y15, Y%d", t.suf[1:], i, i)
+		p("VADDP%s Y15, Y%d, Y%d", t.suf[1:], i, i)
+	})
+}
+
+// reluGrad writes dst = g where !(y <= 0), else 0 (reluGradRun).
+func reluGrad(t typ) {
+	loop(t, "reluGrad"+t.name+"AVX2", []string{"dst", "grad", "y"}, zero, func(i int, y string) {
+		p("VMOVUP%s %s, Y%d", t.suf[1:], y, 4+i)
+		p("VCMPP%s $6, Y15, Y%d, Y%d", t.suf[1:], 4+i, 4+i) // !(y <= 0)
+		p("VANDP%s Y%d, Y%d, Y%d", t.suf[1:], 4+i, i, i)
+	})
+}
+
+// zero clears Y15 for the loops that compare with 0.
+func zero() { p("VXORPS Y15, Y15, Y15") }
+
+// loop writes the function name(ptrs…, n int) over n elements (a multiple of a
+// vector's lanes), four vectors a round, then one: the vector of the second pointer
+// (DI the first, SI the second, DX the third) is loaded into Y<i>, body leaves the
+// result there (the third pointer's vector at the operand it is given), and it is
+// stored at the first. setup, when not nil, writes what comes before the loop.
+func loop(t typ, name string, ptrs []string, setup func(), body func(i int, third string)) {
 	vec := 32
-	fmt.Fprintf(&b, "\n// func %s(dst, a, b unsafe.Pointer, n int)\n", name)
-	fmt.Fprintf(&b, "TEXT ·%s(SB), NOSPLIT, $0-32\n", name)
-	p("MOVQ dst+0(FP), DI")
-	p("MOVQ a+8(FP), SI")
-	p("MOVQ b+16(FP), DX")
-	p("MOVQ n+24(FP), CX")
+	regs := []string{"DI", "SI", "DX"}
+	fmt.Fprintf(&b, "\n// func %s(%s unsafe.Pointer, n int)\n", name, strings.Join(ptrs, ", "))
+	fmt.Fprintf(&b, "TEXT ·%s(SB), NOSPLIT, $0-%d\n", name, 8*len(ptrs)+8)
+	for i, a := range ptrs {
+		p("MOVQ %s+%d(FP), %s", a, 8*i, regs[i])
+	}
+	p("MOVQ n+%d(FP), CX", 8*len(ptrs))
 	p("SHLQ $%d, CX", log2(t.size)) // bytes
+	if setup != nil {
+		setup()
+	}
 	p("XORQ AX, AX")
 	p("MOVQ CX, BX")
 	p("ANDQ $-%d, BX", 4*vec)
@@ -90,22 +130,22 @@ func binary(t typ, op string) {
 	p("CMPQ AX, BX")
 	p("JGE %sone", name)
 	for i := range 4 {
-		p("VMOVUPS %d(SI)(AX*1), Y%d", i*vec, i)
+		p("VMOVUP%s %d(SI)(AX*1), Y%d", t.suf[1:], i*vec, i)
 	}
 	for i := range 4 {
-		p("%s %d(DX)(AX*1), Y%d, Y%d", ins, i*vec, i, i)
+		body(i, fmt.Sprintf("%d(DX)(AX*1)", i*vec))
 	}
 	for i := range 4 {
-		p("VMOVUPS Y%d, %d(DI)(AX*1)", i, i*vec)
+		p("VMOVUP%s Y%d, %d(DI)(AX*1)", t.suf[1:], i, i*vec)
 	}
 	p("ADDQ $%d, AX", 4*vec)
 	p("JMP %sfour", name)
 	label(name + "one")
 	p("CMPQ AX, CX")
 	p("JGE %sdone", name)
-	p("VMOVUPS (SI)(AX*1), Y0")
-	p("%s (DX)(AX*1), Y0, Y0", ins)
-	p("VMOVUPS Y0, (DI)(AX*1)")
+	p("VMOVUP%s (SI)(AX*1), Y0", t.suf[1:])
+	body(0, "(DX)(AX*1)")
+	p("VMOVUP%s Y0, (DI)(AX*1)", t.suf[1:])
 	p("ADDQ $%d, AX", vec)
 	p("JMP %sone", name)
 	label(name + "done")

@@ -15,3 +15,7 @@ func addRowsVector[T float](acc []float64, x []T, ld, rows int) int { return 0 }
 func maxLanesVector[T float](m, pos *T, x []T) int { return 0 }
 
 func maxColsVector[T float](m, pos, x []T, ld, rows int) int { return 0 }
+
+func reluVector[T float](dst, x []T) int { return 0 }
+
+func reluGradVector[T float](dst, g, y []T) int { return 0 }

@@ -146,3 +146,38 @@ func testMaxRows[T float](t *testing.T) {
 }
 
 func TestMaxRows(t *testing.T) { bothTypes(t, testMaxRows[float32], testMaxRows[float64]) }
+
+// reluData is data with zeros of both signs, NaNs and infinities among normal values.
+func reluData[T float](r *rand.Rand, n int) []T {
+	x := randFloats[T](r, n, 1)
+	special := []float64{0, math.Copysign(0, -1), math.NaN(), math.Inf(1), math.Inf(-1)}
+	for i := range x {
+		if r.IntN(5) == 0 {
+			x[i] = T(special[r.IntN(len(special))])
+		}
+	}
+	return x
+}
+
+func testReluVector[T float](t *testing.T) {
+	r := rand.New(rand.NewPCG(50, 51))
+	same := func(want, got T) bool { return bitsOf(want) == bitsOf(got) || want != want && got != got }
+	for n := range 80 {
+		x, g := reluData[T](r, n), reluData[T](r, n)
+		dst := make([]T, n)
+		unaryRun(kernels.Relu, dst, x)
+		for i, v := range x {
+			require.True(t, same(max(v, 0), dst[i]), "relu(%v) = %v, n=%d", v, dst[i], n)
+		}
+		reluGradRun(dst, g, x)
+		for i := range x {
+			want := g[i]
+			if x[i] <= 0 {
+				want = 0 // all bits clear
+			}
+			require.Equal(t, bitsOf(want), bitsOf(dst[i]), "relu grad of %v at y=%v, n=%d", g[i], x[i], n)
+		}
+	}
+}
+
+func TestReluVector(t *testing.T) { bothTypes(t, testReluVector[float32], testReluVector[float64]) }
