@@ -102,6 +102,17 @@ func reluGrad(t typ) {
 	})
 }
 
+// header opens the function name: its Go signature sig (which only comments it), and
+// its word-sized arguments, each loaded into the register beside it ("acc DI").
+func header(name, sig string, args ...string) {
+	fmt.Fprintf(&b, "\n// func %s(%s)\n", name, sig)
+	fmt.Fprintf(&b, "TEXT ·%s(SB), NOSPLIT, $0-%d\n", name, 8*len(args))
+	for i, a := range args {
+		f := strings.Fields(a)
+		p("MOVQ %s+%d(FP), %s", f[0], 8*i, f[1])
+	}
+}
+
 // zero clears Y15 for the loops that compare with 0.
 func zero() { p("VXORPS Y15, Y15, Y15") }
 
@@ -113,12 +124,11 @@ func zero() { p("VXORPS Y15, Y15, Y15") }
 func loop(t typ, name string, ptrs []string, setup func(), body func(i int, third string)) {
 	vec := 32
 	regs := []string{"DI", "SI", "DX"}
-	fmt.Fprintf(&b, "\n// func %s(%s unsafe.Pointer, n int)\n", name, strings.Join(ptrs, ", "))
-	fmt.Fprintf(&b, "TEXT ·%s(SB), NOSPLIT, $0-%d\n", name, 8*len(ptrs)+8)
+	var args []string
 	for i, a := range ptrs {
-		p("MOVQ %s+%d(FP), %s", a, 8*i, regs[i])
+		args = append(args, a+" "+regs[i])
 	}
-	p("MOVQ n+%d(FP), CX", 8*len(ptrs))
+	header(name, strings.Join(ptrs, ", ")+" unsafe.Pointer, n int", append(args, "n CX")...)
 	p("SHLQ $%d, CX", log2(t.size)) // bytes
 	if setup != nil {
 		setup()
@@ -166,11 +176,7 @@ func loadF64(t typ, mem string, r int) {
 // sumLanes writes acc[i%16] += x[i]: Y0…Y3 hold lanes 0-3, 4-7, 8-11 and 12-15.
 func sumLanes(t typ) {
 	name := "sumLanes" + t.name + "AVX2"
-	fmt.Fprintf(&b, "\n// func %s(acc *[16]float64, x unsafe.Pointer, n int)\n", name)
-	fmt.Fprintf(&b, "TEXT ·%s(SB), NOSPLIT, $0-24\n", name)
-	p("MOVQ acc+0(FP), DI")
-	p("MOVQ x+8(FP), SI")
-	p("MOVQ n+16(FP), CX")
+	header(name, "acc *[16]float64, x unsafe.Pointer, n int", "acc DI", "x SI", "n CX")
 	p("SHRQ $4, CX")
 	p("JZ %sdone", name)
 	for i := range 4 {
@@ -204,14 +210,8 @@ func sumLanes(t typ) {
 // sums while every row is added to them in order.
 func addRows(t typ) {
 	name := "addRows" + t.name + "AVX2"
-	fmt.Fprintf(&b, "\n// func %s(acc *float64, x unsafe.Pointer, ld, rows, n int)\n", name)
-	fmt.Fprintf(&b, "TEXT ·%s(SB), NOSPLIT, $0-40\n", name)
-	p("MOVQ acc+0(FP), DI")
-	p("MOVQ x+8(FP), SI")
-	p("MOVQ ld+16(FP), R8")
+	header(name, "acc *float64, x unsafe.Pointer, ld, rows, n int", "acc DI", "x SI", "ld R8", "rows R9", "n CX")
 	p("SHLQ $%d, R8", log2(t.size)) // bytes
-	p("MOVQ rows+24(FP), R9")
-	p("MOVQ n+32(FP), CX")
 	p("SHRQ $4, CX")
 	p("JZ %sdone", name)
 	p("TESTQ R9, R9")
@@ -284,12 +284,7 @@ func maxLanes(t typ) {
 		}
 	}
 	fmt.Fprintf(&b, "GLOBL iota%s<>(SB), RODATA|NOPTR, $%d\n", t.name, 4*vec)
-	fmt.Fprintf(&b, "\n// func %s(m, pos unsafe.Pointer, x unsafe.Pointer, n int)\n", name)
-	fmt.Fprintf(&b, "TEXT ·%s(SB), NOSPLIT, $0-32\n", name)
-	p("MOVQ m+0(FP), DI")
-	p("MOVQ pos+8(FP), DX")
-	p("MOVQ x+16(FP), SI")
-	p("MOVQ n+24(FP), CX")
+	header(name, "m, pos unsafe.Pointer, x unsafe.Pointer, n int", "m DI", "pos DX", "x SI", "n CX")
 	// The first four vectors are the maxima so far, at positions 0, 1, ….
 	for i := range 4 {
 		p("VMOVUP%s %d(SI), Y%d", t.suf[1:], i*vec, i)
@@ -381,16 +376,9 @@ func combine(t typ, a, pa, b, pb int) {
 func maxCols(t typ) {
 	name := "maxCols" + t.name + "AVX2"
 	vec := 32
-	fmt.Fprintf(&b, "\n// func %s(m, pos unsafe.Pointer, x unsafe.Pointer, ld, rows, n, first int)\n", name)
-	fmt.Fprintf(&b, "TEXT ·%s(SB), NOSPLIT, $0-56\n", name)
-	p("MOVQ m+0(FP), DI")
-	p("MOVQ pos+8(FP), DX")
-	p("MOVQ x+16(FP), SI")
-	p("MOVQ ld+24(FP), R8")
+	header(name, "m, pos unsafe.Pointer, x unsafe.Pointer, ld, rows, n, first int",
+		"m DI", "pos DX", "x SI", "ld R8", "rows R9", "n CX", "first AX")
 	p("SHLQ $%d, R8", log2(t.size))
-	p("MOVQ rows+32(FP), R9")
-	p("MOVQ n+40(FP), CX")
-	p("MOVQ first+48(FP), AX")
 	cvt, bc := "VCVTSI2SSQ", "VBROADCASTSS"
 	if t.size == 8 {
 		cvt, bc = "VCVTSI2SDQ", "VBROADCASTSD"
