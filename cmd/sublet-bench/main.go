@@ -157,35 +157,28 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sublet-bench: %v\n", err)
 		return 2
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "sublet-bench: -cpuprofile: %v\n", err)
-			return 2
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			f.Close()
-		}()
-	}
 	if *upload != "resident" && *upload != "each-step" {
 		fmt.Fprintf(stderr, "sublet-bench: -upload %q: want resident or each-step\n", *upload)
 		return 2
 	}
-	if *tracePath != "" {
-		f, err := os.Create(*tracePath)
+	for _, r := range []struct {
+		flag, path string
+		start      func(io.Writer) error
+		stop       func()
+	}{{"-cpuprofile", *cpuProfile, pprof.StartCPUProfile, pprof.StopCPUProfile}, {"-trace", *tracePath, trace.Start, trace.Stop}} {
+		if r.path == "" {
+			continue
+		}
+		f, err := os.Create(r.path)
 		if err == nil {
-			err = trace.Start(f)
+			err = r.start(f)
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "sublet-bench: -trace: %v\n", err)
+			fmt.Fprintf(stderr, "sublet-bench: %s: %v\n", r.flag, err)
 			return 2
 		}
 		defer func() {
-			trace.Stop()
+			r.stop()
 			f.Close()
 		}()
 	}
