@@ -21,6 +21,30 @@ func BenchmarkOpOverhead(b *testing.B) {
 	}
 }
 
+// BenchmarkSmallOp is the host cost of one small op as a training loop pays it: Add of
+// two 1024-element float32 tensors in a no-grad scope, the results left to the scope,
+// which is closed and opened again every 100 ops (the "100 ops per scope").
+// ns/op and allocs/op are per op, the scope's Close included. Run at -cpu 1,2,16:
+// a small op must run inline, whatever GOMAXPROCS is.
+func BenchmarkSmallOp(b *testing.B) {
+	const perScope = 100
+	d := newCPU(b)
+	data := tensor.NewScope(tensor.NoGrad())
+	defer data.Close()
+	x := data.Ones(d, dtype.F32, 1024)
+	s := data.Child()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		x.Add(x)
+		if i++; i == perScope {
+			s.Close()
+			s, i = data.Child(), 0
+		}
+	}
+	s.Close()
+}
+
 // BenchmarkOpOverheadRouted is BenchmarkOpOverhead with the input in a data scope and
 // the op routed down four open scopes (a step, a region, two layers) to where it runs:
 // the price of routing, one atomic load per scope on the way.

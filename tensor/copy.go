@@ -99,12 +99,12 @@ func (t *Tensor) To(dev device.Device) *Tensor {
 		k.Copy(src.operand(), x.operand())
 	}
 	n := src.Bytes()
-	st, err := newStorage(dev, n, c.op, c.s.m.lifetime)
+	st, err := newStorage(dev, nil, n, c.op, c.s.m.lifetime)
 	if err != nil {
 		c.abort()
 		fail(OpTo, err, c.in, "allocating %d bytes on %s", n, dev.Name())
 	}
-	out := newHandle(c.s, st, true, x.dt, slices.Clone(x.shape), rowMajor(x.shape), 0, c.site())
+	out := c.handle(st, true, x.dt, slices.Clone(x.shape), rowMajor(x.shape), 0)
 	c.made = append(c.made, out)
 	if err := copyBytes(st, 0, src.st, int64(src.offset)*int64(src.dt.Size()), n); err != nil {
 		c.bad(err, "copying %d bytes from %s to %s", n, src.st.dev.Name(), dev.Name())

@@ -30,13 +30,16 @@ type handle struct {
 	// creation, or by watch for a handle made without one (in an internal scope, or
 	// shared for the engine) when it is handed to the program.
 	at *site
+	// own holds at for the first handle an op makes (one allocation for both); set
+	// at creation.
+	own site
 }
 
-// here returns the call stack from the caller of here's caller, skipping skip more
-// frames.
-func here(skip int) *site {
+// here returns the call stack from here's caller outwards (the package's frames at its
+// top are not printed).
+func here() *site {
 	at := new(site)
-	runtime.Callers(3+skip, at[:])
+	callers(at[:])
 	return at
 }
 
@@ -47,7 +50,7 @@ func here(skip int) *site {
 // records where it is handed out.
 func watch(t *Tensor) {
 	if t.h.at == nil {
-		t.h.at = here(1)
+		t.h.at = here()
 	}
 	runtime.AddCleanup(t, reportLeak, t.h)
 }

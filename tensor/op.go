@@ -218,15 +218,26 @@ func (c *call) alloc(dt dtype.DType, shape []int) *Tensor {
 	if !ok {
 		c.bad(ErrShape, "a %v result of shape %v would take more than 2^63 bytes", dt, shape)
 	}
-	st, err := newStorage(c.dev, n, c.op, c.s.m.lifetime)
+	st, err := newStorage(c.dev, c.knownAllocator(), n, c.op, c.s.m.lifetime)
 	if err != nil {
 		c.abort()
 		fail(c.op, err, c.in, "allocating %v %v (%d bytes)", shape, dt, n)
 	}
-	t := newHandle(c.s, st, true, dt, shape, c.rowMajor(shape), 0, c.site())
+	t := c.handle(st, true, dt, shape, c.rowMajor(shape), 0)
 	c.made = append(c.made, t)
 	c.fromCache(t)
 	return t
+}
+
+// knownAllocator is the allocator of an input's storage on the op's device, nil where
+// there is none (allocatorOf).
+func (c *call) knownAllocator() Allocator {
+	for _, t := range c.in {
+		if t.st.dev == c.dev {
+			return t.st.al
+		}
+	}
+	return nil
 }
 
 // rowMajor returns the row-major strides of shape: an input's when it has them (the
@@ -240,21 +251,17 @@ func (c *call) rowMajor(shape []int) []int {
 	return rowMajor(shape)
 }
 
-// site is where the op was called from (its handles' allocation site), recorded the
-// first time it is asked for; nil in an internal scope, which records none.
-func (c *call) site() *site {
-	if c.s.internal {
-		return nil
-	}
-	if c.at == nil {
-		c.at = here(1)
-	}
-	return c.at
+// handle makes a handle of the op's results in its scope (newHandle) with the op's
+// site: recorded by its first handle, shared by the others; none in an internal scope.
+func (c *call) handle(st *Storage, fresh bool, dt dtype.DType, shape, strides []int, offset int) *Tensor {
+	t := newHandle(c.s, st, fresh, dt, shape, strides, offset, c.at)
+	c.at = t.h.at
+	return t
 }
 
 // view makes a result sharing t's storage, placed by shape, strides and offset.
 func (c *call) view(t *Tensor, shape, strides []int, offset int) *Tensor {
-	v := newHandle(c.s, t.st, false, t.dt, shape, strides, offset, c.site())
+	v := c.handle(t.st, false, t.dt, shape, strides, offset)
 	c.made = append(c.made, v)
 	return v
 }
@@ -395,9 +402,9 @@ func (c *call) save(t *Tensor) *autograd.Saved {
 		c.bad(ErrGrad, "Inference tensors cannot be saved for backward. To work around you can make a clone to get "+
 			"a normal tensor and use it in autograd (a %v %v made in inference mode: Clone it outside inference mode)", t.shape, t.dt)
 	}
-	at := c.site()
+	at := c.at
 	if at == nil { // recording in an internal scope (a hook's EnableGrad child)
-		at = here(0)
+		at = here()
 	}
 	v := t.share(at)
 	f := c.fn

@@ -207,11 +207,11 @@ func (s *Scope) child(owns, aside bool, opts []Option) *Scope {
 	return c
 }
 
-// madeAt records where the scope being made was made from: the first caller outside
-// this file's constructors.
+// madeAt records where the scope being made was made from (describe prints the first
+// frame outside the package).
 func madeAt() *scopeSite {
 	at := new(scopeSite)
-	runtime.Callers(3, at[:])
+	callers(at[:])
 	return at
 }
 

@@ -55,6 +55,16 @@ type Storage struct {
 	// inference marks the storage of a tensor made in inference mode: its version is
 	// not counted, and no node may save it. Set before the storage is shared.
 	inference bool
+	// spare is the handle allocated with the storage (block) for the first tensor over
+	// it, until newHandle takes it; written only while the storage is not shared.
+	spare *handle
+}
+
+// block is a new storage and the handle of its first tensor in one allocation: an op
+// makes both.
+type block struct {
+	st Storage
+	h  handle
 }
 
 // versionCounter is a storage's count of in-place writes; it counts nothing for an
@@ -107,21 +117,26 @@ func (s *Storage) mem() kernels.Mem {
 }
 
 // allocatorOf is the allocator dev's tensors use: its own (AllocatorSource) or its
-// caching allocator.
-func allocatorOf(dev device.Device) (Allocator, error) {
+// caching allocator. known, when not nil, is the allocator of a storage on dev: on a
+// device that is no AllocatorSource it is the caching allocator, which alloc.For
+// would look up under a lock (a device's allocator never changes).
+func allocatorOf(dev device.Device, known Allocator) (Allocator, error) {
 	if src, ok := dev.(AllocatorSource); ok {
 		if al := src.TensorAllocator(); al != nil {
 			return al, nil
 		}
+	} else if known != nil {
+		return known, nil
 	}
 	return alloc.For(dev)
 }
 
-// newStorage allocates size bytes on dev's allocator for op, holding one reference.
-// The caching allocator's memory history keeps op with the block; lt is its placement
-// hint (WithLifetime).
-func newStorage(dev device.Device, size int64, op string, lt alloc.Lifetime) (*Storage, error) {
-	al, err := allocatorOf(dev)
+// newStorage allocates size bytes on dev's allocator for op, holding one reference;
+// known is the allocator of a storage on dev, or nil (allocatorOf). The caching
+// allocator's memory history keeps op with the block; lt is its placement hint
+// (WithLifetime).
+func newStorage(dev device.Device, known Allocator, size int64, op string, lt alloc.Lifetime) (*Storage, error) {
+	al, err := allocatorOf(dev, known)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +151,9 @@ func newStorage(dev device.Device, size int64, op string, lt alloc.Lifetime) (*S
 			return nil, err
 		}
 	}
-	s := &Storage{dev: dev, al: al, ptr: p, size: size, res: dev.Residency()}
+	blk := &block{st: Storage{dev: dev, al: al, ptr: p, size: size, res: dev.Residency()}}
+	s := &blk.st
+	s.spare = &blk.h
 	if s.res == device.Host {
 		hm, isHost := dev.(device.HostMemory)
 		switch {

@@ -182,19 +182,27 @@ func (t *Tensor) live(op string) {
 // newHandle makes a handle over st (taking a reference unless fresh, in which case st
 // becomes an inference tensor's storage in an inference-mode s) placed by shape,
 // strides and offset, owned by s's owner (nil: unowned, and the caller makes the leak
-// report find it), created at the site at (nil: the caller's caller for a handle a
-// scope owns; none in an internal scope, nor for an unowned one, which watch gives
-// one).
+// report find it), created at the site at (nil: the call stack here, kept in the
+// handle, for a handle a scope owns; none in an internal scope, nor for an unowned
+// one, which watch gives one).
 func newHandle(s *Scope, st *Storage, fresh bool, dt dtype.DType, shape, strides []int, offset int, at *site) *Tensor {
 	if !fresh {
 		st.retain()
 	} else if s != nil && s.m.inference {
 		st.inference, st.version.off = true, true
 	}
-	if at == nil && s != nil && !s.internal {
-		at = here(1)
+	h := st.spare
+	if fresh && h != nil {
+		st.spare = nil
+	} else {
+		h = new(handle)
 	}
-	t := &Tensor{shape: shape, strides: strides, offset: offset, dt: dt, st: st, h: &handle{st: st, at: at}}
+	h.st, h.at = st, at
+	if at == nil && s != nil && !s.internal {
+		callers(h.own[:])
+		h.at = &h.own
+	}
+	t := &Tensor{shape: shape, strides: strides, offset: offset, dt: dt, st: st, h: h}
 	if s != nil {
 		s.adopt(t)
 	}
@@ -206,7 +214,7 @@ func newHandle(s *Scope, st *Storage, fresh bool, dt dtype.DType, shape, strides
 // and what nodes save (the rule's ledger reports them).
 func (t *Tensor) share(at *site) *Tensor {
 	if at == nil {
-		at = here(0)
+		at = here()
 	}
 	return newHandle(nil, t.st, false, t.dt, t.shape, t.strides, t.offset, at)
 }

@@ -17,8 +17,13 @@
 //	            peaks, the CPU time per step and, on host memory, the GEMM in use (the
 //	            built-in one or the system BLAS that SUBLET_BLAS names);
 //	            scripts/bench/torch_train.py runs the same cases in PyTorch
+//	ops         single ops through tensor on cpu: products of 1024² float32 in three
+//	            transpose combinations (GFLOP/s), reductions in the backward pass's
+//	            layouts and elementwise ops over 64M float32 (GB/s, the bytes read and
+//	            written once), and the host cost of Add of 1k float32, 100 ops per scope
+//	            (µs/op); scripts/bench/torch_ops.py runs the same ops in PyTorch
 //
-//	sublet-bench [-device sim,cuda:0] [-run pair,churn,...] [-time 1s] [-compute 2.26ms] [-cases cpu] [-steps N] [-json FILE] [-jsonl FILE]
+//	sublet-bench [-device sim,cuda:0] [-run pair,churn,...] [-time 1s] [-compute 2.26ms] [-cases cpu] [-steps N] [-json FILE] [-jsonl FILE] [-opsize N] [-cpuprofile FILE] [-trace FILE]
 //
 // Each experiment ends by freeing everything and checking that the allocator holds
 // nothing after EmptyCache; a leak or any error makes the exit status 1. Results go to
@@ -35,6 +40,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"time"
@@ -74,6 +80,7 @@ func experiments() []experiment {
 		{"emptycache", runEmptyCache},
 		{"concurrent", runConcurrent},
 		{"train", runTrain},
+		{"ops", runOps},
 	}
 }
 
@@ -95,6 +102,8 @@ type bench struct {
 	// profile, when set, is a folder where each train case writes the profile of a
 	// few steps after its timing: a table per op and a Perfetto trace.
 	profile string
+	// opSize is how many elements the ops experiment's large ops take.
+	opSize  int
 	out     io.Writer
 	results []Result
 }
@@ -118,8 +127,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	jsonPath := fs.String("json", "", "also write the results as a JSON array to this file")
 	jsonlPath := fs.String("jsonl", "", "also write the results as JSON lines, one per figure, to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
+	opSize := fs.Int("opsize", 1<<26, "ops: elements of the ops over a large tensor (the reductions, add, cast, relu), a multiple of 65536")
+	tracePath := fs.String("trace", "", "write an execution trace of the whole run to this file (go tool trace reads it: where goroutines waited, how busy each thread was)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sublet-bench [-device LIST] [-run LIST] [-time D] [-compute D] [-cases LIST] [-steps N] [-json FILE] [-jsonl FILE] [-cpuprofile FILE]")
+		fmt.Fprintln(stderr, "usage: sublet-bench [-device LIST] [-run LIST] [-time D] [-compute D] [-cases LIST] [-steps N] [-json FILE] [-jsonl FILE] [-opsize N] [-cpuprofile FILE] [-trace FILE]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -128,7 +139,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	if fs.NArg() > 0 || *per <= 0 || *compute < 0 || *steps < 0 {
+	if fs.NArg() > 0 || *per <= 0 || *compute < 0 || *steps < 0 || *opSize <= 0 || *opSize%(1<<16) != 0 {
 		fs.Usage()
 		return 2
 	}
@@ -146,25 +157,32 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sublet-bench: %v\n", err)
 		return 2
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "sublet-bench: -cpuprofile: %v\n", err)
-			return 2
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			f.Close()
-		}()
-	}
 	if *upload != "resident" && *upload != "each-step" {
 		fmt.Fprintf(stderr, "sublet-bench: -upload %q: want resident or each-step\n", *upload)
 		return 2
 	}
-	b := &bench{per: *per, compute: *compute, train: train, steps: *steps, upload: *upload, profile: *profile, out: stdout}
+	for _, r := range []struct {
+		flag, path string
+		start      func(io.Writer) error
+		stop       func()
+	}{{"-cpuprofile", *cpuProfile, pprof.StartCPUProfile, pprof.StopCPUProfile}, {"-trace", *tracePath, trace.Start, trace.Stop}} {
+		if r.path == "" {
+			continue
+		}
+		f, err := os.Create(r.path)
+		if err == nil {
+			err = r.start(f)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "sublet-bench: %s: %v\n", r.flag, err)
+			return 2
+		}
+		defer func() {
+			r.stop()
+			f.Close()
+		}()
+	}
+	b := &bench{per: *per, compute: *compute, train: train, steps: *steps, upload: *upload, profile: *profile, opSize: *opSize, out: stdout}
 	fmt.Fprintf(stdout, "# sublet-bench %s GOMAXPROCS=%d %s/%s %s, %s per figure, emptycache compute %s per step\n",
 		time.Now().UTC().Format(time.RFC3339), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version(), *per, *compute)
 	failed := false

@@ -243,10 +243,8 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 	if cpuOK {
 		note += fmt.Sprintf("; cpu %.4g ms per step", float64(cpu1-cpu0)/float64(n)/1e6)
 	}
-	if dev.Residency() == device.Host {
-		if g, err := tensor.HostGemm(); err == nil {
-			note += "; gemm " + g // the built-in one, or the system BLAS SUBLET_BLAS names
-		}
+	if g, ok := hostGemm(dev); ok {
+		note += "; gemm " + g
 	}
 	note += "; batch " + b.upload
 	if b.profile != "" {

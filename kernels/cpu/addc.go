@@ -17,21 +17,31 @@ func Addc(op kernels.BinaryOp, dst, x, a, b Operand, value float64) {
 }
 
 func addc[T float](op kernels.BinaryOp, dst, x, a, b Operand, value float64) {
-	v := T(value)
-	elementwise("addc"+op.String(), dst, []Operand{x, a, b}, func(out []T, in [][]T) {
-		xs := in[0]
-		as, bs := in[1][:len(xs)], in[2][:len(xs)]
-		out = out[:len(xs)]
-		if op == kernels.Mul {
-			for i, s := range xs {
-				out[i] = s + T(v*as[i]*bs[i]) // the conversion rounds: no fused multiply-add
-			}
-			return
-		}
+	name := "addcdiv"
+	if op == kernels.Mul {
+		name = "addcmul"
+	}
+	elementwise(name, dst, []Operand{x, a, b}, addcKernel[T]{op, T(value)})
+}
+
+type addcKernel[T float] struct {
+	op kernels.BinaryOp
+	v  T
+}
+
+func (k addcKernel[T]) run(out []T, in eltIns[T]) {
+	xs, v := in[0], k.v
+	as, bs := in[1][:len(xs)], in[2][:len(xs)]
+	out = out[:len(xs)]
+	if k.op == kernels.Mul {
 		for i, s := range xs {
-			out[i] = s + T(v*as[i]/bs[i])
+			out[i] = s + T(v*as[i]*bs[i]) // the conversion rounds: no fused multiply-add
 		}
-	})
+		return
+	}
+	for i, s := range xs {
+		out[i] = s + T(v*as[i]/bs[i])
+	}
 }
 
 func (*Backend) Addc(op kernels.BinaryOp, dst, x, a, b kernels.Operand, value float64) {

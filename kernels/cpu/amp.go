@@ -11,7 +11,7 @@ func nonFinite[T float](x Operand) bool {
 	it := newIter("non_finite", x.Layout)
 	parallelFor(it.size, grain, func(lo, hi int) {
 		var buf [chunk]T
-		it.walk(lo, hi, func(offs, inner *[maxOperands]int, n int) {
+		it.walk(lo, hi, func(offs, inner [maxOperands]int, n int) {
 			if !found.Load() && anyNonFinite(load(&x, offs[0], inner[0], n, &buf)) {
 				found.Store(true)
 			}
@@ -28,15 +28,21 @@ func Unscale(g Operand, invScale float64) (foundInf bool) {
 }
 
 func unscale[T float](g Operand, invScale float64) bool {
-	var found atomic.Bool
-	inv := T(invScale)
-	elementwise("unscale", g, []Operand{g}, func(out []T, in [][]T) {
-		if anyNonFinite(in[0]) {
-			found.Store(true)
-		}
-		mapRun(out, in[0], func(v T) T { return v * inv })
-	})
-	return found.Load()
+	k := unscaleKernel[T]{T(invScale), new(atomic.Bool)}
+	elementwise("unscale", g, []Operand{g}, k)
+	return k.found.Load()
+}
+
+type unscaleKernel[T float] struct {
+	inv   T
+	found *atomic.Bool // set by any run that saw an Inf or a NaN
+}
+
+func (k unscaleKernel[T]) run(out []T, in eltIns[T]) {
+	if anyNonFinite(in[0]) {
+		k.found.Store(true)
+	}
+	mapRun(out, in[0], func(v T) T { return v * k.inv })
 }
 
 func anyNonFinite[T float](v []T) bool {

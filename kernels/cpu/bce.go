@@ -28,24 +28,30 @@ func BinaryCrossEntropy(dst, x, y Operand) (outside int) {
 }
 
 func bce[T float](dst, x, y Operand) int {
-	var bad atomic.Int64
+	k := bceKernel[T]{new(atomic.Int64)}
+	elementwise("binary_cross_entropy", dst, []Operand{x, y}, k)
+	return int(k.bad.Load())
+}
+
+type bceKernel[T float] struct {
+	bad *atomic.Int64 // counts the x outside [0, 1]
+}
+
+func (k bceKernel[T]) run(out []T, in eltIns[T]) {
 	log, log1p := logOf[T](), log1pOf[T]()
-	elementwise("binary_cross_entropy", dst, []Operand{x, y}, func(out []T, in [][]T) {
-		xs, ys := in[0], in[1][:len(in[0])]
-		out = out[:len(xs)]
-		n := 0
-		for i, p := range xs {
-			if !(p >= 0 && p <= 1) {
-				n++
-			}
-			t := ys[i]
-			out[i] = (t-1)*max(log1p(-p), bceLogClamp) - t*max(log(p), bceLogClamp)
+	xs, ys := in[0], in[1][:len(in[0])]
+	out = out[:len(xs)]
+	n := 0
+	for i, p := range xs {
+		if !(p >= 0 && p <= 1) {
+			n++
 		}
-		if n > 0 {
-			bad.Add(int64(n))
-		}
-	})
-	return int(bad.Load())
+		t := ys[i]
+		out[i] = (t-1)*max(log1p(-p), bceLogClamp) - t*max(log(p), bceLogClamp)
+	}
+	if n > 0 {
+		k.bad.Add(int64(n))
+	}
 }
 
 // BinaryCrossEntropyBackward writes g·∂/∂wrt of BinaryCrossEntropy into dst: for x
@@ -56,20 +62,24 @@ func BinaryCrossEntropyBackward(wrt kernels.Arg, dst, g, x, y Operand) {
 }
 
 func bceBackward[T float](wrt kernels.Arg, dst, g, x, y Operand) {
+	elementwise("binary_cross_entropy backward", dst, []Operand{g, x, y}, bceGradKernel[T]{wrt})
+}
+
+type bceGradKernel[T float] struct{ wrt kernels.Arg }
+
+func (k bceGradKernel[T]) run(out []T, in eltIns[T]) {
 	log := logOf[T]()
-	elementwise("binary_cross_entropy backward", dst, []Operand{g, x, y}, func(out []T, in [][]T) {
-		gs := in[0]
-		xs, ys := in[1][:len(gs)], in[2][:len(gs)]
-		out = out[:len(gs)]
-		for i, gv := range gs {
-			p := xs[i]
-			if wrt == kernels.ArgA {
-				out[i] = gv * (p - ys[i]) / max((1-p)*p, bceEps)
-			} else {
-				out[i] = -gv * log(p/(1-p))
-			}
+	gs := in[0]
+	xs, ys := in[1][:len(gs)], in[2][:len(gs)]
+	out = out[:len(gs)]
+	for i, gv := range gs {
+		p := xs[i]
+		if k.wrt == kernels.ArgA {
+			out[i] = gv * (p - ys[i]) / max((1-p)*p, bceEps)
+		} else {
+			out[i] = -gv * log(p/(1-p))
 		}
-	})
+	}
 }
 
 // logSigmoidOf returns ln σ(v) = min(v, 0) − ln(1 + e^−|v|), finite for every finite
@@ -92,16 +102,20 @@ func BinaryCrossEntropyWithLogits(dst, x, y, pw Operand) {
 }
 
 func bceLogits[T float](dst, x, y, pw Operand) {
+	elementwise("binary_cross_entropy_with_logits", dst, []Operand{x, y, pw}, bceLogitsKernel[T]{})
+}
+
+type bceLogitsKernel[T float] struct{}
+
+func (bceLogitsKernel[T]) run(out []T, in eltIns[T]) {
 	logSigmoid := logSigmoidOf[T]()
-	elementwise("binary_cross_entropy_with_logits", dst, []Operand{x, y, pw}, func(out []T, in [][]T) {
-		xs := in[0]
-		ys, ws := in[1][:len(xs)], in[2][:len(xs)]
-		out = out[:len(xs)]
-		for i, v := range xs {
-			t := ys[i]
-			out[i] = (1-t)*v - ((ws[i]-1)*t+1)*logSigmoid(v)
-		}
-	})
+	xs := in[0]
+	ys, ws := in[1][:len(xs)], in[2][:len(xs)]
+	out = out[:len(xs)]
+	for i, v := range xs {
+		t := ys[i]
+		out[i] = (1-t)*v - ((ws[i]-1)*t+1)*logSigmoid(v)
+	}
 }
 
 // BinaryCrossEntropyWithLogitsBackward writes g·∂/∂wrt of BinaryCrossEntropyWithLogits
@@ -115,15 +129,7 @@ func BinaryCrossEntropyWithLogitsBackward(wrt kernels.Arg, dst, g, x, y, pw Oper
 func bceLogitsBackward[T float](wrt kernels.Arg, dst, g, x, y, pw Operand) {
 	const op = "binary_cross_entropy_with_logits backward"
 	if wrt == kernels.ArgB {
-		logSigmoid := logSigmoidOf[T]()
-		elementwise(op, dst, []Operand{g, x, pw}, func(out []T, in [][]T) {
-			gs := in[0]
-			xs, ws := in[1][:len(gs)], in[2][:len(gs)]
-			out = out[:len(gs)]
-			for i, gv := range gs {
-				out[i] = gv * (logSigmoid(-xs[i]) - ws[i]*logSigmoid(xs[i]))
-			}
-		})
+		elementwise(op, dst, []Operand{g, x, pw}, bceLogitsTargetGradKernel[T]{})
 		return
 	}
 	// The input gradient reads four operands, one more than an elementwise pass takes:
@@ -133,17 +139,35 @@ func bceLogitsBackward[T float](wrt kernels.Arg, dst, g, x, y, pw Operand) {
 	if dst.dt != native[T]() {
 		buf = newOperand(native[T](), make([]T, dst.Size()), kernels.Contiguous(dst.Shape...))
 	}
-	sigmoid := sigmoidOf[T]()
-	elementwise(op, buf, []Operand{x, y, pw}, func(out []T, in [][]T) {
-		xs := in[0]
-		ys, ws := in[1][:len(xs)], in[2][:len(xs)]
-		out = out[:len(xs)]
-		for i, v := range xs {
-			t := ys[i]
-			out[i] = ((ws[i]-1)*t+1)*sigmoid(v) - ws[i]*t
-		}
-	})
+	elementwise(op, buf, []Operand{x, y, pw}, bceLogitsInputGradKernel[T]{})
 	Binary(kernels.Mul, dst, buf, g)
+}
+
+// bceLogitsTargetGradKernel is the gradient for y: g·(ln σ(−x) − pw·ln σ(x)).
+type bceLogitsTargetGradKernel[T float] struct{}
+
+func (bceLogitsTargetGradKernel[T]) run(out []T, in eltIns[T]) {
+	logSigmoid := logSigmoidOf[T]()
+	gs := in[0]
+	xs, ws := in[1][:len(gs)], in[2][:len(gs)]
+	out = out[:len(gs)]
+	for i, gv := range gs {
+		out[i] = gv * (logSigmoid(-xs[i]) - ws[i]*logSigmoid(xs[i]))
+	}
+}
+
+// bceLogitsInputGradKernel is the factor of g in the gradient for x.
+type bceLogitsInputGradKernel[T float] struct{}
+
+func (bceLogitsInputGradKernel[T]) run(out []T, in eltIns[T]) {
+	sigmoid := sigmoidOf[T]()
+	xs := in[0]
+	ys, ws := in[1][:len(xs)], in[2][:len(xs)]
+	out = out[:len(xs)]
+	for i, v := range xs {
+		t := ys[i]
+		out[i] = ((ws[i]-1)*t+1)*sigmoid(v) - ws[i]*t
+	}
 }
 
 func (*Backend) BinaryCrossEntropy(dst, x, y kernels.Operand) error {

@@ -22,8 +22,12 @@ func Binary(op kernels.BinaryOp, dst, a, b Operand) {
 }
 
 func binary[T float](op kernels.BinaryOp, dst, a, b Operand) {
-	elementwise(op.String(), dst, []Operand{a, b}, func(out []T, in [][]T) { binaryRun(op, out, in[0], in[1]) })
+	elementwise(op.String(), dst, []Operand{a, b}, binaryKernel[T]{op})
 }
+
+type binaryKernel[T float] struct{ op kernels.BinaryOp }
+
+func (k binaryKernel[T]) run(out []T, in eltIns[T]) { binaryRun(k.op, out, in[0], in[1]) }
 
 // BinaryBackward writes g·∂op(a,b)/∂wrt into dst, elementwise over dst's shape, which
 // is the shape of op's output. g, a and b broadcast to it. When the operand wrt was
@@ -35,12 +39,31 @@ func BinaryBackward(op kernels.BinaryOp, wrt kernels.Arg, dst, g, a, b Operand) 
 }
 
 func binaryBackward[T float](op kernels.BinaryOp, wrt kernels.Arg, dst, g, a, b Operand) {
-	elementwise(op.String()+" backward", dst, []Operand{g, a, b}, func(out []T, in [][]T) {
-		binaryGradRun(op, wrt, out, in[0], in[1], in[2])
-	})
+	elementwise(binaryBackwardNames[op], dst, []Operand{g, a, b}, binaryGradKernel[T]{op, wrt})
 }
 
+type binaryGradKernel[T float] struct {
+	op  kernels.BinaryOp
+	wrt kernels.Arg
+}
+
+func (k binaryGradKernel[T]) run(out []T, in eltIns[T]) {
+	binaryGradRun(k.op, k.wrt, out, in[0], in[1], in[2])
+}
+
+// binaryBackwardNames name the backward kernels of the binary ops in messages.
+var binaryBackwardNames = func() (n [kernels.Minimum + 1]string) {
+	for op := kernels.Add; op <= kernels.Minimum; op++ {
+		n[op] = op.String() + " backward"
+	}
+	return n
+}()
+
 func binaryRun[T float](op kernels.BinaryOp, dst, a, b []T) {
+	dst, b = dst[:len(a)], b[:len(a)]
+	if i := binaryVector(op, dst, a, b); i > 0 {
+		dst, a, b = dst[i:], a[i:], b[i:]
+	}
 	switch op {
 	case kernels.Add:
 		zipRun(dst, a, b, func(x, y T) T { return x + y })

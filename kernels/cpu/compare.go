@@ -29,7 +29,7 @@ func Compare(op kernels.CompareOp, in dtype.DType, dst, a, b Operand) {
 		var r [chunk]uint8
 		var ia, ib [chunk]int64
 		var fa, fb [chunk]float64
-		it.walk(lo, hi, func(offs, inner *[maxOperands]int, n int) {
+		it.walk(lo, hi, func(offs, inner [maxOperands]int, n int) {
 			res := r[:n]
 			if ints {
 				compareRun(op, res, loadInts(a, offs[1], inner[1], n, &ia), loadInts(b, offs[2], inner[2], n, &ib))
@@ -123,7 +123,7 @@ func Where(dst, cond, a, b Operand) {
 	it := newIter(op, dst.Layout, cond.Layout, a.Layout, b.Layout)
 	parallelFor(it.size, grain, func(lo, hi int) {
 		var c, x, y [chunk]int64
-		it.walk(lo, hi, func(offs, inner *[maxOperands]int, n int) {
+		it.walk(lo, hi, func(offs, inner [maxOperands]int, n int) {
 			cv := loadInts(cond, offs[1], inner[1], n, &c)
 			xv := loadInts(a, offs[2], inner[2], n, &x)
 			yv := loadInts(b, offs[3], inner[3], n, &y)
@@ -138,16 +138,20 @@ func Where(dst, cond, a, b Operand) {
 }
 
 func where[T float](dst, cond, a, b Operand) {
-	elementwise("where", dst, []Operand{cond, a, b}, func(out []T, in [][]T) {
-		c, x, y := in[0][:len(out)], in[1][:len(out)], in[2][:len(out)]
-		for i := range out {
-			if c[i] != 0 {
-				out[i] = x[i]
-			} else {
-				out[i] = y[i]
-			}
+	elementwise("where", dst, []Operand{cond, a, b}, whereKernel[T]{})
+}
+
+type whereKernel[T float] struct{}
+
+func (whereKernel[T]) run(out []T, in eltIns[T]) {
+	c, x, y := in[0][:len(out)], in[1][:len(out)], in[2][:len(out)]
+	for i := range out {
+		if c[i] != 0 {
+			out[i] = x[i]
+		} else {
+			out[i] = y[i]
 		}
-	})
+	}
 }
 
 // sumInts writes into the I64 dst the exact sum of the integer or Bool src over the
@@ -163,10 +167,10 @@ func sumInts(dst, src Operand) {
 	parallelFor(rd.nOut, max(1, grain/max(rd.nRed, 1)), func(lo, hi int) {
 		var buf [chunk]int64
 		var sums [chunk]int64
-		rd.kept.walk(lo, hi, func(offs, inner *[maxOperands]int, n int) {
+		rd.kept.walk(lo, hi, func(offs, inner [maxOperands]int, n int) {
 			for j := range n {
 				var s int64
-				ri.walk(0, rd.nRed, func(ro, rs *[maxOperands]int, m int) {
+				ri.walk(0, rd.nRed, func(ro, rs [maxOperands]int, m int) {
 					for _, v := range loadInts(src, offs[1]+j*inner[1]+ro[0], rs[0], m, &buf) {
 						s += v
 					}

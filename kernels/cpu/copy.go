@@ -25,7 +25,7 @@ func Copy(dst, src Operand) {
 		var buf [chunk]float32
 		var buf64 [chunk]float64
 		var ibuf [chunk]int64
-		it.walk(lo, hi, func(offs, inner *[maxOperands]int, n int) {
+		it.walk(lo, hi, func(offs, inner [maxOperands]int, n int) {
 			d, s := offs[0], offs[1]
 			ds, ss := inner[0], inner[1]
 			switch {
@@ -49,7 +49,7 @@ func Fill(dst Operand, v float64) {
 	bits := FillBits(dst.dt, v)
 	it := newIter("fill", dst.Layout)
 	parallelFor(it.size, grain, func(lo, hi int) {
-		it.walk(lo, hi, func(offs, inner *[maxOperands]int, n int) {
+		it.walk(lo, hi, func(offs, inner [maxOperands]int, n int) {
 			o, s := offs[0], inner[0]
 			switch dst.dt {
 			case dtype.F32:
@@ -101,10 +101,13 @@ func Axpy(dst Operand, alpha float64, x Operand) {
 }
 
 func axpy[T float](dst Operand, alpha float64, x Operand) {
-	a := T(alpha)
-	elementwise("axpy", dst, []Operand{dst, x}, func(out []T, in [][]T) {
-		zipRun(out, in[0], in[1], func(d, v T) T { return d + a*v })
-	})
+	elementwise("axpy", dst, []Operand{dst, x}, axpyKernel[T]{T(alpha)})
+}
+
+type axpyKernel[T float] struct{ alpha T }
+
+func (k axpyKernel[T]) run(out []T, in eltIns[T]) {
+	zipRun(out, in[0], in[1], func(d, v T) T { return d + k.alpha*v })
 }
 
 func isInt(d dtype.DType) bool { return d == dtype.I32 || d == dtype.I64 || d == dtype.Bool }

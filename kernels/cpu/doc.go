@@ -1,11 +1,11 @@
 // Package cpu holds the CPU compute kernels: plain functions over memory the caller
-// owns, in pure Go plus Go assembly for the GEMM micro-kernels and packing, exp and the
-// optimizer steps on amd64 (chosen at run time by CPU feature) and the GEMM micro-kernel
-// on arm64 (pure-Go kernels everywhere else), parallel across goroutines for large inputs. Backend wraps them as
-// a kernels.Backend over host memory: what the tensor package runs on cpu and on a
-// simulated device with a backing store, and the reference every other backend is
-// tested against. The op enums, Layout and the optimizer hyper-parameters are package
-// kernels'.
+// owns, in pure Go plus Go assembly for the GEMM micro-kernels and packing, exp, the
+// optimizer steps, the elementwise arithmetic and the sums on amd64 (chosen at run time
+// by CPU feature) and the GEMM micro-kernel on arm64 (pure-Go kernels everywhere else),
+// parallel across goroutines for large inputs. Backend wraps them as a kernels.Backend
+// over host memory: what the tensor package runs on cpu and on a simulated device with
+// a backing store, and the reference every other backend is tested against. The op
+// enums, Layout and the optimizer hyper-parameters are package kernels'.
 //
 // # Passing tensors
 //
@@ -61,11 +61,12 @@
 //     reduced; three 256×256 float64 blocks for a float64 product whose operands are
 //     not F64 with a unit stride).
 //   - Results are deterministic: the same inputs give the same bits on every run and
-//     for every GOMAXPROCS. Reductions accumulate in float64 in index order, in pieces
-//     whose bounds depend only on the shapes, combined in a fixed order; GEMM sums each
-//     output's products in k order however its blocks are spread over goroutines, and
-//     so does gonum's Dgemm for float64. (A system BLAS gives no such promise; Builtin
-//     does.)
+//     for every GOMAXPROCS. Reductions accumulate in float64 in an order that depends
+//     only on the shapes (Sum says which), in pieces whose bounds depend only on the
+//     shapes, combined in a fixed order; the vector loops (AVX2) give the bits of the
+//     Go loops they stand in for. GEMM sums each output's products in k order however
+//     its blocks are spread over goroutines, and so does gonum's Dgemm for float64. (A
+//     system BLAS gives no such promise; Builtin does.)
 //   - Aliasing: an elementwise output may be the very same memory as an input (same
 //     buffer, same Layout); kernels over rows say which outputs may be their inputs.
 //     Any other overlap between an output and an input gives unspecified results.
@@ -75,8 +76,8 @@
 //     the kernel and the shapes, before anything is written. Errors that depend on
 //     data, an index out of range, are returned as *kernels.IndexError, also before
 //     anything is written.
-//   - Work below a size threshold runs on the calling goroutine; above it a kernel
-//     starts at most GOMAXPROCS-1 goroutines and waits for them before returning, so
-//     no goroutine outlives a call. Kernels are safe to call from many goroutines at
-//     once on disjoint outputs.
+//   - Work below a size threshold runs on the calling goroutine (an elementwise
+//     kernel then allocates nothing and takes no lock: forRange); above it a kernel starts at most GOMAXPROCS-1 goroutines and waits for them
+//     before returning, so no goroutine outlives a call. Kernels are safe to call from
+//     many goroutines at once on disjoint outputs.
 package cpu

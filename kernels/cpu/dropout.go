@@ -41,12 +41,16 @@ func dropout[T float](dst, x, mask Operand, p float64) {
 	if p < 1 {
 		scale = 1 / (1 - T(p))
 	}
-	elementwise("dropout", dst, []Operand{x, mask}, func(out []T, in [][]T) {
-		zipRun(out, in[0], in[1], func(v, m T) T {
-			if m == 0 {
-				return 0
-			}
-			return v * scale
-		})
+	elementwise("dropout", dst, []Operand{x, mask}, dropoutKernel[T]{scale})
+}
+
+type dropoutKernel[T float] struct{ scale T }
+
+func (k dropoutKernel[T]) run(out []T, in eltIns[T]) {
+	zipRun(out, in[0], in[1], func(v, m T) T {
+		if m == 0 {
+			return 0
+		}
+		return v * k.scale
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"gonum.org/v1/gonum/blas"
@@ -55,24 +56,59 @@ func BenchmarkSgemmGonum(b *testing.B) {
 	})
 }
 
-// BenchmarkSgemmSystemBLAS measures the system BLAS that SUBLET_BLAS names (default:
-// openblas), and skips when none can be loaded.
-func BenchmarkSgemmSystemBLAS(b *testing.B) {
+// systemBLAS loads the system BLAS that SUBLET_BLAS names (default: openblas); ok is
+// false when there is none to load.
+func systemBLAS(b *testing.B) (lib cpu.Gemm, ok bool) {
 	choice := os.Getenv(sysblas.Env)
 	if choice == "" || choice == "auto" || choice == "builtin" {
 		choice = "openblas"
 	}
 	lib, err := sysblas.Load(choice)
 	if errors.Is(err, sysblas.ErrNotFound) {
-		b.Skip(err)
+		b.Log(err)
+		return nil, false
 	}
 	if err != nil {
 		b.Fatal(err)
+	}
+	return lib, true
+}
+
+// BenchmarkSgemmSystemBLAS measures the system BLAS that SUBLET_BLAS names (default:
+// openblas), and skips when none can be loaded.
+func BenchmarkSgemmSystemBLAS(b *testing.B) {
+	lib, ok := systemBLAS(b)
+	if !ok {
+		b.Skip("no system BLAS")
 	}
 	b.Logf("GEMM %s", lib.Name())
 	benchSquare(b, func(n int, a, bm, c []float32) func() {
 		return func() { lib.Sgemm(false, false, n, n, n, 1, a, n, bm, n, 0, c, n) }
 	})
+}
+
+// BenchmarkSgemmTransposes measures op(A)·op(B) for n×n matrices in every transpose
+// combination (nn, nt, tn, tt) on the built-in GEMM and, in the same run, on the
+// system BLAS that SUBLET_BLAS names where it loads (default: openblas): the table of
+// issue 19 at 16 threads (-cpu 16) and at 2. Names are GEMM/transposes/n.
+func BenchmarkSgemmTransposes(b *testing.B) {
+	gemms := []cpu.Gemm{cpu.Builtin()}
+	if lib, ok := systemBLAS(b); ok {
+		gemms = append(gemms, lib)
+	}
+	for _, g := range gemms {
+		name := filepath.Base(g.Name()) // a library's file, without its folder
+		for _, t := range []struct {
+			name   string
+			ta, tb bool
+		}{{"nn", false, false}, {"nt", false, true}, {"tn", true, false}, {"tt", true, true}} {
+			b.Run(name+"/"+t.name, func(b *testing.B) {
+				benchSquare(b, func(n int, a, bm, c []float32) func() {
+					return func() { g.Sgemm(t.ta, t.tb, n, n, n, 1, a, n, bm, n, 0, c, n) }
+				})
+			})
+		}
+	}
 }
 
 // BenchmarkMatmulF16 measures Matmul on float16 operands and output (converted while

@@ -43,14 +43,21 @@ func scaleC(m int, beta float32, c []float32, ldc, j0, j1 int, parallel bool) {
 	parallelFor(m, max(1, grain/max(j1-j0, 1)), rows)
 }
 
-// gemmMinRows is the fewest rows of C a parallel task gets before B's panels are
-// split among tasks instead.
-const gemmMinRows = 48
+// gemmMinRows is the fewest rows of C under which a parallel product is left to
+// runColumns (a batch of 64 samples): it packs A once for several kc slices.
+const gemmMinRows = 96
 
 // run computes C = alpha·A·B + beta·C for an m×k A, a k×n B and a row-major float32 C
 // (ldc floats per row), blocked for the micro-kernel and, when parallel, spread over
 // GOMAXPROCS goroutines by blocks of C. Every element of C sums its products in k
 // order, one kc slice after the other, however the blocks are spread.
+//
+// Per kc slice of an nc-wide block of B, B's panels are packed once, shared (the
+// packed block, kc·nc floats, lives in the shared L3), by all the workers; then C's
+// tiles of the slice are cut into a grid of one task per worker (gemmGrid), rows of
+// A's panels by columns of B's, each task packing its rows of A (in mc-row blocks that
+// stay in its L2) and running them against its columns of B. The workers do equal
+// work and wait for nothing but the two barriers of a slice.
 func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32, c []float32, ldc int, parallel bool) {
 	if m == 0 || n == 0 {
 		return
@@ -63,7 +70,7 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 		scaleC(m, beta, c, ldc, 0, n, parallel)
 		return
 	}
-	if workers > 1 && m < 2*workers*gemmMinRows {
+	if workers > 1 && m < gemmMinRows {
 		g.runColumns(m, n, k, alpha, a, b, beta, c, ldc, workers)
 		return
 	}
@@ -74,9 +81,12 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 	bp := g.bBufs.Get().(*[]float32)
 	defer g.bBufs.Put(bp)
 	bPack := *bp
+	panels := (m + g.mr - 1) / g.mr
+	per := g.mc / g.mr // A's panels a task packs at a time
 	for jc := 0; jc < n; jc += g.nc {
 		nc := min(g.nc, n-jc)
 		nPanels := (nc + g.nr - 1) / g.nr
+		rb, cb := gemmGrid(panels, nPanels, workers)
 		for pc := 0; pc < k; pc += g.kc {
 			kc := min(g.kc, k-pc)
 			packPanels := func(lo, hi int) {
@@ -84,44 +94,59 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 					g.packB(bPack[jp*kc*g.nr:], b, pc, kc, jc+jp*g.nr, min(g.nr, nc-jp*g.nr))
 				}
 			}
-			if workers > 1 {
-				parallelFor(nPanels, 4, packPanels)
-			} else {
-				packPanels(0, nPanels)
-			}
-			// Tasks are blocks of rows, A's panels dealt out evenly: at most mc rows
-			// each and, when there are several workers, a multiple of them, at least
-			// two each (runColumns takes the products with too few rows for that),
-			// so every worker gets as many panels. Each task packs its rows of A once
-			// and runs them against every panel of B.
-			panels := (m + g.mr - 1) / g.mr
-			per := g.mc / g.mr // panels a block holds at most
-			blocks := (panels + per - 1) / per
-			if workers > 1 {
-				blocks = (max(blocks, 2*workers) + workers - 1) / workers * workers
-			}
-			blocks = min(blocks, panels)
 			task := func(t int) {
-				p0, p1 := panels*t/blocks, panels*(t+1)/blocks
-				ic := p0 * g.mr
-				mc := min(p1*g.mr, m) - ic
+				p0, p1 := panels*(t/cb)/rb, panels*(t/cb+1)/rb
+				q0, q1 := nPanels*(t%cb)/cb, nPanels*(t%cb+1)/cb
+				cols := min(q1*g.nr, nc) - q0*g.nr
 				ap := g.aBufs.Get().(*[]float32)
 				aPack := *ap
-				for ip := range p1 - p0 {
-					g.packA(aPack[ip*kc*g.mr:], a, pc, kc, ic+ip*g.mr, min(g.mr, mc-ip*g.mr))
+				for s0 := p0; s0 < p1; s0 += per {
+					s1 := min(s0+per, p1)
+					ic := s0 * g.mr
+					mc := min(s1*g.mr, m) - ic
+					for ip := range s1 - s0 {
+						g.packA(aPack[ip*kc*g.mr:], a, pc, kc, ic+ip*g.mr, min(g.mr, mc-ip*g.mr))
+					}
+					g.tiles(kc, aPack, s1-s0, mc, bPack, q0, q1, cols, c, ic*ldc+jc+q0*g.nr, ldc, alpha, set && pc == 0)
 				}
-				g.tiles(kc, aPack, p1-p0, mc, bPack, 0, nPanels, nc, c, ic*ldc+jc, ldc, alpha, set && pc == 0)
 				g.aBufs.Put(ap)
 			}
-			if workers > 1 {
-				parallelTasks(blocks, task)
-			} else {
-				for t := range blocks {
-					task(t)
-				}
+			if workers == 1 {
+				packPanels(0, nPanels)
+				task(0)
+				continue
+			}
+			parallelFor(nPanels, 1, packPanels)
+			parallelTasks(rb*cb, task)
+		}
+	}
+}
+
+// gemmPackA weighs packing one of A's panels against running it with one of B's (the
+// moves of mr floats per k step against 2·mr·nr flops), for gemmGrid.
+const gemmPackA = 0.5
+
+// gemmGrid cuts a kc slice of panels of A by nPanels of B into rb·cb ≤ workers tasks,
+// rb rows of A's panels by cb columns of B's: the cut whose largest task does the
+// least, counting the A panels each task packs (every column of tasks packs its rows
+// again). One worker takes the whole slice.
+func gemmGrid(panels, nPanels, workers int) (rb, cb int) {
+	rb, cb = 1, 1
+	best := -1.0
+	for t := 1; t <= workers; t++ {
+		for c := 1; c <= min(t, nPanels); c++ {
+			r := t / c
+			if r*c != t || r > panels {
+				continue
+			}
+			rows, cols := (panels+r-1)/r, (nPanels+c-1)/c
+			cost := float64(rows*cols) + gemmPackA*float64(rows)
+			if best < 0 || cost < best {
+				best, rb, cb = cost, r, c
 			}
 		}
 	}
+	return rb, cb
 }
 
 // runColumns is run for a product with too few rows to give every worker two blocks

@@ -187,9 +187,9 @@ func TestSgemmDeterministic(t *testing.T) {
 	assert.Equal(t, c1, c2)
 }
 
-// Products spread over 1 to 5 workers, by blocks of rows and by ranges of columns
-// (runColumns, with its A packed in one group or in several), give the same bits, and
-// the bits of the serial product.
+// Products spread over 1 to 16 workers, by a grid of rows of A's panels by columns of
+// B's (gemmGrid) and by ranges of columns (runColumns, with its A packed in one group
+// or in several), give the same bits, and the bits of the serial product.
 func TestSgemmBitsAcrossGOMAXPROCS(t *testing.T) {
 	r := rand.New(rand.NewPCG(48, 49))
 	prev := runtime.GOMAXPROCS(0)
@@ -206,7 +206,7 @@ func TestSgemmBitsAcrossGOMAXPROCS(t *testing.T) {
 				g.b[i] = float32(r.NormFloat64())
 			}
 			var first []float32
-			for _, procs := range []int{1, 2, 3, 4, 5} {
+			for _, procs := range []int{1, 2, 3, 4, 5, 8, 16} {
 				runtime.GOMAXPROCS(procs)
 				c := append([]float32(nil), g.c...)
 				Sgemm(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, c, g.ldc)

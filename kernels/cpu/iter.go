@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/subletml/sublet/kernels"
@@ -101,7 +102,12 @@ func mergedIter(ops, r int, shape *[kernels.MaxRank]int, st *[maxOperands][kerne
 // walk calls fn for the elements [lo, hi) of the row-major order in runs along the
 // innermost dimension, each at most chunk long: offs holds each operand's element
 // offset of the run's first element, inner each operand's stride along the run.
-func (it *iter) walk(lo, hi int, fn func(offs *[maxOperands]int, inner *[maxOperands]int, n int)) {
+func (it *iter) walk(lo, hi int, fn func(offs, inner [maxOperands]int, n int)) {
+	it.walkRuns(lo, hi, chunk, fn)
+}
+
+// walkRuns is walk with runs of at most most elements.
+func (it *iter) walkRuns(lo, hi, most int, fn func(offs, inner [maxOperands]int, n int)) {
 	if lo >= hi {
 		return
 	}
@@ -123,8 +129,8 @@ func (it *iter) walk(lo, hi int, fn func(offs *[maxOperands]int, inner *[maxOper
 		inner[k] = it.st[k][last]
 	}
 	for pos := lo; pos < hi; {
-		n := min(it.shape[last]-idx[last], hi-pos, chunk)
-		fn(&offs, &inner, n)
+		n := min(it.shape[last]-idx[last], hi-pos, most)
+		fn(offs, inner, n)
 		pos += n
 		idx[last] += n
 		for k := range it.ops {
@@ -160,29 +166,94 @@ func scratchPool[T float]() *sync.Pool {
 	return &scratchPools[1]
 }
 
+// eltKernel computes one run of an elementwise kernel: out from in[k], the run of
+// input k as T (converted if need be), of any length. Its value holds the kernel's constants; value
+// receivers and no function values keep an op on the calling goroutine free of
+// allocations (forRange).
+type eltKernel[T float] interface {
+	run(out []T, in eltIns[T])
+}
+
+// eltIns are the inputs' runs of one call of an eltKernel, each as long as out.
+type eltIns[T float] [maxOperands - 1][]T
+
+// eltState is what each piece of an elementwise kernel reads.
+type eltState[T float, K eltKernel[T]] struct {
+	dst Operand
+	ins [maxOperands - 1]Operand
+	nin int
+	it  iter
+	k   K
+}
+
+// eltDense is eltState where every operand holds T and is contiguous, the inputs of
+// dst's shape: element i of each is element i of its slice.
+type eltDense[T float, K eltKernel[T]] struct {
+	dst []T
+	ins eltIns[T]
+	nin int
+	k   K
+}
+
 // elementwise computes a float output from inputs that broadcast to it, a chunk at a
-// time: fn gets each input's chunk as T (converted if need be) and writes the chunk's
+// time: k gets each input's chunk as T (converted if need be) and writes the chunk's
 // results into out, which is then stored in dst's type. The kernels call it with T
 // float64 when an operand is F64 (wide), float32 otherwise.
-func elementwise[T float](name string, dst Operand, ins []Operand, fn func(out []T, in [][]T)) {
+func elementwise[T float, K eltKernel[T]](name string, dst Operand, ins []Operand, k K) {
 	dst.requireFloat(name)
-	var ls [maxOperands - 1]kernels.Layout
-	for k, in := range ins {
-		ls[k] = in.Layout
+	n := dst.Size()
+	if d, ok := denseElementwise(dst, ins, k, n); ok {
+		forRange(n, grain, d)
+		return
 	}
-	it := newIter(name, dst.Layout, ls[:len(ins)]...)
+	s := eltState[T, K]{dst: dst, nin: len(ins), k: k}
+	var ls [maxOperands - 1]kernels.Layout
+	for i, in := range ins {
+		s.ins[i], ls[i] = in, in.Layout
+	}
+	s.it = newIter(name, dst.Layout, ls[:len(ins)]...)
+	forRange(n, grain, s)
+}
+
+// denseElementwise returns the dense form of an elementwise kernel over n elements,
+// if its operands allow it.
+func denseElementwise[T float, K eltKernel[T]](dst Operand, ins []Operand, k K, n int) (d eltDense[T, K], ok bool) {
+	if dst.dt != native[T]() || !dst.IsContiguous() {
+		return d, false
+	}
+	for i := range ins {
+		in := &ins[i]
+		if in.dt != dst.dt || !in.IsContiguous() || !slices.Equal(in.Shape, dst.Shape) {
+			return d, false
+		}
+		d.ins[i] = elems[T](in)[in.Offset : in.Offset+n]
+	}
+	d.dst, d.nin, d.k = elems[T](&dst)[dst.Offset:dst.Offset+n], len(ins), k
+	return d, true
+}
+
+// run computes the elements [lo, hi) in one run (a kernel that needs scratch cuts its
+// runs itself: forChunks).
+func (s eltDense[T, K]) run(lo, hi int) {
+	var in eltIns[T]
+	for i := range s.nin {
+		in[i] = s.ins[i][lo:hi]
+	}
+	s.k.run(s.dst[lo:hi], in)
+}
+
+// run computes the elements [lo, hi).
+func (s eltState[T, K]) run(lo, hi int) {
+	var in eltIns[T]
 	pool := scratchPool[T]()
-	parallelFor(it.size, grain, func(lo, hi int) {
-		s := pool.Get().(*scratch[T])
-		defer pool.Put(s)
-		var in [maxOperands - 1][]T
-		it.walk(lo, hi, func(offs, inner *[maxOperands]int, n int) {
-			for k := range ins {
-				in[k] = load(&ins[k], offs[k+1], inner[k+1], n, &s[k+1])
-			}
-			o := out(&dst, offs[0], inner[0], n, &s[0])
-			fn(o, in[:len(ins)])
-			flush(&dst, offs[0], inner[0], o)
-		})
+	buf := pool.Get().(*scratch[T])
+	defer pool.Put(buf)
+	s.it.walk(lo, hi, func(offs, inner [maxOperands]int, n int) {
+		for i := range s.nin {
+			in[i] = load(&s.ins[i], offs[i+1], inner[i+1], n, &buf[i+1])
+		}
+		o := out(&s.dst, offs[0], inner[0], n, &buf[0])
+		s.k.run(o, in)
+		flush(&s.dst, offs[0], inner[0], o)
 	})
 }

@@ -20,7 +20,7 @@ type Operand struct {
 }
 
 func newOperand[T any](dt dtype.DType, data []T, l kernels.Layout) Operand {
-	checkLayout("operand "+dt.String(), l, len(data))
+	checkLayout("operand", dt, l, len(data))
 	return Operand{Layout: l, dt: dt, data: unsafe.Pointer(unsafe.SliceData(data)), n: len(data)}
 }
 
@@ -56,15 +56,15 @@ func FromBytes(dt dtype.DType, b []byte, l kernels.Layout) Operand {
 	if uintptr(p)%uintptr(size) != 0 {
 		panic(fmt.Sprintf("kernels/cpu: FromBytes: %v buffer at %p is not %d-byte aligned", dt, p, size))
 	}
-	checkLayout("FromBytes "+dt.String(), l, len(b)/size)
+	checkLayout("FromBytes", dt, l, len(b)/size)
 	return Operand{Layout: l, dt: dt, data: p, n: len(b) / size}
 }
 
-// checkLayout panics with a message naming op when l is malformed or needs more than
-// n elements.
-func checkLayout(op string, l kernels.Layout, n int) {
+// checkLayout panics with a message naming op and dt when l is malformed or needs more
+// than n elements.
+func checkLayout(op string, dt dtype.DType, l kernels.Layout, n int) {
 	if err := l.Check(n); err != nil {
-		panic(fmt.Sprintf("kernels/cpu: %s: %v", op, err))
+		panic(fmt.Sprintf("kernels/cpu: %s %v: %v", op, dt, err))
 	}
 }
 

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
@@ -11,9 +12,14 @@ import (
 // shape broadcasts to src's (numpy rules), and src is summed over the dimensions where
 // dst has size 1 or is missing. A sum over axes with keepdim is a dst with 1s there;
 // the backward of a broadcast (reducing a gradient to an operand's shape) is a dst of
-// the operand's shape. Sums accumulate in float64 in the reduced elements' row-major
-// order, in pieces of a fixed size added in order, so the bits do not depend on
-// GOMAXPROCS. An empty reduction gives 0. dst must not overlap src. An I64 dst takes
+// the operand's shape. Sums accumulate in float64, in pieces of a fixed size added in
+// order. Within a piece, where the outputs' elements are interleaved (the sum over a
+// leading axis: a bias's gradient, the sum over the batch of [batch, width]) each
+// output's elements are added in row-major order into one running sum; where each
+// output's elements come in contiguous runs (the sum of a whole tensor, or over its
+// last axis), element i of a run goes into running sum i mod 16 and the sixteen are
+// added up in a fixed order at the end of the piece (vec.go). The bits depend on the
+// shapes only, not on GOMAXPROCS or the CPU. An empty reduction gives 0. dst must not overlap src. An I64 dst takes
 // the exact sum of an integer or Bool src (PyTorch's sum of a Bool or integer tensor),
 // wrapping as int64 arithmetic does.
 func Sum(dst, src Operand) {
@@ -91,17 +97,54 @@ func newReduction(op string, dst, src kernels.Layout) reduction {
 	return red
 }
 
-// fold is the running state of one run of at most chunk outputs.
+// foldOut is the most outputs one fold holds: the columns of a bias's gradient up to
+// 1024 wide are summed in one pass down its rows.
+const foldOut = 1024
+
+// fold is the running state of one run of at most foldOut outputs, with the scratch
+// its loads, stores and vector loops go through: large, so it comes from foldPools.
 type fold[T float] struct {
 	isMax bool
-	sum   [chunk]float64
-	max   [chunk]T
-	arg   [chunk]int64 // -1 until the first element
+	sum   [foldOut]float64
+	max   [foldOut]T
+	arg   [foldOut]int64 // -1 until the first element
+	// vm and vp are what a vector loop found: maxima and their positions from its
+	// first row or element (exact in T).
+	vm, vp    [foldOut]T
+	buf, obuf [chunk]T
+}
+
+var foldPools = [2]sync.Pool{
+	{New: func() any { return new(fold[float32]) }},
+	{New: func() any { return new(fold[float64]) }},
+}
+
+func getFold[T float](isMax bool) *fold[T] {
+	var f *fold[T]
+	if is32[T]() {
+		f = foldPools[0].Get().(*fold[T])
+	} else {
+		f = foldPools[1].Get().(*fold[T])
+	}
+	f.isMax = isMax
+	return f
+}
+
+func putFold[T float](f *fold[T]) {
+	if is32[T]() {
+		foldPools[0].Put(f)
+	} else {
+		foldPools[1].Put(f)
+	}
 }
 
 func (f *fold[T]) reset(n int) {
+	if !f.isMax {
+		clear(f.sum[:n])
+		return
+	}
 	for j := range n {
-		f.sum[j], f.max[j], f.arg[j] = 0, 0, -1
+		f.max[j], f.arg[j] = 0, -1
 	}
 }
 
@@ -109,16 +152,9 @@ func (f *fold[T]) reset(n int) {
 // maximum: it is larger, or the first element, or the first NaN.
 func better[T float](x, m T, a int64) bool { return a < 0 || m == m && (x > m || x != x) }
 
-// add folds v, the elements at reduced positions r, r+1, … of output j.
-func (f *fold[T]) add(j int, v []T, r int) {
-	if !f.isMax {
-		s := f.sum[j]
-		for _, x := range v {
-			s += float64(x)
-		}
-		f.sum[j] = s
-		return
-	}
+// addMax folds v, the elements at reduced positions r, r+1, … of output j, into its
+// maximum.
+func (f *fold[T]) addMax(j int, v []T, r int) {
 	m, a := f.max[j], f.arg[j]
 	for i, x := range v {
 		if better(x, m, a) {
@@ -128,18 +164,51 @@ func (f *fold[T]) add(j int, v []T, r int) {
 	f.max[j], f.arg[j] = m, a
 }
 
-// addColumn folds v[j], the element at reduced position r of output j, for every j.
-func (f *fold[T]) addColumn(v []T, r int) {
+// maxRun is addMax for v, a contiguous run of output j's elements (native T): a
+// vector loop finds the maximum of most of the run as addMax would (the first NaN,
+// or else the first of the largest), which is folded in, then the elements it left.
+func (f *fold[T]) maxRun(j int, v []T, r int) {
+	k := maxLanesVector(&f.vm[0], &f.vp[0], v)
+	if k > 0 && better(f.vm[0], f.max[j], f.arg[j]) {
+		f.max[j], f.arg[j] = f.vm[0], int64(r)+int64(f.vp[0])
+	}
+	f.addMax(j, v[k:], r+k)
+}
+
+// addColumn folds v[j], the element at reduced position r of output j0+j, for every j.
+func (f *fold[T]) addColumn(j0 int, v []T, r int) {
 	if !f.isMax {
+		s := f.sum[j0 : j0+len(v)]
 		for j, x := range v {
-			f.sum[j] += float64(x)
+			s[j] += float64(x)
 		}
 		return
 	}
 	for j, x := range v {
-		if better(x, f.max[j], f.arg[j]) {
-			f.max[j], f.arg[j] = x, int64(r)
+		if better(x, f.max[j0+j], f.arg[j0+j]) {
+			f.max[j0+j], f.arg[j0+j] = x, int64(r)
 		}
+	}
+}
+
+// maxRows folds rows rows of the n = len(x)… outputs of a native, contiguous row, ld
+// elements apart from x, at reduced positions r, r+1, …: a vector loop over whole
+// vectors of columns, the others one by one.
+func (f *fold[T]) maxRows(n int, x []T, ld, rows, r int) {
+	k := maxColsVector(f.vm[:n], f.vp[:n], x, ld, rows)
+	for j := range k {
+		if better(f.vm[j], f.max[j], f.arg[j]) {
+			f.max[j], f.arg[j] = f.vm[j], int64(r)+int64(f.vp[j])
+		}
+	}
+	for j := k; j < n; j++ {
+		m, a := f.max[j], f.arg[j]
+		for e := range rows {
+			if v := x[e*ld+j]; better(v, m, a) {
+				m, a = v, int64(r+e)
+			}
+		}
+		f.max[j], f.arg[j] = m, a
 	}
 }
 
@@ -151,113 +220,165 @@ type partials[T float] struct {
 	arg []int64
 }
 
+// reducing is what each piece of a reduction reads (forRange).
+type reducing[T float] struct {
+	rd       reduction
+	dst, src Operand
+	idx      []int64
+	isMax    bool
+	scale    float64
+	part     partials[T]
+}
+
 func reduceIn[T float](op string, dst Operand, idx []int64, src Operand, mean bool) {
 	dst.requireFloat(op)
-	isMax := idx != nil
-	rd := newReduction(op, dst.Layout, src.Layout)
-	if isMax && rd.nRed == 0 && rd.nOut > 0 {
+	s := reducing[T]{rd: newReduction(op, dst.Layout, src.Layout), dst: dst, src: src, idx: idx, isMax: idx != nil, scale: 1}
+	rd := &s.rd
+	if s.isMax && rd.nRed == 0 && rd.nOut > 0 {
 		panic(fmt.Sprintf("kernels/cpu: max: reducing %v to %v reduces nothing", src.Shape, dst.Shape))
 	}
-	scale := 1.0
 	if mean {
-		scale = 1 / float64(rd.nRed)
+		s.scale = 1 / float64(rd.nRed)
 	}
-	var part partials[T]
 	if rd.pieces > 1 {
-		if isMax {
-			part.max = make([]T, rd.nOut*rd.pieces)
-			part.arg = make([]int64, rd.nOut*rd.pieces)
+		if s.isMax {
+			s.part.max = make([]T, rd.nOut*rd.pieces)
+			s.part.arg = make([]int64, rd.nOut*rd.pieces)
 		} else {
-			part.sum = make([]float64, rd.nOut*rd.pieces)
+			s.part.sum = make([]float64, rd.nOut*rd.pieces)
 		}
 	}
-	// finish writes the results of a fold of n outputs from output o on into dst and idx.
-	finish := func(f *fold[T], o, n int, d, ds int, obuf *[chunk]T) {
-		res := out(&dst, d, ds, n, obuf)
-		for j := range res {
-			if isMax {
-				res[j], idx[o+j] = f.max[j], f.arg[j]
-			} else {
-				res[j] = T(f.sum[j] * scale)
-			}
-		}
-		flush(&dst, d, ds, res)
-	}
-	ri := &rd.red
-	redInner := ri.st[0][ri.rank-1]
-	segLen := max(1, min(rd.nRed, reducePiece))
 	// Segments are (piece, output) pairs, piece-major, so a range of segments is a few
 	// ranges of consecutive outputs.
-	parallelFor(rd.nOut*rd.pieces, max(1, grain/segLen), func(lo, hi int) {
-		f := fold[T]{isMax: isMax}
-		var buf, obuf [chunk]T
-		for c := lo / rd.nOut; c*rd.nOut < hi; c++ {
-			r0 := c * reducePiece
-			r1 := min(r0+reducePiece, rd.nRed)
-			o := max(lo-c*rd.nOut, 0)
-			rd.kept.walk(o, min(hi-c*rd.nOut, rd.nOut), func(offs, inner *[maxOperands]int, n int) {
-				base, sk := offs[1], inner[1]
-				f.reset(n)
-				if n > 1 && sk < redInner {
-					// The outputs sit closer together than the reduced elements: fold
-					// a row of n outputs per reduced element. The order per output
-					// is the same as below, so the bits are too.
-					r := r0
-					ri.walk(r0, r1, func(ro, rs *[maxOperands]int, m int) {
-						for e := range m {
-							f.addColumn(load(&src, base+ro[0]+e*rs[0], sk, n, &buf), r)
-							r++
-						}
-					})
-				} else {
-					for j := range n {
-						r := r0
-						ri.walk(r0, r1, func(ro, rs *[maxOperands]int, m int) {
-							f.add(j, load(&src, base+j*sk+ro[0], rs[0], m, &buf), r)
-							r += m
-						})
-					}
-				}
-				if rd.pieces == 1 {
-					finish(&f, o, n, offs[0], inner[0], &obuf)
-				} else {
-					for j := range n {
-						p := (o+j)*rd.pieces + c
-						if isMax {
-							part.max[p], part.arg[p] = f.max[j], f.arg[j]
-						} else {
-							part.sum[p] = f.sum[j]
-						}
-					}
-				}
-				o += n
-			})
-		}
-	})
-	if rd.pieces == 1 {
-		return
+	segLen := max(1, min(rd.nRed, reducePiece))
+	forRange(rd.nOut*rd.pieces, max(1, grain/segLen), s)
+	if rd.pieces > 1 {
+		forRange(rd.nOut, max(1, grain/rd.pieces), combining[T]{s})
 	}
-	parallelFor(rd.nOut, max(1, grain/rd.pieces), func(lo, hi int) {
-		f := fold[T]{isMax: isMax}
-		var obuf [chunk]T
-		o := lo
-		rd.kept.walk(lo, hi, func(offs, inner *[maxOperands]int, n int) {
+}
+
+// combining is the second pass of a reduction cut into pieces: each output's partial
+// results, in piece order.
+type combining[T float] struct{ reducing[T] }
+
+func (s combining[T]) run(lo, hi int) {
+	rd := &s.rd
+	f := getFold[T](s.isMax)
+	defer putFold(f)
+	o := lo
+	rd.kept.walkRuns(lo, hi, foldOut, func(offs, inner [maxOperands]int, n int) {
+		f.reset(n)
+		for j := range n {
+			for c := range rd.pieces {
+				p := (o+j)*rd.pieces + c
+				switch {
+				case !s.isMax:
+					f.sum[j] += s.part.sum[p]
+				case better(s.part.max[p], f.max[j], f.arg[j]):
+					f.max[j], f.arg[j] = s.part.max[p], s.part.arg[p]
+				}
+			}
+		}
+		s.finish(f, o, n, offs[0], inner[0])
+		o += n
+	})
+}
+
+// finish writes the results of a fold of n outputs from output o on into dst (from
+// its element d, ds apart) and idx.
+func (s *reducing[T]) finish(f *fold[T], o, n int, d, ds int) {
+	for j0 := 0; j0 < n; j0 += chunk {
+		res := out(&s.dst, d+j0*ds, ds, min(chunk, n-j0), &f.obuf)
+		for j := range res {
+			if s.isMax {
+				res[j], s.idx[o+j0+j] = f.max[j0+j], f.arg[j0+j]
+			} else {
+				res[j] = T(f.sum[j0+j] * s.scale)
+			}
+		}
+		flush(&s.dst, d+j0*ds, ds, res)
+	}
+}
+
+// run folds the segments [lo, hi): each output's reduced elements of one piece.
+func (s reducing[T]) run(lo, hi int) {
+	rd, src := &s.rd, &s.src
+	f := getFold[T](s.isMax)
+	defer putFold(f)
+	ri := &rd.red
+	redInner := ri.st[0][ri.rank-1]
+	dense := src.dt == native[T]()
+	for c := lo / rd.nOut; c*rd.nOut < hi; c++ {
+		r0 := c * reducePiece
+		r1 := min(r0+reducePiece, rd.nRed)
+		o := max(lo-c*rd.nOut, 0)
+		rd.kept.walkRuns(o, min(hi-c*rd.nOut, rd.nOut), foldOut, func(offs, inner [maxOperands]int, n int) {
+			base, sk := offs[1], inner[1]
 			f.reset(n)
-			for j := range n {
-				for c := range rd.pieces {
-					p := (o+j)*rd.pieces + c
+			switch {
+			case n > 1 && sk < redInner:
+				// The outputs sit closer together than the reduced elements: fold
+				// rows of n outputs, each output's elements in order.
+				r := r0
+				ri.walk(r0, r1, func(ro, rs [maxOperands]int, m int) {
 					switch {
-					case !isMax:
-						f.sum[j] += part.sum[p]
-					case better(part.max[p], f.max[j], f.arg[j]):
-						f.max[j], f.arg[j] = part.max[p], part.arg[p]
+					case dense && sk == 1 && s.isMax:
+						f.maxRows(n, elems[T](src)[base+ro[0]:], rs[0], m, r)
+					case dense && sk == 1:
+						addRows(f.sum[:n], elems[T](src)[base+ro[0]:], rs[0], m)
+					default:
+						for e := range m {
+							for j0 := 0; j0 < n; j0 += chunk {
+								f.addColumn(j0, load(src, base+ro[0]+e*rs[0]+j0*sk, sk, min(chunk, n-j0), &f.buf), r+e)
+							}
+						}
+					}
+					r += m
+				})
+			default:
+				// Each output's elements in runs, as long as the innermost reduced
+				// dimension where they need no conversion (a multiple of 16 long
+				// otherwise: the same sums): into sixteen running sums (sumLanes), or
+				// a vector loop's lanes for a maximum (maxRun).
+				most := chunk
+				if dense && redInner == 1 {
+					most = reducePiece
+				}
+				for j := range n {
+					var lanes [16]float64
+					r := r0
+					ri.walkRuns(r0, r1, most, func(ro, rs [maxOperands]int, m int) {
+						v := load(src, base+j*sk+ro[0], rs[0], m, &f.buf)
+						switch {
+						case !s.isMax:
+							sumLanes(&lanes, v)
+						case dense && rs[0] == 1:
+							f.maxRun(j, v, r)
+						default:
+							f.addMax(j, v, r)
+						}
+						r += m
+					})
+					if !s.isMax {
+						f.sum[j] = combineLanes(&lanes)
 					}
 				}
 			}
-			finish(&f, o, n, offs[0], inner[0], &obuf)
+			if rd.pieces == 1 {
+				s.finish(f, o, n, offs[0], inner[0])
+			} else {
+				for j := range n {
+					p := (o+j)*rd.pieces + c
+					if s.isMax {
+						s.part.max[p], s.part.arg[p] = f.max[j], f.arg[j]
+					} else {
+						s.part.sum[p] = f.sum[j]
+					}
+				}
+			}
 			o += n
 		})
-	})
+	}
 }
 
 // MaxBackward writes the gradient of Max's input into dx (the shape of Max's src): g
@@ -282,7 +403,7 @@ func maxBackward[T float](dx, g Operand, idx []int64) {
 	parallelFor(rd.nOut, grain, func(lo, hi int) {
 		var buf [chunk]T
 		o := lo
-		rd.kept.walk(lo, hi, func(offs, inner *[maxOperands]int, n int) {
+		rd.kept.walk(lo, hi, func(offs, inner [maxOperands]int, n int) {
 			gv := load(&g, offs[0], inner[0], n, &buf)
 			for j, v := range gv {
 				r := idx[o+j]

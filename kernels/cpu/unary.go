@@ -25,8 +25,12 @@ func Unary(op kernels.UnaryOp, dst, x Operand) {
 }
 
 func unary[T float](op kernels.UnaryOp, dst, x Operand) {
-	elementwise(op.String(), dst, []Operand{x}, func(out []T, in [][]T) { unaryRun(op, out, in[0]) })
+	elementwise(op.String(), dst, []Operand{x}, unaryKernel[T]{op})
 }
+
+type unaryKernel[T float] struct{ op kernels.UnaryOp }
+
+func (k unaryKernel[T]) run(out []T, in eltIns[T]) { unaryRun(k.op, out, in[0]) }
 
 // UnaryBackward writes the gradient of op's input into dx given the output's gradient
 // g and saved, which is op's output y when op.SavesOutput() and its input x otherwise
@@ -37,10 +41,20 @@ func UnaryBackward(op kernels.UnaryOp, dx, g, saved Operand) {
 }
 
 func unaryBackward[T float](op kernels.UnaryOp, dx, g, saved Operand) {
-	elementwise(op.String()+" backward", dx, []Operand{g, saved}, func(out []T, in [][]T) {
-		unaryGradRun(op, out, in[0], in[1])
-	})
+	elementwise(unaryBackwardNames[op], dx, []Operand{g, saved}, unaryGradKernel[T]{op})
 }
+
+type unaryGradKernel[T float] struct{ op kernels.UnaryOp }
+
+func (k unaryGradKernel[T]) run(out []T, in eltIns[T]) { unaryGradRun(k.op, out, in[0], in[1]) }
+
+// unaryBackwardNames name the backward kernels of the unary ops in messages.
+var unaryBackwardNames = func() (n [kernels.GeluErf + 1]string) {
+	for op := kernels.Neg; op <= kernels.GeluErf; op++ {
+		n[op] = op.String() + " backward"
+	}
+	return n
+}()
 
 const (
 	sqrt2OverPi = 0.7978845608028654 // √(2/π)
@@ -81,7 +95,8 @@ func unaryRun[T float](op kernels.UnaryOp, dst, x []T) {
 		expTo(dst, dst)
 		mapRun(dst, dst, func(e T) T { return 1 / (1 + e) })
 	case kernels.Relu:
-		mapRun(dst, x, func(v T) T { return max(v, 0) })
+		i := reluVector(dst[:len(x)], x)
+		mapRun(dst[i:], x[i:], func(v T) T { return max(v, 0) })
 	case kernels.GeluTanh:
 		// x/2·(1+tanh u) = x·σ(2u) = x/(1+e^-2u), u = √(2/π)(x+0.044715x³).
 		forChunks(len(x), func(lo, hi int) {
@@ -145,6 +160,8 @@ func forChunks(n int, fn func(lo, hi int)) {
 // threshold_backward), through a mask of the bits (a conditional move) rather than a
 // branch: with y's signs at random, a branch mispredicts on every other element.
 func reluGradRun[T float](dst, g, y []T) {
+	i := reluGradVector(dst[:len(g)], g, y[:len(g)])
+	dst, g, y = dst[i:], g[i:], y[i:]
 	if is32[T]() {
 		keepBits[T, uint32](dst, g, y)
 	} else {

@@ -10,7 +10,9 @@
 //	openblas            libopenblas (LP64, then the 64-bit-integer libopenblas64)
 //	mkl                 Intel MKL's single dynamic library, libmkl_rt
 //	blas                the system's libblas.so.3 (Debian's alternative)
-//	/path/to/lib.so     that library file, which must export cblas_sgemm
+//	/path/to/lib.so     that library file, which must export cblas_sgemm (or
+//	                    cblas_sgemm64_, or the scipy_-prefixed names of the OpenBLAS
+//	                    builds that NumPy and SciPy wheels carry)
 //
 // Invariants: a *Library is immutable after Open and safe for concurrent use; its
 // libraries stay loaded for the life of the process (never dlclosed, since calls may
@@ -34,18 +36,21 @@ const Env = "SUBLET_BLAS"
 // loaded on this machine.
 var ErrNotFound = errors.New("system BLAS not found")
 
-// candidates lists, per kind, the library names tried in order, and whether each
-// uses 64-bit integers (and the symbol suffix that goes with it).
-var candidates = map[string][]libName{
-	"openblas": {{"libopenblas.so.0", false}, {"libopenblas.so", false}, {"libopenblas64.so.0", true}, {"libopenblas.dylib", false}},
-	"mkl":      {{"libmkl_rt.so.2", false}, {"libmkl_rt.so", false}, {"libmkl_rt.dylib", false}},
-	"blas":     {{"libblas.so.3", false}, {"libcblas.so.3", false}},
+// candidates lists, per kind, the library names tried in order.
+var candidates = map[string][]string{
+	"openblas": {"libopenblas.so.0", "libopenblas.so", "libopenblas64.so.0", "libopenblas.dylib"},
+	"mkl":      {"libmkl_rt.so.2", "libmkl_rt.so", "libmkl_rt.dylib"},
+	"blas":     {"libblas.so.3", "libcblas.so.3"},
 }
 
-type libName struct {
-	file  string
+// symbols are the names of cblas_sgemm a library may export, tried in order, and
+// whether each takes 64-bit integers: CBLAS's, OpenBLAS's 64-bit-integer build's, and
+// those of the OpenBLAS builds in SciPy's (scipy-openblas32) and NumPy's
+// (scipy-openblas64) wheels.
+var symbols = []struct {
+	name  string
 	ilp64 bool
-}
+}{{"cblas_sgemm", false}, {"cblas_sgemm64_", true}, {"scipy_cblas_sgemm", false}, {"scipy_cblas_sgemm64_", true}}
 
 // FromEnv returns the GEMM that SUBLET_BLAS asks for (see the package doc); unset
 // means builtin. Asking for a system BLAS that cannot be loaded is an error, except
@@ -80,7 +85,7 @@ func Load(kind string) (*Library, error) {
 		if !strings.ContainsRune(kind, '/') {
 			return nil, fmt.Errorf("blas: unknown %s value %q: use builtin, auto, openblas, mkl, blas or a library path", Env, kind)
 		}
-		names = []libName{{kind, false}}
+		names = []string{kind}
 	}
 	var errs []error
 	for _, n := range names {

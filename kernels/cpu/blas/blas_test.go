@@ -117,3 +117,19 @@ func TestMatmulOnSystemBLAS(t *testing.T) {
 		require.InDelta(t, want[i], got[i], 1e-4*(1+math.Abs(float64(want[i]))), "at %d", i)
 	}
 }
+
+// A library that exports none of cblas_sgemm's names is refused, naming it and the
+// names tried.
+func TestLibraryWithoutSgemm(t *testing.T) {
+	for _, path := range []string{"/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6", "/lib64/libm.so.6", "/usr/lib/aarch64-linux-gnu/libm.so.6"} {
+		if _, err := os.Stat(path); err != nil {
+			continue
+		}
+		_, err := Load(path)
+		require.ErrorIs(t, err, ErrNotFound)
+		assert.Contains(t, err.Error(), path+" exports no cblas_sgemm")
+		assert.Contains(t, err.Error(), "scipy_cblas_sgemm64_")
+		return
+	}
+	t.Skip("no libm to load")
+}

@@ -3,6 +3,7 @@
 package blas
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"unsafe"
@@ -27,26 +28,27 @@ type Library struct {
 	sgemm64 func(layout, transA, transB int32, m, n, k int64, alpha float32, a unsafe.Pointer, lda int64, b unsafe.Pointer, ldb int64, beta float32, c unsafe.Pointer, ldc int64)
 }
 
-func open(n libName) (*Library, error) {
-	h, err := purego.Dlopen(n.file, purego.RTLD_NOW|purego.RTLD_LOCAL)
+func open(file string) (*Library, error) {
+	h, err := purego.Dlopen(file, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
 		return nil, err
 	}
-	sym := "cblas_sgemm"
-	if n.ilp64 {
-		sym = "cblas_sgemm64_"
+	var errs []error
+	for _, s := range symbols {
+		fn, err := purego.Dlsym(h, s.name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		lib := &Library{name: file}
+		if s.ilp64 {
+			purego.RegisterFunc(&lib.sgemm64, fn)
+		} else {
+			purego.RegisterFunc(&lib.sgemm32, fn)
+		}
+		return lib, nil
 	}
-	fn, err := purego.Dlsym(h, sym)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", n.file, err)
-	}
-	lib := &Library{name: n.file}
-	if n.ilp64 {
-		purego.RegisterFunc(&lib.sgemm64, fn)
-	} else {
-		purego.RegisterFunc(&lib.sgemm32, fn)
-	}
-	return lib, nil
+	return nil, fmt.Errorf("%s exports no cblas_sgemm: %w", file, errors.Join(errs...))
 }
 
 // Name is the library file Load opened.

@@ -11,6 +11,6 @@ import (
 // Library is a loaded system BLAS; on this platform none can be loaded.
 type Library struct{ cpu.Gemm }
 
-func open(n libName) (*Library, error) {
-	return nil, errors.New(n.file + ": loading libraries at run time is not supported on this platform")
+func open(file string) (*Library, error) {
+	return nil, errors.New(file + ": loading libraries at run time is not supported on this platform")
 }

@@ -1,0 +1,54 @@
+package cpu
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/subletml/sublet/kernels"
+)
+
+// BenchmarkBandwidth times the reductions in every layout the backward pass uses beside
+// Add, in bytes read and written per second (SetBytes), at 1M elements (4 MiB, in the
+// caches) and 16M (64 MiB, from memory): a reduction reads its input once, as fast as
+// Add moves its three operands when it runs at memory bandwidth. The layouts are a
+// [rows, 1024] float32 matrix reduced to a scalar (all), over its last axis (rows: a
+// mean over features, an argmax), over its first (cols: a bias's gradient, the sum over
+// the batch), and a [64, rows/64, 1024] reduced over its middle axis (a broadcast
+// gradient summed to [64, 1, 1024]).
+func BenchmarkBandwidth(b *testing.B) {
+	const width = 1024
+	for _, n := range []int{1 << 20, 1 << 24} {
+		rows := n / width
+		x := benchData(n)
+		src2 := F32(x, kernels.Contiguous(rows, width))
+		out := make([]float32, n)
+		idx := make([]int64, rows)
+		cases := []struct {
+			name  string
+			bytes int
+			run   func()
+		}{
+			{"add", 12 * n, func() {
+				d := F32(out, kernels.Contiguous(n))
+				Binary(kernels.Add, d, F32(x, kernels.Contiguous(n)), F32(x, kernels.Contiguous(n)))
+			}},
+			{"sum-all", 4 * n, func() { Sum(F32(out[:1], kernels.Layout{}), src2) }},
+			{"sum-rows", 4 * n, func() { Sum(F32(out[:rows], kernels.Contiguous(rows, 1)), src2) }},
+			{"sum-cols", 4 * n, func() { Sum(F32(out[:width], kernels.Contiguous(1, width)), src2) }},
+			{"sum-middle", 4 * n, func() {
+				Sum(F32(out[:64*width], kernels.Contiguous(64, 1, width)), F32(x, kernels.Contiguous(64, rows/64, width)))
+			}},
+			{"mean-all", 4 * n, func() { Mean(F32(out[:1], kernels.Layout{}), src2) }},
+			{"max-rows", 4 * n, func() { Max(F32(out[:rows], kernels.Contiguous(rows, 1)), idx, src2) }},
+			{"max-cols", 4 * n, func() { Max(F32(out[:width], kernels.Contiguous(1, width)), idx[:width], src2) }},
+		}
+		for _, c := range cases {
+			b.Run(fmt.Sprintf("%s/%dM", c.name, n>>20), func(b *testing.B) {
+				b.SetBytes(int64(c.bytes))
+				for b.Loop() {
+					c.run()
+				}
+			})
+		}
+	}
+}

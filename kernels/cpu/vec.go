@@ -1,0 +1,47 @@
+package cpu
+
+// The loops under the elementwise arithmetic and the sums. Where the CPU has vector
+// forms of them (vec_amd64.s, written by vec_gen.go), binaryVector, sumLanesVector
+// and addRowsVector run them over as much as they can and the Go loops below do the
+// rest: both give the same bits, one rounding per operation in the same order.
+
+// sumLanes adds each x[i] into acc[i%16] as float64: sixteen running sums, which
+// combineLanes adds up in a fixed order. A contiguous run of a reduction is folded so
+// (the sums do not wait on each other, and vector registers hold them).
+func sumLanes[T float](acc *[16]float64, x []T) {
+	for i := sumLanesVector(acc, x); i < len(x); i++ {
+		acc[i%16] += float64(x[i])
+	}
+}
+
+// combineLanes is the sum of sumLanes' sixteen sums, as a tree of pairs: the same
+// order on every machine.
+func combineLanes(acc *[16]float64) float64 {
+	var s [8]float64
+	for i := range s {
+		s[i] = acc[i] + acc[i+8]
+	}
+	for i := range 4 {
+		s[i] += s[i+4]
+	}
+	return (s[0] + s[2]) + (s[1] + s[3])
+}
+
+// addRows adds rows of x, ld elements apart, into acc, each column in row order:
+// acc[j] += float64(x[r·ld+j]) for r = 0, 1, … rows-1. It is the sum over the leading
+// axis of a row-major matrix, a bias's gradient.
+func addRows[T float](acc []float64, x []T, ld, rows int) {
+	// Eight rows at a time: the vector loop reads eight streams of x while the sums
+	// stay in registers, and acc stays in the L1 cache.
+	j := 0
+	for r := 0; r < rows; r += 8 {
+		j = addRowsVector(acc, x[r*ld:], ld, min(8, rows-r))
+	}
+	for ; j < len(acc); j++ {
+		s := acc[j]
+		for r := range rows {
+			s += float64(x[r*ld+j])
+		}
+		acc[j] = s
+	}
+}

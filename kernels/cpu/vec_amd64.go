@@ -1,0 +1,219 @@
+package cpu
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+
+	"github.com/subletml/sublet/kernels"
+)
+
+// The AVX2 loops of vec.go (vec_gen.go writes them).
+
+//go:noescape
+func binaryAddF32AVX2(dst, a, b unsafe.Pointer, n int)
+
+//go:noescape
+func binarySubF32AVX2(dst, a, b unsafe.Pointer, n int)
+
+//go:noescape
+func binaryMulF32AVX2(dst, a, b unsafe.Pointer, n int)
+
+//go:noescape
+func binaryDivF32AVX2(dst, a, b unsafe.Pointer, n int)
+
+//go:noescape
+func binaryAddF64AVX2(dst, a, b unsafe.Pointer, n int)
+
+//go:noescape
+func binarySubF64AVX2(dst, a, b unsafe.Pointer, n int)
+
+//go:noescape
+func binaryMulF64AVX2(dst, a, b unsafe.Pointer, n int)
+
+//go:noescape
+func binaryDivF64AVX2(dst, a, b unsafe.Pointer, n int)
+
+//go:noescape
+func reluF32AVX2(dst, x unsafe.Pointer, n int)
+
+//go:noescape
+func reluF64AVX2(dst, x unsafe.Pointer, n int)
+
+//go:noescape
+func reluGradF32AVX2(dst, grad, y unsafe.Pointer, n int)
+
+//go:noescape
+func reluGradF64AVX2(dst, grad, y unsafe.Pointer, n int)
+
+//go:noescape
+func sumLanesF32AVX2(acc *[16]float64, x unsafe.Pointer, n int)
+
+//go:noescape
+func sumLanesF64AVX2(acc *[16]float64, x unsafe.Pointer, n int)
+
+//go:noescape
+func addRowsF32AVX2(acc *float64, x unsafe.Pointer, ld, rows, n int)
+
+//go:noescape
+func addRowsF64AVX2(acc *float64, x unsafe.Pointer, ld, rows, n int)
+
+//go:noescape
+func maxLanesF32AVX2(m, pos unsafe.Pointer, x unsafe.Pointer, n int)
+
+//go:noescape
+func maxLanesF64AVX2(m, pos unsafe.Pointer, x unsafe.Pointer, n int)
+
+//go:noescape
+func maxColsF32AVX2(m, pos unsafe.Pointer, x unsafe.Pointer, ld, rows, n, first int)
+
+//go:noescape
+func maxColsF64AVX2(m, pos unsafe.Pointer, x unsafe.Pointer, ld, rows, n, first int)
+
+var hasAVX2 = cpu.X86.HasAVX2
+
+// binaryVector computes dst = a op b (slices of one length) over a multiple of the
+// vector's lanes from the start, where there is a vector loop for op, and returns how
+// many elements it did.
+func binaryVector[T float](op kernels.BinaryOp, dst, a, b []T) int {
+	lanes := lanesOf[T]()
+	n := len(dst) &^ (lanes - 1)
+	if !hasAVX2 || n == 0 {
+		return 0
+	}
+	d, x, y := unsafe.Pointer(&dst[0]), unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0])
+	switch {
+	case op == kernels.Add && lanes == 8:
+		binaryAddF32AVX2(d, x, y, n)
+	case op == kernels.Sub && lanes == 8:
+		binarySubF32AVX2(d, x, y, n)
+	case op == kernels.Mul && lanes == 8:
+		binaryMulF32AVX2(d, x, y, n)
+	case op == kernels.Div && lanes == 8:
+		binaryDivF32AVX2(d, x, y, n)
+	case op == kernels.Add:
+		binaryAddF64AVX2(d, x, y, n)
+	case op == kernels.Sub:
+		binarySubF64AVX2(d, x, y, n)
+	case op == kernels.Mul:
+		binaryMulF64AVX2(d, x, y, n)
+	case op == kernels.Div:
+		binaryDivF64AVX2(d, x, y, n)
+	default:
+		return 0
+	}
+	return n
+}
+
+// sumLanesVector is sumLanes over the first multiple of 16 elements of x; it returns
+// how many it added.
+func sumLanesVector[T float](acc *[16]float64, x []T) int {
+	n := len(x) &^ 15
+	if !hasAVX2 || n == 0 {
+		return 0
+	}
+	if is32[T]() {
+		sumLanesF32AVX2(acc, unsafe.Pointer(&x[0]), n)
+	} else {
+		sumLanesF64AVX2(acc, unsafe.Pointer(&x[0]), n)
+	}
+	return n
+}
+
+// addRowsVector is addRows over the first multiple of 16 columns; it returns how many
+// it did.
+func addRowsVector[T float](acc []float64, x []T, ld, rows int) int {
+	n := len(acc) &^ 15
+	if !hasAVX2 || n == 0 || rows == 0 {
+		return 0
+	}
+	_ = x[(rows-1)*ld+n-1] // inside x
+	if is32[T]() {
+		addRowsF32AVX2(&acc[0], unsafe.Pointer(&x[0]), ld, rows, n)
+	} else {
+		addRowsF64AVX2(&acc[0], unsafe.Pointer(&x[0]), ld, rows, n)
+	}
+	return n
+}
+
+// maxLanesVector finds the maximum of the first multiple of four vectors of x (if it
+// has four) and its position, as fold.addMax would, into m and pos; it returns how
+// many elements it scanned.
+func maxLanesVector[T float](m, pos *T, x []T) int {
+	lanes := 32
+	if !is32[T]() {
+		lanes = 16
+	}
+	k := len(x) &^ (lanes - 1)
+	if !hasAVX2 || k == 0 {
+		return 0
+	}
+	if is32[T]() {
+		maxLanesF32AVX2(unsafe.Pointer(m), unsafe.Pointer(pos), unsafe.Pointer(&x[0]), k)
+	} else {
+		maxLanesF64AVX2(unsafe.Pointer(m), unsafe.Pointer(pos), unsafe.Pointer(&x[0]), k)
+	}
+	return k
+}
+
+// maxColsVector finds, for the first whole vectors of the len(m) columns, the maximum
+// of rows rows of x, ld apart, and its first row (fold.maxRows), into m and pos; it
+// returns how many columns it did.
+func maxColsVector[T float](m, pos, x []T, ld, rows int) int {
+	n := len(m) &^ (lanesOf[T]() - 1)
+	if !hasAVX2 || n == 0 || rows == 0 {
+		return 0
+	}
+	_ = x[(rows-1)*ld+n-1] // inside x
+	copy(m[:n], x)         // the first row
+	clear(pos[:n])
+	// Eight rows at a time, as addRows.
+	for r := 1; r < rows; r += 8 {
+		if is32[T]() {
+			maxColsF32AVX2(unsafe.Pointer(&m[0]), unsafe.Pointer(&pos[0]), unsafe.Pointer(&x[r*ld]), ld, min(8, rows-r), n, r)
+		} else {
+			maxColsF64AVX2(unsafe.Pointer(&m[0]), unsafe.Pointer(&pos[0]), unsafe.Pointer(&x[r*ld]), ld, min(8, rows-r), n, r)
+		}
+	}
+	return n
+}
+
+// reluVector is unaryRun's Relu over the first multiple of a vector's lanes of x
+// (dst as long); it returns how many elements it did.
+func reluVector[T float](dst, x []T) int {
+	n := len(x) &^ (lanesOf[T]() - 1)
+	if !hasAVX2 || n == 0 {
+		return 0
+	}
+	d, s := unsafe.Pointer(&dst[0]), unsafe.Pointer(&x[0])
+	if is32[T]() {
+		reluF32AVX2(d, s, n)
+	} else {
+		reluF64AVX2(d, s, n)
+	}
+	return n
+}
+
+// reluGradVector is reluGradRun over the first multiple of a vector's lanes of g (dst
+// and y as long); it returns how many elements it did.
+func reluGradVector[T float](dst, g, y []T) int {
+	n := len(g) &^ (lanesOf[T]() - 1)
+	if !hasAVX2 || n == 0 {
+		return 0
+	}
+	d, gp, yp := unsafe.Pointer(&dst[0]), unsafe.Pointer(&g[0]), unsafe.Pointer(&y[0])
+	if is32[T]() {
+		reluGradF32AVX2(d, gp, yp, n)
+	} else {
+		reluGradF64AVX2(d, gp, yp, n)
+	}
+	return n
+}
+
+// lanesOf is how many elements of T an AVX2 vector holds.
+func lanesOf[T float]() int {
+	if is32[T]() {
+		return 8
+	}
+	return 4
+}

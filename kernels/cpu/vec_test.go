@@ -1,0 +1,183 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/subletml/sublet/kernels"
+)
+
+// The vector loops against the scalar operations they stand for, bit for bit, over
+// lengths around their vector and block sizes (on a CPU without them the Go loops run
+// both sides).
+
+func bitsOf[T float](x T) uint64 {
+	if is32[T]() {
+		return uint64(math.Float32bits(float32(x)))
+	}
+	return math.Float64bits(float64(x))
+}
+
+func testBinaryVector[T float](t *testing.T) {
+	r := rand.New(rand.NewPCG(40, 41))
+	ops := map[kernels.BinaryOp]func(x, y T) T{
+		kernels.Add: func(x, y T) T { return x + y }, kernels.Sub: func(x, y T) T { return x - y },
+		kernels.Mul: func(x, y T) T { return x * y }, kernels.Div: func(x, y T) T { return x / y },
+	}
+	for op, f := range ops {
+		for n := range 80 {
+			a, b := randFloats[T](r, n, 1e3), randFloats[T](r, n, 1e3)
+			dst := make([]T, n)
+			binaryRun(op, dst, a, b)
+			for i := range n {
+				require.Equal(t, bitsOf(f(a[i], b[i])), bitsOf(dst[i]), "%v n=%d at %d", op, n, i)
+			}
+			want := append([]T(nil), dst...)
+			binaryRun(op, a, a, b) // in place
+			for i := range n {
+				require.Equal(t, bitsOf(want[i]), bitsOf(a[i]), "%v in place n=%d at %d", op, n, i)
+			}
+		}
+	}
+}
+
+func TestBinaryVector(t *testing.T) {
+	bothTypes(t, testBinaryVector[float32], testBinaryVector[float64])
+}
+
+func testSumLanes[T float](t *testing.T) {
+	r := rand.New(rand.NewPCG(42, 43))
+	for n := range 100 {
+		x := randFloats[T](r, n, 1e3)
+		var got, want [16]float64
+		for i := range want {
+			v := r.NormFloat64()
+			got[i], want[i] = v, v
+		}
+		sumLanes(&got, x)
+		for i, v := range x {
+			want[i%16] += float64(v)
+		}
+		require.Equal(t, want, got, "n=%d", n)
+	}
+}
+
+func TestSumLanes(t *testing.T) { bothTypes(t, testSumLanes[float32], testSumLanes[float64]) }
+
+func testAddRows[T float](t *testing.T) {
+	r := rand.New(rand.NewPCG(44, 45))
+	for range 60 {
+		cols, rows := r.IntN(70), r.IntN(20)
+		ld := cols + r.IntN(5)
+		x := randFloats[T](r, rows*ld, 1e3)
+		got, want := make([]float64, cols), make([]float64, cols)
+		for j := range got {
+			v := r.NormFloat64()
+			got[j], want[j] = v, v
+		}
+		addRows(got, x, ld, rows)
+		for j := range want {
+			for i := range rows {
+				want[j] += float64(x[i*ld+j])
+			}
+		}
+		require.Equal(t, want, got, "%d rows of %d (ld %d)", rows, cols, ld)
+	}
+}
+
+func TestAddRows(t *testing.T) { bothTypes(t, testAddRows[float32], testAddRows[float64]) }
+
+// maxData is data with ties and, with nan set, a few NaNs.
+func maxData[T float](r *rand.Rand, n int, nan bool) []T {
+	x := make([]T, n)
+	for i := range x {
+		x[i] = T(r.IntN(9) - 4)
+		if nan && r.IntN(50) == 0 {
+			x[i] = T(math.NaN())
+		}
+	}
+	return x
+}
+
+func testMaxRun[T float](t *testing.T) {
+	r := rand.New(rand.NewPCG(46, 47))
+	for trial := range 300 {
+		f := getFold[T](true)
+		f.reset(2)
+		pos := 0
+		for range 1 + r.IntN(3) { // runs of one output, in order
+			v := maxData[T](r, r.IntN(150), trial%3 == 0)
+			f.maxRun(0, v, pos)
+			f.addMax(1, v, pos) // the scalar scan, for reference
+			pos += len(v) + r.IntN(3)
+		}
+		require.Equal(t, f.arg[1], f.arg[0], "trial %d", trial)
+		require.Equal(t, bitsOf(f.max[1]), bitsOf(f.max[0]), "trial %d", trial)
+		putFold(f)
+	}
+}
+
+func TestMaxRun(t *testing.T) { bothTypes(t, testMaxRun[float32], testMaxRun[float64]) }
+
+func testMaxRows[T float](t *testing.T) {
+	r := rand.New(rand.NewPCG(48, 49))
+	for trial := range 200 {
+		n, rows := 1+r.IntN(70), 1+r.IntN(12)
+		ld := n + r.IntN(4)
+		x := maxData[T](r, rows*ld, trial%2 == 0)
+		f, ref := getFold[T](true), getFold[T](true)
+		f.reset(n)
+		ref.reset(n)
+		at := r.IntN(5)
+		f.maxRows(n, x, ld, rows, at)
+		for e := range rows {
+			ref.addColumn(0, x[e*ld:e*ld+n], at+e)
+		}
+		require.Equal(t, ref.arg[:n], f.arg[:n], "trial %d", trial)
+		for j := range n {
+			require.Equal(t, bitsOf(ref.max[j]), bitsOf(f.max[j]), "trial %d column %d", trial, j)
+		}
+		putFold(f)
+		putFold(ref)
+	}
+}
+
+func TestMaxRows(t *testing.T) { bothTypes(t, testMaxRows[float32], testMaxRows[float64]) }
+
+// reluData is data with zeros of both signs, NaNs and infinities among normal values.
+func reluData[T float](r *rand.Rand, n int) []T {
+	x := randFloats[T](r, n, 1)
+	special := []float64{0, math.Copysign(0, -1), math.NaN(), math.Inf(1), math.Inf(-1)}
+	for i := range x {
+		if r.IntN(5) == 0 {
+			x[i] = T(special[r.IntN(len(special))])
+		}
+	}
+	return x
+}
+
+func testReluVector[T float](t *testing.T) {
+	r := rand.New(rand.NewPCG(50, 51))
+	same := func(want, got T) bool { return bitsOf(want) == bitsOf(got) || want != want && got != got }
+	for n := range 80 {
+		x, g := reluData[T](r, n), reluData[T](r, n)
+		dst := make([]T, n)
+		unaryRun(kernels.Relu, dst, x)
+		for i, v := range x {
+			require.True(t, same(max(v, 0), dst[i]), "relu(%v) = %v, n=%d", v, dst[i], n)
+		}
+		reluGradRun(dst, g, x)
+		for i := range x {
+			want := g[i]
+			if x[i] <= 0 {
+				want = 0 // all bits clear
+			}
+			require.Equal(t, bitsOf(want), bitsOf(dst[i]), "relu grad of %v at y=%v, n=%d", g[i], x[i], n)
+		}
+	}
+}
+
+func TestReluVector(t *testing.T) { bothTypes(t, testReluVector[float32], testReluVector[float64]) }

@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# cpu_compare.sh: CPU training and single ops, sublet against PyTorch, at 16 and at 2
+# threads in one run (issue 19's tables). Two steps:
+#
+#   scripts/bench/cpu_compare.sh build   # here, with Go: .cpubench/bin.tar.xz
+#   scripts/bench/cpu_compare.sh         # there, from the repository root: python3 +
+#                                        # torch, no Go; carry [".cpubench/bin.tar.xz"]
+#
+# build writes CGO_ENABLED=0 GOOS=linux GOARCH=amd64 binaries and packs them into
+# .cpubench/bin.tar.xz (git-ignored, about 6 MB): sublet-bench and the test binaries of
+# kernels/cpu, tensor and checkpoint (for their benchmarks).
+#
+# The run unpacks them if need be and, for each thread count T of THREADS (default
+# "16 2"), with GOMAXPROCS=T for sublet and torch.set_num_threads(T) for PyTorch:
+#   train    sublet-bench -run train -cases cpu (built-in GEMM, then the system BLAS),
+#            scripts/bench/torch_train.py --cases cpu, alternating, TIME seconds a case
+#   ops      sublet-bench -run ops and scripts/bench/torch_ops.py (products, reductions,
+#            elementwise ops over 64M float32, the host cost of a small op)
+#   bench    BenchmarkSgemmTransposes (built-in GEMM beside the system BLAS) and
+#            BenchmarkBandwidth of kernels/cpu, BenchmarkSmallOp of tensor,
+#            BenchmarkCheckpointOverhead of checkpoint (go test -bench output)
+#   profile  both sides' per-op tables of each training case (sublet-bench -profile,
+#            torch_train.py --profile) and a CPU profile of sublet on each case
+#            (CASE-T.pprof, for `go tool pprof .cpubench/bin/sublet-bench FILE`)
+# The system BLAS is SUBLET_BLAS when set, else a libopenblas the loader finds, else the
+# OpenBLAS that SciPy's or NumPy's wheels carry; none found, only the built-in GEMM runs.
+# Output in $OUT/cpu (OUT defaults to .cpubench/out): every run's JSON lines and text,
+# tables.md (both sides and their ratios), profile/; and $OUT/cpu.tar.gz of all of it.
+# Environment: THREADS, TIME (default 2), PARTS (default "train ops bench profile").
+set -uo pipefail
+
+if [[ ${1:-} == build ]]; then
+	set -e
+	cd "$(git rev-parse --show-toplevel)"
+	export CGO_ENABLED=0 GOOS=linux GOARCH=amd64
+	FLAGS=(-trimpath "-ldflags=-s -w")
+	rm -rf .cpubench/bin .cpubench/bin.tar.xz .cpubench/out
+	mkdir -p .cpubench/bin
+	go build "${FLAGS[@]}" -o .cpubench/bin/sublet-bench ./cmd/sublet-bench
+	for pkg in kernels/cpu tensor checkpoint; do
+		go test -c "${FLAGS[@]}" -o ".cpubench/bin/${pkg//\//_}.test" "./$pkg"
+	done
+	tar -C .cpubench -cf - bin | xz -T1 --lzma2=preset=6,dict=256MiB >.cpubench/bin.tar.xz
+	rm -rf .cpubench/bin # the run unpacks the archive
+	du -sh .cpubench/bin.tar.xz | awk '{print "cpu_compare.sh: " $2 " is " $1 "; carry [\".cpubench/bin.tar.xz\"]"}' >&2
+	exit 0
+fi
+
+OUT=${OUT:-.cpubench/out}
+THREADS=${THREADS:-"16 2"}
+TIME=${TIME:-2}
+PARTS=${PARTS:-"train ops bench profile"}
+PY=${PYTHON:-python3}
+BIN=.cpubench/bin
+if [[ -f .cpubench/bin.tar.xz && ! -x $BIN/sublet-bench ]]; then
+	tar -C .cpubench -xJf .cpubench/bin.tar.xz
+fi
+dir=$OUT/cpu
+mkdir -p "$dir/profile"
+has() { [[ " $PARTS " == *" $1 "* ]]; }
+
+# The system BLAS for SUBLET_BLAS.
+blas=${SUBLET_BLAS:-}
+if [[ -z $blas ]]; then
+	blas=$(ldconfig -p 2>/dev/null | awk '/libopenblas/ {print $NF; exit}')
+fi
+if [[ -z $blas ]]; then
+	blas=$("$PY" -c 'import glob, site, sys
+for d in site.getsitepackages() + [site.getusersitepackages()]:
+    for pat in ("scipy.libs/lib*openblas*.so*", "numpy.libs/lib*openblas*.so*", "scipy_openblas*/lib/lib*.so*"):
+        for f in sorted(glob.glob(d + "/" + pat)):
+            print(f); sys.exit()' 2>/dev/null)
+fi
+echo "cpu_compare.sh: system BLAS: ${blas:-none}; threads: $THREADS; $(nproc) cores; $(grep -m1 'model name' /proc/cpuinfo)" | tee "$dir/machine.txt"
+
+for t in $THREADS; do
+	export GOMAXPROCS=$t OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t
+	if has train; then
+		$BIN/sublet-bench -device cpu -run train -cases cpu -time "${TIME}s" -jsonl "$dir/sublet-train-$t.jsonl" 2>&1 |
+			tee "$dir/sublet-train-$t.txt"
+		if [[ -n $blas ]]; then
+			SUBLET_BLAS=$blas $BIN/sublet-bench -device cpu -run train -cases cpu -time "${TIME}s" \
+				-jsonl "$dir/sublet-train-$t-blas.jsonl" 2>&1 | tee "$dir/sublet-train-$t-blas.txt"
+		fi
+		PYTHONUNBUFFERED=1 "$PY" scripts/bench/torch_train.py --threads "$t" --cases cpu --time "$TIME" \
+			--jsonl "$dir/torch-train-$t.jsonl" 2>&1 | tee "$dir/torch-train-$t.txt"
+	fi
+	if has ops; then
+		$BIN/sublet-bench -device cpu -run ops -time "${TIME}s" -jsonl "$dir/sublet-ops-$t.jsonl" 2>&1 |
+			tee "$dir/sublet-ops-$t.txt"
+		PYTHONUNBUFFERED=1 "$PY" scripts/bench/torch_ops.py --threads "$t" --time "$TIME" \
+			--jsonl "$dir/torch-ops-$t.jsonl" 2>&1 | tee "$dir/torch-ops-$t.txt"
+	fi
+	if has bench; then
+		(cd kernels/cpu && SUBLET_BLAS=${blas:-builtin} "../../$BIN/kernels_cpu.test" -test.run '^$' \
+			-test.bench 'SgemmTransposes|Bandwidth' -test.benchtime 1s -test.cpu "$t") 2>&1 | tee "$dir/kernels-$t.txt"
+		(cd tensor && "../$BIN/tensor.test" -test.run '^$' -test.bench 'SmallOp' -test.benchtime 300000x \
+			-test.count 3 -test.cpu "$t") 2>&1 | tee "$dir/tensor-$t.txt"
+		(cd checkpoint && "../$BIN/checkpoint.test" -test.run '^$' -test.bench CheckpointOverhead \
+			-test.benchtime 10x -test.cpu "$t") 2>&1 | tee "$dir/checkpoint-$t.txt"
+	fi
+	if has profile; then
+		mkdir -p "$dir/profile/$t"
+		$BIN/sublet-bench -device cpu -run train -cases cpu -time 1s -profile "$dir/profile/$t" >"$dir/profile/$t/sublet.txt" 2>&1
+		PYTHONUNBUFFERED=1 "$PY" scripts/bench/torch_train.py --threads "$t" --cases cpu --time 1 \
+			--profile "$dir/profile/$t" >"$dir/profile/$t/torch.txt" 2>&1
+		for c in tiny-sgd wide-adam deep-sgd deep-sgd-ckpt4; do
+			$BIN/sublet-bench -device cpu -run train -cases "$c" -time 3s -cpuprofile "$dir/profile/$c-$t.pprof" \
+				>>"$dir/profile/$t/pprof.txt" 2>&1
+		done
+	fi
+done
+unset GOMAXPROCS OPENBLAS_NUM_THREADS OMP_NUM_THREADS
+
+"$PY" - "$dir" $THREADS <<'PY' | tee "$dir/tables.md"
+import glob, json, os, re, sys
+d, threads = sys.argv[1], sys.argv[2:]
+
+def load(name):
+    p = os.path.join(d, name)
+    out = {}
+    if os.path.exists(p):
+        for line in open(p):
+            r = json.loads(line)
+            out[r["case"]] = r
+    return out
+
+def peak(r, key):
+    m = re.search(key + r" (\d+)", r["note"]) if r else None
+    return int(m.group(1)) if m else None
+
+print(open(os.path.join(d, "machine.txt")).read().strip() + "\n")
+print("## Training, steps/s (sublet / PyTorch)\n")
+print("| case | threads | PyTorch | sublet | sublet / PyTorch | sublet, system BLAS | its ratio | sublet peak allocated | PyTorch peak RSS |")
+print("|---|---|---|---|---|---|---|---|---|")
+for t in threads:
+    s, b, p = load("sublet-train-%s.jsonl" % t), load("sublet-train-%s-blas.jsonl" % t), load("torch-train-%s.jsonl" % t)
+    for case in p:
+        sv, bv, pv = s.get(case), b.get(case), p[case]["value"]
+        row = [case, t, "%.4g" % pv]
+        row += ["%.4g" % sv["value"], "%.2f" % (sv["value"] / pv)] if sv else ["", ""]
+        row += ["%.4g" % bv["value"], "%.2f" % (bv["value"] / pv)] if bv else ["", ""]
+        row += [str(peak(sv, "peak allocated") or ""), str(peak(p[case], "peak rss") or "")]
+        print("| " + " | ".join(row) + " |")
+
+print("\n## Single ops (sublet / PyTorch; for µs/op, PyTorch / sublet)\n")
+print("| op | unit | threads | PyTorch | sublet | ratio |")
+print("|---|---|---|---|---|---|")
+for t in threads:
+    s, p = load("sublet-ops-%s.jsonl" % t), load("torch-ops-%s.jsonl" % t)
+    for case, pr in p.items():
+        sr = s.get(case)
+        if not sr:
+            continue
+        ratio = pr["value"] / sr["value"] if pr["unit"] == "µs/op" else sr["value"] / pr["value"]
+        print("| %s | %s | %s | %.4g | %.4g | %.2f |" % (case, pr["unit"], t, pr["value"], sr["value"], ratio))
+
+print("\n## go test benchmarks\n")
+for t in threads:
+    for name in ("kernels", "tensor", "checkpoint"):
+        p = os.path.join(d, "%s-%s.txt" % (name, t))
+        if not os.path.exists(p):
+            continue
+        rows = [l.rstrip() for l in open(p) if l.startswith("Benchmark")]
+        if rows:
+            print("### %s, %s threads\n\n```\n%s\n```\n" % (name, t, "\n".join(rows)))
+PY
+tar -czf "$OUT/cpu.tar.gz" -C "$OUT" cpu
+cp "$dir/tables.md" "$OUT/tables.md"
