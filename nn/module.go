@@ -3,6 +3,7 @@ package nn
 import (
 	"fmt"
 
+	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/tensor"
@@ -93,7 +94,7 @@ func (in Init) parameter(module string, fill func(t *tensor.Tensor), shape ...in
 	if in.Device == nil {
 		panic(&tensor.Error{Op: module, Msg: "nn.Init has no Device"})
 	}
-	s := tensor.NewScope(tensor.NoGrad())
+	s := tensor.NewScope(tensor.NoGrad(), tensor.WithLifetime(alloc.LifetimeParameter)) // the planned policy keeps it apart
 	defer s.Close()
 	t := s.Empty(in.Device, in.dtype(), shape...)
 	fill(t)

@@ -3,6 +3,7 @@ package optim
 import (
 	"fmt"
 
+	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/tensor"
 )
@@ -198,9 +199,11 @@ func checkGroup(op string, i, n int) {
 	}
 }
 
-// zerosLike makes n zero tensors of p's shape, type and device, owned by the caller.
+// zerosLike makes n zero tensors of p's shape, type and device, owned by the caller:
+// optimizer state, which the planned allocation policy keeps apart from a step's
+// tensors.
 func zerosLike(p *tensor.Tensor, n int) []*tensor.Tensor {
-	s := tensor.NewScope(tensor.NoGrad())
+	s := tensor.NewScope(tensor.NoGrad(), tensor.WithLifetime(alloc.LifetimeOptimizerState))
 	defer s.Close()
 	out := make([]*tensor.Tensor, n)
 	for k := range out {
