@@ -234,6 +234,7 @@ func allocatorSettings(conf string, cfg alloc.Config) ([]byte, error) {
 		{"pinned_max_round_threshold", cfg.Pinned.MaxRoundThreshold},
 		{"pinned_max_cached_size", cfg.Pinned.MaxCachedSize},
 		{"pinned_free_catch_all", cfg.Pinned.FreeCatchAll},
+		{"policy", cfg.Policy.String()}, // sublet's own: pytorch or planned (docs/allocator.md)
 	})
 }
 
