@@ -270,30 +270,29 @@ func (b *Backend) KernelAttributes() (map[string]cudadev.FunctionAttributes, err
 // a device that wraps one: device.Innermost) has launched since it was made, 0 where
 // there is none: what a profiler counts per op.
 func Launches(dev device.Device) int64 {
-	g, ok := device.Innermost(dev).(*cudadev.Device)
+	if b := existing(device.Innermost(dev)); b != nil {
+		return b.launches.Load()
+	}
+	return 0
+}
+
+// existing returns the Backend For has made for dev, nil when dev is no GPU or For
+// has made none (so nothing is loaded or created for a report).
+func existing(dev device.Device) *Backend {
+	g, ok := dev.(*cudadev.Device)
 	if !ok {
-		return 0
+		return nil
 	}
 	registry.Lock()
-	b := registry.m[g]
-	registry.Unlock()
-	if b == nil {
-		return 0
-	}
-	return b.launches.Load()
+	defer registry.Unlock()
+	return registry.m[g]
 }
 
 // HeldInAllocator returns the bytes the Backend of dev (if dev is a GPU with one)
 // keeps in dev's caching allocator, its cuBLAS workspaces, and 0 for any other device:
 // what a memory report names apart from tensors.
 func HeldInAllocator(dev device.Device) int64 {
-	g, ok := dev.(*cudadev.Device)
-	if !ok {
-		return 0
-	}
-	registry.Lock()
-	b := registry.m[g]
-	registry.Unlock()
+	b := existing(dev)
 	if b == nil {
 		return 0
 	}

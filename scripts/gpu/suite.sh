@@ -105,15 +105,7 @@ status() {
 	pack
 }
 
-# cuBLAS: kernels/cuda searches the usual folders; where torch's wheels keep it
-# elsewhere, python knows.
-if [[ -z ${SUBLET_CUBLAS:-} ]]; then
-	found=$("$PY" -c 'import glob, site, sys
-for d in site.getsitepackages() + [site.getusersitepackages()]:
-    for so in ("13", "12", "11"):
-        for f in glob.glob(d + "/nvidia/*/lib/libcublas.so." + so):
-            print(f); sys.exit()' 2>/dev/null) && [[ -n $found ]] && export SUBLET_CUBLAS=$found
-fi
+source scripts/gpu/find_cublas.sh
 
 {
 	echo "date: $(date -u +%FT%TZ)  steps: $steps"

@@ -29,14 +29,7 @@ if [[ -f .gpu/bin.tar.xz && ! -x .gpu/bin/sublet-bench ]]; then
 fi
 dir=$OUT/train
 mkdir -p "$dir/profile"
-# cuBLAS from torch's wheels, as suite.sh finds it.
-if [[ -z ${SUBLET_CUBLAS:-} ]]; then
-	found=$("$PY" -c 'import glob, site, sys
-for d in site.getsitepackages() + [site.getusersitepackages()]:
-    for so in ("13", "12", "11"):
-        for f in glob.glob(d + "/nvidia/*/lib/libcublas.so." + so):
-            print(f); sys.exit()' 2>/dev/null) && [[ -n $found ]] && export SUBLET_CUBLAS=$found
-fi
+source scripts/gpu/find_cublas.sh
 for upload in $UPLOADS; do
 	prof=()
 	tprof=()

@@ -164,11 +164,7 @@ func Stats(t testing.TB, d device.Device) alloc.Stats { return Allocator(t, d).S
 // Requested is the allocator's requested bytes now: the exact bytes of live storages
 // (on a GPU, without what the CUDA backend keeps there).
 func Requested(t testing.TB, d device.Device) int64 {
-	n := Stats(t, d).RequestedBytes[alloc.StatAll].Current
-	for _, h := range held(t, d) {
-		n -= h
-	}
-	return n
+	return Stats(t, d).RequestedBytes[alloc.StatAll].Current - tensor.BackendHeld(d)
 }
 
 // PeakRequested is the allocator's peak of requested bytes since its last
@@ -176,11 +172,7 @@ func Requested(t testing.TB, d device.Device) int64 {
 // cuBLAS workspace at the first product and keeps it, before the peak of any step that
 // multiplies, so such a peak counted it once.
 func PeakRequested(t testing.TB, d device.Device) int64 {
-	n := Stats(t, d).RequestedBytes[alloc.StatAll].Peak
-	for _, h := range held(t, d) {
-		n -= h
-	}
-	return n
+	return Stats(t, d).RequestedBytes[alloc.StatAll].Peak - tensor.BackendHeld(d)
 }
 
 // RequireLive asserts that d's allocator holds exactly storages of the given sizes (in
