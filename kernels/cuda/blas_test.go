@@ -201,6 +201,7 @@ func TestWorkspaceUnavailable(t *testing.T) {
 		require.NoError(t, b.Check())
 		assert.Empty(t, b.Held())
 	}
+	assert.Zero(t, b.al.Stats().RequestedBytes[alloc.StatAll].Current, "nothing left in the allocator")
 }
 
 // TestWorkspacesUnderConcurrentReports: products on several streams from many

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/dtype"
 )
 
@@ -17,7 +18,7 @@ import (
 // two): the steps sort every time, and the last launch adds the runs.
 func TestEmbeddingBackwardSortSteps(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, count := range []int{1, 7, embeddingChunk, embeddingChunk + 1, 1500, 5000} {
+	for _, count := range []int{1, 7, embeddingChunk, embeddingChunk + 1, 1500, 5000, 600000} { // the last past the scratch: keys from the allocator
 		b, rec := newRecording(t)
 		var o operands
 		const dim = 3
@@ -67,6 +68,7 @@ func TestEmbeddingBackwardSortSteps(t *testing.T) {
 		}
 		assert.Equal(t, want, keys, "count %d: sorted", count)
 		assert.Equal(t, kEmbeddingBackward, launches[len(launches)-1].k)
+		assert.Zero(t, b.al.Stats().RequestedBytes[alloc.StatAll].Current, "count %d: the keys' memory given back", count)
 	}
 }
 
