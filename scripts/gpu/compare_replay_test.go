@@ -35,12 +35,7 @@ func TestCompareReplayKnowsTheCard(t *testing.T) {
 			"series": [][]int64{{0, 512}, {1, last}}, "final": map[string]int64{"allocated": last}}
 	}
 	for _, name := range []string{"same", "differs", "fraction"} {
-		f, err := os.Create(filepath.Join(oracle, name+".json.gz"))
-		require.NoError(t, err)
-		z := gzip.NewWriter(f)
-		require.NoError(t, json.NewEncoder(z).Encode(run(h200, 0)))
-		require.NoError(t, z.Close())
-		require.NoError(t, f.Close())
+		writeGzipJSON(t, filepath.Join(oracle, name+".json.gz"), run(h200, 0))
 	}
 	writeJSON(t, filepath.Join(results, "same.json"), run(h100, 0))
 	writeJSON(t, filepath.Join(results, "fraction.json"), run(h100, 1024))
@@ -63,10 +58,33 @@ func TestCompareReplayKnowsTheCard(t *testing.T) {
 	assert.Contains(t, out, "fraction                     1/2 rows equal; first difference at event 1 (line 2): allocated sublet 1024 torch 0")
 	assert.Contains(t, out, "differs                      1/2 rows equal")
 	assert.Contains(t, out, "TOTAL: 0 of 2 runs identical")
+
+	// An oracle of the H100's own for the card-dependent run: compared with it.
+	card := filepath.Join(oracle, "cards", "84929216512")
+	require.NoError(t, os.MkdirAll(card, 0o755))
+	writeGzipJSON(t, filepath.Join(card, "fraction.json.gz"), run(h100, 1024))
+	writeJSON(t, filepath.Join(results, "fraction.json"), run(h100, 1024))
+	out, err = compare(filepath.Join(results, "same.json"), filepath.Join(results, "fraction.json"))
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "fraction                     2/2 rows equal\n")
+	assert.Contains(t, out, "TOTAL: 2 of 2 runs identical to PyTorch row for row; 4 of 4 rows equal\n")
+	writeJSON(t, filepath.Join(results, "fraction.json"), run(h100, 0))
+	out, err = compare(filepath.Join(results, "fraction.json"))
+	require.Error(t, err, out)
+	assert.Contains(t, out, "fraction                     1/2 rows equal; first difference at event 1 (line 2): allocated sublet 0 torch 1024")
 }
 
 func writeJSON(t *testing.T, path string, v any) {
 	b, err := json.Marshal(v)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(path, b, 0o644))
+}
+
+func writeGzipJSON(t *testing.T, path string, v any) {
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	z := gzip.NewWriter(f)
+	require.NoError(t, json.NewEncoder(z).Encode(v))
+	require.NoError(t, z.Close())
+	require.NoError(t, f.Close())
 }
