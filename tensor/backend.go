@@ -83,6 +83,9 @@ func asyncErrors(dev device.Device) error {
 // op): ToSlice, Item and To a host device check the same, and panic with them. On
 // host devices ops are synchronous and it returns nil.
 func Synchronize(dev device.Device) error {
+	if err := notCapturing(dev, "Synchronize"); err != nil {
+		return err
+	}
 	if err := dev.Synchronize(); err != nil {
 		return err
 	}
@@ -109,6 +112,9 @@ func ReleaseBackend(dev device.Device) error {
 	k, err := gpuKernels(dev)
 	if k == nil {
 		return err
+	}
+	if n := liveGraphs(dev); n > 0 {
+		return fmt.Errorf("tensor: ReleaseBackend(%s): %d captured graph(s) address the kernels' scratch and workspaces; Release them first", dev.Name(), n)
 	}
 	return k.Release()
 }

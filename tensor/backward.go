@@ -257,6 +257,9 @@ func (arith) HasNonFinite(v autograd.Value) (found bool, err error) {
 	if !t.dt.IsFloat() {
 		return false, nil
 	}
+	if err := notCapturing(t.st.dev, "anomaly mode's check for NaN and Inf, which reads the answer back"); err != nil {
+		return false, err
+	}
 	err = Try(func() { found = kernelsFor("HasNonFinite", t.st.dev, []*Tensor{t}).NonFinite(t.operand()) })
 	return found, err
 }

@@ -21,6 +21,9 @@ func (t *Tensor) Dropout(p float64) *Tensor {
 	if gen == nil {
 		c.bad(ErrScope, "%s", noGenerator)
 	}
+	if err := notCapturing(c.in[0].st.dev, "a draw from the host's generator (every replay would draw the same mask)"); err != nil {
+		c.bad(err, "")
+	}
 	x := c.in[0]
 	mask := c.alloc(dtype.Bool, x.shape)
 	out := c.alloc(x.dt, x.shape)

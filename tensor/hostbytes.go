@@ -25,6 +25,9 @@ func (t *Tensor) CopyToHost(dst []byte) (async bool) {
 	if int64(len(dst)) != n {
 		fail(op, ErrShape, []*Tensor{t}, "a buffer of %d bytes for a tensor of %d", len(dst), n)
 	}
+	if err := notCapturing(t.st.dev, "a copy to the host"); err != nil {
+		fail(op, err, []*Tensor{t}, "")
+	}
 	if n == 0 || t.st.res == device.Meta {
 		return false
 	}
@@ -71,12 +74,7 @@ func FromBytes(s *Scope, dev device.Device, dt dtype.DType, src []byte, shape ..
 		copy(t.st.host[:n], src)
 		return c.done(t)
 	}
-	var err error
-	if ph, ok := dev.(device.PinnedHost); ok {
-		err = ph.CopyToDeviceAsync(t.st.ptr, src, 0)
-	} else {
-		err = dev.CopyToDevice(t.st.ptr, src, 0)
-	}
+	err := uploadBytes(dev, t.st.ptr, src)
 	if err != nil {
 		c.bad(err, "copying %d bytes to %s", n, dev.Name())
 	}
@@ -109,13 +107,22 @@ func (t *Tensor) SetBytes(src []byte) {
 		copy(t.st.host[off:off+n], src)
 		return
 	}
-	var err error
-	if ph, ok := t.st.dev.(device.PinnedHost); ok {
-		err = ph.CopyToDeviceAsync(t.st.ptr+device.Ptr(off), src, 0)
-	} else {
-		err = t.st.dev.CopyToDevice(t.st.ptr+device.Ptr(off), src, 0)
-	}
+	err := uploadBytes(t.st.dev, t.st.ptr+device.Ptr(off), src)
 	if err != nil {
 		fail(op, err, []*Tensor{t}, "copying %d bytes to %s", n, t.st.dev.Name())
 	}
+}
+
+// uploadBytes copies src to dst on dev for FromBytes and SetBytes: asynchronously where
+// dev implements device.PinnedHost, ordered on dev's stream (a graph capture's, which
+// records the copy: src must then be pinned memory, read again by every replay).
+func uploadBytes(dev device.Device, dst device.Ptr, src []byte) error {
+	ph, ok := dev.(device.PinnedHost)
+	if !ok {
+		if err := notCapturing(dev, "a synchronous upload"); err != nil {
+			return err
+		}
+		return dev.CopyToDevice(dst, src, 0)
+	}
+	return ph.CopyToDeviceAsync(dst, src, streamOf(dev))
 }

@@ -34,6 +34,9 @@ func StepAdam(c kernels.Adam, step int, p, g, m, v *Tensor) {
 	if step < 1 {
 		fail(op, ErrShape, []*Tensor{p, g, m, v}, "step %d: steps are numbered from 1", step)
 	}
+	if err := notCapturing(p.st.dev, "Adam's step, whose bias correction comes from the step count on the host (every replay would repeat this step's)"); err != nil {
+		fail(op, err, []*Tensor{p, g, m, v}, "")
+	}
 	k := updating(op, p, g, m, v)
 	k.Adam(c, step, p.operand(), g.operand(), m.operand(), v.operand())
 	m.st.version.Add(1)

@@ -113,7 +113,7 @@ func (s *Storage) BumpVersion() { s.version.Add(1) }
 
 // mem is the block as the kernels see it.
 func (s *Storage) mem() kernels.Mem {
-	return kernels.Mem{Host: s.host, Ptr: s.ptr, Size: s.size}
+	return kernels.Mem{Host: s.host, Ptr: s.ptr, Size: s.size, Stream: streamOf(s.dev)}
 }
 
 // allocatorOf is the allocator dev's tensors use: its own (AllocatorSource) or its
@@ -142,10 +142,13 @@ func newStorage(dev device.Device, known Allocator, size int64, op string, lt al
 	}
 	var p device.Ptr
 	if size > 0 {
+		// During a graph capture, the capture's stream: the allocator serves it from
+		// the graph's private pool.
+		s := streamOf(dev)
 		if ca, ok := al.(*alloc.Allocator); ok {
-			p, err = ca.AllocTagged(size, 0, alloc.Tag{Op: op, Lifetime: lt})
+			p, err = ca.AllocTagged(size, s, alloc.Tag{Op: op, Lifetime: lt})
 		} else {
-			p, err = al.Alloc(size, 0)
+			p, err = al.Alloc(size, s)
 		}
 		if err != nil {
 			return nil, err

@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -18,6 +19,9 @@ import (
 func copyBytes(dst *Storage, dstOff int64, src *Storage, srcOff, n int64) error {
 	if n == 0 || dst.res == device.Meta {
 		return nil
+	}
+	if err := errors.Join(notCapturing(dst.dev, "a copy that waits for the device"), notCapturing(src.dev, "a copy that waits for the device")); err != nil {
+		return err
 	}
 	switch src.res {
 	case device.Meta:
@@ -67,6 +71,9 @@ func (c *call) upload(t *Tensor, src func() cpu.Operand) {
 // the values are converted to t's type on the host and copied over; a strided t there
 // is written through a contiguous temporary that k (t's kernels) copies in.
 func store(t *Tensor, k kernels.Backend, src func() cpu.Operand) error {
+	if err := notCapturing(t.st.dev, "an upload of values made on the host"); err != nil {
+		return err
+	}
 	switch t.st.res {
 	case device.Meta:
 		return nil
@@ -98,6 +105,9 @@ func store(t *Tensor, k kernels.Backend, src func() cpu.Operand) error {
 // GPU (which synchronises, and panics naming op with what the GPU's kernels found
 // since the last synchronisation, or with a failed copy). t has data.
 func (t *Tensor) hostBytes(op string) (b []byte, offset int) {
+	if err := notCapturing(t.st.dev, "reading values back"); err != nil {
+		fail(op, err, []*Tensor{t}, "")
+	}
 	if t.st.res == device.Host {
 		return t.st.host, t.offset
 	}

@@ -99,6 +99,9 @@ type bench struct {
 	// before the timing, as PyTorch's script keeps it) or "each-step" (copied from
 	// host memory every step, as a data loader's batches are).
 	upload string
+	// graph captures one train step as a CUDA graph after the warm-up and times its
+	// replays instead of eager steps.
+	graph bool
 	// profile, when set, is a folder where each train case writes the profile of a
 	// few steps after its timing: a table per op and a Perfetto trace.
 	profile string
@@ -123,6 +126,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cases := fs.String("cases", "cpu", "train: comma-separated cases or sets (cpu, gpu; "+caseNames()+")")
 	steps := fs.Int64("steps", 0, "train: time exactly this many steps of each case instead of -time (0: -time)")
 	upload := fs.String("upload", "resident", "train: the batch on the device before the timing (resident), or copied from host memory every step (each-step)")
+	graph := fs.Bool("graph", false, "train: capture one step as a CUDA graph after the warm-up and time its replays (a GPU; the cases with SGD and no autocast: a step of Adam or of a GradScaler depends on numbers on the host); the case's name gets -graph")
 	profile := fs.String("profile", "", "train: a folder for each case's profile of 3 steps after its timing (CASE.txt, the per-op table with device times on a GPU; CASE.json, a Perfetto trace)")
 	jsonPath := fs.String("json", "", "also write the results as a JSON array to this file")
 	jsonlPath := fs.String("jsonl", "", "also write the results as JSON lines, one per figure, to this file")
@@ -130,7 +134,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	opSize := fs.Int("opsize", 1<<26, "ops: elements of the ops over a large tensor (the reductions, add, cast, relu), a multiple of 65536")
 	tracePath := fs.String("trace", "", "write an execution trace of the whole run to this file (go tool trace reads it: where goroutines waited, how busy each thread was)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sublet-bench [-device LIST] [-run LIST] [-time D] [-compute D] [-cases LIST] [-steps N] [-json FILE] [-jsonl FILE] [-opsize N] [-cpuprofile FILE] [-trace FILE]")
+		fmt.Fprintln(stderr, "usage: sublet-bench [-device LIST] [-run LIST] [-time D] [-compute D] [-cases LIST] [-steps N] [-upload resident|each-step] [-graph] [-profile DIR] [-json FILE] [-jsonl FILE] [-opsize N] [-cpuprofile FILE] [-trace FILE]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -182,7 +186,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			f.Close()
 		}()
 	}
-	b := &bench{per: *per, compute: *compute, train: train, steps: *steps, upload: *upload, profile: *profile, opSize: *opSize, out: stdout}
+	b := &bench{per: *per, compute: *compute, train: train, steps: *steps, upload: *upload, graph: *graph, profile: *profile, opSize: *opSize, out: stdout}
 	fmt.Fprintf(stdout, "# sublet-bench %s GOMAXPROCS=%d %s/%s %s, %s per figure, emptycache compute %s per step\n",
 		time.Now().UTC().Format(time.RFC3339), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version(), *per, *compute)
 	failed := false

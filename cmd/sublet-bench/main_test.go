@@ -230,6 +230,14 @@ func TestTrainUploadAndProfile(t *testing.T) {
 	assert.Contains(t, errs, `-upload "sometimes": want resident or each-step`)
 }
 
+// TestTrainGraphNeedsAGPU: -graph on a device that cannot record graphs fails the
+// case, naming why; on a GPU (scripts/gpu/suite.sh's gpubench step) it times replays.
+func TestTrainGraphNeedsAGPU(t *testing.T) {
+	code, _, errs := runBench("-device", "sim-backed", "-run", "train", "-cases", "tiny-sgd", "-steps", "2", "-graph")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "tiny-sgd: -graph: tensor: CaptureGraph: sim cannot record graphs (CUDA devices can)")
+}
+
 func TestOps(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ops.jsonl")
 	code, out, errs := runBench("-device", "cpu", "-run", "ops", "-opsize", "65536", "-time", "1ms", "-jsonl", path)

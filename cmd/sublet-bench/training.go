@@ -155,6 +155,26 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 			return r, err
 		}
 	}
+	// Each step's upload: from pinned memory where the device has it (as a data
+	// loader's pinned batches, and PyTorch's script with non_blocking copies), else from
+	// the Go slices.
+	batch, err := newHostBatch(dev, x, labels)
+	if err != nil {
+		return r, err
+	}
+	defer func() { err = errors.Join(err, batch.close()) }()
+	upload := func(s *tensor.Scope) (xt, lt *tensor.Tensor) {
+		if batch.x == nil {
+			return tensor.FromSlice(s, dev, dtype.F32, x, c.batch, c.widths[0]), tensor.FromSlice(s, dev, dtype.I64, labels)
+		}
+		return tensor.FromBytes(s, dev, dtype.F32, batch.x, c.batch, c.widths[0]), tensor.FromBytes(s, dev, dtype.I64, batch.labels, c.batch)
+	}
+	forward := func(x *tensor.Tensor) *tensor.Tensor {
+		if c.segments > 0 {
+			return checkpoint.Sequential(layers, c.segments, x)
+		}
+		return model.Forward(x)
+	}
 	// step runs one training step; hook, when not nil, profiles its ops and phases.
 	step := func(hook *profiler.Profiler) error {
 		opts := []tensor.Option{tensor.WithGenerator(gen)}
@@ -174,7 +194,7 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 		err := tensor.Try(func() {
 			xt, lt := xr, lr
 			if xt == nil {
-				xt, lt = tensor.FromSlice(s, dev, dtype.F32, x, c.batch, c.widths[0]), tensor.FromSlice(s, dev, dtype.I64, labels)
+				xt, lt = upload(s)
 			}
 			fs := s
 			if c.autocast != dtype.Invalid {
@@ -184,13 +204,7 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 				xt = fs.Bind(xt)
 			}
 			end := region("forward")
-			var out *tensor.Tensor
-			if c.segments > 0 {
-				out = checkpoint.Sequential(layers, c.segments, xt)
-			} else {
-				out = model.Forward(xt)
-			}
-			loss := nn.CrossEntropyLoss{}.Loss(out, fs.Bind(lt))
+			loss := nn.CrossEntropyLoss{}.Loss(forward(xt), fs.Bind(lt))
 			if fs != s {
 				loss = fs.Keep(loss)
 				fs.Close()
@@ -225,6 +239,15 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 			return r, err
 		}
 	}
+	name := c.name
+	if b.graph {
+		g, replay, err := captureStep(dev, c, forward, opt, data, xr, lr, batch)
+		if err != nil {
+			return r, fmt.Errorf("-graph: %w", err)
+		}
+		defer func() { err = errors.Join(err, g.Release()) }()
+		step, name = replay, c.name+"-graph"
+	}
 	a.ResetPeakStats()
 	cpu0, cpuOK := processCPU()
 	start := time.Now()
@@ -247,14 +270,14 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 		note += "; gemm " + g
 	}
 	note += "; batch " + b.upload
-	if b.profile != "" {
+	if b.profile != "" && !b.graph {
 		kernels, err := profileSteps(b.profile, c.name, a, dev, step)
 		if err != nil {
 			return r, err
 		}
 		note += fmt.Sprintf("; %d kernels per step", kernels)
 	}
-	return Result{Experiment: "train", Device: dev.Name(), Case: c.name, Value: float64(n) / el.Seconds(), Unit: "steps/s", N: n, Note: note}, nil
+	return Result{Experiment: "train", Device: dev.Name(), Case: name, Value: float64(n) / el.Seconds(), Unit: "steps/s", N: n, Note: note}, nil
 }
 
 // profileSteps profiles profiledSteps steps (ops, the forward, backward and optimizer

@@ -100,12 +100,14 @@ type Device struct {
 	// Guarded by hmu: the live streams (besides the default one) and events.
 	streams map[device.Stream]struct{}
 	events  map[device.Event]struct{}
+	graphs  map[device.Graph]struct{}
 }
 
 var (
 	_ device.Device        = (*Device)(nil)
 	_ device.VirtualMemory = (*Device)(nil)
 	_ device.PinnedHost    = (*Device)(nil)
+	_ device.GraphCapturer = (*Device)(nil)
 )
 
 // Open makes GPU ordinal usable: it loads the driver on first use and retains the GPU's
@@ -131,6 +133,7 @@ func Open(ordinal int) (*Device, error) {
 		registered: make(map[uintptr]int64),
 		streams:    make(map[device.Stream]struct{}),
 		events:     make(map[device.Event]struct{}),
+		graphs:     make(map[device.Graph]struct{}),
 	}
 	d.params.New = newLaunchParams
 	if r := syscallN(drv.cuDeviceGet, uintptr(unsafe.Pointer(&d.dev)), uintptr(ordinal)); r != success {
@@ -201,6 +204,12 @@ func (d *Device) Close() error {
 	}
 	if u := d.usage; u != (Usage{}) {
 		return fmt.Errorf("cuda: %s: Close with memory still live (%+v); free it first", d.name, u)
+	}
+	d.hmu.RLock()
+	graphs := len(d.graphs)
+	d.hmu.RUnlock()
+	if graphs > 0 {
+		return fmt.Errorf("cuda: %s: Close with %d graph(s) still live; destroy them first (DestroyGraph, or Release the tensor.Graph)", d.name, graphs)
 	}
 	d.stage.mu.Lock()
 	err := d.freeStaging()

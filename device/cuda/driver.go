@@ -114,6 +114,12 @@ type driver struct {
 	cuMemMap                      uintptr
 	cuMemUnmap                    uintptr
 	cuMemSetAccess                uintptr
+	cuStreamBeginCapture          uintptr
+	cuStreamEndCapture            uintptr
+	cuGraphInstantiate            uintptr
+	cuGraphLaunch                 uintptr
+	cuGraphExecDestroy            uintptr
+	cuGraphDestroy                uintptr
 }
 
 // driverSymbol names the libcuda export behind one driver field; older is the name
@@ -174,6 +180,12 @@ func (drv *driver) symbols() []driverSymbol {
 		{&drv.cuMemMap, "cuMemMap", ""},
 		{&drv.cuMemUnmap, "cuMemUnmap", ""},
 		{&drv.cuMemSetAccess, "cuMemSetAccess", ""},
+		{&drv.cuStreamBeginCapture, "cuStreamBeginCapture_v2", ""},
+		{&drv.cuStreamEndCapture, "cuStreamEndCapture", ""},
+		{&drv.cuGraphInstantiate, "cuGraphInstantiateWithFlags", ""},
+		{&drv.cuGraphLaunch, "cuGraphLaunch", ""},
+		{&drv.cuGraphExecDestroy, "cuGraphExecDestroy", ""},
+		{&drv.cuGraphDestroy, "cuGraphDestroy", ""},
 	}
 }
 
@@ -208,7 +220,7 @@ func loadDriver() (*driver, bool, error) {
 			fn, err = dl.Symbol(lib, s.older)
 		}
 		if err != nil {
-			return nil, false, fmt.Errorf("cuda: %w: %s has no symbol %s (%v); the driver is older than CUDA 11", ErrNoDriver, libraryName, s.name, err)
+			return nil, false, fmt.Errorf("cuda: %w: %s has no symbol %s (%v); the driver is older than CUDA 11.4", ErrNoDriver, libraryName, s.name, err)
 		}
 		*s.fn = fn
 	}

@@ -36,24 +36,33 @@ type flagError struct {
 // fails, the error is kept for Check and ok is false: the op launches nothing.
 func (b *Backend) flagged() (flag uint64, seq uint32, ok bool) {
 	b.flagMu.Lock()
-	if b.flag == 0 {
-		p, err := b.malloc(flagBytes)
-		if err == nil {
-			var zero [flagBytes]byte
-			if err = b.copyToDevice(p, zero[:], 0); err != nil {
-				err = errors.Join(err, b.free(p))
-			}
-		}
-		if err != nil {
-			b.flagMu.Unlock()
-			b.fault(fmt.Errorf("kernels/cuda: %s: the error flag: %w", b.name(), err))
-			return 0, 0, false
-		}
-		b.flag = p
+	if err := b.makeFlag(); err != nil {
+		b.flagMu.Unlock()
+		b.fault(err)
+		return 0, 0, false
 	}
 	b.seq++
 	b.armed = true
 	return uint64(b.flag), b.seq, true
+}
+
+// makeFlag allocates and zeroes the flag unless it exists; flagMu is held.
+func (b *Backend) makeFlag() error {
+	if b.flag != 0 {
+		return nil
+	}
+	p, err := b.malloc(flagBytes)
+	if err == nil {
+		var zero [flagBytes]byte
+		if err = b.copyToDevice(p, zero[:], 0); err != nil {
+			err = errors.Join(err, b.free(p))
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("kernels/cuda: %s: the error flag: %w", b.name(), err)
+	}
+	b.flag = p
+	return nil
 }
 
 // done ends what flagged began.

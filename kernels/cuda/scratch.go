@@ -72,3 +72,32 @@ func (sc *scratch) unlock() {
 		sc.mu.Unlock()
 	}
 }
+
+// PrepareStream takes now what the kernels would otherwise take on their first use on
+// stream s: its scratch, a cuBLAS handle set to s with s's workspace (when cuBLAS is
+// there), the error flag. A graph capture of s calls it first (tensor.CaptureGraph):
+// inside a capture nothing may wait for the device, and a graph's kernels address
+// these blocks, which must not come from the capture's private pool.
+func (b *Backend) PrepareStream(s device.Stream) error {
+	sc, ok := b.useScratch(s)
+	if !ok {
+		return b.Check()
+	}
+	sc.mu.Unlock()
+	b.flagMu.Lock()
+	err := b.makeFlag()
+	b.flagMu.Unlock()
+	if err != nil {
+		return err
+	}
+	l, err := b.blasLib()
+	if err != nil {
+		return nil // no cuBLAS: the products fall back to this package's kernels
+	}
+	h, err := b.blas.acquire(l, s)
+	if err != nil {
+		return err
+	}
+	b.blas.put(h)
+	return nil
+}

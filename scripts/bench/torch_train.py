@@ -3,6 +3,7 @@
 
     python3 scripts/bench/torch_train.py [--device cpu|cuda] [--cases cpu|gpu|NAME,...]
                                          [--threads N] [--time SECONDS] [--steps N] [--jsonl FILE]
+                                         [--upload resident|each-step] [--graph] [--profile DIR]
 
 Each case trains an MLP (Linear layers with ReLU between, cross entropy over the last
 width) on one random batch: 3 warm-up steps, then steps for --time seconds (at least 3),
@@ -31,6 +32,9 @@ def parse_args():
     ap.add_argument("--upload", default="resident", choices=["resident", "each-step"],
                     help="the batch on the device once (resident), or copied every step from pinned host "
                          "memory with non_blocking=True, as a DataLoader with pin_memory does (each-step)")
+    ap.add_argument("--graph", action="store_true",
+                    help="capture one step as a CUDA graph after the warm-up (torch.cuda.graph, on a side stream "
+                         "as PyTorch's docs do it) and time its replays; the case's name gets -graph")
     ap.add_argument("--profile", help="a folder for each case's torch.profiler table of 3 steps after the timing "
                                        "(CASE.torch.txt, sorted by self CUDA time on cuda)")
     return ap.parse_args()
@@ -94,7 +98,32 @@ def sequential_checkpointed(model, segments, x):
     return run_range(end, len(fns))(x)
 
 
-def run(name, dev, per, steps, upload, profile, widths, batch, opt, segments=0, amp=None):
+def capture(step_body, o, x, y, hx, hy):
+    """Captures one training step as a CUDA graph after warming it up on a side stream
+    (PyTorch's whole-network capture recipe) and returns a step that replays it and reads
+    the loss; with pinned hx, hy the batch is copied into the static inputs first."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            o.zero_grad(set_to_none=True)
+            step_body(x, y)
+    torch.cuda.current_stream().wait_stream(side)
+    o.zero_grad(set_to_none=True)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        loss = step_body(x, y)
+
+    def replay():
+        if hx is not None:
+            x.copy_(hx, non_blocking=True)
+            y.copy_(hy, non_blocking=True)
+        g.replay()
+        loss.item()
+    return replay
+
+
+def run(name, dev, per, steps, upload, profile, widths, batch, opt, segments=0, amp=None, graph=False):
     torch.manual_seed(0)
     model = mlp(widths, dev)
     params = sum(p.numel() for p in model.parameters())
@@ -135,6 +164,18 @@ def run(name, dev, per, steps, upload, profile, widths, batch, opt, segments=0, 
 
     for _ in range(3):
         step()
+    if graph:
+        if dev != "cuda" or amp is not None:
+            sys.exit("%s: --graph needs cuda and a case without autocast" % name)
+
+        def step_body(x, y):
+            out = checkpoint_sequential(model, segments, x, use_reentrant=False) if segments else model(x)
+            loss = lossf(out, y)
+            loss.backward()
+            o.step()
+            return loss
+        step = capture(step_body, o, x, y, hx if pinned else None, hy if pinned else None)
+        name += "-graph"
     if dev == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -173,7 +214,7 @@ def main():
     for n in names:
         if n not in CASES:
             sys.exit("unknown case %r (cases: %s; sets: cpu, gpu)" % (n, ", ".join(CASES)))
-        r = run(n, a.device, a.time, a.steps, a.upload, a.profile, **CASES[n])
+        r = run(n, a.device, a.time, a.steps, a.upload, a.profile, graph=a.graph, **CASES[n])
         line = json.dumps(r)
         print(line, flush=True)
         if out:

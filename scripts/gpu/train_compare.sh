@@ -15,7 +15,11 @@
 # table.md (steps/s of both sides and their ratio, per case and mode), profile/.
 # Also a CPU profile of sublet's host side on the smallest case (PPROF_CASE, tiny-adam;
 # empty for none), $OUT/train/host.pprof, for `go tool pprof .gpu/bin/sublet-bench`.
-# Environment: CASES (gpu: the set), TIME, UPLOADS ("resident each-step").
+# Each mode also times GRAPH_CASES (tiny-sgd,deep4096-sgd; empty for none) with one step
+# captured as a CUDA graph and replayed (sublet-bench -graph, torch_train.py --graph):
+# the cases named NAME-graph.
+# Environment: CASES (gpu: the set), TIME, UPLOADS ("resident each-step"),
+# GRAPH_CASES.
 set -uo pipefail
 ROOT=$PWD
 OUT=${OUT:-.gpu/out}
@@ -23,6 +27,7 @@ CASES=${CASES:-gpu}
 TIME=${TIME:-2}
 UPLOADS=${UPLOADS:-"resident each-step"}
 PPROF_CASE=${PPROF_CASE-tiny-adam}
+GRAPH_CASES=${GRAPH_CASES-tiny-sgd,deep4096-sgd}
 PY=${PYTHON:-python3}
 if [[ -f .gpu/bin.tar.xz && ! -x .gpu/bin/sublet-bench ]]; then
 	tar -C .gpu -xJf .gpu/bin.tar.xz
@@ -41,6 +46,12 @@ for upload in $UPLOADS; do
 		-jsonl "$dir/sublet-$upload.jsonl" 2>&1 | tee "$dir/sublet-$upload.txt"
 	PYTHONUNBUFFERED=1 "$PY" scripts/bench/torch_train.py --device cuda --cases "$CASES" --time "$TIME" --upload "$upload" \
 		"${tprof[@]}" --jsonl "$dir/torch-$upload.jsonl" 2>&1 | tee "$dir/torch-$upload.txt"
+	if [[ -n $GRAPH_CASES ]]; then
+		.gpu/bin/sublet-bench -device cuda:0 -run train -cases "$GRAPH_CASES" -time "${TIME}s" -upload "$upload" -graph \
+			-jsonl "$dir/sublet-$upload-graph.jsonl" 2>&1 | tee "$dir/sublet-$upload-graph.txt"
+		PYTHONUNBUFFERED=1 "$PY" scripts/bench/torch_train.py --device cuda --cases "$GRAPH_CASES" --time "$TIME" --upload "$upload" \
+			--graph --jsonl "$dir/torch-$upload-graph.jsonl" 2>&1 | tee "$dir/torch-$upload-graph.txt"
+	fi
 done
 if [[ -n $PPROF_CASE ]]; then
 	.gpu/bin/sublet-bench -device cuda:0 -run train -cases "$PPROF_CASE" -time 3s -cpuprofile "$dir/host.pprof" >"$dir/host.txt" 2>&1
@@ -50,10 +61,11 @@ import json, os, sys
 d, uploads = sys.argv[1], sys.argv[2:]
 def load(p):
     out = {}
-    if os.path.exists(p):
-        for line in open(p):
-            r = json.loads(line)
-            out[r["case"]] = r["value"]
+    for q in (p, p.replace(".jsonl", "-graph.jsonl")):
+        if os.path.exists(q):
+            for line in open(q):
+                r = json.loads(line)
+                out[r["case"]] = r["value"]
     return out
 print("| case | batch | PyTorch steps/s | sublet steps/s | sublet / PyTorch |")
 print("|---|---|---|---|---|")
