@@ -64,7 +64,7 @@ type segment struct {
 	index int
 	// expandable marks a reserved range that is mapped page by page.
 	expandable bool
-	// page is the unit of mapping of an expandable segment: 2 MiB small, 20 MiB large.
+	// page is the unit of mapping of an expandable segment (Allocator.pageSize).
 	page int64
 	// takes counts the blocks taken from the segment's free blocks (TrimIdle trims no
 	// page of a segment that has been used since it saw the page free).
