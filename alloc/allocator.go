@@ -84,6 +84,9 @@ type Allocator struct {
 	// total is the device's total memory, read at New when expandable segments are on:
 	// it sizes their address reservations.
 	total int64
+	// smallPage is the planned policy's page of the small pool (plannedSmallPage), set
+	// when expandable segments are on.
+	smallPage int64
 
 	// plan is the planned policy's state, nil under PyTorch's policy (policy.go); set
 	// by New.
@@ -165,6 +168,7 @@ func New(dev device.Device, cfg Config) (*Allocator, error) {
 				return nil, fmt.Errorf("alloc.New on %s: reading total memory for expandable segments: %w", dev.Name(), err)
 			}
 			a.vm, a.expandable, a.total = vm, true, total
+			a.smallPage = plannedSmallPage(vm.Granularity())
 		} else {
 			a.cfg.ExpandableSegments = false
 		}

@@ -1,6 +1,11 @@
 package alloc
 
-import "github.com/subletml/sublet/device"
+import (
+	"slices"
+	"sort"
+
+	"github.com/subletml/sublet/device"
+)
 
 // block is a piece of a segment: allocated, free (cached), awaiting stream events, or
 // (expandable segments only) unmapped address space. All fields are guarded by
@@ -64,11 +69,69 @@ type segment struct {
 	index int
 	// expandable marks a reserved range that is mapped page by page.
 	expandable bool
-	// page is the unit of mapping of an expandable segment: 2 MiB small, 20 MiB large.
+	// page is the unit of mapping of an expandable segment (Allocator.pageSize).
 	page int64
 	// takes counts the blocks taken from the segment's free blocks (TrimIdle trims no
 	// page of a segment that has been used since it saw the page free).
 	takes uint64
+	// extents are the ranges of the Map calls of an expandable segment that are mapped,
+	// as offsets from base, sorted; they tile its mapped space. A range is unmapped
+	// whole, by one Unmap (the device's rule). Under PyTorch's policy each is a page.
+	extents []extent
+}
+
+// extent is one Map call's range [lo, hi) of an expandable segment, offsets from its
+// base.
+type extent struct{ lo, hi device.Ptr }
+
+// extentAt returns the index of the first extent that ends after off.
+func (seg *segment) extentAt(off device.Ptr) int {
+	return sort.Search(len(seg.extents), func(i int) bool { return seg.extents[i].hi > off })
+}
+
+// addExtent records that [lo, hi) was mapped by one call.
+func (seg *segment) addExtent(lo, hi device.Ptr) {
+	i := seg.extentAt(lo)
+	seg.extents = slices.Insert(seg.extents, i, extent{lo, hi})
+}
+
+// removeExtent forgets the extent that starts at lo, just unmapped.
+func (seg *segment) removeExtent(lo device.Ptr) {
+	i := seg.extentAt(lo)
+	if i == len(seg.extents) || seg.extents[i].lo != lo {
+		panic("alloc: internal error: unmapping a range that no Map call mapped")
+	}
+	seg.extents = slices.Delete(seg.extents, i, i+1)
+}
+
+// extentEnd returns the end of the extent that starts at lo.
+func (seg *segment) extentEnd(lo device.Ptr) device.Ptr { return seg.extents[seg.extentAt(lo)].hi }
+
+// extentStart returns the start of the extent that holds off.
+func (seg *segment) extentStart(off device.Ptr) device.Ptr { return seg.extents[seg.extentAt(off)].lo }
+
+// extentsWithin returns the first and past the last offset of the contiguous extents
+// that lie wholly inside [lo, hi), from the first that starts at lo or above; lo == hi
+// when there is none.
+func (seg *segment) extentsWithin(lo, hi device.Ptr) (device.Ptr, device.Ptr) {
+	i := seg.extentAt(lo)
+	for i < len(seg.extents) && seg.extents[i].lo < lo {
+		i++
+	}
+	first, end := device.Ptr(0), device.Ptr(0)
+	for ; i < len(seg.extents) && seg.extents[i].hi <= hi; i++ {
+		e := seg.extents[i]
+		if end == 0 {
+			first = e.lo
+		} else if e.lo != end {
+			break
+		}
+		end = e.hi
+	}
+	if end == 0 {
+		return lo, lo
+	}
+	return first, end
 }
 
 // streamState holds the pools of one stream: PyTorch keys its free sets by stream

@@ -33,5 +33,16 @@ func (l Lifetime) String() string {
 	return fmt.Sprintf("alloc.Lifetime(%d)", uint8(l))
 }
 
+// ParseLifetime returns the lifetime String names ("parameter", ...), and whether the
+// name is one.
+func ParseLifetime(s string) (Lifetime, bool) {
+	for i, n := range lifetimeNames {
+		if n == s {
+			return Lifetime(i), true
+		}
+	}
+	return 0, false
+}
+
 // longLived reports whether l outlives training steps.
 func (l Lifetime) longLived() bool { return l == LifetimeParameter || l == LifetimeOptimizerState }

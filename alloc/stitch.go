@@ -93,9 +93,9 @@ func (a *Allocator) reclaimPages(victims []*block, bytes int64) (int64, error) {
 			break
 		}
 		lo, hi := wholePages(b)
-		page := device.Ptr(b.seg.page)
-		if want := device.Ptr((bytes - done + b.seg.page - 1) / b.seg.page); (hi-lo)/page > want {
-			lo = hi - want*page
+		// The top extents that hold the pages still wanted.
+		if want := bytes - done; int64(hi-lo) > want {
+			lo = max(lo, b.seg.extentStart(hi-device.Ptr(want)))
 		}
 		before := a.totalAllocated
 		err := a.unmapPages(b, lo, hi, true)

@@ -7,8 +7,9 @@
 //	err = r.WriteFile("run.jsonl.gz") // then: sublet replay -trace run.jsonl.gz -conf expandable_segments:True
 //
 // Invariants of what a Recorder holds:
-//   - Every Alloc since Start is an alloc event with a new id; its Free is a free event
-//     of that id. An allocation that failed with out of memory is an alloc event whose
+//   - Every Alloc since Start is an alloc event with a new id and the lifetime hint of
+//     its Tag (so that a replay under the planned policy places it as the program's
+//     allocator did); its Free is a free event of that id. An allocation that failed with out of memory is an alloc event whose
 //     id is never freed, so that a replay asks for it too.
 //   - Blocks allocated before Start are not in the trace; their frees are left out.
 //   - Device streams become trace streams numbered in the order first seen, 0 staying
@@ -63,12 +64,11 @@ func (r *Recorder) sink(e alloc.HistoryEvent) {
 		return
 	}
 	switch e.Action {
-	case alloc.ActionAlloc:
-		r.ids[e.Addr] = r.next
-		r.events = append(r.events, replay.Event{Op: replay.OpAlloc, ID: r.next, Size: e.Size, Stream: r.stream(e.Stream)})
-		r.next++
-	case alloc.ActionOOM:
-		r.events = append(r.events, replay.Event{Op: replay.OpAlloc, ID: r.next, Size: e.Size, Stream: r.stream(e.Stream)})
+	case alloc.ActionAlloc, alloc.ActionOOM:
+		if e.Action == alloc.ActionAlloc {
+			r.ids[e.Addr] = r.next
+		}
+		r.events = append(r.events, replay.Event{Op: replay.OpAlloc, ID: r.next, Size: e.Size, Stream: r.stream(e.Stream), Lifetime: e.Tag.Lifetime})
 		r.next++
 	case alloc.ActionFreeRequested:
 		if id, ok := r.ids[e.Addr]; ok {

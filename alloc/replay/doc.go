@@ -14,6 +14,9 @@
 // (bench/torch/torch_replay.py) reads:
 //
 //	{"op":"alloc","id":N,"size":B}     optional "stream":S (a trace-local stream number, 0 = default)
+//	                                   and "lifetime":L (alloc.Lifetime's name: the hint the
+//	                                   planned policy places the block by; torch_replay.py
+//	                                   ignores it, as PyTorch's policy does)
 //	{"op":"free","id":N}
 //	{"op":"empty_cache"}
 //

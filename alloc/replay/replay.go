@@ -172,7 +172,9 @@ func (r *replayer) apply(e Event) error {
 		if err != nil {
 			return err
 		}
-		p, err := r.a.AllocTagged(e.Size, s, Site)
+		tag := Site
+		tag.Lifetime = e.Lifetime
+		p, err := r.a.AllocTagged(e.Size, s, tag)
 		var oom *alloc.OOMError
 		if errors.As(err, &oom) {
 			r.oom = oom

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/subletml/sublet/alloc"
 )
 
 // Op is what an Event does.
@@ -44,6 +46,9 @@ type Event struct {
 	Size int64
 	// Stream is the trace-local stream number of an alloc; 0 is the default stream.
 	Stream int64
+	// Lifetime is the hint an alloc was made with (alloc.Tag.Lifetime), which the
+	// planned policy places it by; LifetimeUnknown when the trace has none.
+	Lifetime alloc.Lifetime
 }
 
 // LineError is a trace that breaks the format or the liveness rules at one line.
@@ -196,7 +201,7 @@ func parseLine(b []byte) (Event, error) {
 	var want []string
 	switch opName {
 	case "alloc":
-		e.Op, want = OpAlloc, []string{"id", "size", "stream"}
+		e.Op, want = OpAlloc, []string{"id", "size", "stream", "lifetime"}
 	case "free":
 		e.Op, want = OpFree, []string{"id"}
 	case "empty_cache":
@@ -213,10 +218,17 @@ func parseLine(b []byte) (Event, error) {
 	for _, k := range want {
 		raw, ok := fields[k]
 		if !ok {
-			if k == "stream" {
+			if k == "stream" || k == "lifetime" {
 				continue
 			}
 			return Event{}, fmt.Errorf("%s event without %q", opName, k)
+		}
+		if k == "lifetime" {
+			var err error
+			if e.Lifetime, err = parseLifetime(raw); err != nil {
+				return Event{}, err
+			}
+			continue
 		}
 		v, err := strconv.ParseInt(string(raw), 10, 64)
 		if err != nil {
@@ -225,6 +237,17 @@ func parseLine(b []byte) (Event, error) {
 		*targets[k] = v
 	}
 	return e, nil
+}
+
+// parseLifetime reads the value of an alloc's "lifetime": one of alloc.Lifetime's names.
+func parseLifetime(raw json.RawMessage) (alloc.Lifetime, error) {
+	var name string
+	if err := json.Unmarshal(raw, &name); err == nil {
+		if l, ok := alloc.ParseLifetime(name); ok {
+			return l, nil
+		}
+	}
+	return 0, fmt.Errorf(`"lifetime" must be "unknown", "parameter", "optimizer_state", "activation" or "temporary", got %s`, raw)
 }
 
 // AppendLine appends e as one canonical JSON line (with its newline) to b.
@@ -241,6 +264,11 @@ func AppendLine(b []byte, e Event) []byte {
 		if e.Stream != 0 {
 			b = append(b, `,"stream":`...)
 			b = strconv.AppendInt(b, e.Stream, 10)
+		}
+		if e.Lifetime != alloc.LifetimeUnknown {
+			b = append(b, `,"lifetime":"`...)
+			b = append(b, e.Lifetime.String()...)
+			b = append(b, '"')
 		}
 	case OpFree:
 		b = append(b, `,"id":`...)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/subletml/sublet/alloc"
 )
 
 func TestReadParsesEveryOp(t *testing.T) {
@@ -19,6 +21,8 @@ func TestReadParsesEveryOp(t *testing.T) {
 {"op":"free","id":1}
 {"op":"empty_cache"}
 {"size":7,"op":"alloc","id":1}
+{"op":"alloc","id":3,"size":64,"lifetime":"parameter"}
+{"op":"alloc","id":4,"size":64,"stream":1,"lifetime":"unknown"}
 `
 	events, err := Read(strings.NewReader(in))
 	require.NoError(t, err)
@@ -28,6 +32,8 @@ func TestReadParsesEveryOp(t *testing.T) {
 		{Op: OpFree, ID: 1},
 		{Op: OpEmptyCache},
 		{Op: OpAlloc, ID: 1, Size: 7},
+		{Op: OpAlloc, ID: 3, Size: 64, Lifetime: alloc.LifetimeParameter},
+		{Op: OpAlloc, ID: 4, Size: 64, Stream: 1},
 	}, events)
 }
 
@@ -60,6 +66,9 @@ func TestReadNamesTheBadLine(t *testing.T) {
 		"alloc of live id":    {`{"op":"alloc","id":1,"size":512}`, "id 1, which is still live"},
 		"free never alloc'd":  {`{"op":"free","id":9}`, "id 9, which was never allocated"},
 		"trailing garbage":    {`{"op":"free","id":1} x`, "not a JSON object"},
+		"unknown lifetime":    {`{"op":"alloc","id":3,"size":1,"lifetime":"weights"}`, `"lifetime" must be "unknown", "parameter"`},
+		"lifetime as number":  {`{"op":"alloc","id":3,"size":1,"lifetime":1}`, `"lifetime" must be`},
+		"lifetime on free":    {`{"op":"free","id":1,"lifetime":"temporary"}`, `unexpected field "lifetime"`},
 		"overflowing integer": {`{"op":"alloc","id":3,"size":99999999999999999999}`, `"size" must be an integer`},
 	}
 	for name, c := range cases {
@@ -113,6 +122,7 @@ func TestWriteReadRoundTripPlainAndGzip(t *testing.T) {
 		{Op: OpFree, ID: 1},
 		{Op: OpFree, ID: 0},
 		{Op: OpAlloc, ID: 0, Size: 513},
+		{Op: OpAlloc, ID: 2, Size: 64, Stream: 1, Lifetime: alloc.LifetimeOptimizerState},
 	}
 	var buf bytes.Buffer
 	require.NoError(t, Write(&buf, events))
@@ -122,6 +132,7 @@ func TestWriteReadRoundTripPlainAndGzip(t *testing.T) {
 {"op":"free","id":1}
 {"op":"free","id":0}
 {"op":"alloc","id":0,"size":513}
+{"op":"alloc","id":2,"size":64,"stream":1,"lifetime":"optimizer_state"}
 `, buf.String())
 
 	for _, name := range []string{"t.jsonl", "t.jsonl.gz"} {
