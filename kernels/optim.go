@@ -22,14 +22,14 @@ type Adam struct {
 	Decoupled bool
 }
 
-// CheckLists panics, naming op, unless each of lens is n: the lists of a multi-tensor
-// call (SGDMulti, AdamMulti), which names calls them in order, hold one entry per
-// tensor.
+// CheckLists panics, naming op (with its backend: "kernels/cpu: sgd_multi"), unless
+// each of lens is n: the lists of a multi-tensor call (SGDMulti, AdamMulti), which
+// names calls them in order, hold one entry per tensor.
 func CheckLists(op, names string, n int, lens ...int) {
 	for _, l := range lens {
 		if l != n {
 			have := append([]int(nil), lens...) // a copy: lens stays on the caller's stack
-			panic(fmt.Sprintf("kernels: %s: lists (%s) of %v entries for %d parameters; pass one entry per tensor in each", op, names, have, n))
+			panic(fmt.Sprintf("%s: lists (%s) of %v entries for %d parameters; pass one entry per tensor in each", op, names, have, n))
 		}
 	}
 }

@@ -12,9 +12,9 @@ import (
 
 func (*Backend) SGDMulti(c kernels.SGD, p, g, buf []kernels.Operand, first []bool) {
 	const op = "sgd_multi"
-	kernels.CheckLists(op, "g, first", len(p), len(g), len(first))
+	kernels.CheckLists("kernels/cpu: "+op, "g, first", len(p), len(g), len(first))
 	if c.Momentum != 0 {
-		kernels.CheckLists(op, "buf", len(p), len(buf))
+		kernels.CheckLists("kernels/cpu: "+op, "buf", len(p), len(buf))
 	}
 	sgdMulti[float32](c, p, g, buf, first)
 	sgdMulti[float64](c, p, g, buf, first)
@@ -55,7 +55,7 @@ func sgdMulti[T float](c kernels.SGD, p, g, buf []kernels.Operand, first []bool)
 
 func (*Backend) AdamMulti(c kernels.Adam, steps []int, p, g, m, v []kernels.Operand) {
 	const op = "adam_multi"
-	kernels.CheckLists(op, "steps, g, m, v", len(p), len(steps), len(g), len(m), len(v))
+	kernels.CheckLists("kernels/cpu: "+op, "steps, g, m, v", len(p), len(steps), len(g), len(m), len(v))
 	adamMulti[float32](c, steps, p, g, m, v)
 	adamMulti[float64](c, steps, p, g, m, v)
 }
