@@ -14,9 +14,19 @@ import (
 func SGDStep[T float](c kernels.SGD, p, g, buf []T, first bool) {
 	const op = "sgd"
 	checkLen(op, "g", len(g), len(p))
-	k := newSGDConsts[T](c, first)
-	if k.flags&sgdMomentum != 0 {
+	k := sgdConsts[T]{lr: T(c.LR), mom: T(c.Momentum), damp1: 1 - T(c.Dampening), wd: T(c.WeightDecay)}
+	if k.wd != 0 {
+		k.flags |= sgdWD
+	}
+	if k.mom != 0 {
 		checkLen(op, "momentum buffer", len(buf), len(p))
+		k.flags |= sgdMomentum
+		if first {
+			k.flags |= sgdFirst
+		}
+		if c.Nesterov {
+			k.flags |= sgdNesterov
+		}
 	}
 	v := optimVector[T]()
 	parallelFor(len(p), grain, func(lo, hi int) {
@@ -33,24 +43,6 @@ func SGDStep[T float](c kernels.SGD, p, g, buf []T, first bool) {
 type sgdConsts[T float] struct {
 	flags              int // sgdWD | sgdMomentum | sgdFirst | sgdNesterov
 	lr, mom, damp1, wd T   // damp1 is 1 - dampening
-}
-
-// newSGDConsts rounds c to T for a step that is the parameter's first or not.
-func newSGDConsts[T float](c kernels.SGD, first bool) sgdConsts[T] {
-	k := sgdConsts[T]{lr: T(c.LR), mom: T(c.Momentum), damp1: 1 - T(c.Dampening), wd: T(c.WeightDecay)}
-	if k.wd != 0 {
-		k.flags |= sgdWD
-	}
-	if k.mom != 0 {
-		k.flags |= sgdMomentum
-		if first {
-			k.flags |= sgdFirst
-		}
-		if c.Nesterov {
-			k.flags |= sgdNesterov
-		}
-	}
-	return k
 }
 
 const (
@@ -102,7 +94,20 @@ func AdamStep[T float](c kernels.Adam, step int, p, g, m, v []T) {
 	checkLen(op, "g", len(g), len(p))
 	checkLen(op, "m", len(m), len(p))
 	checkLen(op, "v", len(v), len(p))
-	k := newAdamConsts[T](c, step)
+	if step < 1 {
+		panic("kernels/cpu: adam: step numbers start at 1")
+	}
+	bc1 := 1 - math.Pow(c.Beta1, float64(step))
+	bc2 := 1 - math.Pow(c.Beta2, float64(step))
+	k := adamConsts[T]{
+		b1: T(c.Beta1), omb1: T(1 - c.Beta1), b2: T(c.Beta2), omb2: T(1 - c.Beta2),
+		decay: 1, stepSize: T(c.LR / bc1), rbc2: T(1 / math.Sqrt(bc2)), eps: T(c.Eps), wd: T(c.WeightDecay),
+	}
+	if c.Decoupled {
+		k.decay = T(1 - c.LR*c.WeightDecay)
+	} else if k.wd != 0 {
+		k.flags |= adamWD
+	}
 	vec := optimVector[T]()
 	parallelFor(len(p), grain, func(lo, hi int) {
 		k.run(vec, p[lo:hi], g[lo:hi], m[lo:hi], v[lo:hi])
@@ -119,26 +124,6 @@ type adamConsts[T float] struct {
 }
 
 const adamWD = 1 // add wd·p to the gradient (Adam, not AdamW)
-
-// newAdamConsts computes the bias corrections of update number step in float64 and
-// rounds everything to T.
-func newAdamConsts[T float](c kernels.Adam, step int) adamConsts[T] {
-	if step < 1 {
-		panic("kernels/cpu: adam: step numbers start at 1")
-	}
-	bc1 := 1 - math.Pow(c.Beta1, float64(step))
-	bc2 := 1 - math.Pow(c.Beta2, float64(step))
-	k := adamConsts[T]{
-		b1: T(c.Beta1), omb1: T(1 - c.Beta1), b2: T(c.Beta2), omb2: T(1 - c.Beta2),
-		decay: 1, stepSize: T(c.LR / bc1), rbc2: T(1 / math.Sqrt(bc2)), eps: T(c.Eps), wd: T(c.WeightDecay),
-	}
-	if c.Decoupled {
-		k.decay = T(1 - c.LR*c.WeightDecay)
-	} else if k.wd != 0 {
-		k.flags |= adamWD
-	}
-	return k
-}
 
 // run is sgdConsts.run for Adam.
 func (k *adamConsts[T]) run(vec optimVec, p, g, m, v []T) {
