@@ -371,14 +371,15 @@ func (g *GradScaler) LoadState(st ScalerState) error {
 	return nil
 }
 
-// unscaleAll multiplies every gradient by inv in place, one fused unscale and inf check
-// each, and reports whether any held an Inf or a NaN: one flag per device, read once
-// after all of its gradients (which waits for the device). A device that keeps no data
-// finds none.
+// unscaleAll multiplies every gradient by inv in place, in one fused unscale and inf
+// check per device (one launch per table of gradients on a GPU), and reports whether
+// any held an Inf or a NaN: one flag per device, read once after all of its gradients
+// (which waits for the device). A device that keeps no data finds none.
 func unscaleAll(grads []*tensor.Tensor, inv float64) (found bool, err error) {
 	s := tensor.NewScope(tensor.NoGrad())
 	defer s.Close()
 	flags := map[device.Device]*tensor.Tensor{}
+	lists := map[device.Device][]*tensor.Tensor{}
 	var order []*tensor.Tensor
 	err = tensor.Try(func() {
 		for _, gr := range grads {
@@ -388,7 +389,10 @@ func unscaleAll(grads []*tensor.Tensor, inv float64) (found bool, err error) {
 				flags[gr.Device()] = f
 				order = append(order, f)
 			}
-			tensor.Unscale(gr, inv, f)
+			lists[gr.Device()] = append(lists[gr.Device()], gr)
+		}
+		for _, f := range order {
+			tensor.UnscaleMulti(lists[f.Device()], inv, f)
 		}
 		for _, f := range order {
 			if f.Storage().Residency() != device.Meta && f.Item() != 0 {

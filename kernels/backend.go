@@ -114,6 +114,23 @@ type Backend interface {
 	// 1 when g holds an Inf or a NaN (it is left as it was otherwise): PyTorch's
 	// _amp_foreach_non_finite_check_and_unscale_.
 	Unscale(g Operand, inv float64, found Operand)
+	// SGDMulti, AdamMulti and UnscaleMulti are SGD, Adam and Unscale over a list of
+	// tensors at once (PyTorch's foreach and fused optimizers, its multi-tensor unscale):
+	// element i of each slice is one call of the single-tensor method, and every
+	// element gets the bits that call gives it, whatever the list holds besides. A GPU
+	// backend updates the whole list in one launch per compute type where it can
+	// (contiguous tensors on one stream) and falls back to the single-tensor kernels
+	// for the rest. The slices have one length; each call's operands follow the
+	// single-tensor method's contract.
+	//
+	// SGDMulti runs SGD(c, p[i], g[i], buf[i], first[i]); buf is nil or all absent
+	// without momentum.
+	SGDMulti(c SGD, p, g, buf []Operand, first []bool)
+	// AdamMulti runs Adam(c, steps[i], p[i], g[i], m[i], v[i]).
+	AdamMulti(c Adam, steps []int, p, g, m, v []Operand)
+	// UnscaleMulti runs Unscale(g[i], inv, found) for every i: found is set to 1 when
+	// any gradient held an Inf or a NaN.
+	UnscaleMulti(g []Operand, inv float64, found Operand)
 	// NonFinite reports whether x holds an Inf or a NaN; it synchronises.
 	NonFinite(x Operand) bool
 

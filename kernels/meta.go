@@ -45,6 +45,11 @@ func (meta) Adam(Adam, int, Operand, Operand, Operand, Operand)      {}
 func (meta) Unscale(Operand, float64, Operand)                       {}
 func (meta) NonFinite(Operand) bool                                  { return false }
 
+// The multi-tensor steps.
+func (meta) SGDMulti(SGD, []Operand, []Operand, []Operand, []bool)             {}
+func (meta) AdamMulti(Adam, []int, []Operand, []Operand, []Operand, []Operand) {}
+func (meta) UnscaleMulti([]Operand, float64, Operand)                          {}
+
 // The losses of binary classification.
 func (meta) BinaryCrossEntropy(Operand, Operand, Operand) error                 { return nil }
 func (meta) BinaryCrossEntropyBackward(Arg, Operand, Operand, Operand, Operand) {}

@@ -1,5 +1,7 @@
 package kernels
 
+import "fmt"
+
 // SGD holds the hyper-parameters of stochastic gradient descent as PyTorch's
 // torch.optim.SGD defines them. They are float64 like PyTorch's Python floats; a step
 // rounds them to the type it computes in (float32 for F32 parameters, float64 for F64).
@@ -18,4 +20,16 @@ type Adam struct {
 	// Decoupled applies weight decay to the parameters directly (AdamW) instead of
 	// adding it to the gradient (Adam).
 	Decoupled bool
+}
+
+// CheckLists panics, naming op (with its backend: "kernels/cpu: sgd_multi"), unless
+// each of lens is n: the lists of a multi-tensor call (SGDMulti, AdamMulti), which
+// names calls them in order, hold one entry per tensor.
+func CheckLists(op, names string, n int, lens ...int) {
+	for _, l := range lens {
+		if l != n {
+			have := append([]int(nil), lens...) // a copy: lens stays on the caller's stack
+			panic(fmt.Sprintf("%s: lists (%s) of %v entries for %d parameters; pass one entry per tensor in each", op, names, have, n))
+		}
+	}
 }

@@ -177,8 +177,20 @@ func (o *Adam) Step() {
 	for i, c := range o.groups {
 		ks[i] = kernels.Adam{LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay, Decoupled: o.decoupled}
 	}
+	// One multi-tensor step per group: a launch per group on a GPU.
+	type list struct {
+		steps      []int
+		p, g, m, v []*tensor.Tensor
+	}
+	lists := make([]list, len(ks))
 	o.each(func(int) int { return 2 }, func(i, g int, p, grad *tensor.Tensor, st []*tensor.Tensor, _ bool) {
 		o.steps[i]++
-		tensor.StepAdam(ks[g], o.steps[i], p, grad, st[0], st[1])
+		l := &lists[g]
+		l.steps, l.p, l.g, l.m, l.v = append(l.steps, o.steps[i]), append(l.p, p), append(l.g, grad), append(l.m, st[0]), append(l.v, st[1])
 	})
+	for g, l := range lists {
+		if len(l.p) > 0 {
+			tensor.StepAdamMulti(ks[g], l.steps, l.p, l.g, l.m, l.v)
+		}
+	}
 }

@@ -53,3 +53,44 @@ func BenchmarkAdamWStep4M(b *testing.B) {
 		return optim.NewAdamW(ps, optim.DefaultAdamW())
 	})
 }
+
+// benchManyStep times Step over count parameters of n floats each on the CPU (a model
+// of many small layers: the per-parameter cost of a step shows). Bytes are the
+// parameters'.
+func benchManyStep(b *testing.B, count, n int, newOpt func([]*tensor.Tensor) (optim.Optimizer, error)) {
+	d := tensortest.CPU(b)
+	s := tensor.NewScope()
+	ps := make([]*tensor.Tensor, count)
+	for i := range ps {
+		ps[i] = s.Ones(d, dtype.F32, n).AsParameter()
+		ps[i].Mul(s.Full(d, dtype.F32, 1e-3, n)).Sum().Backward()
+	}
+	s.Close()
+	o, err := newOpt(ps)
+	if err != nil {
+		b.Fatal(err)
+	}
+	o.Step()
+	b.SetBytes(int64(count*n) * 4)
+	for b.Loop() {
+		o.Step()
+	}
+	b.StopTimer()
+	o.Release()
+	for _, p := range ps {
+		p.Release()
+	}
+	tensortest.RequireEmpty(b, d)
+}
+
+func BenchmarkSGDMomentumStep200x1000(b *testing.B) {
+	benchManyStep(b, 200, 1000, func(ps []*tensor.Tensor) (optim.Optimizer, error) {
+		return optim.NewSGD(ps, optim.SGDConfig{LR: 0.01, Momentum: 0.9})
+	})
+}
+
+func BenchmarkAdamStep200x1000(b *testing.B) {
+	benchManyStep(b, 200, 1000, func(ps []*tensor.Tensor) (optim.Optimizer, error) {
+		return optim.NewAdam(ps, optim.DefaultAdam())
+	})
+}

@@ -131,11 +131,22 @@ func (o *SGD) Step() {
 		}
 		return 0
 	}
+	// One multi-tensor step per group: a launch per group on a GPU.
+	type list struct {
+		p, g, buf []*tensor.Tensor
+		first     []bool
+	}
+	lists := make([]list, len(ks))
 	o.each(buffers, func(_, g int, p, grad *tensor.Tensor, st []*tensor.Tensor, first bool) {
-		var buf *tensor.Tensor
+		l := &lists[g]
+		l.p, l.g, l.first = append(l.p, p), append(l.g, grad), append(l.first, first)
 		if st != nil {
-			buf = st[0]
+			l.buf = append(l.buf, st[0])
 		}
-		tensor.StepSGD(ks[g], p, grad, buf, first)
 	})
+	for g, l := range lists {
+		if len(l.p) > 0 {
+			tensor.StepSGDMulti(ks[g], l.p, l.g, l.buf, l.first)
+		}
+	}
 }

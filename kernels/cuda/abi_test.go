@@ -113,6 +113,7 @@ func exercise(b *Backend) {
 		b.Matmul(o.dense(dtype.F32, 4, 4), x, tr)
 		b.Matmul(o.dense(dt, 2, 3, 4, 4), o.dense(dtype.F32, 2, 3, 4, 5), tr) // mixed types: the fallback
 		b.Unscale(x, 0.5, o.dense(dtype.F32))
+		b.UnscaleMulti([]kernels.Operand{x, tr, o.dense(dt, 3000)}, 0.5, o.dense(dtype.F32))
 		b.NonFinite(x)
 		b.MSE(o.dense(dt), o.dense(dtype.F32, 20), o.dense(dtype.F32, 20))
 		b.MSEBackward(o.dense(dtype.F32, 20), kernels.Operand{}, o.dense(dtype.F32, 20), o.dense(dtype.F32, 20), o.dense(dt))
@@ -166,6 +167,9 @@ func exercise(b *Backend) {
 		b.SGD(kernels.SGD{LR: 0.1, Momentum: 0.9, Nesterov: true}, p, p, p, false)
 		b.Adam(kernels.Adam{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}, 3, p, p, p, p)
 		b.Adam(kernels.Adam{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Decoupled: true}, 1, p, p, p, p)
+		ps := []kernels.Operand{p, o.dense(ft, 5000), o.dense(ft, 0)}
+		b.SGDMulti(kernels.SGD{LR: 0.1, Momentum: 0.9}, ps, ps, ps, []bool{true, false, true})
+		b.AdamMulti(kernels.Adam{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}, []int{1, 2, 3}, ps, ps, ps, ps)
 	}
 	exerciseCompare(b, &o) // compare_test.go
 }
@@ -231,6 +235,18 @@ func TestMisuseNamesTheKernel(t *testing.T) {
 		"numbers start at 1": func() { b.Adam(kernels.Adam{}, 0, x, x, x, x) },
 		"unknown":            func() { b.Unary(kernels.UnaryOp(99), x, x) },
 		"momentum 0.9 with":  func() { b.SGD(kernels.SGD{Momentum: 0.9}, x, x, kernels.Operand{}, false) },
+		"for parameter 1": func() {
+			b.SGDMulti(kernels.SGD{Momentum: 0.9}, []kernels.Operand{x, x}, []kernels.Operand{x, x}, []kernels.Operand{x, {}}, []bool{false, false})
+		},
+		"step number 0 of parameter 1": func() {
+			b.AdamMulti(kernels.Adam{}, []int{1, 0}, []kernels.Operand{x, x}, []kernels.Operand{x, x}, []kernels.Operand{x, x}, []kernels.Operand{x, x})
+		},
+		"lists (steps, g, m, v)": func() {
+			b.AdamMulti(kernels.Adam{}, []int{1}, []kernels.Operand{x}, []kernels.Operand{x}, []kernels.Operand{x}, nil)
+		},
+		"unscale_multi: output must be": func() {
+			b.UnscaleMulti([]kernels.Operand{x, o.dense(dtype.I64, 3)}, 0.5, o.dense(dtype.F32))
+		},
 		"unknown argument 7": func() { b.BinaryCrossEntropyBackward(kernels.Arg(7), x, x, x, x) },
 		"takes mul or div":   func() { b.Addc(kernels.Add, x, x, x, x, 1) },
 		"output must be":     func() { _ = b.BinaryCrossEntropy(o.dense(dtype.I64, 4, 5), x, x) },

@@ -111,6 +111,19 @@ func TestStructLayouts(t *testing.T) {
 	var mt mat
 	assert.Equal(t, uintptr(hdrSizeofMat), unsafe.Sizeof(mt))
 	assert.Equal(t, uintptr(hdrMatCs), unsafe.Offsetof(mt.cs))
+	var ol optimList
+	assert.Equal(t, uintptr(hdrSizeofOptimList), unsafe.Sizeof(ol))
+	assert.Equal(t, uintptr(hdrOptimListP), unsafe.Offsetof(ol.p))
+	assert.Equal(t, uintptr(hdrOptimListN), unsafe.Offsetof(ol.n))
+	assert.Equal(t, uintptr(hdrOptimListStepSize), unsafe.Offsetof(ol.stepSize))
+	assert.Equal(t, uintptr(hdrOptimListFirst), unsafe.Offsetof(ol.first))
+	assert.Equal(t, uintptr(hdrOptimListCount), unsafe.Offsetof(ol.count))
+	var sl scaleList
+	assert.Equal(t, uintptr(hdrSizeofScaleList), unsafe.Sizeof(sl))
+	assert.Equal(t, uintptr(hdrScaleListG), unsafe.Offsetof(sl.g))
+	assert.Equal(t, uintptr(hdrScaleListN), unsafe.Offsetof(sl.n))
+	assert.Equal(t, uintptr(hdrScaleListDtype), unsafe.Offsetof(sl.dtype))
+	assert.Equal(t, uintptr(hdrScaleListCount), unsafe.Offsetof(sl.count))
 	assert.LessOrEqual(t, hdrSizeofErrorFlag, flagBytes)
 }
 

@@ -153,6 +153,16 @@ func TestLaunchAllocatesNothing(t *testing.T) {
 	})
 	require.NoError(t, b.Check())
 	assert.Zero(t, allocs)
+	// The multi-tensor steps, their tables on the stack.
+	ps, first, steps := []kernels.Operand{x, x, x}, []bool{true, false, false}, []int{1, 2, 3}
+	found := kernels.Operand{Layout: kernels.Contiguous(), DType: dtype.F32, Mem: x.Mem}
+	allocs = testing.AllocsPerRun(200, func() {
+		b.SGDMulti(kernels.SGD{LR: 0.1, Momentum: 0.9}, ps, ps, ps, first)
+		b.AdamMulti(kernels.Adam{LR: 0.1, Beta1: 0.9, Beta2: 0.99, Eps: 1e-8}, steps, ps, ps, ps, ps)
+		b.UnscaleMulti(ps, 0.5, found)
+	})
+	require.NoError(t, b.Check())
+	assert.Zero(t, allocs)
 }
 
 // BenchmarkOpHostCost measures what an op costs the host (checks, the walk, the

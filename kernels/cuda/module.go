@@ -87,7 +87,8 @@ const (
 	kReduceFinishBlock
 	kMaxBackward
 	// famAmp.
-	kUnscale // formWalk
+	kUnscale      // formWalk
+	kUnscaleMulti // formOne: the compute type follows each gradient's type
 	// famLoss.
 	kCrossEntropyBackward // formWalk: a thread per element, 32- or 64-bit indices
 	kCrossEntropyRowsWarp
@@ -122,6 +123,8 @@ const (
 	// famOptim.
 	kSGD
 	kAdam
+	kSGDMulti
+	kAdamMulti
 	// famGemm.
 	kGemmTiled
 	// famCompare (compare.go).
@@ -176,6 +179,7 @@ var bases = [numKernels / variants]struct {
 	kReduceFinishBlock / variants:        {famReduce, "reduce_finish_block", formTyped},
 	kMaxBackward / variants:              {famReduce, "max_backward", formTyped},
 	kUnscale / variants:                  {famAmp, "unscale", formWalk},
+	kUnscaleMulti / variants:             {famAmp, "unscale_multi", formOne},
 	kCrossEntropyBackward / variants:     {famLoss, "cross_entropy_backward", formWalk},
 	kCrossEntropyRowsWarp / variants:     {famLoss, "cross_entropy_rows_warp", formTyped},
 	kCrossEntropyRowsBlock / variants:    {famLoss, "cross_entropy_rows_block", formTyped},
@@ -204,6 +208,8 @@ var bases = [numKernels / variants]struct {
 	kDropoutMask / variants:              {famDropout, "dropout_mask", formOne},
 	kSGD / variants:                      {famOptim, "sgd", formTyped},
 	kAdam / variants:                     {famOptim, "adam", formTyped},
+	kSGDMulti / variants:                 {famOptim, "sgd_multi", formTyped},
+	kAdamMulti / variants:                {famOptim, "adam_multi", formTyped},
 	kGemmTiled / variants:                {famGemm, "gemm_tiled", formTyped},
 	kCompare / variants:                  {famCompare, "compare", formIndex},
 	kWhere / variants:                    {famCompare, "where", formWalk},

@@ -44,6 +44,9 @@ const hdrMaxRank = 16
 const hdrMaxOps = 5
 const hdrBlock = 256
 const hdrUnroll = 4
+const hdrListChunk = 2048
+const hdrOptimList = 56
+const hdrScaleList = 128
 
 // Sizes and field offsets of the structs of src/common.cuh, in bytes.
 const hdrSizeofWalk = 888
@@ -67,6 +70,17 @@ const hdrAccMax = 8
 const hdrAccArg = 16
 const hdrSizeofMat = 48
 const hdrMatCs = 24
+const hdrSizeofOptimList = 3824
+const hdrOptimListP = 456
+const hdrOptimListN = 2248
+const hdrOptimListStepSize = 2696
+const hdrOptimListFirst = 3592
+const hdrOptimListCount = 3816
+const hdrSizeofScaleList = 3600
+const hdrScaleListG = 1032
+const hdrScaleListN = 2056
+const hdrScaleListDtype = 3080
+const hdrScaleListCount = 3592
 const hdrSizeofErrorFlag = 48
 const hdrErrorFlagSeq = 4
 const hdrErrorFlagOp = 8

@@ -176,6 +176,27 @@ func (s *standIn) Unscale(g kernels.Operand, inv float64, found kernels.Operand)
 	s.cpu.Unscale(s.h(g), inv, s.h(found))
 }
 func (s *standIn) NonFinite(x kernels.Operand) bool { return s.cpu.NonFinite(s.h(x)) }
+
+// hs is h over a list (nil stays nil).
+func (s *standIn) hs(os []kernels.Operand) []kernels.Operand {
+	if os == nil {
+		return nil
+	}
+	out := make([]kernels.Operand, len(os))
+	for i, o := range os {
+		out[i] = s.h(o)
+	}
+	return out
+}
+func (s *standIn) SGDMulti(c kernels.SGD, p, g, buf []kernels.Operand, first []bool) {
+	s.cpu.SGDMulti(c, s.hs(p), s.hs(g), s.hs(buf), first)
+}
+func (s *standIn) AdamMulti(c kernels.Adam, steps []int, p, g, m, v []kernels.Operand) {
+	s.cpu.AdamMulti(c, steps, s.hs(p), s.hs(g), s.hs(m), s.hs(v))
+}
+func (s *standIn) UnscaleMulti(g []kernels.Operand, inv float64, found kernels.Operand) {
+	s.cpu.UnscaleMulti(s.hs(g), inv, s.h(found))
+}
 func (s *standIn) BinaryCrossEntropy(dst, x, y kernels.Operand) error {
 	return s.cpu.BinaryCrossEntropy(s.h(dst), s.h(x), s.h(y))
 }

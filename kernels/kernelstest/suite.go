@@ -102,6 +102,7 @@ func Run(t *testing.T, tg Target) {
 		{"BinaryCrossEntropyWithLogits", testBCEWithLogits},
 		{"Embedding", testEmbedding},
 		{"Optimizers", testOptimizers},
+		{"Multi", testMulti}, // multi.go
 		{"AMP", testAMP},
 		{"Wide", testWide},
 		{"Compare", testCompare}, // compare.go

@@ -125,6 +125,42 @@ struct Mat {
     long long rs[3], cs[3];
 };
 
+// ---- multi-tensor lists ----------------------------------------------------------------
+//
+// A multi-tensor kernel (an optimizer step or the unscale over all parameters) takes its
+// tensors' table by value, as PyTorch's multi_tensor_apply does: nothing to upload, and
+// a launch captured in a CUDA graph keeps its table. Each tensor is cut into chunks of
+// LIST_CHUNK elements (its last one shorter); chunk[i] is tensor i's first chunk in the
+// list's order and chunk[count] the list's chunks in all. Blocks stride over the
+// chunks, and each finds its tensor with list_find. Tensors without elements are left
+// out by the host. The lists' lengths keep a kernel's parameters under CUDA's 4 KiB.
+#define LIST_CHUNK 2048
+#define OPTIM_LIST 56
+#define SCALE_LIST 128
+
+// OptimList is the table of a multi-tensor optimizer step over contiguous parameters of
+// one type T: parameter p, gradient g, state s0 (SGD's momentum buffer, Adam's m) and s1
+// (Adam's v) of n elements each, and each tensor's own step numbers: Adam's step size
+// lr/(1-β1^t) and 1/√(1-β2^t), already rounded to T by the host; SGD's first-step flag.
+struct OptimList {
+    long long chunk[OPTIM_LIST + 1];
+    unsigned long long p[OPTIM_LIST], g[OPTIM_LIST], s0[OPTIM_LIST], s1[OPTIM_LIST];
+    long long n[OPTIM_LIST];
+    double stepSize[OPTIM_LIST], rbc2[OPTIM_LIST];
+    int first[OPTIM_LIST];
+    int count;
+};
+
+// ScaleList is the table of the multi-tensor unscale: contiguous gradients g of n
+// elements of a float type dtype.
+struct ScaleList {
+    long long chunk[SCALE_LIST + 1];
+    unsigned long long g[SCALE_LIST];
+    long long n[SCALE_LIST];
+    int dtype[SCALE_LIST];
+    int count;
+};
+
 // ErrorFlag records the first data-dependent error of the kernels since the host last
 // read and cleared it, from the lowest launch number: an index outside its range (the
 // lowest position), or the count of a launch's elements outside the op's domain (a range
@@ -436,6 +472,24 @@ __device__ __forceinline__ void report_outside(ErrorFlag *f, unsigned int seq, i
     if (n != 0) atomicAdd(&total, n);
     __syncthreads();
     if (threadIdx.x == 0) report_count(f, seq, op, (long long)total);
+}
+
+// list_chunk finds chunk c of a list (OptimList, ScaleList): its tensor i, the last
+// below count with chunk[i] <= c, and its elements [lo, hi) of that tensor. Every
+// thread of a block asks for the same c, so the table's reads are uniform.
+template <typename L> __device__ __forceinline__ void list_chunk(const L &l, long long c, int &i, long long &lo, long long &hi) {
+    int a = 0, b = l.count - 1;
+    while (a < b) {
+        int mid = (a + b + 1) >> 1;
+        if (l.chunk[mid] <= c) {
+            a = mid;
+        } else {
+            b = mid - 1;
+        }
+    }
+    i = a;
+    lo = (c - l.chunk[a]) * LIST_CHUNK;
+    hi = min(lo + LIST_CHUNK, l.n[a]);
 }
 
 // grid_stride loops i over [0, n) across the whole grid.

@@ -60,6 +60,9 @@ int main() {
     C("hdrMaxOps", MAX_OPS);
     C("hdrBlock", BLOCK);
     C("hdrUnroll", UNROLL);
+    C("hdrListChunk", LIST_CHUNK);
+    C("hdrOptimList", OPTIM_LIST);
+    C("hdrScaleList", SCALE_LIST);
     printf("\n");
     printf("// Sizes and field offsets of the structs of src/common.cuh, in bytes.\n");
     C("hdrSizeofWalk", sizeof(Walk));
@@ -83,6 +86,17 @@ int main() {
     C("hdrAccArg", offsetof(Acc, arg));
     C("hdrSizeofMat", sizeof(Mat));
     C("hdrMatCs", offsetof(Mat, cs));
+    C("hdrSizeofOptimList", sizeof(OptimList));
+    C("hdrOptimListP", offsetof(OptimList, p));
+    C("hdrOptimListN", offsetof(OptimList, n));
+    C("hdrOptimListStepSize", offsetof(OptimList, stepSize));
+    C("hdrOptimListFirst", offsetof(OptimList, first));
+    C("hdrOptimListCount", offsetof(OptimList, count));
+    C("hdrSizeofScaleList", sizeof(ScaleList));
+    C("hdrScaleListG", offsetof(ScaleList, g));
+    C("hdrScaleListN", offsetof(ScaleList, n));
+    C("hdrScaleListDtype", offsetof(ScaleList, dtype));
+    C("hdrScaleListCount", offsetof(ScaleList, count));
     C("hdrSizeofErrorFlag", sizeof(ErrorFlag));
     C("hdrErrorFlagSeq", offsetof(ErrorFlag, seq));
     C("hdrErrorFlagOp", offsetof(ErrorFlag, op));

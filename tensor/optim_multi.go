@@ -1,0 +1,133 @@
+package tensor
+
+import (
+	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/kernels"
+)
+
+// The multi-tensor steps below are StepSGD, StepAdam and Unscale over lists of
+// tensors, as PyTorch's foreach and fused optimizers take them: every tensor gets the
+// bits the single-tensor step gives it, and a GPU runs a whole list of one device in
+// one launch per table (kernels.Backend's SGDMulti) instead of a launch per tensor.
+// Each entry follows its single-tensor step's rules; entries on several devices run
+// as one call per device, in the order the devices first appear.
+
+// StepSGDMulti runs StepSGD(c, p[i], g[i], buf[i], first[i]) for every i; buf is nil
+// when c.Momentum is 0.
+func StepSGDMulti(c kernels.SGD, p, g, buf []*Tensor, first []bool) {
+	const op = "StepSGDMulti"
+	mom := c.Momentum != 0
+	checkLists(op, p, len(g), len(first))
+	if mom {
+		checkLists(op, p, len(buf))
+	} else if buf != nil {
+		fail(op, ErrShape, p, "a momentum buffer goes with a non-zero Momentum (%g), and only then", c.Momentum)
+	}
+	for _, idx := range byDevice(op, p) {
+		var k kernels.Backend
+		ps, gs, bs, fs := make([]kernels.Operand, len(idx)), make([]kernels.Operand, len(idx)), []kernels.Operand(nil), make([]bool, len(idx))
+		if mom {
+			bs = make([]kernels.Operand, len(idx))
+		}
+		for j, i := range idx {
+			var b *Tensor
+			if mom {
+				if b = buf[i]; b == nil {
+					fail(op, ErrShape, []*Tensor{p[i], g[i]}, "parameter %d has no momentum buffer for Momentum %g", i, c.Momentum)
+				}
+				bs[j] = b.operand()
+			}
+			k = updating(op, p[i], g[i], b)
+			ps[j], gs[j], fs[j] = p[i].operand(), g[i].operand(), first[i]
+		}
+		k.SGDMulti(c, ps, gs, bs, fs)
+		if mom {
+			for _, i := range idx {
+				buf[i].st.version.Add(1)
+			}
+		}
+	}
+}
+
+// StepAdamMulti runs StepAdam(c, steps[i], p[i], g[i], m[i], v[i]) for every i.
+func StepAdamMulti(c kernels.Adam, steps []int, p, g, m, v []*Tensor) {
+	const op = "StepAdamMulti"
+	checkLists(op, p, len(steps), len(g), len(m), len(v))
+	for _, idx := range byDevice(op, p) {
+		var k kernels.Backend
+		ps, gs, ms, vs, ss := make([]kernels.Operand, len(idx)), make([]kernels.Operand, len(idx)),
+			make([]kernels.Operand, len(idx)), make([]kernels.Operand, len(idx)), make([]int, len(idx))
+		for j, i := range idx {
+			if steps[i] < 1 {
+				fail(op, ErrShape, []*Tensor{p[i]}, "step %d of parameter %d: steps are numbered from 1", steps[i], i)
+			}
+			k = updating(op, p[i], g[i], m[i], v[i])
+			ps[j], gs[j], ms[j], vs[j], ss[j] = p[i].operand(), g[i].operand(), m[i].operand(), v[i].operand(), steps[i]
+		}
+		k.AdamMulti(c, ss, ps, gs, ms, vs)
+		for _, i := range idx {
+			m[i].st.version.Add(1)
+			v[i].st.version.Add(1)
+		}
+	}
+}
+
+// UnscaleMulti runs Unscale(g[i], inv, found) for every i: found, a one-element F32
+// tensor on the gradients' device, is set to 1 when any of them held an Inf or a NaN.
+// Every gradient must be on found's device.
+func UnscaleMulti(g []*Tensor, inv float64, found *Tensor) {
+	const op = "UnscaleMulti"
+	found.live(op)
+	if found.dt != dtype.F32 || found.Numel() != 1 {
+		fail(op, ErrDType, []*Tensor{found}, "takes a one-element F32 flag, not %v %v", found.dt, found.shape)
+	}
+	gs := make([]kernels.Operand, len(g))
+	for i, t := range g {
+		t.live(op)
+		if !t.dt.IsFloat() {
+			fail(op, ErrDType, []*Tensor{t, found}, "gradient %d is %v; it takes floating gradients", i, t.dt)
+		}
+		if t.st.dev != found.st.dev {
+			fail(op, ErrDevice, []*Tensor{t, found}, "gradient %d is on %s, the flag on %s", i, t.st.dev.Name(), found.st.dev.Name())
+		}
+		gs[i] = t.operand()
+	}
+	k := kernelsFor(op, found.st.dev, append([]*Tensor{found}, g...))
+	k.UnscaleMulti(gs, inv, found.operand())
+	for _, t := range g {
+		t.st.version.Add(1)
+	}
+	found.st.version.Add(1)
+}
+
+// checkLists fails, naming op, unless each of lens is len(p): one entry per parameter.
+func checkLists(op string, p []*Tensor, lens ...int) {
+	for _, l := range lens {
+		if l != len(p) {
+			fail(op, ErrShape, nil, "lists of %v entries for %d parameters; pass one entry per parameter in each", lens, len(p))
+		}
+	}
+}
+
+// byDevice returns, for op, the positions of p's tensors grouped by device, the devices in the
+// order they first appear.
+func byDevice(op string, p []*Tensor) [][]int {
+	var devs []device.Device
+	var idx [][]int
+	for i, t := range p {
+		if t == nil {
+			fail(op, ErrShape, nil, "parameter %d is nil", i)
+		}
+		t.live(op)
+		j := 0
+		for j < len(devs) && devs[j] != t.st.dev {
+			j++
+		}
+		if j == len(devs) {
+			devs, idx = append(devs, t.st.dev), append(idx, nil)
+		}
+		idx[j] = append(idx[j], i)
+	}
+	return idx
+}
