@@ -149,11 +149,15 @@ func TestCaptureGraphRefuses(t *testing.T) {
 		}
 	}
 	for name, fn := range map[string]func(){
-		"Item":        inScope(func(s *tensor.Scope) { _ = s.Bind(x).Sum().Item() }),
-		"ToSlice":     inScope(func(s *tensor.Scope) { _ = vals(s.Bind(x).Neg()) }),
-		"FromSlice":   inScope(func(s *tensor.Scope) { _ = f32(s, d, []float32{1}, 1) }),
-		"Dropout":     inScope(func(s *tensor.Scope) { _ = s.Bind(x).Dropout(0.5) }),
-		"Adam":        func() { tensor.StepAdam(kernels.Adam{LR: 0.1, Beta1: 0.9, Beta2: 0.999}, 1, x, x, x, x) },
+		"Item":      inScope(func(s *tensor.Scope) { _ = s.Bind(x).Sum().Item() }),
+		"ToSlice":   inScope(func(s *tensor.Scope) { _ = vals(s.Bind(x).Neg()) }),
+		"FromSlice": inScope(func(s *tensor.Scope) { _ = f32(s, d, []float32{1}, 1) }),
+		"Dropout":   inScope(func(s *tensor.Scope) { _ = s.Bind(x).Dropout(0.5) }),
+		"Adam":      func() { tensor.StepAdam(kernels.Adam{LR: 0.1, Beta1: 0.9, Beta2: 0.999}, 1, x, x, x, x) },
+		"AdamMulti": func() {
+			l := []*tensor.Tensor{x}
+			tensor.StepAdamMulti(kernels.Adam{LR: 0.1, Beta1: 0.9, Beta2: 0.999}, []int{1}, l, l, l, l)
+		},
 		"Synchronize": func() { asOpError(tensor.Synchronize(d)) },
 		"nested":      func() { _, err := tensor.CaptureGraph(d, func() {}); asOpError(err) },
 	} {

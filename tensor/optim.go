@@ -34,9 +34,7 @@ func StepAdam(c kernels.Adam, step int, p, g, m, v *Tensor) {
 	if step < 1 {
 		fail(op, ErrShape, []*Tensor{p, g, m, v}, "step %d: steps are numbered from 1", step)
 	}
-	if err := notCapturing(p.st.dev, "Adam's step, whose bias correction comes from the step count on the host (every replay would repeat this step's)"); err != nil {
-		fail(op, err, []*Tensor{p, g, m, v}, "")
-	}
+	adamNotCaptured(op, p)
 	k := updating(op, p, g, m, v)
 	k.Adam(c, step, p.operand(), g.operand(), m.operand(), v.operand())
 	m.st.version.Add(1)
@@ -94,4 +92,12 @@ func updating(op string, p *Tensor, others ...*Tensor) kernels.Backend {
 	k := kernelsFor(op, p.st.dev, all)
 	p.st.version.Add(1)
 	return k
+}
+
+// adamNotCaptured fails op when a graph capture is underway on p's device: Adam's bias
+// correction comes from the step count on the host, which a replay would repeat.
+func adamNotCaptured(op string, p *Tensor) {
+	if err := notCapturing(p.st.dev, "Adam's step, whose bias correction comes from the step count on the host (every replay would repeat this step's)"); err != nil {
+		fail(op, err, []*Tensor{p}, "")
+	}
 }

@@ -63,6 +63,7 @@ func StepAdamMulti(c kernels.Adam, steps []int, p, g, m, v []*Tensor) {
 				fail(op, ErrShape, []*Tensor{p[i]}, "step %d of parameter %d: steps are numbered from 1", steps[i], i)
 			}
 			k = updating(op, p[i], g[i], m[i], v[i])
+			adamNotCaptured(op, p[i])
 			ps[j], gs[j], ms[j], vs[j], ss[j] = p[i].operand(), g[i].operand(), m[i].operand(), v[i].operand(), steps[i]
 		}
 		k.AdamMulti(c, ss, ps, gs, ms, vs)
