@@ -57,6 +57,10 @@ __device__ __forceinline__ void finish_out(const Reduction &r, int mode, long lo
     st<C>(r.dst, r.dtd, d, (C)v);
 }
 
+// Partials are piece-major: part[c * nOut + o] is piece c of output o, so that threads
+// of consecutive outputs write, and reduce_finish's threads read, consecutive partials
+// (output-major, a warp's 32 accesses would fall 32 cache lines apart).
+
 // fold_piece folds the reduced elements [lo, hi) of the output whose input elements
 // start at src offset base, stepping by step from lo. Over one reduced dimension it
 // keeps UNROLL accumulators, element j of each round of UNROLL steps going to
@@ -104,7 +108,7 @@ __device__ __forceinline__ void reduce_thread_k(const Reduction &r, int mode, lo
         long long lo = c * r.piece, hi = min(lo + r.piece, r.nRed);
         Acc a = fold_piece<C>(r, isMax, base, lo, hi, 1);
         if (r.pieces == 1) finish_out<C>(r, mode, idx, o, a);
-        else part[o * r.pieces + c] = a;
+        else part[c * r.nOut + o] = a;
     }
 }
 
@@ -127,7 +131,7 @@ __device__ __forceinline__ void reduce_block_k(const Reduction &r, int mode, lon
         }
         if (threadIdx.x == 0) {
             if (r.pieces == 1) finish_out<C>(r, mode, idx, o, tree[0]);
-            else part[o * r.pieces + c] = tree[0];
+            else part[c * r.nOut + o] = tree[0];
         }
         __syncthreads();
     }
@@ -139,7 +143,8 @@ __device__ __forceinline__ void reduce_finish_k(const Reduction &r, int mode, lo
     bool isMax = mode == RED_MAX;
     GRID_STRIDE(long long, o, r.nOut) {
         Acc a = acc_zero();
-        for (long long c = 0; c < r.pieces; c++) acc_merge(a, isMax, part[o * r.pieces + c]);
+        const Acc *p = part + o;
+        for (long long c = 0; c < r.pieces; c++, p += r.nOut) acc_merge(a, isMax, *p);
         finish_out<C>(r, mode, idx, o, a);
     }
 }
@@ -153,7 +158,7 @@ __device__ __forceinline__ void reduce_finish_block_k(const Reduction &r, int mo
     bool isMax = mode == RED_MAX;
     for (long long o = blockIdx.x; o < r.nOut; o += gridDim.x) {
         Acc a = acc_zero();
-        for (long long c = threadIdx.x; c < r.pieces; c += BLOCK) acc_merge(a, isMax, part[o * r.pieces + c]);
+        for (long long c = threadIdx.x; c < r.pieces; c += BLOCK) acc_merge(a, isMax, part[c * r.nOut + o]);
         tree[threadIdx.x] = a;
         __syncthreads();
         for (int s = BLOCK / 2; s > 0; s >>= 1) {
@@ -198,7 +203,7 @@ __device__ __forceinline__ void non_finite_k(const Walk &w, int *found) {
 #define REDUCE_KERNELS(C, CN)                                                                                                                      \
     KERNEL reduce_thread_##CN(Reduction r, int mode, long long *idx, Acc *part) { reduce_thread_k<C>(r, mode, idx, part); }                        \
     KERNEL reduce_block_##CN(Reduction r, int mode, long long *idx, Acc *part) { reduce_block_k<C>(r, mode, idx, part); }                          \
-    KERNEL reduce_finish_##CN(Reduction r, int mode, long long *idx, const Acc *part) { reduce_finish_k<C>(r, mode, idx, part); }                  \
+    KERNEL_ROOM reduce_finish_##CN(Reduction r, int mode, long long *idx, const Acc *part) { reduce_finish_k<C>(r, mode, idx, part); }             \
     KERNEL reduce_finish_block_##CN(Reduction r, int mode, long long *idx, const Acc *part) { reduce_finish_block_k<C>(r, mode, idx, part); }      \
     KERNEL max_backward_##CN(Reduction r, const long long *idx, ErrorFlag *flag, unsigned int seq) { max_backward_k<C>(r, idx, flag, seq); }      \
     KERNEL non_finite_##CN##_i32(Walk w, int *found) { non_finite_k<C, int>(w, found); }                                                          \
