@@ -68,6 +68,7 @@ func notCapturing(dev device.Device, what string) error {
 // kept (a step's loss) stay where the recorded ops write them, and every replay writes
 // them again. Release gives the graph and its pool back.
 type Graph struct {
+	// Set by CaptureGraph, never changed.
 	dev   device.Device // as given to CaptureGraph
 	inner device.Device // device.Innermost(dev): what captured
 	gc    device.GraphCapturer

@@ -16,6 +16,9 @@
 //	            set of issue 10, the gpu set of issue 9, or case names); steps/s, the
 //	            peaks, the CPU time per step and, on host memory, the GEMM in use (the
 //	            built-in one or the system BLAS that SUBLET_BLAS names);
+//	            -upload each-step copies the batch every step (from pinned memory on a
+//	            GPU), -graph times replays of a step captured as a CUDA graph, -profile
+//	            writes each case's per-op table and trace;
 //	            scripts/bench/torch_train.py runs the same cases in PyTorch
 //	ops         single ops through tensor on cpu: products of 1024² float32 in three
 //	            transpose combinations (GFLOP/s), reductions in the backward pass's
@@ -23,7 +26,9 @@
 //	            written once), and the host cost of Add of 1k float32, 100 ops per scope
 //	            (µs/op); scripts/bench/torch_ops.py runs the same ops in PyTorch
 //
-//	sublet-bench [-device sim,cuda:0] [-run pair,churn,...] [-time 1s] [-compute 2.26ms] [-cases cpu] [-steps N] [-json FILE] [-jsonl FILE] [-opsize N] [-cpuprofile FILE] [-trace FILE]
+//	sublet-bench [-device sim,cuda:0] [-run pair,churn,...] [-time 1s] [-compute 2.26ms] [-cases cpu] [-steps N]
+//	             [-upload resident|each-step] [-graph] [-profile DIR] [-json FILE] [-jsonl FILE] [-opsize N]
+//	             [-cpuprofile FILE] [-trace FILE]
 //
 // Each experiment ends by freeing everything and checking that the allocator holds
 // nothing after EmptyCache; a leak or any error makes the exit status 1. Results go to
