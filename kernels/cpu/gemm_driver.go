@@ -85,7 +85,7 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 		scaleC(m, beta, c, ldc, 0, n, parallel)
 	}
 	panels := (m + g.mr - 1) / g.mr
-	rb, cb := gemmGrid(panels, (min(n, g.nc)+g.nr-1)/g.nr, workers)
+	rb, cb := gemmGrid(panels, (min(n, g.nc)+g.nr-1)/g.nr, max(1, gemmShareB/(min(k, g.kc)*g.nr)), workers)
 	s := g.shares.Get().(*gemmShare)
 	defer g.shares.Put(s)
 	s.start(g, m, n, k, alpha, a, b, c, ldc, set, rb, cb)
@@ -251,11 +251,25 @@ func gemmPart(q0, q1, u, parts int) (lo, hi int) {
 // moves of mr floats per k step against 2·mr·nr flops), for gemmGrid.
 const gemmPackA = 0.5
 
+// gemmShareB is the most floats of packed B (768 KiB) a task runs each of its mc-row
+// blocks of A against per kc slice without re-reading them from L3: with the block of
+// A and the block of C under them, more no longer stays in a core's L2 (2 MiB on the
+// Xeon it was measured on). Two workers each running half of A's rows against all of
+// a 1024-wide B (1.5 MiB a slice) ran the micro-kernel 11 % slower per flop than one
+// worker alone, and 6-8 % slower overall at 1024 and 2048 than each running half of
+// B's columns against all of A.
+const gemmShareB = 3 << 16
+
+// gemmFarB weighs running a panel of A against a panel of B that comes from L3 (past
+// a task's gemmShareB) against one from L2, over the cost of a tile, for gemmGrid.
+const gemmFarB = 0.25
+
 // gemmGrid cuts a kc slice of panels of A by nPanels of B into rb·cb ≤ workers tasks,
 // rb rows of A's panels by cb columns of B's: the cut whose largest task does the
 // least, counting the A panels each task packs (every column of tasks packs its rows
-// again). One worker takes the whole slice.
-func gemmGrid(panels, nPanels, workers int) (rb, cb int) {
+// again) and its tiles past the fit panels of B that stay in its L2. One worker takes
+// the whole slice.
+func gemmGrid(panels, nPanels, fit, workers int) (rb, cb int) {
 	rb, cb = 1, 1
 	best := -1.0
 	for t := 1; t <= workers; t++ {
@@ -265,7 +279,7 @@ func gemmGrid(panels, nPanels, workers int) (rb, cb int) {
 				continue
 			}
 			rows, cols := (panels+r-1)/r, (nPanels+c-1)/c
-			cost := float64(rows*cols) + gemmPackA*float64(rows)
+			cost := float64(rows*cols) + gemmPackA*float64(rows) + gemmFarB*float64(rows*max(0, cols-fit))
 			if best < 0 || cost < best {
 				best, rb, cb = cost, r, c
 			}

@@ -285,6 +285,23 @@ func TestSgemmSharedPartsBits(t *testing.T) {
 	}
 }
 
+// gemmGrid on the AVX-512 kernel's blocking (14×32 tiles, kc 384): two workers split a
+// 1024-wide B between them rather than each running all of it against half of A (1.5
+// MiB a slice, past gemmShareB), but still split A's rows where B is small (256); 16
+// workers keep a 4×4 grid.
+func TestGemmGrid(t *testing.T) {
+	grid := func(n, workers int) [2]int {
+		rb, cb := gemmGrid((n+13)/14, (n+31)/32, max(1, gemmShareB/(min(n, 384)*32)), workers)
+		return [2]int{rb, cb}
+	}
+	assert.Equal(t, [2]int{2, 1}, grid(256, 2))
+	assert.Equal(t, [2]int{1, 2}, grid(1024, 2))
+	assert.Equal(t, [2]int{1, 2}, grid(2048, 2))
+	assert.Equal(t, [2]int{4, 4}, grid(1024, 16))
+	assert.Equal(t, [2]int{4, 4}, grid(2048, 16))
+	assert.Equal(t, [2]int{1, 1}, grid(1024, 1))
+}
+
 func TestGemmKernelName(t *testing.T) {
 	ks := gemmKernels()
 	assert.Equal(t, "builtin-"+ks[0].name, Builtin().Name())
