@@ -85,10 +85,18 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 		scaleC(m, beta, c, ldc, 0, n, parallel)
 	}
 	panels := (m + g.mr - 1) / g.mr
-	rb, cb := gemmGrid(panels, (min(n, g.nc)+g.nr-1)/g.nr, max(1, gemmShareB/(min(k, g.kc)*g.nr)), workers)
+	fit := max(1, gemmShareB/(min(k, g.kc)*g.nr)) // B's panels that stay in a task's L2
+	nPanels := (min(n, g.nc) + g.nr - 1) / g.nr
+	rb, cb := gemmGrid(panels, nPanels, fit, workers)
+	nc := g.nc
+	if rb*cb > 1 && (nPanels+cb-1)/cb > fit {
+		// Narrower blocks of B, each task's share of one in its L2: A is packed
+		// once per block, which costs less than re-reading B from L3.
+		nc = cb * fit * g.nr
+	}
 	s := g.shares.Get().(*gemmShare)
 	defer g.shares.Put(s)
-	s.start(g, m, n, k, alpha, a, b, c, ldc, set, rb, cb)
+	s.start(g, m, n, k, alpha, a, b, c, ldc, set, nc, rb, cb)
 	defer s.finish()
 	if rb*cb == 1 {
 		s.work(0)
@@ -112,6 +120,7 @@ type gemmShare struct {
 	a, b             matView
 	c                []float32
 	set              bool
+	nc               int // width of the blocks of B, at most g.nc
 	rb, cb           int
 	bufs             [2]*[]float32 // from g.bBufs; kc slice s packs into bufs[s%blocks]
 	blocks           int           // 1 with a single task (nothing runs ahead), else 2
@@ -128,8 +137,8 @@ type gemmCounter struct {
 	_ [56]byte
 }
 
-func (s *gemmShare) start(g *gemmKernel, m, n, k int, alpha float32, a, b matView, c []float32, ldc int, set bool, rb, cb int) {
-	s.g, s.m, s.n, s.k, s.alpha, s.a, s.b, s.c, s.ldc, s.set, s.rb, s.cb = g, m, n, k, alpha, a, b, c, ldc, set, rb, cb
+func (s *gemmShare) start(g *gemmKernel, m, n, k int, alpha float32, a, b matView, c []float32, ldc int, set bool, nc, rb, cb int) {
+	s.g, s.m, s.n, s.k, s.alpha, s.a, s.b, s.c, s.ldc, s.set, s.nc, s.rb, s.cb = g, m, n, k, alpha, a, b, c, ldc, set, nc, rb, cb
 	tasks := rb * cb
 	if cap(s.packed) < tasks {
 		s.packed, s.finished = make([]gemmCounter, tasks), make([]gemmCounter, tasks)
@@ -202,8 +211,8 @@ func (s *gemmShare) work(t int) {
 	defer g.aBufs.Put(ap)
 	aPack := *ap
 	slice := 0
-	for jc := 0; jc < s.n; jc += g.nc {
-		nc := min(g.nc, s.n-jc)
+	for jc := 0; jc < s.n; jc += s.nc {
+		nc := min(s.nc, s.n-jc)
 		nPanels := (nc + g.nr - 1) / g.nr
 		q0, q1 := nPanels*j/s.cb, nPanels*(j+1)/s.cb
 		for pc := 0; pc < s.k; pc += g.kc {
@@ -257,8 +266,8 @@ const gemmPackA = 0.5
 // Xeon it was measured on). Two workers each running half of A's rows against all of
 // a 1024-wide B (1.5 MiB a slice) ran the micro-kernel 11 % slower per flop than one
 // worker alone, and 6-8 % slower overall at 1024 and 2048 than each running half of
-// B's columns against all of A.
-const gemmShareB = 3 << 16
+// B's columns against all of A. The tests lower it to narrow B's blocks.
+var gemmShareB = 3 << 16
 
 // gemmFarB weighs running a panel of A against a panel of B that comes from L3 (past
 // a task's gemmShareB) against one from L2, over the cost of a tile, for gemmGrid.
