@@ -63,7 +63,8 @@ const gemmMinRows = 96
 // they are published (gemmShare). Two packed blocks alternate, so a task packs slice
 // s+1 while the others still run slice s: no task waits for the whole grid, only for
 // the parts of its column, and a slow part delays the others by what it lags, not by a
-// barrier per slice.
+// barrier per slice. Where a task's share of an nc-wide block of B would not stay in its
+// L2 (gemmShareB), the blocks are narrowed until it does.
 func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32, c []float32, ldc int, parallel bool) {
 	if m == 0 || n == 0 {
 		return
