@@ -59,6 +59,7 @@ type gemmKernel struct {
 	groups       sync.Pool // *[]float32 of runColumns' packed A, grown as needed
 	columns      sync.Pool // *[]float32 of a runColumns task's packed B, grown as needed
 	tileBufs     sync.Pool // *[]float32 of mr·nr floats for partial tiles
+	shares       sync.Pool // *gemmShare of run's products
 }
 
 func newGemmKernel(name string, mr, nr, kc, mc, nc int, micro, store func(k int, a, b, c *float32, ldc int, alpha float32)) *gemmKernel {
@@ -68,6 +69,7 @@ func newGemmKernel(name string, mr, nr, kc, mc, nc int, micro, store func(k int,
 	g.groups.New = func() any { return new([]float32) }
 	g.columns.New = func() any { return new([]float32) }
 	g.tileBufs.New = func() any { s := make([]float32, mr*nr); return &s }
+	g.shares.New = func() any { s := new(gemmShare); s.wake.L = &s.mu; return s }
 	return g
 }
 

@@ -2,6 +2,8 @@ package cpu
 
 import (
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/subletml/sublet/dtype"
@@ -52,12 +54,17 @@ const gemmMinRows = 96
 // GOMAXPROCS goroutines by blocks of C. Every element of C sums its products in k
 // order, one kc slice after the other, however the blocks are spread.
 //
-// Per kc slice of an nc-wide block of B, B's panels are packed once, shared (the
-// packed block, kc·nc floats, lives in the shared L3), by all the workers; then C's
-// tiles of the slice are cut into a grid of one task per worker (gemmGrid), rows of
-// A's panels by columns of B's, each task packing its rows of A (in mc-row blocks that
-// stay in its L2) and running them against its columns of B. The workers do equal
-// work and wait for nothing but the two barriers of a slice.
+// C's tiles are cut into a grid of tasks, one per worker for the whole product
+// (gemmGrid): rows of A's panels by columns of B's. Each task packs its rows of A (in
+// mc-row blocks that stay in its L2) and runs them against its columns of B, one kc
+// slice after the other. B's panels are packed once per slice, shared (the packed block,
+// kc·nc floats, lives in the shared L3): the tasks of a column of the grid each pack a
+// part of that column's panels, and each runs its own part first and the others' as
+// they are published (gemmShare). Two packed blocks alternate, so a task packs slice
+// s+1 while the others still run slice s: no task waits for the whole grid, only for
+// the parts of its column, and a slow part delays the others by what it lags, not by a
+// barrier per slice. Where a task's share of an nc-wide block of B would not stay in its
+// L2 (gemmShareB), the blocks are narrowed until it does.
 func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32, c []float32, ldc int, parallel bool) {
 	if m == 0 || n == 0 {
 		return
@@ -78,59 +85,201 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 	if !set {
 		scaleC(m, beta, c, ldc, 0, n, parallel)
 	}
-	bp := g.bBufs.Get().(*[]float32)
-	defer g.bBufs.Put(bp)
-	bPack := *bp
 	panels := (m + g.mr - 1) / g.mr
+	fit := max(1, gemmShareB/(min(k, g.kc)*g.nr)) // B's panels that stay in a task's L2
+	nPanels := (min(n, g.nc) + g.nr - 1) / g.nr
+	rb, cb := gemmGrid(panels, nPanels, fit, workers)
+	nc := g.nc
+	if rb*cb > 1 && (nPanels+cb-1)/cb > fit {
+		// Narrower blocks of B, each task's share of one in its L2: A is packed
+		// once per block, which costs less than re-reading B from L3.
+		nc = cb * fit * g.nr
+	}
+	s := g.shares.Get().(*gemmShare)
+	defer g.shares.Put(s)
+	s.start(g, m, n, k, alpha, a, b, c, ldc, set, nc, rb, cb)
+	defer s.finish()
+	if rb*cb == 1 {
+		s.work(0)
+		return
+	}
+	var wg sync.WaitGroup
+	for t := 1; t < rb*cb; t++ {
+		wg.Go(func() { s.work(t) })
+	}
+	s.work(0)
+	wg.Wait()
+}
+
+// gemmShare is the state that run's tasks share for one product: the operands, the
+// grid, B's two packed blocks and each task's progress. Only run writes the fields
+// above the counters, before the tasks start.
+type gemmShare struct {
+	g                *gemmKernel
+	m, n, k, ldc     int
+	alpha            float32
+	a, b             matView
+	c                []float32
+	set              bool
+	nc               int // width of the blocks of B, at most g.nc
+	rb, cb           int
+	bufs             [2]*[]float32 // from g.bBufs; kc slice s packs into bufs[s%blocks]
+	blocks           int           // 1 with a single task (nothing runs ahead), else 2
+	packed, finished []gemmCounter // per task: slices whose part of B it has packed; slices it has run
+	mu               sync.Mutex    // guards nothing but wake: sleepers wait on it
+	wake             sync.Cond     // broadcast when a counter moves while sleepers > 0
+	sleepers         atomic.Int32  // tasks blocked in await
+}
+
+// gemmCounter is a task's progress, alone on its cache line so that a task publishing
+// slices does not slow the ones reading the others'.
+type gemmCounter struct {
+	atomic.Int64
+	_ [56]byte
+}
+
+func (s *gemmShare) start(g *gemmKernel, m, n, k int, alpha float32, a, b matView, c []float32, ldc int, set bool, nc, rb, cb int) {
+	s.g, s.m, s.n, s.k, s.alpha, s.a, s.b, s.c, s.ldc, s.set, s.nc, s.rb, s.cb = g, m, n, k, alpha, a, b, c, ldc, set, nc, rb, cb
+	tasks := rb * cb
+	if cap(s.packed) < tasks {
+		s.packed, s.finished = make([]gemmCounter, tasks), make([]gemmCounter, tasks)
+	}
+	s.packed, s.finished = s.packed[:tasks], s.finished[:tasks]
+	for t := range tasks {
+		s.packed[t].Store(0)
+		s.finished[t].Store(0)
+	}
+	s.blocks = min(tasks, len(s.bufs))
+	for i := range s.blocks {
+		s.bufs[i] = g.bBufs.Get().(*[]float32)
+	}
+}
+
+// finish returns the packed blocks and drops the references to the operands.
+func (s *gemmShare) finish() {
+	for i := range s.blocks {
+		s.g.bBufs.Put(s.bufs[i])
+		s.bufs[i] = nil
+	}
+	s.a, s.b, s.c = matView{}, matView{}, nil
+}
+
+// gemmSpin is how many times a task looks at a counter, yielding in between, before
+// it sleeps until the counter moves: the parts of a slice are published microseconds
+// apart when the workers have their cores, and a sleeping goroutine takes tens of
+// microseconds to wake.
+const gemmSpin = 200
+
+// await returns once counter c has reached want.
+func (s *gemmShare) await(c *gemmCounter, want int) {
+	for range gemmSpin {
+		if c.Load() >= int64(want) {
+			return
+		}
+		runtime.Gosched()
+	}
+	s.mu.Lock()
+	s.sleepers.Add(1)
+	for c.Load() < int64(want) {
+		s.wake.Wait()
+	}
+	s.sleepers.Add(-1)
+	s.mu.Unlock()
+}
+
+// publish sets counter c to v and wakes the sleepers. A sleeper counts itself before
+// it reads the counter, and publish stores before it reads sleepers, so either the
+// sleeper sees v or publish sees the sleeper.
+func (s *gemmShare) publish(c *gemmCounter, v int) {
+	c.Store(int64(v))
+	if s.sleepers.Load() > 0 {
+		s.mu.Lock()
+		s.wake.Broadcast()
+		s.mu.Unlock()
+	}
+}
+
+// work runs task t of the grid over every kc slice of every nc-wide block, in order:
+// task t is row t/cb of the grid (A's panels [p0, p1)) and column t%cb (its share of
+// each block's B panels, of which it packs part t/cb).
+func (s *gemmShare) work(t int) {
+	g := s.g
+	i, j := t/s.cb, t%s.cb
+	panels := (s.m + g.mr - 1) / g.mr
+	p0, p1 := panels*i/s.rb, panels*(i+1)/s.rb
 	per := g.mc / g.mr // A's panels a task packs at a time
-	for jc := 0; jc < n; jc += g.nc {
-		nc := min(g.nc, n-jc)
+	ap := g.aBufs.Get().(*[]float32)
+	defer g.aBufs.Put(ap)
+	aPack := *ap
+	slice := 0
+	for jc := 0; jc < s.n; jc += s.nc {
+		nc := min(s.nc, s.n-jc)
 		nPanels := (nc + g.nr - 1) / g.nr
-		rb, cb := gemmGrid(panels, nPanels, workers)
-		for pc := 0; pc < k; pc += g.kc {
-			kc := min(g.kc, k-pc)
-			packPanels := func(lo, hi int) {
-				for jp := lo; jp < hi; jp++ {
-					g.packB(bPack[jp*kc*g.nr:], b, pc, kc, jc+jp*g.nr, min(g.nr, nc-jp*g.nr))
-				}
+		q0, q1 := nPanels*j/s.cb, nPanels*(j+1)/s.cb
+		for pc := 0; pc < s.k; pc += g.kc {
+			kc := min(g.kc, s.k-pc)
+			bPack := *s.bufs[slice%s.blocks]
+			// The block held slice-blocks: the column's tasks must be done with it.
+			for u := range s.rb {
+				s.await(&s.finished[u*s.cb+j], slice-s.blocks+1)
 			}
-			task := func(t int) {
-				p0, p1 := panels*(t/cb)/rb, panels*(t/cb+1)/rb
-				q0, q1 := nPanels*(t%cb)/cb, nPanels*(t%cb+1)/cb
-				cols := min(q1*g.nr, nc) - q0*g.nr
-				ap := g.aBufs.Get().(*[]float32)
-				aPack := *ap
-				for s0 := p0; s0 < p1; s0 += per {
-					s1 := min(s0+per, p1)
-					ic := s0 * g.mr
-					mc := min(s1*g.mr, m) - ic
-					for ip := range s1 - s0 {
-						g.packA(aPack[ip*kc*g.mr:], a, pc, kc, ic+ip*g.mr, min(g.mr, mc-ip*g.mr))
+			lo, hi := gemmPart(q0, q1, i, s.rb)
+			for jp := lo; jp < hi; jp++ {
+				g.packB(bPack[jp*kc*g.nr:], s.b, pc, kc, jc+jp*g.nr, min(g.nr, nc-jp*g.nr))
+			}
+			s.publish(&s.packed[t], slice+1)
+			for s0 := p0; s0 < p1; s0 += per {
+				s1 := min(s0+per, p1)
+				ic := s0 * g.mr
+				mc := min(s1*g.mr, s.m) - ic
+				for ip := range s1 - s0 {
+					g.packA(aPack[ip*kc*g.mr:], s.a, pc, kc, ic+ip*g.mr, min(g.mr, mc-ip*g.mr))
+				}
+				for v := range s.rb { // its own part first, then the others' as they come
+					u := (i + v) % s.rb
+					if s0 == p0 {
+						s.await(&s.packed[u*s.cb+j], slice+1)
 					}
-					g.tiles(kc, aPack, s1-s0, mc, bPack, q0, q1, cols, c, ic*ldc+jc+q0*g.nr, ldc, alpha, set && pc == 0)
+					lo, hi := gemmPart(q0, q1, u, s.rb)
+					if lo < hi {
+						g.tiles(kc, aPack, s1-s0, mc, bPack, lo, hi, min(hi*g.nr, nc)-lo*g.nr, s.c, ic*s.ldc+jc+lo*g.nr, s.ldc, s.alpha, s.set && pc == 0)
+					}
 				}
-				g.aBufs.Put(ap)
 			}
-			if workers == 1 {
-				packPanels(0, nPanels)
-				task(0)
-				continue
-			}
-			parallelFor(nPanels, 1, packPanels)
-			parallelTasks(rb*cb, task)
+			s.publish(&s.finished[t], slice+1)
+			slice++
 		}
 	}
+}
+
+// gemmPart is part u of parts of the panels [q0, q1).
+func gemmPart(q0, q1, u, parts int) (lo, hi int) {
+	return q0 + (q1-q0)*u/parts, q0 + (q1-q0)*(u+1)/parts
 }
 
 // gemmPackA weighs packing one of A's panels against running it with one of B's (the
 // moves of mr floats per k step against 2·mr·nr flops), for gemmGrid.
 const gemmPackA = 0.5
 
+// gemmShareB is the most floats of packed B (768 KiB) a task runs each of its mc-row
+// blocks of A against per kc slice without re-reading them from L3: with the block of
+// A and the block of C under them, more no longer stays in a core's L2 (2 MiB on the
+// Xeon it was measured on). Two workers each running half of A's rows against all of
+// a 1024-wide B (1.5 MiB a slice) ran the micro-kernel 11 % slower per flop than one
+// worker alone, and 6-8 % slower overall at 1024 and 2048 than each running half of
+// B's columns against all of A. The tests lower it to narrow B's blocks.
+var gemmShareB = 3 << 16
+
+// gemmFarB weighs running a panel of A against a panel of B that comes from L3 (past
+// a task's gemmShareB) against one from L2, over the cost of a tile, for gemmGrid.
+const gemmFarB = 0.25
+
 // gemmGrid cuts a kc slice of panels of A by nPanels of B into rb·cb ≤ workers tasks,
 // rb rows of A's panels by cb columns of B's: the cut whose largest task does the
 // least, counting the A panels each task packs (every column of tasks packs its rows
-// again). One worker takes the whole slice.
-func gemmGrid(panels, nPanels, workers int) (rb, cb int) {
+// again) and its tiles past the fit panels of B that stay in its L2. One worker takes
+// the whole slice.
+func gemmGrid(panels, nPanels, fit, workers int) (rb, cb int) {
 	rb, cb = 1, 1
 	best := -1.0
 	for t := 1; t <= workers; t++ {
@@ -140,7 +289,7 @@ func gemmGrid(panels, nPanels, workers int) (rb, cb int) {
 				continue
 			}
 			rows, cols := (panels+r-1)/r, (nPanels+c-1)/c
-			cost := float64(rows*cols) + gemmPackA*float64(rows)
+			cost := float64(rows*cols) + gemmPackA*float64(rows) + gemmFarB*float64(rows*max(0, cols-fit))
 			if best < 0 || cost < best {
 				best, rb, cb = cost, r, c
 			}

@@ -230,6 +230,88 @@ func TestSgemmBitsAcrossGOMAXPROCS(t *testing.T) {
 	}
 }
 
+// run's tasks share B's packed parts per kc slice, two blocks alternating: on a
+// kernel blocked small enough for odd sizes to cross many kc slices, mc blocks and nc
+// blocks (the last one narrower than the grid has columns of tasks; narrowed further
+// where a task's share of B is past gemmShareB), every transposition at 2, 3, 4 and 7
+// workers gives the bits of 1 worker, in every kernel.
+func TestSgemmSharedPartsBits(t *testing.T) {
+	r := rand.New(rand.NewPCG(50, 51))
+	defer func(s int) { gemmShareB = s }(gemmShareB)
+	for _, kern := range gemmKernels() {
+		small := newGemmKernel(kern.name, kern.mr, kern.nr, 48, 2*kern.mr, 5*kern.nr, kern.micro, kern.store)
+		// As they are, and with B's blocks narrowed to a panel per task.
+		for _, share := range []int{gemmShareB, 48 * kern.nr} {
+			gemmShareB = share
+			sharedPartsBits(t, r, kern, small)
+		}
+	}
+}
+
+func sharedPartsBits(t *testing.T, r *rand.Rand, kern, small *gemmKernel) {
+	prev := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(prev)
+	for _, s := range [][3]int{{203, 7*kern.nr + 5, 157}, {gemmMinRows, 2 * kern.nr, 49}, {331, kern.nr + 1, 300}} {
+		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+			g := randGemmCase(r, s[0], s[1], s[2])
+			g.transA, g.transB = tr[0], tr[1]
+			g.lda, g.ldb = s[2], s[1]
+			if g.transA {
+				g.lda = s[0]
+			}
+			if g.transB {
+				g.ldb = s[2]
+			}
+			a, b := make([]float32, s[0]*s[2]), make([]float32, s[2]*s[1])
+			for i := range a {
+				a[i] = float32(r.NormFloat64())
+			}
+			for i := range b {
+				b[i] = float32(r.NormFloat64())
+			}
+			g.a, g.b = a, b
+			var first []float32
+			for _, procs := range []int{1, 2, 3, 4, 7} {
+				runtime.GOMAXPROCS(procs)
+				c := append([]float32(nil), g.c...)
+				small.Sgemm(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, c, g.ldc)
+				if first == nil {
+					first = c
+					want := refGemm(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc)
+					for i := range g.m {
+						for j := range g.n {
+							require.InDelta(t, want[i*g.n+j], c[i*g.ldc+j], 1e-3*(1+math.Abs(want[i*g.n+j])), "%s %v at (%d,%d)", kern.name, s, i, j)
+						}
+					}
+					continue
+				}
+				for i := range c {
+					if math.Float32bits(c[i]) != math.Float32bits(first[i]) {
+						t.Fatalf("%s %v tA=%v tB=%v: %d workers give %v at %d, 1 worker %v", kern.name, s, g.transA, g.transB, procs, c[i], i, first[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// gemmGrid on the AVX-512 kernel's blocking (14×32 tiles, kc 384): two workers split a
+// 1024-wide B between them rather than each running all of it against half of A (1.5
+// MiB a slice, past gemmShareB), but still split A's rows where B is small (256); 16
+// workers keep a 4×4 grid.
+func TestGemmGrid(t *testing.T) {
+	grid := func(n, workers int) [2]int {
+		rb, cb := gemmGrid((n+13)/14, (n+31)/32, max(1, gemmShareB/(min(n, 384)*32)), workers)
+		return [2]int{rb, cb}
+	}
+	assert.Equal(t, [2]int{2, 1}, grid(256, 2))
+	assert.Equal(t, [2]int{1, 2}, grid(1024, 2))
+	assert.Equal(t, [2]int{1, 2}, grid(2048, 2))
+	assert.Equal(t, [2]int{4, 4}, grid(1024, 16))
+	assert.Equal(t, [2]int{4, 4}, grid(2048, 16))
+	assert.Equal(t, [2]int{1, 1}, grid(1024, 1))
+}
+
 func TestGemmKernelName(t *testing.T) {
 	ks := gemmKernels()
 	assert.Equal(t, "builtin-"+ks[0].name, Builtin().Name())
