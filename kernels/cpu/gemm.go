@@ -73,8 +73,14 @@ func newGemmKernel(name string, mr, nr, kc, mc, nc int, micro, store func(k int,
 	return g
 }
 
-// gemmSerial is the work (m·n·k) below which Sgemm stays on the calling goroutine.
-const gemmSerial = 64 * 64 * 64
+// gemmSerial is the work (m·n·k) below which Sgemm stays on the calling goroutine:
+// 16M, a product of about 200 µs on one AVX-512 core. Below it, waking a second
+// goroutine costs about what it would save: a parked thread on an idle CPU takes 60 to
+// 165 µs to start on the 2-core dev machine, and as long to be waited for at the end
+// (docs/benchmarks.md, issue 19), so the tiny training case trained faster on one thread
+// than on two with the earlier 64³. The tests lower it to exercise the parallel driver
+// on small matrices.
+var gemmSerial = 16 << 20
 
 func checkMatrix(name string, what string, rows, cols, ld, have int) {
 	if rows == 0 || cols == 0 {
