@@ -67,19 +67,9 @@ func (d *Device) LaunchGraph(g device.Graph, s device.Stream) error {
 	return nil
 }
 
-// DestroyGraph frees g; runs already ordered complete first (the driver waits for them).
+// DestroyGraph frees g; runs already ordered still complete.
 func (d *Device) DestroyGraph(g device.Graph) error {
-	d.hmu.Lock()
-	_, ok := d.graphs[g]
-	delete(d.graphs, g)
-	d.hmu.Unlock()
-	if !ok {
-		return fmt.Errorf("cuda: %s: DestroyGraph(%#x): not a live graph of this device", d.name, uintptr(g))
-	}
-	if r := d.call(d.drv.cuGraphExecDestroy, uintptr(g)); r != success {
-		return d.drv.errorf(r, "cuGraphExecDestroy(%#x)", uintptr(g))
-	}
-	return nil
+	return destroy(d, d.graphs, g, "DestroyGraph", "graph", d.drv.cuGraphExecDestroy, "cuGraphExecDestroy")
 }
 
 // liveGraph checks that g is a graph of this Device that was not destroyed.

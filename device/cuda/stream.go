@@ -44,20 +44,7 @@ func (d *Device) DestroyStream(s device.Stream) error {
 	if s == 0 {
 		return fmt.Errorf("cuda: %s: DestroyStream(0): the default stream cannot be destroyed", d.name)
 	}
-	d.hmu.Lock()
-	_, ok := d.streams[s]
-	delete(d.streams, s)
-	d.hmu.Unlock()
-	if !ok {
-		return fmt.Errorf("cuda: %s: DestroyStream(%#x): not a live stream of this device", d.name, uintptr(s))
-	}
-	if r := d.call(d.drv.cuStreamDestroy, uintptr(s)); r != success {
-		d.hmu.Lock()
-		d.streams[s] = struct{}{}
-		d.hmu.Unlock()
-		return d.drv.errorf(r, "cuStreamDestroy(%#x)", uintptr(s))
-	}
-	return nil
+	return destroy(d, d.streams, s, "DestroyStream", "stream", d.drv.cuStreamDestroy, "cuStreamDestroy")
 }
 
 // SynchronizeStream waits until all work ordered on s has completed.
@@ -156,18 +143,24 @@ func (d *Device) ElapsedTime(start, end device.Event) (time.Duration, error) {
 
 // DestroyEvent destroys an event; a record still pending completes normally.
 func (d *Device) DestroyEvent(e device.Event) error {
+	return destroy(d, d.events, e, "DestroyEvent", "event", d.drv.cuEventDestroy, "cuEventDestroy")
+}
+
+// destroy removes h from set (one of the Device's handle sets, guarded by hmu) and has
+// the driver destroy it with fn (named call); h stays in set if the driver refuses.
+func destroy[H ~uintptr](d *Device, set map[H]struct{}, h H, op, what string, fn uintptr, call string) error {
 	d.hmu.Lock()
-	_, ok := d.events[e]
-	delete(d.events, e)
+	_, ok := set[h]
+	delete(set, h)
 	d.hmu.Unlock()
 	if !ok {
-		return fmt.Errorf("cuda: %s: DestroyEvent(%#x): not a live event of this device", d.name, uintptr(e))
+		return fmt.Errorf("cuda: %s: %s(%#x): not a live %s of this device", d.name, op, uintptr(h), what)
 	}
-	if r := d.call(d.drv.cuEventDestroy, uintptr(e)); r != success {
+	if r := d.call(fn, uintptr(h)); r != success {
 		d.hmu.Lock()
-		d.events[e] = struct{}{}
+		set[h] = struct{}{}
 		d.hmu.Unlock()
-		return d.drv.errorf(r, "cuEventDestroy(%#x)", uintptr(e))
+		return d.drv.errorf(r, "%s(%#x)", call, uintptr(h))
 	}
 	return nil
 }
