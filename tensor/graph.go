@@ -34,18 +34,21 @@ var captures struct {
 // streamOf is the stream dev's ops are ordered on: stream 0, or the capture stream
 // while a graph capture is underway on dev.
 func streamOf(dev device.Device) device.Stream {
-	if captures.underway.Load() == 0 {
-		return 0
-	}
 	s, _ := capturing(dev)
 	return s
 }
 
-// capturing reports whether a capture is underway on dev, and its stream.
+// capturing reports whether a capture is underway on dev, and its stream. Outside any
+// capture it reads one atomic, and inlines: every operand of every op asks.
 func capturing(dev device.Device) (device.Stream, bool) {
 	if captures.underway.Load() == 0 {
 		return 0, false
 	}
+	return captureOn(dev)
+}
+
+// captureOn is capturing's lookup while some capture is underway.
+func captureOn(dev device.Device) (device.Stream, bool) {
 	inner := device.Innermost(dev)
 	captures.mu.Lock()
 	defer captures.mu.Unlock()
