@@ -139,7 +139,6 @@ func asOpError(err error) {
 func TestCaptureGraphRefuses(t *testing.T) {
 	d := newRecorder(t)
 	keep := tensor.NewScope()
-	defer keep.Close()
 	x := f32(keep, d, []float32{1, 2, 3}, 3)
 	inScope := func(f func(s *tensor.Scope)) func() {
 		return func() {
@@ -171,6 +170,8 @@ func TestCaptureGraphRefuses(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, g.Release())
 	assert.Equal(t, map[device.Ptr]device.Stream{x.Storage().Ptr(): 0}, streamsOf(t, d))
+	keep.Close()
+	requireEmpty(t, d)
 
 	_, err = tensor.CaptureGraph(newCPU(t), func() {})
 	assert.ErrorIs(t, err, tensor.ErrCapture)

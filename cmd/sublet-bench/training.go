@@ -96,11 +96,11 @@ func caseNames() string {
 func runTrain(b *bench, dev device.Device) error {
 	for _, c := range b.train {
 		r, err := trainOne(b, dev, c)
-		if err == nil {
-			a, aerr := alloc.For(dev)
-			err = errors.Join(aerr, drain(a)) // the model, optimizer and every step released
+		a, aerr := alloc.For(dev)
+		if aerr == nil {
+			aerr = drain(a) // the model, optimizer and every step released, also after a failed case
 		}
-		if err != nil {
+		if err = errors.Join(err, aerr); err != nil {
 			return fmt.Errorf("%s: %w", c.name, err)
 		}
 		b.report(r)
