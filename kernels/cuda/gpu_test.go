@@ -313,3 +313,64 @@ func TestTensorFloat64MatchesCPU(t *testing.T) {
 	}
 	assert.Equal(t, tensor.BackendHeld(dev), al.Stats().RequestedBytes[alloc.StatAll].Current, "nothing but the kernels' own memory")
 }
+
+// BenchmarkKernelBandwidth times the kernels a training step spends its elementwise
+// and reduction time in, on the device: each b.N launches, then one wait, so the
+// figure (MB/s from SetBytes: every byte read and written once) is the kernel's, not
+// the host's. The shape is a wide layer's activations: [4096, 4096] in each float
+// type of a step (F32, and autocast's F16 and BF16).
+func BenchmarkKernelBandwidth(bm *testing.B) {
+	dev, al, b := gpu(bm)
+	mem := gpuMemory{dev, al}
+	const rows, cols = 4096, 4096
+	for _, dt := range []dtype.DType{dtype.F32, dtype.F16, dtype.BF16} {
+		var live []kernels.Operand
+		op := func(t dtype.DType, shape ...int) kernels.Operand {
+			l := kernels.Contiguous(shape...)
+			o := kernels.Operand{Layout: l, DType: t, Mem: mem.Alloc(bm, int64(t.Size()*max(l.Size(), 1)))}
+			live = append(live, o)
+			return o
+		}
+		x, y, out := op(dt, rows, cols), op(dt, rows, cols), op(dt, rows, cols)
+		bias, colSum, rowSum, all := op(dt, cols), op(dt, 1, cols), op(dt, rows, 1), op(dt)
+		other := dtype.F16
+		if dt != dtype.F32 {
+			other = dtype.F32
+		}
+		cast := op(other, rows, cols)
+		b.Fill(x, 0.5)
+		b.Fill(y, -0.25)
+		b.Fill(bias, 1)
+		n, es := int64(rows*cols), int64(dt.Size())
+		for _, c := range []struct {
+			name  string
+			bytes int64
+			f     func()
+		}{
+			{"Copy", 2 * n * es, func() { b.Copy(out, x) }},
+			{"Cast", n * (es + int64(other.Size())), func() { b.Copy(cast, x) }},
+			{"Add", 3 * n * es, func() { b.Binary(kernels.Add, out, x, y) }},
+			{"AddBias", 2 * n * es, func() { b.Binary(kernels.Add, out, x, bias) }},
+			{"Relu", 2 * n * es, func() { b.Unary(kernels.Relu, out, x) }},
+			{"ReluBackward", 3 * n * es, func() { b.UnaryBackward(kernels.Relu, out, x, y) }},
+			{"SumCols", n * es, func() { b.Sum(colSum, x) }},
+			{"SumRows", n * es, func() { b.Sum(rowSum, x) }},
+			{"SumAll", n * es, func() { b.Sum(all, x) }},
+		} {
+			bm.Run(dt.String()+"/"+c.name, func(bm *testing.B) {
+				c.f()
+				require.NoError(bm, dev.Synchronize())
+				bm.SetBytes(c.bytes)
+				bm.ResetTimer()
+				for range bm.N { // not bm.Loop: the wait below must be inside the timing
+					c.f()
+				}
+				require.NoError(bm, dev.Synchronize())
+			})
+		}
+		require.NoError(bm, b.Check())
+		for _, o := range live {
+			mem.Free(bm, o.Mem)
+		}
+	}
+}

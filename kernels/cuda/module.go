@@ -83,6 +83,7 @@ const (
 	kNonFinite // formWalk
 	kReduceThread
 	kReduceBlock
+	kReduceCols
 	kReduceFinish
 	kReduceFinishBlock
 	kMaxBackward
@@ -175,6 +176,7 @@ var bases = [numKernels / variants]struct {
 	kNonFinite / variants:                {famReduce, "non_finite", formWalk},
 	kReduceThread / variants:             {famReduce, "reduce_thread", formTyped},
 	kReduceBlock / variants:              {famReduce, "reduce_block", formTyped},
+	kReduceCols / variants:               {famReduce, "reduce_cols", formTyped},
 	kReduceFinish / variants:             {famReduce, "reduce_finish", formTyped},
 	kReduceFinishBlock / variants:        {famReduce, "reduce_finish_block", formTyped},
 	kMaxBackward / variants:              {famReduce, "max_backward", formTyped},

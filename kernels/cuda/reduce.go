@@ -112,6 +112,37 @@ func threadPieces(n, nOut int64) (piece, pieces int64) {
 	return pieceCount(n, nOut, per)
 }
 
+// Column sums (reduce_cols in src/reduce.cu): a block takes colsPerBlock columns, a
+// thread colsVec adjacent ones, read as one word; colsBlocksWanted blocks fill an H100
+// or H200 several times over, and a thread folds at least colsMinRows rows of a piece.
+const (
+	colsVec          = hdrColsV
+	colsPerBlock     = hdrColsX * hdrColsV
+	colsBlocksWanted = 1024
+	colsMinRows      = 4 * hdrColsY * hdrColsU
+)
+
+// columnsDense reports whether reduce_cols can take r: one kept and one reduced
+// dimension after merging, the kept one dense in a float src, its length and the row
+// stride multiples of colsVec, and the input's start on the kernel's read (colsVec
+// elements, at most 16 bytes).
+func columnsDense(r *reduction, src kernels.Operand) bool {
+	if !src.DType.IsFloat() {
+		return false
+	}
+	read := uint64(min(colsVec*src.DType.Size(), 16))
+	return r.krank == 1 && r.rrank == 1 && r.kstride[1][0] == 1 &&
+		r.nOut%colsVec == 0 && r.rstride[0]%colsVec == 0 && r.src%read == 0
+}
+
+// colPieces cuts the nRed rows of a column sum over groups column groups into pieces:
+// enough pieces for colsBlocksWanted blocks, each at least colsMinRows rows, their
+// partials within the scratch (pieceCount).
+func colPieces(nRed, nOut, groups int64) (piece, pieces int64) {
+	want := max(1, min((colsBlocksWanted+groups-1)/groups, nRed/colsMinRows))
+	return pieceCount(nRed, nOut, (nRed+want-1)/want)
+}
+
 func (b *Backend) Sum(dst, src kernels.Operand) {
 	if dst.DType == dtype.I64 {
 		b.sumInts(dst, src) // compare.go
@@ -174,21 +205,29 @@ func (b *Backend) runReduction(r *reduction, mode int32, idx uint64, dst, src ke
 	// reduced elements do, or when there is little to reduce; a block per output else.
 	keptInner, redInner := r.kstride[1][r.krank-1], r.rstride[r.rrank-1]
 	thread := r.nRed <= 32 || (r.nOut >= 32 && keptInner < redInner)
-	k := kReduceBlock.in(f64)
-	r.piece, r.pieces = pieceCount(r.nRed, r.nOut, blockPiece)
-	if thread {
+	cols := thread && mode != hdrRedMax && columnsDense(r, src)
+	var k kernel
+	var cfg cudadev.LaunchConfig
+	switch {
+	case cols:
+		k = kReduceCols.in(f64)
+		groups := (r.nOut + colsPerBlock - 1) / colsPerBlock
+		r.piece, r.pieces = colPieces(r.nRed, r.nOut, groups)
+		cfg = cudadev.LaunchConfig{Grid: cudadev.Dim3{X: uint32(min(groups*r.pieces, 1<<31-1))}, Block: cudadev.Dim3{X: block}, Stream: s}
+	case thread:
 		k = kReduceThread.in(f64)
 		r.piece, r.pieces = threadPieces(r.nRed, r.nOut)
+		cfg = b.grid(r.nOut*r.pieces, s)
+	default:
+		k = kReduceBlock.in(f64)
+		r.piece, r.pieces = pieceCount(r.nRed, r.nOut, blockPiece)
+		cfg = cudadev.LaunchConfig{Grid: cudadev.Dim3{X: uint32(min(r.nOut*r.pieces, 1<<31-1))}, Block: cudadev.Dim3{X: block}, Stream: s}
 	}
 	sc, ok := b.partials(s, r.pieces)
 	if !ok {
 		return
 	}
 	defer sc.unlock()
-	cfg := b.grid(r.nOut*r.pieces, s)
-	if !thread {
-		cfg.Grid.X = uint32(min(r.nOut*r.pieces, 1<<31-1))
-	}
 	args := [4]cudadev.Arg{cudadev.ArgBytes(r.bytes()), cudadev.ArgInt32(mode), cudadev.ArgUint64(idx), cudadev.ArgUint64(sc.addr())}
 	b.launch(k, cfg, args[:]...)
 	switch {

@@ -60,7 +60,14 @@ func testReduce(t *testing.T, s *suite) {
 		{[]int{4, 6}, nil, nil},
 		{[]int{2, 3, 4}, []int{2, 1, 4}, &kernels.Layout{Shape: []int{2, 3, 4}, Strides: []int{1, 8, 2}, Offset: 3}},
 		{[]int{3, 70000}, []int{3, 1}, nil},   // pieces of a block
-		{[]int{70000, 40}, []int{1, 40}, nil}, // pieces of threads
+		{[]int{70000, 40}, []int{1, 40}, nil}, // pieces of threads; on cuda, of column blocks
+		// Column sums (cuda's reduce_cols): one piece; two pieces and a column group
+		// half full; rows apart by more than their length; and an input off its
+		// 16-byte word, which takes the thread-per-output kernel instead.
+		{[]int{6, 8}, []int{1, 8}, nil},
+		{[]int{256, 36}, []int{36}, nil},
+		{[]int{5, 8}, []int{1, 8}, &kernels.Layout{Shape: []int{5, 8}, Strides: []int{12, 1}}},
+		{[]int{8, 8}, []int{1, 8}, &kernels.Layout{Shape: []int{8, 8}, Strides: []int{8, 1}, Offset: 2}},
 		{[]int{4, 0}, []int{4, 1}, nil},       // empty reductions: 0, and NaN means
 		{[]int{0, 6}, []int{0, 1}, nil},       // no outputs
 	}

@@ -77,6 +77,13 @@
 // UNROLL loads per operand are in flight at once.
 #define UNROLL 4
 
+// A column sum (reduce.cu's reduce_cols) gives a thread COLS_V adjacent columns, a block
+// COLS_X × COLS_Y threads, and a thread loads COLS_U rows before adding any.
+#define COLS_V 4
+#define COLS_X 32
+#define COLS_Y (BLOCK / COLS_X)
+#define COLS_U 4
+
 // Walk is an elementwise kernel's iteration: the output's shape after merging
 // dimensions (shape[rank-1] innermost), each operand's strides along it (in elements),
 // the address of each operand's first element (its Offset applied), its type, and the

@@ -112,17 +112,84 @@ __device__ __forceinline__ void reduce_thread_k(const Reduction &r, int mode, lo
     }
 }
 
+// fold_sum_words is a block's sum of the elements [lo, hi) of a dense reduced
+// dimension of the float type DT, starting at src offset base: thread j sums the
+// 16-byte words j, j+BLOCK, ... from the first word boundary at or after lo, UNROLL words
+// in flight and an accumulator per element of a word (combined in order), then adds
+// the element j of the head before that boundary and of the tail after the last whole
+// word. The order depends on the shapes and the 16-byte phase of the input only.
+template <typename C, int DT>
+__device__ __forceinline__ double fold_sum_words(const Reduction &r, long long base, long long lo, long long hi) {
+    using V = vtype<DT>;
+    constexpr int N = V::n, ES = 16 / N;
+    unsigned long long start = r.src + (unsigned long long)base * ES; // element 0's address
+    long long e0 = min(hi, lo + (long long)((16 - (start + lo * ES) % 16) % 16) / ES);
+    long long words = (hi - e0) / N, e1 = e0 + words * N;
+    const uint4 *w = (const uint4 *)(start + e0 * ES);
+    double d[N];
+#pragma unroll
+    for (int e = 0; e < N; e++) d[e] = 0;
+    long long i = threadIdx.x;
+    for (; i + (UNROLL - 1) * BLOCK < words; i += UNROLL * BLOCK) {
+        uint4 x[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) x[u] = w[i + u * BLOCK];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+#pragma unroll
+            for (int e = 0; e < N; e++) d[e] += (double)V::template get<C>(x[u], e);
+        }
+    }
+    for (; i < words; i += BLOCK) {
+        uint4 x = w[i];
+#pragma unroll
+        for (int e = 0; e < N; e++) d[e] += (double)V::template get<C>(x, e);
+    }
+    double a = 0;
+#pragma unroll
+    for (int e = 0; e < N; e++) a += d[e];
+    long long h = lo + threadIdx.x, t = e1 + threadIdx.x;
+    if (h < e0) a += (double)ld<C>(r.src, r.dts, base + h, 0);
+    if (t < hi) a += (double)ld<C>(r.src, r.dts, base + t, 0);
+    return a;
+}
+
+// sum_words reports whether a block kernel's sum can read r's input in 16-byte words
+// (fold_sum_words): one dense reduced dimension of a float type of 4 or 2 bytes.
+__device__ __forceinline__ bool sum_words(const Reduction &r, int mode) {
+    return mode != RED_MAX && r.rrank == 1 && r.rstride[0] == 1 && (r.dts == DT_F32 || r.dts == DT_F16 || r.dts == DT_BF16);
+}
+
 // reduce_block_k: block b folds piece b / nOut of output b % nOut: thread j takes the
-// elements j, j+BLOCK, ... of the piece, then the block combines them in a fixed tree.
+// elements j, j+BLOCK, ... of the piece, then the block combines them in a fixed tree;
+// a sum over a dense dimension goes by words (fold_sum_words) and combines with
+// group_sum's butterfly instead.
 template <typename C>
 __device__ __forceinline__ void reduce_block_k(const Reduction &r, int mode, long long *idx, Acc *part) {
     __shared__ Acc tree[BLOCK];
+    __shared__ double sums[BLOCK / 32];
     bool isMax = mode == RED_MAX;
     long long total = r.nOut * r.pieces;
     for (long long b = blockIdx.x; b < total; b += gridDim.x) {
         long long o = b % r.nOut, c = b / r.nOut;
         long long base = unravel<long long>(o, r.krank, r.kshape, r.kstride[1]);
         long long lo = c * r.piece, hi = min(lo + r.piece, r.nRed);
+        if (sizeof(C) == 4 && sum_words(r, mode)) {
+            double v;
+            switch (r.dts) {
+            case DT_F32: v = fold_sum_words<C, DT_F32>(r, base, lo, hi); break;
+            case DT_F16: v = fold_sum_words<C, DT_F16>(r, base, lo, hi); break;
+            default: v = fold_sum_words<C, DT_BF16>(r, base, lo, hi); break;
+            }
+            v = group_sum<BLOCK>(v, sums);
+            if (threadIdx.x == 0) {
+                Acc a = acc_zero();
+                a.sum = v;
+                if (r.pieces == 1) finish_out<C>(r, mode, idx, o, a);
+                else part[c * r.nOut + o] = a;
+            }
+            continue;
+        }
         tree[threadIdx.x] = fold_piece<C>(r, isMax, base, lo + threadIdx.x, hi, BLOCK);
         __syncthreads();
         for (int s = BLOCK / 2; s > 0; s >>= 1) {
@@ -132,6 +199,112 @@ __device__ __forceinline__ void reduce_block_k(const Reduction &r, int mode, lon
         if (threadIdx.x == 0) {
             if (r.pieces == 1) finish_out<C>(r, mode, idx, o, tree[0]);
             else part[c * r.nOut + o] = tree[0];
+        }
+        __syncthreads();
+    }
+}
+
+// ---- column sums ------------------------------------------------------------------
+//
+// A sum (or mean) over the rows of a matrix whose columns are the outputs: the bias
+// gradient, a [batch, width] gradient summed over the batch. A thread per output would
+// read its column one element per row, 2 or 4 bytes a load; reduce_cols_k gives each
+// thread COLS_V adjacent columns instead and reads them at once (16 bytes of float32,
+// 8 of 2-byte types, two 16-byte words of float64), a warp 32 such reads of one row. A block is
+// COLS_X × COLS_Y threads: COLS_X·COLS_V columns, its COLS_Y rows of threads taking the
+// rows of its piece in turn; they combine in a fixed tree in shared memory. Blocks
+// cover column groups × row pieces, the pieces combined in piece order by
+// reduce_finish as for the other kernels. The host uses it when both dimensions merge
+// to one and the columns are dense in a float type, aligned to COLS_V elements (the
+// start on a whole read, 16 bytes at most). COLS_* are in common.cuh (the host reads them).
+// colword<DT> is what a thread of reduce_cols reads of one row at once: its COLS_V
+// elements of type DT as stored (W), element j of which get converts to C as ld does.
+template <int DT> struct colword;
+template <> struct colword<DT_F32> {
+    using W = float4;
+    template <typename C> static __device__ __forceinline__ C get(const W &w, int j) { return (C)(&w.x)[j]; }
+};
+template <> struct colword<DT_F16> {
+    using W = uint2;
+    template <typename C> static __device__ __forceinline__ C get(const W &w, int j) { return (C)f16_to_f32(((const unsigned short *)&w)[j]); }
+};
+template <> struct colword<DT_BF16> {
+    using W = uint2;
+    template <typename C> static __device__ __forceinline__ C get(const W &w, int j) { return (C)bf16_to_f32(((const unsigned short *)&w)[j]); }
+};
+struct f64x4 {
+    double2 lo, hi;
+};
+template <> struct colword<DT_F64> {
+    using W = f64x4;
+    template <typename C> static __device__ __forceinline__ C get(const W &w, int j) { return (C)(j < 2 ? (&w.lo.x)[j] : (&w.hi.x)[j - 2]); }
+};
+
+// fold_cols adds rows row, row+COLS_Y, ... below hi of the COLS_V columns from col to
+// s, in order, loading U rows before adding any: U reads in flight (twice COLS_U for
+// 2-byte types, whose reads are half as wide).
+template <typename C, int DT, int U>
+__device__ __forceinline__ void fold_cols(const Reduction &r, long long col, long long row, long long hi, double s[COLS_V]) {
+    using CW = colword<DT>;
+    const typename CW::W *p = (const typename CW::W *)r.src;
+    long long rs = r.rstride[0];
+    for (; row < hi; row += COLS_Y * U) {
+        typename CW::W x[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            long long ru = row + u * COLS_Y;
+            if (ru < hi) x[u] = p[(ru * rs + col) / COLS_V];
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            if (row + u * COLS_Y < hi) {
+#pragma unroll
+                for (int j = 0; j < COLS_V; j++) s[j] += (double)CW::template get<C>(x[u], j);
+            }
+        }
+    }
+}
+
+// reduce_cols_k: block b takes column group b % groups and row piece b / groups; thread
+// (tx, ty) folds rows lo+ty, lo+ty+COLS_Y, ... of its COLS_V columns in order.
+template <typename C>
+__device__ __forceinline__ void reduce_cols_k(const Reduction &r, int mode, Acc *part) {
+    __shared__ double tree[COLS_Y][COLS_X * COLS_V];
+    int tx = threadIdx.x % COLS_X, ty = threadIdx.x / COLS_X;
+    long long groups = (r.nOut + COLS_X * COLS_V - 1) / (COLS_X * COLS_V);
+    for (long long b = blockIdx.x; b < groups * r.pieces; b += gridDim.x) {
+        long long g = b % groups, c = b / groups;
+        long long col = (g * COLS_X + tx) * COLS_V;
+        long long lo = c * r.piece, hi = min(lo + r.piece, r.nRed);
+        double s[COLS_V];
+#pragma unroll
+        for (int j = 0; j < COLS_V; j++) s[j] = 0;
+        if (col < r.nOut) {
+            switch (r.dts) {
+            case DT_F32: fold_cols<C, DT_F32, COLS_U>(r, col, lo + ty, hi, s); break;
+            case DT_F16: fold_cols<C, DT_F16, 2 * COLS_U>(r, col, lo + ty, hi, s); break;
+            case DT_BF16: fold_cols<C, DT_BF16, 2 * COLS_U>(r, col, lo + ty, hi, s); break;
+            default: fold_cols<C, DT_F64, COLS_U>(r, col, lo + ty, hi, s); break;
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < COLS_V; j++) tree[ty][tx * COLS_V + j] = s[j];
+        __syncthreads();
+        for (int h = COLS_Y / 2; h > 0; h >>= 1) {
+            if (ty < h) {
+#pragma unroll
+                for (int j = 0; j < COLS_V; j++) tree[ty][tx * COLS_V + j] += tree[ty + h][tx * COLS_V + j];
+            }
+            __syncthreads();
+        }
+        if (ty == 0 && col < r.nOut) {
+#pragma unroll
+            for (int j = 0; j < COLS_V; j++) {
+                Acc a = acc_zero();
+                a.sum = tree[0][tx * COLS_V + j];
+                if (r.pieces == 1) finish_out<C>(r, mode, nullptr, col + j, a);
+                else part[c * r.nOut + col + j] = a;
+            }
         }
         __syncthreads();
     }
@@ -203,6 +376,7 @@ __device__ __forceinline__ void non_finite_k(const Walk &w, int *found) {
 #define REDUCE_KERNELS(C, CN)                                                                                                                      \
     KERNEL reduce_thread_##CN(Reduction r, int mode, long long *idx, Acc *part) { reduce_thread_k<C>(r, mode, idx, part); }                        \
     KERNEL reduce_block_##CN(Reduction r, int mode, long long *idx, Acc *part) { reduce_block_k<C>(r, mode, idx, part); }                          \
+    KERNEL reduce_cols_##CN(Reduction r, int mode, long long *idx, Acc *part) { reduce_cols_k<C>(r, mode, part); }                                 \
     KERNEL_ROOM reduce_finish_##CN(Reduction r, int mode, long long *idx, const Acc *part) { reduce_finish_k<C>(r, mode, idx, part); }             \
     KERNEL reduce_finish_block_##CN(Reduction r, int mode, long long *idx, const Acc *part) { reduce_finish_block_k<C>(r, mode, idx, part); }      \
     KERNEL max_backward_##CN(Reduction r, const long long *idx, ErrorFlag *flag, unsigned int seq) { max_backward_k<C>(r, idx, flag, seq); }      \

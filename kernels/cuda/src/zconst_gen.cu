@@ -60,6 +60,10 @@ int main() {
     C("hdrMaxOps", MAX_OPS);
     C("hdrBlock", BLOCK);
     C("hdrUnroll", UNROLL);
+    C("hdrColsV", COLS_V);
+    C("hdrColsX", COLS_X);
+    C("hdrColsY", COLS_Y);
+    C("hdrColsU", COLS_U);
     C("hdrListChunk", LIST_CHUNK);
     C("hdrOptimList", OPTIM_LIST);
     C("hdrScaleList", SCALE_LIST);
