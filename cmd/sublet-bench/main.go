@@ -20,11 +20,16 @@
 //	            GPU), -graph times replays of a step captured as a CUDA graph, -profile
 //	            writes each case's per-op table and trace;
 //	            scripts/bench/torch_train.py runs the same cases in PyTorch
-//	ops         single ops through tensor on cpu: products of 1024² float32 in three
+//	ops         single ops through tensor. On cpu: products of 1024² float32 in three
 //	            transpose combinations (GFLOP/s), reductions in the backward pass's
 //	            layouts and elementwise ops over 64M float32 (GB/s, the bytes read and
 //	            written once), and the host cost of Add of 1k float32, 100 ops per scope
-//	            (µs/op); scripts/bench/torch_ops.py runs the same ops in PyTorch
+//	            (µs/op). On a GPU (cuda:0; sim runs the same, computing nothing): issue
+//	            18's kernel families in F32, F16 and BF16 over 64M elements (copy, add,
+//	            bias add, mul, relu and its backward, gelu, the sums, max, softmax,
+//	            log-softmax, cross entropy, layer norm, transpose), four casts,
+//	            products of 4096², each run R repetitions then a synchronisation;
+//	            scripts/bench/torch_ops.py [--device cuda] runs the same ops in PyTorch
 //
 //	sublet-bench [-device sim,cuda:0] [-run pair,churn,...] [-time 1s] [-compute 2.26ms] [-cases cpu] [-steps N]
 //	             [-upload resident|each-step] [-graph] [-profile DIR] [-json FILE] [-jsonl FILE] [-opsize N]
@@ -136,7 +141,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	jsonPath := fs.String("json", "", "also write the results as a JSON array to this file")
 	jsonlPath := fs.String("jsonl", "", "also write the results as JSON lines, one per figure, to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
-	opSize := fs.Int("opsize", 1<<26, "ops: elements of the ops over a large tensor (the reductions, add, cast, relu), a multiple of 65536")
+	opSize := fs.Int("opsize", 1<<26, "ops: elements of the ops over a large tensor (all but the products and add-1k; on a GPU the products take a quarter of it, 4096² at most), a multiple of 65536")
 	tracePath := fs.String("trace", "", "write an execution trace of the whole run to this file (go tool trace reads it: where goroutines waited, how busy each thread was)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: sublet-bench [-device LIST] [-run LIST] [-time D] [-compute D] [-cases LIST] [-steps N] [-upload resident|each-step] [-graph] [-profile DIR] [-json FILE] [-jsonl FILE] [-opsize N] [-cpuprofile FILE] [-trace FILE]")

@@ -238,31 +238,3 @@ func TestTrainGraphNeedsAGPU(t *testing.T) {
 	assert.Contains(t, errs, "tiny-sgd: -graph: tensor: CaptureGraph: sim cannot record graphs (CUDA devices can)")
 	assert.NotContains(t, errs, "still", "the failed case left memory allocated or reserved")
 }
-
-func TestOps(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "ops.jsonl")
-	code, out, errs := runBench("-device", "cpu", "-run", "ops", "-opsize", "65536", "-time", "1ms", "-jsonl", path)
-	require.Equal(t, 0, code, errs)
-	data, err := os.ReadFile(path)
-	require.NoError(t, err)
-	units := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		var r Result
-		require.NoError(t, json.Unmarshal([]byte(line), &r))
-		assert.Equal(t, "ops", r.Experiment)
-		assert.Greater(t, r.Value, 0.0, r.Case)
-		assert.GreaterOrEqual(t, r.N, int64(3), "at least 3 runs after the warm-up: %s", r.Case)
-		assert.Contains(t, r.Note, "gemm builtin")
-		units[r.Case] = r.Unit
-	}
-	assert.Equal(t, "GFLOP/s", units["matmul-tn-1024"])
-	assert.Equal(t, "GB/s", units["sum-cols-64M"])
-	assert.Equal(t, "µs/op", units["add-1k"])
-	assert.Len(t, units, 13, out)
-
-	code, _, errs = runBench("-device", "sim", "-run", "ops", "-opsize", "65536", "-time", "1ms")
-	assert.Equal(t, 1, code)
-	assert.Contains(t, errs, "ops times the CPU kernels: run it on cpu")
-	code, _, _ = runBench("-run", "ops", "-opsize", "1000")
-	assert.Equal(t, 2, code, "-opsize must be a multiple of 65536")
-}
