@@ -105,6 +105,8 @@ func exercise(b *Backend) {
 		b.Mean(o.dense(dt, 4, 1), x)
 		b.Sum(o.dense(dt), o.dense(dt, 3, 1<<16)) // pieces
 		b.Sum(o.dense(dt, 64), o.dense(dt, 1<<16, 64))
+		b.Sum(o.dense(dt, 8, 1), o.dense(dt, 8, 100))                           // a warp a row
+		b.Max(o.dense(dt, 8, 1), o.dense(dtype.I64, 8, 1), o.dense(dt, 8, 100)) // a warp a row
 		idx := o.dense(dtype.I64, 4, 1)
 		b.Max(o.dense(dt, 4, 1), idx, x)
 		b.Max(kernels.Operand{}, idx, x)

@@ -15,6 +15,15 @@ func (b *Backend) Copy(dst, src kernels.Operand) {
 	if !newWalk(op, &w, dst, src) {
 		return
 	}
+	if dst.DType == src.DType && dst.Size() == src.Size() && dst.IsContiguous() && src.IsContiguous() {
+		// The same bytes in the same order: the driver's device-to-device copy,
+		// which moves them at the memory's rate (the walk's kernel reached 86% of it
+		// in F32).
+		if err := b.copyOnDevice(b.ptrOf(dst), b.ptrOf(src), int64(dst.Size()*dst.DType.Size()), dst.Mem.Stream); err != nil {
+			b.fault(err)
+		}
+		return
+	}
 	b.launchWalk(kCopy.in(in64(dst, src)), &w, dst)
 }
 

@@ -84,6 +84,7 @@ const (
 	kReduceThread
 	kReduceBlock
 	kReduceCols
+	kReduceWarp
 	kReduceFinish
 	kReduceFinishBlock
 	kMaxBackward
@@ -177,6 +178,7 @@ var bases = [numKernels / variants]struct {
 	kReduceThread / variants:             {famReduce, "reduce_thread", formTyped},
 	kReduceBlock / variants:              {famReduce, "reduce_block", formTyped},
 	kReduceCols / variants:               {famReduce, "reduce_cols", formTyped},
+	kReduceWarp / variants:               {famReduce, "reduce_warp", formTyped},
 	kReduceFinish / variants:             {famReduce, "reduce_finish", formTyped},
 	kReduceFinishBlock / variants:        {famReduce, "reduce_finish_block", formTyped},
 	kMaxBackward / variants:              {famReduce, "max_backward", formTyped},

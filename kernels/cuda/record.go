@@ -93,6 +93,13 @@ func (b *Backend) memset(p device.Ptr, n int64, s device.Stream) error {
 	return b.dev.Memset(p, 0, n, s)
 }
 
+func (b *Backend) copyOnDevice(dst, src device.Ptr, n int64, s device.Stream) error {
+	if b.rec != nil {
+		return nil
+	}
+	return b.dev.CopyOnDevice(dst, src, n, s)
+}
+
 func (b *Backend) copyToHost(dst []byte, p device.Ptr, s device.Stream) error {
 	if b.rec != nil {
 		clear(dst)

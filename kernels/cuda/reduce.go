@@ -122,6 +122,10 @@ const (
 	colsMinRows      = 4 * hdrColsY * hdrColsU
 )
 
+// warpElements is the most elements per output a warp folds alone (reduce_warp);
+// longer outputs take a block a piece.
+const warpElements = 8192
+
 // columnsDense reports whether reduce_cols can take r: one kept and one reduced
 // dimension after merging, the kept one dense in a float src, its length and the row
 // stride multiples of colsVec, and the input's start on the kernel's read (colsVec
@@ -209,6 +213,10 @@ func (b *Backend) runReduction(r *reduction, mode int32, idx uint64, dst, src ke
 	var k kernel
 	var cfg cudadev.LaunchConfig
 	switch {
+	case !thread && r.nRed <= warpElements: // a warp per output, whole
+		k = kReduceWarp.in(f64)
+		r.piece, r.pieces = r.nRed, 1
+		cfg = b.grid(r.nOut*32, s)
 	case cols:
 		k = kReduceCols.in(f64)
 		groups := (r.nOut + colsPerBlock - 1) / colsPerBlock

@@ -68,8 +68,12 @@ func testReduce(t *testing.T, s *suite) {
 		{[]int{256, 36}, []int{36}, nil},
 		{[]int{5, 8}, []int{1, 8}, &kernels.Layout{Shape: []int{5, 8}, Strides: []int{12, 1}}},
 		{[]int{8, 8}, []int{1, 8}, &kernels.Layout{Shape: []int{8, 8}, Strides: []int{8, 1}, Offset: 2}},
-		{[]int{4, 0}, []int{4, 1}, nil},       // empty reductions: 0, and NaN means
-		{[]int{0, 6}, []int{0, 1}, nil},       // no outputs
+		// Rows of a few hundred elements (cuda's reduce_warp): dense, each row on
+		// another 16-byte phase (a head and a tail around the words); and strided.
+		{[]int{30, 300}, []int{30, 1}, &kernels.Layout{Shape: []int{30, 300}, Strides: []int{301, 1}, Offset: 1}},
+		{[]int{6, 100}, []int{6, 1}, &kernels.Layout{Shape: []int{6, 100}, Strides: []int{200, 2}}},
+		{[]int{4, 0}, []int{4, 1}, nil}, // empty reductions: 0, and NaN means
+		{[]int{0, 6}, []int{0, 1}, nil}, // no outputs
 	}
 	// (input, output) types: float32 sums of each kind of input, float64 ones of F64
 	// and of integers (exact in float64), and an F64 sum rounded to F32.
@@ -185,6 +189,20 @@ func testMax(t *testing.T, s *suite) {
 			}
 		}
 	}
+	// Rows of 100 (cuda: a warp a row), the maximum placed on purpose, once twice.
+	rows := input(dtype.F32, kernels.Contiguous(6, 100), func(i int) float64 {
+		r, c := i/100, i%100
+		switch {
+		case c == 17*r+3:
+			return 50
+		case r == 5 && c == 90:
+			return 50 // a second maximum in row 5, after the first (at 88)
+		}
+		return float64((i*37)%41) - 20
+	})
+	wantI := []float64{3, 20, 37, 54, 71, 88}
+	s.result(t, "rows of 100", []*buf{dense(dtype.F32, 6, 1), dense(dtype.I64, 6, 1), rows}, 1, wantI, exact,
+		func(be kernels.Backend, o []kernels.Operand) { be.Max(o[0], o[1], o[2]) })
 	// Over every element: one position, row-major.
 	x := input(dtype.F32, kernels.Contiguous(3, 4), func(i int) float64 { return float64((i * 5) % 12) })
 	s.result(t, "all", []*buf{dense(dtype.F32), dense(dtype.I64), x}, 1, []float64{7}, exact,

@@ -112,14 +112,15 @@ __device__ __forceinline__ void reduce_thread_k(const Reduction &r, int mode, lo
     }
 }
 
-// fold_sum_words is a block's sum of the elements [lo, hi) of a dense reduced
-// dimension of the float type DT, starting at src offset base: thread j sums the
-// 16-byte words j, j+BLOCK, ... from the first word boundary at or after lo, UNROLL words
-// in flight and an accumulator per element of a word (combined in order), then adds
-// the element j of the head before that boundary and of the tail after the last whole
-// word. The order depends on the shapes and the 16-byte phase of the input only.
-template <typename C, int DT>
-__device__ __forceinline__ double fold_sum_words(const Reduction &r, long long base, long long lo, long long hi) {
+// fold_sum_words is the share of lane j of a group of G threads (a block or a warp) in
+// the sum of the elements [lo, hi) of a dense reduced dimension of the float type DT,
+// starting at src offset base: it sums the 16-byte words j, j+G, ... from the first
+// word boundary at or after lo, UNROLL words in flight and an accumulator per element of
+// a word (combined in order), then adds the element j of the head before that boundary
+// and of the tail after the last whole word. The order depends on the shapes and the
+// 16-byte phase of the input only.
+template <typename C, int DT, int G>
+__device__ __forceinline__ double fold_sum_words(const Reduction &r, long long base, long long lo, long long hi, int j) {
     using V = vtype<DT>;
     constexpr int N = V::n, ES = 16 / N;
     unsigned long long start = r.src + (unsigned long long)base * ES; // element 0's address
@@ -129,18 +130,18 @@ __device__ __forceinline__ double fold_sum_words(const Reduction &r, long long b
     double d[N];
 #pragma unroll
     for (int e = 0; e < N; e++) d[e] = 0;
-    long long i = threadIdx.x;
-    for (; i + (UNROLL - 1) * BLOCK < words; i += UNROLL * BLOCK) {
+    long long i = j;
+    for (; i + (UNROLL - 1) * G < words; i += UNROLL * G) {
         uint4 x[UNROLL];
 #pragma unroll
-        for (int u = 0; u < UNROLL; u++) x[u] = w[i + u * BLOCK];
+        for (int u = 0; u < UNROLL; u++) x[u] = w[i + u * G];
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
 #pragma unroll
             for (int e = 0; e < N; e++) d[e] += (double)V::template get<C>(x[u], e);
         }
     }
-    for (; i < words; i += BLOCK) {
+    for (; i < words; i += G) {
         uint4 x = w[i];
 #pragma unroll
         for (int e = 0; e < N; e++) d[e] += (double)V::template get<C>(x, e);
@@ -148,7 +149,7 @@ __device__ __forceinline__ double fold_sum_words(const Reduction &r, long long b
     double a = 0;
 #pragma unroll
     for (int e = 0; e < N; e++) a += d[e];
-    long long h = lo + threadIdx.x, t = e1 + threadIdx.x;
+    long long h = lo + j, t = e1 + j;
     if (h < e0) a += (double)ld<C>(r.src, r.dts, base + h, 0);
     if (t < hi) a += (double)ld<C>(r.src, r.dts, base + t, 0);
     return a;
@@ -158,6 +159,49 @@ __device__ __forceinline__ double fold_sum_words(const Reduction &r, long long b
 // (fold_sum_words): one dense reduced dimension of a float type of 4 or 2 bytes.
 __device__ __forceinline__ bool sum_words(const Reduction &r, int mode) {
     return mode != RED_MAX && r.rrank == 1 && r.rstride[0] == 1 && (r.dts == DT_F32 || r.dts == DT_F16 || r.dts == DT_BF16);
+}
+
+// sum_words_of is fold_sum_words for the input's type (sum_words holds).
+template <typename C, int G>
+__device__ __forceinline__ double sum_words_of(const Reduction &r, long long base, long long lo, long long hi, int j) {
+    switch (r.dts) {
+    case DT_F32: return fold_sum_words<C, DT_F32, G>(r, base, lo, hi, j);
+    case DT_F16: return fold_sum_words<C, DT_F16, G>(r, base, lo, hi, j);
+    }
+    return fold_sum_words<C, DT_BF16, G>(r, base, lo, hi, j);
+}
+
+// warp_acc combines the Accs of a warp's lanes in a butterfly: a sum's additions and
+// max_better's total order give every lane the same result whatever the pairing.
+__device__ __forceinline__ Acc warp_acc(Acc a, bool isMax) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        Acc b;
+        b.sum = __shfl_xor_sync(0xffffffffu, a.sum, o);
+        b.max = __shfl_xor_sync(0xffffffffu, a.max, o);
+        b.arg = __shfl_xor_sync(0xffffffffu, a.arg, o);
+        acc_merge(a, isMax, b);
+    }
+    return a;
+}
+
+// reduce_warp_k: warp w of the grid folds output w (and every warps-th after it) whole:
+// lane j takes the elements j, j+32, ... (a sum over a dense dimension its words), and
+// the warp combines them with warp_acc. For outputs of up to a few thousand elements
+// each, where a block per output would leave most of its threads idle.
+template <typename C>
+__device__ __forceinline__ void reduce_warp_k(const Reduction &r, int mode, long long *idx) {
+    bool isMax = mode == RED_MAX, words = sizeof(C) == 4 && sum_words(r, mode);
+    int lane = threadIdx.x & 31;
+    long long warps = (long long)gridDim.x * (BLOCK / 32);
+    for (long long o = (long long)blockIdx.x * (BLOCK / 32) + threadIdx.x / 32; o < r.nOut; o += warps) {
+        long long base = unravel<long long>(o, r.krank, r.kshape, r.kstride[1]);
+        Acc a = acc_zero();
+        if (words) a.sum = sum_words_of<C, 32>(r, base, 0, r.nRed, lane);
+        else a = fold_piece<C>(r, isMax, base, lane, r.nRed, 32);
+        a = warp_acc(a, isMax);
+        if (lane == 0) finish_out<C>(r, mode, idx, o, a);
+    }
 }
 
 // reduce_block_k: block b folds piece b / nOut of output b % nOut: thread j takes the
@@ -175,13 +219,7 @@ __device__ __forceinline__ void reduce_block_k(const Reduction &r, int mode, lon
         long long base = unravel<long long>(o, r.krank, r.kshape, r.kstride[1]);
         long long lo = c * r.piece, hi = min(lo + r.piece, r.nRed);
         if (sizeof(C) == 4 && sum_words(r, mode)) {
-            double v;
-            switch (r.dts) {
-            case DT_F32: v = fold_sum_words<C, DT_F32>(r, base, lo, hi); break;
-            case DT_F16: v = fold_sum_words<C, DT_F16>(r, base, lo, hi); break;
-            default: v = fold_sum_words<C, DT_BF16>(r, base, lo, hi); break;
-            }
-            v = group_sum<BLOCK>(v, sums);
+            double v = group_sum<BLOCK>(sum_words_of<C, BLOCK>(r, base, lo, hi, threadIdx.x), sums);
             if (threadIdx.x == 0) {
                 Acc a = acc_zero();
                 a.sum = v;
@@ -377,6 +415,7 @@ __device__ __forceinline__ void non_finite_k(const Walk &w, int *found) {
     KERNEL reduce_thread_##CN(Reduction r, int mode, long long *idx, Acc *part) { reduce_thread_k<C>(r, mode, idx, part); }                        \
     KERNEL reduce_block_##CN(Reduction r, int mode, long long *idx, Acc *part) { reduce_block_k<C>(r, mode, idx, part); }                          \
     KERNEL reduce_cols_##CN(Reduction r, int mode, long long *idx, Acc *part) { reduce_cols_k<C>(r, mode, part); }                                 \
+    KERNEL reduce_warp_##CN(Reduction r, int mode, long long *idx, Acc *part) { reduce_warp_k<C>(r, mode, idx); }                                 \
     KERNEL_ROOM reduce_finish_##CN(Reduction r, int mode, long long *idx, const Acc *part) { reduce_finish_k<C>(r, mode, idx, part); }             \
     KERNEL reduce_finish_block_##CN(Reduction r, int mode, long long *idx, const Acc *part) { reduce_finish_block_k<C>(r, mode, idx, part); }      \
     KERNEL max_backward_##CN(Reduction r, const long long *idx, ErrorFlag *flag, unsigned int seq) { max_backward_k<C>(r, idx, flag, seq); }      \
