@@ -166,6 +166,17 @@ type Backend interface {
 	Addc(op BinaryOp, dst, x, a, b Operand, value float64)
 }
 
+// BiasMatmul is implemented by a Backend that can fold a bias into a product (the
+// CUDA backend, through cuBLASLt's epilogue): a Linear then writes its output once.
+type BiasMatmul interface {
+	// MatmulBias writes a·b + bias into dst (a [m, k], b [k, n], dst [m, n], the bias
+	// [n] added to every row) in one pass and reports true, or reports false without
+	// writing anything when it cannot for these operands: the caller then runs Matmul
+	// and Binary. The bias is added in the product's compute type, before dst's one
+	// rounding.
+	MatmulBias(dst, a, b, bias Operand) bool
+}
+
 // Async is implemented by a Backend whose kernels run asynchronously on their device
 // (the CUDA backend): its methods return before the kernels have run, so an error that
 // depends on the data (an index out of range) or a device failure (a launch refused)

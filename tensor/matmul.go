@@ -91,6 +91,9 @@ func Linear(x, w, bias *Tensor) *Tensor {
 	x2 := c.placed(x, []int{rows, nIn})
 	wt := c.internalView(w, []int{nIn, nOut}, []int{w.strides[1], w.strides[0]}, w.offset)
 	o2 := c.internalView(out, []int{rows, nOut}, rowMajor([]int{rows, nOut}), 0)
+	if bm, ok := c.k.(kernels.BiasMatmul); ok && bias != nil && bm.MatmulBias(o2.operand(), x2.operand(), wt.operand(), bias.operand()) {
+		return c.done(out)
+	}
 	c.k.Matmul(o2.operand(), x2.operand(), wt.operand())
 	if bias != nil {
 		o := out.operand()

@@ -26,6 +26,8 @@ type Backend struct {
 
 	mods modules
 	blas blasPool
+	// blt is cuBLASLt, for products with a bias (MatmulBias); it guards itself.
+	blt blasLt
 
 	// tf32 lets F32 products use TF32 tensor cores (SetTF32); off by default.
 	tf32 atomic.Bool
@@ -216,6 +218,9 @@ func (b *Backend) Release() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, b.blas.release()...)
+	if lt := b.lt(); lt != nil {
+		errs = append(errs, lt.release(b)...)
+	}
 	for _, sc := range b.scratches() {
 		sc.mu.Lock()
 		if sc.ptr != 0 {

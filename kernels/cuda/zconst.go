@@ -16,6 +16,19 @@ const cudaR64F = 1
 const cudaR16F = 2
 const cudaR16BF = 14
 
+// cuBLASLt (cublasLt.h): the attributes of a product with a bias in its epilogue.
+const cublasLtDescTransA = 3
+const cublasLtDescTransB = 4
+const cublasLtDescEpilogue = 7
+const cublasLtDescBiasPointer = 8
+const cublasLtDescBiasDataType = 26
+const cublasLtEpilogueBias = 4
+const cublasLtPrefMaxWorkspaceBytes = 1
+const cublasLtSizeofAlgo = 64
+const cublasLtSizeofHeuristicResult = 96
+const cublasLtHeuristicWorkspaceSize = 64
+const cublasLtHeuristicState = 72
+
 // Codes of src/common.cuh.
 const hdrF32 = 1
 const hdrF16 = 2

@@ -5,6 +5,8 @@ import (
 	"math"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
 )
@@ -97,4 +99,39 @@ func testMatmul(t *testing.T, s *suite) {
 	b := s.matrix(dtype.F32, nil, 4, 2, true)
 	s.result(t, "no rows", []*buf{dense(dtype.F32, 0, 2), s.matrix(dtype.F32, nil, 0, 4, false), b}, 0, nil, exact,
 		func(be kernels.Backend, o []kernels.Operand) { be.Matmul(o[0], o[1], o[2]) })
+}
+
+// testMatmulBias checks kernels.BiasMatmul where the backend has it: a·b + bias in each
+// float type it folds, every transposition of a and b (a Linear's weight is a
+// transposed view), against the float64 reference within the product's tolerance; and
+// float64 operands, which it declines (false) for Matmul and Binary to run.
+func testMatmulBias(t *testing.T, s *suite) {
+	if _, ok := s.tg.Backend.(kernels.BiasMatmul); !ok {
+		t.Skip("the backend folds no bias into a product")
+	}
+	const m, k, n = 17, 33, 12
+	for _, dt := range []dtype.DType{dtype.F32, dtype.F16, dtype.BF16, dtype.F64} {
+		for _, tr := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+			a, b := s.matrix(dt, nil, m, k, tr[0]), s.matrix(dt, nil, k, n, tr[1])
+			bias := input(dt, kernels.Contiguous(n), s.uniform(-1, 1))
+			want, mag := refMatmul(a, b, nil, m, k, n)
+			bv := bias.vals()
+			for i := range m {
+				for j := range n {
+					want[i*n+j] += bv[j]
+				}
+			}
+			tl := within(dt, 1e-6)
+			tl.abs = max(tl.abs, tl.rel*(mag+1))
+			var folded bool
+			name := fmt.Sprintf("%v transposed %v", dt, tr)
+			s.result(t, name, []*buf{dense(dt, m, n), a, b, bias}, 0, want, tolIn(dt, tl), func(be kernels.Backend, o []kernels.Operand) {
+				if folded = be.(kernels.BiasMatmul).MatmulBias(o[0], o[1], o[2], o[3]); !folded {
+					be.Matmul(o[0], o[1], o[2])
+					be.Binary(kernels.Add, o[0], o[0], o[3])
+				}
+			})
+			require.Equal(t, dt != dtype.F64, folded, "%s: MatmulBias reported %v", name, folded)
+		}
+	}
 }

@@ -94,6 +94,7 @@ func Run(t *testing.T, tg Target) {
 		{"Reduce", testReduce},
 		{"Max", testMax},
 		{"Matmul", testMatmul},
+		{"MatmulBias", testMatmulBias}, // matmul.go: where the backend folds a bias in
 		{"Softmax", testSoftmax},
 		{"LayerNorm", testLayerNorm},
 		{"CrossEntropy", testCrossEntropy},

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdio>
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <library_types.h>
 
@@ -31,6 +32,19 @@ int main() {
     C("cudaR64F", CUDA_R_64F);
     C("cudaR16F", CUDA_R_16F);
     C("cudaR16BF", CUDA_R_16BF);
+    printf("\n");
+    printf("// cuBLASLt (cublasLt.h): the attributes of a product with a bias in its epilogue.\n");
+    C("cublasLtDescTransA", CUBLASLT_MATMUL_DESC_TRANSA);
+    C("cublasLtDescTransB", CUBLASLT_MATMUL_DESC_TRANSB);
+    C("cublasLtDescEpilogue", CUBLASLT_MATMUL_DESC_EPILOGUE);
+    C("cublasLtDescBiasPointer", CUBLASLT_MATMUL_DESC_BIAS_POINTER);
+    C("cublasLtDescBiasDataType", CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE);
+    C("cublasLtEpilogueBias", CUBLASLT_EPILOGUE_BIAS);
+    C("cublasLtPrefMaxWorkspaceBytes", CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES);
+    C("cublasLtSizeofAlgo", sizeof(cublasLtMatmulAlgo_t));
+    C("cublasLtSizeofHeuristicResult", sizeof(cublasLtMatmulHeuristicResult_t));
+    C("cublasLtHeuristicWorkspaceSize", offsetof(cublasLtMatmulHeuristicResult_t, workspaceSize));
+    C("cublasLtHeuristicState", offsetof(cublasLtMatmulHeuristicResult_t, state));
     printf("\n");
     printf("// Codes of src/common.cuh.\n");
     C("hdrF32", DT_F32);
