@@ -26,21 +26,49 @@ type site [siteDepth]uintptr
 type handle struct {
 	released atomic.Bool // set once by Release (or the owning scope's Close)
 	st       *Storage    // the storage under the handle; set at creation
-	// at is where the handle was created, shared by the handles one op made; set at
-	// creation, or by watch for a handle made without one (in an internal scope, or
-	// shared for the engine) when it is handed to the program.
+	// at is where the handle was created (interned: shared by every handle made at
+	// the same call stack); set at creation, or by watch for a handle made without
+	// one (in an internal scope, or shared for the engine) when it is handed to the
+	// program.
 	at *site
-	// own holds at for the first handle an op makes (one allocation for both); set
-	// at creation.
-	own site
 }
 
 // here returns the call stack from here's caller outwards (the package's frames at its
-// top are not printed).
+// top are not printed), interned.
 func here() *site {
-	at := new(site)
-	callers(at[:])
-	return at
+	var pcs site
+	callers(pcs[:])
+	return intern(&pcs)
+}
+
+// siteBits sizes the table intern keeps, 1<<siteBits slots: more than the distinct op
+// call stacks of a model's step, so that a training loop finds each in it.
+const siteBits = 12
+
+// sites is intern's table: sites[i] is the last call stack interned whose hash picks
+// slot i, nil before the first. A site is never changed once stored, so readers need
+// no lock; a slot another stack took over is replaced, not chained.
+var sites [1 << siteBits]atomic.Pointer[site]
+
+// intern returns a site equal to pcs that stays unchanged: the one in the table when
+// an op at the same call stack ran before (a training loop runs the same ops from the
+// same places every step, and an op then allocates no site), else a new one, stored
+// in the table. Handles compare sites by value, never by address, so a stack stored
+// twice (two goroutines, or a slot taken over in between) reports as one.
+func intern(pcs *site) *site {
+	h := uint64(0)
+	for _, pc := range pcs {
+		h = (h ^ uint64(pc)) * 0x100000001b3 // FNV-1a over words
+	}
+	// The top bits of a Fibonacci hash depend on all of h's.
+	slot := &sites[(h*0x9e3779b97f4a7c15)>>(64-siteBits)]
+	if p := slot.Load(); p != nil && *p == *pcs {
+		return p
+	}
+	p := new(site)
+	*p = *pcs
+	slot.Store(p)
+	return p
 }
 
 // watch registers the leak report for t, which no scope owns (any more): it runs when
