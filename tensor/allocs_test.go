@@ -26,3 +26,31 @@ func TestSmallOpAllocations(t *testing.T) {
 	s.Close()
 	requireEmpty(t, d)
 }
+
+// A child scope opened and closed around a run of ops (a step's, a layer's) allocates
+// itself and nothing else, whether it owned ten handles or a hundred: its call stack
+// is interned, its list of handles and its ledger for the leak report are the room a
+// closed scope gave back, and the cleanup that reads the ledger is its root's.
+func TestChildScopeAllocatesOnlyItself(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's sync.Pool drops records at random")
+	}
+	d := newCPU(t)
+	data := tensor.NewScope(tensor.NoGrad())
+	x := data.Ones(d, dtype.F32, 16)
+	perScope := func(ops int) float64 {
+		run := func() {
+			s := data.Child()
+			for range ops {
+				x.Add(x)
+			}
+			s.Close()
+		}
+		run() // the first run grows the lists and stores the call stacks
+		return testing.AllocsPerRun(20, run) - float64(2*ops)
+	}
+	require.Equal(t, 1.0, perScope(10), "heap objects per scope beyond its ops' own")
+	require.Equal(t, 1.0, perScope(100), "heap objects per scope beyond its ops' own")
+	data.Close()
+	requireEmpty(t, d)
+}

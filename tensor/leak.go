@@ -86,11 +86,16 @@ func watch(t *Tensor) {
 // ledger is the leak report's view of the handles a scope owns (ledger.hs[i] is the
 // handle of the scope's owned[i]) or a node saved. Guarded by the scope's mu while the
 // scope is in use, written by the op recording the node; reportLedger reads it once
-// the scope (the node's rule) is unreachable.
+// the scope's tree (the node's rule) is unreachable.
 type ledger struct {
 	hs  []*handle
-	buf [2]*handle // room for the first handles (a node saves one or two)
+	buf [ledgerRoom]*handle // room for the first handles
+	// pos is a scope's ledger's index in its tree's ledgers; guarded by the tree's mu.
+	pos int
 }
+
+// ledgerRoom is a ledger's inline room: a node saves one or two handles.
+const ledgerRoom = 2
 
 func newLedger() *ledger {
 	l := &ledger{}
@@ -103,6 +108,57 @@ func newLedger() *ledger {
 func reportLedger(l *ledger) {
 	for _, h := range l.hs {
 		reportLeak(h)
+	}
+}
+
+// tree is the leak report's view of a root scope and its descendants: the ledgers of
+// those that are open and own handles. One cleanup, on the root, reads it: an open
+// scope is among its parent's children, so it becomes unreachable only with its root,
+// and a closed one owns nothing. A scope opened and closed per step or per layer then
+// registers no cleanup, and its ledger is a closed scope's (spareLedgers).
+type tree struct {
+	mu      sync.Mutex
+	ledgers []*ledger // guarded by mu; ledgers[l.pos] is l
+}
+
+// spareLedgers holds the ledgers of closed scopes, empty, with the room they grew.
+var spareLedgers sync.Pool
+
+// open gives a scope of the tree, about to own its first handle, a ledger.
+func (tr *tree) open() *ledger {
+	l, _ := spareLedgers.Get().(*ledger)
+	if l == nil {
+		l = newLedger()
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	l.pos = len(tr.ledgers)
+	tr.ledgers = append(tr.ledgers, l)
+	return l
+}
+
+// close takes l, the ledger of a scope that closed and released its handles, out of
+// the tree and gives it back to spareLedgers.
+func (tr *tree) close(l *ledger) {
+	tr.mu.Lock()
+	last := len(tr.ledgers) - 1
+	moved := tr.ledgers[last]
+	tr.ledgers[l.pos], moved.pos = moved, l.pos
+	tr.ledgers[last] = nil
+	tr.ledgers = tr.ledgers[:last]
+	tr.mu.Unlock()
+	clear(l.hs)
+	l.hs = l.hs[:0]
+	spareLedgers.Put(l)
+}
+
+// reportTree reports the unreleased handles of the open scopes of a tree whose root
+// the garbage collector found unclosed.
+func reportTree(tr *tree) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for _, l := range tr.ledgers {
+		reportLedger(l)
 	}
 }
 
