@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/tensor"
 )
@@ -14,12 +15,7 @@ import (
 // and its call stack is interned, found again each time the op runs from the same
 // place. Run from a loop, as a training step runs its ops.
 func TestSmallOpAllocations(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector's sync.Pool drops records at random")
-	}
-	d := newCPU(t)
-	s := tensor.NewScope(tensor.NoGrad())
-	x := s.Ones(d, dtype.F32, 1024)
+	d, s, x := countingAllocs(t, 1024)
 	x.Add(x).Release() // the first run stores the call stack
 	n := testing.AllocsPerRun(100, func() { x.Add(x).Release() })
 	require.Equal(t, 2.0, n, "heap objects per op")
@@ -32,12 +28,7 @@ func TestSmallOpAllocations(t *testing.T) {
 // is interned, its list of handles and its ledger for the leak report are the room a
 // closed scope gave back, and the cleanup that reads the ledger is its root's.
 func TestChildScopeAllocatesOnlyItself(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector's sync.Pool drops records at random")
-	}
-	d := newCPU(t)
-	data := tensor.NewScope(tensor.NoGrad())
-	x := data.Ones(d, dtype.F32, 16)
+	d, data, x := countingAllocs(t, 16)
 	perScope := func(ops int) float64 {
 		run := func() {
 			s := data.Child()
@@ -53,4 +44,15 @@ func TestChildScopeAllocatesOnlyItself(t *testing.T) {
 	require.Equal(t, 1.0, perScope(100), "heap objects per scope beyond its ops' own")
 	data.Close()
 	requireEmpty(t, d)
+}
+
+// countingAllocs skips t under the race detector, whose sync.Pool drops what it is
+// given at random, and returns a cpu device, a no-grad scope and n float32 ones in it.
+func countingAllocs(t *testing.T, n int) (device.Device, *tensor.Scope, *tensor.Tensor) {
+	if raceEnabled {
+		t.Skip("the race detector's sync.Pool drops records at random")
+	}
+	d := newCPU(t)
+	s := tensor.NewScope(tensor.NoGrad())
+	return d, s, s.Ones(d, dtype.F32, n)
 }

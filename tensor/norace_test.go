@@ -2,6 +2,5 @@
 
 package tensor_test
 
-// raceEnabled says the tests run under the race detector, whose sync.Pool drops what
-// it is given at random.
+// raceEnabled says the tests run under the race detector.
 const raceEnabled = false
