@@ -39,9 +39,10 @@ type call struct {
 	// told of it.
 	cached           *Tensor
 	answered, partOf bool
-	// Room for the usual few inputs and results without allocating.
+	// Room for the usual few inputs, results and node inputs without allocating.
 	inBuf   [3]*Tensor
 	madeBuf [2]*Tensor
+	edgeBuf [3]autograd.Edge
 }
 
 // begin starts op on inputs in: it checks they are live and on one device with
@@ -370,7 +371,7 @@ func (c *call) recording() bool {
 // record makes the op's node with backward rule r and makes out its output: it
 // requires grad and holds the node's reference.
 func (c *call) record(r rule, out *Tensor) {
-	edges := make([]autograd.Edge, len(c.in))
+	edges := append(c.edgeBuf[:0], make([]autograd.Edge, len(c.in))...)
 	f := &function{name: c.op, r: r, hook: c.s.m.hook}
 	f.in = append(f.inBuf[:0], make([]meta, len(c.in))...)
 	metas := f.in
