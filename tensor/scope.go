@@ -477,16 +477,15 @@ func (s *Scope) adopt(t *Tensor) {
 }
 
 // takeRoom moves owned, which fills ownedBuf, into the room a closed scope gave back,
-// if it is larger; s.mu is held.
+// or into a new room twice as large when that is no larger; s.mu is held. owned never
+// returns to ownedBuf, so the room given back at Close is never the scope's own.
 func (s *Scope) takeRoom() {
 	r, _ := spareRooms.Get().(*room)
-	if r == nil {
-		r = new(room)
+	if r == nil || cap(r.owned) <= len(s.owned) {
+		r = &room{owned: make([]*Tensor, 0, 2*len(s.owned))}
 	}
 	s.room = r
-	if cap(r.owned) > len(s.owned) {
-		s.owned = append(r.owned, s.owned...)
-	}
+	s.owned = append(r.owned, s.owned...)
 }
 
 // forget takes t out of s's handles, if it is still among them (Close may have taken
