@@ -90,6 +90,11 @@ type Node struct {
 	released  bool         // guarded by mu; backward consumed the node
 	gradHooks [][]GradHook // guarded by mu; per output slot; nil until the first, and once freed
 	postHooks []PostHook   // guarded by mu; nil once freed
+
+	// Room for the usual few inputs and saved values, so that recording an op
+	// allocates neither.
+	inBuf    [2]Edge
+	savedBuf [2]*Saved
 }
 
 // NewNode records a node. It takes a reference on every producer in
@@ -104,10 +109,10 @@ func NewNode(spec NodeSpec) (*Node, error) {
 		kind:    spec.Kind,
 		seq:     spec.Seq,
 		site:    spec.Site,
-		inputs:  append([]Edge(nil), spec.Inputs...),
 		outputs: spec.Outputs,
 		fn:      spec.Fn,
 	}
+	n.inputs = append(n.inBuf[:0], spec.Inputs...)
 	n.refs.Store(1)
 	for i, e := range n.inputs {
 		if e.Node == nil {
@@ -215,7 +220,8 @@ func (n *Node) retain() error {
 // taken returns ErrFreed.
 func (n *Node) Release() error {
 	var errs []error
-	stack := []*Node{n}
+	var room [8]*Node // what a chain of sole producers needs
+	stack := append(room[:0], n)
 	for len(stack) > 0 {
 		m := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]

@@ -70,6 +70,9 @@ func (n *Node) Save(v Value, hooks SavedHooks) (*Saved, error) {
 	}
 	s.index = n.nsaved
 	n.nsaved++
+	if n.saved == nil {
+		n.saved = n.savedBuf[:0]
+	}
 	n.saved = append(n.saved, s)
 	return s, nil
 }

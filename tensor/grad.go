@@ -95,7 +95,7 @@ func addInPlace(op string, dst, src *Tensor) {
 		fail(op, ErrDevice, ins, "a gradient on %s for a tensor on %s", src.st.dev.Name(), dst.st.dev.Name())
 	}
 	kernelsFor(op, dst.st.dev, ins).Axpy(dst.operand(), 1, src.operand())
-	dst.st.version.Add(1)
+	dst.st.BumpVersion()
 }
 
 // accumulate is a leaf's AccumulateGrad rule.

@@ -97,7 +97,7 @@ func (t *Tensor) SetBytes(src []byte) {
 	case int64(len(src)) != n:
 		fail(op, ErrShape, []*Tensor{t}, "%d bytes for a tensor of %d", len(src), n)
 	}
-	t.st.version.Add(1)
+	t.st.BumpVersion()
 	n := t.Bytes()
 	if n == 0 || t.st.res == device.Meta {
 		return

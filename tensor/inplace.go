@@ -29,7 +29,7 @@ func (t *Tensor) inPlace(op string, others ...*Tensor) kernels.Backend {
 			fail(op, ErrShape, all, "%v does not broadcast to %v", o.shape, t.shape)
 		}
 	}
-	t.st.version.Add(1)
+	t.st.BumpVersion()
 	return k
 }
 

@@ -26,21 +26,49 @@ type site [siteDepth]uintptr
 type handle struct {
 	released atomic.Bool // set once by Release (or the owning scope's Close)
 	st       *Storage    // the storage under the handle; set at creation
-	// at is where the handle was created, shared by the handles one op made; set at
-	// creation, or by watch for a handle made without one (in an internal scope, or
-	// shared for the engine) when it is handed to the program.
+	// at is where the handle was created (interned: shared by every handle made at
+	// the same call stack); set at creation, or by watch for a handle made without
+	// one (in an internal scope, or shared for the engine) when it is handed to the
+	// program.
 	at *site
-	// own holds at for the first handle an op makes (one allocation for both); set
-	// at creation.
-	own site
 }
 
 // here returns the call stack from here's caller outwards (the package's frames at its
-// top are not printed).
+// top are not printed), interned.
 func here() *site {
-	at := new(site)
-	callers(at[:])
-	return at
+	var pcs site
+	callers(pcs[:])
+	return intern(&pcs)
+}
+
+// siteBits sizes the table intern keeps, 1<<siteBits slots: more than the distinct op
+// call stacks of a model's step, so that a training loop finds each in it.
+const siteBits = 12
+
+// sites is intern's table: sites[i] is the last call stack interned whose hash picks
+// slot i, nil before the first. A site is never changed once stored, so readers need
+// no lock; a slot another stack took over is replaced, not chained.
+var sites [1 << siteBits]atomic.Pointer[site]
+
+// intern returns a site equal to pcs that stays unchanged: the one in the table when
+// an op at the same call stack ran before (a training loop runs the same ops from the
+// same places every step, and an op then allocates no site), else a new one, stored
+// in the table. Handles compare sites by value, never by address, so a stack stored
+// twice (two goroutines, or a slot taken over in between) reports as one.
+func intern(pcs *site) *site {
+	h := uint64(0)
+	for _, pc := range pcs {
+		h = (h ^ uint64(pc)) * 0x100000001b3 // FNV-1a over words
+	}
+	// The top bits of a Fibonacci hash depend on all of h's.
+	slot := &sites[(h*0x9e3779b97f4a7c15)>>(64-siteBits)]
+	if p := slot.Load(); p != nil && *p == *pcs {
+		return p
+	}
+	p := new(site)
+	*p = *pcs
+	slot.Store(p)
+	return p
 }
 
 // watch registers the leak report for t, which no scope owns (any more): it runs when
@@ -58,11 +86,16 @@ func watch(t *Tensor) {
 // ledger is the leak report's view of the handles a scope owns (ledger.hs[i] is the
 // handle of the scope's owned[i]) or a node saved. Guarded by the scope's mu while the
 // scope is in use, written by the op recording the node; reportLedger reads it once
-// the scope (the node's rule) is unreachable.
+// the scope's tree (the node's rule) is unreachable.
 type ledger struct {
 	hs  []*handle
-	buf [2]*handle // room for the first handles (a node saves one or two)
+	buf [ledgerRoom]*handle // room for the first handles
+	// pos is a scope's ledger's index in its tree's ledgers; guarded by the tree's mu.
+	pos int
 }
+
+// ledgerRoom is a ledger's inline room: a node saves one or two handles.
+const ledgerRoom = 2
 
 func newLedger() *ledger {
 	l := &ledger{}
@@ -75,6 +108,57 @@ func newLedger() *ledger {
 func reportLedger(l *ledger) {
 	for _, h := range l.hs {
 		reportLeak(h)
+	}
+}
+
+// tree is the leak report's view of a root scope and its descendants: the ledgers of
+// those that are open and own handles. One cleanup, on the root, reads it: an open
+// scope is among its parent's children, so it becomes unreachable only with its root,
+// and a closed one owns nothing. A scope opened and closed per step or per layer then
+// registers no cleanup, and its ledger is a closed scope's (spareLedgers).
+type tree struct {
+	mu      sync.Mutex
+	ledgers []*ledger // guarded by mu; ledgers[l.pos] is l
+}
+
+// spareLedgers holds the ledgers of closed scopes, empty, with the room they grew.
+var spareLedgers sync.Pool
+
+// open gives a scope of the tree, about to own its first handle, a ledger.
+func (tr *tree) open() *ledger {
+	l, _ := spareLedgers.Get().(*ledger)
+	if l == nil {
+		l = newLedger()
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	l.pos = len(tr.ledgers)
+	tr.ledgers = append(tr.ledgers, l)
+	return l
+}
+
+// close takes l, the ledger of a scope that closed and released its handles, out of
+// the tree and gives it back to spareLedgers.
+func (tr *tree) close(l *ledger) {
+	tr.mu.Lock()
+	last := len(tr.ledgers) - 1
+	moved := tr.ledgers[last]
+	tr.ledgers[l.pos], moved.pos = moved, l.pos
+	tr.ledgers[last] = nil
+	tr.ledgers = tr.ledgers[:last]
+	tr.mu.Unlock()
+	clear(l.hs)
+	l.hs = l.hs[:0]
+	spareLedgers.Put(l)
+}
+
+// reportTree reports the unreleased handles of the open scopes of a tree whose root
+// the garbage collector found unclosed.
+func reportTree(tr *tree) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for _, l := range tr.ledgers {
+		reportLedger(l)
 	}
 }
 

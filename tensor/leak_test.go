@@ -24,6 +24,16 @@ func leakInScope(d device.Device) {
 }
 
 //go:noinline
+func leakInChild(d device.Device) {
+	s := tensor.NewScope()
+	c := s.Child().Child() // dropped open with their root: the handles they own leak
+	for _, in := range []*tensor.Scope{s, c} {
+		in.Zeros(d, dtype.F32, 2)
+	}
+	s.Child().Child().Close() // a closed scope of the tree reports nothing
+}
+
+//go:noinline
 func leakKept(d device.Device) {
 	s := tensor.NewScope()
 	x := s.Ones(d, dtype.F32, 7)
@@ -71,6 +81,7 @@ func TestLeaksReportedWithAllocationSite(t *testing.T) {
 		bytes int64
 	}{
 		{leakInScope, "leakInScope", 1, 60},
+		{leakInChild, "leakInChild", 2, 16},
 		{leakKept, "leakKept", 1, 28},
 		{leakParameter, "leakParameter", 1, 16},
 		{leakGraph, "leakGraph", 2, 40},
@@ -95,7 +106,7 @@ func TestLeaksReportedWithAllocationSite(t *testing.T) {
 	}
 	noLeak(d)
 	// The graph's saved output shares the output's storage: 20 bytes live for 40.
-	require.Equal(t, int64(60+28+16+20), requested(t, d), "a leak is reported, never freed")
+	require.Equal(t, int64(60+16+28+16+20), requested(t, d), "a leak is reported, never freed")
 	t.Cleanup(func() {
 		// The leaked blocks are the test's own; hand them back so the device can go.
 		a := allocator(t, d)

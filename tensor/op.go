@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sync"
 
 	"github.com/subletml/sublet/autograd"
 	"github.com/subletml/sublet/device"
@@ -38,9 +39,10 @@ type call struct {
 	// told of it.
 	cached           *Tensor
 	answered, partOf bool
-	// Room for the usual few inputs and results without allocating.
+	// Room for the usual few inputs, results and node inputs without allocating.
 	inBuf   [3]*Tensor
 	madeBuf [2]*Tensor
+	edgeBuf [3]autograd.Edge
 }
 
 // begin starts op on inputs in: it checks they are live and on one device with
@@ -152,7 +154,8 @@ func open(s *Scope, dev device.Device, op string, compute bool, in []*Tensor) *c
 			fail(op, ErrDevice, in, "inputs on %s and %s; move them to one device with To", dev.Name(), t.st.dev.Name())
 		}
 	}
-	c := &call{op: op, s: s, dev: dev}
+	c := calls.Get().(*call)
+	c.op, c.s, c.dev = op, s, dev
 	if compute {
 		c.k = kernelsFor(op, dev, in)
 	}
@@ -368,7 +371,7 @@ func (c *call) recording() bool {
 // record makes the op's node with backward rule r and makes out its output: it
 // requires grad and holds the node's reference.
 func (c *call) record(r rule, out *Tensor) {
-	edges := make([]autograd.Edge, len(c.in))
+	edges := append(c.edgeBuf[:0], make([]autograd.Edge, len(c.in))...)
 	f := &function{name: c.op, r: r, hook: c.s.m.hook}
 	f.in = append(f.inBuf[:0], make([]meta, len(c.in))...)
 	metas := f.in
@@ -436,16 +439,22 @@ func (c *call) saveCross(a, b *Tensor) (sa, sb *autograd.Saved) {
 }
 
 // done hands the outputs over: the op succeeded; its scratch is released, nothing
-// else any more.
+// else any more. The call goes back to calls: the op must not use it after.
 func (c *call) done(out *Tensor) *Tensor {
 	c.finishCache(out)
 	for _, t := range c.scratch {
 		t.Release()
 	}
-	c.made, c.scratch = nil, nil
 	c.end()
+	*c = call{}
+	calls.Put(c)
 	return out
 }
+
+// calls recycles the records of ops that succeeded (done puts them back, cleared), so
+// that a small op allocates none. A failed op's record is left to the garbage
+// collector: the error being raised still reads its inputs.
+var calls = sync.Pool{New: func() any { return new(call) }}
 
 // edge is where gradients for t go: its producer's output, or its leaf accumulator.
 func (t *Tensor) edge() (autograd.Edge, error) {

@@ -1,6 +1,10 @@
 package tensor
 
-import "github.com/subletml/sublet/kernels"
+import (
+	"slices"
+
+	"github.com/subletml/sublet/kernels"
+)
 
 // OpCache is an optional interface of the saved-tensor hooks of a scope
 // (WithSavedHooks): selective activation checkpointing. The ops of the scope that a
@@ -37,7 +41,7 @@ func (c *call) lookup() {
 	if !ok || len(c.in) == 0 || !cacheable(c.op) {
 		return
 	}
-	t, err := oc.Result(c.op, c.in)
+	t, err := oc.Result(c.op, slices.Clone(c.in))
 	if err != nil {
 		c.bad(err, "the saved-tensor hooks' op cache")
 	}
@@ -76,7 +80,7 @@ func (c *call) finishCache(out *Tensor) {
 		return
 	}
 	if oc, ok := c.s.m.hooks.(OpCache); ok && cacheable(c.op) {
-		oc.Ran(c.op, c.in, out)
+		oc.Ran(c.op, slices.Clone(c.in), out)
 	}
 }
 

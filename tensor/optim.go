@@ -23,7 +23,7 @@ func StepSGD(c kernels.SGD, p, g, buf *Tensor, first bool) {
 	k := updating(op, p, g, buf)
 	k.SGD(c, p.operand(), g.operand(), buf.operand(), first)
 	if buf != nil {
-		buf.st.version.Add(1)
+		buf.st.BumpVersion()
 	}
 }
 
@@ -37,8 +37,8 @@ func StepAdam(c kernels.Adam, step int, p, g, m, v *Tensor) {
 	adamNotCaptured(op, p)
 	k := updating(op, p, g, m, v)
 	k.Adam(c, step, p.operand(), g.operand(), m.operand(), v.operand())
-	m.st.version.Add(1)
-	v.st.version.Add(1)
+	m.st.BumpVersion()
+	v.st.BumpVersion()
 }
 
 // Unscale multiplies the floating gradient g by inv in place and sets found, a
@@ -58,8 +58,8 @@ func Unscale(g *Tensor, inv float64, found *Tensor) {
 	}
 	k := kernelsFor(op, g.st.dev, ins)
 	k.Unscale(g.operand(), inv, found.operand())
-	g.st.version.Add(1)
-	found.st.version.Add(1)
+	g.st.BumpVersion()
+	found.st.BumpVersion()
 }
 
 // updating checks the tensors of a fused step (p first; nil ones left out) and returns
@@ -90,7 +90,7 @@ func updating(op string, p *Tensor, others ...*Tensor) kernels.Backend {
 		}
 	}
 	k := kernelsFor(op, p.st.dev, all)
-	p.st.version.Add(1)
+	p.st.BumpVersion()
 	return k
 }
 

@@ -44,7 +44,7 @@ func StepSGDMulti(c kernels.SGD, p, g, buf []*Tensor, first []bool) {
 		k.SGDMulti(c, ps, gs, bs, fs)
 		if mom {
 			for _, i := range idx {
-				buf[i].st.version.Add(1)
+				buf[i].st.BumpVersion()
 			}
 		}
 	}
@@ -68,8 +68,8 @@ func StepAdamMulti(c kernels.Adam, steps []int, p, g, m, v []*Tensor) {
 		}
 		k.AdamMulti(c, ss, ps, gs, ms, vs)
 		for _, i := range idx {
-			m[i].st.version.Add(1)
-			v[i].st.version.Add(1)
+			m[i].st.BumpVersion()
+			v[i].st.BumpVersion()
 		}
 	}
 }
@@ -97,9 +97,9 @@ func UnscaleMulti(g []*Tensor, inv float64, found *Tensor) {
 	k := kernelsFor(op, found.st.dev, append([]*Tensor{found}, g...))
 	k.UnscaleMulti(gs, inv, found.operand())
 	for _, t := range g {
-		t.st.version.Add(1)
+		t.st.BumpVersion()
 	}
-	found.st.version.Add(1)
+	found.st.BumpVersion()
 }
 
 // checkLists fails, naming op, unless each of lens is len(p): one entry per parameter.

@@ -97,3 +97,32 @@ func TestUnpackedTensorOfAnotherTypeOrShapeIsAnError(t *testing.T) {
 		requireEmpty(t, d)
 	}
 }
+
+// inputLog is saved-tensor hooks that change nothing and an OpCache that computes
+// every op and keeps the inputs it is told of.
+type inputLog struct {
+	repack
+	ins [][]*tensor.Tensor
+}
+
+func (l *inputLog) Result(string, []*tensor.Tensor) (*tensor.Tensor, error) { return nil, nil }
+
+func (l *inputLog) Ran(_ string, in []*tensor.Tensor, _ *tensor.Tensor) { l.ins = append(l.ins, in) }
+
+// An OpCache may keep the inputs an op tells it of: later ops do not change them.
+func TestOpCacheKeepsTheInputsItIsTold(t *testing.T) {
+	d := newCPU(t)
+	same := func(x *tensor.Tensor) *tensor.Tensor { return x }
+	l := &inputLog{repack: repack{same, same}}
+	s := tensor.NewScope(tensor.WithSavedHooks(l))
+	a := s.Ones(d, dtype.F32, 3).SetRequiresGrad(true)
+	b := a.Exp()
+	c := a.Mul(b)
+	c.Add(b)
+	require.Len(t, l.ins, 3)
+	require.Equal(t, []*tensor.Tensor{a}, l.ins[0], "Exp")
+	require.Equal(t, []*tensor.Tensor{a, b}, l.ins[1], "Mul")
+	require.Equal(t, []*tensor.Tensor{c, b}, l.ins[2], "Add")
+	s.Close()
+	requireEmpty(t, d)
+}

@@ -39,7 +39,10 @@ type Scope struct {
 	aside bool
 	// at is where the scope was made (nil in internal scopes), for the errors and
 	// reports that name it.
-	at *scopeSite
+	at *site
+	// tree is the leak report's view of the scope's root and its descendants, shared
+	// by them; nil in internal scopes.
+	tree *tree
 
 	// internal marks the package's own scopes (a backward rule's, a gradient sum's),
 	// which are always closed before the call that made them returns: the leak report
@@ -64,17 +67,25 @@ type Scope struct {
 	// its descendants owns. A handle's born is the count when the scope adopted it;
 	// the growth report compares the last two steps. Guarded by mu.
 	steps uint32
-	// ledger holds the handles of owned for the leak report, which reads it if the
-	// scope is found unreachable and unclosed. Guarded by mu; made when the scope first
-	// owns a handle; nil in internal scopes.
+	// ledger holds the handles of owned for the leak report, which reads it (through
+	// tree) if the scope is found unreachable and unclosed. Guarded by mu; taken when
+	// the scope first owns a handle, given back when it closes; nil in internal scopes.
 	ledger *ledger
+	// room carries owned's room once owned outgrew ownedBuf, back to spareRooms when
+	// the scope closes. Guarded by mu; nil until then.
+	room *room
 }
+
+// room is the room a scope's owned handles take beyond its inline room. A closed scope
+// gives it back to spareRooms, cleared, and the next scope that outgrows its inline
+// room takes it: a scope opened and closed per step or per layer then grows no slice.
+type room struct{ owned []*Tensor }
+
+// spareRooms holds the rooms of closed scopes, empty.
+var spareRooms sync.Pool
 
 // ambiguous is the value of Scope.next for a scope with several open children.
 var ambiguous = new(Scope)
-
-// scopeSite is the call stack that made a scope (innermost first).
-type scopeSite [6]uintptr
 
 // modes are the scope properties ops follow. They never change after the scope is made.
 type modes struct {
@@ -146,9 +157,10 @@ func WithOpHook(h OpHook) Option { return func(m *modes) { m.hook = h } }
 // NewScope makes a root scope: grad recording on, no generator, no saved hooks, no
 // anomaly mode, no autocast, then opts.
 func NewScope(opts ...Option) *Scope {
-	s := &Scope{m: modes{grad: true}, clock: new(autograd.Clock)}
+	s := &Scope{m: modes{grad: true}, clock: new(autograd.Clock), tree: new(tree)}
 	s.owner, s.owned = s, s.ownedBuf[:0]
-	s.at = madeAt()
+	s.at = here()
+	runtime.AddCleanup(s, reportTree, s.tree)
 	for _, o := range opts {
 		o(&s.m)
 	}
@@ -186,13 +198,13 @@ func (s *Scope) With(opts ...Option) *Scope { return s.child(false, false, opts)
 func (s *Scope) Aside(opts ...Option) *Scope { return s.child(true, true, opts) }
 
 func (s *Scope) child(owns, aside bool, opts []Option) *Scope {
-	c := &Scope{parent: s, depth: s.depth + 1, m: s.m, clock: s.clock, internal: s.internal, aside: aside}
+	c := &Scope{parent: s, depth: s.depth + 1, m: s.m, clock: s.clock, internal: s.internal, aside: aside, tree: s.tree}
 	c.owner, c.owned = s.owner, c.ownedBuf[:0]
 	if owns {
 		c.owner = c
 	}
 	if !c.internal {
-		c.at = madeAt()
+		c.at = here()
 	}
 	for _, o := range opts {
 		o(&c.m)
@@ -205,14 +217,6 @@ func (s *Scope) child(owns, aside bool, opts []Option) *Scope {
 	s.children = append(s.children, c)
 	s.reroute()
 	return c
-}
-
-// madeAt records where the scope being made was made from (describe prints the first
-// frame outside the package).
-func madeAt() *scopeSite {
-	at := new(scopeSite)
-	callers(at[:])
-	return at
 }
 
 // reroute sets s.next from s.children; s.mu is held.
@@ -356,16 +360,24 @@ func (s *Scope) Close() {
 // them gone from owned, and the released flag decides who drops each one.
 func (s *Scope) releaseOwned() {
 	s.mu.Lock()
-	owned := s.owned
-	s.owned = nil
-	if s.ledger != nil {
-		s.ledger.hs = nil
-	}
+	owned, l := s.owned, s.ledger
+	s.owned, s.ledger = nil, nil
 	s.mu.Unlock()
 	for i := len(owned) - 1; i >= 0; i-- {
 		if t := owned[i]; !t.h.released.Swap(true) {
 			t.drop()
 		}
+	}
+	if l != nil {
+		s.tree.close(l)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.room; r != nil {
+		s.room = nil
+		clear(owned)
+		r.owned = owned[:0]
+		spareRooms.Put(r)
 	}
 }
 
@@ -450,16 +462,30 @@ func (s *Scope) adopt(t *Tensor) {
 		}
 		panic(&Error{Op: "adopt", Msg: "the scope the result belongs to is closed", Err: ErrScope})
 	}
+	if s.tree != nil && s.ledger == nil {
+		s.ledger = s.tree.open()
+	}
+	if len(s.owned) == cap(s.owned) && s.room == nil {
+		s.takeRoom()
+	}
 	t.scope, t.place, t.pos, t.born = s, place, len(s.owned), s.steps
 	s.owned = append(s.owned, t)
-	if !s.internal {
-		if s.ledger == nil {
-			s.ledger = newLedger()
-			runtime.AddCleanup(s, reportLedger, s.ledger)
-		}
-		s.ledger.hs = append(s.ledger.hs, t.h)
+	if l := s.ledger; l != nil {
+		l.hs = append(l.hs, t.h)
 	}
 	s.mu.Unlock()
+}
+
+// takeRoom moves owned, which fills ownedBuf, into the room a closed scope gave back,
+// or into a new room twice as large when that is no larger; s.mu is held. owned never
+// returns to ownedBuf, so the room given back at Close is never the scope's own.
+func (s *Scope) takeRoom() {
+	r, _ := spareRooms.Get().(*room)
+	if r == nil || cap(r.owned) <= len(s.owned) {
+		r = &room{owned: make([]*Tensor, 0, 2*len(s.owned))}
+	}
+	s.room = r
+	s.owned = append(r.owned, s.owned...)
 }
 
 // forget takes t out of s's handles, if it is still among them (Close may have taken

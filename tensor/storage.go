@@ -40,24 +40,25 @@ type Storage struct {
 	al   Allocator
 	ptr  device.Ptr
 	size int64
-	// res is where the device keeps the data, which picks the kernels (backendFor).
-	res device.Residency
 	// host aliases the block where the CPU addresses it (res == device.Host): the CPU
 	// kernels compute there. nil otherwise. A block of 0 bytes has a non-nil empty host.
 	host []byte
 
-	// refs counts the handles over the storage; changed atomically; at 0 the block is
-	// freed and the storage is dead.
-	refs atomic.Int32
-	// version counts in-place writes; a saved tensor records it and backward fails if
-	// it changed (autograd.ErrModifiedInPlace).
-	version versionCounter
-	// inference marks the storage of a tensor made in inference mode: its version is
-	// not counted, and no node may save it. Set before the storage is shared.
-	inference bool
+	// version counts in-place writes (BumpVersion); a saved tensor records it and
+	// backward fails if it changed (autograd.ErrModifiedInPlace). Changed atomically.
+	version atomic.Uint64
 	// spare is the handle allocated with the storage (block) for the first tensor over
 	// it, until newHandle takes it; written only while the storage is not shared.
 	spare *handle
+	// refs counts the handles over the storage; changed atomically; at 0 the block is
+	// freed and the storage is dead.
+	refs atomic.Int32
+	// res is where the device keeps the data, which picks the kernels (backendFor).
+	// Set at allocation, never changed.
+	res device.Residency
+	// inference marks the storage of a tensor made in inference mode: its version is
+	// not counted, and no node may save it. Set before the storage is shared.
+	inference bool
 }
 
 // block is a new storage and the handle of its first tensor in one allocation: an op
@@ -66,21 +67,6 @@ type block struct {
 	st Storage
 	h  handle
 }
-
-// versionCounter is a storage's count of in-place writes; it counts nothing for an
-// inference tensor's storage.
-type versionCounter struct {
-	n   atomic.Uint64
-	off bool // set with Storage.inference
-}
-
-func (v *versionCounter) Add(d uint64) {
-	if !v.off {
-		v.n.Add(d)
-	}
-}
-
-func (v *versionCounter) Load() uint64 { return v.n.Load() }
 
 // Device is the device holding the storage.
 func (s *Storage) Device() device.Device { return s.dev }
@@ -107,9 +93,14 @@ func (s *Storage) Version() uint64 { return s.version.Load() }
 // nil otherwise. Writing through it is an in-place write: call BumpVersion.
 func (s *Storage) Host() []byte { return s.host }
 
-// BumpVersion records an in-place write made outside the tensor package's ops, so that
-// backward refuses a saved tensor that changed.
-func (s *Storage) BumpVersion() { s.version.Add(1) }
+// BumpVersion records an in-place write (made by an op, or outside the tensor
+// package's ops), so that backward refuses a saved tensor that changed. An inference
+// tensor's storage counts none.
+func (s *Storage) BumpVersion() {
+	if !s.inference {
+		s.version.Add(1)
+	}
+}
 
 // mem is the block as the kernels see it.
 func (s *Storage) mem() kernels.Mem {

@@ -15,18 +15,14 @@ import (
 // time (as its scope is); see the package doc for who owns it and when it is released.
 type Tensor struct {
 	// Set at creation, never changed; nor are the elements of shape and strides, so
-	// handles share those slices (append to a clipped copy only).
+	// handles share those slices (append to a clipped copy only). dt is with the
+	// other small fields at the end, which fill one word together.
 	shape   []int
 	strides []int
 	offset  int
-	dt      dtype.DType
 	st      *Storage
 	h       *handle // release flag and allocation site, read by the leak report
 
-	// requiresGrad says gradients flow to this handle: a leaf that asked for them, or
-	// the output of a recorded op. Set at creation (SetRequiresGrad changes it on a
-	// leaf before it is used).
-	requiresGrad bool
 	// node is the op that produced the handle (grad_fn), nil for leaves and for handles
 	// made without recording; the handle holds one reference to it. Every op has one
 	// output: the handle is the node's output slot 0.
@@ -34,8 +30,7 @@ type Tensor struct {
 	// cell holds the gradient of a leaf that requires grad (shared with the handles
 	// Bind makes of it) or the retained gradient of a non-leaf (RetainGrad). ownsCell
 	// says this handle releases it.
-	cell     *gradCell
-	ownsCell bool
+	cell *gradCell
 
 	// scope owns the handle (nil: the caller or a module owns it). adopt and forget
 	// write it under the scope's mu, called only by the goroutine using the handle,
@@ -48,6 +43,13 @@ type Tensor struct {
 	// it, whose modes the ops on the handle follow while it is open. Written with
 	// scope.
 	place *Scope
+
+	dt dtype.DType
+	// requiresGrad says gradients flow to this handle: a leaf that asked for them, or
+	// the output of a recorded op. Set at creation (SetRequiresGrad changes it on a
+	// leaf before it is used).
+	requiresGrad bool
+	ownsCell     bool
 	// born is the scope's step count when it adopted the handle (Scope.steps), for the
 	// growth report; guarded by the scope's mu.
 	born uint32
@@ -189,7 +191,7 @@ func newHandle(s *Scope, st *Storage, fresh bool, dt dtype.DType, shape, strides
 	if !fresh {
 		st.retain()
 	} else if s != nil && s.m.inference {
-		st.inference, st.version.off = true, true
+		st.inference = true
 	}
 	h := st.spare
 	if fresh && h != nil {
@@ -199,8 +201,9 @@ func newHandle(s *Scope, st *Storage, fresh bool, dt dtype.DType, shape, strides
 	}
 	h.st, h.at = st, at
 	if at == nil && s != nil && !s.internal {
-		callers(h.own[:])
-		h.at = &h.own
+		var pcs site
+		callers(pcs[:])
+		h.at = intern(&pcs)
 	}
 	t := &Tensor{shape: shape, strides: strides, offset: offset, dt: dt, st: st, h: h}
 	if s != nil {
