@@ -189,20 +189,25 @@ func testMax(t *testing.T, s *suite) {
 			}
 		}
 	}
-	// Rows of 100 (cuda: a warp a row), the maximum placed on purpose, once twice.
-	rows := input(dtype.F32, kernels.Contiguous(6, 100), func(i int) float64 {
-		r, c := i/100, i%100
-		switch {
-		case c == 17*r+3:
-			return 50
-		case r == 5 && c == 90:
-			return 50 // a second maximum in row 5, after the first (at 88)
-		}
-		return float64((i*37)%41) - 20
-	})
-	wantI := []float64{3, 20, 37, 54, 71, 88}
-	s.result(t, "rows of 100", []*buf{dense(dtype.F32, 6, 1), dense(dtype.I64, 6, 1), rows}, 1, wantI, exact,
-		func(be kernels.Backend, o []kernels.Operand) { be.Max(o[0], o[1], o[2]) })
+	// Rows of 100 (cuda: a warp a row, reading words), the maximum placed on purpose:
+	// once, twice (the first wins), after two NaNs (the first NaN wins).
+	for _, dt := range floats {
+		rows := input(dt, kernels.Contiguous(6, 100), func(i int) float64 {
+			r, c := i/100, i%100
+			switch {
+			case c == 17*r+3:
+				return 50
+			case r == 5 && c == 90:
+				return 50 // a second maximum in row 5, after the first (at 88)
+			case r == 2 && (c == 60 || c == 70):
+				return math.NaN()
+			}
+			return float64((i*37)%41) - 20
+		})
+		wantI := []float64{3, 20, 60, 54, 71, 88}
+		s.result(t, fmt.Sprintf("%v rows of 100", dt), []*buf{dense(dt, 6, 1), dense(dtype.I64, 6, 1), rows}, 1, wantI, exact,
+			func(be kernels.Backend, o []kernels.Operand) { be.Max(o[0], o[1], o[2]) })
+	}
 	// Over every element: one position, row-major.
 	x := input(dtype.F32, kernels.Contiguous(3, 4), func(i int) float64 { return float64((i * 5) % 12) })
 	s.result(t, "all", []*buf{dense(dtype.F32), dense(dtype.I64), x}, 1, []float64{7}, exact,

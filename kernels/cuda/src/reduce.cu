@@ -112,15 +112,16 @@ __device__ __forceinline__ void reduce_thread_k(const Reduction &r, int mode, lo
     }
 }
 
-// fold_sum_words is the share of lane j of a group of G threads (a block or a warp) in
-// the sum of the elements [lo, hi) of a dense reduced dimension of the float type DT,
-// starting at src offset base: it sums the 16-byte words j, j+G, ... from the first
-// word boundary at or after lo, UNROLL words in flight and an accumulator per element of
-// a word (combined in order), then adds the element j of the head before that boundary
-// and of the tail after the last whole word. The order depends on the shapes and the
-// 16-byte phase of the input only.
+// fold_words is the share of lane j of a group of G threads (a block or a warp) in
+// the reduction of the elements [lo, hi) of a dense reduced dimension of the float type
+// DT, starting at src offset base: it reads the 16-byte words j, j+G, ... from the first
+// word boundary at or after lo, UNROLL words in flight, then the element j of the head
+// before that boundary and of the tail after the last whole word. A sum keeps an
+// accumulator per element of a word (combined in order); a maximum one Acc, whose
+// total order makes the result independent of the reading order. The order of a sum
+// depends on the shapes and the 16-byte phase of the input only.
 template <typename C, int DT, int G>
-__device__ __forceinline__ double fold_sum_words(const Reduction &r, long long base, long long lo, long long hi, int j) {
+__device__ __forceinline__ Acc fold_words(const Reduction &r, bool isMax, long long base, long long lo, long long hi, int j) {
     using V = vtype<DT>;
     constexpr int N = V::n, ES = 16 / N;
     unsigned long long start = r.src + (unsigned long long)base * ES; // element 0's address
@@ -130,6 +131,7 @@ __device__ __forceinline__ double fold_sum_words(const Reduction &r, long long b
     double d[N];
 #pragma unroll
     for (int e = 0; e < N; e++) d[e] = 0;
+    Acc a = acc_zero();
     long long i = j;
     for (; i + (UNROLL - 1) * G < words; i += UNROLL * G) {
         uint4 x[UNROLL];
@@ -138,37 +140,44 @@ __device__ __forceinline__ double fold_sum_words(const Reduction &r, long long b
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
 #pragma unroll
-            for (int e = 0; e < N; e++) d[e] += (double)V::template get<C>(x[u], e);
+            for (int e = 0; e < N; e++) {
+                C v = V::template get<C>(x[u], e);
+                if (isMax) acc_add(a, true, v, e0 + (i + u * G) * N + e);
+                else d[e] += (double)v;
+            }
         }
     }
     for (; i < words; i += G) {
         uint4 x = w[i];
 #pragma unroll
-        for (int e = 0; e < N; e++) d[e] += (double)V::template get<C>(x, e);
+        for (int e = 0; e < N; e++) {
+            C v = V::template get<C>(x, e);
+            if (isMax) acc_add(a, true, v, e0 + i * N + e);
+            else d[e] += (double)v;
+        }
     }
-    double a = 0;
 #pragma unroll
-    for (int e = 0; e < N; e++) a += d[e];
+    for (int e = 0; e < N; e++) a.sum += d[e];
     long long h = lo + j, t = e1 + j;
-    if (h < e0) a += (double)ld<C>(r.src, r.dts, base + h, 0);
-    if (t < hi) a += (double)ld<C>(r.src, r.dts, base + t, 0);
+    if (h < e0) acc_add(a, isMax, ld<C>(r.src, r.dts, base + h, 0), h);
+    if (t < hi) acc_add(a, isMax, ld<C>(r.src, r.dts, base + t, 0), t);
     return a;
 }
 
-// sum_words reports whether a block kernel's sum can read r's input in 16-byte words
-// (fold_sum_words): one dense reduced dimension of a float type of 4 or 2 bytes.
-__device__ __forceinline__ bool sum_words(const Reduction &r, int mode) {
-    return mode != RED_MAX && r.rrank == 1 && r.rstride[0] == 1 && (r.dts == DT_F32 || r.dts == DT_F16 || r.dts == DT_BF16);
+// by_words reports whether a reduction can read r's input in 16-byte words
+// (fold_words): one dense reduced dimension of a float type of 4 or 2 bytes.
+__device__ __forceinline__ bool by_words(const Reduction &r) {
+    return r.rrank == 1 && r.rstride[0] == 1 && (r.dts == DT_F32 || r.dts == DT_F16 || r.dts == DT_BF16);
 }
 
-// sum_words_of is fold_sum_words for the input's type (sum_words holds).
+// words_of is fold_words for the input's type (by_words holds).
 template <typename C, int G>
-__device__ __forceinline__ double sum_words_of(const Reduction &r, long long base, long long lo, long long hi, int j) {
+__device__ __forceinline__ Acc words_of(const Reduction &r, bool isMax, long long base, long long lo, long long hi, int j) {
     switch (r.dts) {
-    case DT_F32: return fold_sum_words<C, DT_F32, G>(r, base, lo, hi, j);
-    case DT_F16: return fold_sum_words<C, DT_F16, G>(r, base, lo, hi, j);
+    case DT_F32: return fold_words<C, DT_F32, G>(r, isMax, base, lo, hi, j);
+    case DT_F16: return fold_words<C, DT_F16, G>(r, isMax, base, lo, hi, j);
     }
-    return fold_sum_words<C, DT_BF16, G>(r, base, lo, hi, j);
+    return fold_words<C, DT_BF16, G>(r, isMax, base, lo, hi, j);
 }
 
 // warp_acc combines the Accs of a warp's lanes in a butterfly: a sum's additions and
@@ -186,19 +195,17 @@ __device__ __forceinline__ Acc warp_acc(Acc a, bool isMax) {
 }
 
 // reduce_warp_k: warp w of the grid folds output w (and every warps-th after it) whole:
-// lane j takes the elements j, j+32, ... (a sum over a dense dimension its words), and
+// lane j takes the elements j, j+32, ... (over a dense dimension, its words), and
 // the warp combines them with warp_acc. For outputs of up to a few thousand elements
 // each, where a block per output would leave most of its threads idle.
 template <typename C>
 __device__ __forceinline__ void reduce_warp_k(const Reduction &r, int mode, long long *idx) {
-    bool isMax = mode == RED_MAX, words = sizeof(C) == 4 && sum_words(r, mode);
+    bool isMax = mode == RED_MAX, words = sizeof(C) == 4 && by_words(r);
     int lane = threadIdx.x & 31;
     long long warps = (long long)gridDim.x * (BLOCK / 32);
     for (long long o = (long long)blockIdx.x * (BLOCK / 32) + threadIdx.x / 32; o < r.nOut; o += warps) {
         long long base = unravel<long long>(o, r.krank, r.kshape, r.kstride[1]);
-        Acc a = acc_zero();
-        if (words) a.sum = sum_words_of<C, 32>(r, base, 0, r.nRed, lane);
-        else a = fold_piece<C>(r, isMax, base, lane, r.nRed, 32);
+        Acc a = words ? words_of<C, 32>(r, isMax, base, 0, r.nRed, lane) : fold_piece<C>(r, isMax, base, lane, r.nRed, 32);
         a = warp_acc(a, isMax);
         if (lane == 0) finish_out<C>(r, mode, idx, o, a);
     }
@@ -206,7 +213,7 @@ __device__ __forceinline__ void reduce_warp_k(const Reduction &r, int mode, long
 
 // reduce_block_k: block b folds piece b / nOut of output b % nOut: thread j takes the
 // elements j, j+BLOCK, ... of the piece, then the block combines them in a fixed tree;
-// a sum over a dense dimension goes by words (fold_sum_words) and combines with
+// over a dense dimension it reads words (fold_words), and a sum combines with
 // group_sum's butterfly instead.
 template <typename C>
 __device__ __forceinline__ void reduce_block_k(const Reduction &r, int mode, long long *idx, Acc *part) {
@@ -218,8 +225,9 @@ __device__ __forceinline__ void reduce_block_k(const Reduction &r, int mode, lon
         long long o = b % r.nOut, c = b / r.nOut;
         long long base = unravel<long long>(o, r.krank, r.kshape, r.kstride[1]);
         long long lo = c * r.piece, hi = min(lo + r.piece, r.nRed);
-        if (sizeof(C) == 4 && sum_words(r, mode)) {
-            double v = group_sum<BLOCK>(sum_words_of<C, BLOCK>(r, base, lo, hi, threadIdx.x), sums);
+        bool words = sizeof(C) == 4 && by_words(r);
+        if (words && !isMax) {
+            double v = group_sum<BLOCK>(words_of<C, BLOCK>(r, false, base, lo, hi, threadIdx.x).sum, sums);
             if (threadIdx.x == 0) {
                 Acc a = acc_zero();
                 a.sum = v;
@@ -228,7 +236,7 @@ __device__ __forceinline__ void reduce_block_k(const Reduction &r, int mode, lon
             }
             continue;
         }
-        tree[threadIdx.x] = fold_piece<C>(r, isMax, base, lo + threadIdx.x, hi, BLOCK);
+        tree[threadIdx.x] = words ? words_of<C, BLOCK>(r, true, base, lo, hi, threadIdx.x) : fold_piece<C>(r, isMax, base, lo + threadIdx.x, hi, BLOCK);
         __syncthreads();
         for (int s = BLOCK / 2; s > 0; s >>= 1) {
             if (threadIdx.x < s) acc_merge(tree[threadIdx.x], isMax, tree[threadIdx.x + s]);
