@@ -5,8 +5,8 @@
 #
 #   scripts/gpu/suite.sh [--no-info] [--no-gencheck] [--no-tests] [--no-sanitize]
 #                        [--no-memory] [--no-examples] [--no-gpubench] [--no-torch]
-#                        [--no-bench] [--no-safetensors] [--no-replay] [--no-memviz]
-#                        [--oracle]
+#                        [--no-bench] [--no-safetensors] [--no-replay] [--no-planned]
+#                        [--no-memviz] [--oracle]
 #
 # .gpu/bin.tar.xz (from build.sh) is unpacked into .gpu/bin first.
 #
@@ -47,6 +47,10 @@
 #             compared row by row and final key by key with PyTorch's results
 #             (testdata/oracle/NAME.json.gz, or this call's with --oracle) by
 #             compare_replay.py
+#   planned:  sublet compare -device cuda:0 -json of every trace of testdata/traces: the
+#             PyTorch policy and the planned one (issue 20) on the GPU, each on a fresh
+#             allocator (peak reserved and allocated, driver calls, OOMs, time per
+#             allocation with the driver's real cost); planned/table.md sums them up
 #   memviz:   sublet snapshot of testdata/traces/oom_fraction (expandable segments, a
 #             memory fraction, so OOMs and segment_map/unmap are in it) and of train on
 #             cuda:0, each read by PyTorch's own `python -m torch.cuda._memory_viz` stats,
@@ -57,15 +61,15 @@
 # Output: $OUT/suite.tar.gz (suite/: env.txt, status.tsv, info.txt, gencheck.txt and
 # gen-check/, tests/, memory/, examples/, gpubench.txt and .json, torch.txt, bench/,
 # safetensors.log and safetensors/ with the files both sides wrote, replay/ with
-# compare.txt, memviz/), rewritten after every step so that a call cut short still
+# compare.txt, planned/ with a JSON per trace and table.md, memviz/), rewritten after every step so that a call cut short still
 # brings back what ran; with --oracle also $OUT/oracle.tar.gz. Each step's time limit:
 # STEP_TIMEOUT seconds (300). The last lines printed are the table of status.tsv.
 set -uo pipefail
 
-steps=" info gencheck tests sanitize memory examples gpubench torch bench safetensors replay memviz " # spaced: names are removed whole
+steps=" info gencheck tests sanitize memory examples gpubench torch bench safetensors replay planned memviz " # spaced: names are removed whole
 while (($#)); do
 	case "$1" in
-	--no-info | --no-gencheck | --no-tests | --no-sanitize | --no-memory | --no-examples | --no-gpubench | --no-torch | --no-bench | --no-safetensors | --no-replay | --no-memviz) steps=${steps/ ${1#--no-} / } ;;
+	--no-info | --no-gencheck | --no-tests | --no-sanitize | --no-memory | --no-examples | --no-gpubench | --no-torch | --no-bench | --no-safetensors | --no-replay | --no-planned | --no-memviz) steps=${steps/ ${1#--no-} / } ;;
 	--oracle) steps=${steps/ replay / oracle replay } ;;
 	*) echo "suite.sh: unknown argument $1 (see the top of $0)" >&2; exit 2 ;;
 	esac
@@ -254,6 +258,31 @@ for r in json.load(open(sys.argv[1]))["runs"]:
 	"$PY" scripts/gpu/compare_replay.py "$oracle_dir" "$LOG"/replay/*.json >"$LOG/replay/compare.txt" 2>&1
 	status replay compare_replay.py $? $((SECONDS - t))
 	tail -n 1 "$LOG/replay/compare.txt" >&2
+fi
+
+if has planned; then
+	mkdir -p "$LOG/planned"
+	for trace in testdata/traces/*.jsonl.gz; do
+		name=$(basename "$trace" .jsonl.gz)
+		t=$SECONDS
+		timeout "$STEP_TIMEOUT" .gpu/bin/sublet compare -device cuda:0 -conf "" -json "$trace" \
+			>"$LOG/planned/$name.json" 2>"$LOG/planned/$name.err"
+		status planned "$name" $? $((SECONDS - t))
+	done
+	"$PY" - "$LOG/planned" >"$LOG/planned/table.md" 2>&1 <<'PY'
+import glob, json, os, sys
+print("| trace | policy | peak reserved MiB | peak allocated MiB | reserved/allocated | device allocs | device frees | OOMs | µs/alloc | served by plans |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+    try:
+        d = json.load(open(f))
+    except ValueError:
+        continue
+    for p in d.get("policies", []):
+        print("| %s | %s | %.1f | %.1f | %.3f | %d | %d | %d | %.2f | %d |" % (os.path.basename(f)[:-5], p["policy"],
+              p["peak_reserved"] / 2**20, p["peak_allocated"] / 2**20, p["ratio"], p["device_allocs"],
+              p["device_frees"], p["ooms"], p["ns_per_alloc"] / 1e3, p["served_by_plans"]))
+PY
 fi
 
 if has memviz; then
