@@ -85,6 +85,7 @@ func exercise(b *Backend) {
 		}
 		b.Axpy(dst, 0.5, row)
 		xt := o.over(dt, kernels.Layout{Shape: []int{4, 5}, Strides: []int{1, 4}}, 20)
+		b.Copy(o.dense(dt, 4, 5), xt) // a transposed view made dense: copy_transpose
 		_ = b.BinaryCrossEntropy(dst, x, row)
 		b.BinaryCrossEntropyWithLogits(dst, x, row, kernels.Operand{})
 		b.BinaryCrossEntropyWithLogits(dst, x, xt, row)

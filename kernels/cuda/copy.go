@@ -24,8 +24,18 @@ func (b *Backend) Copy(dst, src kernels.Operand) {
 		}
 		return
 	}
+	if dst.DType == src.DType && w.rank == 2 && w.stride[0][1] == 1 && w.stride[1][0] == 1 && w.shape[0] > 1 && w.shape[1] > 1 {
+		// A transposed view made dense: tiles through shared memory.
+		tiles := ((w.shape[0] + transposeTile - 1) / transposeTile) * ((w.shape[1] + transposeTile - 1) / transposeTile)
+		b.launch(kCopyTranspose, cudadev.LaunchConfig{Grid: cudadev.Dim3{X: uint32(min(tiles, int64(32*b.sms)))}, Block: cudadev.Dim3{X: block},
+			Stream: dst.Mem.Stream}, cudadev.ArgBytes(w.bytes()))
+		return
+	}
 	b.launchWalk(kCopy.in(in64(dst, src)), &w, dst)
 }
+
+// transposeTile is TILE of src/copy.cu: copy_transpose's tiles are its square.
+const transposeTile = 32
 
 // Fill converts v to dst's type on the host (kernels/cpu.FillBits), then writes that pattern: a
 // memset where it is zero and dst is dense, a kernel otherwise.

@@ -78,7 +78,8 @@ const (
 	kAddc
 	// famCopy.
 	kCopy
-	kFill // formIndex: the bits are the host's, no compute type
+	kFill          // formIndex: the bits are the host's, no compute type
+	kCopyTranspose // formOne: the bits as they are
 	// famReduce.
 	kNonFinite // formWalk
 	kReduceThread
@@ -174,6 +175,7 @@ var bases = [numKernels / variants]struct {
 	kAddc / variants:                     {famElementwise, "addc", formWalk},
 	kCopy / variants:                     {famCopy, "copy", formWalk},
 	kFill / variants:                     {famCopy, "fill", formIndex},
+	kCopyTranspose / variants:            {famCopy, "copy_transpose", formOne},
 	kNonFinite / variants:                {famReduce, "non_finite", formWalk},
 	kReduceThread / variants:             {famReduce, "reduce_thread", formTyped},
 	kReduceBlock / variants:              {famReduce, "reduce_block", formTyped},

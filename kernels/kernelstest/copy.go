@@ -119,6 +119,15 @@ func testCopy(t *testing.T, s *suite) {
 			}
 		}
 	}
+	// Transposed views of every type made dense (cuda: tiles of 32×32, the last ones
+	// partial), the bits as they are.
+	for _, dt := range allTypes {
+		vals := copyValues(dt)
+		x := input(dt, kernels.Layout{Shape: []int{70, 45}, Strides: []int{1, 70}}, func(i int) float64 { return vals[i%len(vals)] })
+		d := dense(dt, 70, 45)
+		got := exec(t, s.tg, []*buf{d, x}, func(be kernels.Backend, o []kernels.Operand) { be.Copy(o[0], o[1]) })
+		near(t, fmt.Sprintf("%v transposed", dt), x.vals(), d.values(got[0]), exact)
+	}
 	// Materializing a transposed view into a strided destination.
 	x := input(dtype.F16, kernels.Layout{Shape: []int{3, 4}, Strides: []int{1, 3}}, s.uniform(-5, 5))
 	d := out(dtype.F32, kernels.Layout{Shape: []int{3, 4}, Strides: []int{8, 2}, Offset: 1})

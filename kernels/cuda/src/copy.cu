@@ -189,6 +189,44 @@ __device__ __forceinline__ void fill_k(const Walk &w, unsigned long long bits) {
     }
 }
 
+// transpose_k copies a walk of two dimensions [R, C] whose output is dense along C and
+// whose source is dense along R (a transposed view made contiguous) in tiles of
+// TILE×TILE elements E through shared memory, so that both the reads and the writes
+// of a warp are consecutive; the element-wise walk would read one element per 32-byte
+// sector. The same type: the bits move as they are.
+#define TILE 32
+template <typename E>
+__device__ __forceinline__ void transpose_k(const Walk &w) {
+    __shared__ E tile[TILE][TILE + 1]; // +1: a column of the tile spreads over the banks
+    long long R = w.shape[0], C = w.shape[1], sd = w.stride[0][0], ss = w.stride[1][1];
+    const E *src = (const E *)w.base[1];
+    E *dst = (E *)w.base[0];
+    int tx = threadIdx.x % TILE, ty = threadIdx.x / TILE;
+    long long tilesR = (R + TILE - 1) / TILE, tiles = tilesR * ((C + TILE - 1) / TILE);
+    for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
+        long long r0 = (t % tilesR) * TILE, c0 = (t / tilesR) * TILE;
+        for (int k = ty; k < TILE; k += BLOCK / TILE) {
+            long long r = r0 + tx, c = c0 + k;
+            if (r < R && c < C) tile[k][tx] = src[r + c * ss];
+        }
+        __syncthreads();
+        for (int k = ty; k < TILE; k += BLOCK / TILE) {
+            long long r = r0 + k, c = c0 + tx;
+            if (r < R && c < C) dst[r * sd + c] = tile[tx][k];
+        }
+        __syncthreads();
+    }
+}
+
+KERNEL copy_transpose(Walk w) {
+    switch (elem_size(w.dtype[0])) {
+    case 1: transpose_k<unsigned char>(w); return;
+    case 2: transpose_k<unsigned short>(w); return;
+    case 4: transpose_k<unsigned int>(w); return;
+    }
+    transpose_k<unsigned long long>(w);
+}
+
 KERNEL copy_f32_i32(Walk w) { copy_k<float, int>(w); }
 KERNEL copy_f32_i64(Walk w) { copy_k<float, long long>(w); }
 KERNEL copy_f64_i32(Walk w) { copy_k<double, int>(w); }
