@@ -122,7 +122,7 @@ func testLayerNorm(t *testing.T, s *suite) {
 		if ft != dtype.F64 {
 			e = float64(float32(eps))
 		}
-		// Rows of 7 and 700 (cuda: a warp each, F32's in registers), 1500 (a block).
+		// Rows of 7 and 700 (cuda: a warp each), 1500 (a block).
 		for _, sz := range [][2]int{{3, 7}, {3, 700}, {2, 1500}, {2100, 5}, {0, 4}} {
 			rows, n := sz[0], sz[1]
 			for _, affine := range []bool{true, false} {

@@ -347,15 +347,6 @@ __device__ __forceinline__ int vec_width(const Walk &w, int n, bool same) {
     return vec;
 }
 
-// row_cache<T>::n is how many elements of its row a lane of a warp keeps in registers:
-// a row of up to 32 times as many is read once and written once (a loop over memory reads
-// it two or three times: softmax.cu, layernorm.cu), with the same operations in the same order, so
-// the same bits; a backward pass keeps two rows of half as many. A quarter as many for
-// double, whose values take two registers each (its kernels would spill with more).
-template <typename T> struct row_cache {
-    static constexpr int n = sizeof(T) == 4 ? 32 : 8;
-};
-
 // ---- index arithmetic ---------------------------------------------------------------
 
 // offsets writes the element offset of each of the first OPS operands of w for the

@@ -7,50 +7,6 @@
 // kernels/cpu rounds it.
 #include "common.cuh"
 
-// layer_norm_row_cached is layer_norm_k's warp for a float row of at most
-// 32·row_cache<T>::n elements, kept in registers: the same operations in the same order.
-template <typename T>
-__device__ __forceinline__ void layer_norm_row_cached(T *yr, T *mean, T *rstd, const T *xr, const T *w, const T *b, long long n, int lane, T eps, double *sm) {
-    constexpr int R = row_cache<T>::n;
-    T v[R];
-#pragma unroll
-    for (int i = 0; i < R; i++) {
-        long long j = lane + 32 * i;
-        v[i] = j < n ? xr[j] : (T)0;
-    }
-    double s = 0;
-#pragma unroll
-    for (int i = 0; i < R; i++) {
-        if (lane + 32 * i < n) s += (double)v[i];
-    }
-    double mu = group_sum<32>(s, sm) / (double)n;
-    double ss = 0;
-#pragma unroll
-    for (int i = 0; i < R; i++) {
-        if (lane + 32 * i < n) {
-            double d = (double)v[i] - mu;
-            ss += d * d;
-        }
-    }
-    ss = group_sum<32>(ss, sm);
-    T r = (T)(1.0 / sqrt(ss / (double)n + (double)eps));
-    T m = (T)mu;
-    if (lane == 0) {
-        *mean = m;
-        *rstd = r;
-    }
-#pragma unroll
-    for (int i = 0; i < R; i++) {
-        long long j = lane + 32 * i;
-        if (j < n) {
-            T h = (v[i] - m) * r;
-            if (w) h *= w[j];
-            if (b) h += b[j];
-            yr[j] = h;
-        }
-    }
-}
-
 template <typename T, int G>
 __device__ __forceinline__ void layer_norm_k(T *y, T *mean, T *rstd, const T *x, const T *w, const T *b, long long rows, long long n, T eps) {
     __shared__ double sm[BLOCK / 32];
@@ -59,12 +15,6 @@ __device__ __forceinline__ void layer_norm_k(T *y, T *mean, T *rstd, const T *x,
     if (row >= rows) return;
     const T *xr = x + row * n;
     T *yr = y + row * n;
-    if constexpr (sizeof(T) == 4) { // double's registers would spill
-        if (G == 32 && n <= 32 * row_cache<T>::n) {
-            layer_norm_row_cached<T>(yr, mean + row, rstd + row, xr, w, b, n, lane, eps, sm);
-            return;
-        }
-    }
     double s = 0;
     for (long long j = lane; j < n; j += G) s += (double)xr[j];
     double mu = group_sum<G>(s, sm) / (double)n;

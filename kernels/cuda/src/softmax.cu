@@ -7,6 +7,15 @@
 // for F32 rows, double for F64 ones.
 #include "math.cuh"
 
+// row_cache<T>::n is how many elements of its row a lane of a warp keeps in registers:
+// a row of up to 32 times as many is read once and written once (the loops over memory
+// below read it two or three times), with the same operations in the same order, so
+// the same bits; a backward pass keeps two rows of half as many. A quarter as many for
+// double, whose values take two registers each (its kernels would spill with more).
+template <typename T> struct row_cache {
+    static constexpr int n = sizeof(T) == 4 ? 32 : 8;
+};
+
 // softmax_row_cached is softmax_rows_k's warp for a row of at most 32·row_cache<T>::n
 // elements.
 template <typename T>
