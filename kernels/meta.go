@@ -22,6 +22,7 @@ func (meta) DropoutMask(Operand, float64, uint64)                             {}
 func (meta) Dropout(Operand, Operand, Operand, float64)                       {}
 func (meta) Sum(Operand, Operand)                                             {}
 func (meta) Mean(Operand, Operand)                                            {}
+func (meta) SumSquares(Operand, Operand)                                      {}
 func (meta) Max(Operand, Operand, Operand)                                    {}
 func (meta) MaxBackward(Operand, Operand, Operand)                            {}
 func (meta) Matmul(Operand, Operand, Operand)                                 {}

@@ -123,7 +123,7 @@ func gradNorm(c *tensor.Scope, g *tensor.Tensor, p float64, first *tensor.Tensor
 func vectorNorm(x *tensor.Tensor, p float64) *tensor.Tensor {
 	switch {
 	case p == 2:
-		return x.Mul(x).Sum().Sqrt()
+		return x.Norm()
 	case p == 1:
 		return x.Abs().Sum()
 	case math.IsInf(p, 1):

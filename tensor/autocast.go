@@ -58,6 +58,7 @@ const (
 	OpSum          = "Sum"
 	OpMean         = "Mean"
 	OpMax          = "Max"
+	OpNorm         = "Norm"
 	OpSumTo        = "SumTo"
 	OpMatMul       = "MatMul"
 	OpLinear       = "Linear"

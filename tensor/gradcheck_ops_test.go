@@ -160,6 +160,7 @@ func reductionAndViewChecks() []gc {
 		one("Mean", tensor.OpMean, []int{2, 3, 2}, func(x in) in { return x.Mean(1) }),
 		one("MeanKeepAll", tensor.OpMean, []int{2, 3}, func(x in) in { return x.MeanKeep() }),
 		one("SumTo", tensor.OpSumTo, []int{2, 3, 4}, func(x in) in { return x.SumTo(3, 1) }),
+		one("Norm", tensor.OpNorm, []int{3, 4}, func(x in) in { return x.Norm() }),
 		{name: "Max", op: tensor.OpMax, shapes: [][]int{{3, 4}}, values: distinct(), f: func(_ *tensor.Scope, x []in) in { return x[0].Max(1) }},
 		{name: "MaxKeep", op: tensor.OpMax, shapes: [][]int{{3, 4}}, values: distinct(), f: func(_ *tensor.Scope, x []in) in { return x[0].MaxKeep(0) }},
 		one("Reshape", tensor.OpReshape, []int{2, 3}, func(x in) in { return x.Reshape(3, 2).Exp() }),

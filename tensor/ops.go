@@ -106,6 +106,7 @@ var opTable = []*OpInfo{
 	{Name: OpSum, MinInputs: 1, MaxInputs: 1, Saves: "nothing", Autocast: AutocastF32Out},
 	{Name: OpMean, MinInputs: 1, MaxInputs: 1, Saves: "nothing"},
 	{Name: OpMax, MinInputs: 1, MaxInputs: 1, Saves: "the I64 positions of the maxima", SavesExtra: true},
+	{Name: OpNorm, MinInputs: 1, MaxInputs: 1, Saves: "its input and its output", Autocast: AutocastF32},
 	{Name: OpSumTo, MinInputs: 1, MaxInputs: 1, Saves: "nothing", Autocast: AutocastF32Out},
 	{Name: OpMatMul, MinInputs: 2, MaxInputs: 2, Saves: "a when b wants a gradient, b when a does", Autocast: AutocastLower},
 	{Name: OpLinear, MinInputs: 2, MaxInputs: 3, Saves: "x when the weight wants a gradient, the weight when x does", Autocast: AutocastLower},

@@ -32,7 +32,7 @@ func TestOpTable(t *testing.T) {
 	want := map[tensor.AutocastClass][]string{
 		tensor.AutocastLower: {tensor.OpMatMul, tensor.OpLinear},
 		tensor.AutocastF32: {tensor.OpExp, tensor.OpLog, tensor.OpPow, tensor.OpPowScalar, tensor.OpLayerNorm,
-			tensor.OpMSE, tensor.OpCrossEntropy, tensor.OpBinaryCrossEntropyWithLogits},
+			tensor.OpMSE, tensor.OpCrossEntropy, tensor.OpBinaryCrossEntropyWithLogits, tensor.OpNorm},
 		tensor.AutocastF32Out: {tensor.OpSoftmax, tensor.OpLogSoftmax, tensor.OpSum, tensor.OpSumTo},
 		tensor.AutocastBanned: {tensor.OpBinaryCrossEntropy},
 	}

@@ -120,6 +120,42 @@ func (r *sumBackward) backward(b *bwd) {
 	b.set(0, g.Reshape(r.keep...).Expand(b.f.in[0].shape...))
 }
 
+// Norm returns the 2-norm of all of t's elements, √(Σ x²), as a scalar of t's type
+// (torch.linalg.vector_norm): the squares summed in one pass over t (the kernels'
+// SumSquares), with the bits of t.Mul(t).Sum().Sqrt() for F32 and F64 (which reads t
+// twice and writes a copy of it); F16 and BF16 sum and take the root in F32, rounded
+// once to t's type. The gradient is g·x/‖x‖, 0 where the norm is 0. It saves its input and
+// its output. In an autocast scope it runs in F32, as PyTorch's norm does.
+func (t *Tensor) Norm() *Tensor {
+	c, dt := beginTyped(OpNorm, t, dtype.Invalid)
+	c.floatOnly()
+	x := c.readAs(0, dt)
+	out := c.alloc(dt, []int{})
+	// In the call's rowType (F32 for F16 and BF16, whose sum of squares overflows
+	// long before the norm does), then into out.
+	buf := c.denseOut(out)
+	o := buf.operand()
+	c.k.SumSquares(o, x.operand())
+	c.k.Unary(kernels.Sqrt, o, o)
+	c.flush(out, buf)
+	if c.recording() {
+		r := &normBackward{}
+		c.record(r, out)
+		r.x, r.y = c.save(x), c.save(out)
+	}
+	return c.done(out)
+}
+
+// normBackward is g·x/‖x‖, with 0 for the elements of a tensor whose norm is 0 (all
+// of them 0), as PyTorch's.
+type normBackward struct{ x, y *autograd.Saved }
+
+func (r *normBackward) backward(b *bwd) {
+	x, y := b.saved(r.x), b.saved(r.y)
+	scale := b.g.Div(y).MaskedFill(y.EqScalar(0), 0)
+	b.set(0, x.Mul(scale))
+}
+
 // SumTo sums t down to shape, which must broadcast to t's shape: the reduction of a
 // broadcast (the gradient of an operand that was broadcast). In an autocast scope the
 // policy may pick the result's type (AutocastOutput).

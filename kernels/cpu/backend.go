@@ -156,6 +156,9 @@ func exactOperand(o kernels.Operand, in dtype.DType) Operand {
 	return F64([]float64{v}, kernels.Layout{})
 }
 func (*Backend) Mean(dst, src kernels.Operand) { Mean(operand(dst), operand(src)) }
+func (*Backend) SumSquares(dst, src kernels.Operand) {
+	SumSquares(operand(dst), operand(src))
+}
 
 func (*Backend) Max(dst, idx, src kernels.Operand) {
 	d := F32(make([]float32, idx.Size()), idx.Layout)

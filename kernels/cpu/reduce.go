@@ -33,6 +33,14 @@ func Sum(dst, src Operand) {
 // Mean is Sum divided by the number of elements reduced per output (NaN when that is 0).
 func Mean(dst, src Operand) { reduce("mean", dst, nil, src, true) }
 
+// SumSquares is Sum of the squares of src's elements, each rounded to the type the
+// reduction reads in (float32, float64 when dst or src is F64) as Mul rounds it: the
+// bits of Mul then Sum, in one pass over src (the 2-norm's sum).
+func SumSquares(dst, src Operand) {
+	dst.requireFloat("sum of squares")
+	byType(reduceIn[float32], reduceIn[float64], dst.dt, src.dt)("sum of squares", dst, nil, src, false)
+}
+
 // reduce runs the reduction in float64 when dst or src is F64 (maxima compare in it,
 // sums accumulate in float64 either way), in float32 otherwise.
 func reduce(op string, dst Operand, idx []int64, src Operand, mean bool) {
@@ -112,6 +120,7 @@ type fold[T float] struct {
 	// first row or element (exact in T).
 	vm, vp    [foldOut]T
 	buf, obuf [chunk]T
+	sq        [chunk]T // a sum of squares' squared elements
 }
 
 var foldPools = [2]sync.Pool{
@@ -175,6 +184,13 @@ func (f *fold[T]) maxRun(j int, v []T, r int) {
 	f.addMax(j, v[k:], r+k)
 }
 
+// squared returns v's elements squared (squares) in f.sq; v may be the source's own.
+func (f *fold[T]) squared(v []T) []T {
+	d := f.sq[:len(v)]
+	squares(d, v)
+	return d
+}
+
 // addColumn folds v[j], the element at reduced position r of output j0+j, for every j.
 func (f *fold[T]) addColumn(j0 int, v []T, r int) {
 	if !f.isMax {
@@ -226,13 +242,15 @@ type reducing[T float] struct {
 	dst, src Operand
 	idx      []int64
 	isMax    bool
+	square   bool // a sum of squares (SumSquares)
 	scale    float64
 	part     partials[T]
 }
 
 func reduceIn[T float](op string, dst Operand, idx []int64, src Operand, mean bool) {
 	dst.requireFloat(op)
-	s := reducing[T]{rd: newReduction(op, dst.Layout, src.Layout), dst: dst, src: src, idx: idx, isMax: idx != nil, scale: 1}
+	s := reducing[T]{rd: newReduction(op, dst.Layout, src.Layout), dst: dst, src: src, idx: idx, isMax: idx != nil,
+		square: op == "sum of squares", scale: 1}
 	rd := &s.rd
 	if s.isMax && rd.nRed == 0 && rd.nOut > 0 {
 		panic(fmt.Sprintf("kernels/cpu: max: reducing %v to %v reduces nothing", src.Shape, dst.Shape))
@@ -324,12 +342,16 @@ func (s reducing[T]) run(lo, hi int) {
 					switch {
 					case dense && sk == 1 && s.isMax:
 						f.maxRows(n, elems[T](src)[base+ro[0]:], rs[0], m, r)
-					case dense && sk == 1:
+					case dense && sk == 1 && !s.square:
 						addRows(f.sum[:n], elems[T](src)[base+ro[0]:], rs[0], m)
 					default:
 						for e := range m {
 							for j0 := 0; j0 < n; j0 += chunk {
-								f.addColumn(j0, load(src, base+ro[0]+e*rs[0]+j0*sk, sk, min(chunk, n-j0), &f.buf), r+e)
+								v := load(src, base+ro[0]+e*rs[0]+j0*sk, sk, min(chunk, n-j0), &f.buf)
+								if s.square {
+									v = f.squared(v)
+								}
+								f.addColumn(j0, v, r+e)
 							}
 						}
 					}
@@ -341,7 +363,7 @@ func (s reducing[T]) run(lo, hi int) {
 				// otherwise: the same sums): into sixteen running sums (sumLanes), or
 				// a vector loop's lanes for a maximum (maxRun).
 				most := chunk
-				if dense && redInner == 1 {
+				if dense && redInner == 1 && !s.square {
 					most = reducePiece
 				}
 				for j := range n {
@@ -349,6 +371,9 @@ func (s reducing[T]) run(lo, hi int) {
 					r := r0
 					ri.walkRuns(r0, r1, most, func(ro, rs [maxOperands]int, m int) {
 						v := load(src, base+j*sk+ro[0], rs[0], m, &f.buf)
+						if s.square {
+							v = f.squared(v)
+						}
 						switch {
 						case !s.isMax:
 							sumLanes(&lanes, v)

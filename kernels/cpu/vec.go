@@ -1,5 +1,7 @@
 package cpu
 
+import "github.com/subletml/sublet/kernels"
+
 // The loops under the elementwise arithmetic and the sums. Where the CPU has vector
 // forms of them (vec_amd64.s, written by vec_gen.go), binaryVector, sumLanesVector
 // and addRowsVector run them over as much as they can and the Go loops below do the
@@ -11,6 +13,13 @@ package cpu
 func sumLanes[T float](acc *[16]float64, x []T) {
 	for i := sumLanesVector(acc, x); i < len(x); i++ {
 		acc[i%16] += float64(x[i])
+	}
+}
+
+// squares writes x[i]·x[i], rounded to T as Mul rounds it, into dst[i].
+func squares[T float](dst, x []T) {
+	for i := binaryVector(kernels.Mul, dst, x, x); i < len(x); i++ {
+		dst[i] = x[i] * x[i]
 	}
 }
 

@@ -158,6 +158,10 @@ func (b *Backend) Mean(dst, src kernels.Operand) {
 	b.reduce("mean", hdrRedMean, dst, kernels.Operand{}, src)
 }
 
+func (b *Backend) SumSquares(dst, src kernels.Operand) {
+	b.reduce("sum of squares", hdrRedSumSq, dst, kernels.Operand{}, src)
+}
+
 func (b *Backend) Max(dst, idx, src kernels.Operand) {
 	const op = "max"
 	if !dst.Absent() && dst.Size() != idx.Size() {

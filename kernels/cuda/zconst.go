@@ -47,6 +47,7 @@ const hdrArgB = 1
 const hdrRedSum = 0
 const hdrRedMean = 1
 const hdrRedMax = 2
+const hdrRedSumSq = 3
 const hdrErrCrossEntropy = 1
 const hdrErrCrossEntropyBackward = 2
 const hdrErrEmbedding = 3

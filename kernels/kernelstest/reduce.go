@@ -82,8 +82,9 @@ func testReduce(t *testing.T, s *suite) {
 	for _, c := range cases {
 		for _, ty := range types {
 			dt, odt := ty[0], ty[1]
-			for _, mean := range []bool{false, true} {
-				if numel(c.src) > 10000 && (mean || dt != odt || dt == dtype.BF16) {
+			for _, kind := range []string{"sum", "mean", "sum of squares"} {
+				mean := kind == "mean"
+				if numel(c.src) > 10000 && (kind != "sum" || dt != odt || dt == dtype.BF16) {
 					continue // the pieces are the same for every type: one run for each compute type
 				}
 				l := kernels.Contiguous(c.src...)
@@ -91,7 +92,12 @@ func testReduce(t *testing.T, s *suite) {
 					l = *c.srcL
 				}
 				src := input(dt, l, s.uniform(-4, 4))
-				want, mag := refReduce(src, c.dst, mean)
+				ref := src
+				if kind == "sum of squares" { // the squares exact in float64, each within the tolerance's rounding
+					vals := src.vals()
+					ref = input(dtype.F64, kernels.Contiguous(c.src...), func(i int) float64 { return vals[i] * vals[i] })
+				}
+				want, mag := refReduce(ref, c.dst, mean)
 				tl := within(odt, 1e-6)
 				if odt == dtype.F64 {
 					// Any order of n float64 additions is off by at most (n-1)·2⁻⁵³ of
@@ -104,12 +110,15 @@ func testReduce(t *testing.T, s *suite) {
 						tl.abs = max(tl.abs, tl.rel*m)
 					}
 				}
-				name := fmt.Sprintf("%v %v → %v %v mean=%v", dt, c.src, odt, c.dst, mean)
+				name := fmt.Sprintf("%v %v → %v %v %s", dt, c.src, odt, c.dst, kind)
 				f := func(be kernels.Backend, o []kernels.Operand) {
-					if mean {
+					switch kind {
+					case "mean":
 						be.Mean(o[0], o[1])
-					} else {
+					case "sum":
 						be.Sum(o[0], o[1])
+					default:
+						be.SumSquares(o[0], o[1])
 					}
 				}
 				bufs := []*buf{dense(odt, c.dst...), src}

@@ -125,6 +125,9 @@ func (s *standIn) Dropout(dst, x, mask kernels.Operand, p float64) {
 }
 func (s *standIn) Sum(dst, src kernels.Operand)  { s.cpu.Sum(s.h(dst), s.h(src)) }
 func (s *standIn) Mean(dst, src kernels.Operand) { s.cpu.Mean(s.h(dst), s.h(src)) }
+func (s *standIn) SumSquares(dst, src kernels.Operand) {
+	s.cpu.SumSquares(s.h(dst), s.h(src))
+}
 func (s *standIn) Max(dst, idx, src kernels.Operand) {
 	s.cpu.Max(s.h(dst), s.h(idx), s.h(src))
 }

@@ -9,7 +9,7 @@ GFLOP/s; GB/s for the ops over 64M float32 (the bytes each reads and writes once
 element for a reduction, 12 for add, 6 for a cast to float16, 8 for relu); microseconds
 per op for add of two 1k float32 tensors, 100 ops whose results are kept and then
 dropped together (sublet-bench's 100 ops per scope). norm-64M is
-torch.linalg.vector_norm (one pass); sublet composes it (x*x, sum, sqrt). Each case runs
+torch.linalg.vector_norm, sublet's Norm (each one pass). Each case runs
 once to warm up, then again for --time seconds (at least 3 runs); its figure is taken at
 the median run.
 

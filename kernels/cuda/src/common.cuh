@@ -53,6 +53,7 @@
 #define RED_SUM 0
 #define RED_MEAN 1
 #define RED_MAX 2
+#define RED_SUMSQ 3 // a sum of squares
 
 // Ops that report data-dependent errors through ErrorFlag.op (kernels/cuda names them):
 // an index outside its range (report), or elements outside the op's domain (report_outside).

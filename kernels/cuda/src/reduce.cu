@@ -23,9 +23,13 @@ __device__ __forceinline__ bool max_better(double x, long long xi, double m, lon
     return xi < mi;
 }
 
+// acc_add folds x, at position r, into a: for a sum of squares (RED_SUMSQ) x·x rounded
+// to C, as Mul rounds it.
 template <typename C>
-__device__ __forceinline__ void acc_add(Acc &a, bool isMax, C x, long long r) {
-    if (!isMax) {
+__device__ __forceinline__ void acc_add(Acc &a, int mode, C x, long long r) {
+    if (mode == RED_SUMSQ) {
+        a.sum += (double)(x * x);
+    } else if (mode != RED_MAX) {
         a.sum += (double)x;
     } else if (max_better(x, r, a.max, a.arg)) {
         a.max = x;
@@ -67,7 +71,8 @@ __device__ __forceinline__ void finish_out(const Reduction &r, int mode, long lo
 // accumulator j, combined in that order at the end: UNROLL loads in flight, and an
 // order that depends on the shapes alone.
 template <typename C>
-__device__ __forceinline__ Acc fold_piece(const Reduction &r, bool isMax, long long base, long long lo, long long hi, long long step) {
+__device__ __forceinline__ Acc fold_piece(const Reduction &r, int mode, long long base, long long lo, long long hi, long long step) {
+    bool isMax = mode == RED_MAX;
     Acc a = acc_zero();
     if (r.rrank == 1) {
         long long s = r.rstride[0], e = lo;
@@ -79,12 +84,12 @@ __device__ __forceinline__ Acc fold_piece(const Reduction &r, bool isMax, long l
 #pragma unroll
             for (int j = 0; j < UNROLL; j++) x[j] = ld<C>(r.src, r.dts, base + (e + j * step) * s, 0);
 #pragma unroll
-            for (int j = 0; j < UNROLL; j++) acc_add(u[j], isMax, x[j], e + j * step);
+            for (int j = 0; j < UNROLL; j++) acc_add(u[j], mode, x[j], e + j * step);
         }
 #pragma unroll
         for (int j = 0; j < UNROLL - 1; j++) { // the last round, short of UNROLL
             long long ej = e + j * step;
-            if (ej < hi) acc_add(u[j], isMax, ld<C>(r.src, r.dts, base + ej * s, 0), ej);
+            if (ej < hi) acc_add(u[j], mode, ld<C>(r.src, r.dts, base + ej * s, 0), ej);
         }
 #pragma unroll
         for (int j = 0; j < UNROLL; j++) acc_merge(a, isMax, u[j]);
@@ -92,7 +97,7 @@ __device__ __forceinline__ Acc fold_piece(const Reduction &r, bool isMax, long l
     }
     for (long long e = lo; e < hi; e += step) {
         long long off = base + unravel<long long>(e, r.rrank, r.rshape, r.rstride);
-        acc_add(a, isMax, ld<C>(r.src, r.dts, off, 0), e);
+        acc_add(a, mode, ld<C>(r.src, r.dts, off, 0), e);
     }
     return a;
 }
@@ -106,7 +111,7 @@ __device__ __forceinline__ void reduce_thread_k(const Reduction &r, int mode, lo
         long long o = t % r.nOut, c = t / r.nOut;
         long long base = unravel<long long>(o, r.krank, r.kshape, r.kstride[1]);
         long long lo = c * r.piece, hi = min(lo + r.piece, r.nRed);
-        Acc a = fold_piece<C>(r, isMax, base, lo, hi, 1);
+        Acc a = fold_piece<C>(r, mode, base, lo, hi, 1);
         if (r.pieces == 1) finish_out<C>(r, mode, idx, o, a);
         else part[c * r.nOut + o] = a;
     }
@@ -121,7 +126,8 @@ __device__ __forceinline__ void reduce_thread_k(const Reduction &r, int mode, lo
 // total order makes the result independent of the reading order. The order of a sum
 // depends on the shapes and the 16-byte phase of the input only.
 template <typename C, int DT, int G>
-__device__ __forceinline__ Acc fold_words(const Reduction &r, bool isMax, long long base, long long lo, long long hi, int j) {
+__device__ __forceinline__ Acc fold_words(const Reduction &r, int mode, long long base, long long lo, long long hi, int j) {
+    bool isMax = mode == RED_MAX, sq = mode == RED_SUMSQ;
     using V = vtype<DT>;
     constexpr int N = V::n, ES = 16 / N;
     unsigned long long start = r.src + (unsigned long long)base * ES; // element 0's address
@@ -142,8 +148,8 @@ __device__ __forceinline__ Acc fold_words(const Reduction &r, bool isMax, long l
 #pragma unroll
             for (int e = 0; e < N; e++) {
                 C v = V::template get<C>(x[u], e);
-                if (isMax) acc_add(a, true, v, e0 + (i + u * G) * N + e);
-                else d[e] += (double)v;
+                if (isMax) acc_add(a, RED_MAX, v, e0 + (i + u * G) * N + e);
+                else d[e] += (double)(sq ? v * v : v);
             }
         }
     }
@@ -152,15 +158,15 @@ __device__ __forceinline__ Acc fold_words(const Reduction &r, bool isMax, long l
 #pragma unroll
         for (int e = 0; e < N; e++) {
             C v = V::template get<C>(x, e);
-            if (isMax) acc_add(a, true, v, e0 + i * N + e);
-            else d[e] += (double)v;
+            if (isMax) acc_add(a, RED_MAX, v, e0 + i * N + e);
+            else d[e] += (double)(sq ? v * v : v);
         }
     }
 #pragma unroll
     for (int e = 0; e < N; e++) a.sum += d[e];
     long long h = lo + j, t = e1 + j;
-    if (h < e0) acc_add(a, isMax, ld<C>(r.src, r.dts, base + h, 0), h);
-    if (t < hi) acc_add(a, isMax, ld<C>(r.src, r.dts, base + t, 0), t);
+    if (h < e0) acc_add(a, mode, ld<C>(r.src, r.dts, base + h, 0), h);
+    if (t < hi) acc_add(a, mode, ld<C>(r.src, r.dts, base + t, 0), t);
     return a;
 }
 
@@ -172,12 +178,12 @@ __device__ __forceinline__ bool by_words(const Reduction &r) {
 
 // words_of is fold_words for the input's type (by_words holds).
 template <typename C, int G>
-__device__ __forceinline__ Acc words_of(const Reduction &r, bool isMax, long long base, long long lo, long long hi, int j) {
+__device__ __forceinline__ Acc words_of(const Reduction &r, int mode, long long base, long long lo, long long hi, int j) {
     switch (r.dts) {
-    case DT_F32: return fold_words<C, DT_F32, G>(r, isMax, base, lo, hi, j);
-    case DT_F16: return fold_words<C, DT_F16, G>(r, isMax, base, lo, hi, j);
+    case DT_F32: return fold_words<C, DT_F32, G>(r, mode, base, lo, hi, j);
+    case DT_F16: return fold_words<C, DT_F16, G>(r, mode, base, lo, hi, j);
     }
-    return fold_words<C, DT_BF16, G>(r, isMax, base, lo, hi, j);
+    return fold_words<C, DT_BF16, G>(r, mode, base, lo, hi, j);
 }
 
 // warp_acc combines the Accs of a warp's lanes in a butterfly: a sum's additions and
@@ -205,7 +211,7 @@ __device__ __forceinline__ void reduce_warp_k(const Reduction &r, int mode, long
     long long warps = (long long)gridDim.x * (BLOCK / 32);
     for (long long o = (long long)blockIdx.x * (BLOCK / 32) + threadIdx.x / 32; o < r.nOut; o += warps) {
         long long base = unravel<long long>(o, r.krank, r.kshape, r.kstride[1]);
-        Acc a = words ? words_of<C, 32>(r, isMax, base, 0, r.nRed, lane) : fold_piece<C>(r, isMax, base, lane, r.nRed, 32);
+        Acc a = words ? words_of<C, 32>(r, mode, base, 0, r.nRed, lane) : fold_piece<C>(r, mode, base, lane, r.nRed, 32);
         a = warp_acc(a, isMax);
         if (lane == 0) finish_out<C>(r, mode, idx, o, a);
     }
@@ -227,7 +233,7 @@ __device__ __forceinline__ void reduce_block_k(const Reduction &r, int mode, lon
         long long lo = c * r.piece, hi = min(lo + r.piece, r.nRed);
         bool words = sizeof(C) == 4 && by_words(r);
         if (words && !isMax) {
-            double v = group_sum<BLOCK>(words_of<C, BLOCK>(r, false, base, lo, hi, threadIdx.x).sum, sums);
+            double v = group_sum<BLOCK>(words_of<C, BLOCK>(r, mode, base, lo, hi, threadIdx.x).sum, sums);
             if (threadIdx.x == 0) {
                 Acc a = acc_zero();
                 a.sum = v;
@@ -236,7 +242,7 @@ __device__ __forceinline__ void reduce_block_k(const Reduction &r, int mode, lon
             }
             continue;
         }
-        tree[threadIdx.x] = words ? words_of<C, BLOCK>(r, true, base, lo, hi, threadIdx.x) : fold_piece<C>(r, isMax, base, lo + threadIdx.x, hi, BLOCK);
+        tree[threadIdx.x] = words ? words_of<C, BLOCK>(r, RED_MAX, base, lo, hi, threadIdx.x) : fold_piece<C>(r, mode, base, lo + threadIdx.x, hi, BLOCK);
         __syncthreads();
         for (int s = BLOCK / 2; s > 0; s >>= 1) {
             if (threadIdx.x < s) acc_merge(tree[threadIdx.x], isMax, tree[threadIdx.x + s]);
@@ -290,7 +296,7 @@ template <> struct colword<DT_F64> {
 // s, in order, loading U rows before adding any: U reads in flight (twice COLS_U for
 // 2-byte types, whose reads are half as wide).
 template <typename C, int DT, int U>
-__device__ __forceinline__ void fold_cols(const Reduction &r, long long col, long long row, long long hi, double s[COLS_V]) {
+__device__ __forceinline__ void fold_cols(const Reduction &r, bool sq, long long col, long long row, long long hi, double s[COLS_V]) {
     using CW = colword<DT>;
     const typename CW::W *p = (const typename CW::W *)r.src;
     long long rs = r.rstride[0];
@@ -305,7 +311,10 @@ __device__ __forceinline__ void fold_cols(const Reduction &r, long long col, lon
         for (int u = 0; u < U; u++) {
             if (row + u * COLS_Y < hi) {
 #pragma unroll
-                for (int j = 0; j < COLS_V; j++) s[j] += (double)CW::template get<C>(x[u], j);
+                for (int j = 0; j < COLS_V; j++) {
+                    C v = CW::template get<C>(x[u], j);
+                    s[j] += (double)(sq ? v * v : v);
+                }
             }
         }
     }
@@ -316,6 +325,7 @@ __device__ __forceinline__ void fold_cols(const Reduction &r, long long col, lon
 template <typename C>
 __device__ __forceinline__ void reduce_cols_k(const Reduction &r, int mode, Acc *part) {
     __shared__ double tree[COLS_Y][COLS_X * COLS_V];
+    bool sq = mode == RED_SUMSQ;
     int tx = threadIdx.x % COLS_X, ty = threadIdx.x / COLS_X;
     long long groups = (r.nOut + COLS_X * COLS_V - 1) / (COLS_X * COLS_V);
     for (long long b = blockIdx.x; b < groups * r.pieces; b += gridDim.x) {
@@ -327,10 +337,10 @@ __device__ __forceinline__ void reduce_cols_k(const Reduction &r, int mode, Acc 
         for (int j = 0; j < COLS_V; j++) s[j] = 0;
         if (col < r.nOut) {
             switch (r.dts) {
-            case DT_F32: fold_cols<C, DT_F32, COLS_U>(r, col, lo + ty, hi, s); break;
-            case DT_F16: fold_cols<C, DT_F16, 2 * COLS_U>(r, col, lo + ty, hi, s); break;
-            case DT_BF16: fold_cols<C, DT_BF16, 2 * COLS_U>(r, col, lo + ty, hi, s); break;
-            default: fold_cols<C, DT_F64, COLS_U>(r, col, lo + ty, hi, s); break;
+            case DT_F32: fold_cols<C, DT_F32, COLS_U>(r, sq, col, lo + ty, hi, s); break;
+            case DT_F16: fold_cols<C, DT_F16, 2 * COLS_U>(r, sq, col, lo + ty, hi, s); break;
+            case DT_BF16: fold_cols<C, DT_BF16, 2 * COLS_U>(r, sq, col, lo + ty, hi, s); break;
+            default: fold_cols<C, DT_F64, COLS_U>(r, sq, col, lo + ty, hi, s); break;
             }
         }
 #pragma unroll

@@ -64,6 +64,7 @@ int main() {
     C("hdrRedSum", RED_SUM);
     C("hdrRedMean", RED_MEAN);
     C("hdrRedMax", RED_MAX);
+    C("hdrRedSumSq", RED_SUMSQ);
     C("hdrErrCrossEntropy", ERR_CROSS_ENTROPY);
     C("hdrErrCrossEntropyBackward", ERR_CROSS_ENTROPY_BACKWARD);
     C("hdrErrEmbedding", ERR_EMBEDDING);
