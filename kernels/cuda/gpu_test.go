@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -333,6 +334,13 @@ func BenchmarkKernelBandwidth(bm *testing.B) {
 		}
 		x, y, out := op(dt, rows, cols), op(dt, rows, cols), op(dt, rows, cols)
 		bias, colSum, rowSum, all := op(dt, cols), op(dt, 1, cols), op(dt, rows, 1), op(dt)
+		// The row kernels over rows of 1024 (a warp a row), the same bytes; F32 only.
+		const rowLen = 1024
+		nrows := rows * cols / rowLen
+		var mean, rstd kernels.Operand
+		if dt == dtype.F32 {
+			mean, rstd = op(dt, nrows, 1), op(dt, nrows, 1)
+		}
 		other := dtype.F16
 		if dt != dtype.F32 {
 			other = dtype.F32
@@ -356,7 +364,12 @@ func BenchmarkKernelBandwidth(bm *testing.B) {
 			{"SumCols", n * es, func() { b.Sum(colSum, x) }},
 			{"SumRows", n * es, func() { b.Sum(rowSum, x) }},
 			{"SumAll", n * es, func() { b.Sum(all, x) }},
+			{"SoftmaxRows1024", 2 * n * es, func() { b.Softmax(out, x, nrows, rowLen, 1) }},
+			{"LayerNormRows1024", 2 * n * es, func() { b.LayerNorm(out, mean, rstd, x, kernels.Operand{}, kernels.Operand{}, nrows, rowLen, 1e-5) }},
 		} {
+			if dt != dtype.F32 && strings.HasSuffix(c.name, "Rows1024") {
+				continue // the row kernels take F32 and F64
+			}
 			bm.Run(dt.String()+"/"+c.name, func(bm *testing.B) {
 				c.f()
 				require.NoError(bm, dev.Synchronize())
