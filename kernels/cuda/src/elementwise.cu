@@ -95,25 +95,39 @@ __device__ __forceinline__ void map_k(const Walk &w, F f) {
 // The ops a training step runs most, ReLU and its gradient, Add and Mul, get loops of
 // their own, compiled for that one op: the switch over every op would cost a dozen
 // instructions an element, which a kernel moving 16 bytes per thread and round cannot
-// hide. The other ops share one loop and its switch.
+// hide. The other ops share one loop and its switch, as do the float64 and 64-bit index
+// variants (hot is false), where the copies would only grow the fatbin.
+template <typename C, typename I> constexpr bool hot = sizeof(C) == 4 && sizeof(I) == 4;
 template <typename C, typename I>
 __device__ __forceinline__ void unary_k(const Walk &w, int op) {
-    if (op == OP_RELU) map_k<2, C, I>(w, [&](const C *v) { return unary_fn<C>(OP_RELU, v[0]); });
-    else map_k<2, C, I>(w, [&](const C *v) { return unary_fn<C>(op, v[0]); });
+    if constexpr (hot<C, I>) {
+        if (op == OP_RELU) {
+            map_k<2, C, I>(w, [&](const C *v) { return unary_fn<C>(OP_RELU, v[0]); });
+            return;
+        }
+    }
+    map_k<2, C, I>(w, [&](const C *v) { return unary_fn<C>(op, v[0]); });
 }
 
 // unary_backward_k: operands dx, g, saved.
 template <typename C, typename I>
 __device__ __forceinline__ void unary_backward_k(const Walk &w, int op) {
-    if (op == OP_RELU) map_k<3, C, I>(w, [&](const C *v) { return unary_grad<C>(OP_RELU, v[0], v[1]); });
-    else map_k<3, C, I>(w, [&](const C *v) { return unary_grad<C>(op, v[0], v[1]); });
+    if constexpr (hot<C, I>) {
+        if (op == OP_RELU) {
+            map_k<3, C, I>(w, [&](const C *v) { return unary_grad<C>(OP_RELU, v[0], v[1]); });
+            return;
+        }
+    }
+    map_k<3, C, I>(w, [&](const C *v) { return unary_grad<C>(op, v[0], v[1]); });
 }
 
 template <typename C, typename I>
 __device__ __forceinline__ void binary_k(const Walk &w, int op) {
-    switch (op) {
-    case OP_ADD: map_k<3, C, I>(w, [&](const C *v) { return binary_fn<C>(OP_ADD, v[0], v[1]); }); return;
-    case OP_MUL: map_k<3, C, I>(w, [&](const C *v) { return binary_fn<C>(OP_MUL, v[0], v[1]); }); return;
+    if constexpr (hot<C, I>) {
+        switch (op) {
+        case OP_ADD: map_k<3, C, I>(w, [&](const C *v) { return binary_fn<C>(OP_ADD, v[0], v[1]); }); return;
+        case OP_MUL: map_k<3, C, I>(w, [&](const C *v) { return binary_fn<C>(OP_MUL, v[0], v[1]); }); return;
+        }
     }
     map_k<3, C, I>(w, [&](const C *v) { return binary_fn<C>(op, v[0], v[1]); });
 }
