@@ -55,8 +55,7 @@ func refSoftmax(x []float64, outer, n, inner int, log bool) []float64 {
 
 func testSoftmax(t *testing.T, s *suite) {
 	for _, ft := range rowTypes {
-		// Rows of 5, 200 and 700 (cuda: a warp each, in registers as far as they fit:
-		// 700 does for F32's forward pass only, 200 for F64's), 1500 (a block), columns.
+		// Rows of 5, 200 and 700 (cuda: a warp each), 1500 (a block), columns.
 		for _, sz := range [][3]int{{3, 5, 1}, {2, 200, 1}, {3, 700, 1}, {2, 1500, 1}, {2, 7, 3}, {0, 4, 1}} {
 			outer, n, inner := sz[0], sz[1], sz[2]
 			size := outer * n * inner

@@ -7,48 +7,6 @@
 // for F32 rows, double for F64 ones.
 #include "math.cuh"
 
-// row_cache<T>::n is how many elements of its row a lane of a warp keeps in registers:
-// a row of up to 32 times as many is read once and written once (the loops over memory
-// below read it two or three times), with the same operations in the same order, so
-// the same bits; a backward pass keeps two rows of half as many. A quarter as many for
-// double, whose values take two registers each (its kernels would spill with more).
-template <typename T> struct row_cache {
-    static constexpr int n = sizeof(T) == 4 ? 32 : 8;
-};
-
-// softmax_row_cached is softmax_rows_k's warp for a row of at most 32·row_cache<T>::n
-// elements.
-template <typename T>
-__device__ __forceinline__ void softmax_row_cached(T *dr, const T *xr, long long n, int lane, int log, T *smx, double *sm) {
-    constexpr int R = row_cache<T>::n;
-    T v[R];
-#pragma unroll
-    for (int i = 0; i < R; i++) {
-        long long j = lane + 32 * i;
-        v[i] = j < n ? xr[j] : (T)NEG_INF;
-    }
-    T mx = NEG_INF;
-#pragma unroll
-    for (int i = 0; i < R; i++) mx = fmax_nan(mx, v[i]);
-    mx = group_max<32>(mx, smx);
-    double sum = 0;
-#pragma unroll
-    for (int i = 0; i < R; i++) {
-        if (lane + 32 * i < n) {
-            T e = c_exp(v[i] - mx);
-            sum += (double)e;
-            if (!log) v[i] = e;
-        }
-    }
-    sum = group_sum<32>(sum, sm);
-    T ls = (T)::log(sum), scale = (T)(1.0 / sum);
-#pragma unroll
-    for (int i = 0; i < R; i++) {
-        long long j = lane + 32 * i;
-        if (j < n) dr[j] = log ? (v[i] - mx) - ls : v[i] * scale;
-    }
-}
-
 template <typename T, int G>
 __device__ __forceinline__ void softmax_rows_k(T *dst, const T *x, long long outer, long long n, int log) {
     __shared__ double sm[BLOCK / 32];
@@ -58,10 +16,6 @@ __device__ __forceinline__ void softmax_rows_k(T *dst, const T *x, long long out
     if (row >= outer) return; // G = BLOCK: the whole block leaves together
     const T *xr = x + row * n;
     T *dr = dst + row * n;
-    if (G == 32 && n <= 32 * row_cache<T>::n) {
-        softmax_row_cached<T>(dr, xr, n, lane, log, smx, sm);
-        return;
-    }
     T mx = NEG_INF;
     for (long long j = lane; j < n; j += G) mx = fmax_nan(mx, xr[j]);
     mx = group_max<G>(mx, smx);
@@ -89,28 +43,6 @@ __device__ __forceinline__ void softmax_backward_rows_k(T *dx, const T *g, const
     if (row >= outer) return;
     const T *gr = g + row * n, *yr = y + row * n;
     T *dr = dx + row * n;
-    if (G == 32 && n <= 32 * row_cache<T>::n / 2) { // two rows in registers: g's and y's
-        constexpr int R = row_cache<T>::n / 2;
-        T gv[R], yv[R];
-        double dot = 0;
-#pragma unroll
-        for (int i = 0; i < R; i++) {
-            long long j = lane + 32 * i;
-            gv[i] = j < n ? gr[j] : (T)0;
-            yv[i] = j < n ? yr[j] : (T)0;
-        }
-#pragma unroll
-        for (int i = 0; i < R; i++) {
-            if (lane + 32 * i < n) dot += log ? (double)gv[i] : (double)gv[i] * (double)yv[i];
-        }
-        T d = (T)group_sum<G>(dot, sm);
-#pragma unroll
-        for (int i = 0; i < R; i++) {
-            long long j = lane + 32 * i;
-            if (j < n) dr[j] = log ? gv[i] - c_exp(yv[i]) * d : yv[i] * (gv[i] - d);
-        }
-        return;
-    }
     double dot = 0;
     for (long long j = lane; j < n; j += G) dot += log ? (double)gr[j] : (double)gr[j] * (double)yr[j];
     T d = (T)group_sum<G>(dot, sm);
