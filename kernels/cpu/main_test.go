@@ -8,6 +8,6 @@ import (
 // TestMain runs the package's tests with the parallel products of small matrices: the
 // serial threshold is a tuning figure, and the tests' matrices are small.
 func TestMain(m *testing.M) {
-	gemmSerial = 64 * 64 * 64
+	gemmSerial, gemmWake = 64*64*64, 64*64*64
 	os.Exit(m.Run())
 }

@@ -10,14 +10,19 @@ import (
 )
 
 // BenchmarkFork times kernels at the sizes around their serial thresholds, where
-// handing work to a second goroutine costs about what it saves: run it at -cpu 1,2 and
-// compare (at 1 thread nothing forks). Add and the sums over all and over the batch (a
-// bias's gradient, [n/1024, 1024] to [1, 1024]) at 16K to 16M elements, GB/s of the
-// bytes read and written once; Sgemm of n×n matrices, GFLOP/s. The package's tests
-// lower gemmSerial (TestMain), so every product here runs the parallel driver at
-// -cpu 2. cpu-ns/op is the process's CPU time per op: what waiting workers burn.
+// handing work to a second goroutine costs about what it saves, one after the other
+// (the workers stay awake): compare 1 and 2 threads (at 1 nothing forks). Add and the
+// sums over all and over the batch (a bias's gradient, [n/1024, 1024] to [1, 1024]) at
+// 8K to 16M elements, GB/s of the bytes read and written once; Sgemm of n×n matrices,
+// GFLOP/s. The package's tests lower gemmSerial and gemmWake (TestMain), so every
+// product here runs the parallel driver at 2 threads. cpu-ns/op is the process's CPU
+// time per op, a spinning worker's included.
+//
+// Run each thread count in a process of its own, GOMAXPROCS=N with -test.cpu N: given
+// several -cpu values, testing times a b.Loop benchmark's first one at the GOMAXPROCS
+// of the last (golang/go#49980; seen with Go 1.26.8).
 func BenchmarkFork(b *testing.B) {
-	for _, n := range []int{1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 24} {
+	for _, n := range []int{1 << 13, 1 << 14, 1 << 15, 1 << 16, 1 << 17, 1 << 18, 1 << 20, 1 << 24} {
 		x := make([]float32, n)
 		for i := range x {
 			x[i] = float32(i%100)/50 - 1
@@ -41,7 +46,7 @@ func BenchmarkFork(b *testing.B) {
 			})
 		}
 	}
-	for _, n := range []int{128, 192, 256, 512, 1024} {
+	for _, n := range []int{64, 96, 128, 160, 192, 256, 512, 1024} {
 		b.Run(fmt.Sprintf("sgemm/%d", n), func(b *testing.B) {
 			r := rand.New(rand.NewPCG(1, 2))
 			a, bm, c := make([]float32, n*n), make([]float32, n*n), make([]float32, n*n)
