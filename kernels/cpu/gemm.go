@@ -83,7 +83,7 @@ var gemmSerial = 4 << 20
 
 // gemmWake is the work from which a product wakes the pool's sleeping workers to run
 // it; a smaller one (from gemmSerial) runs on the calling goroutine and the workers
-// awake, and rouses the others for the products that follow. A product's tasks wait
+// awake, and within a burst of forks rouses the others for the products that follow. A product's tasks wait
 // for each other, so a worker woken late (60-165 µs on the 2-core dev machine) delays
 // the whole product: waking one made 128³ slower than one thread, 256³ as fast, 384³
 // 1.2× and 512³ 1.55× faster (BenchmarkForkAsleep).
@@ -97,7 +97,7 @@ func gemmWorkers(work int) int {
 		return procs
 	}
 	n := awake()
-	if n < procs-1 {
+	if following() && n < procs-1 {
 		hire(nil, procs-1-n, false)
 	}
 	return min(procs, 1+n)

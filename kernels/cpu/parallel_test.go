@@ -166,41 +166,51 @@ func BenchmarkForkEmpty(b *testing.B) {
 	}
 }
 
-// BenchmarkForkAsleep times kernels that come 200 µs of serial work after the last one
-// (a busy loop, not timed), when the workers sleep, and wakes them whatever the size
-// (wakeGrains 1, gemmWake 0): "wake" is a fork of two pieces that do nothing (what
-// waking costs the forking goroutine), then Add at 64K to 4M elements and Sgemm of n×n
-// matrices. Compare -cpu 1, where nothing forks, to find the sizes from which waking
-// the workers pays (wakeGrains, gemmWake).
+// BenchmarkForkAsleep times kernels on their own, each 2 ms of serial work after the
+// last one (a busy loop, longer than workerSpin and burst), when the workers sleep:
+// kernel-ns/op is the kernel's time (b.StopTimer is not used: it stops the world,
+// which wakes the other thread). "wake" is a fork of two pieces that do nothing (what waking a worker costs the
+// forking goroutine), then Add at 64K to 4M elements and Sgemm of n×n matrices. Under
+// "woken" every fork wakes the workers (wakeGrains 1, gemmWake 0), under "default" the
+// thresholds are the package's (not the tests'). Compare 1 thread, where nothing
+// forks, to find the sizes from which waking the workers pays (wakeGrains, gemmWake).
 func BenchmarkForkAsleep(b *testing.B) {
-	defer func(w, g int) { wakeGrains, gemmWake = w, g }(wakeGrains, gemmWake)
-	wakeGrains, gemmWake = 1, 0
 	gap := func(b *testing.B, run func()) {
+		var took time.Duration
 		for b.Loop() {
-			b.StopTimer()
-			for start := time.Now(); time.Since(start) < 200*time.Microsecond; {
+			for start := time.Now(); time.Since(start) < 2*time.Millisecond; {
 			}
-			b.StartTimer()
+			start := time.Now()
 			run()
+			took += time.Since(start)
 		}
+		b.ReportMetric(float64(took)/float64(b.N), "kernel-ns/op")
 	}
-	b.Run("wake", func(b *testing.B) {
-		fn := func(lo, hi int) {}
-		gap(b, func() { parallelFor(2*grain, grain, fn) })
-	})
-	for _, n := range []int{1 << 16, 1 << 18, 1 << 20, 1 << 22} {
-		b.Run(fmt.Sprintf("add/%dK", n>>10), func(b *testing.B) {
-			x, out := benchData(n), make([]float32, n)
-			l := kernels.Contiguous(n)
-			b.SetBytes(int64(12 * n))
-			gap(b, func() { Binary(kernels.Add, F32(out, l), F32(x, l), F32(x, l)) })
-		})
-	}
-	for _, n := range []int{128, 256, 384, 512} {
-		b.Run(fmt.Sprintf("sgemm/%d", n), func(b *testing.B) {
-			a, c := benchData(n*n), make([]float32, n*n)
-			gap(b, func() { Sgemm(false, false, n, n, n, 1, a, n, a, n, 0, c, n) })
-			b.ReportMetric(2*float64(n*n*n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	for _, policy := range []string{"woken", "default"} {
+		b.Run(policy, func(b *testing.B) {
+			defer func(w, s, g int) { wakeGrains, gemmSerial, gemmWake = w, s, g }(wakeGrains, gemmSerial, gemmWake)
+			if policy == "woken" {
+				wakeGrains, gemmWake = 1, 0
+			} else {
+				gemmSerial, gemmWake = defaultGemmSerial, defaultGemmWake
+			}
+			b.Run("wake", func(b *testing.B) {
+				fn := func(lo, hi int) {}
+				gap(b, func() { parallelFor(2*grain, grain, fn) })
+			})
+			for _, n := range []int{1 << 16, 1 << 18, 1 << 20, 1 << 22} {
+				b.Run(fmt.Sprintf("add/%dK", n>>10), func(b *testing.B) {
+					x, out := benchData(n), make([]float32, n)
+					l := kernels.Contiguous(n)
+					gap(b, func() { Binary(kernels.Add, F32(out, l), F32(x, l), F32(x, l)) })
+				})
+			}
+			for _, n := range []int{128, 160, 256, 384, 512} {
+				b.Run(fmt.Sprintf("sgemm/%d", n), func(b *testing.B) {
+					a, c := benchData(n*n), make([]float32, n*n)
+					gap(b, func() { Sgemm(false, false, n, n, n, 1, a, n, a, n, 0, c, n) })
+				})
+			}
 		})
 	}
 }
