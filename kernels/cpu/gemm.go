@@ -75,8 +75,8 @@ func newGemmKernel(name string, mr, nr, kc, mc, nc int, micro, store func(k int,
 }
 
 // gemmSerial is the work (m·n·k) below which Sgemm stays on the calling goroutine: at
-// 2 threads with the worker awake, 96³ ran slower than on one thread, 128³ 1.1× and
-// 192³ 1.5× faster, the tiny training case's 64·256·256 (4.2M) as fast, its 64·784·256
+// 2 threads with the worker awake, 96³ ran slower than on one thread, 128³ 1.15×,
+// 160³ 1.2× and 192³ 1.5× faster, the tiny training case's 64·256·256 (4.2M) as fast, its 64·784·256
 // 1.5× faster (BenchmarkFork, BenchmarkSgemmTraining). The tests lower it (and
 // gemmWake) to exercise the parallel driver on small matrices.
 var gemmSerial = 4 << 20
@@ -85,8 +85,8 @@ var gemmSerial = 4 << 20
 // it; a smaller one (from gemmSerial) runs on the calling goroutine and the workers
 // awake, and within a burst of forks rouses the others for the products that follow. A product's tasks wait
 // for each other, so a worker woken late (60-165 µs on the 2-core dev machine) delays
-// the whole product: waking one made 128³ slower than one thread, 256³ as fast, 384³
-// 1.2× and 512³ 1.55× faster (BenchmarkForkAsleep).
+// the whole product: waking one made 128³ and 256³ slower than one thread, 384³
+// 1.15-1.4× and 512³ 1.4-1.5× faster (BenchmarkForkAsleep).
 var gemmWake = 32 << 20
 
 // gemmWorkers is how many goroutines a parallel product of work multiply-adds runs

@@ -149,9 +149,10 @@ func (it *iter) walkRuns(lo, hi, most int, fn func(offs, inner [maxOperands]int,
 
 // grain is the fewest elements an elementwise kernel hands to one goroutine, and the
 // kernels over rows and the reductions scale it by their row lengths: at 2 threads
-// with the worker awake, Add, the sum over all and the sum over the batch ran as fast
-// or slower on two pieces of 32K elements than on one thread, and 1.1-1.3× faster on
-// two of 64K (BenchmarkFork, docs/benchmarks.md).
+// with the worker awake, Add and the sum over all ran slower on two pieces of 32K
+// elements than on one thread (the sum over the batch 7 % faster), and Add, the sum
+// over all and the sum over the batch 1.05-1.7× faster on two of 64K (BenchmarkFork,
+// docs/benchmarks.md).
 const grain = 1 << 16
 
 // scratch holds one chunk of T per operand of an elementwise kernel.

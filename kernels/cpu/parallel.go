@@ -21,15 +21,15 @@ import (
 // for each other, run every task on a goroutine of its own (concurrently).
 //
 // What a fork costs (BenchmarkForkEmpty, BenchmarkForkAsleep, BenchmarkFork at 1 and
-// 2 threads, docs/benchmarks.md): 0.1-0.3 µs with the worker awake (the pieces start
-// 0.2-0.5 µs apart); waking a sleeping worker costs the forking goroutine 1-6 µs.
+// 2 threads, docs/benchmarks.md): about 0.2 µs with the worker awake (the pieces start
+// 0.2-0.5 µs apart); waking a sleeping worker costs the forking goroutine 17-20 µs.
 
 // workerSpin is how long a worker that has run its pieces watches for the next job
 // before it sleeps on a channel (bounded: an idle program burns no CPU past it). In
-// the tiny training case (sublet-bench tiny-sgd, GOMAXPROCS 2) the products come 50 to
-// 200 µs apart, serial kernels between them: 50 µs trained 1120-1330 steps/s, 100 µs
-// 1280-1420, 200 µs 1470-1570, 500 µs no more; what a worker burns while it spins
-// shows as CPU time per step (1.3 ms where one thread takes 1.0).
+// the tiny training case (sublet-bench tiny-sgd, GOMAXPROCS 2) the products come with
+// serial kernels between them: 50 µs trained 1116-1335 steps/s, 100 µs 1145-1423,
+// 200 µs 1468-1572, 500 µs no more; what a worker burns while it spins shows as CPU
+// time per step (1.4 ms where the kernels without a pool took 1.1).
 const workerSpin = 200 * time.Microsecond
 
 // spinPolls is how many times a spinning goroutine looks between yields to the
@@ -45,14 +45,16 @@ const awaitSpin = 50 * time.Microsecond
 
 // wakeGrains is the least work, in grains, for which a fork wakes sleeping workers to
 // run it (1M elements of an elementwise kernel): an Add that wakes one runs slower
-// than on one thread at 64K and 256K elements, 8 % faster at 1M and 1.6× at 4M
-// (BenchmarkForkAsleep), since the worker comes 60-165 µs late. The tests lower it.
+// than on one thread at 64K and 256K elements, about as fast at 1M and 1.4-1.6× faster
+// at 4M (BenchmarkForkAsleep), since the worker comes 60-165 µs late. The tests lower
+// it.
 var wakeGrains = 16
 
 // burst is how soon after the previous fork a fork too small to wake the workers
 // rouses them: rousing a sleeping worker slows the rousing goroutine's own work by
-// 10-30 µs on the dev machine (an Add of 256K elements: 30-36 µs alone, 41-55 with a
-// worker roused at its start; a worker spinning on the other core costs it nothing),
+// 10-20 µs on the dev machine (an Add of 256K elements: 30-36 µs median alone, 38-55
+// with a worker roused at its start; a worker spinning on the other core costs it
+// nothing),
 // which pays only when more forks follow. A kernel on its own leaves them asleep.
 const burst = time.Millisecond
 
