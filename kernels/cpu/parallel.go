@@ -54,8 +54,8 @@ var wakeGrains = 16
 // rouses them: rousing a sleeping worker slows the rousing goroutine's own work by
 // 10-20 µs on the dev machine (an Add of 256K elements: 30-36 µs median alone, 38-55
 // with a worker roused at its start; a worker spinning on the other core costs it
-// nothing),
-// which pays only when more forks follow. A kernel on its own leaves them asleep.
+// nothing), which pays only when more forks follow. A kernel on its own leaves them
+// asleep.
 const burst = time.Millisecond
 
 // lastFork is when the latest fork with more than one piece came, in ns since epoch.
