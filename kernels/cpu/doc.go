@@ -77,7 +77,10 @@
 //     data, an index out of range, are returned as *kernels.IndexError, also before
 //     anything is written.
 //   - Work below a size threshold runs on the calling goroutine (an elementwise
-//     kernel then allocates nothing and takes no lock: forRange); above it a kernel starts at most GOMAXPROCS-1 goroutines and waits for them
-//     before returning, so no goroutine outlives a call. Kernels are safe to call from
-//     many goroutines at once on disjoint outputs.
+//     kernel then allocates nothing and takes no lock: forRange); above it a kernel
+//     shares its pieces with the free workers of a pool of at most GOMAXPROCS-1
+//     goroutines (parallel.go) and returns once every piece has run. The workers live
+//     as long as the process: each watches for work for 200 µs after its last piece,
+//     then sleeps, so an idle program burns no CPU. Kernels are safe to call from many
+//     goroutines at once on disjoint outputs, and from inside each other.
 package cpu

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 )
 
@@ -69,18 +70,38 @@ func newGemmKernel(name string, mr, nr, kc, mc, nc int, micro, store func(k int,
 	g.groups.New = func() any { return new([]float32) }
 	g.columns.New = func() any { return new([]float32) }
 	g.tileBufs.New = func() any { s := make([]float32, mr*nr); return &s }
-	g.shares.New = func() any { s := new(gemmShare); s.wake.L = &s.mu; return s }
+	g.shares.New = func() any { return new(gemmShare) }
 	return g
 }
 
-// gemmSerial is the work (m·n·k) below which Sgemm stays on the calling goroutine:
-// 16M, a product of about 200 µs on one AVX-512 core. Below it, waking a second
-// goroutine costs about what it would save: a parked thread on an idle CPU takes 60 to
-// 165 µs to start on the 2-core dev machine, and as long to be waited for at the end
-// (docs/benchmarks.md, issue 19), so the tiny training case trained faster on one thread
-// than on two with the earlier 64³. The tests lower it to exercise the parallel driver
-// on small matrices.
-var gemmSerial = 16 << 20
+// gemmSerial is the work (m·n·k) below which Sgemm stays on the calling goroutine: at
+// 2 threads with the worker awake, 96³ ran slower than on one thread, 128³ 1.15×,
+// 160³ 1.2× and 192³ 1.5× faster, the tiny training case's 64·256·256 (4.2M) as fast, its 64·784·256
+// 1.5× faster (BenchmarkFork, BenchmarkSgemmTraining). The tests lower it (and
+// gemmWake) to exercise the parallel driver on small matrices.
+var gemmSerial = 4 << 20
+
+// gemmWake is the work from which a product wakes the pool's sleeping workers to run
+// it; a smaller one (from gemmSerial) runs on the calling goroutine and the workers
+// awake, and within a burst of forks rouses the others for the products that follow. A product's tasks wait
+// for each other, so a worker woken late (60-165 µs on the 2-core dev machine) delays
+// the whole product: waking one made 128³ and 256³ slower than one thread, 384³
+// 1.15-1.4× and 512³ 1.4-1.5× faster (BenchmarkForkAsleep).
+var gemmWake = 32 << 20
+
+// gemmWorkers is how many goroutines a parallel product of work multiply-adds runs
+// on: GOMAXPROCS from gemmWake on, else the calling one and the workers awake.
+func gemmWorkers(work int) int {
+	procs := runtime.GOMAXPROCS(0)
+	if work >= gemmWake {
+		return procs
+	}
+	n := awake()
+	if following() && n < procs-1 {
+		hire(nil, procs-1-n, false)
+	}
+	return min(procs, 1+n)
+}
 
 func checkMatrix(name string, what string, rows, cols, ld, have int) {
 	if rows == 0 || cols == 0 {

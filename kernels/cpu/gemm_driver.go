@@ -1,8 +1,6 @@
 package cpu
 
 import (
-	"runtime"
-	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -71,7 +69,7 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 	}
 	workers := 1
 	if parallel {
-		workers = runtime.GOMAXPROCS(0)
+		workers = gemmWorkers(m * n * k)
 	}
 	if k == 0 || alpha == 0 {
 		scaleC(m, beta, c, ldc, 0, n, parallel)
@@ -99,16 +97,7 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 	defer g.shares.Put(s)
 	s.start(g, m, n, k, alpha, a, b, c, ldc, set, nc, rb, cb)
 	defer s.finish()
-	if rb*cb == 1 {
-		s.work(0)
-		return
-	}
-	var wg sync.WaitGroup
-	for t := 1; t < rb*cb; t++ {
-		wg.Go(func() { s.work(t) })
-	}
-	s.work(0)
-	wg.Wait()
+	concurrently(rb*cb, s.work)
 }
 
 // gemmShare is the state that run's tasks share for one product: the operands, the
@@ -126,9 +115,7 @@ type gemmShare struct {
 	bufs             [2]*[]float32 // from g.bBufs; kc slice s packs into bufs[s%blocks]
 	blocks           int           // 1 with a single task (nothing runs ahead), else 2
 	packed, finished []gemmCounter // per task: slices whose part of B it has packed; slices it has run
-	mu               sync.Mutex    // guards nothing but wake: sleepers wait on it
-	wake             sync.Cond     // broadcast when a counter moves while sleepers > 0
-	sleepers         atomic.Int32  // tasks blocked in await
+	progress                       // tasks sleep here for the others' counters
 }
 
 // gemmCounter is a task's progress, alone on its cache line so that a task publishing
@@ -164,41 +151,6 @@ func (s *gemmShare) finish() {
 	s.a, s.b, s.c = matView{}, matView{}, nil
 }
 
-// gemmSpin is how many times a task looks at a counter, yielding in between, before
-// it sleeps until the counter moves: the parts of a slice are published microseconds
-// apart when the workers have their cores, and a sleeping goroutine takes tens of
-// microseconds to wake.
-const gemmSpin = 200
-
-// await returns once counter c has reached want.
-func (s *gemmShare) await(c *gemmCounter, want int) {
-	for range gemmSpin {
-		if c.Load() >= int64(want) {
-			return
-		}
-		runtime.Gosched()
-	}
-	s.mu.Lock()
-	s.sleepers.Add(1)
-	for c.Load() < int64(want) {
-		s.wake.Wait()
-	}
-	s.sleepers.Add(-1)
-	s.mu.Unlock()
-}
-
-// publish sets counter c to v and wakes the sleepers. A sleeper counts itself before
-// it reads the counter, and publish stores before it reads sleepers, so either the
-// sleeper sees v or publish sees the sleeper.
-func (s *gemmShare) publish(c *gemmCounter, v int) {
-	c.Store(int64(v))
-	if s.sleepers.Load() > 0 {
-		s.mu.Lock()
-		s.wake.Broadcast()
-		s.mu.Unlock()
-	}
-}
-
 // work runs task t of the grid over every kc slice of every nc-wide block, in order:
 // task t is row t/cb of the grid (A's panels [p0, p1)) and column t%cb (its share of
 // each block's B panels, of which it packs part t/cb).
@@ -221,13 +173,14 @@ func (s *gemmShare) work(t int) {
 			bPack := *s.bufs[slice%s.blocks]
 			// The block held slice-blocks: the column's tasks must be done with it.
 			for u := range s.rb {
-				s.await(&s.finished[u*s.cb+j], slice-s.blocks+1)
+				s.await(&s.finished[u*s.cb+j].Int64, int64(slice-s.blocks+1))
 			}
 			lo, hi := gemmPart(q0, q1, i, s.rb)
 			for jp := lo; jp < hi; jp++ {
 				g.packB(bPack[jp*kc*g.nr:], s.b, pc, kc, jc+jp*g.nr, min(g.nr, nc-jp*g.nr))
 			}
-			s.publish(&s.packed[t], slice+1)
+			s.packed[t].Store(int64(slice + 1))
+			s.moved()
 			for s0 := p0; s0 < p1; s0 += per {
 				s1 := min(s0+per, p1)
 				ic := s0 * g.mr
@@ -238,7 +191,7 @@ func (s *gemmShare) work(t int) {
 				for v := range s.rb { // its own part first, then the others' as they come
 					u := (i + v) % s.rb
 					if s0 == p0 {
-						s.await(&s.packed[u*s.cb+j], slice+1)
+						s.await(&s.packed[u*s.cb+j].Int64, int64(slice+1))
 					}
 					lo, hi := gemmPart(q0, q1, u, s.rb)
 					if lo < hi {
@@ -246,7 +199,8 @@ func (s *gemmShare) work(t int) {
 					}
 				}
 			}
-			s.publish(&s.finished[t], slice+1)
+			s.finished[t].Store(int64(slice + 1))
+			s.moved()
 			slice++
 		}
 	}
@@ -326,7 +280,7 @@ func (g *gemmKernel) runColumns(m, n, k int, alpha float32, a, b matView, beta f
 				g.packA(aPack[s*block+ip*kc*g.mr:], a, pc, kc, ip*g.mr, min(g.mr, m-ip*g.mr))
 			}
 		})
-		parallelTasks(tasks, func(t int) {
+		parallelTasks(tasks, m*n*k >= gemmWake, func(t int) {
 			j0, j1 := nPanels*t/tasks, nPanels*(t+1)/tasks
 			if p0 == 0 && !set {
 				scaleC(m, beta, c, ldc, j0*g.nr, min(j1*g.nr, n), false)

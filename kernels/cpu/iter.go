@@ -147,8 +147,13 @@ func (it *iter) walkRuns(lo, hi, most int, fn func(offs, inner [maxOperands]int,
 	}
 }
 
-// grain is the fewest elements an elementwise kernel hands to one goroutine.
-const grain = 1 << 14
+// grain is the fewest elements an elementwise kernel hands to one goroutine, and the
+// kernels over rows and the reductions scale it by their row lengths: at 2 threads
+// with the worker awake, Add and the sum over all ran slower on two pieces of 32K
+// elements than on one thread (the sum over the batch 7 % faster), and Add, the sum
+// over all and the sum over the batch 1.05-1.7× faster on two of 64K (BenchmarkFork,
+// docs/benchmarks.md).
+const grain = 1 << 16
 
 // scratch holds one chunk of T per operand of an elementwise kernel.
 type scratch[T float] [maxOperands][chunk]T

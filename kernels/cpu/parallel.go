@@ -4,7 +4,72 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
+
+// The kernels' parallel work runs on a pool of worker goroutines, at most GOMAXPROCS-1,
+// started as forks first need them and kept for the life of the process. A kernel that
+// forks cuts its work into pieces whose bounds depend only on the sizes and GOMAXPROCS,
+// hands the job to the workers it finds free, and runs pieces itself; each piece goes
+// to whoever asks first, so a worker that comes late (a sleeping one takes 60-165 µs to
+// run on the 2-core development machine, a parked thread on an idle vCPU) finds nothing
+// left, and the kernel never waits for a worker that holds no piece. A worker that has
+// run its pieces watches for the next job for workerSpin before it sleeps: the parallel
+// kernels of a training step follow each other closer than that and find it awake.
+// Work too small to be worth waiting for a sleeping worker runs with the awake ones
+// only and rouses the others for the kernels that follow. Products, whose tasks wait
+// for each other, run every task on a goroutine of its own (concurrently).
+//
+// What a fork costs (BenchmarkForkEmpty, BenchmarkForkAsleep, BenchmarkFork at 1 and
+// 2 threads, docs/benchmarks.md): about 0.2 µs with the worker awake (the pieces start
+// 0.2-0.5 µs apart); waking a sleeping worker costs the forking goroutine 17-20 µs.
+
+// workerSpin is how long a worker that has run its pieces watches for the next job
+// before it sleeps on a channel (bounded: an idle program burns no CPU past it). In
+// the tiny training case (sublet-bench tiny-sgd, GOMAXPROCS 2) the products come with
+// serial kernels between them: 50 µs trained 1116-1335 steps/s, 100 µs 1145-1423,
+// 200 µs 1468-1572, 500 µs no more; what a worker burns while it spins shows as CPU
+// time per step (1.4 ms where the kernels without a pool took 1.1).
+const workerSpin = 200 * time.Microsecond
+
+// spinPolls is how many times a spinning goroutine looks between yields to the
+// scheduler (a few µs): yielding lets a goroutine queued on its thread run, and takes
+// the scheduler's lock, which every thread shares; between yields a fork's pieces are
+// picked up and their end seen within a few hundred ns.
+const spinPolls = 4096
+
+// awaitSpin is how long a goroutine that waits for a counter spins before it sleeps
+// until the counter moves: another goroutine's piece ends microseconds later when it
+// has its core, and a sleeping goroutine takes tens of microseconds to wake.
+const awaitSpin = 50 * time.Microsecond
+
+// wakeGrains is the least work, in grains, for which a fork wakes sleeping workers to
+// run it (1M elements of an elementwise kernel): an Add that wakes one runs slower
+// than on one thread at 64K and 256K elements, about as fast at 1M and 1.4-1.6× faster
+// at 4M (BenchmarkForkAsleep), since the worker comes 60-165 µs late. The tests lower
+// it.
+var wakeGrains = 16
+
+// burst is how soon after the previous fork a fork too small to wake the workers
+// rouses them: rousing a sleeping worker slows the rousing goroutine's own work by
+// 10-20 µs on the dev machine (an Add of 256K elements: 30-36 µs median alone, 38-55
+// with a worker roused at its start; a worker spinning on the other core costs it
+// nothing), which pays only when more forks follow. A kernel on its own leaves them
+// asleep.
+const burst = time.Millisecond
+
+// lastFork is when the latest fork with more than one piece came, in ns since epoch.
+var (
+	lastFork atomic.Int64
+	epoch    = time.Now()
+)
+
+// following records a fork and reports whether it follows the previous one within
+// burst.
+func following() bool {
+	now := int64(time.Since(epoch))
+	return now-lastFork.Swap(now) < int64(burst)
+}
 
 // workers is how many pieces parallelFor cuts n elements into for a grain: at most
 // GOMAXPROCS, 1 below 2·grain. Small work is decided without asking the runtime:
@@ -17,28 +82,48 @@ func workers(n, grain int) int {
 	return min(runtime.GOMAXPROCS(0), n/grain)
 }
 
-// parallelFor calls fn on consecutive pieces of [0, n) of at least grain elements, one
-// piece per goroutine, at most GOMAXPROCS pieces; the calling goroutine runs the first
-// piece, so work below 2·grain never leaves it. fn must not depend on how [0, n) is
-// split for its results to be deterministic.
+// forks is how many pieces a fork of n elements for a grain is cut into (1: the work
+// stays on the calling goroutine, in one piece), and whether it wakes sleeping
+// workers: 1 below 2·grain, and 1 for work too small to wake workers when none is
+// awake (within a burst of forks it rouses them for the forks that follow).
+func forks(n, grain int) (p int, wake bool) {
+	if p = workers(n, grain); p <= 1 {
+		return 1, false
+	}
+	wake = n >= wakeGrains*max(grain, 1)
+	if following := following(); !wake && awake() == 0 {
+		if following {
+			hire(nil, p-1, false)
+		}
+		return 1, false
+	}
+	return p, wake
+}
+
+// parallelFor calls fn on consecutive pieces of [0, n) of at least grain elements, at
+// most GOMAXPROCS pieces, run by the calling goroutine and the pool's free workers;
+// work below 2·grain never leaves the calling goroutine, nor work below wakeGrains
+// grains when no worker is awake. fn must not depend on how [0, n) is split for its
+// results to be deterministic (the pieces' bounds do not depend on who runs them).
 //
-// fn escapes (the goroutines hold it), and with it what it captures: a kernel that must
+// fn escapes (the workers hold it), and with it what it captures: a kernel that must
 // not allocate when its work stays on the calling goroutine uses forRange.
 func parallelFor(n, grain int, fn func(lo, hi int)) {
-	p := workers(n, grain)
+	p, wake := forks(n, grain)
+	forPieces(n, p, wake, fn)
+}
+
+// forPieces is parallelFor in p pieces, as forks decided.
+func forPieces(n, p int, wake bool, fn func(lo, hi int)) {
 	if p <= 1 {
 		if n > 0 {
 			fn(0, n)
 		}
 		return
 	}
-	var wg sync.WaitGroup
-	for i := 1; i < p; i++ {
-		lo, hi := n*i/p, n*(i+1)/p
-		wg.Go(func() { fn(lo, hi) })
-	}
-	fn(0, n/p)
-	wg.Wait()
+	j := newJob(n, p, false)
+	j.fn = fn
+	j.fork(p-1, wake)
 }
 
 // ranged is the state of a kernel that forRange cuts into pieces: run computes the
@@ -46,12 +131,13 @@ func parallelFor(n, grain int, fn func(lo, hi int)) {
 type ranged interface{ run(lo, hi int) }
 
 // forRange is parallelFor over the pieces of a kernel whose state is s: work that stays
-// on the calling goroutine (below 2·grain, or GOMAXPROCS 1) allocates nothing, where a
-// closure handed to parallelFor is always allocated, with what it captures (and a
-// function value in generic code carries its dictionary). Pieces on other goroutines
-// copy s from one copy on the heap.
+// on the calling goroutine (forks) allocates nothing, where a closure handed to
+// parallelFor is always allocated, with what it captures (and a function value in
+// generic code carries its dictionary). Pieces on other goroutines copy s from one
+// copy on the heap.
 func forRange[S ranged](n, grain int, s S) {
-	if workers(n, grain) <= 1 {
+	p, wake := forks(n, grain)
+	if p <= 1 {
 		if n > 0 {
 			s.run(0, n)
 		}
@@ -59,13 +145,14 @@ func forRange[S ranged](n, grain int, s S) {
 	}
 	h := new(S)
 	*h = s
-	parallelFor(n, grain, func(lo, hi int) { (*h).run(lo, hi) })
+	forPieces(n, p, wake, func(lo, hi int) { (*h).run(lo, hi) })
 }
 
-// parallelTasks calls fn(t) once for every t in [0, tasks), handing tasks to at most
-// GOMAXPROCS goroutines as they finish earlier ones (the calling goroutine among
-// them). Results are deterministic when each task writes only its own outputs.
-func parallelTasks(tasks int, fn func(t int)) {
+// parallelTasks calls fn(t) once for every t in [0, tasks), run by the calling
+// goroutine and up to GOMAXPROCS-1 free workers (asleep ones too, woken, with wake),
+// each taking the next task when it is done with one. Results are deterministic when
+// each task writes only its own outputs.
+func parallelTasks(tasks int, wake bool, fn func(t int)) {
 	p := min(runtime.GOMAXPROCS(0), tasks)
 	if p <= 1 {
 		for t := range tasks {
@@ -73,20 +160,297 @@ func parallelTasks(tasks int, fn func(t int)) {
 		}
 		return
 	}
-	var next atomic.Int64
-	work := func() {
-		for {
-			t := int(next.Add(1) - 1)
-			if t >= tasks {
-				return
-			}
-			fn(t)
+	j := newJob(tasks, tasks, false)
+	j.task = fn
+	j.fork(p-1, wake)
+}
+
+// concurrently calls fn(t) for every t in [0, tasks), each on a goroutine of its own
+// and all at once (the calling goroutine runs one): tasks that wait for each other.
+// Tasks the pool has no free worker for get new goroutines.
+func concurrently(tasks int, fn func(t int)) {
+	if tasks == 1 {
+		fn(0)
+		return
+	}
+	j := newJob(tasks, tasks, true)
+	j.task = fn
+	j.fork(tasks-1, true)
+}
+
+// job is one fork of a kernel: p pieces, each run once by whichever of the forking
+// goroutine and the workers it hired claims it first. The forking goroutine writes the
+// fields above next before it hands the job to anyone; a job goes back to jobs when
+// all who held it have let go (refs), so a late worker never sees a later fork's
+// fields.
+type job struct {
+	fn       func(lo, hi int) // piece i is fn(n·i/p, n·(i+1)/p) ...
+	task     func(t int)      // ... or task(i), when fn is nil
+	n, p     int
+	gang     bool         // each goroutine runs one piece: the pieces wait for each other
+	next     atomic.Int64 // the next piece to claim
+	finished atomic.Int64 // pieces run
+	refs     atomic.Int32 // the forking goroutine, and each worker or goroutine handed the job
+	progress              // the forking goroutine sleeps here until finished is p
+}
+
+// jobs keeps forks free of allocations.
+var jobs = sync.Pool{New: func() any { return new(job) }}
+
+func newJob(n, p int, gang bool) *job {
+	j := jobs.Get().(*job)
+	j.n, j.p, j.gang = n, p, gang
+	j.next.Store(0)
+	j.finished.Store(0)
+	j.refs.Store(1)
+	return j
+}
+
+// fork hands j to up to helpers workers, awake ones, and asleep ones too with wake
+// (to exactly helpers goroutines for a gang), runs pieces of it, and returns once every
+// piece has run.
+func (j *job) fork(helpers int, wake bool) {
+	hired := hire(j, helpers, wake || j.gang)
+	for ; j.gang && hired < helpers; hired++ {
+		j.refs.Add(1)
+		go j.help()
+	}
+	j.work()
+	j.await(&j.finished, int64(j.p))
+	j.release()
+}
+
+// work runs the pieces that are left, one after the other (one, in a gang).
+func (j *job) work() {
+	for {
+		i := int(j.next.Add(1) - 1)
+		if i >= j.p {
+			return
+		}
+		if j.fn != nil {
+			j.fn(j.n*i/j.p, j.n*(i+1)/j.p)
+		} else {
+			j.task(i)
+		}
+		if j.finished.Add(1) == int64(j.p) {
+			j.moved()
+		}
+		if j.gang {
+			return
 		}
 	}
-	var wg sync.WaitGroup
-	for range p - 1 {
-		wg.Go(work)
+}
+
+// help is a goroutine's part of a job handed to it: its pieces, then letting go.
+func (j *job) help() {
+	j.work()
+	j.release()
+}
+
+// release lets go of j; the last one to hold it puts it back in jobs.
+func (j *job) release() {
+	if j.refs.Add(-1) == 0 {
+		j.fn, j.task = nil, nil
+		jobs.Put(j)
 	}
-	work()
-	wg.Wait()
+}
+
+// A worker's states: free (spinning, watching job), asleep (waiting on wake), or
+// taken (a forker has handed it a job, or is about to).
+const (
+	free int32 = iota
+	asleep
+	taken
+)
+
+// worker is a goroutine of the pool. Only the worker sets its state from free to
+// asleep and from taken to free; a forker sets it from free or asleep to taken (to
+// hand it a job) and from asleep to free (to rouse it), by compare-and-swap, so one
+// forker at a time hands it a job.
+type worker struct {
+	state atomic.Int32
+	job   atomic.Pointer[job] // set by the forker that took the worker, cleared by the worker
+	wake  chan struct{}       // one send each time another goroutine moves state from asleep (buffered)
+	_     [40]byte            // a cache line each: a spinning worker reads its own
+}
+
+// pool holds the workers.
+var pool struct {
+	mu      sync.Mutex                // serializes adding workers
+	workers atomic.Pointer[[]*worker] // replaced, never changed, under mu
+}
+
+// poolNow is the pool's workers.
+func poolNow() []*worker {
+	if p := pool.workers.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// hire hands j to up to want of the pool's workers, free ones first, and returns how
+// many took it. With wake, asleep ones take it too (woken), and new ones are started
+// with it while the pool has fewer than want (which is below GOMAXPROCS). Without,
+// it rouses as many asleep ones as it lacks, and starts new ones with no job, so that
+// the forks that follow find them awake. A nil j rouses only.
+func hire(j *job, want int, wake bool) int {
+	ws := poolNow()
+	hired := 0
+	for _, w := range ws {
+		if j == nil || hired == want {
+			break
+		}
+		if w.state.CompareAndSwap(free, taken) {
+			w.take(j)
+			hired++
+		}
+	}
+	wake = wake && j != nil
+	lack := want - hired
+	for _, w := range ws {
+		if lack == 0 {
+			break
+		}
+		if wake && w.state.CompareAndSwap(asleep, taken) {
+			w.take(j)
+			w.wake <- struct{}{}
+			hired++
+			lack--
+		} else if !wake && w.state.CompareAndSwap(asleep, free) {
+			w.wake <- struct{}{}
+			lack--
+		}
+	}
+	for ; lack > 0 && len(ws) < want; lack-- {
+		first := j
+		if !wake {
+			first = nil
+		}
+		if ws = grow(first, want); ws == nil {
+			break
+		}
+		if first != nil {
+			hired++
+		}
+	}
+	return hired
+}
+
+// take hands j to w, which a forker has just taken.
+func (w *worker) take(j *job) {
+	j.refs.Add(1)
+	w.job.Store(j)
+}
+
+// grow starts a worker, with j as its first job unless j is nil, if the pool has
+// fewer than want, and returns the pool it made (nil when it had enough).
+func grow(j *job, want int) []*worker {
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	ws := poolNow()
+	if len(ws) >= want {
+		return nil
+	}
+	w := &worker{wake: make(chan struct{}, 1)}
+	if j != nil {
+		w.state.Store(taken)
+		j.refs.Add(1)
+	}
+	ws = append(ws[:len(ws):len(ws)], w)
+	pool.workers.Store(&ws)
+	go w.run(j)
+	return ws
+}
+
+// awake is how many of the pool's workers are free now (spinning, not asleep): the
+// ones a fork that wakes none would find, unless another fork takes them first.
+func awake() int {
+	n := 0
+	for _, w := range poolNow() {
+		if w.state.Load() == free {
+			n++
+		}
+	}
+	return n
+}
+
+// run is the worker's life: its first job if it has one, then the next, and so on.
+func (w *worker) run(j *job) {
+	for {
+		if j != nil {
+			j.help()
+			w.state.Store(free)
+		}
+		j = w.next()
+	}
+}
+
+// next returns the worker's next job: it watches for one for workerSpin, then sleeps
+// until a forker takes it or rouses it (and then watches again).
+func (w *worker) next() *job {
+	for {
+		if !spin(workerSpin, func() bool { return w.job.Load() != nil }) && w.state.CompareAndSwap(free, asleep) {
+			<-w.wake
+			if w.state.Load() == free {
+				continue // roused, with no job
+			}
+		}
+		for { // taken: the forker stores the job right after
+			if j := w.job.Swap(nil); j != nil {
+				return j
+			}
+			runtime.Gosched()
+		}
+	}
+}
+
+// spin looks at done until it holds or d has passed, yielding the thread every
+// spinPolls looks, and reports whether done held.
+func spin(d time.Duration, done func() bool) bool {
+	start := time.Now()
+	for {
+		for range spinPolls {
+			if done() {
+				return true
+			}
+		}
+		if time.Since(start) > d {
+			return false
+		}
+		runtime.Gosched()
+	}
+}
+
+// progress lets goroutines wait for atomic counters that others move: a waiter spins
+// for awaitSpin, then sleeps until whoever moves a counter calls moved.
+type progress struct {
+	mu       sync.Mutex   // guards wake.L and nothing else: sleepers wait on it
+	wake     sync.Cond    // broadcast when a counter moves while sleepers > 0
+	sleepers atomic.Int32 // goroutines asleep in await
+}
+
+// await returns once counter c has reached want.
+func (p *progress) await(c *atomic.Int64, want int64) {
+	if spin(awaitSpin, func() bool { return c.Load() >= want }) {
+		return
+	}
+	p.mu.Lock()
+	p.wake.L = &p.mu
+	p.sleepers.Add(1)
+	for c.Load() < want {
+		p.wake.Wait()
+	}
+	p.sleepers.Add(-1)
+	p.mu.Unlock()
+}
+
+// moved wakes the sleepers after a counter has moved. A sleeper counts itself before
+// it reads the counter, and the counter is stored before moved reads sleepers, so
+// either the sleeper sees the new value or moved sees the sleeper.
+func (p *progress) moved() {
+	if p.sleepers.Load() > 0 {
+		p.mu.Lock()
+		p.wake.Broadcast()
+		p.mu.Unlock()
+	}
 }
