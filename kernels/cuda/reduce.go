@@ -210,7 +210,9 @@ func (b *Backend) runReduction(r *reduction, mode int32, idx uint64, dst, src ke
 	f64 := in64(dst, src)
 	r.dst, r.src, r.dts = addr(dst), addr(src), int32(src.DType)
 	// A thread per output when the outputs sit closer together in the input than the
-	// reduced elements do, or when there is little to reduce; a block per output else.
+	// reduced elements do, or when there is little to reduce, and then, for a sum over
+	// dense columns, a thread per few columns (reduce_cols); otherwise a warp per
+	// output of up to warpElements elements, a block per piece of a longer one.
 	keptInner, redInner := r.kstride[1][r.krank-1], r.rstride[r.rrank-1]
 	thread := r.nRed <= 32 || (r.nOut >= 32 && keptInner < redInner)
 	cols := thread && mode != hdrRedMax && columnsDense(r, src)
