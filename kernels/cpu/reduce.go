@@ -360,10 +360,11 @@ func (s reducing[T]) run(lo, hi int) {
 			default:
 				// Each output's elements in runs, as long as the innermost reduced
 				// dimension where they need no conversion (a multiple of 16 long
-				// otherwise: the same sums): into sixteen running sums (sumLanes), or
-				// a vector loop's lanes for a maximum (maxRun).
+				// otherwise: the same sums): into sixteen running sums (sumLanes;
+				// sumSquaresLanes for a sum of squares), or a vector loop's lanes for a
+				// maximum (maxRun).
 				most := chunk
-				if dense && redInner == 1 && !s.square {
+				if dense && redInner == 1 {
 					most = reducePiece
 				}
 				for j := range n {
@@ -371,10 +372,9 @@ func (s reducing[T]) run(lo, hi int) {
 					r := r0
 					ri.walkRuns(r0, r1, most, func(ro, rs [maxOperands]int, m int) {
 						v := load(src, base+j*sk+ro[0], rs[0], m, &f.buf)
-						if s.square {
-							v = f.squared(v)
-						}
 						switch {
+						case s.square:
+							sumSquaresLanes(&lanes, v)
 						case !s.isMax:
 							sumLanes(&lanes, v)
 						case dense && rs[0] == 1:

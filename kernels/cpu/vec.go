@@ -16,6 +16,14 @@ func sumLanes[T float](acc *[16]float64, x []T) {
 	}
 }
 
+// sumSquaresLanes is sumLanes of x[i]·x[i], each product rounded to T as Mul rounds
+// it: a sum of squares in one pass.
+func sumSquaresLanes[T float](acc *[16]float64, x []T) {
+	for i := sumSquaresLanesVector(acc, x); i < len(x); i++ {
+		acc[i%16] += float64(x[i] * x[i])
+	}
+}
+
 // squares writes x[i]·x[i], rounded to T as Mul rounds it, into dst[i].
 func squares[T float](dst, x []T) {
 	for i := binaryVector(kernels.Mul, dst, x, x); i < len(x); i++ {

@@ -53,6 +53,12 @@ func sumLanesF32AVX2(acc *[16]float64, x unsafe.Pointer, n int)
 func sumLanesF64AVX2(acc *[16]float64, x unsafe.Pointer, n int)
 
 //go:noescape
+func sumSquaresLanesF32AVX2(acc *[16]float64, x unsafe.Pointer, n int)
+
+//go:noescape
+func sumSquaresLanesF64AVX2(acc *[16]float64, x unsafe.Pointer, n int)
+
+//go:noescape
 func addRowsF32AVX2(acc *float64, x unsafe.Pointer, ld, rows, n int)
 
 //go:noescape
@@ -116,6 +122,21 @@ func sumLanesVector[T float](acc *[16]float64, x []T) int {
 		sumLanesF32AVX2(acc, unsafe.Pointer(&x[0]), n)
 	} else {
 		sumLanesF64AVX2(acc, unsafe.Pointer(&x[0]), n)
+	}
+	return n
+}
+
+// sumSquaresLanesVector is sumSquaresLanes over the first multiple of 16 elements of x;
+// it returns how many it added.
+func sumSquaresLanesVector[T float](acc *[16]float64, x []T) int {
+	n := len(x) &^ 15
+	if !hasAVX2 || n == 0 {
+		return 0
+	}
+	if is32[T]() {
+		sumSquaresLanesF32AVX2(acc, unsafe.Pointer(&x[0]), n)
+	} else {
+		sumSquaresLanesF64AVX2(acc, unsafe.Pointer(&x[0]), n)
 	}
 	return n
 }

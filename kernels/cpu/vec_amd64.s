@@ -284,6 +284,46 @@ sumLanesF32AVX2loop:
 sumLanesF32AVX2done:
 	RET
 
+// func sumSquaresLanesF32AVX2(acc *[16]float64, x unsafe.Pointer, n int)
+TEXT ·sumSquaresLanesF32AVX2(SB), NOSPLIT, $0-24
+	MOVQ acc+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+	JZ sumSquaresLanesF32AVX2done
+	VMOVUPD 0(DI), Y0
+	VMOVUPD 32(DI), Y1
+	VMOVUPD 64(DI), Y2
+	VMOVUPD 96(DI), Y3
+sumSquaresLanesF32AVX2loop:
+	PREFETCHT0 2048(SI)
+	VMOVUPS 0(SI), X4
+	VMULPS X4, X4, X4
+	VCVTPS2PD X4, Y4
+	VMOVUPS 16(SI), X5
+	VMULPS X5, X5, X5
+	VCVTPS2PD X5, Y5
+	VMOVUPS 32(SI), X6
+	VMULPS X6, X6, X6
+	VCVTPS2PD X6, Y6
+	VMOVUPS 48(SI), X7
+	VMULPS X7, X7, X7
+	VCVTPS2PD X7, Y7
+	VADDPD Y4, Y0, Y0
+	VADDPD Y5, Y1, Y1
+	VADDPD Y6, Y2, Y2
+	VADDPD Y7, Y3, Y3
+	ADDQ $64, SI
+	DECQ CX
+	JNZ sumSquaresLanesF32AVX2loop
+	VMOVUPD Y0, 0(DI)
+	VMOVUPD Y1, 32(DI)
+	VMOVUPD Y2, 64(DI)
+	VMOVUPD Y3, 96(DI)
+	VZEROUPPER
+sumSquaresLanesF32AVX2done:
+	RET
+
 // func addRowsF32AVX2(acc *float64, x unsafe.Pointer, ld, rows, n int)
 TEXT ·addRowsF32AVX2(SB), NOSPLIT, $0-40
 	MOVQ acc+0(FP), DI
@@ -902,6 +942,43 @@ sumLanesF64AVX2loop:
 	VMOVUPD Y3, 96(DI)
 	VZEROUPPER
 sumLanesF64AVX2done:
+	RET
+
+// func sumSquaresLanesF64AVX2(acc *[16]float64, x unsafe.Pointer, n int)
+TEXT ·sumSquaresLanesF64AVX2(SB), NOSPLIT, $0-24
+	MOVQ acc+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+	JZ sumSquaresLanesF64AVX2done
+	VMOVUPD 0(DI), Y0
+	VMOVUPD 32(DI), Y1
+	VMOVUPD 64(DI), Y2
+	VMOVUPD 96(DI), Y3
+sumSquaresLanesF64AVX2loop:
+	PREFETCHT0 2048(SI)
+	PREFETCHT0 2112(SI)
+	VMOVUPD 0(SI), Y4
+	VMULPD Y4, Y4, Y4
+	VMOVUPD 32(SI), Y5
+	VMULPD Y5, Y5, Y5
+	VMOVUPD 64(SI), Y6
+	VMULPD Y6, Y6, Y6
+	VMOVUPD 96(SI), Y7
+	VMULPD Y7, Y7, Y7
+	VADDPD Y4, Y0, Y0
+	VADDPD Y5, Y1, Y1
+	VADDPD Y6, Y2, Y2
+	VADDPD Y7, Y3, Y3
+	ADDQ $128, SI
+	DECQ CX
+	JNZ sumSquaresLanesF64AVX2loop
+	VMOVUPD Y0, 0(DI)
+	VMOVUPD Y1, 32(DI)
+	VMOVUPD Y2, 64(DI)
+	VMOVUPD Y3, 96(DI)
+	VZEROUPPER
+sumSquaresLanesF64AVX2done:
 	RET
 
 // func addRowsF64AVX2(acc *float64, x unsafe.Pointer, ld, rows, n int)

@@ -13,6 +13,9 @@
 //	    dst[i] = max(x[i], 0); dst[i] = g[i] where !(y[i] <= 0), else 0
 //	sumLanes{F32,F64}AVX2(acc *[16]float64, x unsafe.Pointer, n int)
 //	    acc[i%16] += float64(x[i]); n a multiple of 16
+//	sumSquaresLanes{F32,F64}AVX2(acc *[16]float64, x unsafe.Pointer, n int)
+//	    acc[i%16] += float64(x[i]·x[i]), the product rounded to the element type; n a
+//	    multiple of 16
 //	addRows{F32,F64}AVX2(acc *float64, x unsafe.Pointer, ld, rows, n int)
 //	    acc[j] += float64(x[r·ld+j]) for r = 0, 1, … rows-1 in that order; n a multiple of 16
 //	maxLanes{F32,F64}AVX2(m, pos *T, x unsafe.Pointer, n int)
@@ -65,7 +68,8 @@ func main() {
 		}
 		relu(t)
 		reluGrad(t)
-		sumLanes(t)
+		sumLanes(t, false)
+		sumLanes(t, true)
 		addRows(t)
 		maxLanes(t)
 		maxCols(t)
@@ -173,9 +177,26 @@ func loadF64(t typ, mem string, r int) {
 	p("VMOVUPD %s, Y%d", mem, r)
 }
 
-// sumLanes writes acc[i%16] += x[i]: Y0…Y3 hold lanes 0-3, 4-7, 8-11 and 12-15.
-func sumLanes(t typ) {
+// loadSquareF64 loads one Y register of x[i]·x[i] as float64, each product rounded to
+// the element type first (as Mul rounds it).
+func loadSquareF64(t typ, mem string, r int) {
+	if t.size == 4 {
+		p("VMOVUPS %s, X%d", mem, r)
+		p("VMULPS X%d, X%d, X%d", r, r, r)
+		p("VCVTPS2PD X%d, Y%d", r, r)
+		return
+	}
+	p("VMOVUPD %s, Y%d", mem, r)
+	p("VMULPD Y%d, Y%d, Y%d", r, r, r)
+}
+
+// sumLanes writes acc[i%16] += x[i] (square: x[i]·x[i]): Y0…Y3 hold lanes 0-3, 4-7,
+// 8-11 and 12-15.
+func sumLanes(t typ, square bool) {
 	name := "sumLanes" + t.name + "AVX2"
+	if square {
+		name = "sumSquaresLanes" + t.name + "AVX2"
+	}
 	header(name, "acc *[16]float64, x unsafe.Pointer, n int", "acc DI", "x SI", "n CX")
 	p("SHRQ $4, CX")
 	p("JZ %sdone", name)
@@ -190,7 +211,11 @@ func sumLanes(t typ) {
 		p("PREFETCHT0 %d(SI)", prefetch+64)
 	}
 	for i := range 4 {
-		loadF64(t, fmt.Sprintf("%d(SI)", 4*t.size*i), 4+i)
+		if square {
+			loadSquareF64(t, fmt.Sprintf("%d(SI)", 4*t.size*i), 4+i)
+		} else {
+			loadF64(t, fmt.Sprintf("%d(SI)", 4*t.size*i), 4+i)
+		}
 	}
 	for i := range 4 {
 		p("VADDPD Y%d, Y%d, Y%d", 4+i, i, i)

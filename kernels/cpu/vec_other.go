@@ -10,6 +10,8 @@ func binaryVector[T float](op kernels.BinaryOp, dst, a, b []T) int { return 0 }
 
 func sumLanesVector[T float](acc *[16]float64, x []T) int { return 0 }
 
+func sumSquaresLanesVector[T float](acc *[16]float64, x []T) int { return 0 }
+
 func addRowsVector[T float](acc []float64, x []T, ld, rows int) int { return 0 }
 
 func maxLanesVector[T float](m, pos *T, x []T) int { return 0 }

@@ -67,6 +67,28 @@ func testSumLanes[T float](t *testing.T) {
 
 func TestSumLanes(t *testing.T) { bothTypes(t, testSumLanes[float32], testSumLanes[float64]) }
 
+func testSumSquaresLanes[T float](t *testing.T) {
+	r := rand.New(rand.NewPCG(46, 47))
+	for n := range 100 {
+		x := randFloats[T](r, n, 1e3)
+		var got, want [16]float64
+		for i := range want {
+			v := r.NormFloat64()
+			got[i], want[i] = v, v
+		}
+		sumSquaresLanes(&got, x)
+		for i, v := range x {
+			sq := v * v // rounded to T
+			want[i%16] += float64(sq)
+		}
+		require.Equal(t, want, got, "n=%d", n)
+	}
+}
+
+func TestSumSquaresLanes(t *testing.T) {
+	bothTypes(t, testSumSquaresLanes[float32], testSumSquaresLanes[float64])
+}
+
 func testAddRows[T float](t *testing.T) {
 	r := rand.New(rand.NewPCG(44, 45))
 	for range 60 {
