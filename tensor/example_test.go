@@ -104,3 +104,19 @@ func ExampleFromSlice() {
 	// dy/dx [2 4 6 8 10 12]
 	// rows summed [6 15]
 }
+
+// The 2-norm of a tensor in one pass over it, and its gradient x/‖x‖ (a gradient
+// clipper's and a normaliser's building block).
+func ExampleTensor_Norm() {
+	dev, _ := cpu.New(cpu.Options{})
+	s := tensor.NewScope()
+	defer s.Close()
+	x := tensor.FromSlice(s, dev, dtype.F32, []float32{3, 0, 4, 0}, 2, 2).SetRequiresGrad(true)
+	n := x.Norm()
+	fmt.Println("norm", n.Item())
+	n.Backward()
+	fmt.Println("d norm/dx", tensor.ToSlice[float32](x.Grad()))
+	// Output:
+	// norm 5
+	// d norm/dx [0.6 0 0.8 0]
+}
