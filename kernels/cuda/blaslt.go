@@ -24,7 +24,7 @@ import (
 // ltLib is the process's cuBLASLt: loaded on first use, immutable after.
 type ltLib struct {
 	lib                              *cudadev.Library
-	create, destroy                  uintptr
+	create                           uintptr
 	descCreate, descDestroy, descSet uintptr
 	layoutCreate, layoutDestroy      uintptr
 	prefCreate, prefDestroy, prefSet uintptr
@@ -54,7 +54,6 @@ func loadLt() (*ltLib, error) {
 		name string
 	}{
 		{&l.create, "cublasLtCreate"},
-		{&l.destroy, "cublasLtDestroy"},
 		{&l.descCreate, "cublasLtMatmulDescCreate"},
 		{&l.descDestroy, "cublasLtMatmulDescDestroy"},
 		{&l.descSet, "cublasLtMatmulDescSetAttribute"},
@@ -129,9 +128,15 @@ func (b *Backend) lt() *blasLt {
 	return &b.blt
 }
 
+// ltAlign is the alignment, in bytes, of every operand of a product MatmulBias takes:
+// cuBLASLt's heuristic returns algorithms that may assume it (its preferences'
+// MIN_ALIGNMENT_*_BYTES default to 256), and the caching allocator's blocks start on
+// 512 bytes, so a whole tensor always has it.
+const ltAlign = 256
+
 // MatmulBias implements kernels.BiasMatmul: dst = a·b + bias for rank-2 operands of
 // one float type (F32, F16, BF16), a contiguous bias of dst's type, dst row-major, all
-// on 16 bytes, through cublasLtMatmul with the bias in the epilogue. It reports false,
+// on ltAlign bytes, through cublasLtMatmul with the bias in the epilogue. It reports false,
 // writing nothing, for anything else or when cuBLASLt is missing or finds no
 // algorithm.
 func (b *Backend) MatmulBias(dst, x, y, bias kernels.Operand) bool {
@@ -158,7 +163,7 @@ func (b *Backend) MatmulBias(dst, x, y, bias kernels.Operand) bool {
 	tb, ldb, okB := blasLayout(k, n, int64(y.Strides[0]), int64(y.Strides[1]))
 	tc, ldc, okC := blasLayout(m, n, int64(dst.Strides[0]), int64(dst.Strides[1]))
 	pa, pb, pc, pbias := addr(x), addr(y), addr(dst), addr(bias)
-	if !okA || !okB || !okC || tc || (pa|pb|pc|pbias)%16 != 0 {
+	if !okA || !okB || !okC || tc || (pa|pb|pc|pbias)%ltAlign != 0 {
 		return false
 	}
 	lt := b.lt()
