@@ -114,29 +114,26 @@ func binaryVector[T float](op kernels.BinaryOp, dst, a, b []T) int {
 // sumLanesVector is sumLanes over the first multiple of 16 elements of x; it returns
 // how many it added.
 func sumLanesVector[T float](acc *[16]float64, x []T) int {
-	n := len(x) &^ 15
-	if !hasAVX2 || n == 0 {
-		return 0
-	}
-	if is32[T]() {
-		sumLanesF32AVX2(acc, unsafe.Pointer(&x[0]), n)
-	} else {
-		sumLanesF64AVX2(acc, unsafe.Pointer(&x[0]), n)
-	}
-	return n
+	return lanesVector(acc, x, sumLanesF32AVX2, sumLanesF64AVX2)
 }
 
 // sumSquaresLanesVector is sumSquaresLanes over the first multiple of 16 elements of x;
 // it returns how many it added.
 func sumSquaresLanesVector[T float](acc *[16]float64, x []T) int {
+	return lanesVector(acc, x, sumSquaresLanesF32AVX2, sumSquaresLanesF64AVX2)
+}
+
+// lanesVector runs a sixteen-lane loop of vec_amd64.s, f32's or f64's for T, over the
+// first multiple of 16 elements of x and returns how many it folded.
+func lanesVector[T float](acc *[16]float64, x []T, f32, f64 func(*[16]float64, unsafe.Pointer, int)) int {
 	n := len(x) &^ 15
 	if !hasAVX2 || n == 0 {
 		return 0
 	}
 	if is32[T]() {
-		sumSquaresLanesF32AVX2(acc, unsafe.Pointer(&x[0]), n)
+		f32(acc, unsafe.Pointer(&x[0]), n)
 	} else {
-		sumSquaresLanesF64AVX2(acc, unsafe.Pointer(&x[0]), n)
+		f64(acc, unsafe.Pointer(&x[0]), n)
 	}
 	return n
 }

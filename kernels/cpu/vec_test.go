@@ -48,7 +48,9 @@ func TestBinaryVector(t *testing.T) {
 	bothTypes(t, testBinaryVector[float32], testBinaryVector[float64])
 }
 
-func testSumLanes[T float](t *testing.T) {
+// testLanes checks a sixteen-lane sum against its definition: acc[i%16] += x[i], or
+// the square x[i]·x[i] rounded to T (square).
+func testLanes[T float](t *testing.T, square bool) {
 	r := rand.New(rand.NewPCG(42, 43))
 	for n := range 100 {
 		x := randFloats[T](r, n, 1e3)
@@ -57,36 +59,27 @@ func testSumLanes[T float](t *testing.T) {
 			v := r.NormFloat64()
 			got[i], want[i] = v, v
 		}
-		sumLanes(&got, x)
+		if square {
+			sumSquaresLanes(&got, x)
+		} else {
+			sumLanes(&got, x)
+		}
 		for i, v := range x {
+			if square {
+				v *= v // rounded to T
+			}
 			want[i%16] += float64(v)
 		}
-		require.Equal(t, want, got, "n=%d", n)
+		require.Equal(t, want, got, "n=%d square=%v", n, square)
 	}
 }
 
-func TestSumLanes(t *testing.T) { bothTypes(t, testSumLanes[float32], testSumLanes[float64]) }
-
-func testSumSquaresLanes[T float](t *testing.T) {
-	r := rand.New(rand.NewPCG(46, 47))
-	for n := range 100 {
-		x := randFloats[T](r, n, 1e3)
-		var got, want [16]float64
-		for i := range want {
-			v := r.NormFloat64()
-			got[i], want[i] = v, v
-		}
-		sumSquaresLanes(&got, x)
-		for i, v := range x {
-			sq := v * v // rounded to T
-			want[i%16] += float64(sq)
-		}
-		require.Equal(t, want, got, "n=%d", n)
-	}
+func TestSumLanes(t *testing.T) {
+	bothTypes(t, func(t *testing.T) { testLanes[float32](t, false) }, func(t *testing.T) { testLanes[float64](t, false) })
 }
 
 func TestSumSquaresLanes(t *testing.T) {
-	bothTypes(t, testSumSquaresLanes[float32], testSumSquaresLanes[float64])
+	bothTypes(t, func(t *testing.T) { testLanes[float32](t, true) }, func(t *testing.T) { testLanes[float64](t, true) })
 }
 
 func testAddRows[T float](t *testing.T) {

@@ -81,7 +81,6 @@ type ltPlan struct {
 	desc, la, lb, ld uintptr // immutable once made
 	algo             [cublasLtSizeofAlgo]byte
 	ok               bool // the heuristic found an algorithm
-	alpha, beta      float32
 }
 
 // ltKey is what a plan depends on: the column-major product cuBLASLt sees, the
@@ -202,8 +201,8 @@ func (b *Backend) MatmulBias(dst, x, y, bias kernels.Operand) bool {
 	}
 	b.launches.Add(1)
 	err = b.blas.call(lt.lib.matmul, "cublasLtMatmul", lt.h, p.desc,
-		uintptr(unsafe.Pointer(&p.alpha)), uintptr(pb), p.la, uintptr(pa), p.lb,
-		uintptr(unsafe.Pointer(&p.beta)), uintptr(pc), p.ld, uintptr(pc), p.ld,
+		uintptr(unsafe.Pointer(&alphaOne)), uintptr(pb), p.la, uintptr(pa), p.lb,
+		uintptr(unsafe.Pointer(&betaZero)), uintptr(pc), p.ld, uintptr(pc), p.ld,
 		uintptr(unsafe.Pointer(&p.algo[0])), uintptr(ws), uintptr(wsBytes), uintptr(s))
 	if err != nil {
 		b.fault(fmt.Errorf("%w (m=%d n=%d k=%d, %v, bias in the epilogue)", err, m, n, k, dt))
@@ -219,7 +218,7 @@ func (lt *blasLt) plan(b *Backend, key ltKey, bias uint64) (*ltPlan, error) {
 	if p, ok := lt.plans[key]; ok {
 		return p, nil
 	}
-	p := &ltPlan{alpha: 1, beta: 0}
+	p := &ltPlan{}
 	err := lt.makePlan(b, key, p, bias)
 	if err != nil {
 		lt.destroyPlan(b, p)

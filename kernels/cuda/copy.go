@@ -34,8 +34,8 @@ func (b *Backend) Copy(dst, src kernels.Operand) {
 	b.launchWalk(kCopy.in(in64(dst, src)), &w, dst)
 }
 
-// transposeTile is TILE of src/copy.cu: copy_transpose's tiles are its square.
-const transposeTile = 32
+// transposeTile is the side of copy_transpose's square tiles.
+const transposeTile = hdrTile
 
 // Fill converts v to dst's type on the host (kernels/cpu.FillBits), then writes that pattern: a
 // memset where it is zero and dst is dense, a kernel otherwise.

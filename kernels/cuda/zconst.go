@@ -62,6 +62,7 @@ const hdrColsV = 4
 const hdrColsX = 32
 const hdrColsY = 8
 const hdrColsU = 4
+const hdrTile = 32
 const hdrListChunk = 2048
 const hdrOptimList = 56
 const hdrScaleList = 128

@@ -78,6 +78,9 @@
 // UNROLL loads per operand are in flight at once.
 #define UNROLL 4
 
+// TILE is the side of copy.cu's copy_transpose tiles, in elements.
+#define TILE 32
+
 // A column sum (reduce.cu's reduce_cols) gives a thread COLS_V adjacent columns, a block
 // COLS_X × COLS_Y threads, and a thread loads COLS_U rows before adding any.
 #define COLS_V 4

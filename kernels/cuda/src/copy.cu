@@ -194,7 +194,6 @@ __device__ __forceinline__ void fill_k(const Walk &w, unsigned long long bits) {
 // TILE×TILE elements E through shared memory, so that both the reads and the writes
 // of a warp are consecutive; the element-wise walk would read one element per 32-byte
 // sector. The same type: the bits move as they are.
-#define TILE 32
 template <typename E>
 __device__ __forceinline__ void transpose_k(const Walk &w) {
     __shared__ E tile[TILE][TILE + 1]; // +1: a column of the tile spreads over the banks

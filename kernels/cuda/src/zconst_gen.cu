@@ -79,6 +79,7 @@ int main() {
     C("hdrColsX", COLS_X);
     C("hdrColsY", COLS_Y);
     C("hdrColsU", COLS_U);
+    C("hdrTile", TILE);
     C("hdrListChunk", LIST_CHUNK);
     C("hdrOptimList", OPTIM_LIST);
     C("hdrScaleList", SCALE_LIST);
