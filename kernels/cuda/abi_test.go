@@ -41,6 +41,14 @@ func TestVariantsTakeTheSameArguments(t *testing.T) {
 		case formIndex:
 			assert.Equal(t, []string{b.name + "_i32", b.name + "_i64"}, []string{entries[base].name, entries[base+vWide].name})
 			continue
+		case formF64:
+			assert.Equal(t, []string{"", b.name + "_f64"}, []string{entries[base].name, entries[base.in(true)].name})
+			continue
+		case formV16:
+			k, kv := entries[base].name, entries[base+vV16].name
+			assert.Equal(t, []string{b.name + "_f32", b.name + "_f32_v16"}, []string{k, kv})
+			assert.Equal(t, params[k], params[kv], "%s and %s", k, kv)
+			continue
 		}
 		widths := []kernel{0}
 		if b.form == formWalk {
@@ -141,8 +149,15 @@ func exercise(b *Backend) {
 		b.NonFinite(big)
 		wide := o.dense(ft, 8, 1<<28)
 		b.CrossEntropyBackward(wide, wide, o.dense(ft, 8), o.dense(dtype.I64, 8), o.dense(dtype.F32), 8, 1<<28, -100)
-		for _, n := range []int{10, 5000} {
+		// Rows for a warp and a block in registers, 16 bytes a load or not (offset by
+		// one element), and for a block reading from memory.
+		for _, n := range []int{10, 1024, 1501, 5000, 9000} {
 			x := o.dense(ft, 8, n)
+			if n == 1024 {
+				off := o.over(ft, kernels.Layout{Shape: []int{8, n}, Strides: []int{n, 1}, Offset: 1}, int64(8*n+1))
+				b.Softmax(off, x, 8, n, 1)
+				b.LayerNormBackward(off, kernels.Operand{}, kernels.Operand{}, x, x, o.dense(ft, 8), o.dense(ft, 8), kernels.Operand{}, 8, n)
+			}
 			b.Softmax(x, x, 8, n, 1)
 			b.LogSoftmax(x, x, 2, n, 4)
 			b.SoftmaxBackward(x, x, x, 8, n, 1)

@@ -24,10 +24,7 @@ func (b *Backend) LayerNorm(y, mean, rstd, x, w, bias kernels.Operand, rows, n i
 		return
 	}
 	f64 := ft == dtype.F64
-	k, g := kLayerNormWarp.in(f64), 32
-	if n > warpRow {
-		k, g = kLayerNormBlock.in(f64), block
-	}
+	k, g := rowKernel(kLayerNormRegsWarp, kLayerNormWarp, f64, n, py, px, pw, pb)
 	b.launch(k, rowsGrid(int64(rows), g, y.Mem.Stream), cudadev.ArgUint64(py), cudadev.ArgUint64(pm), cudadev.ArgUint64(pr),
 		cudadev.ArgUint64(px), cudadev.ArgUint64(pw), cudadev.ArgUint64(pb),
 		cudadev.ArgInt64(int64(rows)), cudadev.ArgInt64(int64(n)), number(f64, eps))
@@ -52,10 +49,7 @@ func (b *Backend) LayerNormBackward(dx, dw, db, g, x, mean, rstd, w kernels.Oper
 	if pdx == 0 || rows == 0 {
 		return
 	}
-	k, gs := kLayerNormDxWarp.in(f64), 32
-	if n > warpRow {
-		k, gs = kLayerNormDxBlock.in(f64), block
-	}
+	k, gs := rowKernel(kLayerNormDxRegsWarp, kLayerNormDxWarp, f64, n, pdx, pg, px, pw)
 	b.launch(k, rowsGrid(int64(rows), gs, s), cudadev.ArgUint64(pdx), cudadev.ArgUint64(pg), cudadev.ArgUint64(px),
 		cudadev.ArgUint64(pm), cudadev.ArgUint64(pr), cudadev.ArgUint64(pw), cudadev.ArgInt64(int64(rows)), cudadev.ArgInt64(int64(n)))
 }

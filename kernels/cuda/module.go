@@ -60,6 +60,9 @@ const (
 	vWide    = 1
 	vF64     = 2
 	variants = 4
+	// vV16 is formV16's variant that moves 16 bytes a load (the bit vWide has in
+	// formWalk).
+	vV16 = vWide
 )
 
 // The bases, variants apart.
@@ -108,6 +111,10 @@ const (
 	kSoftmaxBackwardRowsBlock
 	kSoftmaxCols
 	kSoftmaxBackwardCols
+	kSoftmaxRegsWarp          // formV16, and the three below
+	kSoftmaxRegsBlock         //
+	kSoftmaxBackwardRegsWarp  //
+	kSoftmaxBackwardRegsBlock //
 	// famLayerNorm.
 	kLayerNormWarp
 	kLayerNormBlock
@@ -115,6 +122,10 @@ const (
 	kLayerNormDxBlock
 	kLayerNormDwdb
 	kLayerNormDwdbFinish
+	kLayerNormRegsWarp    // formV16, and the three below
+	kLayerNormRegsBlock   //
+	kLayerNormDxRegsWarp  //
+	kLayerNormDxRegsBlock //
 	// famEmbedding.
 	kEmbedding
 	kEmbeddingBackward
@@ -154,6 +165,8 @@ const (
 	formWalk              // NAME_f32_i32, NAME_f32_i64, NAME_f64_i32, NAME_f64_i64
 	formIndex             // NAME_i32, NAME_i64
 	formOne               // NAME
+	formV16               // NAME_f32, NAME_f32_v16 (float32 only)
+	formF64               // NAME_f64 (float32's is another base's)
 )
 
 // bases lists each base's family, name and form, in the order of the constants.
@@ -194,18 +207,26 @@ var bases = [numKernels / variants]struct {
 	kMSEPartial / variants:               {famLoss, "mse_partial", formTyped},
 	kSumFinish / variants:                {famLoss, "sum_finish", formTyped},
 	kMSEBackward / variants:              {famLoss, "mse_backward", formTyped},
-	kSoftmaxRowsWarp / variants:          {famSoftmax, "softmax_rows_warp", formTyped},
+	kSoftmaxRowsWarp / variants:          {famSoftmax, "softmax_rows_warp", formF64},
 	kSoftmaxRowsBlock / variants:         {famSoftmax, "softmax_rows_block", formTyped},
-	kSoftmaxBackwardRowsWarp / variants:  {famSoftmax, "softmax_backward_rows_warp", formTyped},
+	kSoftmaxBackwardRowsWarp / variants:  {famSoftmax, "softmax_backward_rows_warp", formF64},
 	kSoftmaxBackwardRowsBlock / variants: {famSoftmax, "softmax_backward_rows_block", formTyped},
 	kSoftmaxCols / variants:              {famSoftmax, "softmax_cols", formTyped},
 	kSoftmaxBackwardCols / variants:      {famSoftmax, "softmax_backward_cols", formTyped},
-	kLayerNormWarp / variants:            {famLayerNorm, "layer_norm_warp", formTyped},
+	kSoftmaxRegsWarp / variants:          {famSoftmax, "softmax_regs_warp", formV16},
+	kSoftmaxRegsBlock / variants:         {famSoftmax, "softmax_regs_block", formV16},
+	kSoftmaxBackwardRegsWarp / variants:  {famSoftmax, "softmax_backward_regs_warp", formV16},
+	kSoftmaxBackwardRegsBlock / variants: {famSoftmax, "softmax_backward_regs_block", formV16},
+	kLayerNormWarp / variants:            {famLayerNorm, "layer_norm_warp", formF64},
 	kLayerNormBlock / variants:           {famLayerNorm, "layer_norm_block", formTyped},
-	kLayerNormDxWarp / variants:          {famLayerNorm, "layer_norm_dx_warp", formTyped},
+	kLayerNormDxWarp / variants:          {famLayerNorm, "layer_norm_dx_warp", formF64},
 	kLayerNormDxBlock / variants:         {famLayerNorm, "layer_norm_dx_block", formTyped},
 	kLayerNormDwdb / variants:            {famLayerNorm, "layer_norm_dwdb", formTyped},
 	kLayerNormDwdbFinish / variants:      {famLayerNorm, "layer_norm_dwdb_finish", formTyped},
+	kLayerNormRegsWarp / variants:        {famLayerNorm, "layer_norm_regs_warp", formV16},
+	kLayerNormRegsBlock / variants:       {famLayerNorm, "layer_norm_regs_block", formV16},
+	kLayerNormDxRegsWarp / variants:      {famLayerNorm, "layer_norm_dx_regs_warp", formV16},
+	kLayerNormDxRegsBlock / variants:     {famLayerNorm, "layer_norm_dx_regs_block", formV16},
 	kEmbedding / variants:                {famEmbedding, "embedding", formTyped},
 	kEmbeddingBackward / variants:        {famEmbedding, "embedding_backward", formTyped},
 	kEmbeddingKeys / variants:            {famEmbedding, "embedding_keys", formOne},
@@ -234,6 +255,8 @@ var entries = func() (e [numKernels]struct {
 		formWalk:  {"_f32_i32", "_f32_i64", "_f64_i32", "_f64_i64"},
 		formIndex: {"_i32", "_i64", "", ""},
 		formOne:   {"", "", "", ""},
+		formV16:   {"_f32", "_f32_v16", "", ""},
+		formF64:   {"", "", "_f64", ""},
 	}
 	for i, b := range bases {
 		for v, suf := range suffixes[b.form] {

@@ -61,3 +61,33 @@ func floatScalar(op, what string, o kernels.Operand) (uint64, int32) {
 	}
 	return addr(o), int32(o.DType)
 }
+
+// regsRow is the longest row the register-row kernels take in a block (a warp takes
+// up to warpRow): each of its threads keeps hdrRowChunks chunks of 4 elements.
+const regsRow = block * hdrRowChunks * 4
+
+// rowKernel picks the kernel for rows of n elements, and the threads a row gets: for
+// float32 rows of up to regsRow, the register-row kernel of regsWarp's form, else the
+// one that reads its row from memory (memWarp's, float32 or float64); the warp form
+// for rows of up to warpRow, the block form (the next base) beyond. A register-row
+// kernel moves 16 bytes a load when n is a multiple of 4 and every row operand (0:
+// absent) is on 16 bytes, with the same bits as its other variant.
+func rowKernel(regsWarp, memWarp kernel, f64 bool, n int, ptrs ...uint64) (kernel, int) {
+	k, g := regsWarp, 32
+	regs := !f64 && n <= regsRow
+	if !regs {
+		k = memWarp.in(f64)
+	}
+	if n > warpRow {
+		k, g = k+variants, block
+	}
+	if !regs || n%4 != 0 {
+		return k, g
+	}
+	for _, p := range ptrs {
+		if p%16 != 0 {
+			return k, g
+		}
+	}
+	return k + vV16, g
+}

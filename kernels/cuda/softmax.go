@@ -38,10 +38,7 @@ func (b *Backend) softmax(op string, dst, x kernels.Operand, outer, n, inner int
 	f64 := ft == dtype.F64
 	st := dst.Mem.Stream
 	if inner == 1 {
-		k, g := kSoftmaxRowsWarp.in(f64), 32
-		if n > warpRow {
-			k, g = kSoftmaxRowsBlock.in(f64), block
-		}
+		k, g := rowKernel(kSoftmaxRegsWarp, kSoftmaxRowsWarp, f64, n, d, s)
 		b.launch(k, rowsGrid(int64(outer), g, st), cudadev.ArgUint64(d), cudadev.ArgUint64(s),
 			cudadev.ArgInt64(int64(outer)), cudadev.ArgInt64(int64(n)), cudadev.ArgInt32(log))
 		return
@@ -70,10 +67,7 @@ func (b *Backend) softmaxBackward(op string, dx, g, y kernels.Operand, outer, n,
 	f64 := ft == dtype.F64
 	st := dx.Mem.Stream
 	if inner == 1 {
-		k, gs := kSoftmaxBackwardRowsWarp.in(f64), 32
-		if n > warpRow {
-			k, gs = kSoftmaxBackwardRowsBlock.in(f64), block
-		}
+		k, gs := rowKernel(kSoftmaxBackwardRegsWarp, kSoftmaxBackwardRowsWarp, f64, n, pdx, pg, py)
 		b.launch(k, rowsGrid(int64(outer), gs, st), cudadev.ArgUint64(pdx), cudadev.ArgUint64(pg), cudadev.ArgUint64(py),
 			cudadev.ArgInt64(int64(outer)), cudadev.ArgInt64(int64(n)), cudadev.ArgInt32(log))
 		return

@@ -63,6 +63,7 @@ const hdrColsX = 32
 const hdrColsY = 8
 const hdrColsU = 4
 const hdrTile = 32
+const hdrRowChunks = 8
 const hdrListChunk = 2048
 const hdrOptimList = 56
 const hdrScaleList = 128

@@ -55,8 +55,9 @@ func refSoftmax(x []float64, outer, n, inner int, log bool) []float64 {
 
 func testSoftmax(t *testing.T, s *suite) {
 	for _, ft := range rowTypes {
-		// Rows of 5, 200 and 700 (cuda: a warp each), 1500 (a block), columns.
-		for _, sz := range [][3]int{{3, 5, 1}, {2, 200, 1}, {3, 700, 1}, {2, 1500, 1}, {2, 7, 3}, {0, 4, 1}} {
+		// Rows of 5, 200 and 700 (cuda: a warp each, float32 rows in registers), 1500
+		// and 1501 (a block), 8195 (a block reading its row from memory), columns.
+		for _, sz := range [][3]int{{3, 5, 1}, {2, 200, 1}, {3, 700, 1}, {2, 1500, 1}, {2, 1501, 1}, {1, 8195, 1}, {2, 7, 3}, {0, 4, 1}} {
 			outer, n, inner := sz[0], sz[1], sz[2]
 			size := outer * n * inner
 			tl := tolRow(ft, n, tol{rel: 1e-5, abs: 1e-6})
@@ -121,8 +122,9 @@ func testLayerNorm(t *testing.T, s *suite) {
 		if ft != dtype.F64 {
 			e = float64(float32(eps))
 		}
-		// Rows of 7 and 700 (cuda: a warp each), 1500 (a block).
-		for _, sz := range [][2]int{{3, 7}, {3, 700}, {2, 1500}, {2100, 5}, {0, 4}} {
+		// Rows of 7, 8 and 700 (cuda: a warp each, float32 rows in registers), 1500 and
+		// 1501 (a block), 8195 (a block reading its row from memory).
+		for _, sz := range [][2]int{{3, 7}, {3, 8}, {3, 700}, {2, 1500}, {2, 1501}, {1, 8195}, {2100, 5}, {0, 4}} {
 			rows, n := sz[0], sz[1]
 			for _, affine := range []bool{true, false} {
 				x := row(ft, rows*n, s.uniform(-3, 3))

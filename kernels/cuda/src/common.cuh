@@ -430,6 +430,62 @@ __device__ __forceinline__ T group_max(T v, T *smem) {
     return v;
 }
 
+// ---- rows kept in registers --------------------------------------------------------
+//
+// A row kernel over rows of up to G·ROW_CHUNKS·4 float32 elements keeps its row in registers:
+// lane l of its group of G holds chunks l, l + G, ..., l + (ROW_CHUNKS-1)·G of 4 elements each
+// (chunk c: elements 4c .. 4c+3), read from memory once. With V16 every chunk is one
+// 16-byte load or store (the caller checked 16-byte addresses and n % 4 == 0), else
+// four of 4 bytes; the elements and their order are the same either way, so the bits
+// are too. Positions at or past n hold fill and are never stored.
+#define ROW_CHUNKS 8
+
+// chunk_load reads the chunk of 4 elements at position j of r into v (fill at n or
+// past), chunk_store writes the ones below n.
+template <bool V16>
+__device__ __forceinline__ void chunk_load(float *v, const float *r, long long j, long long n, float fill) {
+    if (V16) { // n % 4 == 0: the chunk is wholly in or wholly out
+        float4 a = j < n ? *(const float4 *)(r + j) : make_float4(fill, fill, fill, fill);
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+        return;
+    }
+#pragma unroll
+    for (int k = 0; k < 4; k++) v[k] = j + k < n ? r[j + k] : fill;
+}
+
+template <bool V16>
+__device__ __forceinline__ void chunk_store(float *r, const float *v, long long j, long long n) {
+    if (V16) {
+        if (j < n) *(float4 *)(r + j) = make_float4(v[0], v[1], v[2], v[3]);
+        return;
+    }
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        if (j + k < n) r[j + k] = v[k];
+}
+
+// chunk_at is the position of a lane's chunk i in its row.
+template <int G> __device__ __forceinline__ long long chunk_at(int lane, int i) { return 4 * (long long)(lane + G * i); }
+
+template <int G, bool V16>
+__device__ __forceinline__ void row_load(float *v, const float *r, long long n, int lane, float fill) {
+#pragma unroll
+    for (int i = 0; i < ROW_CHUNKS; i++) chunk_load<V16>(v + 4 * i, r, chunk_at<G>(lane, i), n, fill);
+}
+
+template <int G, bool V16>
+__device__ __forceinline__ void row_store(float *r, const float *v, long long n, int lane) {
+#pragma unroll
+    for (int i = 0; i < ROW_CHUNKS; i++) chunk_store<V16>(r, v + 4 * i, chunk_at<G>(lane, i), n);
+}
+
+// row_in says whether element k of a lane's register row (row_load's v[k]) is at a
+// position below n; with V16, n is a multiple of 4, so its chunk says. Positions grow
+// with k, so a loop over k may stop at the first false: ptxas then keeps its sums'
+// operands in fewer registers (72 instead of 128 for layer norm's variance).
+template <int G, bool V16>
+__device__ __forceinline__ bool row_in(int k, long long n, int lane) { return chunk_at<G>(lane, k / 4) + (V16 ? 0 : k % 4) < n; }
+
 // ---- the error flag -----------------------------------------------------------------
 
 // report records an index outside [0, limit) at pos, found by launch seq of op, unless

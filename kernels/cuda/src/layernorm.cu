@@ -64,6 +64,106 @@ __device__ __forceinline__ void layer_norm_dx_k(T *dx, const T *g, const T *x, c
     }
 }
 
+// The register-row kernels (float32 rows of up to G·ROW_CHUNKS·4 elements, common.cuh's
+// row_load): layer_norm_k's and layer_norm_dx_k's math on a row read once (twice for
+// dx: g and x), the lanes' sums over row_load's order. w and b are read in the same
+// chunks.
+template <int G, bool V16>
+__device__ __forceinline__ void layer_norm_regs_k(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b, long long rows, long long n,
+                                                  float eps) {
+    __shared__ double sm[BLOCK / 32];
+    long long row = (long long)blockIdx.x * (BLOCK / G) + threadIdx.x / G;
+    int lane = threadIdx.x % G;
+    if (row >= rows) return;
+    float v[4 * ROW_CHUNKS];
+    row_load<G, V16>(v, x + row * n, n, lane, 0);
+    double s = 0;
+#pragma unroll
+    for (int k = 0; k < 4 * ROW_CHUNKS; k++) s += (double)v[k]; // the fill adds +0
+    double mu = group_sum<G>(s, sm) / (double)n;
+    double ss = 0;
+#pragma unroll
+    for (int k = 0; k < 4 * ROW_CHUNKS; k++) {
+        if (!row_in<G, V16>(k, n, lane)) break;
+        double d = (double)v[k] - mu;
+        ss += d * d;
+    }
+    ss = group_sum<G>(ss, sm);
+    float r = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
+    float m = (float)mu;
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = r;
+    }
+#pragma unroll
+    for (int i = 0; i < ROW_CHUNKS; i++) { // w and b a chunk at a time: fewer registers live
+        long long j = chunk_at<G>(lane, i);
+        float t[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) v[4 * i + k] = (v[4 * i + k] - m) * r;
+        if (w) {
+            chunk_load<V16>(t, w, j, n, 0);
+#pragma unroll
+            for (int k = 0; k < 4; k++) v[4 * i + k] *= t[k];
+        }
+        if (b) {
+            chunk_load<V16>(t, b, j, n, 0);
+#pragma unroll
+            for (int k = 0; k < 4; k++) v[4 * i + k] += t[k];
+        }
+        chunk_store<V16>(y + row * n, v + 4 * i, j, n);
+    }
+}
+
+template <int G, bool V16>
+__device__ __forceinline__ void layer_norm_dx_regs_k(float *dx, const float *g, const float *x, const float *mean, const float *rstd, const float *w, long long rows,
+                                                     long long n) {
+    __shared__ double sm[BLOCK / 32];
+    long long row = (long long)blockIdx.x * (BLOCK / G) + threadIdx.x / G;
+    int lane = threadIdx.x % G;
+    if (row >= rows) return;
+    float m = mean[row], r = rstd[row];
+    float gv[4 * ROW_CHUNKS], xv[4 * ROW_CHUNKS];
+    row_load<G, V16>(gv, g + row * n, n, lane, 0);
+    row_load<G, V16>(xv, x + row * n, n, lane, 0);
+    if (w) {
+#pragma unroll
+        for (int i = 0; i < ROW_CHUNKS; i++) {
+            float t[4];
+            chunk_load<V16>(t, w, chunk_at<G>(lane, i), n, 0);
+#pragma unroll
+            for (int k = 0; k < 4; k++) gv[4 * i + k] *= t[k];
+        }
+    }
+    double sg = 0, sgx = 0;
+#pragma unroll
+    for (int k = 0; k < 4 * ROW_CHUNKS; k++) {
+        if (!row_in<G, V16>(k, n, lane)) break;
+        sg += (double)gv[k];
+        sgx += (double)(gv[k] * (xv[k] - m) * r);
+    }
+    float mg = (float)(group_sum<G>(sg, sm) / (double)n);
+    float mgx = (float)(group_sum<G>(sgx, sm) / (double)n);
+#pragma unroll
+    for (int k = 0; k < 4 * ROW_CHUNKS; k++) gv[k] = r * (gv[k] - mg - (xv[k] - m) * r * mgx);
+    row_store<G, V16>(dx + row * n, gv, n, lane);
+}
+
+#define LAYER_NORM_REGS_KERNELS(G, GN, V16, VN)                                                                                                                  \
+    KERNEL layer_norm_regs_##GN##_f32##VN(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b, long long rows, long long n,       \
+                                          float eps) {                                                                                                          \
+        layer_norm_regs_k<G, V16>(y, mean, rstd, x, w, b, rows, n, eps);                                                                                        \
+    }                                                                                                                                                           \
+    KERNEL layer_norm_dx_regs_##GN##_f32##VN(float *dx, const float *g, const float *x, const float *mean, const float *rstd, const float *w, long long rows,    \
+                                             long long n) {                                                                                                     \
+        layer_norm_dx_regs_k<G, V16>(dx, g, x, mean, rstd, w, rows, n);                                                                                         \
+    }
+
+LAYER_NORM_REGS_KERNELS(32, warp, false, )
+LAYER_NORM_REGS_KERNELS(32, warp, true, _v16)
+LAYER_NORM_REGS_KERNELS(BLOCK, block, false, )
+LAYER_NORM_REGS_KERNELS(BLOCK, block, true, _v16)
+
 // layer_norm_dwdb_k: thread t sums column t % n over the rows of piece t / n (rows
 // piece·c up to piece·(c+1)) in order, into dw and db (either may be null) or, with
 // several pieces, into the partials part[(c·n + j)·2 + {0, 1}].
@@ -101,15 +201,19 @@ __device__ __forceinline__ void layer_norm_dwdb_finish_k(T *dw, T *db, long long
     }
 }
 
-#define LAYER_NORM_KERNELS(T, TN)                                                                                                                     \
+// A warp reads its row from memory only in float64: float32 rows that short are the
+// register-row kernels'.
+#define LAYER_NORM_WARP_KERNELS(T, TN)                                                                                                                \
     KERNEL layer_norm_warp_##TN(T *y, T *mean, T *rstd, const T *x, const T *w, const T *b, long long rows, long long n, T eps) {                     \
         layer_norm_k<T, 32>(y, mean, rstd, x, w, b, rows, n, eps);                                                                                    \
     }                                                                                                                                                 \
-    KERNEL layer_norm_block_##TN(T *y, T *mean, T *rstd, const T *x, const T *w, const T *b, long long rows, long long n, T eps) {                    \
-        layer_norm_k<T, BLOCK>(y, mean, rstd, x, w, b, rows, n, eps);                                                                                 \
-    }                                                                                                                                                 \
     KERNEL layer_norm_dx_warp_##TN(T *dx, const T *g, const T *x, const T *mean, const T *rstd, const T *w, long long rows, long long n) {           \
         layer_norm_dx_k<T, 32>(dx, g, x, mean, rstd, w, rows, n);                                                                                     \
+    }
+
+#define LAYER_NORM_KERNELS(T, TN)                                                                                                                     \
+    KERNEL layer_norm_block_##TN(T *y, T *mean, T *rstd, const T *x, const T *w, const T *b, long long rows, long long n, T eps) {                    \
+        layer_norm_k<T, BLOCK>(y, mean, rstd, x, w, b, rows, n, eps);                                                                                 \
     }                                                                                                                                                 \
     KERNEL layer_norm_dx_block_##TN(T *dx, const T *g, const T *x, const T *mean, const T *rstd, const T *w, long long rows, long long n) {          \
         layer_norm_dx_k<T, BLOCK>(dx, g, x, mean, rstd, w, rows, n);                                                                                  \
@@ -124,3 +228,4 @@ __device__ __forceinline__ void layer_norm_dwdb_finish_k(T *dw, T *db, long long
 
 LAYER_NORM_KERNELS(float, f32)
 LAYER_NORM_KERNELS(double, f64)
+LAYER_NORM_WARP_KERNELS(double, f64)

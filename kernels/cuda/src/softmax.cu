@@ -52,6 +52,72 @@ __device__ __forceinline__ void softmax_backward_rows_k(T *dx, const T *g, const
     }
 }
 
+// The register-row kernels (float32 rows of up to G·ROW_CHUNKS·4 elements, common.cuh's
+// row_load): the row is read once and written once, where the kernels above read it
+// two or three times; the per-element math is theirs, the lanes' sums run over
+// row_load's order.
+template <int G, bool V16>
+__device__ __forceinline__ void softmax_regs_k(float *dst, const float *x, long long outer, long long n, int log) {
+    __shared__ double sm[BLOCK / 32];
+    __shared__ float smx[BLOCK / 32];
+    long long row = (long long)blockIdx.x * (BLOCK / G) + threadIdx.x / G;
+    int lane = threadIdx.x % G;
+    if (row >= outer) return; // G = BLOCK: the whole block leaves together
+    float v[4 * ROW_CHUNKS];
+    row_load<G, V16>(v, x + row * n, n, lane, NEG_INF);
+    float mx = NEG_INF;
+#pragma unroll
+    for (int k = 0; k < 4 * ROW_CHUNKS; k++) mx = fmax_nan(mx, v[k]);
+    mx = group_max<G>(mx, smx);
+    double sum = 0;
+#pragma unroll
+    for (int k = 0; k < 4 * ROW_CHUNKS; k++) {
+        if (!row_in<G, V16>(k, n, lane)) break;
+        float e = c_exp(v[k] - mx);
+        sum += (double)e;
+        if (!log) v[k] = e;
+    }
+    sum = group_sum<G>(sum, sm);
+    float ls = (float)::log(sum), scale = (float)(1.0 / sum);
+#pragma unroll
+    for (int k = 0; k < 4 * ROW_CHUNKS; k++) v[k] = log ? (v[k] - mx) - ls : v[k] * scale;
+    row_store<G, V16>(dst + row * n, v, n, lane);
+}
+
+template <int G, bool V16>
+__device__ __forceinline__ void softmax_backward_regs_k(float *dx, const float *g, const float *y, long long outer, long long n, int log) {
+    __shared__ double sm[BLOCK / 32];
+    long long row = (long long)blockIdx.x * (BLOCK / G) + threadIdx.x / G;
+    int lane = threadIdx.x % G;
+    if (row >= outer) return;
+    float gv[4 * ROW_CHUNKS], yv[4 * ROW_CHUNKS];
+    row_load<G, V16>(gv, g + row * n, n, lane, 0);
+    row_load<G, V16>(yv, y + row * n, n, lane, 0);
+    double dot = 0;
+#pragma unroll
+    for (int k = 0; k < 4 * ROW_CHUNKS; k++) {
+        if (!row_in<G, V16>(k, n, lane)) break;
+        dot += log ? (double)gv[k] : (double)gv[k] * (double)yv[k];
+    }
+    float d = (float)group_sum<G>(dot, sm);
+#pragma unroll
+    for (int k = 0; k < 4 * ROW_CHUNKS; k++) gv[k] = log ? gv[k] - c_exp(yv[k]) * d : yv[k] * (gv[k] - d);
+    row_store<G, V16>(dx + row * n, gv, n, lane);
+}
+
+#define SOFTMAX_REGS_KERNELS(G, GN, V16, VN)                                                                                   \
+    KERNEL softmax_regs_##GN##_f32##VN(float *dst, const float *x, long long outer, long long n, int log) {                   \
+        softmax_regs_k<G, V16>(dst, x, outer, n, log);                                                                         \
+    }                                                                                                                          \
+    KERNEL softmax_backward_regs_##GN##_f32##VN(float *dx, const float *g, const float *y, long long outer, long long n, int log) { \
+        softmax_backward_regs_k<G, V16>(dx, g, y, outer, n, log);                                                              \
+    }
+
+SOFTMAX_REGS_KERNELS(32, warp, false, )
+SOFTMAX_REGS_KERNELS(32, warp, true, _v16)
+SOFTMAX_REGS_KERNELS(BLOCK, block, false, )
+SOFTMAX_REGS_KERNELS(BLOCK, block, true, _v16)
+
 // The column kernels: thread t owns column t % inner of outer index t / inner.
 template <typename T>
 __device__ __forceinline__ void softmax_cols_k(T *dst, const T *x, long long outer, long long n, long long inner, int log) {
@@ -93,15 +159,19 @@ __device__ __forceinline__ void softmax_backward_cols_k(T *dx, const T *g, const
     }
 }
 
-#define SOFTMAX_KERNELS(T, TN)                                                                                                  \
+// A warp reads its row from memory only in float64: float32 rows that short are the
+// register-row kernels'.
+#define SOFTMAX_WARP_KERNELS(T, TN)                                                                                             \
     KERNEL softmax_rows_warp_##TN(T *dst, const T *x, long long outer, long long n, int log) {                                  \
         softmax_rows_k<T, 32>(dst, x, outer, n, log);                                                                           \
     }                                                                                                                           \
-    KERNEL softmax_rows_block_##TN(T *dst, const T *x, long long outer, long long n, int log) {                                 \
-        softmax_rows_k<T, BLOCK>(dst, x, outer, n, log);                                                                        \
-    }                                                                                                                           \
     KERNEL softmax_backward_rows_warp_##TN(T *dx, const T *g, const T *y, long long outer, long long n, int log) {              \
         softmax_backward_rows_k<T, 32>(dx, g, y, outer, n, log);                                                                \
+    }
+
+#define SOFTMAX_KERNELS(T, TN)                                                                                                  \
+    KERNEL softmax_rows_block_##TN(T *dst, const T *x, long long outer, long long n, int log) {                                 \
+        softmax_rows_k<T, BLOCK>(dst, x, outer, n, log);                                                                        \
     }                                                                                                                           \
     KERNEL softmax_backward_rows_block_##TN(T *dx, const T *g, const T *y, long long outer, long long n, int log) {             \
         softmax_backward_rows_k<T, BLOCK>(dx, g, y, outer, n, log);                                                             \
@@ -115,3 +185,4 @@ __device__ __forceinline__ void softmax_backward_cols_k(T *dx, const T *g, const
 
 SOFTMAX_KERNELS(float, f32)
 SOFTMAX_KERNELS(double, f64)
+SOFTMAX_WARP_KERNELS(double, f64)

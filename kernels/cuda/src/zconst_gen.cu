@@ -80,6 +80,7 @@ int main() {
     C("hdrColsY", COLS_Y);
     C("hdrColsU", COLS_U);
     C("hdrTile", TILE);
+    C("hdrRowChunks", ROW_CHUNKS);
     C("hdrListChunk", LIST_CHUNK);
     C("hdrOptimList", OPTIM_LIST);
     C("hdrScaleList", SCALE_LIST);
