@@ -43,7 +43,9 @@ func (b *Backend) AdamMultiCapturable(c kernels.Adam, lr, steps kernels.Operand,
 	if len(rate) != 1 {
 		panic(fmt.Sprintf("%s: the learning rate has %d elements, want 1", op, len(rate)))
 	}
-	kernels.CheckSlots(op, slot, len(counts))
+	if err := kernels.CheckSlots(slot, len(counts)); err != nil {
+		panic(op + ": " + err.Error())
+	}
 	c.LR = rate[0]
 	for i := range p {
 		t := int(counts[slot[i]]) + 1

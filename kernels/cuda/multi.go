@@ -203,7 +203,9 @@ func (b *Backend) AdamMultiCapturable(c kernels.Adam, lr, steps kernels.Operand,
 	kernels.CheckLists("kernels/cuda: "+op, "slot, g, m, v", len(p), len(slot), len(g), len(m), len(v))
 	plr := rowsOf(op, "the learning rate", lr, dtype.F64, 1)
 	pst := rowOperand(op, steps, dtype.F64)
-	kernels.CheckSlots("kernels/cuda: "+op, slot, steps.Size())
+	if err := kernels.CheckSlots(slot, steps.Size()); err != nil {
+		panic("kernels/cuda: " + op + ": " + err.Error())
+	}
 	for i := range p {
 		ft, n := rowType(p[i]), p[i].Size()
 		rowsOf(op, "p", p[i], ft, n)
