@@ -132,6 +132,16 @@ type Backend interface {
 	SGDMulti(c SGD, p, g, buf []Operand, first []bool)
 	// AdamMulti runs Adam(c, steps[i], p[i], g[i], m[i], v[i]).
 	AdamMulti(c Adam, steps []int, p, g, m, v []Operand)
+	// AdamMultiCapturable is AdamMulti with the learning rate and the step counts on
+	// the device (PyTorch's capturable Adam), so that a step recorded in a CUDA graph
+	// replays with the rate and the counts of the moment it replays: lr is a
+	// one-element F64 operand holding the rate (c.LR is not read), steps an F64 vector
+	// whose element slot[i] holds parameter i's updates so far. The call runs
+	// Adam(c with LR lr, steps[slot[i]]+1, p[i], g[i], m[i], v[i]) for every i and adds
+	// 1 to steps[slot[i]]: every element gets the bits AdamMulti gives it, the bias
+	// corrections computed from the count as math.Pow computes them. The slots are
+	// distinct; lr and steps are on the parameters' device.
+	AdamMultiCapturable(c Adam, lr, steps Operand, slot []int, p, g, m, v []Operand)
 	// UnscaleMulti runs Unscale(g[i], inv, found) for every i: found is set to 1 when
 	// any gradient held an Inf or a NaN.
 	UnscaleMulti(g []Operand, inv float64, found Operand)

@@ -49,7 +49,9 @@ func (meta) NonFinite(Operand) bool                                  { return fa
 // The multi-tensor steps.
 func (meta) SGDMulti(SGD, []Operand, []Operand, []Operand, []bool)             {}
 func (meta) AdamMulti(Adam, []int, []Operand, []Operand, []Operand, []Operand) {}
-func (meta) UnscaleMulti([]Operand, float64, Operand)                          {}
+func (meta) AdamMultiCapturable(Adam, Operand, Operand, []int, []Operand, []Operand, []Operand, []Operand) {
+}
+func (meta) UnscaleMulti([]Operand, float64, Operand) {}
 
 // The losses of binary classification.
 func (meta) BinaryCrossEntropy(Operand, Operand, Operand) error                 { return nil }

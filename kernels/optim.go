@@ -33,3 +33,20 @@ func CheckLists(op, names string, n int, lens ...int) {
 		}
 	}
 }
+
+// CheckSlots returns an error unless every slot (AdamMultiCapturable's: a parameter's
+// element of the step counts) is in [0, n) and none repeats: two parameters counting
+// in one element would add to it at once. A backend panics with it, naming its op.
+func CheckSlots(slot []int, n int) error {
+	seen := make(map[int]int, len(slot))
+	for i, s := range slot {
+		if s < 0 || s >= n {
+			return fmt.Errorf("slot %d of parameter %d is outside the %d step counts", s, i, n)
+		}
+		if j, ok := seen[s]; ok {
+			return fmt.Errorf("parameters %d and %d share step count %d; give each parameter its own", j, i, s)
+		}
+		seen[s] = i
+	}
+	return nil
+}

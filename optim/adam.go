@@ -3,6 +3,9 @@ package optim
 import (
 	"fmt"
 
+	"github.com/subletml/sublet/alloc"
+	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
 	"github.com/subletml/sublet/tensor"
 )
@@ -13,6 +16,16 @@ type AdamConfig struct {
 	Beta1, Beta2 float64
 	Eps          float64
 	WeightDecay  float64
+	// Capturable keeps the group's learning rate and its parameters' step counts in
+	// tensors on the parameters' device (PyTorch's Adam(capturable=True)), so that a
+	// step recorded by tensor.CaptureGraph replays with the count and the rate of the
+	// moment it replays: the bias corrections are computed on the device, with the
+	// bits the host's give, and SetLR (a scheduler's Step) writes the rate there,
+	// where the next replay reads it. Without it a capture of Step fails with
+	// tensor.ErrCapture. A capturable group's parameters are on one device; the
+	// tensors are made on its first Step (not inside a capture: warm up first), 8
+	// bytes for the rate and 8 per parameter, and the counts are exact to 2^53.
+	Capturable bool
 }
 
 // AdamWConfig is AdamConfig under AdamW's name: AdamW has Adam's hyper-parameters.
@@ -65,12 +78,28 @@ type AdamGroup struct {
 //
 // Its state is m and v per parameter: twice the parameters' bytes once every
 // parameter has stepped. The step counts live on the host (PyTorch keeps them in CPU
-// tensors).
+// tensors), or for a Capturable group on the device, with its learning rate.
 type Adam struct {
 	groups    []AdamConfig
 	decoupled bool
-	steps     []int // per parameter
+	// steps counts each parameter's updates; a Capturable group's counts are its
+	// device tensors' while they exist (these are then stale).
+	steps []int
+	onDev []adamDevice // per group; zero until a Capturable group's first Step
 	params
+}
+
+// adamDevice is a Capturable group's learning rate (one F64 element) and its
+// parameters' step counts (F64, one per parameter of the group, in its order), on
+// their device: optimizer state, owned by the optimizer.
+type adamDevice struct{ lr, steps *tensor.Tensor }
+
+func (d *adamDevice) release() {
+	if d.lr != nil {
+		d.lr.Release()
+		d.steps.Release()
+	}
+	*d = adamDevice{}
 }
 
 // NewAdam returns an Adam optimizer over params, all in one group, configured by c
@@ -131,10 +160,14 @@ func (o *Adam) AddGroup(g AdamGroup) error {
 	if err := g.check(); err != nil {
 		return fmt.Errorf("optim: %s: group %d: %w", o.op, o.NumGroups(), err)
 	}
+	if err := checkCapturable(g.Capturable, g.Params); err != nil {
+		return fmt.Errorf("optim: %s: group %d: %w", o.op, o.NumGroups(), err)
+	}
 	if err := o.add(g.Params); err != nil {
 		return err
 	}
 	o.groups = append(o.groups, g.AdamConfig)
+	o.onDev = append(o.onDev, adamDevice{})
 	o.steps = append(o.steps, make([]int, len(g.Params))...)
 	o.addedGroup(g.LR)
 	return nil
@@ -156,8 +189,91 @@ func (o *Adam) SetGroupConfig(i int, c AdamConfig) error {
 	if err := c.check(); err != nil {
 		return fmt.Errorf("optim: %s: group %d: %w", o.op, i, err)
 	}
+	if err := checkCapturable(c.Capturable, o.GroupParams(i)); err != nil {
+		return fmt.Errorf("optim: %s: group %d: %w", o.op, i, err)
+	}
+	if !c.Capturable {
+		if err := tensor.Try(func() { o.countsToHost(i) }); err != nil {
+			return fmt.Errorf("optim: %s: group %d: reading the step counts back: %w", o.op, i, err)
+		}
+	}
 	o.groups[i] = c
+	o.setDeviceLR(i)
 	return nil
+}
+
+// checkCapturable returns an error when a capturable group's parameters are on
+// several devices: its rate and counts live on one.
+func checkCapturable(capturable bool, ps []*tensor.Tensor) error {
+	if !capturable {
+		return nil
+	}
+	for _, p := range ps {
+		if p != nil && ps[0] != nil && p.Device() != ps[0].Device() {
+			return fmt.Errorf("a Capturable group keeps its step counts on one device; its parameters are on %s and %s: "+
+				"put them in one group per device", ps[0].Device().Name(), p.Device().Name())
+		}
+	}
+	return nil
+}
+
+// countsToHost copies group i's step counts from its device tensors to steps and
+// releases the tensors (a group that stops being Capturable, or loads a state).
+func (o *Adam) countsToHost(i int) {
+	d := &o.onDev[i]
+	if d.steps == nil {
+		return
+	}
+	counts := tensor.ToSlice[float64](d.steps)
+	for k, j := range o.groupIndices(i) {
+		o.steps[j] = int(counts[k])
+	}
+	d.release()
+}
+
+// groupIndices returns the indices (in params) of group i's parameters, in order.
+func (o *Adam) groupIndices(i int) []int {
+	var idx []int
+	for j, g := range o.groupOf {
+		if g == i {
+			idx = append(idx, j)
+		}
+	}
+	return idx
+}
+
+// setDeviceLR writes group i's learning rate into its device tensor, if it has one:
+// a kernel ordered after the work before it, so a replay after it reads the new rate.
+func (o *Adam) setDeviceLR(i int) {
+	if d := o.onDev[i]; d.lr != nil {
+		d.lr.Fill(o.groups[i].LR)
+	}
+}
+
+// deviceState returns Capturable group i's rate and counts, made from the host's on
+// its first Step; made inside a capture they would be made again by every replay, so
+// that fails with ErrCapture.
+func (o *Adam) deviceState(i int, dev device.Device) adamDevice {
+	d := &o.onDev[i]
+	if d.lr != nil {
+		return *d
+	}
+	if tensor.Capturing(dev) {
+		panic(&tensor.Error{Op: o.op + ".Step", Err: tensor.ErrCapture,
+			Msg: fmt.Sprintf("group %d's first Capturable step makes its step counts, which a graph would make again each replay; "+
+				"take a step eagerly before the capture (warm-up)", i)})
+	}
+	idx := o.groupIndices(i)
+	counts := make([]float64, len(idx))
+	for k, j := range idx {
+		counts[k] = float64(o.steps[j])
+	}
+	s := tensor.NewScope(tensor.NoGrad(), tensor.WithLifetime(alloc.LifetimeOptimizerState))
+	defer s.Close()
+	d.lr, d.steps = s.Full(dev, dtype.F64, o.groups[i].LR), tensor.FromSlice(s, dev, dtype.F64, counts)
+	s.Keep(d.lr)
+	s.Keep(d.steps)
+	return *d
 }
 
 // LR is the learning rate of group i.
@@ -169,28 +285,72 @@ func (o *Adam) LR(i int) float64 {
 // SetLR sets the learning rate of group i.
 func (o *Adam) SetLR(i int, lr float64) {
 	o.groups[i].LR = checkLR(o.op+".SetLR", i, len(o.groups), lr)
+	o.setDeviceLR(i)
 }
 
-// Step updates every parameter that has a gradient.
+// Step updates every parameter that has a gradient. A Capturable group's step can be
+// recorded by tensor.CaptureGraph once every parameter that steps has its state (a step
+// taken eagerly before); another group's fails the capture with tensor.ErrCapture.
 func (o *Adam) Step() {
 	ks := make([]kernels.Adam, len(o.groups))
 	for i, c := range o.groups {
 		ks[i] = kernels.Adam{LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay, Decoupled: o.decoupled}
 	}
+	o.checkStateBeforeCapture()
 	// One multi-tensor step per group: a launch per group on a GPU.
 	type list struct {
-		steps      []int
+		steps      []int // the host's counts, or a Capturable group's slots
 		p, g, m, v []*tensor.Tensor
 	}
 	lists := make([]list, len(ks))
 	o.each(func(int) int { return 2 }, func(i, g int, p, grad *tensor.Tensor, st []*tensor.Tensor, _ bool) {
-		o.steps[i]++
+		n := o.index(i)
+		if !o.groups[g].Capturable {
+			o.steps[i]++
+			n = o.steps[i]
+		}
 		l := &lists[g]
-		l.steps, l.p, l.g, l.m, l.v = append(l.steps, o.steps[i]), append(l.p, p), append(l.g, grad), append(l.m, st[0]), append(l.v, st[1])
+		l.steps, l.p, l.g, l.m, l.v = append(l.steps, n), append(l.p, p), append(l.g, grad), append(l.m, st[0]), append(l.v, st[1])
 	})
 	for g, l := range lists {
-		if len(l.p) > 0 {
+		switch {
+		case len(l.p) == 0:
+		case o.groups[g].Capturable:
+			d := o.deviceState(g, l.p[0].Device())
+			tensor.StepAdamMultiCapturable(ks[g], d.lr, d.steps, l.steps, l.p, l.g, l.m, l.v)
+		default:
 			tensor.StepAdamMulti(ks[g], l.steps, l.p, l.g, l.m, l.v)
 		}
 	}
+}
+
+// checkStateBeforeCapture fails with ErrCapture when a parameter would get its state
+// (zeroed moments) inside a graph capture: every replay would zero it again.
+func (o *Adam) checkStateBeforeCapture() {
+	for i, p := range o.params.params {
+		if o.state != nil && o.state[i] == nil && p.Grad() != nil && tensor.Capturing(p.Device()) {
+			panic(&tensor.Error{Op: o.op + ".Step", Err: tensor.ErrCapture,
+				Msg: fmt.Sprintf("parameter %d's first step makes its moments, which a graph would zero again each replay; "+
+					"take a step eagerly before the capture (warm-up)", i)})
+		}
+	}
+}
+
+// StateBytes is the moments' bytes plus, for Capturable groups, the rate and counts.
+func (o *Adam) StateBytes() int64 {
+	n := o.params.StateBytes()
+	for _, d := range o.onDev {
+		if d.lr != nil {
+			n += d.lr.Bytes() + d.steps.Bytes()
+		}
+	}
+	return n
+}
+
+// Release releases the state, the Capturable groups' rates and counts included.
+func (o *Adam) Release() {
+	for i := range o.onDev {
+		o.onDev[i].release()
+	}
+	o.params.Release()
 }

@@ -59,6 +59,15 @@
 //     next backward steals fresh ones); ZeroGrad(false) zeroes them in place and keeps
 //     their memory.
 //
+// # CUDA graphs
+//
+// An SGD step can be recorded by tensor.CaptureGraph and replayed. An Adam or AdamW
+// step can when its groups are Capturable (AdamConfig.Capturable, PyTorch's
+// capturable=True): the learning rate and the step counts then live on the device,
+// the kernel computes the bias corrections from them (with the host's bits) and
+// advances the counts, and SetLR writes the rate there, so replays follow a scheduler.
+// Take a step eagerly before the capture: the state is made on the first one.
+//
 // Parameters must be F32 leaves that require grad (mixed precision keeps F32 master
 // parameters and lets autocast compute in half precision). An optimizer is used by
 // one goroutine at a time.

@@ -43,13 +43,20 @@ func (o *SGD) StateDict(s *tensor.Scope) StateDict {
 func (o *Adam) StateDict(s *tensor.Scope) StateDict {
 	d := StateDict{Kind: o.op, State: o.stateTensors(s, "exp_avg", "exp_avg_sq")}
 	for i, st := range d.State {
-		st["step"] = s.Full(o.params.params[i].Device(), dtype.F32, float64(o.steps[i]))
+		p := o.params.params[i]
+		if counts := o.onDev[o.groupOf[i]].steps; counts != nil { // a copy on the device: nothing waits
+			k := o.index(i)
+			st["step"] = s.Empty(p.Device(), dtype.F32)
+			st["step"].CopyFrom(s.Bind(counts).Slice(0, k, k+1).View())
+			continue
+		}
+		st["step"] = s.Full(p.Device(), dtype.F32, float64(o.steps[i]))
 	}
 	for i, c := range o.groups {
 		// decoupled_weight_decay: torch ≥ 2.6 reads it, and its AdamW loading a group
 		// without it would decay as Adam does.
 		d.Groups = append(d.Groups, o.group(i, map[string]any{"lr": c.LR, "betas": []any{c.Beta1, c.Beta2}, "eps": c.Eps,
-			"weight_decay": c.WeightDecay, "amsgrad": false, "decoupled_weight_decay": o.decoupled}))
+			"weight_decay": c.WeightDecay, "amsgrad": false, "decoupled_weight_decay": o.decoupled, "capturable": c.Capturable}))
 	}
 	return d
 }
@@ -115,7 +122,8 @@ func (o *Adam) LoadStateDict(d StateDict) error {
 	cs := make([]AdamConfig, len(o.groups))
 	err := o.checkDict(o.op, d, func(i int, h hyper) error {
 		b := h.pair("betas")
-		c := AdamConfig{LR: h.num("lr"), Beta1: b[0], Beta2: b[1], Eps: h.num("eps"), WeightDecay: h.num("weight_decay")}
+		c := AdamConfig{LR: h.num("lr"), Beta1: b[0], Beta2: b[1], Eps: h.num("eps"), WeightDecay: h.num("weight_decay"),
+			Capturable: h.flag("capturable")}
 		if h.flag("amsgrad") && h.err == nil {
 			h.err = fmt.Errorf("amsgrad is not implemented")
 		}
@@ -124,6 +132,9 @@ func (o *Adam) LoadStateDict(d StateDict) error {
 		}
 		if h.err == nil {
 			h.err = c.check()
+		}
+		if h.err == nil {
+			h.err = checkCapturable(c.Capturable, o.GroupParams(i))
 		}
 		cs[i] = c
 		return h.err
@@ -144,6 +155,9 @@ func (o *Adam) LoadStateDict(d StateDict) error {
 		return fmt.Errorf("optim: %s.LoadStateDict: reading the step counts: %w", o.op, err)
 	}
 	o.groups, o.steps = cs, steps
+	for i := range o.onDev { // made again from steps by the next Step
+		o.onDev[i].release()
+	}
 	o.loadState(d, "exp_avg", "exp_avg_sq")
 	return nil
 }

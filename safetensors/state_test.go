@@ -82,7 +82,7 @@ func TestModuleAndOptimizerRoundTrip(t *testing.T) {
 	require.ElementsMatch(t, []string{"state.0.exp_avg", "state.0.exp_avg_sq", "state.0.step", "state.1.exp_avg", "state.1.exp_avg_sq",
 		"state.1.step", "state.2.exp_avg", "state.2.exp_avg_sq", "state.2.step", "state.3.exp_avg", "state.3.exp_avg_sq", "state.3.step"}, names)
 	require.Equal(t, "AdamW", f.Metadata()["optimizer"])
-	require.JSONEq(t, `[{"lr":0.001,"betas":[0.9,0.999],"eps":1e-8,"weight_decay":0.01,"amsgrad":false,"decoupled_weight_decay":true,"params":[0,1,2,3]}]`,
+	require.JSONEq(t, `[{"lr":0.001,"betas":[0.9,0.999],"eps":1e-8,"weight_decay":0.01,"amsgrad":false,"capturable":false,"decoupled_weight_decay":true,"params":[0,1,2,3]}]`,
 		f.Metadata()["param_groups"])
 	require.NoError(t, safetensors.LoadOptimizer(f.Reader, o2))
 	require.NoError(t, f.Close())

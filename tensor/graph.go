@@ -56,6 +56,13 @@ func captureOn(dev device.Device) (device.Stream, bool) {
 	return s, ok
 }
 
+// Capturing reports whether a graph capture (CaptureGraph) is underway on dev: what an
+// optimizer asks before making state that a replay must not make again.
+func Capturing(dev device.Device) bool {
+	_, ok := capturing(dev)
+	return ok
+}
+
 // notCapturing returns an ErrCapture error when a capture is underway on dev: what,
 // the thing op was about to do, cannot be recorded.
 func notCapturing(dev device.Device, what string) error {
@@ -95,7 +102,8 @@ type Graph struct {
 // Copy_ from another tensor): the inputs; what the step produces must be tensors fn
 // keeps in a scope that outlives it: the outputs. Numbers computed on the host during
 // fn (a learning rate, Adam's bias correction) are frozen into the graph: optimizers
-// whose step depends on such numbers refuse a capture (optim.Adam does).
+// whose step depends on such numbers refuse a capture (optim.Adam does, unless made
+// Capturable: it then keeps its rate and step counts in device tensors).
 //
 // Run the step eagerly a few times first (warm-up): parameters' gradients and the
 // optimizer's state then exist outside the graph's pool, as PyTorch asks too. While

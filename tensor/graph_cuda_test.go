@@ -1,6 +1,7 @@
 package tensor_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -15,18 +16,23 @@ import (
 	"github.com/subletml/sublet/tensor/tensortest"
 )
 
-// graphModel is an MLP with its SGD optimizer and a batch resident on the device.
+// graphModel is an MLP with its optimizer and a batch resident on the device.
 type graphModel struct {
 	model *nn.Sequential
-	opt   *optim.SGD
+	opt   optim.Optimizer
 	data  *tensor.Scope
 	x, y  *tensor.Tensor
 }
 
-func newGraphModel(t *testing.T, d device.Device) *graphModel {
+// sgdGraph is the optimizer of TestGraphReplayMatchesEagerSteps.
+func sgdGraph(ps []*tensor.Tensor) (optim.Optimizer, error) {
+	return optim.NewSGD(ps, optim.SGDConfig{LR: 0.05, Momentum: 0.9})
+}
+
+func newGraphModel(t *testing.T, d device.Device, newOpt func([]*tensor.Tensor) (optim.Optimizer, error)) *graphModel {
 	m := &graphModel{model: nn.NewMLP(nn.Init{Device: d, Gen: tensor.NewGenerator(7)}, nn.MLPConfig{Sizes: []int{32, 64, 64, 10}})}
 	var err error
-	m.opt, err = optim.NewSGD(nn.Parameters(m.model), optim.SGDConfig{LR: 0.05, Momentum: 0.9})
+	m.opt, err = newOpt(nn.Parameters(m.model))
 	require.NoError(t, err)
 	m.data = tensor.NewScope()
 	x := make([]float32, 16*32)
@@ -74,7 +80,7 @@ func (m *graphModel) release() {
 func TestGraphReplayMatchesEagerSteps(t *testing.T) {
 	d := tensortest.CUDA(t)
 	al := allocator(t, d)
-	eager, graphed := newGraphModel(t, d), newGraphModel(t, d)
+	eager, graphed := newGraphModel(t, d, sgdGraph), newGraphModel(t, d, sgdGraph)
 	losses := func(m *graphModel, steps int, run func(s *tensor.Scope) *tensor.Tensor) []float64 {
 		var out []float64
 		for range steps {
@@ -110,6 +116,75 @@ func TestGraphReplayMatchesEagerSteps(t *testing.T) {
 	outs.Close()
 	eager.release()
 	graphed.release()
+	require.NoError(t, tensor.ReleaseBackend(d))
+	require.NoError(t, al.EmptyCache())
+	requireEmpty(t, d)
+}
+
+// TestGraphReplayMatchesEagerAdam (GPU): a Capturable Adam's and AdamW's training step
+// captured once and replayed gives, replay after replay, the losses and parameters of
+// as many eager steps of the same optimizer bit for bit: the step counts and the bias
+// corrections advance on the device. A scheduler's rate change between replays reaches
+// the replays as it reaches the eager steps. The eager Capturable steps match a
+// host-counted optimizer's bit for bit too (TestCaptureRefusals: a host-counted
+// Adam's step cannot be captured).
+func TestGraphReplayMatchesEagerAdam(t *testing.T) {
+	d := tensortest.CUDA(t)
+	al := allocator(t, d)
+	for _, decoupled := range []bool{false, true} {
+		t.Run(fmt.Sprintf("decoupled=%v", decoupled), func(t *testing.T) {
+			adam := func(capturable bool) func([]*tensor.Tensor) (optim.Optimizer, error) {
+				return func(ps []*tensor.Tensor) (optim.Optimizer, error) {
+					c := optim.DefaultAdam()
+					if decoupled {
+						c = optim.DefaultAdamW()
+					}
+					c.LR, c.Capturable = 1e-2, capturable
+					if decoupled {
+						return optim.NewAdamW(ps, c)
+					}
+					return optim.NewAdam(ps, c)
+				}
+			}
+			host, eager, graphed := newGraphModel(t, d, adam(false)), newGraphModel(t, d, adam(true)), newGraphModel(t, d, adam(true))
+			run := func(m *graphModel, step func(s *tensor.Scope) *tensor.Tensor) float64 {
+				s := tensor.NewScope()
+				defer s.Close()
+				return step(s).Item()
+			}
+			for range 3 {
+				l := run(host, host.step)
+				require.Equal(t, l, run(eager, eager.step))
+				require.Equal(t, l, run(graphed, graphed.step))
+			}
+			outs := tensor.NewScope()
+			var loss *tensor.Tensor
+			g, err := tensor.CaptureGraph(d, func() { loss = graphed.step(outs) })
+			require.NoError(t, err)
+			before := al.Stats()
+			for n := range 8 {
+				if n == 4 { // a scheduler's step
+					for _, m := range []*graphModel{host, eager, graphed} {
+						m.opt.SetLR(0, 2.5e-3)
+					}
+				}
+				want := run(eager, eager.step)
+				require.Equal(t, want, run(host, host.step), "step %d: host-counted and Capturable eager losses", n)
+				require.NoError(t, g.Replay())
+				require.Equal(t, want, loss.Item(), "step %d: replayed and eager losses", n)
+			}
+			after := al.Stats()
+			assert.Equal(t, eager.params(), graphed.params(), "parameters after the replays")
+			assert.Equal(t, host.params(), eager.params(), "parameters of the host-counted and Capturable eager steps")
+			assert.Equal(t, before.Allocation[alloc.StatAll].Allocated, after.Allocation[alloc.StatAll].Allocated, "replays allocated")
+
+			require.NoError(t, g.Release())
+			outs.Close()
+			for _, m := range []*graphModel{host, eager, graphed} {
+				m.release()
+			}
+		})
+	}
 	require.NoError(t, tensor.ReleaseBackend(d))
 	require.NoError(t, al.EmptyCache())
 	requireEmpty(t, d)

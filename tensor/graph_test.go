@@ -11,6 +11,7 @@ import (
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/sim"
 	"github.com/subletml/sublet/kernels"
+	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/tensor"
 )
 
@@ -177,4 +178,57 @@ func TestCaptureGraphRefuses(t *testing.T) {
 	assert.ErrorIs(t, err, tensor.ErrCapture)
 	assert.ErrorContains(t, err, "cpu cannot record graphs")
 	assert.False(t, errors.Is(err, tensor.ErrShape))
+}
+
+// TestCaptureCapturableAdam: a Capturable Adam's step can be captured once it has its
+// state (a warm-up step); its first step, which makes the state, and a host-counted
+// Adam's step cannot (ErrCapture, naming the reason). The recorder runs what it
+// captures, so the captured step counts like an eager one.
+func TestCaptureCapturableAdam(t *testing.T) {
+	d := newRecorder(t)
+	adam := func(capturable bool) func([]*tensor.Tensor) (optim.Optimizer, error) {
+		return func(ps []*tensor.Tensor) (optim.Optimizer, error) {
+			c := optim.DefaultAdamW()
+			c.Capturable = capturable
+			return optim.NewAdamW(ps, c)
+		}
+	}
+	capture := func(m *graphModel) error {
+		outs := tensor.NewScope()
+		defer outs.Close()
+		g, err := tensor.CaptureGraph(d, func() { m.step(outs) })
+		if err == nil {
+			err = g.Release()
+		}
+		return err
+	}
+	eagerStep := func(m *graphModel) {
+		s := tensor.NewScope()
+		defer s.Close()
+		m.step(s)
+	}
+
+	cold := newGraphModel(t, d, adam(true))
+	err := capture(cold)
+	require.ErrorIs(t, err, tensor.ErrCapture)
+	require.ErrorContains(t, err, "first step makes its moments")
+
+	host := newGraphModel(t, d, adam(false))
+	eagerStep(host)
+	err = capture(host)
+	require.ErrorIs(t, err, tensor.ErrCapture)
+	require.ErrorContains(t, err, "keeps the counts on the device")
+
+	warm := newGraphModel(t, d, adam(true))
+	eagerStep(warm)
+	require.NoError(t, capture(warm))
+	s := tensor.NewScope()
+	for _, st := range warm.opt.StateDict(s).State {
+		assert.Equal(t, 2.0, st["step"].Item(), "the warm-up step and the captured one")
+	}
+	s.Close()
+	for _, m := range []*graphModel{cold, host, warm} {
+		m.release()
+	}
+	requireEmpty(t, d)
 }

@@ -97,7 +97,8 @@ func updating(op string, p *Tensor, others ...*Tensor) kernels.Backend {
 // adamNotCaptured fails op when a graph capture is underway on p's device: Adam's bias
 // correction comes from the step count on the host, which a replay would repeat.
 func adamNotCaptured(op string, p *Tensor) {
-	if err := notCapturing(p.st.dev, "Adam's step, whose bias correction comes from the step count on the host (every replay would repeat this step's)"); err != nil {
+	if err := notCapturing(p.st.dev, "Adam's step, whose bias correction comes from the step count on the host (every replay would repeat this step's; "+
+		"StepAdamMultiCapturable, optim.AdamConfig's Capturable, keeps the counts on the device)"); err != nil {
 		fail(op, err, []*Tensor{p}, "")
 	}
 }

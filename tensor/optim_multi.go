@@ -74,6 +74,60 @@ func StepAdamMulti(c kernels.Adam, steps []int, p, g, m, v []*Tensor) {
 	}
 }
 
+// StepAdamMultiCapturable runs StepAdam on every parameter with the learning rate and
+// the step counts on the device (PyTorch's capturable Adam): lr is a one-element F64
+// tensor holding the rate (c.LR is not read), steps an F64 vector whose element
+// slot[i] counts parameter i's updates so far; parameter i takes update number
+// steps[slot[i]]+1, with the bits StepAdamMulti gives it, and its count grows by one.
+// Nothing is computed on the host from the rate or the counts, so a graph capture can
+// record the step (StepAdamMulti refuses one): each replay reads the counts and the
+// rate as they are then. The slots are distinct; every tensor is on lr's device.
+func StepAdamMultiCapturable(c kernels.Adam, lr, steps *Tensor, slot []int, p, g, m, v []*Tensor) {
+	const op = "StepAdamMultiCapturable"
+	checkLists(op, p, len(slot), len(g), len(m), len(v))
+	for _, t := range []*Tensor{lr, steps} {
+		if t == nil {
+			fail(op, ErrShape, nil, "the learning rate and the step counts are tensors; pass both")
+		}
+		t.live(op)
+		switch {
+		case t.node != nil:
+			fail(op, ErrGrad, []*Tensor{t}, "the rate and the counts are state, not the output of %s", t.node.Name())
+		case t.dt != dtype.F64 || !t.IsContiguous():
+			fail(op, ErrDType, []*Tensor{lr, steps}, "the rate and the counts are contiguous F64 tensors, not %v with strides %v", t.dt, t.strides)
+		case t.st.dev != lr.st.dev:
+			fail(op, ErrDevice, []*Tensor{lr, steps}, "the rate is on %s, the counts on %s", lr.st.dev.Name(), steps.st.dev.Name())
+		}
+	}
+	if lr.Numel() != 1 {
+		fail(op, ErrShape, []*Tensor{lr}, "the learning rate is one element, not %v", lr.shape)
+	}
+	if err := kernels.CheckSlots(slot, steps.Numel()); err != nil {
+		fail(op, ErrShape, []*Tensor{steps}, "%v", err)
+	}
+	ps, gs, ms, vs := make([]kernels.Operand, len(p)), make([]kernels.Operand, len(p)), make([]kernels.Operand, len(p)), make([]kernels.Operand, len(p))
+	var k kernels.Backend
+	for i := range p {
+		if p[i] == nil {
+			fail(op, ErrShape, nil, "parameter %d is nil", i)
+		}
+		k = updating(op, p[i], g[i], m[i], v[i])
+		if p[i].st.dev != lr.st.dev {
+			fail(op, ErrDevice, []*Tensor{p[i], lr}, "parameter %d is on %s, the rate and the counts on %s", i, p[i].st.dev.Name(), lr.st.dev.Name())
+		}
+		ps[i], gs[i], ms[i], vs[i] = p[i].operand(), g[i].operand(), m[i].operand(), v[i].operand()
+	}
+	if k == nil {
+		return // no parameters
+	}
+	k.AdamMultiCapturable(c, lr.operand(), steps.operand(), slot, ps, gs, ms, vs)
+	for i := range p {
+		m[i].st.BumpVersion()
+		v[i].st.BumpVersion()
+	}
+	steps.st.BumpVersion()
+}
+
 // UnscaleMulti runs Unscale(g[i], inv, found) for every i: found, a one-element F32
 // tensor on the gradients' device, is set to 1 when any of them held an Inf or a NaN.
 // Every gradient must be on found's device.

@@ -119,7 +119,10 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 	params := nn.Parameters(model)
 	var opt optim.Optimizer
 	if c.opt == "adam" {
-		opt, err = optim.NewAdam(params, optim.DefaultAdam())
+		// A captured step needs the counts on the device, as PyTorch's capturable=True.
+		ac := optim.DefaultAdam()
+		ac.Capturable = b.graph
+		opt, err = optim.NewAdam(params, ac)
 	} else {
 		opt, err = optim.NewSGD(params, optim.SGDConfig{LR: 0.01, Momentum: 0.9})
 	}

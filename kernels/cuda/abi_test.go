@@ -188,6 +188,8 @@ func exercise(b *Backend) {
 		ps := []kernels.Operand{p, o.dense(ft, 5000), o.dense(ft, 0)}
 		b.SGDMulti(kernels.SGD{LR: 0.1, Momentum: 0.9}, ps, ps, ps, []bool{true, false, true})
 		b.AdamMulti(kernels.Adam{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}, []int{1, 2, 3}, ps, ps, ps, ps)
+		b.AdamMultiCapturable(kernels.Adam{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Decoupled: true},
+			o.dense(dtype.F64), o.dense(dtype.F64, 4), []int{2, 0, 3}, ps, ps, ps, ps)
 	}
 	exerciseCompare(b, &o) // compare_test.go
 }
@@ -261,6 +263,12 @@ func TestMisuseNamesTheKernel(t *testing.T) {
 		},
 		"lists (steps, g, m, v)": func() {
 			b.AdamMulti(kernels.Adam{}, []int{1}, []kernels.Operand{x}, []kernels.Operand{x}, []kernels.Operand{x}, nil)
+		},
+		"parameters 0 and 1 share step count 1": func() {
+			b.AdamMultiCapturable(kernels.Adam{}, o.dense(dtype.F64), o.dense(dtype.F64, 2), []int{1, 1}, []kernels.Operand{x, x}, []kernels.Operand{x, x}, []kernels.Operand{x, x}, []kernels.Operand{x, x})
+		},
+		"slot 2 of parameter 0 is outside the 2 step counts": func() {
+			b.AdamMultiCapturable(kernels.Adam{}, o.dense(dtype.F64), o.dense(dtype.F64, 2), []int{2}, []kernels.Operand{x}, []kernels.Operand{x}, []kernels.Operand{x}, []kernels.Operand{x})
 		},
 		"unscale_multi: output must be": func() {
 			b.UnscaleMulti([]kernels.Operand{x, o.dense(dtype.I64, 3)}, 0.5, o.dense(dtype.F32))

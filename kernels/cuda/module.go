@@ -139,6 +139,8 @@ const (
 	kAdam
 	kSGDMulti
 	kAdamMulti
+	kAdamMultiCapturable
+	kAdamCount // formOne
 	// famGemm.
 	kGemmTiled
 	// famCompare (compare.go).
@@ -237,6 +239,8 @@ var bases = [numKernels / variants]struct {
 	kAdam / variants:                     {famOptim, "adam", formTyped},
 	kSGDMulti / variants:                 {famOptim, "sgd_multi", formTyped},
 	kAdamMulti / variants:                {famOptim, "adam_multi", formTyped},
+	kAdamMultiCapturable / variants:      {famOptim, "adam_multi_capturable", formTyped},
+	kAdamCount / variants:                {famOptim, "adam_count", formOne},
 	kGemmTiled / variants:                {famGemm, "gemm_tiled", formTyped},
 	kCompare / variants:                  {famCompare, "compare", formIndex},
 	kWhere / variants:                    {famCompare, "where", formWalk},

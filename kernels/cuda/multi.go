@@ -193,6 +193,66 @@ func (b *Backend) AdamMulti(c kernels.Adam, steps []int, p, g, m, v []kernels.Op
 	})
 }
 
+// AdamMultiCapturable fills the tables as AdamMulti does, with each entry's slot in
+// the step counts where SGD's tables hold the first-step flag, and launches
+// adam_multi_capturable, which computes the bias corrections on the device from the
+// counts and the rate, then adam_count, which adds the step to the table's counts. A
+// parameter on another stream gets a table of its own on its stream.
+func (b *Backend) AdamMultiCapturable(c kernels.Adam, lr, steps kernels.Operand, slot []int, p, g, m, v []kernels.Operand) {
+	const op = "adam_multi_capturable"
+	kernels.CheckLists("kernels/cuda: "+op, "slot, g, m, v", len(p), len(slot), len(g), len(m), len(v))
+	plr := rowsOf(op, "the learning rate", lr, dtype.F64, 1)
+	pst := rowOperand(op, steps, dtype.F64)
+	if err := kernels.CheckSlots(slot, steps.Size()); err != nil {
+		panic("kernels/cuda: " + op + ": " + err.Error())
+	}
+	for i := range p {
+		ft, n := rowType(p[i]), p[i].Size()
+		rowsOf(op, "p", p[i], ft, n)
+		rowsOf(op, "g", g[i], ft, n)
+		rowsOf(op, "m", m[i], ft, n)
+		rowsOf(op, "v", v[i], ft, n)
+	}
+	launch := func(l *optimList, f64 bool, s device.Stream) {
+		args := [13]cudadev.Arg{
+			cudadev.ArgBytes(l.bytes()), cudadev.ArgUint64(plr), cudadev.ArgUint64(pst),
+			number(f64, c.Beta1), number(f64, c.Beta2), number(f64, 1-c.Beta1), number(f64, 1-c.Beta2),
+			number(f64, c.Eps), number(f64, c.WeightDecay),
+			cudadev.ArgFloat64(c.Beta1), cudadev.ArgFloat64(c.Beta2), cudadev.ArgFloat64(c.WeightDecay), cudadev.ArgInt32(boolInt(c.Decoupled)),
+		}
+		b.launch(kAdamMultiCapturable.in(f64), b.listGrid(l.chunk[l.count], s), args[:]...)
+		b.launch(kAdamCount, b.grid(int64(l.count), s), cudadev.ArgBytes(l.bytes()), cudadev.ArgUint64(pst))
+	}
+	entry := func(l *optimList, k, i int) {
+		l.g[k], l.s0[k], l.s1[k], l.first[k] = addr(g[i]), addr(m[i]), addr(v[i]), int32(slot[i])
+	}
+	var l optimList
+	stepLists(&l, p, func(k, i int, _ bool) { entry(&l, k, i) }, func(i int) {
+		var one optimList
+		one.p[0], one.n[0] = addr(p[i]), int64(p[i].Size())
+		entry(&one, 0, i)
+		addChunks(one.chunk[:], &one.count, p[i].Size())
+		launch(&one, rowType(p[i]) == dtype.F64, p[i].Mem.Stream)
+	}, func(f64 bool, s device.Stream) { launch(&l, f64, s) })
+	// Parameters without elements are in no table, and step all the same.
+	var empty optimList
+	count := func() {
+		if empty.count > 0 {
+			b.launch(kAdamCount, b.grid(int64(empty.count), steps.Mem.Stream), cudadev.ArgBytes(empty.bytes()), cudadev.ArgUint64(pst))
+		}
+		empty.count = 0
+	}
+	for i := range p {
+		if p[i].Size() == 0 {
+			empty.first[empty.count] = int32(slot[i])
+			if empty.count++; empty.count == hdrOptimList {
+				count()
+			}
+		}
+	}
+	count()
+}
+
 // UnscaleMulti takes contiguous gradients of every float type in one table (each
 // computed in its type's precision, as Unscale computes it), strided ones one by one.
 func (b *Backend) UnscaleMulti(g []kernels.Operand, inv float64, found kernels.Operand) {

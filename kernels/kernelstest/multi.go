@@ -103,10 +103,42 @@ func testMulti(t *testing.T, s *suite) {
 				}
 			}
 			s.sameAsOneByOne(t, fmt.Sprintf("AdamMulti %s %+v", name, c), bufs, multi, one)
+			testAdamCapturable(t, s, name, c, bufs)
 		}
 	}
 	testUnscaleMulti(t, s)
 	testMultiMisuse(t, s)
+}
+
+// testAdamCapturable: AdamMultiCapturable on the parameters, gradients and moments of
+// an AdamMulti case (bufs) gives every element the bits of Adam one by one with the
+// rate and the counts it read, and leaves each count one higher: counts in permuted
+// slots among unused ones, from 0 to past float32's 2^24.
+func testAdamCapturable(t *testing.T, s *suite, name string, c kernels.Adam, bufs []*buf) {
+	k := len(bufs) / 4
+	const lr, unused = 3e-3, 7
+	counts := []float64{0, 1, 2, 5, 1 << 24, 999}
+	slot := make([]int, k)
+	for i := range k {
+		slot[i] = (i*37 + 5) % (k + unused) // distinct: 37 is prime to k+unused
+	}
+	all := append(append([]*buf(nil), bufs...), row(dtype.F64, 1, func(int) float64 { return lr }),
+		row(dtype.F64, k+unused, func(j int) float64 { return counts[j%len(counts)] }))
+	multi := func(be kernels.Backend, o []kernels.Operand) {
+		be.AdamMultiCapturable(c, o[4*k], o[4*k+1], slot, o[:k], o[k:2*k], o[2*k:3*k], o[3*k:4*k])
+	}
+	one := func(be kernels.Backend, o []kernels.Operand) {
+		cl := c
+		cl.LR = lr
+		for i := range k {
+			n := counts[slot[i]%len(counts)]
+			be.Adam(cl, int(n)+1, o[i], o[k+i], o[2*k+i], o[3*k+i])
+			count := o[4*k+1]
+			count.Layout = kernels.Layout{Offset: slot[i]}
+			be.Fill(count, n+1)
+		}
+	}
+	s.sameAsOneByOne(t, fmt.Sprintf("AdamMultiCapturable %s %+v", name, c), all, multi, one)
 }
 
 // testUnscaleMulti: gradients of every float type, most contiguous, some transposed
@@ -156,6 +188,7 @@ func testUnscaleMulti(t *testing.T, s *suite) {
 // anything is written.
 func testMultiMisuse(t *testing.T, s *suite) {
 	p := row(dtype.F32, 5, s.uniform(-1, 1))
+	lr, steps := row(dtype.F64, 1, func(int) float64 { return 0.1 }), row(dtype.F64, 2, func(int) float64 { return 0 })
 	for _, c := range []struct {
 		msg string
 		f   kernelCall
@@ -168,8 +201,13 @@ func testMultiMisuse(t *testing.T, s *suite) {
 			func(be kernels.Backend, o []kernels.Operand) {
 				be.AdamMulti(kernels.Adam{LR: 0.1}, []int{1}, o[:1], o[:1], o[:1], nil)
 			}},
+		{"adam_multi_capturable: parameters 0 and 1 share step count 0; give each parameter its own",
+			func(be kernels.Backend, o []kernels.Operand) {
+				ps := []kernels.Operand{o[0], o[0]}
+				be.AdamMultiCapturable(kernels.Adam{LR: 0.1}, o[1], o[2], []int{0, 0}, ps, ps, ps, ps)
+			}},
 	} {
-		got := exec(t, s.tg, []*buf{p}, func(be kernels.Backend, o []kernels.Operand) {
+		got := exec(t, s.tg, []*buf{p, lr, steps}, func(be kernels.Backend, o []kernels.Operand) {
 			defer func() {
 				msg, _ := recover().(string)
 				require.Contains(t, msg, c.msg)

@@ -197,6 +197,9 @@ func (s *standIn) SGDMulti(c kernels.SGD, p, g, buf []kernels.Operand, first []b
 func (s *standIn) AdamMulti(c kernels.Adam, steps []int, p, g, m, v []kernels.Operand) {
 	s.cpu.AdamMulti(c, steps, s.hs(p), s.hs(g), s.hs(m), s.hs(v))
 }
+func (s *standIn) AdamMultiCapturable(c kernels.Adam, lr, steps kernels.Operand, slot []int, p, g, m, v []kernels.Operand) {
+	s.cpu.AdamMultiCapturable(c, s.h(lr), s.h(steps), slot, s.hs(p), s.hs(g), s.hs(m), s.hs(v))
+}
 func (s *standIn) UnscaleMulti(g []kernels.Operand, inv float64, found kernels.Operand) {
 	s.cpu.UnscaleMulti(s.hs(g), inv, s.h(found))
 }

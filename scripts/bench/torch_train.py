@@ -130,7 +130,7 @@ def run(name, dev, per, steps, upload, profile, widths, batch, opt, segments=0, 
     if opt == "sgd":
         o = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     else:
-        o = torch.optim.Adam(model.parameters(), lr=1e-3)
+        o = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=graph)  # a captured step needs it
     scaler = torch.amp.GradScaler(dev, enabled=amp is not None) if dev == "cuda" else None
     x = torch.randn(batch, widths[0], device=dev)
     y = torch.randint(0, widths[-1], (batch,), device=dev)

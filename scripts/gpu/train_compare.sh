@@ -15,7 +15,7 @@
 # table.md (steps/s of both sides and their ratio, per case and mode), profile/.
 # Also a CPU profile of sublet's host side on the smallest case (PPROF_CASE, tiny-adam;
 # empty for none), $OUT/train/host.pprof, for `go tool pprof .gpu/bin/sublet-bench`.
-# Each mode also times GRAPH_CASES (tiny-sgd,deep4096-sgd; empty for none) with one step
+# Each mode also times GRAPH_CASES (tiny-sgd,tiny-adam,deep4096-sgd; empty for none) with one step
 # captured as a CUDA graph and replayed (sublet-bench -graph, torch_train.py --graph):
 # the cases named NAME-graph.
 # Environment: CASES (gpu: the set), TIME, UPLOADS ("resident each-step"),
@@ -27,7 +27,7 @@ CASES=${CASES:-gpu}
 TIME=${TIME:-2}
 UPLOADS=${UPLOADS:-"resident each-step"}
 PPROF_CASE=${PPROF_CASE-tiny-adam}
-GRAPH_CASES=${GRAPH_CASES-tiny-sgd,deep4096-sgd}
+GRAPH_CASES=${GRAPH_CASES-tiny-sgd,tiny-adam,deep4096-sgd}
 PY=${PYTHON:-python3}
 if [[ -f .gpu/bin.tar.xz && ! -x .gpu/bin/sublet-bench ]]; then
 	tar -C .gpu -xJf .gpu/bin.tar.xz
