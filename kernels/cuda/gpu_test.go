@@ -333,6 +333,7 @@ func BenchmarkKernelBandwidth(bm *testing.B) {
 		}
 		x, y, out := op(dt, rows, cols), op(dt, rows, cols), op(dt, rows, cols)
 		bias, colSum, rowSum, all := op(dt, cols), op(dt, 1, cols), op(dt, rows, 1), op(dt)
+		rowArg := op(dtype.I64, rows, 1)
 		// The row kernels over rows of 1024 (a warp a row), the same bytes; F32 only.
 		const rowLen = 1024
 		nrows := rows * cols / rowLen
@@ -365,6 +366,7 @@ func BenchmarkKernelBandwidth(bm *testing.B) {
 			{"SumCols", n * es, func() { b.Sum(colSum, x) }},
 			{"SumRows", n * es, func() { b.Sum(rowSum, x) }},
 			{"SumAll", n * es, func() { b.Sum(all, x) }},
+			{"MaxRows", n * es, func() { b.Max(rowSum, rowArg, x) }},
 		}
 		if dt == dtype.F32 { // the row kernels take F32 and F64
 			cases = append(cases,

@@ -137,7 +137,15 @@ __device__ __forceinline__ Acc fold_words(const Reduction &r, int mode, long lon
     double d[N];
 #pragma unroll
     for (int e = 0; e < N; e++) d[e] = 0;
-    Acc a = acc_zero();
+    // The words' maximum: a lane meets its positions in increasing order, so a later
+    // element replaces the kept one only when max_better would say so for a later
+    // position (a NaN over a number, a larger number), compared in C, not in double
+    // with positions.
+    C m = (C)NEG_INF;
+    long long at = -1;
+    auto see = [&](C v, long long pos) {
+        if (at < 0 || v > m || (v != v && m == m)) m = v, at = pos;
+    };
     long long i = j;
     for (; i + (UNROLL - 1) * G < words; i += UNROLL * G) {
         uint4 x[UNROLL];
@@ -148,7 +156,7 @@ __device__ __forceinline__ Acc fold_words(const Reduction &r, int mode, long lon
 #pragma unroll
             for (int e = 0; e < N; e++) {
                 C v = V::template get<C>(x[u], e);
-                if (isMax) acc_add(a, RED_MAX, v, e0 + (i + u * G) * N + e);
+                if (isMax) see(v, e0 + (i + u * G) * N + e);
                 else d[e] += (double)(sq ? v * v : v);
             }
         }
@@ -158,10 +166,12 @@ __device__ __forceinline__ Acc fold_words(const Reduction &r, int mode, long lon
 #pragma unroll
         for (int e = 0; e < N; e++) {
             C v = V::template get<C>(x, e);
-            if (isMax) acc_add(a, RED_MAX, v, e0 + i * N + e);
+            if (isMax) see(v, e0 + i * N + e);
             else d[e] += (double)(sq ? v * v : v);
         }
     }
+    Acc a = acc_zero();
+    if (isMax && at >= 0) a.max = m, a.arg = at;
 #pragma unroll
     for (int e = 0; e < N; e++) a.sum += d[e];
     long long h = lo + j, t = e1 + j;
