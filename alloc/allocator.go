@@ -116,6 +116,8 @@ type Allocator struct {
 	events eventState
 	// spareBlocks are released block structs kept for reuse. Guarded by mu.
 	spareBlocks []*block
+	// freeClock counts the blocks freed (block.freedAt). Guarded by mu.
+	freeClock uint64
 	// pools are the private pools (NewPool) until released and empty; captures the
 	// streams being captured into one, in the order captured. Guarded by mu.
 	pools    []*Pool

@@ -39,6 +39,10 @@ type block struct {
 	// arena is the plan's arena this block is, or is a slot of; nil for every other
 	// block.
 	arena *arena
+	// freedAt is Allocator.freeClock when memory of the block was last freed: the
+	// device work that used it was queued before then. Merging keeps the later value;
+	// pages just mapped have none (0).
+	freedAt uint64
 }
 
 // isSplit reports whether the block is not its segment's only block.

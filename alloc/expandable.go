@@ -183,7 +183,7 @@ func (a *Allocator) mapBlock(r *request, b *block, size int64) (bool, error) {
 func (a *Allocator) commitMapped(b *block, mapped int64) {
 	seg, start := b.seg, b.addr
 	a.removeUnmapped(b)
-	b.mapped = true
+	b.mapped, b.freedAt = true, 0
 	if mapped < b.size {
 		rest := a.newBlock()
 		rest.addr, rest.size, rest.seg = b.addr+device.Ptr(mapped), b.size-mapped, seg
@@ -252,13 +252,13 @@ func (a *Allocator) unmapPages(b *block, lo, hi device.Ptr, wait bool) error {
 	seg.ss.free[seg.kind].remove(b)
 	if before := int64(ulo - b.addr); before > 0 {
 		f := a.newBlock()
-		f.addr, f.size, f.seg, f.mapped = b.addr, before, seg, true
+		f.addr, f.size, f.seg, f.mapped, f.freedAt = b.addr, before, seg, true, b.freedAt
 		spliceBefore(b, f)
 		a.insertFree(f)
 	}
 	if after := b.size - int64(ulo-b.addr) - usize; after > 0 {
 		f := a.newBlock()
-		f.addr, f.size, f.seg, f.mapped = ulo+device.Ptr(usize), after, seg, true
+		f.addr, f.size, f.seg, f.mapped, f.freedAt = ulo+device.Ptr(usize), after, seg, true, b.freedAt
 		spliceAfter(b, f)
 		a.insertFree(f)
 	}

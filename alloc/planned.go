@@ -1,5 +1,7 @@
 package alloc
 
+import "github.com/subletml/sublet/device"
+
 // planned is PolicyPlanned: the caching path (PyTorch's decisions over 2 MiB-page
 // segments where the device has virtual memory management) with plan-and-replay on
 // top. Every event is compared as a sig; once the detector confirms a period, the
@@ -25,6 +27,8 @@ type planned struct {
 	highWater int64
 	// trim is what the latest TrimIdle saw.
 	trim trimState
+	// fences are the streams' fences (fence.go), made on first use.
+	fences map[device.Stream]*fence
 	// stats are PlanStats' counters.
 	stats PlanStats
 }
@@ -175,6 +179,7 @@ func (p *planned) free(b *block) error {
 		p.pause()
 		return err
 	}
+	p.fenceFree(b)
 	p.after(x)
 	return nil
 }

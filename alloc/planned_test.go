@@ -476,3 +476,39 @@ func TestLifetimeNames(t *testing.T) {
 	require.Equal(t, "optimizer_state", LifetimeOptimizerState.String())
 	require.Equal(t, "alloc.Lifetime(9)", Lifetime(9).String())
 }
+
+// Stitching unmaps a hole's pages without synchronizing their stream when the fence
+// recorded at the hole's free has completed, and synchronizes it when the fence is
+// still pending (the device may still be using the pages): the same pages move either
+// way.
+func TestStitchWaitsOnlyForPendingWork(t *testing.T) {
+	for _, busy := range []bool{false, true} {
+		t.Run(map[bool]string{false: "idle", true: "busy"}[busy], func(t *testing.T) {
+			a, d := newAlloc(t, 0, Config{Policy: PolicyPlanned})
+			lo := mustAlloc(t, a, 32*MiB, 0)
+			hole := mustAlloc(t, a, 40*MiB, 0)
+			hi := mustAlloc(t, a, 32*MiB, 0)
+			if busy {
+				require.NoError(t, d.HoldStream(0))
+			}
+			mustFree(t, a, hole)
+			before := d.Stats()
+			// 48 MiB fit in no free block: the hole's 40 MiB of pages move under it and
+			// 8 MiB are new, the high-water mark being 104 MiB.
+			big := mustAlloc(t, a, 48*MiB, 0)
+			after := d.Stats()
+			checkInvariants(t, a)
+			require.Equal(t, 112*MiB, a.Stats().ReservedBytes[StatAll].Current)
+			require.Equal(t, 8*MiB, after.InUse-before.InUse)
+			syncs := int64(0)
+			if busy {
+				syncs = 1
+			}
+			require.Equal(t, syncs, after.StreamSyncs-before.StreamSyncs)
+			require.Equal(t, before.Unmaps+6, after.Unmaps, "the hole's two 16 MiB extents and its four pages above them")
+			require.NoError(t, d.ReleaseStream(0))
+			mustFree(t, a, lo, hi, big)
+			requireDrained(t, a, d)
+		})
+	}
+}

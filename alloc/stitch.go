@@ -97,8 +97,11 @@ func (a *Allocator) reclaimPages(victims []*block, bytes int64) (int64, error) {
 		if want := bytes - done; int64(hi-lo) > want {
 			lo = max(lo, b.seg.extentStart(hi-device.Ptr(want)))
 		}
+		if err := a.plan.settleForUnmap(b); err != nil {
+			return done, err
+		}
 		before := a.totalAllocated
-		err := a.unmapPages(b, lo, hi, true)
+		err := a.unmapPages(b, lo, hi, false)
 		done += before - a.totalAllocated
 		if err != nil {
 			return done, err

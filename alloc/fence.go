@@ -1,0 +1,91 @@
+package alloc
+
+import (
+	"fmt"
+
+	"github.com/subletml/sublet/device"
+)
+
+// Fences (the planned policy): a page may be unmapped only once the device has finished
+// the work queued on it. PyTorch synchronizes the segment's stream before unmapping,
+// which on the allocation path stalls the host until the device has caught up. Instead,
+// each free on the caching path that leaves whole free pages re-records its stream's
+// fence, an event, after stamping the block (block.freedAt). When stitching unmaps a
+// page, a block freed before its stream's fence was recorded needs only that fence
+// completed, which one event query tells without waiting; the stream is synchronized
+// only for a block freed after the fence, or while the fence is still pending, and then
+// once for every block of the stream that the stitch unmaps. Expandable segments under
+// PyTorch's policy, EmptyCache and the retry after an OOM keep PyTorch's synchronizing.
+
+// fence is a stream's. Guarded by Allocator.mu.
+type fence struct {
+	// ev is the stream's fence event (0 until first recorded); it was last recorded
+	// when Allocator.freeClock was at, and pending says it was not seen completed since.
+	ev      device.Event
+	at      uint64
+	pending bool
+	// idle is a free clock value the stream is known done with: the device finished
+	// the work on every block with freedAt < idle.
+	idle uint64
+}
+
+// fenceOf returns stream s's fence, made on first use.
+func (p *planned) fenceOf(s device.Stream) *fence {
+	f := p.fences[s]
+	if f == nil {
+		if p.fences == nil {
+			p.fences = map[device.Stream]*fence{}
+		}
+		f = &fence{}
+		p.fences[s] = f
+	}
+	return f
+}
+
+// fenceFree re-records the fence of b's stream after the caching path freed b, when b
+// is free in an expandable segment and holds whole pages that stitching may unmap. A
+// fence that cannot be recorded is no error: the stream is synchronized instead when
+// the pages are unmapped.
+func (p *planned) fenceFree(b *block) {
+	a := p.a
+	if len(a.captures) > 0 || !b.seg.expandable || !b.mapped || !b.allocatable() {
+		return
+	}
+	if lo, hi := wholePages(b); lo >= hi {
+		return
+	}
+	f := p.fenceOf(b.seg.stream)
+	var err error
+	if f.ev == 0 {
+		f.ev, err = a.recordEvent(b.seg.stream)
+	} else {
+		err = a.dev.RecordEvent(f.ev, b.seg.stream)
+	}
+	f.at, f.pending = a.freeClock, err == nil
+	if err != nil && f.ev != 0 {
+		a.events.spare = append(a.events.spare, f.ev)
+		f.ev = 0
+	}
+}
+
+// settleForUnmap makes sure the device has finished the work that used free block b's
+// memory, so that its pages can be unmapped: by the stream's completed fence, without
+// waiting, or else by synchronizing the stream.
+func (p *planned) settleForUnmap(b *block) error {
+	a, s := p.a, b.seg.stream
+	f := p.fenceOf(s)
+	if b.freedAt < f.idle {
+		return nil
+	}
+	if f.pending && b.freedAt <= f.at {
+		if done, err := a.dev.QueryEvent(f.ev); err == nil && done {
+			f.pending, f.idle = false, f.at+1
+			return nil
+		}
+	}
+	if err := a.dev.SynchronizeStream(s); err != nil {
+		return fmt.Errorf("synchronizing stream %d before unmapping: %w", s, err)
+	}
+	f.pending, f.idle = false, a.freeClock+1
+	return nil
+}
