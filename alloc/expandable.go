@@ -72,6 +72,9 @@ func (a *Allocator) tryAllocateExpandable(r *request) (*block, error) {
 // (findExpandableBlock's) and returns the resulting free block, out of its free set;
 // nil, nil when the device is out of memory.
 func (a *Allocator) mapRun(r *request, c *block) (*block, error) {
+	if a.plan != nil && !a.hasRoomFor(r, c) {
+		return nil, nil
+	}
 	if !c.mapped {
 		if ok, err := a.mapBlock(r, c, min(c.size, r.rounded)); !ok {
 			return nil, err
@@ -88,6 +91,26 @@ func (a *Allocator) mapRun(r *request, c *block) (*block, error) {
 	c.seg.ss.free[c.kind()].remove(c)
 	return c, nil
 }
+
+// hasRoomFor reports whether the device may have the pages r needs from c, asking it
+// (MemInfo) when they are many: a run mapped until the device refuses is unmapped again,
+// two calls per extent for nothing. It reports true when the device cannot tell.
+func (a *Allocator) hasRoomFor(r *request, c *block) bool {
+	need := pagesToMap(c, r.rounded)
+	if need < roomCheckMin {
+		return true
+	}
+	free, _, err := a.dev.MemInfo()
+	if err != nil || need <= free {
+		return true
+	}
+	r.devErr = fmt.Errorf("%s has %d bytes free for %d bytes of pages: %w", a.dev.Name(), free, need, device.ErrOutOfMemory)
+	return false
+}
+
+// roomCheckMin is the bytes of pages from which the planned policy asks the device for
+// its free memory before mapping them: four extents, eight or more calls to undo.
+const roomCheckMin = 4 * extentGrid
 
 // findExpandableBlock is PyTorch's find_expandable_block: the lowest-address unmapped
 // block of this (pool, stream), together with a free block right before it, whose run

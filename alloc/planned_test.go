@@ -512,3 +512,23 @@ func TestStitchWaitsOnlyForPendingWork(t *testing.T) {
 		})
 	}
 }
+
+// A request whose pages the device cannot hold is refused after one MemInfo, with no
+// page mapped and unmapped again for nothing; the error still wraps the device's
+// ErrOutOfMemory and the allocator's state is unchanged.
+func TestPlannedMapsNothingTheDeviceCannotHold(t *testing.T) {
+	a, d := newAlloc(t, 256*MiB, Config{Policy: PolicyPlanned})
+	live := mustAlloc(t, a, 100*MiB, 0)
+	before, st := d.Stats(), a.Stats()
+	_, err := a.Alloc(200*MiB, 0)
+	var oom *OOMError
+	require.ErrorAs(t, err, &oom)
+	require.ErrorIs(t, err, device.ErrOutOfMemory)
+	after := d.Stats()
+	require.Equal(t, before.Maps, after.Maps)
+	require.Equal(t, before.Unmaps, after.Unmaps)
+	require.Equal(t, st.ReservedBytes[StatAll].Current, a.Stats().ReservedBytes[StatAll].Current)
+	checkInvariants(t, a)
+	mustFree(t, a, live)
+	requireDrained(t, a, d)
+}
