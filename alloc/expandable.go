@@ -92,11 +92,12 @@ func (a *Allocator) mapRun(r *request, c *block) (*block, error) {
 	return c, nil
 }
 
-// hasRoomFor reports whether the device may have the pages r needs from c, asking it
+// hasRoomFor reports whether the device may have the pages r needs from c beyond the
+// held ones (move.go), asking it
 // (MemInfo) when they are many: a run mapped until the device refuses is unmapped again,
 // two calls per extent for nothing. It reports true when the device cannot tell.
 func (a *Allocator) hasRoomFor(r *request, c *block) bool {
-	need := pagesToMap(c, r.rounded)
+	need := pagesToMap(c, r.rounded) - a.heldBytes()
 	if need < roomCheckMin {
 		return true
 	}
@@ -175,7 +176,7 @@ func (a *Allocator) mapBlock(r *request, b *block, size int64) (bool, error) {
 		if grid := extentGrid / page; a.plan != nil && seg.kind == largePool && int64(lo)/page%grid == 0 && pages-i >= grid {
 			chunk = grid
 		}
-		err := a.vm.Map(seg.base+lo, chunk*page)
+		err := a.mapExtent(seg.base+lo, chunk*page)
 		if err == nil {
 			seg.addExtent(lo, lo+device.Ptr(chunk*page))
 			continue
@@ -201,10 +202,20 @@ func (a *Allocator) mapBlock(r *request, b *block, size int64) (bool, error) {
 }
 
 // commitMapped records that the first mapped bytes (whole pages) of unmapped block b
-// are now mapped: they become a free block, merged with free neighbours, in the free
-// set.
+// are now mapped, by one map step: they become a free block, merged with free
+// neighbours, in the free set.
 func (a *Allocator) commitMapped(b *block, mapped int64) {
 	seg, start := b.seg, b.addr
+	a.bookMapped(b, mapped)
+	a.stats.NumDeviceAlloc++
+	if a.hist != nil {
+		a.recordSegment(ActionSegmentMap, start, mapped, seg)
+	}
+}
+
+// bookMapped is commitMapped without the map step: the accounting of the bytes.
+func (a *Allocator) bookMapped(b *block, mapped int64) {
+	seg := b.seg
 	a.removeUnmapped(b)
 	b.mapped, b.freedAt = true, 0
 	if mapped < b.size {
@@ -219,10 +230,6 @@ func (a *Allocator) commitMapped(b *block, mapped int64) {
 	a.insertFree(b)
 	a.totalAllocated += mapped
 	a.stats.ReservedBytes.increase(seg.kind, mapped)
-	a.stats.NumDeviceAlloc++
-	if a.hist != nil {
-		a.recordSegment(ActionSegmentMap, start, mapped, seg)
-	}
 }
 
 // unmapBlock is PyTorch's unmap_block: give back the whole pages inside free block b,
@@ -260,7 +267,7 @@ func (a *Allocator) unmapPages(b *block, lo, hi device.Ptr, wait bool) error {
 	var uerr error
 	for p := lo; p < hi; {
 		end := seg.extentEnd(p)
-		if err := a.vm.Unmap(seg.base+p, int64(end-p)); err != nil {
+		if err := a.releaseExtent(seg, p, end); err != nil {
 			uerr = fmt.Errorf("unmapping page %#x of an expandable segment: %w", uintptr(seg.base+p), err)
 			hi = p
 			break

@@ -116,7 +116,17 @@ func (a *Allocator) reclaimPages(victims []*block, bytes int64) (int64, error) {
 // ones, strict refuses (nil, nil) before changing anything; otherwise reserved memory
 // grows by the rest. The block returned is free, mapped and out of its free set; nil,
 // nil also when the memory fraction or the device refuses the pages.
-func (a *Allocator) stitch(r *request, limit int64, strict bool) (*block, error) {
+func (a *Allocator) stitch(r *request, limit int64, strict bool) (b *block, err error) {
+	a.holdExtents()
+	defer func() {
+		if rerr := a.releaseHeld(); rerr != nil && err == nil {
+			// The block, mapped, stays free.
+			if b != nil {
+				a.insertFree(b)
+			}
+			b, err = nil, rerr
+		}
+	}()
 	c, err := a.leastMappingRun(r)
 	if err != nil {
 		return nil, err
