@@ -54,12 +54,19 @@ func (p *planned) fenceFree(b *block) {
 	if lo, hi := wholePages(b); lo >= hi {
 		return
 	}
-	f := p.fenceOf(b.seg.stream)
+	p.recordFence(b.seg.stream)
+}
+
+// recordFence re-records stream s's fence: the blocks freed so far are covered once it
+// completes.
+func (p *planned) recordFence(s device.Stream) {
+	a := p.a
+	f := p.fenceOf(s)
 	var err error
 	if f.ev == 0 {
-		f.ev, err = a.recordEvent(b.seg.stream)
+		f.ev, err = a.recordEvent(s)
 	} else {
-		err = a.dev.RecordEvent(f.ev, b.seg.stream)
+		err = a.dev.RecordEvent(f.ev, s)
 	}
 	f.at, f.pending = a.freeClock, err == nil
 	if err != nil && f.ev != 0 {
