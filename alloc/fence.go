@@ -9,13 +9,14 @@ import (
 // Fences (the planned policy): a page may be unmapped only once the device has finished
 // the work queued on it. PyTorch synchronizes the segment's stream before unmapping,
 // which on the allocation path stalls the host until the device has caught up. Instead,
-// each free on the caching path that leaves whole free pages re-records its stream's
-// fence, an event, after stamping the block (block.freedAt). When stitching unmaps a
-// page, a block freed before its stream's fence was recorded needs only that fence
-// completed, which one event query tells without waiting; the stream is synchronized
-// only for a block freed after the fence, or while the fence is still pending, and then
-// once for every block of the stream that the stitch unmaps. Expandable segments under
-// PyTorch's policy, EmptyCache and the retry after an OOM keep PyTorch's synchronizing.
+// a free on the caching path that leaves whole free pages records its stream's fence,
+// an event, when none is pending, after stamping the block (block.freedAt); a plan that
+// ends records one for its arenas' streams. When stitching unmaps a page, a block freed
+// before its stream's fence was recorded needs only that fence completed, which one
+// event query tells without waiting; the stream is synchronized only for a block freed
+// after the fence, or while the fence is still pending, and then once for all the
+// stream's blocks that the stitch unmaps. Expandable segments under PyTorch's policy,
+// EmptyCache and the retry after an OOM keep PyTorch's synchronizing.
 
 // fence is a stream's. Guarded by Allocator.mu.
 type fence struct {
@@ -42,13 +43,18 @@ func (p *planned) fenceOf(s device.Stream) *fence {
 	return f
 }
 
-// fenceFree re-records the fence of b's stream after the caching path freed b, when b
-// is free in an expandable segment and holds whole pages that stitching may unmap. A
-// fence that cannot be recorded is no error: the stream is synchronized instead when
-// the pages are unmapped.
+// fenceFree records the fence of b's stream after the caching path freed b, when b is
+// free in an expandable segment, holds whole pages that stitching may unmap, and the
+// stream has no fence pending: one event record per stream between two stitches at
+// most, rather than one per free (a cuEventRecord is a driver call). A fence that
+// cannot be recorded is no error: the stream is synchronized instead when the pages are
+// unmapped.
 func (p *planned) fenceFree(b *block) {
 	a := p.a
-	if len(a.captures) > 0 || !b.seg.expandable || !b.mapped || !b.allocatable() {
+	if len(a.captures) > 0 || !b.seg.expandable || !b.mapped || !b.allocatable() || b.size < b.seg.page {
+		return
+	}
+	if f := p.fences[b.seg.stream]; f != nil && f.pending {
 		return
 	}
 	if lo, hi := wholePages(b); lo >= hi {
@@ -57,8 +63,8 @@ func (p *planned) fenceFree(b *block) {
 	p.recordFence(b.seg.stream)
 }
 
-// recordFence re-records stream s's fence: the blocks freed so far are covered once it
-// completes.
+// recordFence records stream s's fence, pending or not: the blocks freed so far are
+// covered once it completes.
 func (p *planned) recordFence(s device.Stream) {
 	a := p.a
 	f := p.fenceOf(s)
