@@ -153,6 +153,9 @@ type streamState struct {
 	// unmapped holds the unmapped blocks of this stream's expandable segments, by
 	// poolKind, sorted by address.
 	unmapped [3][]*block
+	// fence tells which free blocks of the state's segments the device is done with
+	// (the planned policy: fence.go).
+	fence fence
 }
 
 // newBlock returns a zeroed block, reusing a released one when there is one.

@@ -1,7 +1,5 @@
 package alloc
 
-import "github.com/subletml/sublet/device"
-
 // planned is PolicyPlanned: the caching path (PyTorch's decisions over 2 MiB-page
 // segments where the device has virtual memory management) with plan-and-replay on
 // top. Every event is compared as a sig; once the detector confirms a period, the
@@ -27,8 +25,6 @@ type planned struct {
 	highWater int64
 	// trim is what the latest TrimIdle saw.
 	trim trimState
-	// fences are the streams' fences (fence.go), made on first use.
-	fences map[device.Stream]*fence
 	// stats are PlanStats' counters.
 	stats PlanStats
 }
@@ -220,7 +216,7 @@ func (p *planned) stop() {
 			p.a.dissolve(ar)
 			// The arena's free gaps are free blocks now, which stitching may unmap.
 			if seg.expandable && len(p.a.captures) == 0 {
-				p.recordFence(seg.stream)
+				p.recordFence(seg.ss)
 			}
 		}
 	}
