@@ -109,8 +109,9 @@ func (a *Allocator) hasRoomFor(r *request, c *block) bool {
 	return false
 }
 
-// roomCheckMin is the bytes of pages from which the planned policy asks the device for
-// its free memory before mapping them: four extents, eight or more calls to undo.
+// roomCheckMin is the bytes of new pages from which the planned policy asks the device
+// for its free memory before mapping them: four Map calls or more, and as many Unmaps to
+// undo them.
 const roomCheckMin = 4 * extentGrid
 
 // findExpandableBlock is PyTorch's find_expandable_block: the lowest-address unmapped
