@@ -92,10 +92,10 @@ func (a *Allocator) mapRun(r *request, c *block) (*block, error) {
 	return c, nil
 }
 
-// hasRoomFor reports whether the device may have the pages r needs from c beyond the
-// held ones (move.go), asking it
-// (MemInfo) when they are many: a run mapped until the device refuses is unmapped again,
-// two calls per extent for nothing. It reports true when the device cannot tell.
+// hasRoomFor reports whether the device may have the new pages r needs from c beyond
+// the held ones (move.go), asking it (MemInfo) when they are many: a run mapped until
+// the device refuses is unmapped again, two calls per extent for nothing. It reports
+// true when the device cannot tell.
 func (a *Allocator) hasRoomFor(r *request, c *block) bool {
 	need := pagesToMap(c, r.rounded) - a.heldBytes()
 	if need < roomCheckMin {

@@ -15,8 +15,9 @@ import (
 // reserved memory grows only when the live blocks' pages fill it, whatever the order
 // of sizes. The device's Map and Unmap create and release physical memory, so a page
 // "moves" by an unmap and a map (both counted in num_device_free and num_device_alloc);
-// a device API that remaps a page's physical memory at a new address (cuMemMap of a
-// kept handle, mremap) would save that, and is not assumed here.
+// on a device.Remapper the device moves the memory instead, in one call (move.go), and
+// a hole's pages are unmapped without waiting for their stream where its fence says
+// the device is done with them (fence.go).
 
 // runEnd returns the end of the run of blocks from c that r's rounded size covers: the
 // blocks mapRun maps or takes.
