@@ -234,11 +234,18 @@ func (a *Allocator) bookMapped(b *block, mapped int64) {
 }
 
 // unmapBlock is PyTorch's unmap_block: give back the whole pages inside free block b,
-// after the segment's stream has finished with them. The partial pages at either end
-// stay mapped as free blocks. If an Unmap fails, the pages unmapped before it are
-// accounted as unmapped and the rest of b stays a free block.
+// after the segment's stream has finished with them (under the planned policy, told by
+// its fence where it can be: fence.go). The partial pages at either end stay mapped as
+// free blocks. If an Unmap fails, the pages unmapped before it are accounted as
+// unmapped and the rest of b stays a free block.
 func (a *Allocator) unmapBlock(b *block) error {
 	lo, hi := wholePages(b)
+	if a.plan != nil && lo < hi {
+		if err := a.plan.settleForUnmap(b); err != nil {
+			return err
+		}
+		return a.unmapPages(b, lo, hi, false)
+	}
 	return a.unmapPages(b, lo, hi, true)
 }
 

@@ -17,9 +17,10 @@ import (
 // after the fence, or while the fence is still pending, and then once for all the
 // stream's blocks that the stitch unmaps. (Recording only when no fence is pending, one
 // record between two stitches, leaves the holes freed after it uncovered: 73
-// synchronizations on oversize, 50 on growing, 35 on random, against none.) Expandable
-// segments under PyTorch's policy, EmptyCache and the retry after an OOM keep PyTorch's
-// synchronizing.
+// synchronizations on oversize, 50 on growing, 35 on random, against none.) EmptyCache
+// and the release before an OOM retry settle each block the same way (having waited for
+// the events of other streams' uses, as PyTorch's do); expandable segments under
+// PyTorch's policy keep PyTorch's synchronizing.
 
 // fence is a streamState's: its events go on the state's stream. Guarded by
 // Allocator.mu.

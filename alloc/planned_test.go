@@ -563,3 +563,28 @@ func TestStitchMoveFailures(t *testing.T) {
 		})
 	}
 }
+
+// EmptyCache under the planned policy gives back pages whose fence has completed
+// without synchronizing their stream, and synchronizes it while the fence is pending.
+func TestPlannedEmptyCacheWaitsOnlyForPendingWork(t *testing.T) {
+	for _, busy := range []bool{false, true} {
+		t.Run(map[bool]string{false: "idle", true: "busy"}[busy], func(t *testing.T) {
+			a, d := newAlloc(t, 0, Config{Policy: PolicyPlanned})
+			p := mustAlloc(t, a, 40*MiB, 0)
+			if busy {
+				require.NoError(t, d.HoldStream(0))
+			}
+			mustFree(t, a, p)
+			before := d.Stats().StreamSyncs
+			require.NoError(t, a.EmptyCache())
+			syncs := int64(0)
+			if busy {
+				syncs = 1
+			}
+			require.Equal(t, syncs, d.Stats().StreamSyncs-before)
+			require.Zero(t, a.Stats().ReservedBytes[StatAll].Current)
+			require.NoError(t, d.ReleaseStream(0))
+			requireDrained(t, a, d)
+		})
+	}
+}
