@@ -116,6 +116,12 @@ type Allocator struct {
 	events eventState
 	// spareBlocks are released block structs kept for reuse. Guarded by mu.
 	spareBlocks []*block
+	// freeClock counts the blocks freed (block.freedAt). Guarded by mu.
+	freeClock uint64
+	// held are the extents a stitch unmapped in the books and keeps mapped to move
+	// under the pages it maps; holding is true while it does (move.go). Guarded by mu.
+	held    []heldExtent
+	holding bool
 	// pools are the private pools (NewPool) until released and empty; captures the
 	// streams being captured into one, in the order captured. Guarded by mu.
 	pools    []*Pool

@@ -39,6 +39,10 @@ type block struct {
 	// arena is the plan's arena this block is, or is a slot of; nil for every other
 	// block.
 	arena *arena
+	// freedAt is Allocator.freeClock when memory of the block was last freed: the
+	// device work that used it was queued before then. Merging keeps the later value;
+	// pages just mapped have none (0).
+	freedAt uint64
 }
 
 // isSplit reports whether the block is not its segment's only block.
@@ -149,6 +153,9 @@ type streamState struct {
 	// unmapped holds the unmapped blocks of this stream's expandable segments, by
 	// poolKind, sorted by address.
 	unmapped [3][]*block
+	// fence tells which free blocks of the state's segments the device is done with
+	// (the planned policy: fence.go).
+	fence fence
 }
 
 // newBlock returns a zeroed block, reusing a released one when there is one.

@@ -72,6 +72,9 @@ func (a *Allocator) tryAllocateExpandable(r *request) (*block, error) {
 // (findExpandableBlock's) and returns the resulting free block, out of its free set;
 // nil, nil when the device is out of memory.
 func (a *Allocator) mapRun(r *request, c *block) (*block, error) {
+	if a.plan != nil && !a.hasRoomFor(r, c) {
+		return nil, nil
+	}
 	if !c.mapped {
 		if ok, err := a.mapBlock(r, c, min(c.size, r.rounded)); !ok {
 			return nil, err
@@ -88,6 +91,28 @@ func (a *Allocator) mapRun(r *request, c *block) (*block, error) {
 	c.seg.ss.free[c.kind()].remove(c)
 	return c, nil
 }
+
+// hasRoomFor reports whether the device may have the new pages r needs from c beyond
+// the held ones (move.go), asking it (MemInfo) when they are many: a run mapped until
+// the device refuses is unmapped again, two calls per extent for nothing. It reports
+// true when the device cannot tell.
+func (a *Allocator) hasRoomFor(r *request, c *block) bool {
+	need := pagesToMap(c, r.rounded) - a.heldBytes()
+	if need < roomCheckMin {
+		return true
+	}
+	free, _, err := a.dev.MemInfo()
+	if err != nil || need <= free {
+		return true
+	}
+	r.devErr = fmt.Errorf("%s has %d bytes free for %d bytes of pages: %w", a.dev.Name(), free, need, device.ErrOutOfMemory)
+	return false
+}
+
+// roomCheckMin is the bytes of new pages from which the planned policy asks the device
+// for its free memory before mapping them: four Map calls or more, and as many Unmaps to
+// undo them.
+const roomCheckMin = 4 * extentGrid
 
 // findExpandableBlock is PyTorch's find_expandable_block: the lowest-address unmapped
 // block of this (pool, stream), together with a free block right before it, whose run
@@ -152,7 +177,7 @@ func (a *Allocator) mapBlock(r *request, b *block, size int64) (bool, error) {
 		if grid := extentGrid / page; a.plan != nil && seg.kind == largePool && int64(lo)/page%grid == 0 && pages-i >= grid {
 			chunk = grid
 		}
-		err := a.vm.Map(seg.base+lo, chunk*page)
+		err := a.mapExtent(seg.base+lo, chunk*page)
 		if err == nil {
 			seg.addExtent(lo, lo+device.Ptr(chunk*page))
 			continue
@@ -178,12 +203,22 @@ func (a *Allocator) mapBlock(r *request, b *block, size int64) (bool, error) {
 }
 
 // commitMapped records that the first mapped bytes (whole pages) of unmapped block b
-// are now mapped: they become a free block, merged with free neighbours, in the free
-// set.
+// are now mapped, by one map step: they become a free block, merged with free
+// neighbours, in the free set.
 func (a *Allocator) commitMapped(b *block, mapped int64) {
 	seg, start := b.seg, b.addr
+	a.bookMapped(b, mapped)
+	a.stats.NumDeviceAlloc++
+	if a.hist != nil {
+		a.recordSegment(ActionSegmentMap, start, mapped, seg)
+	}
+}
+
+// bookMapped is commitMapped without the map step: the accounting of the bytes.
+func (a *Allocator) bookMapped(b *block, mapped int64) {
+	seg := b.seg
 	a.removeUnmapped(b)
-	b.mapped = true
+	b.mapped, b.freedAt = true, 0
 	if mapped < b.size {
 		rest := a.newBlock()
 		rest.addr, rest.size, rest.seg = b.addr+device.Ptr(mapped), b.size-mapped, seg
@@ -196,18 +231,21 @@ func (a *Allocator) commitMapped(b *block, mapped int64) {
 	a.insertFree(b)
 	a.totalAllocated += mapped
 	a.stats.ReservedBytes.increase(seg.kind, mapped)
-	a.stats.NumDeviceAlloc++
-	if a.hist != nil {
-		a.recordSegment(ActionSegmentMap, start, mapped, seg)
-	}
 }
 
 // unmapBlock is PyTorch's unmap_block: give back the whole pages inside free block b,
-// after the segment's stream has finished with them. The partial pages at either end
-// stay mapped as free blocks. If an Unmap fails, the pages unmapped before it are
-// accounted as unmapped and the rest of b stays a free block.
+// after the segment's stream has finished with them (under the planned policy, told by
+// its fence where it can be: fence.go). The partial pages at either end stay mapped as
+// free blocks. If an Unmap fails, the pages unmapped before it are accounted as
+// unmapped and the rest of b stays a free block.
 func (a *Allocator) unmapBlock(b *block) error {
 	lo, hi := wholePages(b)
+	if a.plan != nil && lo < hi {
+		if err := a.plan.settleForUnmap(b); err != nil {
+			return err
+		}
+		return a.unmapPages(b, lo, hi, false)
+	}
 	return a.unmapPages(b, lo, hi, true)
 }
 
@@ -237,7 +275,7 @@ func (a *Allocator) unmapPages(b *block, lo, hi device.Ptr, wait bool) error {
 	var uerr error
 	for p := lo; p < hi; {
 		end := seg.extentEnd(p)
-		if err := a.vm.Unmap(seg.base+p, int64(end-p)); err != nil {
+		if err := a.releaseExtent(seg, p, end); err != nil {
 			uerr = fmt.Errorf("unmapping page %#x of an expandable segment: %w", uintptr(seg.base+p), err)
 			hi = p
 			break
@@ -252,13 +290,13 @@ func (a *Allocator) unmapPages(b *block, lo, hi device.Ptr, wait bool) error {
 	seg.ss.free[seg.kind].remove(b)
 	if before := int64(ulo - b.addr); before > 0 {
 		f := a.newBlock()
-		f.addr, f.size, f.seg, f.mapped = b.addr, before, seg, true
+		f.addr, f.size, f.seg, f.mapped, f.freedAt = b.addr, before, seg, true, b.freedAt
 		spliceBefore(b, f)
 		a.insertFree(f)
 	}
 	if after := b.size - int64(ulo-b.addr) - usize; after > 0 {
 		f := a.newBlock()
-		f.addr, f.size, f.seg, f.mapped = ulo+device.Ptr(usize), after, seg, true
+		f.addr, f.size, f.seg, f.mapped, f.freedAt = ulo+device.Ptr(usize), after, seg, true, b.freedAt
 		spliceAfter(b, f)
 		a.insertFree(f)
 	}

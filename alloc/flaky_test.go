@@ -156,3 +156,10 @@ func (d *flaky) Unreserve(addr device.Ptr, size int64) error {
 	}
 	return d.Device.Unreserve(addr, size)
 }
+
+func (d *flaky) Remap(from, to device.Ptr, size int64) error {
+	if err := d.check("Remap"); err != nil {
+		return err
+	}
+	return d.Device.Remap(from, to, size)
+}

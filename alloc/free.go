@@ -25,6 +25,8 @@ func (a *Allocator) countRetired(k poolKind, size, requested int64) {
 // and bytes that change.
 func (a *Allocator) coalesce(b *block) {
 	k := b.kind()
+	a.freeClock++
+	b.freedAt = a.freeClock
 	var netBlocks, netBytes int64
 	for _, c := range [2]*block{b.prev, b.next} {
 		if sub := a.tryMerge(b, c); sub > 0 {
@@ -83,6 +85,7 @@ func (a *Allocator) tryMerge(dst, src *block) int64 {
 	}
 	sub := src.size
 	dst.size += sub
+	dst.freedAt = max(dst.freedAt, src.freedAt)
 	a.dropBlock(src)
 	return sub
 }

@@ -175,6 +175,7 @@ func (p *planned) free(b *block) error {
 		p.pause()
 		return err
 	}
+	p.fenceFree(b)
 	p.after(x)
 	return nil
 }
@@ -211,7 +212,12 @@ func (p *planned) stop() {
 	p.stats.Ended++
 	for _, ar := range c.arenas {
 		if ar != nil {
+			seg := ar.block.seg
 			p.a.dissolve(ar)
+			// The arena's free gaps are free blocks now, which stitching may unmap.
+			if seg.expandable && len(p.a.captures) == 0 {
+				p.recordFence(seg.ss)
+			}
 		}
 	}
 }

@@ -476,3 +476,115 @@ func TestLifetimeNames(t *testing.T) {
 	require.Equal(t, "optimizer_state", LifetimeOptimizerState.String())
 	require.Equal(t, "alloc.Lifetime(9)", Lifetime(9).String())
 }
+
+// Stitching moves a hole's pages without synchronizing their stream when the fence
+// recorded at the hole's free has completed, and synchronizes it when the fence is
+// still pending (the device may still be using the pages): the same pages move either
+// way, one Remap each.
+func TestStitchWaitsOnlyForPendingWork(t *testing.T) {
+	for _, busy := range []bool{false, true} {
+		t.Run(map[bool]string{false: "idle", true: "busy"}[busy], func(t *testing.T) {
+			a, d := newAlloc(t, 0, Config{Policy: PolicyPlanned})
+			lo := mustAlloc(t, a, 32*MiB, 0)
+			hole := mustAlloc(t, a, 40*MiB, 0)
+			hi := mustAlloc(t, a, 32*MiB, 0)
+			if busy {
+				require.NoError(t, d.HoldStream(0))
+			}
+			mustFree(t, a, hole)
+			before := d.Stats()
+			// 48 MiB fit in no free block: the hole's 40 MiB of pages move under it and
+			// 8 MiB are new, the high-water mark being 104 MiB.
+			big := mustAlloc(t, a, 48*MiB, 0)
+			after := d.Stats()
+			checkInvariants(t, a)
+			require.Equal(t, 112*MiB, a.Stats().ReservedBytes[StatAll].Current)
+			require.Equal(t, 8*MiB, after.InUse-before.InUse)
+			syncs := int64(0)
+			if busy {
+				syncs = 1
+			}
+			require.Equal(t, syncs, after.StreamSyncs-before.StreamSyncs)
+			// The hole's two 16 MiB extents and four pages move under the new block, which
+			// takes four new pages.
+			require.Equal(t, [3]int64{6, 4, 0}, [3]int64{after.Remaps - before.Remaps, after.Maps - before.Maps, after.Unmaps - before.Unmaps})
+			require.NoError(t, d.ReleaseStream(0))
+			mustFree(t, a, lo, hi, big)
+			requireDrained(t, a, d)
+		})
+	}
+}
+
+// A request whose pages the device cannot hold is refused after one MemInfo, with no
+// page mapped and unmapped again for nothing; the error still wraps the device's
+// ErrOutOfMemory and the allocator's state is unchanged.
+func TestPlannedMapsNothingTheDeviceCannotHold(t *testing.T) {
+	a, d := newAlloc(t, 256*MiB, Config{Policy: PolicyPlanned})
+	live := mustAlloc(t, a, 100*MiB, 0)
+	before, st := d.Stats(), a.Stats()
+	_, err := a.Alloc(200*MiB, 0)
+	var oom *OOMError
+	require.ErrorAs(t, err, &oom)
+	require.ErrorIs(t, err, device.ErrOutOfMemory)
+	after := d.Stats()
+	require.Equal(t, before.Maps, after.Maps)
+	require.Equal(t, before.Unmaps, after.Unmaps)
+	require.Equal(t, st.ReservedBytes[StatAll].Current, a.Stats().ReservedBytes[StatAll].Current)
+	checkInvariants(t, a)
+	mustFree(t, a, live)
+	requireDrained(t, a, d)
+}
+
+// When the device fails to move a hole's pages, and then to unmap them, the request
+// fails with the device's error and the allocator's books stay the device's: the pages
+// it could not unmap count as reserved free memory, and go back once the device works.
+func TestStitchMoveFailures(t *testing.T) {
+	for _, failUnmap := range []bool{false, true} {
+		t.Run(map[bool]string{false: "remap", true: "remap and unmap"}[failUnmap], func(t *testing.T) {
+			a, f, d := newFlakyAlloc(t, 0, Config{Policy: PolicyPlanned})
+			lo := mustAlloc(t, a, 32*MiB, 0)
+			hole := mustAlloc(t, a, 40*MiB, 0)
+			hi := mustAlloc(t, a, 32*MiB, 0)
+			mustFree(t, a, hole)
+			f.failNext("Remap", always)
+			if failUnmap {
+				f.failNext("Unmap", 1)
+			}
+			_, err := a.Alloc(48*MiB, 0)
+			require.ErrorIs(t, err, errBroken)
+			checkInvariants(t, a)
+			require.Equal(t, d.Stats().InUse, a.Stats().ReservedBytes[StatAll].Current, "the books are the device's")
+			f.heal("Remap")
+			f.heal("Unmap")
+			big := mustAlloc(t, a, 48*MiB, 0)
+			checkInvariants(t, a)
+			mustFree(t, a, lo, hi, big)
+			requireDrained(t, a, d)
+		})
+	}
+}
+
+// EmptyCache under the planned policy gives back pages whose fence has completed
+// without synchronizing their stream, and synchronizes it while the fence is pending.
+func TestPlannedEmptyCacheWaitsOnlyForPendingWork(t *testing.T) {
+	for _, busy := range []bool{false, true} {
+		t.Run(map[bool]string{false: "idle", true: "busy"}[busy], func(t *testing.T) {
+			a, d := newAlloc(t, 0, Config{Policy: PolicyPlanned})
+			p := mustAlloc(t, a, 40*MiB, 0)
+			if busy {
+				require.NoError(t, d.HoldStream(0))
+			}
+			mustFree(t, a, p)
+			before := d.Stats().StreamSyncs
+			require.NoError(t, a.EmptyCache())
+			syncs := int64(0)
+			if busy {
+				syncs = 1
+			}
+			require.Equal(t, syncs, d.Stats().StreamSyncs-before)
+			require.Zero(t, a.Stats().ReservedBytes[StatAll].Current)
+			require.NoError(t, d.ReleaseStream(0))
+			requireDrained(t, a, d)
+		})
+	}
+}

@@ -15,8 +15,9 @@ import (
 // reserved memory grows only when the live blocks' pages fill it, whatever the order
 // of sizes. The device's Map and Unmap create and release physical memory, so a page
 // "moves" by an unmap and a map (both counted in num_device_free and num_device_alloc);
-// a device API that remaps a page's physical memory at a new address (cuMemMap of a
-// kept handle, mremap) would save that, and is not assumed here.
+// on a device.Remapper the device moves the memory instead, in one call (move.go), and
+// a hole's pages are unmapped without waiting for their stream where its fence says
+// the device is done with them (fence.go).
 
 // runEnd returns the end of the run of blocks from c that r's rounded size covers: the
 // blocks mapRun maps or takes.
@@ -97,8 +98,11 @@ func (a *Allocator) reclaimPages(victims []*block, bytes int64) (int64, error) {
 		if want := bytes - done; int64(hi-lo) > want {
 			lo = max(lo, b.seg.extentStart(hi-device.Ptr(want)))
 		}
+		if err := a.plan.settleForUnmap(b); err != nil {
+			return done, err
+		}
 		before := a.totalAllocated
-		err := a.unmapPages(b, lo, hi, true)
+		err := a.unmapPages(b, lo, hi, false)
 		done += before - a.totalAllocated
 		if err != nil {
 			return done, err
@@ -113,7 +117,17 @@ func (a *Allocator) reclaimPages(victims []*block, bytes int64) (int64, error) {
 // ones, strict refuses (nil, nil) before changing anything; otherwise reserved memory
 // grows by the rest. The block returned is free, mapped and out of its free set; nil,
 // nil also when the memory fraction or the device refuses the pages.
-func (a *Allocator) stitch(r *request, limit int64, strict bool) (*block, error) {
+func (a *Allocator) stitch(r *request, limit int64, strict bool) (b *block, err error) {
+	a.holdExtents()
+	defer func() {
+		if rerr := a.releaseHeld(); rerr != nil && err == nil {
+			// The block, mapped, stays free.
+			if b != nil {
+				a.insertFree(b)
+			}
+			b, err = nil, rerr
+		}
+	}()
 	c, err := a.leastMappingRun(r)
 	if err != nil {
 		return nil, err

@@ -150,10 +150,23 @@ type VirtualMemory interface {
 	// ErrOutOfMemory and leaves nothing mapped.
 	Map(addr Ptr, size int64) error
 	// Unmap releases the physical memory behind [addr, addr+size), a range previously
-	// passed to Map as a whole.
+	// passed to Map (or moved there by Remapper.Remap) as a whole.
 	Unmap(addr Ptr, size int64) error
 	// Unreserve gives back a range from Reserve; nothing in it may still be mapped.
 	Unreserve(addr Ptr, size int64) error
+}
+
+// Remapper is implemented by virtual memory whose physical memory can move to another
+// address without being released and made again (cuda: the piece's allocation handle
+// is mapped at the new address and unmapped from the old, no cuMemRelease and
+// cuMemCreate). The allocator moves free pages with it.
+type Remapper interface {
+	// Remap moves the physical memory of [from, from+size), a piece given to Map or
+	// Remap as a whole, to [to, to+size), unmapped space inside a reserved range:
+	// afterwards from is unmapped, and to is a piece, readable and writable by this
+	// device, that Unmap and Remap take whole. It takes no memory, so it never fails
+	// for lack of it. The contents at to are undefined. On failure nothing changes.
+	Remap(from, to Ptr, size int64) error
 }
 
 // HostMemory is implemented by devices whose memory the CPU can address (cpu, and sim,

@@ -23,9 +23,12 @@ const allocatorDoc = "../../docs/allocator.md"
 type policyRun struct {
 	st alloc.Stats
 	ps alloc.PlanStats
-	// calls are the device's driver calls that get or give back memory (Malloc, Free,
-	// Map, Unmap): a map step of n pages is n calls where each page is mapped alone.
+	// calls are the device's driver calls that get, give back or move memory (Malloc,
+	// Free, Map, Unmap, Remap): a map step of n pages is n calls where each page is
+	// mapped alone.
 	calls int64
+	// syncs are the stream synchronizations: the allocator's before unmapping pages.
+	syncs int64
 	ooms  int
 	// oomAt are the indexes of the events that ended in OOM.
 	oomAt []int
@@ -53,7 +56,8 @@ func replayPolicy(t *testing.T, events []Event, cfg alloc.Config) policyRun {
 	}
 	ds := d.Stats()
 	run.st, run.ps, run.ooms = a.Stats(), a.PlanStats(), len(run.oomAt)
-	run.calls = ds.Mallocs + ds.Frees + ds.Maps + ds.Unmaps
+	run.calls = ds.Mallocs + ds.Frees + ds.Maps + ds.Unmaps + ds.Remaps
+	run.syncs = ds.StreamSyncs
 	return run
 }
 
@@ -77,8 +81,8 @@ func TestPolicyTableDoc(t *testing.T) {
 	m, err := LoadMatrix(matrixFile)
 	require.NoError(t, err)
 	var b strings.Builder
-	fmt.Fprintln(&b, "| trace | PyTorch: peak reserved (MiB) | peak allocated (MiB) | reserved / allocated | with `expandable_segments:True` | planned: peak reserved (MiB) | reserved / allocated | device allocations + frees, PyTorch / planned | driver calls, PyTorch / planned | OOMs, PyTorch / planned | served by plans |")
-	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(&b, "| trace | PyTorch: peak reserved (MiB) | peak allocated (MiB) | reserved / allocated | with `expandable_segments:True` | planned: peak reserved (MiB) | reserved / allocated | device allocations + frees, PyTorch / planned | driver calls, PyTorch / planned | planned: stream syncs | OOMs, PyTorch / planned | served by plans |")
+	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, tr := range m.Traces {
 		events, err := ReadFile(TracePath(matrixFile, tr.Name))
 		require.NoError(t, err)
@@ -91,10 +95,10 @@ func TestPolicyTableDoc(t *testing.T) {
 				allocs++
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.1f | %.3f | %.3f | %d | %.3f | %d / %d | %d / %d | %d / %d | %.0f%% |\n", tr.Name,
+		fmt.Fprintf(&b, "| %s | %d | %.1f | %.3f | %.3f | %d | %.3f | %d / %d | %d / %d | %d | %d / %d | %.0f%% |\n", tr.Name,
 			py.reserved()>>20, float64(py.allocated())/(1<<20), py.ratio(), es.ratio(), pl.reserved()>>20, pl.ratio(),
 			py.st.NumDeviceAlloc+py.st.NumDeviceFree, pl.st.NumDeviceAlloc+pl.st.NumDeviceFree, py.calls, pl.calls,
-			py.ooms, pl.ooms, 100*float64(pl.ps.Served)/float64(allocs))
+			pl.syncs, py.ooms, pl.ooms, 100*float64(pl.ps.Served)/float64(allocs))
 
 		assert.Subset(t, py.oomAt, pl.oomAt, "%s: no OOM at an event where the PyTorch policy has none", tr.Name)
 		if pl.ooms == py.ooms {

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -149,17 +150,27 @@ func (d *Device) Map(addr device.Ptr, size int64) error {
 	return nil
 }
 
-// Unmap unmaps [addr, addr+size), exactly one earlier Map, and releases its physical
-// memory (cuMemUnmap, cuMemRelease). It does not wait for the GPU: the caller makes sure
-// no work still uses the range.
-func (d *Device) Unmap(addr device.Ptr, size int64) error {
-	d.vmMu.Lock()
-	defer d.vmMu.Unlock()
+// piece returns the mapping of [addr, addr+size), exactly one earlier Map or Remap, for
+// op. The caller holds vmMu.
+func (d *Device) piece(op string, addr device.Ptr, size int64) (mapping, error) {
 	d.mu.Lock()
 	m, ok := d.handles[addr]
 	d.mu.Unlock()
 	if !ok || m.size != size {
-		return fmt.Errorf("cuda: %s: Unmap(%#x, %d bytes): not one whole live Map of this device", d.name, uintptr(addr), size)
+		return m, fmt.Errorf("cuda: %s: %s(%#x, %d bytes): not one whole live Map of this device", d.name, op, uintptr(addr), size)
+	}
+	return m, nil
+}
+
+// Unmap unmaps [addr, addr+size), exactly one earlier Map or Remap, and releases its
+// physical memory (cuMemUnmap, cuMemRelease). It does not wait for the GPU: the caller
+// makes sure no work still uses the range.
+func (d *Device) Unmap(addr device.Ptr, size int64) error {
+	d.vmMu.Lock()
+	defer d.vmMu.Unlock()
+	m, err := d.piece("Unmap", addr, size)
+	if err != nil {
+		return err
 	}
 	r := d.enter()
 	op := "cuCtxSetCurrent"
@@ -174,7 +185,7 @@ func (d *Device) Unmap(addr device.Ptr, size int64) error {
 	// Unmapped: the range is gone whatever cuMemRelease says.
 	rel := syscallN(d.drv.cuMemRelease, uintptr(m.handle))
 	d.exit()
-	err := d.table.Unmap(addr, size)
+	err = d.table.Unmap(addr, size)
 	d.mu.Lock()
 	delete(d.handles, addr)
 	d.usage.Mappings--
@@ -185,6 +196,59 @@ func (d *Device) Unmap(addr device.Ptr, size int64) error {
 		return d.drv.errorf(rel, "cuMemRelease(%#x, %d bytes) in Unmap", uintptr(addr), size)
 	case err != nil:
 		return fmt.Errorf("cuda: %s: Unmap(%#x, %d bytes) unmapped but not recorded: %w", d.name, uintptr(addr), size, err)
+	}
+	return nil
+}
+
+// Remap moves the physical allocation behind [from, from+size), exactly one earlier Map
+// or Remap, to [to, to+size) inside a reservation: cuMemMap of its handle at to,
+// cuMemSetAccess, then cuMemUnmap of from; no cuMemRelease and cuMemCreate. On any
+// failure what the call mapped at to is unmapped again and from stays mapped. It does
+// not wait for the GPU: the caller makes sure no work still uses from.
+func (d *Device) Remap(from, to device.Ptr, size int64) error {
+	if err := d.checkGranules("Remap", to, size); err != nil {
+		return err
+	}
+	d.vmMu.Lock()
+	defer d.vmMu.Unlock()
+	m, err := d.piece("Remap", from, size)
+	if err != nil {
+		return err
+	}
+	if err := d.table.CheckMap(to, size, d.granularity); err != nil {
+		return fmt.Errorf("cuda: %s: Remap: %w", d.name, err)
+	}
+	r := d.enter()
+	op := "cuCtxSetCurrent"
+	if r == success {
+		op = "cuMemMap"
+		r = syscallN(d.drv.cuMemMap, uintptr(to), uintptr(size), 0, uintptr(m.handle), 0)
+	}
+	if r == success {
+		op = "cuMemSetAccess"
+		if r = syscallN(d.drv.cuMemSetAccess, uintptr(to), uintptr(size), uintptr(unsafe.Pointer(&d.access)), 1); r != success {
+			syscallN(d.drv.cuMemUnmap, uintptr(to), uintptr(size))
+		}
+	}
+	if r == success {
+		op = "cuMemUnmap"
+		if r = syscallN(d.drv.cuMemUnmap, uintptr(from), uintptr(size)); r != success {
+			syscallN(d.drv.cuMemUnmap, uintptr(to), uintptr(size))
+		}
+	}
+	d.exit()
+	if r != success {
+		return d.drv.errorf(r, "%s(%#x to %#x, %d bytes) in Remap", op, uintptr(from), uintptr(to), size)
+	}
+	uerr := d.table.Unmap(from, size)
+	merr := d.table.Map(to, size, d.granularity)
+	d.mu.Lock()
+	delete(d.handles, from)
+	d.handles[to] = m
+	d.mu.Unlock()
+	if err := errors.Join(uerr, merr); err != nil {
+		// The checks above passed under vmMu, so only a bug gets here.
+		return fmt.Errorf("cuda: %s: Remap(%#x to %#x, %d bytes) moved but not recorded: %w", d.name, uintptr(from), uintptr(to), size, err)
 	}
 	return nil
 }

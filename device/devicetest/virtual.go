@@ -79,6 +79,9 @@ func (s suite) virtualMemory(t *testing.T) {
 	// A piece can be mapped again where one was unmapped.
 	require.NoError(t, vm.Map(r+device.Ptr(2*g), g))
 	require.NoError(t, d.CopyToDevice(across, want, 0))
+	if rm, ok := vm.(device.Remapper); ok {
+		remap(x, rm, r, g)
+	}
 	for _, off := range []int64{0, 2 * g, 5 * g} {
 		size := g
 		if off == 0 {
@@ -96,6 +99,35 @@ func (s suite) virtualMemory(t *testing.T) {
 	if x.c.ExactMemInfo {
 		s.mapOutOfMemory(x, vm)
 	}
+}
+
+// remap moves the lone piece [5g, 6g) of reservation r to [6g, 7g) and back, with the
+// pieces [0, 2g) and [2g, 3g) mapped: the memory in use stays, the old range is
+// unmapped, the new one usable, and bad requests change nothing.
+func remap(x *session, rm device.Remapper, r device.Ptr, g int64) {
+	t, d := x.t, x.d
+	at := func(k int64) device.Ptr { return r + device.Ptr(k*g) }
+	require.NoError(t, rm.Remap(at(5), at(6), g))
+	x.expectUsed(4 * g)
+	require.NoError(t, d.Memset(at(6), 9, g, 0), "memset over the moved piece")
+	require.Error(t, d.Memset(at(5), 9, g, 0), "memset where the piece was")
+	for name, bad := range map[string][3]int64{
+		"onto a mapped piece":  {6, 0, 1},
+		"of part of a piece":   {0, 3, 1},
+		"of two pieces":        {0, 3, 3},
+		"from unmapped space":  {4, 3, 1},
+		"past the reservation": {6, 8, 1},
+		"onto its own range":   {6, 6, 1},
+	} {
+		err := rm.Remap(at(bad[0]), at(bad[1]), bad[2]*g)
+		require.Error(t, err, "Remap %s", name)
+		require.False(t, errors.Is(err, device.ErrOutOfMemory), "Remap %s is a bad request, not OOM: %v", name, err)
+	}
+	x.expectUsed(4 * g)
+	require.NoError(t, d.Memset(at(6), 9, g, 0), "the moved piece is still mapped")
+	require.NoError(t, rm.Remap(at(6), at(5), g))
+	require.NoError(t, d.Memset(at(5), 9, g, 0), "the piece moved back")
+	x.expectUsed(4 * g)
 }
 
 // mapOutOfMemory: a Map beyond the free memory wraps ErrOutOfMemory and maps nothing.

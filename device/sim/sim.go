@@ -75,7 +75,7 @@ type Stats struct {
 	// InUse is the bytes of live allocations and mapped pieces; Peak its maximum.
 	InUse, Peak int64
 	// Successful calls.
-	Mallocs, Frees, Maps, Unmaps, Reserves, Unreserves int64
+	Mallocs, Frees, Maps, Unmaps, Remaps, Reserves, Unreserves int64
 	// Faults counts injected failures; OOMs failures for lack of capacity.
 	Faults, OOMs int64
 	// Synchronizations and event queries.

@@ -92,6 +92,32 @@ func (d *Device) unmapPiece(addr device.Ptr, size int64) (time.Duration, error) 
 	return d.charge(d.cost.release(size)), nil
 }
 
+// Remap moves the memory of piece [from, from+size) to [to, to+size), charged as an
+// Unmap (its cost on a GPU is not measured yet). It takes no capacity and is not a raw
+// allocation for fault injection.
+func (d *Device) Remap(from, to device.Ptr, size int64) error {
+	sleep, err := d.remapPiece(from, to, size)
+	time.Sleep(sleep)
+	return err
+}
+
+func (d *Device) remapPiece(from, to device.Ptr, size int64) (time.Duration, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.table.CheckMap(to, size, Granularity); err != nil {
+		return 0, fmt.Errorf("sim: Remap(%#x to %#x, %d): %w", uintptr(from), uintptr(to), size, err)
+	}
+	if err := d.table.Unmap(from, size); err != nil {
+		return 0, fmt.Errorf("sim: Remap(%#x to %#x, %d): %w", uintptr(from), uintptr(to), size, err)
+	}
+	if err := d.table.Map(to, size, Granularity); err != nil {
+		// CheckMap passed under mu, so only a bug gets here.
+		return 0, fmt.Errorf("sim: Remap(%#x to %#x, %d): unmapped but not mapped again: %w", uintptr(from), uintptr(to), size, err)
+	}
+	d.stats.Remaps++
+	return d.charge(d.cost.release(size)), nil
+}
+
 // Unreserve gives back a reservation with nothing mapped in it.
 func (d *Device) Unreserve(addr device.Ptr, size int64) error {
 	d.mu.Lock()
