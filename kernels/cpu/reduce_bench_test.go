@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/subletml/sublet/kernels"
 )
@@ -14,7 +15,10 @@ import (
 // [rows, 1024] float32 matrix reduced to a scalar (all), over its last axis (rows: a
 // mean over features, an argmax), over its first (cols: a bias's gradient, the sum over
 // the batch), and a [64, rows/64, 1024] reduced over its middle axis (a broadcast
-// gradient summed to [64, 1, 1024]).
+// gradient summed to [64, 1, 1024]); norm is the sum of squares of all (SumSquares, the
+// 2-norm's). Each case beside Add also reports its bandwidth as a percentage of Add's at
+// the same size, timed right after the case (%add): the load of a shared machine moves
+// within a run, and the ratio of two neighbouring timings moves less than either.
 func BenchmarkBandwidth(b *testing.B) {
 	const width = 1024
 	for _, n := range []int{1 << 20, 1 << 24} {
@@ -39,6 +43,9 @@ func BenchmarkBandwidth(b *testing.B) {
 				Sum(F32(out[:64*width], kernels.Contiguous(64, 1, width)), F32(x, kernels.Contiguous(64, rows/64, width)))
 			}},
 			{"mean-all", 4 * n, func() { Mean(F32(out[:1], kernels.Layout{}), src2) }},
+			{"mean-cols", 4 * n, func() { Mean(F32(out[:width], kernels.Contiguous(1, width)), src2) }},
+			{"norm", 4 * n, func() { SumSquares(F32(out[:1], kernels.Layout{}), src2) }},
+			{"max-all", 4 * n, func() { Max(F32(out[:1], kernels.Layout{}), idx[:1], src2) }},
 			{"max-rows", 4 * n, func() { Max(F32(out[:rows], kernels.Contiguous(rows, 1)), idx, src2) }},
 			{"max-cols", 4 * n, func() { Max(F32(out[:width], kernels.Contiguous(1, width)), idx[:width], src2) }},
 		}
@@ -48,7 +55,23 @@ func BenchmarkBandwidth(b *testing.B) {
 				for b.Loop() {
 					c.run()
 				}
+				if c.name != "add" {
+					t, tAdd := b.Elapsed().Seconds()/float64(b.N), perCall(cases[0].run, b.Elapsed())
+					b.ReportMetric(100*float64(c.bytes)/t/(float64(cases[0].bytes)/tAdd), "%add")
+				}
 			})
 		}
 	}
+}
+
+// perCall is run's time per call in seconds, over at least three calls and about d (at
+// most a second).
+func perCall(run func(), d time.Duration) float64 {
+	d = min(d, time.Second)
+	n, start := 0, time.Now()
+	for n < 3 || time.Since(start) < d {
+		run()
+		n++
+	}
+	return time.Since(start).Seconds() / float64(n)
 }
