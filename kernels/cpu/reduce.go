@@ -357,6 +357,10 @@ func (s reducing[T]) run(lo, hi int) {
 					}
 					r += m
 				})
+			case !s.isMax && dense && redInner == 1 && ri.rank == 1:
+				// Each output's elements of the piece are one contiguous run: the
+				// sums of the default case, a row at a time (sumRows).
+				sumRows(f.sum[:n], elems[T](src)[base+r0:], sk, r1-r0, s.square)
 			default:
 				// Each output's elements in runs, as long as the innermost reduced
 				// dimension where they need no conversion (a multiple of 16 long

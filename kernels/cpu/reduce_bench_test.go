@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -17,8 +18,7 @@ import (
 // the batch), and a [64, rows/64, 1024] reduced over its middle axis (a broadcast
 // gradient summed to [64, 1, 1024]); norm is the sum of squares of all (SumSquares, the
 // 2-norm's). Each case beside Add also reports its bandwidth as a percentage of Add's at
-// the same size, timed right after the case (%add): the load of a shared machine moves
-// within a run, and the ratio of two neighbouring timings moves less than either.
+// the same size, from calls of the two in turn after the case's loop (%add, pairedRatio).
 func BenchmarkBandwidth(b *testing.B) {
 	const width = 1024
 	for _, n := range []int{1 << 20, 1 << 24} {
@@ -56,22 +56,27 @@ func BenchmarkBandwidth(b *testing.B) {
 					c.run()
 				}
 				if c.name != "add" {
-					t, tAdd := b.Elapsed().Seconds()/float64(b.N), perCall(cases[0].run, b.Elapsed())
-					b.ReportMetric(100*float64(c.bytes)/t/(float64(cases[0].bytes)/tAdd), "%add")
+					r := pairedRatio(c.run, cases[0].run, b.Elapsed())
+					b.ReportMetric(100*r*float64(c.bytes)/float64(cases[0].bytes), "%add")
 				}
 			})
 		}
 	}
 }
 
-// perCall is run's time per call in seconds, over at least three calls and about d (at
-// most a second).
-func perCall(run func(), d time.Duration) float64 {
+// pairedRatio is the median, over calls of run and ref in turn for about d (at most a
+// second, at least 9 pairs), of ref's time over run's: the load of a shared machine
+// moves within a run, and neighbouring calls see the same.
+func pairedRatio(run, ref func(), d time.Duration) float64 {
 	d = min(d, time.Second)
-	n, start := 0, time.Now()
-	for n < 3 || time.Since(start) < d {
+	var ratios []float64
+	for start := time.Now(); len(ratios) < 9 || time.Since(start) < d; {
+		t0 := time.Now()
 		run()
-		n++
+		t1 := time.Now()
+		ref()
+		ratios = append(ratios, time.Since(t1).Seconds()/t1.Sub(t0).Seconds())
 	}
-	return time.Since(start).Seconds() / float64(n)
+	slices.Sort(ratios)
+	return ratios[len(ratios)/2]
 }

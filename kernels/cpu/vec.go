@@ -44,6 +44,23 @@ func combineLanes(acc *[16]float64) float64 {
 	return (s[0] + s[2]) + (s[1] + s[3])
 }
 
+// sumRows writes into dst[r] the sum of row r of x (n elements, rows ld apart), or of
+// their squares (square), as sumLanes (sumSquaresLanes) from zero then combineLanes
+// give it. A reduction whose outputs' elements are each one contiguous run (the sum over
+// the last axis, or a piece of the sum of all) is folded so: the vector loop sums two
+// rows at a time, eight chains of additions in flight where one row has four.
+func sumRows[T float](dst []float64, x []T, ld, n int, square bool) {
+	for r := sumRowsVector(dst, x, ld, n, square); r < len(dst); r++ {
+		var lanes [16]float64
+		if square {
+			sumSquaresLanes(&lanes, x[r*ld:r*ld+n])
+		} else {
+			sumLanes(&lanes, x[r*ld:r*ld+n])
+		}
+		dst[r] = combineLanes(&lanes)
+	}
+}
+
 // addRows adds rows of x, ld elements apart, into acc, each column in row order:
 // acc[j] += float64(x[r·ld+j]) for r = 0, 1, … rows-1. It is the sum over the leading
 // axis of a row-major matrix, a bias's gradient.

@@ -59,6 +59,18 @@ func sumSquaresLanesF32AVX2(acc *[16]float64, x unsafe.Pointer, n int)
 func sumSquaresLanesF64AVX2(acc *[16]float64, x unsafe.Pointer, n int)
 
 //go:noescape
+func sumRowsF32AVX2(dst *float64, x unsafe.Pointer, ld, rows, n int)
+
+//go:noescape
+func sumRowsF64AVX2(dst *float64, x unsafe.Pointer, ld, rows, n int)
+
+//go:noescape
+func sumSquaresRowsF32AVX2(dst *float64, x unsafe.Pointer, ld, rows, n int)
+
+//go:noescape
+func sumSquaresRowsF64AVX2(dst *float64, x unsafe.Pointer, ld, rows, n int)
+
+//go:noescape
 func addRowsF32AVX2(acc *float64, x unsafe.Pointer, ld, rows, n int)
 
 //go:noescape
@@ -136,6 +148,27 @@ func lanesVector[T float](acc *[16]float64, x []T, f32, f64 func(*[16]float64, u
 		f64(acc, unsafe.Pointer(&x[0]), n)
 	}
 	return n
+}
+
+// sumRowsVector is sumRows over every row when n is a multiple of 16; it returns how
+// many rows it did (all or none).
+func sumRowsVector[T float](dst []float64, x []T, ld, n int, square bool) int {
+	rows := len(dst)
+	if !hasAVX2 || n == 0 || n%16 != 0 || rows == 0 {
+		return 0
+	}
+	_ = x[(rows-1)*ld+n-1] // inside x
+	f := sumRowsF32AVX2
+	switch {
+	case is32[T]() && square:
+		f = sumSquaresRowsF32AVX2
+	case !is32[T]() && square:
+		f = sumSquaresRowsF64AVX2
+	case !is32[T]():
+		f = sumRowsF64AVX2
+	}
+	f(&dst[0], unsafe.Pointer(&x[0]), ld, rows, n)
+	return rows
 }
 
 // addRowsVector is addRows over the first multiple of 16 columns; it returns how many

@@ -16,6 +16,10 @@
 //	sumSquaresLanes{F32,F64}AVX2(acc *[16]float64, x unsafe.Pointer, n int)
 //	    acc[i%16] += float64(x[i]·x[i]), the product rounded to the element type; n a
 //	    multiple of 16
+//	sumRows{F32,F64}AVX2(dst *float64, x unsafe.Pointer, ld, rows, n int), and
+//	sumSquaresRows… (the squares, as sumSquaresLanes)
+//	    dst[r] = combineLanes(acc) where acc is sumLanes' sixteen sums of x[r·ld:r·ld+n]
+//	    from zero, for every row r < rows; n a multiple of 16, at least 16
 //	addRows{F32,F64}AVX2(acc *float64, x unsafe.Pointer, ld, rows, n int)
 //	    acc[j] += float64(x[r·ld+j]) for r = 0, 1, … rows-1 in that order; n a multiple of 16
 //	maxLanes{F32,F64}AVX2(m, pos *T, x unsafe.Pointer, n int)
@@ -70,6 +74,8 @@ func main() {
 		reluGrad(t)
 		sumLanes(t, false)
 		sumLanes(t, true)
+		sumRows(t, false)
+		sumRows(t, true)
 		addRows(t)
 		maxLanes(t)
 		maxCols(t)
@@ -229,6 +235,78 @@ func sumLanes(t typ, square bool) {
 	p("VZEROUPPER")
 	label(name + "done")
 	p("RET")
+}
+
+// sumRows sums two rows at a time, each into sixteen lanes as sumLanes does (Y0…Y3 the
+// first row's, Y4…Y7 the second's: eight chains of additions, where one row has four
+// to wait on), then adds each row's lanes up as combineLanes does; a last odd row runs
+// alone. SI is the first row, BX the second, AX the offset within them (bytes).
+func sumRows(t typ, square bool) {
+	name := "sumRows" + t.name + "AVX2"
+	if square {
+		name = "sumSquaresRows" + t.name + "AVX2"
+	}
+	header(name, "dst *float64, x unsafe.Pointer, ld, rows, n int", "dst DI", "x SI", "ld R8", "rows R9", "n CX")
+	p("SHLQ $%d, R8", log2(t.size)) // bytes
+	p("SHLQ $%d, CX", log2(t.size))
+	for _, group := range []int{2, 1} {
+		g := fmt.Sprintf("%s%d", name, group)
+		label(g + "rows")
+		p("CMPQ R9, $%d", group)
+		p("JLT %sdone", g)
+		if group == 2 {
+			p("LEAQ (SI)(R8*1), BX")
+		}
+		for i := range 4 * group {
+			p("VXORPD Y%d, Y%d, Y%d", i, i, i)
+		}
+		p("XORQ AX, AX")
+		label(g + "loop")
+		for row, base := range []string{"SI", "BX"}[:group] {
+			p("PREFETCHT0 %d(%s)(AX*1)", prefetch, base)
+			if t.size == 8 {
+				p("PREFETCHT0 %d(%s)(AX*1)", prefetch+64, base)
+			}
+			for i := range 4 {
+				mem := fmt.Sprintf("%d(%s)(AX*1)", 4*t.size*i, base)
+				if square {
+					loadSquareF64(t, mem, 8+4*row+i)
+				} else {
+					loadF64(t, mem, 8+4*row+i)
+				}
+			}
+		}
+		for i := range 4 * group {
+			p("VADDPD Y%d, Y%d, Y%d", 8+i, i, i)
+		}
+		p("ADDQ $%d, AX", 16*t.size)
+		p("CMPQ AX, CX")
+		p("JLT %sloop", g)
+		for row := range group {
+			combineLanes(4*row, 8*row)
+		}
+		p("ADDQ $%d, DI", 8*group)
+		p("LEAQ (SI)(R8*%d), SI", group)
+		p("SUBQ $%d, R9", group)
+		p("JMP %srows", g)
+		label(g + "done")
+	}
+	p("VZEROUPPER")
+	p("RET")
+}
+
+// combineLanes adds up the sixteen lanes in Y<a>…Y<a+3> as combineLanes in vec.go does
+// (acc[i]+acc[i+8], then s[i]+s[i+4], then (s0+s2)+(s1+s3)) and stores the sum at
+// off(DI).
+func combineLanes(a, off int) {
+	p("VADDPD Y%d, Y%d, Y%d", a+2, a, a)
+	p("VADDPD Y%d, Y%d, Y%d", a+3, a+1, a+1)
+	p("VADDPD Y%d, Y%d, Y%d", a+1, a, a)
+	p("VEXTRACTF128 $1, Y%d, X%d", a, a+1)
+	p("VADDPD X%d, X%d, X%d", a+1, a, a)
+	p("VUNPCKHPD X%d, X%d, X%d", a, a, a+1)
+	p("VADDSD X%d, X%d, X%d", a+1, a, a)
+	p("VMOVSD X%d, %d(DI)", a, off)
 }
 
 // addRows adds rows of x into acc, sixteen columns at a time: Y0…Y3 hold the sixteen

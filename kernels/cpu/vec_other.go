@@ -12,6 +12,8 @@ func sumLanesVector[T float](acc *[16]float64, x []T) int { return 0 }
 
 func sumSquaresLanesVector[T float](acc *[16]float64, x []T) int { return 0 }
 
+func sumRowsVector[T float](dst []float64, x []T, ld, n int, square bool) int { return 0 }
+
 func addRowsVector[T float](acc []float64, x []T, ld, rows int) int { return 0 }
 
 func maxLanesVector[T float](m, pos *T, x []T) int { return 0 }

@@ -82,6 +82,35 @@ func TestSumSquaresLanes(t *testing.T) {
 	bothTypes(t, func(t *testing.T) { testLanes[float32](t, true) }, func(t *testing.T) { testLanes[float64](t, true) })
 }
 
+// testSumRows checks sumRows against sumLanes then combineLanes, row by row, over
+// row lengths around 16 and counts of rows odd and even.
+func testSumRows[T float](t *testing.T) {
+	r := rand.New(rand.NewPCG(52, 53))
+	for trial := range 200 {
+		rows, n := r.IntN(6), 16*r.IntN(5)
+		if trial%4 == 0 {
+			n = r.IntN(70)
+		}
+		ld := n + r.IntN(20)
+		square := trial%2 == 1
+		x := randFloats[T](r, rows*ld+n, 1e3)
+		got := make([]float64, rows)
+		sumRows(got, x, ld, n, square)
+		for i := range rows {
+			var lanes [16]float64
+			for k, v := range x[i*ld : i*ld+n] {
+				if square {
+					v *= v // rounded to T
+				}
+				lanes[k%16] += float64(v)
+			}
+			require.Equal(t, combineLanes(&lanes), got[i], "row %d of %d, n=%d ld=%d square=%v", i, rows, n, ld, square)
+		}
+	}
+}
+
+func TestSumRows(t *testing.T) { bothTypes(t, testSumRows[float32], testSumRows[float64]) }
+
 func testAddRows[T float](t *testing.T) {
 	r := rand.New(rand.NewPCG(44, 45))
 	for range 60 {
