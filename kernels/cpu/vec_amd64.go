@@ -77,10 +77,10 @@ func addRowsF32AVX2(acc *float64, x unsafe.Pointer, ld, rows, n int)
 func addRowsF64AVX2(acc *float64, x unsafe.Pointer, ld, rows, n int)
 
 //go:noescape
-func maxLanesF32AVX2(m, pos unsafe.Pointer, x unsafe.Pointer, n int)
+func maxLanesF32AVX2(m unsafe.Pointer, pos *int, x unsafe.Pointer, ld, rows, n int)
 
 //go:noescape
-func maxLanesF64AVX2(m, pos unsafe.Pointer, x unsafe.Pointer, n int)
+func maxLanesF64AVX2(m unsafe.Pointer, pos *int, x unsafe.Pointer, ld, rows, n int)
 
 //go:noescape
 func maxColsF32AVX2(m, pos unsafe.Pointer, x unsafe.Pointer, ld, rows, n, first int)
@@ -187,22 +187,20 @@ func addRowsVector[T float](acc []float64, x []T, ld, rows int) int {
 	return n
 }
 
-// maxLanesVector finds the maximum of the first multiple of four vectors of x (if it
-// has four) and its position, as fold.addMax would, into m and pos; it returns how
-// many elements it scanned.
-func maxLanesVector[T float](m, pos *T, x []T) int {
-	lanes := 32
-	if !is32[T]() {
-		lanes = 16
-	}
-	k := len(x) &^ (lanes - 1)
-	if !hasAVX2 || k == 0 {
+// maxLanesVector finds, for each row of x (len(m) rows of n elements, ld apart), the
+// maximum of its first multiple of four vectors (if it has four) and its index, as
+// fold.addMax would, into m and pos; it returns how many elements of each row it
+// scanned.
+func maxLanesVector[T float](m []T, pos []int, x []T, ld, n int) int {
+	k, rows := n&^(4*lanesOf[T]()-1), len(m)
+	if !hasAVX2 || k == 0 || rows == 0 {
 		return 0
 	}
+	_, _ = pos[rows-1], x[(rows-1)*ld+k-1] // inside pos and x
 	if is32[T]() {
-		maxLanesF32AVX2(unsafe.Pointer(m), unsafe.Pointer(pos), unsafe.Pointer(&x[0]), k)
+		maxLanesF32AVX2(unsafe.Pointer(&m[0]), &pos[0], unsafe.Pointer(&x[0]), ld, rows, k)
 	} else {
-		maxLanesF64AVX2(unsafe.Pointer(m), unsafe.Pointer(pos), unsafe.Pointer(&x[0]), k)
+		maxLanesF64AVX2(unsafe.Pointer(&m[0]), &pos[0], unsafe.Pointer(&x[0]), ld, rows, k)
 	}
 	return k
 }

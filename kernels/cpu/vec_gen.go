@@ -22,10 +22,11 @@
 //	    from zero, for every row r < rows; n a multiple of 16, at least 16
 //	addRows{F32,F64}AVX2(acc *float64, x unsafe.Pointer, ld, rows, n int)
 //	    acc[j] += float64(x[r·ld+j]) for r = 0, 1, … rows-1 in that order; n a multiple of 16
-//	maxLanes{F32,F64}AVX2(m, pos *T, x unsafe.Pointer, n int)
-//	    the maximum of x[:n] and its position (a float, exact) into m[0] and pos[0]:
-//	    the first NaN, or else the first of the largest, as fold.addMax finds it; n a
-//	    multiple of 4 vectors, at least 4 (a maximum per lane, then the lanes combined)
+//	maxLanes{F32,F64}AVX2(m unsafe.Pointer, pos *int, x unsafe.Pointer, ld, rows, n int)
+//	    for every row r < rows, the maximum of x[r·ld:r·ld+n] and its index into m[r]
+//	    and pos[r]: the first NaN, or else the first of the largest, as fold.addMax
+//	    finds it; n a multiple of 4 vectors, at least 4 (the maximum's value, then the
+//	    first element equal to it)
 //	maxCols{F32,F64}AVX2(m, pos *T, x unsafe.Pointer, ld, rows, n, first int)
 //	    for each column j < n, folds x[r·ld+j] for r < rows, in order, into the
 //	    maximum so far m[j] and its row pos[j] (first+r, a float, exact); n a multiple
@@ -373,104 +374,108 @@ func blend(t typ, mask, src, dst int) {
 	p("VBLENDVP%s Y%d, Y%d, Y%d, Y%d", t.suf[1:], mask, src, dst, dst)
 }
 
-// maxLanes keeps four vectors of maxima (Y0…Y3) and of their positions (Y4…Y7), the
-// positions of the next elements in Y8…Y11 and the step between them in Y12.
+// maxLanes finds the maximum of each row in two passes. The first keeps four vectors of maxima
+// (Y0…Y3, from -Inf; VMAXP with the element first keeps the maximum so far where the
+// element is NaN) and ORs each element's is-NaN into Y12; the lanes are then combined
+// into every lane of Y0 (no NaN among them, so in any order). The second finds the
+// first element equal to that maximum or, where there was a NaN, the first NaN
+// (unordered with 0), a vector a step with an early exit, in data the first pass has
+// just brought into the caches.
 func maxLanes(t typ) {
 	name := "maxLanes" + t.name + "AVX2"
+	x := t.suf[1:]
 	vec := 32
-	fmt.Fprintf(&b, "\n// iota%s<> is 0, 1, … 4·%d-1.\n", t.name, t.lanes)
-	for i := range 4 * t.lanes {
-		if t.size == 4 {
-			fmt.Fprintf(&b, "DATA iota%s<>+%d(SB)/4, $%#08x\n", t.name, 4*i, math.Float32bits(float32(i)))
-		} else {
-			fmt.Fprintf(&b, "DATA iota%s<>+%d(SB)/8, $%#016x\n", t.name, 8*i, math.Float64bits(float64(i)))
-		}
-	}
-	fmt.Fprintf(&b, "GLOBL iota%s<>(SB), RODATA|NOPTR, $%d\n", t.name, 4*vec)
-	header(name, "m, pos unsafe.Pointer, x unsafe.Pointer, n int", "m DI", "pos DX", "x SI", "n CX")
-	// The first four vectors are the maxima so far, at positions 0, 1, ….
-	for i := range 4 {
-		p("VMOVUP%s %d(SI), Y%d", t.suf[1:], i*vec, i)
-	}
-	// Positions: i·lanes + k for lane k of vector i (a table), and the step.
-	for i := range 4 {
-		p("VMOVUP%s iota%s<>+%d(SB), Y%d", t.suf[1:], t.name, i*vec, 4+i)
-	}
-	p("MOVQ $%d, AX", 4*t.lanes)
-	if t.size == 4 {
-		p("VCVTSI2SSQ AX, X12, X12")
-		p("VBROADCASTSS X12, Y12")
-	} else {
-		p("VCVTSI2SDQ AX, X12, X12")
-		p("VBROADCASTSD X12, Y12")
-	}
-	for i := range 4 {
-		p("VADDP%s Y12, Y%d, Y%d", t.suf[1:], 4+i, 8+i)
-	}
-	p("ADDQ $%d, SI", 4*vec)
-	p("SUBQ $%d, CX", 4*t.lanes)
+	header(name, "m unsafe.Pointer, pos *int, x unsafe.Pointer, ld, rows, n int",
+		"m DI", "pos DX", "x SI", "ld R8", "rows R9", "n CX")
+	p("SHLQ $%d, R8", log2(t.size)) // bytes
+	p("SHLQ $%d, CX", log2(t.size))
+	p("TESTQ R9, R9")
 	p("JZ %sdone", name)
-	label(name + "loop")
-	p("PREFETCHT0 %d(SI)", prefetch)
-	p("PREFETCHT0 %d(SI)", prefetch+64)
-	for i := range 4 {
-		p("VMOVUP%s %d(SI), Y13", t.suf[1:], i*vec)
-		better(t, 13, i, 14, 15)
-		blend(t, 14, 13, i)
-		blend(t, 14, 8+i, 4+i)
-		p("VADDP%s Y12, Y%d, Y%d", t.suf[1:], 8+i, 8+i)
+	label(name + "row")
+	p("MOVQ $%s, AX", negInf(t))
+	p("VMOVQ AX, X0")
+	p("VBROADCASTS%s X0, Y0", x)
+	for i := 1; i < 4; i++ {
+		p("VMOVAP%s Y0, Y%d", x, i)
 	}
-	p("ADDQ $%d, SI", 4*vec)
-	p("SUBQ $%d, CX", 4*t.lanes)
-	p("JNZ %sloop", name)
-	label(name + "done")
-	// The lanes' maxima, combined into lane 0 of Y0 and Y4: the vectors pairwise,
-	// then the halves of Y0, then its neighbours.
-	combine(t, 0, 4, 1, 5)
-	combine(t, 2, 6, 3, 7)
-	combine(t, 0, 4, 2, 6)
+	p("VXORP%s Y12, Y12, Y12", x)
+	p("XORQ AX, AX")
+	label(name + "loop")
+	p("PREFETCHT0 %d(SI)(AX*1)", prefetch)
+	p("PREFETCHT0 %d(SI)(AX*1)", prefetch+64)
+	for i := range 4 {
+		p("VMOVUP%s %d(SI)(AX*1), Y%d", x, i*vec, 4+i)
+	}
+	for i := range 4 {
+		p("VMAXP%s Y%d, Y%d, Y%d", x, i, 4+i, i)
+		p("VCMPP%s $3, Y%d, Y%d, Y%d", x, 4+i, 4+i, 8+i)
+	}
+	for i := range 4 {
+		p("VORP%s Y%d, Y12, Y12", x, 8+i)
+	}
+	p("ADDQ $%d, AX", 4*vec)
+	p("CMPQ AX, CX")
+	p("JLT %sloop", name)
+	p("VMOVMSKP%s Y12, AX", x)
+	p("TESTQ AX, AX")
+	p("JNZ %snan", name)
+	p("VMAXP%s Y1, Y0, Y0", x)
+	p("VMAXP%s Y3, Y2, Y2", x)
+	p("VMAXP%s Y2, Y0, Y0", x)
 	p("VPERM2F128 $1, Y0, Y0, Y1")
-	p("VPERM2F128 $1, Y4, Y4, Y5")
-	combine(t, 0, 4, 1, 5)
+	p("VMAXP%s Y1, Y0, Y0", x)
 	swaps := []string{"$0x4e", "$0xb1"} // float32: the pairs of a half, then neighbours
 	if t.size == 8 {
 		swaps = []string{"$5"}
 	}
 	for _, imm := range swaps {
-		p("VPERMILP%s %s, Y0, Y1", t.suf[1:], imm)
-		p("VPERMILP%s %s, Y4, Y5", t.suf[1:], imm)
-		combine(t, 0, 4, 1, 5)
+		p("VPERMILP%s %s, Y0, Y1", x, imm)
+		p("VMAXP%s Y1, Y0, Y0", x)
 	}
-	mov := "VMOVSS"
-	if t.size == 8 {
-		mov = "VMOVSD"
-	}
-	p("%s X0, (DI)", mov)
-	p("%s X4, (DX)", mov)
+	find(t, name+"max", name+"next", 0) // equal
+	label(name + "nan")
+	p("VXORP%s Y0, Y0, Y0", x)
+	find(t, name+"first", name+"next", 3) // unordered
+	label(name + "next")
+	p("ADDQ $%d, DI", t.size)
+	p("ADDQ $8, DX")
+	p("ADDQ R8, SI")
+	p("DECQ R9")
+	p("JNZ %srow", name)
 	p("VZEROUPPER")
+	label(name + "done")
 	p("RET")
 }
 
-// combine keeps in Y<a> (positions Y<pa>) the first NaN, or else the first of the
-// largest, of each lane of Y<a> and Y<b> (positions Y<pb>), with Y8…Y12 as scratch:
-// b wins where it is NaN and a is not or comes later, or neither is NaN and b is
-// larger, or equal and earlier.
-func combine(t typ, a, pa, b, pb int) {
+// negInf is -Inf's bits as a float of t.
+func negInf(t typ) string {
+	if t.size == 4 {
+		return fmt.Sprintf("%#x", math.Float32bits(float32(math.Inf(-1))))
+	}
+	return fmt.Sprintf("%#x", math.Float64bits(math.Inf(-1)))
+}
+
+// find scans the row at SI from its start for the first element for which the
+// comparison pred with the lane of Y0 holds (there is one), stores it at (DI) and its
+// index at (DX), and jumps to next.
+func find(t typ, name, next string, pred int) {
 	x := t.suf[1:]
-	p("VCMPP%s $1, Y%d, Y%d, Y8", x, pa, pb) // pb < pa
-	p("VCMPP%s $0, Y%d, Y%d, Y9", x, a, b)   // b == a
-	p("VANDP%s Y8, Y9, Y9", x)
-	p("VCMPP%s $0x1e, Y%d, Y%d, Y10", x, a, b) // b > a
-	p("VORP%s Y10, Y9, Y9", x)                 // b better, neither NaN
-	p("VCMPP%s $3, Y%d, Y%d, Y10", x, b, b)    // b NaN
-	p("VORP%s Y10, Y9, Y9", x)                 // … or b NaN
-	p("VCMPP%s $3, Y%d, Y%d, Y11", x, a, a)    // a NaN
-	p("VANDP%s Y10, Y8, Y12", x)               // b NaN and earlier
-	p("VANDP%s Y11, Y12, Y12", x)              // a NaN: only that
-	p("VANDNP%s Y9, Y11, Y9", x)               // a not NaN: the others
-	p("VORP%s Y12, Y9, Y9", x)
-	blend(t, 9, b, a)
-	blend(t, 9, pb, pa)
+	p("XORQ AX, AX")
+	label(name)
+	p("VCMPP%s $%d, (SI)(AX*1), Y0, Y1", x, pred)
+	p("VMOVMSKP%s Y1, BX", x)
+	p("TESTQ BX, BX")
+	p("JNZ %sfound", name)
+	p("ADDQ $32, AX")
+	p("JMP %s", name)
+	label(name + "found")
+	p("SHRQ $%d, AX", log2(t.size))
+	p("BSFQ BX, BX")
+	p("ADDQ BX, AX")
+	p("MOVQ AX, (DX)")
+	p("VMOVS%s (SI)(AX*%d), X0", x, t.size)
+	p("VMOVS%s X0, (DI)", x)
+	p("JMP %s", next)
 }
 
 // maxCols folds rows into the running maxima m and their rows pos, four vectors of

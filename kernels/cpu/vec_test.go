@@ -134,11 +134,21 @@ func testAddRows[T float](t *testing.T) {
 
 func TestAddRows(t *testing.T) { bothTypes(t, testAddRows[float32], testAddRows[float64]) }
 
-// maxData is data with ties and, with nan set, a few NaNs.
+// maxData is data with ties, zeros of both signs, infinities and, with nan set, a few
+// NaNs; one in eight is all -Inf but for its NaNs.
 func maxData[T float](r *rand.Rand, n int, nan bool) []T {
 	x := make([]T, n)
+	low := r.IntN(8) == 0
 	for i := range x {
 		x[i] = T(r.IntN(9) - 4)
+		switch {
+		case low || r.IntN(60) == 0:
+			x[i] = T(math.Inf(-1))
+		case r.IntN(30) == 0:
+			x[i] = T(math.Copysign(0, -1))
+		case r.IntN(200) == 0:
+			x[i] = T(math.Inf(1))
+		}
 		if nan && r.IntN(50) == 0 {
 			x[i] = T(math.NaN())
 		}
@@ -146,25 +156,34 @@ func maxData[T float](r *rand.Rand, n int, nan bool) []T {
 	return x
 }
 
-func testMaxRun[T float](t *testing.T) {
+// testMaxRuns folds a few runs of each of several outputs (rows ld apart) with
+// maxRuns and with the scalar scan, addMax, into outputs of their own.
+func testMaxRuns[T float](t *testing.T) {
 	r := rand.New(rand.NewPCG(46, 47))
 	for trial := range 300 {
+		n := 1 + r.IntN(5)
 		f := getFold[T](true)
-		f.reset(2)
+		f.reset(2 * n)
 		pos := 0
-		for range 1 + r.IntN(3) { // runs of one output, in order
-			v := maxData[T](r, r.IntN(150), trial%3 == 0)
-			f.maxRun(0, v, pos)
-			f.addMax(1, v, pos) // the scalar scan, for reference
-			pos += len(v) + r.IntN(3)
+		for range 1 + r.IntN(3) { // runs of each output, in order
+			m := r.IntN(150)
+			ld := m + r.IntN(9)
+			x := maxData[T](r, n*ld, trial%3 == 0)
+			f.maxRuns(0, n, x, ld, m, pos)
+			for j := range n {
+				f.addMax(n+j, x[j*ld:j*ld+m], pos) // the scalar scan, for reference
+			}
+			pos += m + r.IntN(3)
 		}
-		require.Equal(t, f.arg[1], f.arg[0], "trial %d", trial)
-		require.Equal(t, bitsOf(f.max[1]), bitsOf(f.max[0]), "trial %d", trial)
+		for j := range n {
+			require.Equal(t, f.arg[n+j], f.arg[j], "trial %d output %d", trial, j)
+			require.Equal(t, bitsOf(f.max[n+j]), bitsOf(f.max[j]), "trial %d output %d", trial, j)
+		}
 		putFold(f)
 	}
 }
 
-func TestMaxRun(t *testing.T) { bothTypes(t, testMaxRun[float32], testMaxRun[float64]) }
+func TestMaxRuns(t *testing.T) { bothTypes(t, testMaxRuns[float32], testMaxRuns[float64]) }
 
 func testMaxRows[T float](t *testing.T) {
 	r := rand.New(rand.NewPCG(48, 49))
