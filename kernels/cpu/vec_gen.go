@@ -511,12 +511,24 @@ func maxCols(t typ) {
 		p("MOVQ SI, AX")
 		p("MOVQ R9, BX")
 		label(g + "rows")
+		// Most rows change no maximum (about ln(rows) changes per column in data
+		// in random order): the row is first compared whole, !(m >= x) (x > m, or
+		// either NaN), and folded lane by lane only where some lane may change.
+		for i := range group {
+			p("VCMPP%s $9, %d(AX), Y%d, Y%d", t.suf[1:], i*vec, i, 11+i)
+		}
+		for i := 1; i < group; i++ {
+			p("VORP%s Y%d, Y11, Y11", t.suf[1:], 11+i)
+		}
+		p("VPTEST Y11, Y11")
+		p("JZ %snext", g)
 		for i := range group {
 			p("VMOVUP%s %d(AX), Y11", t.suf[1:], i*vec)
 			better(t, 11, i, 12, 13)
 			blend(t, 12, 11, i)
 			blend(t, 12, 8, 4+i)
 		}
+		label(g + "next")
 		p("VADDP%s Y9, Y8, Y8", t.suf[1:])
 		p("ADDQ R8, AX")
 		p("DECQ BX")
