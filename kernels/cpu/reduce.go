@@ -311,11 +311,20 @@ func (s combining[T]) run(lo, hi int) {
 func (s *reducing[T]) finish(f *fold[T], o, n int, d, ds int) {
 	for j0 := 0; j0 < n; j0 += chunk {
 		res := out(&s.dst, d+j0*ds, ds, min(chunk, n-j0), &f.obuf)
-		for j := range res {
-			if s.isMax {
-				res[j], s.idx[o+j0+j] = f.max[j0+j], f.arg[j0+j]
-			} else {
-				res[j] = T(f.sum[j0+j] * s.scale)
+		sum := f.sum[j0 : j0+len(res)]
+		// One loop per case: a sum over a short axis (a broadcast gradient) writes
+		// an output for every few rows it reads.
+		switch {
+		case s.isMax:
+			copy(res, f.max[j0:])
+			copy(s.idx[o+j0:o+j0+len(res)], f.arg[j0:])
+		case s.scale == 1: // x·1 is x: a sum's bits either way
+			for j := range res {
+				res[j] = T(sum[j])
+			}
+		default:
+			for j := range res {
+				res[j] = T(sum[j] * s.scale)
 			}
 		}
 		flush(&s.dst, d+j0*ds, ds, res)
