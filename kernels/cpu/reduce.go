@@ -319,9 +319,7 @@ func (s *reducing[T]) finish(f *fold[T], o, n int, d, ds int) {
 			copy(res, f.max[j0:])
 			copy(s.idx[o+j0:o+j0+len(res)], f.arg[j0:])
 		case s.scale == 1: // x·1 is x: a sum's bits either way
-			for j := range res {
-				res[j] = T(sum[j])
-			}
+			narrow(res, sum)
 		default:
 			for j := range res {
 				res[j] = T(sum[j] * s.scale)

@@ -61,6 +61,14 @@ func sumRows[T float](dst []float64, x []T, ld, n int, square bool) {
 	}
 }
 
+// narrow writes src[i] rounded to T into dst[i] (as long as dst).
+func narrow[T float](dst []T, src []float64) {
+	src = src[:len(dst)]
+	for i := narrowVector(dst, src); i < len(dst); i++ {
+		dst[i] = T(src[i])
+	}
+}
+
 // addRows adds rows of x, ld elements apart, into acc, each column in row order:
 // acc[j] += float64(x[r·ld+j]) for r = 0, 1, … rows-1. It is the sum over the leading
 // axis of a row-major matrix, a bias's gradient.

@@ -71,6 +71,9 @@ func sumSquaresRowsF32AVX2(dst *float64, x unsafe.Pointer, ld, rows, n int)
 func sumSquaresRowsF64AVX2(dst *float64, x unsafe.Pointer, ld, rows, n int)
 
 //go:noescape
+func narrowF32AVX2(dst *float32, src *float64, n int)
+
+//go:noescape
 func addRowsF32AVX2(acc *float64, x unsafe.Pointer, ld, rows, n int)
 
 //go:noescape
@@ -169,6 +172,18 @@ func sumRowsVector[T float](dst []float64, x []T, ld, n int, square bool) int {
 	}
 	f(&dst[0], unsafe.Pointer(&x[0]), ld, rows, n)
 	return rows
+}
+
+// narrowVector is narrow over the first multiple of 16 elements for float32; it
+// returns how many it did.
+func narrowVector[T float](dst []T, src []float64) int {
+	n := len(dst) &^ 15
+	if !hasAVX2 || n == 0 || !is32[T]() {
+		return 0
+	}
+	_ = src[n-1]
+	narrowF32AVX2((*float32)(unsafe.Pointer(&dst[0])), &src[0], n)
+	return n
 }
 
 // addRowsVector is addRows over the first multiple of 16 columns; it returns how many

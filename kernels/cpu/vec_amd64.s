@@ -2,6 +2,30 @@
 
 #include "textflag.h"
 
+// func narrowF32AVX2(dst *float32, src *float64, n int)
+TEXT ·narrowF32AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+	JZ narrowF32AVX2done
+narrowF32AVX2loop:
+	VCVTPD2PSY 0(SI), X0
+	VCVTPD2PSY 32(SI), X1
+	VCVTPD2PSY 64(SI), X2
+	VCVTPD2PSY 96(SI), X3
+	VMOVUPS X0, 0(DI)
+	VMOVUPS X1, 16(DI)
+	VMOVUPS X2, 32(DI)
+	VMOVUPS X3, 48(DI)
+	ADDQ $128, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ narrowF32AVX2loop
+	VZEROUPPER
+narrowF32AVX2done:
+	RET
+
 // func binaryAddF32AVX2(dst, a, b unsafe.Pointer, n int)
 TEXT ·binaryAddF32AVX2(SB), NOSPLIT, $0-32
 	MOVQ dst+0(FP), DI

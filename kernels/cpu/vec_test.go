@@ -111,6 +111,23 @@ func testSumRows[T float](t *testing.T) {
 
 func TestSumRows(t *testing.T) { bothTypes(t, testSumRows[float32], testSumRows[float64]) }
 
+func testNarrow[T float](t *testing.T) {
+	r := rand.New(rand.NewPCG(54, 55))
+	for n := range 70 {
+		src := randFloats[float64](r, n, 1e30)
+		if n > 3 {
+			src[1], src[2], src[3] = math.NaN(), math.Inf(-1), math.Copysign(0, -1)
+		}
+		dst := make([]T, n)
+		narrow(dst, src)
+		for i, v := range src {
+			require.Equal(t, bitsOf(T(v)), bitsOf(dst[i]), "n=%d at %d", n, i)
+		}
+	}
+}
+
+func TestNarrow(t *testing.T) { bothTypes(t, testNarrow[float32], testNarrow[float64]) }
+
 func testAddRows[T float](t *testing.T) {
 	r := rand.New(rand.NewPCG(44, 45))
 	for range 60 {
