@@ -12,20 +12,23 @@ import (
 // BenchmarkBandwidth times the reductions in every layout the backward pass uses beside
 // Add, in bytes read and written per second (SetBytes), at 1M elements (4 MiB, in the
 // caches) and 16M (64 MiB, from memory where the last-level cache is smaller): a
-// reduction reads its input once, as fast as Add moves its three operands (two
-// different inputs: x+x would read one stream twice, the second time from the L1 cache)
+// reduction reads its input once, as fast as Add moves its three operands (two inputs
+// of their own: x+x would read one stream twice, the second time from the L1 cache)
 // when it runs at memory bandwidth. The layouts are a [rows, 1024] float32 matrix
 // reduced to a scalar (all), over its last axis (rows: a mean over features, an argmax),
 // over its first (cols: a bias's gradient, the sum over the batch), and a [64, rows/64,
 // 1024] reduced over its middle axis (a broadcast gradient summed to [64, 1, 1024]); norm
 // is the sum of squares of all (SumSquares, the 2-norm's). Each case beside Add also
 // reports its bandwidth as a percentage of Add's at the same size, from calls of the two
-// in turn after the case's loop (%add, pairedRatio).
+// in turn after the case's loop (%add, pairedRatio): each then finds the other's data in
+// the caches, so at 1M the percentage compares the two from the last-level cache where
+// the GB/s of the case's own loop may come from the caches of the cores (4 MiB fits the
+// L2s of two cores of the development machine).
 func BenchmarkBandwidth(b *testing.B) {
 	const width = 1024
 	for _, n := range []int{1 << 20, 1 << 24} {
 		rows := n / width
-		x, y := benchData(n), benchData(n)
+		x, a, c := benchData(n), benchData(n), benchData(n)
 		src2 := F32(x, kernels.Contiguous(rows, width))
 		out := make([]float32, n)
 		idx := make([]int64, rows)
@@ -36,7 +39,7 @@ func BenchmarkBandwidth(b *testing.B) {
 		}{
 			{"add", 12 * n, func() {
 				d := F32(out, kernels.Contiguous(n))
-				Binary(kernels.Add, d, F32(x, kernels.Contiguous(n)), F32(y, kernels.Contiguous(n)))
+				Binary(kernels.Add, d, F32(a, kernels.Contiguous(n)), F32(c, kernels.Contiguous(n)))
 			}},
 			{"sum-all", 4 * n, func() { Sum(F32(out[:1], kernels.Layout{}), src2) }},
 			{"sum-rows", 4 * n, func() { Sum(F32(out[:rows], kernels.Contiguous(rows, 1)), src2) }},
