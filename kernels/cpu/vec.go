@@ -2,9 +2,10 @@ package cpu
 
 import "github.com/subletml/sublet/kernels"
 
-// The loops under the elementwise arithmetic and the sums. Where the CPU has vector
-// forms of them (vec_amd64.s, written by vec_gen.go), binaryVector, sumLanesVector
-// and addRowsVector run them over as much as they can and the Go loops below do the
+// The loops under the elementwise arithmetic and the reductions. Where the CPU has
+// vector forms of them (vec_amd64.s, written by vec_gen.go), the …Vector functions
+// (binaryVector, sumLanesVector, sumRowsVector, addRowsVector, narrowVector, and the
+// maxima's in reduce.go) run them over as much as they can and the Go loops do the
 // rest: both give the same bits, one rounding per operation in the same order.
 
 // sumLanes adds each x[i] into acc[i%16] as float64: sixteen running sums, which
