@@ -117,8 +117,9 @@ type fold[T float] struct {
 	max   [foldOut]T
 	arg   [foldOut]int64 // -1 until the first element
 	// vm and vp are what a vector loop found: maxima and their positions from its
-	// first row or element (exact in T).
+	// first row or element (exact in T; vi where the loop gives them as indices).
 	vm, vp    [foldOut]T
+	vi        [foldOut]int
 	buf, obuf [chunk]T
 	sq        [chunk]T // a sum of squares' squared elements
 }
@@ -173,15 +174,18 @@ func (f *fold[T]) addMax(j int, v []T, r int) {
 	f.max[j], f.arg[j] = m, a
 }
 
-// maxRun is addMax for v, a contiguous run of output j's elements (native T): a
-// vector loop finds the maximum of most of the run as addMax would (the first NaN,
-// or else the first of the largest), which is folded in, then the elements it left.
-func (f *fold[T]) maxRun(j int, v []T, r int) {
-	k := maxLanesVector(&f.vm[0], &f.vp[0], v)
-	if k > 0 && better(f.vm[0], f.max[j], f.arg[j]) {
-		f.max[j], f.arg[j] = f.vm[0], int64(r)+int64(f.vp[0])
+// maxRuns is addMax for n contiguous runs of m elements, ld apart in x, one for each of
+// the outputs j0, j0+1, … (native T), at reduced positions r, r+1, …: a vector loop
+// finds the maximum of most of each run as addMax would (the first NaN, or else the
+// first of the largest), which is folded in, then the elements it left.
+func (f *fold[T]) maxRuns(j0, n int, x []T, ld, m, r int) {
+	k := maxLanesVector(f.vm[:n], f.vi[:n], x, ld, m)
+	for j := range n {
+		if k > 0 && better(f.vm[j], f.max[j0+j], f.arg[j0+j]) {
+			f.max[j0+j], f.arg[j0+j] = f.vm[j], int64(r+f.vi[j])
+		}
+		f.addMax(j0+j, x[j*ld+k:j*ld+m], r+k)
 	}
-	f.addMax(j, v[k:], r+k)
 }
 
 // squared returns v's elements squared (squares) in f.sq; v may be the source's own.
@@ -307,11 +311,18 @@ func (s combining[T]) run(lo, hi int) {
 func (s *reducing[T]) finish(f *fold[T], o, n int, d, ds int) {
 	for j0 := 0; j0 < n; j0 += chunk {
 		res := out(&s.dst, d+j0*ds, ds, min(chunk, n-j0), &f.obuf)
-		for j := range res {
-			if s.isMax {
-				res[j], s.idx[o+j0+j] = f.max[j0+j], f.arg[j0+j]
-			} else {
-				res[j] = T(f.sum[j0+j] * s.scale)
+		sum := f.sum[j0 : j0+len(res)]
+		// One loop per case: a sum over a short axis (a broadcast gradient) writes
+		// an output for every few rows it reads.
+		switch {
+		case s.isMax:
+			copy(res, f.max[j0:])
+			copy(s.idx[o+j0:o+j0+len(res)], f.arg[j0:])
+		case s.scale == 1: // x·1 is x: a sum's bits either way
+			narrow(res, sum)
+		default:
+			for j := range res {
+				res[j] = T(sum[j] * s.scale)
 			}
 		}
 		flush(&s.dst, d+j0*ds, ds, res)
@@ -357,12 +368,22 @@ func (s reducing[T]) run(lo, hi int) {
 					}
 					r += m
 				})
+			case dense && redInner == 1 && ri.rank == 1:
+				// Each output's elements of the piece are one contiguous run: what
+				// the default case does, in one vector loop over the runs of the n
+				// outputs (sumRows, maxRuns).
+				x := elems[T](src)[base+r0:]
+				if s.isMax {
+					f.maxRuns(0, n, x, sk, r1-r0, r0)
+				} else {
+					sumRows(f.sum[:n], x, sk, r1-r0, s.square)
+				}
 			default:
 				// Each output's elements in runs, as long as the innermost reduced
 				// dimension where they need no conversion (a multiple of 16 long
 				// otherwise: the same sums): into sixteen running sums (sumLanes;
 				// sumSquaresLanes for a sum of squares), or a vector loop's lanes for a
-				// maximum (maxRun).
+				// maximum (maxRuns).
 				most := chunk
 				if dense && redInner == 1 {
 					most = reducePiece
@@ -378,7 +399,7 @@ func (s reducing[T]) run(lo, hi int) {
 						case !s.isMax:
 							sumLanes(&lanes, v)
 						case dense && rs[0] == 1:
-							f.maxRun(j, v, r)
+							f.maxRuns(j, 1, v, 0, len(v), r)
 						default:
 							f.addMax(j, v, r)
 						}

@@ -192,3 +192,46 @@ func TestMaxBackward(t *testing.T) {
 		})
 	}
 }
+
+// testSumOrder checks Sum and SumSquares over the last axis, bit for bit, against the
+// order Sum's doc gives: pieces of reducePiece elements added in order, each piece's
+// element i into running sum i mod 16, the sixteen added up as combineLanes does.
+// The rows are of multiples of 16 (one vector loop over all the rows: sumRows) and not,
+// in one piece and in several.
+func testSumOrder[T float](t *testing.T) {
+	r := rand.New(rand.NewPCG(36, 37))
+	op := func(x []T, l kernels.Layout) Operand {
+		if v, ok := any(x).([]float32); ok {
+			return F32(v, l)
+		}
+		return F64(any(x).([]float64), l)
+	}
+	for _, shape := range [][2]int{{5, 1024}, {4, 48}, {3, 40}, {1, 2*reducePiece + 32}, {3, reducePiece + 1001}} {
+		rows, n := shape[0], shape[1]
+		x := randFloats[T](r, rows*n, 1e3)
+		for _, square := range []bool{false, true} {
+			got := make([]T, rows)
+			if square {
+				SumSquares(op(got, kernels.Contiguous(rows, 1)), op(x, kernels.Contiguous(rows, n)))
+			} else {
+				Sum(op(got, kernels.Contiguous(rows, 1)), op(x, kernels.Contiguous(rows, n)))
+			}
+			for i := range rows {
+				var total float64
+				for p := 0; p < n; p += reducePiece {
+					var lanes [16]float64
+					for k, v := range x[i*n+p : i*n+min(p+reducePiece, n)] {
+						if square {
+							v *= v // rounded to T
+						}
+						lanes[k%16] += float64(v)
+					}
+					total += combineLanes(&lanes)
+				}
+				require.Equal(t, bitsOf(T(total)), bitsOf(got[i]), "%v square=%v row %d", shape, square, i)
+			}
+		}
+	}
+}
+
+func TestSumOrder(t *testing.T) { bothTypes(t, testSumOrder[float32], testSumOrder[float64]) }

@@ -2,9 +2,10 @@ package cpu
 
 import "github.com/subletml/sublet/kernels"
 
-// The loops under the elementwise arithmetic and the sums. Where the CPU has vector
-// forms of them (vec_amd64.s, written by vec_gen.go), binaryVector, sumLanesVector
-// and addRowsVector run them over as much as they can and the Go loops below do the
+// The loops under the elementwise arithmetic and the reductions. Where the CPU has
+// vector forms of them (vec_amd64.s, written by vec_gen.go), the …Vector functions
+// (binaryVector, sumLanesVector, sumRowsVector, addRowsVector, narrowVector, and the
+// maxima's in reduce.go) run them over as much as they can and the Go loops do the
 // rest: both give the same bits, one rounding per operation in the same order.
 
 // sumLanes adds each x[i] into acc[i%16] as float64: sixteen running sums, which
@@ -42,6 +43,31 @@ func combineLanes(acc *[16]float64) float64 {
 		s[i] += s[i+4]
 	}
 	return (s[0] + s[2]) + (s[1] + s[3])
+}
+
+// sumRows writes into dst[r] the sum of row r of x (n elements, rows ld apart), or of
+// their squares (square), as sumLanes (sumSquaresLanes) from zero then combineLanes
+// give it. A reduction whose outputs' elements are each one contiguous run (the sum over
+// the last axis, or a piece of the sum of all) is folded so: the vector loop sums two
+// rows at a time, eight chains of additions in flight where one row has four.
+func sumRows[T float](dst []float64, x []T, ld, n int, square bool) {
+	for r := sumRowsVector(dst, x, ld, n, square); r < len(dst); r++ {
+		var lanes [16]float64
+		if square {
+			sumSquaresLanes(&lanes, x[r*ld:r*ld+n])
+		} else {
+			sumLanes(&lanes, x[r*ld:r*ld+n])
+		}
+		dst[r] = combineLanes(&lanes)
+	}
+}
+
+// narrow writes src[i] rounded to T into dst[i] (as long as dst).
+func narrow[T float](dst []T, src []float64) {
+	src = src[:len(dst)]
+	for i := narrowVector(dst, src); i < len(dst); i++ {
+		dst[i] = T(src[i])
+	}
 }
 
 // addRows adds rows of x, ld elements apart, into acc, each column in row order:

@@ -59,16 +59,31 @@ func sumSquaresLanesF32AVX2(acc *[16]float64, x unsafe.Pointer, n int)
 func sumSquaresLanesF64AVX2(acc *[16]float64, x unsafe.Pointer, n int)
 
 //go:noescape
+func sumRowsF32AVX2(dst *float64, x unsafe.Pointer, ld, rows, n int)
+
+//go:noescape
+func sumRowsF64AVX2(dst *float64, x unsafe.Pointer, ld, rows, n int)
+
+//go:noescape
+func sumSquaresRowsF32AVX2(dst *float64, x unsafe.Pointer, ld, rows, n int)
+
+//go:noescape
+func sumSquaresRowsF64AVX2(dst *float64, x unsafe.Pointer, ld, rows, n int)
+
+//go:noescape
+func narrowF32AVX2(dst *float32, src *float64, n int)
+
+//go:noescape
 func addRowsF32AVX2(acc *float64, x unsafe.Pointer, ld, rows, n int)
 
 //go:noescape
 func addRowsF64AVX2(acc *float64, x unsafe.Pointer, ld, rows, n int)
 
 //go:noescape
-func maxLanesF32AVX2(m, pos unsafe.Pointer, x unsafe.Pointer, n int)
+func maxLanesF32AVX2(m unsafe.Pointer, pos *int, x unsafe.Pointer, ld, rows, n int)
 
 //go:noescape
-func maxLanesF64AVX2(m, pos unsafe.Pointer, x unsafe.Pointer, n int)
+func maxLanesF64AVX2(m unsafe.Pointer, pos *int, x unsafe.Pointer, ld, rows, n int)
 
 //go:noescape
 func maxColsF32AVX2(m, pos unsafe.Pointer, x unsafe.Pointer, ld, rows, n, first int)
@@ -138,6 +153,39 @@ func lanesVector[T float](acc *[16]float64, x []T, f32, f64 func(*[16]float64, u
 	return n
 }
 
+// sumRowsVector is sumRows over every row when n is a multiple of 16; it returns how
+// many rows it did (all or none).
+func sumRowsVector[T float](dst []float64, x []T, ld, n int, square bool) int {
+	rows := len(dst)
+	if !hasAVX2 || n == 0 || n%16 != 0 || rows == 0 {
+		return 0
+	}
+	_ = x[(rows-1)*ld+n-1] // inside x
+	f := sumRowsF32AVX2
+	switch {
+	case is32[T]() && square:
+		f = sumSquaresRowsF32AVX2
+	case !is32[T]() && square:
+		f = sumSquaresRowsF64AVX2
+	case !is32[T]():
+		f = sumRowsF64AVX2
+	}
+	f(&dst[0], unsafe.Pointer(&x[0]), ld, rows, n)
+	return rows
+}
+
+// narrowVector is narrow over the first multiple of 16 elements for float32; it
+// returns how many it did.
+func narrowVector[T float](dst []T, src []float64) int {
+	n := len(dst) &^ 15
+	if !hasAVX2 || n == 0 || !is32[T]() {
+		return 0
+	}
+	_ = src[n-1]
+	narrowF32AVX2((*float32)(unsafe.Pointer(&dst[0])), &src[0], n)
+	return n
+}
+
 // addRowsVector is addRows over the first multiple of 16 columns; it returns how many
 // it did.
 func addRowsVector[T float](acc []float64, x []T, ld, rows int) int {
@@ -154,22 +202,20 @@ func addRowsVector[T float](acc []float64, x []T, ld, rows int) int {
 	return n
 }
 
-// maxLanesVector finds the maximum of the first multiple of four vectors of x (if it
-// has four) and its position, as fold.addMax would, into m and pos; it returns how
-// many elements it scanned.
-func maxLanesVector[T float](m, pos *T, x []T) int {
-	lanes := 32
-	if !is32[T]() {
-		lanes = 16
-	}
-	k := len(x) &^ (lanes - 1)
-	if !hasAVX2 || k == 0 {
+// maxLanesVector finds, for each row of x (len(m) rows of n elements, ld apart), the
+// maximum of its first multiple of four vectors (if it has four) and its index, as
+// fold.addMax would, into m and pos; it returns how many elements of each row it
+// scanned.
+func maxLanesVector[T float](m []T, pos []int, x []T, ld, n int) int {
+	k, rows := n&^(4*lanesOf[T]()-1), len(m)
+	if !hasAVX2 || k == 0 || rows == 0 {
 		return 0
 	}
+	_, _ = pos[rows-1], x[(rows-1)*ld+k-1] // inside pos and x
 	if is32[T]() {
-		maxLanesF32AVX2(unsafe.Pointer(m), unsafe.Pointer(pos), unsafe.Pointer(&x[0]), k)
+		maxLanesF32AVX2(unsafe.Pointer(&m[0]), &pos[0], unsafe.Pointer(&x[0]), ld, rows, k)
 	} else {
-		maxLanesF64AVX2(unsafe.Pointer(m), unsafe.Pointer(pos), unsafe.Pointer(&x[0]), k)
+		maxLanesF64AVX2(unsafe.Pointer(&m[0]), &pos[0], unsafe.Pointer(&x[0]), ld, rows, k)
 	}
 	return k
 }

@@ -12,9 +12,13 @@ func sumLanesVector[T float](acc *[16]float64, x []T) int { return 0 }
 
 func sumSquaresLanesVector[T float](acc *[16]float64, x []T) int { return 0 }
 
+func sumRowsVector[T float](dst []float64, x []T, ld, n int, square bool) int { return 0 }
+
+func narrowVector[T float](dst []T, src []float64) int { return 0 }
+
 func addRowsVector[T float](acc []float64, x []T, ld, rows int) int { return 0 }
 
-func maxLanesVector[T float](m, pos *T, x []T) int { return 0 }
+func maxLanesVector[T float](m []T, pos []int, x []T, ld, n int) int { return 0 }
 
 func maxColsVector[T float](m, pos, x []T, ld, rows int) int { return 0 }
 

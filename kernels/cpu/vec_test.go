@@ -82,6 +82,52 @@ func TestSumSquaresLanes(t *testing.T) {
 	bothTypes(t, func(t *testing.T) { testLanes[float32](t, true) }, func(t *testing.T) { testLanes[float64](t, true) })
 }
 
+// testSumRows checks sumRows against sumLanes then combineLanes, row by row, over
+// row lengths around 16 and counts of rows odd and even.
+func testSumRows[T float](t *testing.T) {
+	r := rand.New(rand.NewPCG(52, 53))
+	for trial := range 200 {
+		rows, n := r.IntN(6), 16*r.IntN(5)
+		if trial%4 == 0 {
+			n = r.IntN(70)
+		}
+		ld := n + r.IntN(20)
+		square := trial%2 == 1
+		x := randFloats[T](r, rows*ld+n, 1e3)
+		got := make([]float64, rows)
+		sumRows(got, x, ld, n, square)
+		for i := range rows {
+			var lanes [16]float64
+			for k, v := range x[i*ld : i*ld+n] {
+				if square {
+					v *= v // rounded to T
+				}
+				lanes[k%16] += float64(v)
+			}
+			require.Equal(t, combineLanes(&lanes), got[i], "row %d of %d, n=%d ld=%d square=%v", i, rows, n, ld, square)
+		}
+	}
+}
+
+func TestSumRows(t *testing.T) { bothTypes(t, testSumRows[float32], testSumRows[float64]) }
+
+func testNarrow[T float](t *testing.T) {
+	r := rand.New(rand.NewPCG(54, 55))
+	for n := range 70 {
+		src := randFloats[float64](r, n, 1e30)
+		if n > 3 {
+			src[1], src[2], src[3] = math.NaN(), math.Inf(-1), math.Copysign(0, -1)
+		}
+		dst := make([]T, n)
+		narrow(dst, src)
+		for i, v := range src {
+			require.Equal(t, bitsOf(T(v)), bitsOf(dst[i]), "n=%d at %d", n, i)
+		}
+	}
+}
+
+func TestNarrow(t *testing.T) { bothTypes(t, testNarrow[float32], testNarrow[float64]) }
+
 func testAddRows[T float](t *testing.T) {
 	r := rand.New(rand.NewPCG(44, 45))
 	for range 60 {
@@ -105,11 +151,21 @@ func testAddRows[T float](t *testing.T) {
 
 func TestAddRows(t *testing.T) { bothTypes(t, testAddRows[float32], testAddRows[float64]) }
 
-// maxData is data with ties and, with nan set, a few NaNs.
+// maxData is data with ties, zeros of both signs, infinities and, with nan set, a few
+// NaNs; one in eight is all -Inf but for its NaNs.
 func maxData[T float](r *rand.Rand, n int, nan bool) []T {
 	x := make([]T, n)
+	low := r.IntN(8) == 0
 	for i := range x {
 		x[i] = T(r.IntN(9) - 4)
+		switch {
+		case low || r.IntN(60) == 0:
+			x[i] = T(math.Inf(-1))
+		case r.IntN(30) == 0:
+			x[i] = T(math.Copysign(0, -1))
+		case r.IntN(200) == 0:
+			x[i] = T(math.Inf(1))
+		}
 		if nan && r.IntN(50) == 0 {
 			x[i] = T(math.NaN())
 		}
@@ -117,25 +173,34 @@ func maxData[T float](r *rand.Rand, n int, nan bool) []T {
 	return x
 }
 
-func testMaxRun[T float](t *testing.T) {
+// testMaxRuns folds a few runs of each of several outputs (rows ld apart) with
+// maxRuns and with the scalar scan, addMax, into outputs of their own.
+func testMaxRuns[T float](t *testing.T) {
 	r := rand.New(rand.NewPCG(46, 47))
 	for trial := range 300 {
+		n := 1 + r.IntN(5)
 		f := getFold[T](true)
-		f.reset(2)
+		f.reset(2 * n)
 		pos := 0
-		for range 1 + r.IntN(3) { // runs of one output, in order
-			v := maxData[T](r, r.IntN(150), trial%3 == 0)
-			f.maxRun(0, v, pos)
-			f.addMax(1, v, pos) // the scalar scan, for reference
-			pos += len(v) + r.IntN(3)
+		for range 1 + r.IntN(3) { // runs of each output, in order
+			m := r.IntN(150)
+			ld := m + r.IntN(9)
+			x := maxData[T](r, n*ld, trial%3 == 0)
+			f.maxRuns(0, n, x, ld, m, pos)
+			for j := range n {
+				f.addMax(n+j, x[j*ld:j*ld+m], pos) // the scalar scan, for reference
+			}
+			pos += m + r.IntN(3)
 		}
-		require.Equal(t, f.arg[1], f.arg[0], "trial %d", trial)
-		require.Equal(t, bitsOf(f.max[1]), bitsOf(f.max[0]), "trial %d", trial)
+		for j := range n {
+			require.Equal(t, f.arg[n+j], f.arg[j], "trial %d output %d", trial, j)
+			require.Equal(t, bitsOf(f.max[n+j]), bitsOf(f.max[j]), "trial %d output %d", trial, j)
+		}
 		putFold(f)
 	}
 }
 
-func TestMaxRun(t *testing.T) { bothTypes(t, testMaxRun[float32], testMaxRun[float64]) }
+func TestMaxRuns(t *testing.T) { bothTypes(t, testMaxRuns[float32], testMaxRuns[float64]) }
 
 func testMaxRows[T float](t *testing.T) {
 	r := rand.New(rand.NewPCG(48, 49))
