@@ -1,7 +1,8 @@
 // layernorm.cu: LayerNorm and its backward over rows of n contiguous elements, with
 // kernels/cpu's layernorm.go formulas: the mean and the biased variance summed in
-// double (two passes), rstd = 1/sqrt(var + eps) in double, the per-element math in
-// T. dw and db are column sums over the rows in row order, cut into pieces of
+// double (two passes over the row: in registers for float32 rows of up to
+// BLOCK·ROW_CHUNKS·4, the *_regs_* kernels; from memory otherwise), rstd =
+// 1/sqrt(var + eps) in double, the per-element math in T. dw and db are column sums over the rows in row order, cut into pieces of
 // rows when there are many (partials combined in piece order). T is the element and
 // compute type: float for F32 rows, double for F64 ones; eps comes rounded to T, as
 // kernels/cpu rounds it.

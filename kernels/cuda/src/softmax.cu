@@ -2,7 +2,9 @@
 // contiguous array [outer, n, inner], as kernels/cpu's softmax.go computes them (sums
 // in double, the same order of float operations per element). inner == 1 (a row per
 // outer index): a group of G threads per row, G = 32 for short rows and BLOCK for long
-// ones; inner > 1: a thread per (outer, inner) column, walking the axis in order.
+// ones, float32 rows of up to BLOCK·ROW_CHUNKS·4 held in the group's registers (the
+// *_regs_* kernels, read once), longer ones and float64 read from memory;
+// inner > 1: a thread per (outer, inner) column, walking the axis in order.
 // Outputs may be their inputs (in place). T is the element and compute type: float
 // for F32 rows, double for F64 ones.
 #include "math.cuh"
