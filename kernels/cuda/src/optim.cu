@@ -58,17 +58,28 @@ template <typename T> __device__ __forceinline__ void sgd_multi_k(const OptimLis
     }
 }
 
-template <typename T> __device__ __forceinline__ void adam_multi_k(const OptimList &l, T b1, T b2, T omb1, T omb2, T eps, T wd, T decay, int decoupled) {
+// adam_list_k runs adam_at over every chunk of l with the step size and 1/√(1-β2^t)
+// that corrections(i, stepSize, rbc2) gives entry i.
+template <typename T, typename F>
+__device__ __forceinline__ void adam_list_k(const OptimList &l, T b1, T b2, T omb1, T omb2, T eps, T wd, T decay, int decoupled, F corrections) {
     for (long long c = blockIdx.x; c < l.chunk[l.count]; c += gridDim.x) {
         int i;
         long long lo, hi;
         list_chunk(l, c, i, lo, hi);
         T *p = (T *)l.p[i], *m = (T *)l.s0[i], *v = (T *)l.s1[i];
         const T *g = (const T *)l.g[i];
-        T stepSize = (T)l.stepSize[i], rbc2 = (T)l.rbc2[i];
+        T stepSize, rbc2;
+        corrections(i, stepSize, rbc2);
 #pragma unroll 1
         for (long long j = lo + threadIdx.x; j < hi; j += BLOCK) adam_at<T>(p, g, m, v, j, b1, b2, omb1, omb2, eps, wd, stepSize, rbc2, decay, decoupled);
     }
+}
+
+template <typename T> __device__ __forceinline__ void adam_multi_k(const OptimList &l, T b1, T b2, T omb1, T omb2, T eps, T wd, T decay, int decoupled) {
+    adam_list_k<T>(l, b1, b2, omb1, omb2, eps, wd, decay, decoupled, [&](int i, T &stepSize, T &rbc2) {
+        stepSize = (T)l.stepSize[i];
+        rbc2 = (T)l.rbc2[i];
+    });
 }
 
 // go_pow is x^n for 0 <= x < 1 and n >= 1 as Go's math.Pow computes it for an
@@ -127,17 +138,11 @@ __device__ __forceinline__ void adam_multi_capturable_k(const OptimList &l, cons
                                                         double beta1, double beta2, double wd64, int decoupled) {
     double rate = *lr;
     T decay = decoupled ? (T)(1 - rate * wd64) : (T)1;
-    for (long long c = blockIdx.x; c < l.chunk[l.count]; c += gridDim.x) {
-        int i;
-        long long lo, hi;
-        list_chunk(l, c, i, lo, hi);
-        T *p = (T *)l.p[i], *m = (T *)l.s0[i], *v = (T *)l.s1[i];
-        const T *g = (const T *)l.g[i];
+    adam_list_k<T>(l, b1, b2, omb1, omb2, eps, wd, decay, decoupled, [&](int i, T &stepSize, T &rbc2) {
         long long t = (long long)steps[l.first[i]] + 1;
-        T stepSize = (T)(rate / (1 - go_pow(beta1, t))), rbc2 = (T)(1 / sqrt(1 - go_pow(beta2, t)));
-#pragma unroll 1
-        for (long long j = lo + threadIdx.x; j < hi; j += BLOCK) adam_at<T>(p, g, m, v, j, b1, b2, omb1, omb2, eps, wd, stepSize, rbc2, decay, decoupled);
-    }
+        stepSize = (T)(rate / (1 - go_pow(beta1, t)));
+        rbc2 = (T)(1 / sqrt(1 - go_pow(beta2, t)));
+    });
 }
 
 // adam_count adds one update to the count of every entry of l (a thread per entry; the
