@@ -430,6 +430,11 @@ __device__ __forceinline__ T group_max(T v, T *smem) {
     return v;
 }
 
+// group_row is the row that this thread's group of G threads (a warp or the whole
+// block; BLOCK/G groups a block) works on; group_lane is the thread's place in it.
+template <int G> __device__ __forceinline__ long long group_row() { return (long long)blockIdx.x * (BLOCK / G) + threadIdx.x / G; }
+template <int G> __device__ __forceinline__ int group_lane() { return threadIdx.x % G; }
+
 // ---- rows kept in registers --------------------------------------------------------
 //
 // A row kernel over rows of up to G·ROW_CHUNKS·4 float32 elements keeps its row in registers:

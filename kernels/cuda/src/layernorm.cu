@@ -11,8 +11,8 @@
 template <typename T, int G>
 __device__ __forceinline__ void layer_norm_k(T *y, T *mean, T *rstd, const T *x, const T *w, const T *b, long long rows, long long n, T eps) {
     __shared__ double sm[BLOCK / 32];
-    long long row = (long long)blockIdx.x * (BLOCK / G) + threadIdx.x / G;
-    int lane = threadIdx.x % G;
+    long long row = group_row<G>();
+    int lane = group_lane<G>();
     if (row >= rows) return;
     const T *xr = x + row * n;
     T *yr = y + row * n;
@@ -43,8 +43,8 @@ __device__ __forceinline__ void layer_norm_k(T *y, T *mean, T *rstd, const T *x,
 template <typename T, int G>
 __device__ __forceinline__ void layer_norm_dx_k(T *dx, const T *g, const T *x, const T *mean, const T *rstd, const T *w, long long rows, long long n) {
     __shared__ double sm[BLOCK / 32];
-    long long row = (long long)blockIdx.x * (BLOCK / G) + threadIdx.x / G;
-    int lane = threadIdx.x % G;
+    long long row = group_row<G>();
+    int lane = group_lane<G>();
     if (row >= rows) return;
     T m = mean[row], r = rstd[row];
     const T *gr = g + row * n, *xr = x + row * n;
@@ -73,8 +73,8 @@ template <int G, bool V16>
 __device__ __forceinline__ void layer_norm_regs_k(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b, long long rows, long long n,
                                                   float eps) {
     __shared__ double sm[BLOCK / 32];
-    long long row = (long long)blockIdx.x * (BLOCK / G) + threadIdx.x / G;
-    int lane = threadIdx.x % G;
+    long long row = group_row<G>();
+    int lane = group_lane<G>();
     if (row >= rows) return;
     float v[4 * ROW_CHUNKS];
     row_load<G, V16>(v, x + row * n, n, lane, 0);
@@ -120,8 +120,8 @@ template <int G, bool V16>
 __device__ __forceinline__ void layer_norm_dx_regs_k(float *dx, const float *g, const float *x, const float *mean, const float *rstd, const float *w, long long rows,
                                                      long long n) {
     __shared__ double sm[BLOCK / 32];
-    long long row = (long long)blockIdx.x * (BLOCK / G) + threadIdx.x / G;
-    int lane = threadIdx.x % G;
+    long long row = group_row<G>();
+    int lane = group_lane<G>();
     if (row >= rows) return;
     float m = mean[row], r = rstd[row];
     float gv[4 * ROW_CHUNKS], xv[4 * ROW_CHUNKS];

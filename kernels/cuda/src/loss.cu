@@ -13,8 +13,8 @@ template <typename T, int G>
 __device__ __forceinline__ void cross_entropy_rows_k(T *lse, const T *logits, const long long *labels, long long n, long long c, long long ignore, ErrorFlag *flag, unsigned int seq) {
     __shared__ double sm[BLOCK / 32];
     __shared__ T smx[BLOCK / 32];
-    long long row = (long long)blockIdx.x * (BLOCK / G) + threadIdx.x / G;
-    int lane = threadIdx.x % G;
+    long long row = group_row<G>();
+    int lane = group_lane<G>();
     if (row >= n) return;
     long long l = labels[row];
     if (lane == 0 && l != ignore && !label_ok(l, c)) report(flag, seq, ERR_CROSS_ENTROPY, row, l, c);

@@ -13,8 +13,8 @@ template <typename T, int G>
 __device__ __forceinline__ void softmax_rows_k(T *dst, const T *x, long long outer, long long n, int log) {
     __shared__ double sm[BLOCK / 32];
     __shared__ T smx[BLOCK / 32];
-    long long row = (long long)blockIdx.x * (BLOCK / G) + threadIdx.x / G;
-    int lane = threadIdx.x % G;
+    long long row = group_row<G>();
+    int lane = group_lane<G>();
     if (row >= outer) return; // G = BLOCK: the whole block leaves together
     const T *xr = x + row * n;
     T *dr = dst + row * n;
@@ -40,8 +40,8 @@ __device__ __forceinline__ void softmax_rows_k(T *dst, const T *x, long long out
 template <typename T, int G>
 __device__ __forceinline__ void softmax_backward_rows_k(T *dx, const T *g, const T *y, long long outer, long long n, int log) {
     __shared__ double sm[BLOCK / 32];
-    long long row = (long long)blockIdx.x * (BLOCK / G) + threadIdx.x / G;
-    int lane = threadIdx.x % G;
+    long long row = group_row<G>();
+    int lane = group_lane<G>();
     if (row >= outer) return;
     const T *gr = g + row * n, *yr = y + row * n;
     T *dr = dx + row * n;
@@ -62,8 +62,8 @@ template <int G, bool V16>
 __device__ __forceinline__ void softmax_regs_k(float *dst, const float *x, long long outer, long long n, int log) {
     __shared__ double sm[BLOCK / 32];
     __shared__ float smx[BLOCK / 32];
-    long long row = (long long)blockIdx.x * (BLOCK / G) + threadIdx.x / G;
-    int lane = threadIdx.x % G;
+    long long row = group_row<G>();
+    int lane = group_lane<G>();
     if (row >= outer) return; // G = BLOCK: the whole block leaves together
     float v[4 * ROW_CHUNKS];
     row_load<G, V16>(v, x + row * n, n, lane, NEG_INF);
@@ -89,8 +89,8 @@ __device__ __forceinline__ void softmax_regs_k(float *dst, const float *x, long 
 template <int G, bool V16>
 __device__ __forceinline__ void softmax_backward_regs_k(float *dx, const float *g, const float *y, long long outer, long long n, int log) {
     __shared__ double sm[BLOCK / 32];
-    long long row = (long long)blockIdx.x * (BLOCK / G) + threadIdx.x / G;
-    int lane = threadIdx.x % G;
+    long long row = group_row<G>();
+    int lane = group_lane<G>();
     if (row >= outer) return;
     float gv[4 * ROW_CHUNKS], yv[4 * ROW_CHUNKS];
     row_load<G, V16>(gv, g + row * n, n, lane, 0);
