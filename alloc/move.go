@@ -55,7 +55,8 @@ func (a *Allocator) heldBytes() int64 {
 // mapExtent maps [addr, addr+size) with one call for mapBlock: a held extent that is
 // that range stays where it is, else one of that size moves there, else new memory is
 // mapped. Held extents that overlap the range are unmapped first. (Unmapping a hole's
-// pages can merge them into the run the stitch then maps: FuzzPlanned finds both.)
+// pages can put them in the run the stitch then maps, whole or in part:
+// TestStitchUnmapsHeldExtentUnderNewPages shows the second.)
 func (a *Allocator) mapExtent(addr device.Ptr, size int64) error {
 	move := -1
 	for i := 0; i < len(a.held); {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/device/sim"
 )
 
 // trainLoop is a training step's allocations as sublet's tensors make them: parameters
@@ -559,6 +560,59 @@ func TestStitchMoveFailures(t *testing.T) {
 			big := mustAlloc(t, a, 48*MiB, 0)
 			checkInvariants(t, a)
 			mustFree(t, a, lo, hi, big)
+			requireDrained(t, a, d)
+		})
+	}
+}
+
+// A hole's 16 MiB extent that stitching unmaps can become part of the run it then maps
+// page by page: the held extent overlaps the first page mapped, so it is unmapped whole
+// and the pages are mapped anew. Here the hole is oversize for a 6 MiB request (max
+// split size 20 MiB) and shares its top extent with a live block, so only its bottom
+// extent is whole; unmapped, it starts a run as cheap as the one above the live block
+// and lower, which the stitch takes. When the device refuses that unmap, the request
+// fails with its error, the books take the extent back as free memory, and the same
+// request then succeeds the same way.
+func TestStitchUnmapsHeldExtentUnderNewPages(t *testing.T) {
+	for _, failUnmap := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unmap", true: "unmap fails"}[failUnmap], func(t *testing.T) {
+			d, err := sim.New(sim.Options{Capacity: 256 * MiB, Cost: &sim.CostModel{}, Backing: true})
+			require.NoError(t, err)
+			f := newFlaky(d)
+			a, err := New(f, Config{Policy: PolicyPlanned, MaxSplitSize: 20 * MiB})
+			require.NoError(t, err)
+			whole := mustAlloc(t, a, 32*MiB, 0) // extents [0, 16) and [16, 32) MiB
+			mustFree(t, a, whole)
+			hole := mustAlloc(t, a, 24*MiB, 0)
+			live := mustAlloc(t, a, 8*MiB, 0)
+			require.Equal(t, [2]device.Ptr{whole, whole + device.Ptr(24*MiB)}, [2]device.Ptr{hole, live})
+			mustFree(t, a, hole)
+			if failUnmap {
+				f.failNext("Unmap", 1)
+				_, err := a.Alloc(6*MiB, 0)
+				require.ErrorIs(t, err, errBroken)
+				checkInvariants(t, a)
+				require.Equal(t, 32*MiB, a.Stats().ReservedBytes[StatAll].Current)
+				require.Equal(t, d.Stats().InUse, a.Stats().ReservedBytes[StatAll].Current, "the books are the device's")
+				_, mapped := d.Bytes(whole, 32*MiB)
+				require.True(t, mapped, "the hole's extents stay mapped")
+			}
+			before := d.Stats()
+			p := mustAlloc(t, a, 6*MiB, 0)
+			after := d.Stats()
+			checkInvariants(t, a)
+			require.Equal(t, whole, p, "the new block lies where the hole's bottom extent was")
+			// One Unmap of the held 16 MiB extent, three Maps of a page each, no Remap.
+			require.Equal(t, [3]int64{0, 3, 1}, [3]int64{after.Remaps - before.Remaps, after.Maps - before.Maps, after.Unmaps - before.Unmaps})
+			require.Equal(t, 22*MiB, a.Stats().ReservedBytes[StatAll].Current)
+			require.Equal(t, after.InUse, a.Stats().ReservedBytes[StatAll].Current, "the books are the device's")
+			_, mapped := d.Bytes(p, 6*MiB)
+			require.True(t, mapped, "the new block is mapped")
+			_, mapped = d.Bytes(p+device.Ptr(6*MiB), 2*MiB)
+			require.False(t, mapped, "the rest of the extent is not")
+			_, mapped = d.Bytes(p+device.Ptr(16*MiB), 16*MiB)
+			require.True(t, mapped, "the hole's top and the live block keep their extent")
+			mustFree(t, a, p, live)
 			requireDrained(t, a, d)
 		})
 	}

@@ -141,8 +141,9 @@ func (a *Allocator) stitch(r *request, limit int64, strict bool) (b *block, err 
 		if _, err := a.reclaimPages(victims, over); err != nil {
 			return nil, err
 		}
-		// Unmapping a neighbour of the run merges address space into it: find it again
-		// (it needs no more pages than before).
+		// Unmapping a neighbour of the run merges address space into it, and unmapping
+		// a hole between live blocks makes it a run of its own: find it again (it needs
+		// no more pages than before).
 		if c, err = a.leastMappingRun(r); err != nil {
 			return nil, err
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/subletml/sublet/alloc"
+	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/device/cpu"
 	"github.com/subletml/sublet/device/sim"
 )
@@ -151,4 +152,80 @@ func TestSmallChurnOnFinePages(t *testing.T) {
 	}
 	assert.InDelta(t, 1.164, ratio(alloc.PolicyPyTorch), 0.001)
 	assert.LessOrEqual(t, ratio(alloc.PolicyPlanned), 1.05)
+}
+
+// On the simulated H200 (2 MiB pages) the planned policy maps small_churn's 14th page
+// long before the peak of allocated memory: for a 778 KiB request that none of the
+// free blocks in the 13 pages holds, and with no page wholly free to move under it.
+// At the peak the 14th page holds 539 KiB of live blocks and no free block below it
+// is as large. docs/allocator.md's small_churn paragraph says so.
+func TestSmallChurnFourteenthPage(t *testing.T) {
+	events, err := ReadFile(TracePath(matrixFile, ratioFloor))
+	require.NoError(t, err)
+	d, err := sim.New(sim.Options{Cost: &sim.CostModel{}})
+	require.NoError(t, err)
+	a, err := alloc.New(d, alloc.Config{Policy: alloc.PolicyPlanned})
+	require.NoError(t, err)
+	// free returns the free blocks of the small pool's one segment, and its size (none
+	// before the first allocation).
+	free := func() ([]alloc.BlockInfo, int64) {
+		segs := a.Snapshot()
+		if len(segs) == 0 {
+			return nil, 0
+		}
+		require.Len(t, segs, 1)
+		require.Equal(t, "small", segs[0].Pool)
+		var out []alloc.BlockInfo
+		for _, b := range segs[0].Blocks {
+			if b.State == alloc.Inactive {
+				out = append(out, b)
+			}
+		}
+		return out, segs[0].TotalSize
+	}
+	const page = 2 << 20
+	pl := NewPlayer(a)
+	fourteenth, peakAt := -1, -1
+	var peakFree []alloc.BlockInfo
+	var peakSeg device.Ptr
+	for i, e := range events {
+		holes, mapped := free()
+		require.NoError(t, pl.Apply(e))
+		st := a.Stats()
+		if fourteenth < 0 && st.ReservedBytes[alloc.StatAll].Current > 13*page {
+			fourteenth = i
+			require.Equal(t, int64(13*page), mapped)
+			require.Equal(t, a.RoundSize(e.Size), int64(796672))
+			var largest int64
+			for _, h := range holes {
+				largest = max(largest, h.Size)
+			}
+			require.Len(t, holes, 23)
+			require.Equal(t, int64(787456), largest, "769 KiB: the largest free block, short of the request")
+			require.Equal(t, int64(22410240), st.AllocatedBytes[alloc.StatAll].Current-a.RoundSize(e.Size), "21.4 MiB live before it")
+		}
+		if cur := st.AllocatedBytes[alloc.StatAll]; cur.Current == cur.Peak {
+			peakAt = i
+			peakFree, _ = free()
+			peakSeg = a.Snapshot()[0].Address
+		}
+	}
+	require.Equal(t, 5296, fourteenth)
+	require.Equal(t, 9863, peakAt)
+	require.EqualValues(t, 14*page, a.Stats().ReservedBytes[alloc.StatAll].Peak)
+	// At the peak: the live bytes on the 14th page, and the largest free block below it.
+	top := peakFree[len(peakFree)-1]
+	require.Equal(t, peakSeg+device.Ptr(14*page), top.Address+device.Ptr(top.Size), "the top free block runs to the end of the 14th page")
+	var below int64
+	for _, h := range peakFree[:len(peakFree)-1] {
+		require.Less(t, h.Address, peakSeg+device.Ptr(13*page))
+		below = max(below, h.Size)
+	}
+	onTop := int64(top.Address-peakSeg) - 13*page
+	require.Equal(t, int64(539), onTop>>10)
+	require.Equal(t, int64(527), below>>10)
+	require.Zero(t, a.Stats().AllocatedBytes[alloc.StatAll].Current)
+	require.NoError(t, a.EmptyCache())
+	require.Zero(t, a.Stats().ReservedBytes[alloc.StatAll].Current)
+	require.Zero(t, d.Stats().InUse)
 }
