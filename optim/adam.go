@@ -231,17 +231,6 @@ func (o *Adam) countsToHost(i int) {
 	d.release()
 }
 
-// groupIndices returns the indices (in params) of group i's parameters, in order.
-func (o *Adam) groupIndices(i int) []int {
-	var idx []int
-	for j, g := range o.groupOf {
-		if g == i {
-			idx = append(idx, j)
-		}
-	}
-	return idx
-}
-
 // setDeviceLR writes group i's learning rate into its device tensor, if it has one:
 // a kernel ordered after the work before it, so a replay after it reads the new rate.
 func (o *Adam) setDeviceLR(i int) {

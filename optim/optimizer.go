@@ -112,12 +112,21 @@ func (g *params) NumGroups() int { return g.groups }
 func (g *params) GroupParams(i int) []*tensor.Tensor {
 	checkGroup(g.op+".GroupParams", i, g.groups)
 	var out []*tensor.Tensor
-	for j, p := range g.params {
-		if g.groupOf[j] == i {
-			out = append(out, p)
-		}
+	for _, j := range g.groupIndices(i) {
+		out = append(out, g.params[j])
 	}
 	return out
+}
+
+// groupIndices returns the indices (in params) of group i's parameters, in order.
+func (g *params) groupIndices(i int) []int {
+	var idx []int
+	for j, gi := range g.groupOf {
+		if gi == i {
+			idx = append(idx, j)
+		}
+	}
+	return idx
 }
 
 // ZeroGrad drops or zeroes every parameter's gradient.

@@ -81,10 +81,8 @@ func (g *params) stateTensors(s *tensor.Scope, names ...string) map[int]map[stri
 // once a scheduler was made, its initial learning rate.
 func (g *params) group(i int, h map[string]any) map[string]any {
 	var idx []any
-	for j, gi := range g.groupOf {
-		if gi == i {
-			idx = append(idx, float64(j))
-		}
+	for _, j := range g.groupIndices(i) {
+		idx = append(idx, float64(j))
 	}
 	h["params"] = idx
 	if g.initialLR != nil {
