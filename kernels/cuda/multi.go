@@ -156,6 +156,16 @@ func addChunks(chunk []int64, count *int32, n int) {
 	*count = k + 1
 }
 
+// checkAdamOperands panics, naming op, unless parameter i's p, g, m and v are
+// contiguous, of one size and of p's compute type.
+func checkAdamOperands(op string, i int, p, g, m, v []kernels.Operand) {
+	ft, n := rowType(p[i]), p[i].Size()
+	rowsOf(op, "p", p[i], ft, n)
+	rowsOf(op, "g", g[i], ft, n)
+	rowsOf(op, "m", m[i], ft, n)
+	rowsOf(op, "v", v[i], ft, n)
+}
+
 // AdamMulti computes each parameter's bias corrections on the host in float64, as Adam
 // does, and passes them in the table rounded to the compute type.
 func (b *Backend) AdamMulti(c kernels.Adam, steps []int, p, g, m, v []kernels.Operand) {
@@ -165,11 +175,7 @@ func (b *Backend) AdamMulti(c kernels.Adam, steps []int, p, g, m, v []kernels.Op
 		if steps[i] < 1 {
 			panic(fmt.Sprintf("kernels/cuda: %s: step number %d of parameter %d: step numbers start at 1", op, steps[i], i))
 		}
-		ft, n := rowType(p[i]), p[i].Size()
-		rowsOf(op, "p", p[i], ft, n)
-		rowsOf(op, "g", g[i], ft, n)
-		rowsOf(op, "m", m[i], ft, n)
-		rowsOf(op, "v", v[i], ft, n)
+		checkAdamOperands(op, i, p, g, m, v)
 	}
 	decay := 1.0
 	if c.Decoupled {
@@ -207,11 +213,7 @@ func (b *Backend) AdamMultiCapturable(c kernels.Adam, lr, steps kernels.Operand,
 		panic("kernels/cuda: " + op + ": " + err.Error())
 	}
 	for i := range p {
-		ft, n := rowType(p[i]), p[i].Size()
-		rowsOf(op, "p", p[i], ft, n)
-		rowsOf(op, "g", g[i], ft, n)
-		rowsOf(op, "m", m[i], ft, n)
-		rowsOf(op, "v", v[i], ft, n)
+		checkAdamOperands(op, i, p, g, m, v)
 	}
 	launch := func(l *optimList, f64 bool, s device.Stream) {
 		args := [13]cudadev.Arg{
