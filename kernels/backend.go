@@ -191,6 +191,20 @@ type BiasMatmul interface {
 	MatmulBias(dst, a, b, bias Operand) bool
 }
 
+// BiasGradMatmul is implemented by a Backend that can sum a product's left operand over
+// k in the product's pass (the CUDA backend, through cuBLASLt's BGRADB epilogue): a
+// Linear's backward then gets its bias gradient from the weight gradient's product
+// instead of a reduction of its own.
+type BiasGradMatmul interface {
+	// MatmulBiasGrad writes a·b into dst (a [m, k], b [k, n], dst [m, n]) and the sum
+	// of each row of a into dbias ([m]), and reports true, or reports false without
+	// writing anything when it cannot for these operands: the caller then runs Matmul
+	// and Sum. The sums are in the product's compute type, rounded once to dbias's
+	// type, in an order of the backend's (fixed for a shape: the same bits on every
+	// run, not those of Sum).
+	MatmulBiasGrad(dst, dbias, a, b Operand) bool
+}
+
 // Async is implemented by a Backend whose kernels run asynchronously on their device
 // (the CUDA backend): its methods return before the kernels have run, so an error that
 // depends on the data (an index out of range) or a device failure (a launch refused)

@@ -112,12 +112,48 @@ func (r *linearBackward) backward(b *bwd) {
 	if b.needs(0) {
 		b.set(0, g.MatMul(b.saved(r.w)).Reshape(in[0].shape...))
 	}
+	wantB := len(in) > 2 && b.needs(2)
+	if b.needs(1) && wantB {
+		if dw, db := linearGrads(g, b.saved(r.x).Reshape(rows, nIn)); dw != nil {
+			b.set(1, dw)
+			b.set(2, db)
+			return
+		}
+	}
 	if b.needs(1) {
 		b.set(1, g.T().MatMul(b.saved(r.x).Reshape(rows, nIn)))
 	}
-	if len(in) > 2 && b.needs(2) {
+	if wantB {
 		b.set(2, g.Sum(0))
 	}
+}
+
+// linearGrads returns a Linear's weight and bias gradients, gᵀ·x and g summed over its
+// rows, from one product that sums g in its own pass (kernels.BiasGradMatmul: cuBLASLt's
+// BGRADB epilogue), or nils where the backend cannot: then the caller runs MatMul and
+// Sum, whose values differ only in the order of the bias gradient's sums. A backward
+// that records (a gradient of the gradient) takes that path too, whose ops have
+// backward rules.
+func linearGrads(g, x *Tensor) (dw, db *Tensor) {
+	if k, _ := gpuKernels(g.st.dev); k == nil {
+		return nil, nil // no op to start: only the GPU's kernels have such a product
+	}
+	c := begin("linear backward", g, x)
+	g, x = c.in[0], c.in[1]
+	bm, ok := c.k.(kernels.BiasGradMatmul)
+	if !ok || c.recording() || g.dt != x.dt || !g.IsContiguous() || !x.IsContiguous() {
+		c.abort()
+		return nil, nil
+	}
+	rows, nOut, nIn := g.shape[0], g.shape[1], x.shape[1]
+	dw, db = c.alloc(g.dt, []int{nOut, nIn}), c.alloc(g.dt, []int{nOut})
+	gt := c.internalView(g, []int{nOut, rows}, []int{1, nOut}, g.offset)
+	if !bm.MatmulBiasGrad(dw.operand(), db.operand(), gt.operand(), x.operand()) {
+		c.abort()
+		return nil, nil
+	}
+	c.done(nil)
+	return dw, db
 }
 
 // internalView is the kernels' view of an operand t, never seen outside the op: a

@@ -20,6 +20,9 @@ import (
 // then Binary would write the product, read it back and write it again (PyTorch 2.11's
 // addmm does the same). The library sits beside cuBLAS (libcublasLt.so.N); without it,
 // or for a product it does not suit, MatmulBias reports false and the op runs as before.
+// The same way a Linear's backward gets its bias gradient from the weight gradient's
+// product (CUBLASLT_EPILOGUE_BGRADB: the sum over the batch of the output's gradient,
+// which that product reads anyway), where it would run a reduction of its own.
 
 // ltLib is the process's cuBLASLt: loaded on first use, immutable after.
 type ltLib struct {
@@ -84,7 +87,7 @@ type ltPlan struct {
 }
 
 // ltKey is what a plan depends on: the column-major product cuBLASLt sees, the
-// element type, TF32 and the workspace the algorithm may use.
+// element type, TF32, the workspace the algorithm may use and the epilogue.
 type ltKey struct {
 	m, n, k       int
 	ta, tb        bool
@@ -92,6 +95,7 @@ type ltKey struct {
 	dt            dtype.DType
 	tf32          bool
 	ws            int64
+	epi           int32 // cublasLtEpilogueBias or cublasLtEpilogueBGradB
 }
 
 // blasLt is a Backend's cuBLASLt handle and plans.
@@ -139,30 +143,49 @@ const ltAlign = 256
 // writing nothing, for anything else or when cuBLASLt is missing or finds no
 // algorithm.
 func (b *Backend) MatmulBias(dst, x, y, bias kernels.Operand) bool {
+	return b.ltMatmul(dst, x, y, bias, cublasLtEpilogueBias)
+}
+
+// MatmulBiasGrad implements kernels.BiasGradMatmul with cuBLASLt's BGRADB epilogue, on
+// the operands MatmulBias takes: in the column-major product cuBLASLt sees, x is the B
+// operand and its sum over k (the rows of dst) is what BGRADB writes into dbias.
+func (b *Backend) MatmulBiasGrad(dst, dbias, x, y kernels.Operand) bool {
+	return b.ltMatmul(dst, x, y, dbias, cublasLtEpilogueBGradB)
+}
+
+// ltMatmul runs dst = x·y through cublasLtMatmul with the epilogue epi on the vector
+// vec: the bias added to each row of dst (cublasLtEpilogueBias, vec [n]), or the sum of
+// x over k written into vec (cublasLtEpilogueBGradB, vec [m]). It reports false,
+// writing nothing, where cuBLASLt cannot take the operands.
+func (b *Backend) ltMatmul(dst, x, y, vec kernels.Operand, epi int32) bool {
 	const op = "matmul"
-	if len(dst.Shape) != 2 || len(x.Shape) != 2 || len(y.Shape) != 2 || len(bias.Shape) != 1 {
+	if len(dst.Shape) != 2 || len(x.Shape) != 2 || len(y.Shape) != 2 || len(vec.Shape) != 1 {
 		return false
 	}
 	dt := dst.DType
-	if (dt != dtype.F32 && dt != dtype.F16 && dt != dtype.BF16) || x.DType != dt || y.DType != dt || bias.DType != dt {
+	if (dt != dtype.F32 && dt != dtype.F16 && dt != dtype.BF16) || x.DType != dt || y.DType != dt || vec.DType != dt {
 		return false
 	}
 	m, k, n := x.Shape[0], x.Shape[1], y.Shape[1]
-	if y.Shape[0] != k || dst.Shape[0] != m || dst.Shape[1] != n || bias.Shape[0] != n || bias.Strides[0] != 1 {
+	vecLen := n
+	if epi == cublasLtEpilogueBGradB {
+		vecLen = m
+	}
+	if y.Shape[0] != k || dst.Shape[0] != m || dst.Shape[1] != n || vec.Shape[0] != vecLen || vec.Strides[0] != 1 {
 		return false
 	}
-	if m < 2 || n < 2 || k < 2 { // cuBLASLt's bias epilogue wants real matrices, as PyTorch's addmm asks
+	if m < 2 || n < 2 || k < 2 { // cuBLASLt's epilogues want real matrices, as PyTorch's addmm asks
 		return false
 	}
 	checkOperand(op, dst)
 	checkOperand(op, x)
 	checkOperand(op, y)
-	checkOperand(op, bias)
+	checkOperand(op, vec)
 	ta, lda, okA := blasLayout(m, k, int64(x.Strides[0]), int64(x.Strides[1]))
 	tb, ldb, okB := blasLayout(k, n, int64(y.Strides[0]), int64(y.Strides[1]))
 	tc, ldc, okC := blasLayout(m, n, int64(dst.Strides[0]), int64(dst.Strides[1]))
-	pa, pb, pc, pbias := addr(x), addr(y), addr(dst), addr(bias)
-	if !okA || !okB || !okC || tc || (pa|pb|pc|pbias)%ltAlign != 0 {
+	pa, pb, pc, pvec := addr(x), addr(y), addr(dst), addr(vec)
+	if !okA || !okB || !okC || tc || (pa|pb|pc|pvec)%ltAlign != 0 {
 		return false
 	}
 	lt := b.lt()
@@ -181,10 +204,10 @@ func (b *Backend) MatmulBias(dst, x, y, bias kernels.Operand) bool {
 	}
 	defer b.blas.put(h)
 	ws, wsBytes := b.blas.workspace(h, s)
-	// Row-major dst = x·y is column-major dstᵀ = yᵀ·xᵀ: cuBLASLt's A is y, its B is x,
-	// and the bias runs along its rows, the columns of dst.
-	key := ltKey{m: n, n: m, k: k, ta: tb, tb: ta, lda: ldb, ldb: lda, ldc: ldc, dt: dt, tf32: dt == dtype.F32 && b.tf32.Load(), ws: wsBytes}
-	p, err := lt.plan(b, key, pbias)
+	// Row-major dst = x·y is column-major dstᵀ = yᵀ·xᵀ: cuBLASLt's A is y, its B is x;
+	// a bias runs along its rows, the columns of dst, and BGRADB sums its B (x) over k.
+	key := ltKey{m: n, n: m, k: k, ta: tb, tb: ta, lda: ldb, ldb: lda, ldc: ldc, dt: dt, tf32: dt == dtype.F32 && b.tf32.Load(), ws: wsBytes, epi: epi}
+	p, err := lt.plan(b, key, pvec)
 	if err != nil {
 		b.fault(err)
 		return true
@@ -195,7 +218,7 @@ func (b *Backend) MatmulBias(dst, x, y, bias kernels.Operand) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := b.blas.call(lt.lib.descSet, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", p.desc, cublasLtDescBiasPointer,
-		uintptr(unsafe.Pointer(&pbias)), unsafe.Sizeof(pbias)); err != nil {
+		uintptr(unsafe.Pointer(&pvec)), unsafe.Sizeof(pvec)); err != nil {
 		b.fault(err)
 		return true
 	}
@@ -205,21 +228,21 @@ func (b *Backend) MatmulBias(dst, x, y, bias kernels.Operand) bool {
 		uintptr(unsafe.Pointer(&betaZero)), uintptr(pc), p.ld, uintptr(pc), p.ld,
 		uintptr(unsafe.Pointer(&p.algo[0])), uintptr(ws), uintptr(wsBytes), uintptr(s))
 	if err != nil {
-		b.fault(fmt.Errorf("%w (m=%d n=%d k=%d, %v, bias in the epilogue)", err, m, n, k, dt))
+		b.fault(fmt.Errorf("%w (m=%d n=%d k=%d, %v, epilogue %d)", err, m, n, k, dt, epi))
 	}
 	return true
 }
 
-// plan returns key's plan, making it on first use (bias: a bias address for the
-// heuristic, which reads its alignment).
-func (lt *blasLt) plan(b *Backend, key ltKey, bias uint64) (*ltPlan, error) {
+// plan returns key's plan, making it on first use (vec: the epilogue's vector, whose
+// alignment the heuristic reads).
+func (lt *blasLt) plan(b *Backend, key ltKey, vec uint64) (*ltPlan, error) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	if p, ok := lt.plans[key]; ok {
 		return p, nil
 	}
 	p := &ltPlan{}
-	err := lt.makePlan(b, key, p, bias)
+	err := lt.makePlan(b, key, p, vec)
 	if err != nil {
 		lt.destroyPlan(b, p)
 		return nil, err
@@ -229,7 +252,7 @@ func (lt *blasLt) plan(b *Backend, key ltKey, bias uint64) (*ltPlan, error) {
 }
 
 // makePlan creates p's descriptors for key and asks the heuristic for one algorithm.
-func (lt *blasLt) makePlan(b *Backend, key ltKey, p *ltPlan, bias uint64) error {
+func (lt *blasLt) makePlan(b *Backend, key ltKey, p *ltPlan, vec uint64) error {
 	l, call := lt.lib, b.blas.call
 	compute := uintptr(cublasCompute32F)
 	if key.tf32 {
@@ -250,11 +273,11 @@ func (lt *blasLt) makePlan(b *Backend, key ltKey, p *ltPlan, bias uint64) error 
 	}
 	ty := blasType(key.dt)
 	if err := errors.Join(set(cublasLtDescTransA, opA), set(cublasLtDescTransB, opB),
-		set(cublasLtDescEpilogue, cublasLtEpilogueBias), set(cublasLtDescBiasDataType, int32(ty))); err != nil {
+		set(cublasLtDescEpilogue, key.epi), set(cublasLtDescBiasDataType, int32(ty))); err != nil {
 		return err
 	}
 	if err := call(l.descSet, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", p.desc, cublasLtDescBiasPointer,
-		uintptr(unsafe.Pointer(&bias)), unsafe.Sizeof(bias)); err != nil {
+		uintptr(unsafe.Pointer(&vec)), unsafe.Sizeof(vec)); err != nil {
 		return err
 	}
 	// Layouts of the column-major operands: A is m×k (k×m transposed), B k×n (n×k).

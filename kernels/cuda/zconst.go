@@ -16,13 +16,14 @@ const cudaR64F = 1
 const cudaR16F = 2
 const cudaR16BF = 14
 
-// cuBLASLt (cublasLt.h): the attributes of a product with a bias in its epilogue.
+// cuBLASLt (cublasLt.h): the attributes of a product with a bias, or a bias gradient, in its epilogue.
 const cublasLtDescTransA = 3
 const cublasLtDescTransB = 4
 const cublasLtDescEpilogue = 7
 const cublasLtDescBiasPointer = 8
 const cublasLtDescBiasDataType = 26
 const cublasLtEpilogueBias = 4
+const cublasLtEpilogueBGradB = 512
 const cublasLtPrefMaxWorkspaceBytes = 1
 const cublasLtSizeofAlgo = 64
 const cublasLtSizeofHeuristicResult = 96

@@ -143,3 +143,50 @@ func testMatmulBias(t *testing.T, s *suite) {
 		}
 	}
 }
+
+// testMatmulBiasGrad checks kernels.BiasGradMatmul where the backend has it: a·b and
+// the row sums of a in each float type it folds, every transposition of a and b (a
+// Linear's weight gradient reads the output's gradient transposed), against the
+// float64 references within the product's tolerance; and float64 operands, which it
+// declines (false) for Matmul and Sum to run.
+func testMatmulBiasGrad(t *testing.T, s *suite) {
+	if _, ok := s.tg.Backend.(kernels.BiasGradMatmul); !ok {
+		t.Skip("the backend sums no operand in a product")
+	}
+	const m, k, n = 17, 33, 12
+	for _, dt := range []dtype.DType{dtype.F32, dtype.F16, dtype.BF16, dtype.F64} {
+		for _, tr := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+			a, b := s.matrix(dt, nil, m, k, tr[0]), s.matrix(dt, nil, k, n, tr[1])
+			want, mag := refMatmul(a, b, nil, m, k, n)
+			av := a.bcast([]int{m, k})
+			sums := make([]float64, m)
+			for i := range m {
+				for q := range k {
+					sums[i] += av[i*k+q]
+				}
+			}
+			tl := within(dt, 1e-6)
+			if dt == dtype.F64 {
+				tl = tol{rel: float64(k) * 0x1p-52}
+			}
+			tl.abs = max(tl.abs, tl.rel*(mag+float64(k)))
+			var folded bool
+			call := func(be kernels.Backend, o []kernels.Operand) {
+				if bm, ok := be.(kernels.BiasGradMatmul); ok && be == s.tg.Backend {
+					if folded = bm.MatmulBiasGrad(o[0], o[1], o[2], o[3]); folded {
+						return
+					}
+				}
+				be.Matmul(o[0], o[2], o[3])
+				col := o[1]
+				col.Layout = kernels.Contiguous(m, 1) // Sum reduces where dst has size 1
+				be.Sum(col, o[2])
+			}
+			bufs := func() []*buf { return []*buf{dense(dt, m, n), dense(dt, m), a, b} }
+			name := fmt.Sprintf("%v transposed %v", dt, tr)
+			s.result(t, name+": the product", bufs(), 0, want, tl, call)
+			s.result(t, name+": the row sums", bufs(), 1, sums, tl, call)
+			require.Equal(t, dt != dtype.F64, folded, "%s: MatmulBiasGrad reported %v", name, folded)
+		}
+	}
+}

@@ -95,6 +95,7 @@ func Run(t *testing.T, tg Target) {
 		{"Max", testMax},
 		{"Matmul", testMatmul},
 		{"MatmulBias", testMatmulBias}, // matmul.go: where the backend folds a bias in
+		{"MatmulBiasGrad", testMatmulBiasGrad},
 		{"Softmax", testSoftmax},
 		{"LayerNorm", testLayerNorm},
 		{"CrossEntropy", testCrossEntropy},
