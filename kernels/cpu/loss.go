@@ -24,22 +24,16 @@ func CrossEntropy[T float](lse, logits []T, labels []int64, n, c int, ignore int
 			lse[i] = logSumExp(logits[i*c : (i+1)*c])
 		}
 	})
-	return T(crossEntropyMean(lse, labels, ignore, func(i int, l int64) float64 { return float64(logits[i*c+int(l)]) })), nil
-}
-
-// crossEntropyMean is the mean of lse[i] - logit(i, label) over the rows whose label is
-// not ignore, summed in float64 in row order (NaN when there are none).
-func crossEntropyMean[T float](lse []T, labels []int64, ignore int64, logit func(i int, l int64) float64) float64 {
 	var sum float64
 	count := 0
 	for i, l := range labels {
 		if l == ignore {
 			continue
 		}
-		sum += float64(lse[i]) - logit(i, l)
+		sum += float64(lse[i]) - float64(logits[i*c+int(l)])
 		count++
 	}
-	return sum / float64(count)
+	return T(sum / float64(count)), nil
 }
 
 // CrossEntropyBackward writes the gradient of CrossEntropy's loss, scaled by g (the
@@ -52,7 +46,13 @@ func CrossEntropyBackward[T float](dlogits, logits, lse []T, labels []int64, n, 
 	checkLen(op, "dlogits", len(dlogits), n*c)
 	checkLen(op, "labels", len(labels), n)
 	checkLen(op, "lse", len(lse), n)
-	scale := crossEntropyScale[T](labels, ignore, g)
+	count := 0
+	for _, l := range labels {
+		if l != ignore {
+			count++
+		}
+	}
+	scale := T(g) / T(count)
 	parallelFor(n, max(1, grain/max(c, 1)), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			out := dlogits[i*c : (i+1)*c]
@@ -60,34 +60,18 @@ func CrossEntropyBackward[T float](dlogits, logits, lse []T, labels []int64, n, 
 				clear(out)
 				continue
 			}
-			crossEntropyGradRow(out, logits[i*c:(i+1)*c], lse[i], scale, labels[i])
+			row := logits[i*c : (i+1)*c]
+			m := lse[i]
+			for j, v := range row {
+				out[j] = v - m
+			}
+			expTo(out, out)
+			for j := range out {
+				out[j] *= scale
+			}
+			out[labels[i]] -= scale
 		}
 	})
-}
-
-// crossEntropyGradRow writes a counted row's gradient (softmax(row) - onehot(label))·scale
-// into out (which may be row), from the row's log-sum-exp m.
-func crossEntropyGradRow[T float](out, row []T, m, scale T, label int64) {
-	for j, v := range row {
-		out[j] = v - m
-	}
-	expTo(out, out)
-	for j := range out {
-		out[j] *= scale
-	}
-	out[label] -= scale
-}
-
-// crossEntropyScale is g/count in T (g rounded to T), count the rows whose label is not
-// ignore.
-func crossEntropyScale[T float](labels []int64, ignore int64, g float64) T {
-	count := 0
-	for _, l := range labels {
-		if l != ignore {
-			count++
-		}
-	}
-	return T(g) / T(count)
 }
 
 // logSumExp is log Σ exp(x) computed stably, accumulating in float64.
