@@ -10,7 +10,13 @@ package kernels
 // output's shape by numpy rules where a method says so; the row kernels (softmax, layer
 // norm, losses, embedding, optimizer steps) take contiguous float operands of one type,
 // F32 or F64, which is the type they compute in (I64 for labels and indices), from
-// their first element. An elementwise output may be the very same memory as an input
+// their first element. Softmax, LogSoftmax, their backward, LayerNorm and its backward
+// also take their row operands (softmax's x, dst, g, y, dx; layer norm's x, y, w, b, g,
+// dx) stored as F16 or BF16,
+// one of them for all the row operands of a call: they compute in float32 and round
+// each output once to that type, the bits of converting the operands to F32 exactly,
+// running the F32 call and converting its outputs back; their statistics (mean, rstd)
+// and dw, db are then F32. An elementwise output may be the very same memory as an input
 // (same Mem, same Layout), never otherwise overlap it. An output with no elements
 // writes nothing. Absent operands (the zero Operand) stand for what a method calls
 // optional.

@@ -45,9 +45,10 @@ func LayerNorm(x, w, b *Tensor, eps float64) *Tensor {
 	out := c.alloc(dt, x.shape)
 	mean := c.alloc(c.rowType(), []int{rows})
 	rstd := c.alloc(c.rowType(), []int{rows})
-	buf := c.denseOut(out)
-	c.k.LayerNorm(buf.operand(), mean.operand(), rstd.operand(), c.dense(x).operand(), c.dense(w).operand(),
-		c.dense(b).operand(), rows, n, eps)
+	st := c.rowStore(out, x, w, b)
+	buf := c.denseOutAs(out, st)
+	c.k.LayerNorm(buf.operand(), mean.operand(), rstd.operand(), c.denseAs(x, st).operand(), c.denseAs(w, st).operand(),
+		c.denseAs(b, st).operand(), rows, n, eps)
 	c.flush(out, buf)
 	if c.recording() {
 		r := &layerNormBackward{rows: rows, n: n, hasW: w != nil, hasB: b != nil}
@@ -92,9 +93,10 @@ func (r *layerNormBackward) backward(b *bwd) {
 	if r.hasB && b.needs(ib) {
 		db = c.alloc(c.rowType(), []int{r.n})
 	}
-	buf := c.denseOut(dx)
-	c.k.LayerNormBackward(buf.operand(), dw.operand(), db.operand(), c.dense(g).operand(), c.dense(x).operand(),
-		c.dense(mean).operand(), c.dense(rstd).operand(), c.dense(w).operand(), r.rows, r.n)
+	st := c.rowStore(dx, g, x, w)
+	buf := c.denseOutAs(dx, st)
+	c.k.LayerNormBackward(buf.operand(), dw.operand(), db.operand(), c.denseAs(g, st).operand(), c.denseAs(x, st).operand(),
+		c.dense(mean).operand(), c.dense(rstd).operand(), c.denseAs(w, st).operand(), r.rows, r.n)
 	c.flush(dx, buf)
 	c.done(nil)
 	b.set(0, dx)

@@ -292,10 +292,34 @@ func (c *call) scratchOf(dt dtype.DType, shape []int) *Tensor {
 	return t
 }
 
+// rowStore is the type the row operands ts (nil ones aside: an output or a gradient not
+// wanted, an absent weight) of a softmax or layer norm kernel are passed in: their one
+// type when it is F16 or BF16 and every one is contiguous (those kernels read and
+// write 16-bit rows themselves, computing in float32 with the bits of an F32 copy),
+// else the call's rowType, which dense and denseOut convert them to.
+func (c *call) rowStore(ts ...*Tensor) dtype.DType {
+	dt := dtype.Invalid
+	for _, t := range ts {
+		switch {
+		case t == nil:
+		case t.dt != dtype.F16 && t.dt != dtype.BF16 || dt != dtype.Invalid && t.dt != dt || !t.IsContiguous():
+			return c.rowType()
+		default:
+			dt = t.dt
+		}
+	}
+	if dt == dtype.Invalid {
+		return c.rowType()
+	}
+	return dt
+}
+
 // dense returns t contiguous in the call's rowType for the row kernels: t itself (nil
 // for nil), or a converted copy released when the op is done.
-func (c *call) dense(t *Tensor) *Tensor {
-	dt := c.rowType()
+func (c *call) dense(t *Tensor) *Tensor { return c.denseAs(t, c.rowType()) }
+
+// denseAs is dense in dt.
+func (c *call) denseAs(t *Tensor, dt dtype.DType) *Tensor {
 	if t == nil || t.dt == dt && t.IsContiguous() {
 		return t
 	}
@@ -307,8 +331,10 @@ func (c *call) dense(t *Tensor) *Tensor {
 // denseOut returns where a dense kernel writes out: out itself when it has the call's
 // rowType (or is nil, a gradient not wanted), else a scratch of that type that flush
 // converts into out.
-func (c *call) denseOut(out *Tensor) *Tensor {
-	dt := c.rowType()
+func (c *call) denseOut(out *Tensor) *Tensor { return c.denseOutAs(out, c.rowType()) }
+
+// denseOutAs is denseOut in dt.
+func (c *call) denseOutAs(out *Tensor, dt dtype.DType) *Tensor {
 	if out == nil || out.dt == dt {
 		return out
 	}

@@ -43,11 +43,11 @@ func softmaxOp(op string, t *Tensor, dt dtype.DType, ax int) *Tensor {
 	x := c.readAs(0, dt)
 	outer, n, inner := c.split(x.shape, ax)
 	out := c.alloc(dt, x.shape)
-	// The kernels read and write contiguous F32 or F64 (rowType). An input of another
-	// type or layout is converted into the buffer the result is computed in (out itself
-	// when it has that type), and the kernel runs there in place: no copy of the input
-	// is made.
-	buf, xs := c.denseOut(out), x
+	// The kernels read and write contiguous rows of one type (rowStore: an F16 or BF16
+	// x and out as they are, else F32 or F64). An input of another type or layout is
+	// converted into the buffer the result is computed in (out itself when it has that
+	// type), and the kernel runs there in place: no copy of the input is made.
+	buf, xs := c.denseOutAs(out, c.rowStore(out, x)), x
 	if x.dt != buf.dt || !x.IsContiguous() {
 		c.k.Copy(buf.operand(), x.operand())
 		xs = buf
@@ -78,7 +78,8 @@ func (r *softmaxBackward) backward(b *bwd) {
 	g, y := b.g, b.saved(r.y)
 	c := begin("softmax backward", g, y)
 	dx := c.alloc(b.f.in[0].dt, g.shape)
-	buf, gs, ys := c.denseOut(dx), c.dense(g), c.dense(y)
+	st := c.rowStore(dx, g, y)
+	buf, gs, ys := c.denseOutAs(dx, st), c.denseAs(g, st), c.denseAs(y, st)
 	if r.log {
 		c.k.LogSoftmaxBackward(buf.operand(), gs.operand(), ys.operand(), r.outer, r.n, r.inner)
 	} else {

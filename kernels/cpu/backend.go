@@ -185,14 +185,32 @@ func (b *Backend) Matmul(dst, x, y kernels.Operand) {
 }
 
 // The row kernels compute in the type of their first input, F32 or F64 (floats checks
-// every operand has it).
+// every operand has it); row operands stored as F16 or BF16 (halves checks they share
+// it) compute in float32 (rows16.go), with float32 statistics.
+
+// is16 reports whether dt is a 16-bit float storage type.
+func is16(dt dtype.DType) bool { return dt == dtype.F16 || dt == dtype.BF16 }
+
+// halves is rows of a 16-bit operand of h's type.
+func halves(op string, o kernels.Operand, h half) []uint16 {
+	return rows[uint16](op, o, dtype.DType(h))
+}
 
 func (*Backend) Softmax(dst, x kernels.Operand, outer, n, inner int) {
-	byType(softmaxRows[float32], softmaxRows[float64], x.DType)("softmax", dst, x, outer, n, inner)
+	softmaxOperands("softmax", dst, x, outer, n, inner)
 }
 
 func (*Backend) LogSoftmax(dst, x kernels.Operand, outer, n, inner int) {
-	byType(softmaxRows[float32], softmaxRows[float64], x.DType)("log_softmax", dst, x, outer, n, inner)
+	softmaxOperands("log_softmax", dst, x, outer, n, inner)
+}
+
+func softmaxOperands(op string, dst, x kernels.Operand, outer, n, inner int) {
+	if is16(x.DType) {
+		h := half(x.DType)
+		softmax16(op, h, halves(op, dst, h), halves(op, x, h), outer, n, inner, op == "log_softmax")
+		return
+	}
+	byType(softmaxRows[float32], softmaxRows[float64], x.DType)(op, dst, x, outer, n, inner)
 }
 
 func softmaxRows[T float](op string, dst, x kernels.Operand, outer, n, inner int) {
@@ -200,11 +218,20 @@ func softmaxRows[T float](op string, dst, x kernels.Operand, outer, n, inner int
 }
 
 func (*Backend) SoftmaxBackward(dx, g, y kernels.Operand, outer, n, inner int) {
-	byType(softmaxRowsBackward[float32], softmaxRowsBackward[float64], y.DType)("softmax backward", dx, g, y, outer, n, inner)
+	softmaxBackwardOperands("softmax backward", dx, g, y, outer, n, inner)
 }
 
 func (*Backend) LogSoftmaxBackward(dx, g, y kernels.Operand, outer, n, inner int) {
-	byType(softmaxRowsBackward[float32], softmaxRowsBackward[float64], y.DType)("log_softmax backward", dx, g, y, outer, n, inner)
+	softmaxBackwardOperands("log_softmax backward", dx, g, y, outer, n, inner)
+}
+
+func softmaxBackwardOperands(op string, dx, g, y kernels.Operand, outer, n, inner int) {
+	if is16(y.DType) {
+		h := half(y.DType)
+		softmaxBackward16(op, h, halves(op, dx, h), halves(op, g, h), halves(op, y, h), outer, n, inner, op == "log_softmax backward")
+		return
+	}
+	byType(softmaxRowsBackward[float32], softmaxRowsBackward[float64], y.DType)(op, dx, g, y, outer, n, inner)
 }
 
 func softmaxRowsBackward[T float](op string, dx, g, y kernels.Operand, outer, n, inner int) {
@@ -212,6 +239,13 @@ func softmaxRowsBackward[T float](op string, dx, g, y kernels.Operand, outer, n,
 }
 
 func (*Backend) LayerNorm(y, mean, rstd, x, w, b kernels.Operand, rows, n int, eps float64) {
+	if is16(x.DType) {
+		const op = "layer_norm"
+		h := half(x.DType)
+		layerNorm16(h, halves(op, y, h), halves(op, x, h), halves(op, w, h), halves(op, b, h),
+			floats[float32](op, mean), floats[float32](op, rstd), rows, n, eps)
+		return
+	}
 	byType(layerNorm[float32], layerNorm[float64], x.DType)(y, mean, rstd, x, w, b, rows, n, eps)
 }
 
@@ -222,6 +256,13 @@ func layerNorm[T float](y, mean, rstd, x, w, b kernels.Operand, rows, n int, eps
 }
 
 func (*Backend) LayerNormBackward(dx, dw, db, g, x, mean, rstd, w kernels.Operand, rows, n int) {
+	if is16(x.DType) {
+		const op = "layer_norm backward"
+		h := half(x.DType)
+		layerNormBackward16(h, halves(op, dx, h), halves(op, g, h), halves(op, x, h), halves(op, w, h),
+			floats[float32](op, dw), floats[float32](op, db), floats[float32](op, mean), floats[float32](op, rstd), rows, n)
+		return
+	}
 	byType(layerNormBackward[float32], layerNormBackward[float64], x.DType)(dx, dw, db, g, x, mean, rstd, w, rows, n)
 }
 

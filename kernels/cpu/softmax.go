@@ -32,7 +32,7 @@ func LogSoftmaxBackward[T float](dx, g, y []T, outer, n, inner int) {
 	softmaxBackward("log_softmax backward", dx, g, y, outer, n, inner, true)
 }
 
-func checkAxis[T float](op string, outer, n, inner int, slices ...[]T) {
+func checkAxis[T any](op string, outer, n, inner int, slices ...[]T) {
 	size := outer * n * inner
 	if outer < 0 || n < 0 || inner < 0 {
 		panic(fmt.Sprintf("kernels/cpu: %s: negative size [%d, %d, %d]", op, outer, n, inner))
@@ -67,55 +67,59 @@ func softmax[T float](op string, dst, x []T, outer, n, inner int, log bool) {
 		forRows(outer, n, func(i int) { softmaxRow(dst[i*n:(i+1)*n], x[i*n:(i+1)*n], log) })
 		return
 	}
-	forAxis(outer, n, inner, func(base, w int) {
-		var mx [chunk]T
-		var sum [chunk]float64
-		for j := range w {
-			mx[j], sum[j] = T(math.Inf(-1)), 0
-		}
-		for p := range n {
-			row := x[base+p*inner : base+p*inner+w]
-			for j, v := range row {
-				if v > mx[j] || v != v {
-					mx[j] = v
-				}
+	forAxis(outer, n, inner, func(base, w int) { softmaxBlock(dst[base:], x[base:], n, inner, w, log) })
+}
+
+// softmaxBlock is the softmax (or log-softmax) of w ≤ chunk adjacent columns: the
+// elements p·stride + j of x for p < n, j < w (and of dst).
+func softmaxBlock[T float](dst, x []T, n, stride, w int, log bool) {
+	var mx [chunk]T
+	var sum [chunk]float64
+	for j := range w {
+		mx[j], sum[j] = T(math.Inf(-1)), 0
+	}
+	for p := range n {
+		row := x[p*stride : p*stride+w]
+		for j, v := range row {
+			if v > mx[j] || v != v {
+				mx[j] = v
 			}
 		}
-		for p := range n {
-			row := x[base+p*inner : base+p*inner+w]
-			out := dst[base+p*inner : base+p*inner+w]
-			for j, v := range row {
-				out[j] = v - mx[j]
-			}
-			es := out
-			if log { // keep x - max; the exponentials are only summed
-				var buf [chunk]T
-				es = buf[:w]
-			}
-			expTo(es, out)
-			for j, e := range es {
-				sum[j] += float64(e)
-			}
+	}
+	for p := range n {
+		row := x[p*stride : p*stride+w]
+		out := dst[p*stride : p*stride+w]
+		for j, v := range row {
+			out[j] = v - mx[j]
 		}
-		var scale [chunk]T
-		for j := range w {
+		es := out
+		if log { // keep x - max; the exponentials are only summed
+			var buf [chunk]T
+			es = buf[:w]
+		}
+		expTo(es, out)
+		for j, e := range es {
+			sum[j] += float64(e)
+		}
+	}
+	var scale [chunk]T
+	for j := range w {
+		if log {
+			scale[j] = T(math.Log(sum[j]))
+		} else {
+			scale[j] = T(1 / sum[j])
+		}
+	}
+	for p := range n {
+		out := dst[p*stride : p*stride+w]
+		for j := range out {
 			if log {
-				scale[j] = T(math.Log(sum[j]))
+				out[j] -= scale[j]
 			} else {
-				scale[j] = T(1 / sum[j])
+				out[j] *= scale[j]
 			}
 		}
-		for p := range n {
-			out := dst[base+p*inner : base+p*inner+w]
-			for j := range out {
-				if log {
-					out[j] -= scale[j]
-				} else {
-					out[j] *= scale[j]
-				}
-			}
-		}
-	})
+	}
 }
 
 func softmaxBackward[T float](op string, dx, g, y []T, outer, n, inner int, log bool) {
@@ -124,36 +128,40 @@ func softmaxBackward[T float](op string, dx, g, y []T, outer, n, inner int, log 
 		forRows(outer, n, func(i int) { softmaxBackwardRow(dx[i*n:(i+1)*n], g[i*n:(i+1)*n], y[i*n:(i+1)*n], log) })
 		return
 	}
-	forAxis(outer, n, inner, func(base, w int) {
-		var dot [chunk]float64
-		for p := range n {
-			gr := g[base+p*inner : base+p*inner+w]
-			yr := y[base+p*inner : base+p*inner+w]
-			for j, gv := range gr {
-				if log {
-					dot[j] += float64(gv)
-				} else {
-					dot[j] += float64(gv) * float64(yr[j])
-				}
-			}
-		}
-		for p := range n {
-			gr := g[base+p*inner : base+p*inner+w]
-			yr := y[base+p*inner : base+p*inner+w]
-			out := dx[base+p*inner : base+p*inner+w]
+	forAxis(outer, n, inner, func(base, w int) { softmaxBackwardBlock(dx[base:], g[base:], y[base:], n, inner, w, log) })
+}
+
+// softmaxBackwardBlock is SoftmaxBackward (or LogSoftmaxBackward) on w ≤ chunk adjacent
+// columns, laid out as softmaxBlock's.
+func softmaxBackwardBlock[T float](dx, g, y []T, n, stride, w int, log bool) {
+	var dot [chunk]float64
+	for p := range n {
+		gr := g[p*stride : p*stride+w]
+		yr := y[p*stride : p*stride+w]
+		for j, gv := range gr {
 			if log {
-				var e [chunk]T
-				expTo(e[:w], yr)
-				for j, gv := range gr {
-					out[j] = gv - e[j]*T(dot[j])
-				}
-				continue
-			}
-			for j, gv := range gr {
-				out[j] = yr[j] * (gv - T(dot[j]))
+				dot[j] += float64(gv)
+			} else {
+				dot[j] += float64(gv) * float64(yr[j])
 			}
 		}
-	})
+	}
+	for p := range n {
+		gr := g[p*stride : p*stride+w]
+		yr := y[p*stride : p*stride+w]
+		out := dx[p*stride : p*stride+w]
+		if log {
+			var e [chunk]T
+			expTo(e[:w], yr)
+			for j, gv := range gr {
+				out[j] = gv - e[j]*T(dot[j])
+			}
+			continue
+		}
+		for j, gv := range gr {
+			out[j] = yr[j] * (gv - T(dot[j]))
+		}
+	}
 }
 
 // forRows calls fn(i) for every row i < rows of n elements, in parallel.

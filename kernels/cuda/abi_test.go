@@ -49,6 +49,26 @@ func TestVariantsTakeTheSameArguments(t *testing.T) {
 			assert.Equal(t, []string{b.name + "_f32", b.name + "_f32_v16"}, []string{k, kv})
 			assert.Equal(t, params[k], params[kv], "%s and %s", k, kv)
 			continue
+		case formRegs16:
+			// The 16-bit rows' kernels take the float32 ones' arguments: pointers, the
+			// sizes, float32 numbers (they compute in float32).
+			f32 := params[b.name+"_f32"]
+			require.NotEmpty(t, f32, "%s_f32", b.name)
+			for _, st := range []kernel{0, vRegsBF16} {
+				for _, v := range []kernel{0, vV16} {
+					k := entries[base+st+v].name
+					require.NotEmpty(t, k, "%s %d", b.name, st+v)
+					assert.Equal(t, f32, params[k], "%s and %s_f32", k, b.name)
+				}
+			}
+			continue
+		case formStore:
+			// The F16 and BF16 rows' kernels take the float32 ones' arguments.
+			for _, dt := range []dtype.DType{dtype.F16, dtype.BF16} {
+				k := entries[base.stored(dt)].name
+				require.NotEmpty(t, k, "%s %v", b.name, dt)
+				assert.Equal(t, params[entries[base].name], params[k], "%s and %s", k, entries[base].name)
+			}
 		}
 		widths := []kernel{0}
 		if b.form == formWalk {
@@ -190,6 +210,26 @@ func exercise(b *Backend) {
 		b.AdamMulti(kernels.Adam{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}, []int{1, 2, 3}, ps, ps, ps, ps)
 		b.AdamMultiCapturable(kernels.Adam{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Decoupled: true},
 			o.dense(dtype.F64), o.dense(dtype.F64, 4), []int{2, 0, 3}, ps, ps, ps, ps)
+	}
+	// Softmax and layer norm over F16 and BF16 rows (float32 statistics), in registers
+	// 16 bytes a load (n % 8 == 0) or not, and from memory.
+	for _, st := range []dtype.DType{dtype.F16, dtype.BF16} {
+		for _, n := range []int{10, 1024, 1500, 5000, 9000} {
+			x, w, mean := o.dense(st, 8, n), o.dense(st, n), o.dense(dtype.F32, 8)
+			if n == 1024 {
+				off := o.over(st, kernels.Layout{Shape: []int{8, n}, Strides: []int{n, 1}, Offset: 1}, int64(8*n+1))
+				b.Softmax(off, x, 8, n, 1)
+			}
+			b.Softmax(x, x, 8, n, 1)
+			b.LogSoftmax(x, x, 2, n, 4)
+			b.SoftmaxBackward(x, x, x, 8, n, 1)
+			b.LogSoftmaxBackward(x, x, x, 2, n, 4)
+			b.LayerNorm(x, mean, mean, x, w, w, 8, n, 1e-5)
+			dw := o.dense(dtype.F32, n)
+			b.LayerNormBackward(x, dw, dw, x, x, mean, mean, w, 8, n)
+		}
+		x := o.dense(st, 4096, 1024)
+		b.LayerNormBackward(kernels.Operand{}, o.dense(dtype.F32, 1024), kernels.Operand{}, x, x, o.dense(dtype.F32, 4096), o.dense(dtype.F32, 4096), kernels.Operand{}, 4096, 1024)
 	}
 	exerciseCompare(b, &o) // compare_test.go
 }

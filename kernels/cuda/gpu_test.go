@@ -337,11 +337,9 @@ func BenchmarkKernelBandwidth(bm *testing.B) {
 		// The row kernels over rows of 1024 (a warp a row), the same bytes; F32 only.
 		const rowLen = 1024
 		nrows := rows * cols / rowLen
-		var mean, rstd, mean4, rstd4 kernels.Operand
-		if dt == dtype.F32 {
-			mean, rstd = op(dt, nrows, 1), op(dt, nrows, 1)
-			mean4, rstd4 = op(dt, rows, 1), op(dt, rows, 1)
-		}
+		// The row kernels' statistics are float32 for every row type here.
+		mean, rstd := op(dtype.F32, nrows, 1), op(dtype.F32, nrows, 1)
+		mean4, rstd4 := op(dtype.F32, rows, 1), op(dtype.F32, rows, 1)
 		other := dtype.F16
 		if dt != dtype.F32 {
 			other = dtype.F32
@@ -368,18 +366,17 @@ func BenchmarkKernelBandwidth(bm *testing.B) {
 			{"SumAll", n * es, func() { b.Sum(all, x) }},
 			{"MaxRows", n * es, func() { b.Max(rowSum, rowArg, x) }},
 		}
-		if dt == dtype.F32 { // the row kernels take F32 and F64
-			cases = append(cases,
-				kernelCase{"SoftmaxRows1024", 2 * n * es, func() { b.Softmax(out, x, nrows, rowLen, 1) }},
-				kernelCase{"SoftmaxBackwardRows1024", 3 * n * es, func() { b.SoftmaxBackward(out, x, y, nrows, rowLen, 1) }},
-				kernelCase{"LayerNormRows1024", 2 * n * es, func() { b.LayerNorm(out, mean, rstd, x, kernels.Operand{}, kernels.Operand{}, nrows, rowLen, 1e-5) }},
-				kernelCase{"LayerNormBackwardRows1024", 3 * n * es, func() {
-					b.LayerNormBackward(out, kernels.Operand{}, kernels.Operand{}, y, x, mean, rstd, kernels.Operand{}, nrows, rowLen)
-				}},
-				// Rows of 4096: a block each.
-				kernelCase{"SoftmaxRows4096", 2 * n * es, func() { b.Softmax(out, x, rows, cols, 1) }},
-				kernelCase{"LayerNormRows4096", 2 * n * es, func() { b.LayerNorm(out, mean4, rstd4, x, kernels.Operand{}, kernels.Operand{}, rows, cols, 1e-5) }})
-		}
+		cases = append(cases, // the row kernels read F32, F16 and BF16 rows as they are
+
+			kernelCase{"SoftmaxRows1024", 2 * n * es, func() { b.Softmax(out, x, nrows, rowLen, 1) }},
+			kernelCase{"SoftmaxBackwardRows1024", 3 * n * es, func() { b.SoftmaxBackward(out, x, y, nrows, rowLen, 1) }},
+			kernelCase{"LayerNormRows1024", 2 * n * es, func() { b.LayerNorm(out, mean, rstd, x, kernels.Operand{}, kernels.Operand{}, nrows, rowLen, 1e-5) }},
+			kernelCase{"LayerNormBackwardRows1024", 3 * n * es, func() {
+				b.LayerNormBackward(out, kernels.Operand{}, kernels.Operand{}, y, x, mean, rstd, kernels.Operand{}, nrows, rowLen)
+			}},
+			// Rows of 4096: a block each.
+			kernelCase{"SoftmaxRows4096", 2 * n * es, func() { b.Softmax(out, x, rows, cols, 1) }},
+			kernelCase{"LayerNormRows4096", 2 * n * es, func() { b.LayerNorm(out, mean4, rstd4, x, kernels.Operand{}, kernels.Operand{}, rows, cols, 1e-5) }})
 		for _, c := range cases {
 			bm.Run(dt.String()+"/"+c.name, func(bm *testing.B) {
 				c.f()

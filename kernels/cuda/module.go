@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	cudadev "github.com/subletml/sublet/device/cuda"
+	"github.com/subletml/sublet/dtype"
 )
 
 // fatbins holds gen/FAMILY.fatbin for every family: SASS for sm_80 and sm_90 and PTX
@@ -60,9 +61,16 @@ const (
 	vWide    = 1
 	vF64     = 2
 	variants = 4
-	// vV16 is formV16's variant that moves 16 bytes a load (the bit vWide has in
-	// formWalk).
+	// vV16 is formV16's and formRegs16's variant that moves 16 bytes a load (the bit
+	// vWide has in formWalk).
 	vV16 = vWide
+	// vF16 and vBF16 are formStore's variants for rows stored as F16 and BF16 (F32 and
+	// F64 are its 0 and vF64).
+	vF16  = vWide
+	vBF16 = vWide + vF64
+	// vRegsBF16 is formRegs16's variant for BF16 rows (F16's is 0), beside which each
+	// has its vV16 one.
+	vRegsBF16 = vF64
 )
 
 // The bases, variants apart.
@@ -111,10 +119,14 @@ const (
 	kSoftmaxBackwardRowsBlock
 	kSoftmaxCols
 	kSoftmaxBackwardCols
-	kSoftmaxRegsWarp          // formV16, and the three below
-	kSoftmaxRegsBlock         //
-	kSoftmaxBackwardRegsWarp  //
-	kSoftmaxBackwardRegsBlock //
+	kSoftmaxRegsWarp            // formV16, and the three below
+	kSoftmaxRegsBlock           //
+	kSoftmaxBackwardRegsWarp    //
+	kSoftmaxBackwardRegsBlock   //
+	kSoftmaxRegs16Warp          // formRegs16, and the three below
+	kSoftmaxRegs16Block         //
+	kSoftmaxBackwardRegs16Warp  //
+	kSoftmaxBackwardRegs16Block //
 	// famLayerNorm.
 	kLayerNormWarp
 	kLayerNormBlock
@@ -122,10 +134,14 @@ const (
 	kLayerNormDxBlock
 	kLayerNormDwdb
 	kLayerNormDwdbFinish
-	kLayerNormRegsWarp    // formV16, and the three below
-	kLayerNormRegsBlock   //
-	kLayerNormDxRegsWarp  //
-	kLayerNormDxRegsBlock //
+	kLayerNormRegsWarp      // formV16, and the three below
+	kLayerNormRegsBlock     //
+	kLayerNormDxRegsWarp    //
+	kLayerNormDxRegsBlock   //
+	kLayerNormRegs16Warp    // formRegs16, and the three below
+	kLayerNormRegs16Block   //
+	kLayerNormDxRegs16Warp  //
+	kLayerNormDxRegs16Block //
 	// famEmbedding.
 	kEmbedding
 	kEmbeddingBackward
@@ -159,16 +175,30 @@ func (k kernel) in(f64 bool) kernel {
 	return k
 }
 
+// stored is the variant of a formStore base k for rows stored as dt: _f32, _f16, _f64
+// or _bf16.
+func (k kernel) stored(dt dtype.DType) kernel {
+	switch dt {
+	case dtype.F16:
+		return k + vF16
+	case dtype.BF16:
+		return k + vBF16
+	}
+	return k.in(dt == dtype.F64)
+}
+
 // form says which variants of a base exist and how they are named.
 type form uint8
 
 const (
-	formTyped form = iota // NAME_f32, NAME_f64
-	formWalk              // NAME_f32_i32, NAME_f32_i64, NAME_f64_i32, NAME_f64_i64
-	formIndex             // NAME_i32, NAME_i64
-	formOne               // NAME
-	formV16               // NAME_f32, NAME_f32_v16 (float32 only)
-	formF64               // NAME_f64 (float32's is another base's)
+	formTyped  form = iota // NAME_f32, NAME_f64
+	formWalk               // NAME_f32_i32, NAME_f32_i64, NAME_f64_i32, NAME_f64_i64
+	formIndex              // NAME_i32, NAME_i64
+	formOne                // NAME
+	formV16                // NAME_f32, NAME_f32_v16 (float32 only)
+	formF64                // NAME_f64 (float32's is another base's)
+	formStore              // NAME_f32, NAME_f16, NAME_f64, NAME_bf16: rows stored as each
+	formRegs16             // NAME_f16, NAME_f16_v16, NAME_bf16, NAME_bf16_v16 (vRegsBF16, vV16)
 )
 
 // bases lists each base's family, name and form, in the order of the constants.
@@ -177,75 +207,83 @@ var bases = [numKernels / variants]struct {
 	name string
 	form form
 }{
-	kUnary / variants:                    {famElementwise, "unary", formWalk},
-	kUnaryBackward / variants:            {famElementwise, "unary_backward", formWalk},
-	kBinary / variants:                   {famElementwise, "binary", formWalk},
-	kBinaryBackward / variants:           {famElementwise, "binary_backward", formWalk},
-	kAxpy / variants:                     {famElementwise, "axpy", formWalk},
-	kDropout / variants:                  {famElementwise, "dropout", formWalk},
-	kBCE / variants:                      {famElementwise, "bce", formWalk},
-	kBCEBackward / variants:              {famElementwise, "bce_backward", formWalk},
-	kBCELogits / variants:                {famElementwise, "bce_logits", formWalk},
-	kBCELogitsBackward / variants:        {famElementwise, "bce_logits_backward", formWalk},
-	kAddc / variants:                     {famElementwise, "addc", formWalk},
-	kCopy / variants:                     {famCopy, "copy", formWalk},
-	kFill / variants:                     {famCopy, "fill", formIndex},
-	kCopyTranspose / variants:            {famCopy, "copy_transpose", formOne},
-	kNonFinite / variants:                {famReduce, "non_finite", formWalk},
-	kReduceThread / variants:             {famReduce, "reduce_thread", formTyped},
-	kReduceBlock / variants:              {famReduce, "reduce_block", formTyped},
-	kReduceCols / variants:               {famReduce, "reduce_cols", formTyped},
-	kReduceWarp / variants:               {famReduce, "reduce_warp", formTyped},
-	kReduceFinish / variants:             {famReduce, "reduce_finish", formTyped},
-	kReduceFinishBlock / variants:        {famReduce, "reduce_finish_block", formTyped},
-	kMaxBackward / variants:              {famReduce, "max_backward", formTyped},
-	kUnscale / variants:                  {famAmp, "unscale", formWalk},
-	kUnscaleMulti / variants:             {famAmp, "unscale_multi", formOne},
-	kCrossEntropyBackward / variants:     {famLoss, "cross_entropy_backward", formWalk},
-	kCrossEntropyRowsWarp / variants:     {famLoss, "cross_entropy_rows_warp", formTyped},
-	kCrossEntropyRowsBlock / variants:    {famLoss, "cross_entropy_rows_block", formTyped},
-	kCrossEntropyLoss / variants:         {famLoss, "cross_entropy_loss", formTyped},
-	kCrossEntropyScale / variants:        {famLoss, "cross_entropy_scale", formTyped},
-	kMSEPartial / variants:               {famLoss, "mse_partial", formTyped},
-	kSumFinish / variants:                {famLoss, "sum_finish", formTyped},
-	kMSEBackward / variants:              {famLoss, "mse_backward", formTyped},
-	kSoftmaxRowsWarp / variants:          {famSoftmax, "softmax_rows_warp", formF64},
-	kSoftmaxRowsBlock / variants:         {famSoftmax, "softmax_rows_block", formTyped},
-	kSoftmaxBackwardRowsWarp / variants:  {famSoftmax, "softmax_backward_rows_warp", formF64},
-	kSoftmaxBackwardRowsBlock / variants: {famSoftmax, "softmax_backward_rows_block", formTyped},
-	kSoftmaxCols / variants:              {famSoftmax, "softmax_cols", formTyped},
-	kSoftmaxBackwardCols / variants:      {famSoftmax, "softmax_backward_cols", formTyped},
-	kSoftmaxRegsWarp / variants:          {famSoftmax, "softmax_regs_warp", formV16},
-	kSoftmaxRegsBlock / variants:         {famSoftmax, "softmax_regs_block", formV16},
-	kSoftmaxBackwardRegsWarp / variants:  {famSoftmax, "softmax_backward_regs_warp", formV16},
-	kSoftmaxBackwardRegsBlock / variants: {famSoftmax, "softmax_backward_regs_block", formV16},
-	kLayerNormWarp / variants:            {famLayerNorm, "layer_norm_warp", formF64},
-	kLayerNormBlock / variants:           {famLayerNorm, "layer_norm_block", formTyped},
-	kLayerNormDxWarp / variants:          {famLayerNorm, "layer_norm_dx_warp", formF64},
-	kLayerNormDxBlock / variants:         {famLayerNorm, "layer_norm_dx_block", formTyped},
-	kLayerNormDwdb / variants:            {famLayerNorm, "layer_norm_dwdb", formTyped},
-	kLayerNormDwdbFinish / variants:      {famLayerNorm, "layer_norm_dwdb_finish", formTyped},
-	kLayerNormRegsWarp / variants:        {famLayerNorm, "layer_norm_regs_warp", formV16},
-	kLayerNormRegsBlock / variants:       {famLayerNorm, "layer_norm_regs_block", formV16},
-	kLayerNormDxRegsWarp / variants:      {famLayerNorm, "layer_norm_dx_regs_warp", formV16},
-	kLayerNormDxRegsBlock / variants:     {famLayerNorm, "layer_norm_dx_regs_block", formV16},
-	kEmbedding / variants:                {famEmbedding, "embedding", formTyped},
-	kEmbeddingBackward / variants:        {famEmbedding, "embedding_backward", formTyped},
-	kEmbeddingKeys / variants:            {famEmbedding, "embedding_keys", formOne},
-	kEmbeddingSortGlobal / variants:      {famEmbedding, "embedding_sort_global", formOne},
-	kEmbeddingSortLocal / variants:       {famEmbedding, "embedding_sort_local", formOne},
-	kDropoutMask / variants:              {famDropout, "dropout_mask", formOne},
-	kSGD / variants:                      {famOptim, "sgd", formTyped},
-	kAdam / variants:                     {famOptim, "adam", formTyped},
-	kSGDMulti / variants:                 {famOptim, "sgd_multi", formTyped},
-	kAdamMulti / variants:                {famOptim, "adam_multi", formTyped},
-	kAdamMultiCapturable / variants:      {famOptim, "adam_multi_capturable", formTyped},
-	kAdamCount / variants:                {famOptim, "adam_count", formOne},
-	kGemmTiled / variants:                {famGemm, "gemm_tiled", formTyped},
-	kCompare / variants:                  {famCompare, "compare", formIndex},
-	kWhere / variants:                    {famCompare, "where", formWalk},
-	kWhereInt / variants:                 {famCompare, "where_int", formIndex},
-	kSumInt / variants:                   {famCompare, "sum_int", formIndex},
+	kUnary / variants:                      {famElementwise, "unary", formWalk},
+	kUnaryBackward / variants:              {famElementwise, "unary_backward", formWalk},
+	kBinary / variants:                     {famElementwise, "binary", formWalk},
+	kBinaryBackward / variants:             {famElementwise, "binary_backward", formWalk},
+	kAxpy / variants:                       {famElementwise, "axpy", formWalk},
+	kDropout / variants:                    {famElementwise, "dropout", formWalk},
+	kBCE / variants:                        {famElementwise, "bce", formWalk},
+	kBCEBackward / variants:                {famElementwise, "bce_backward", formWalk},
+	kBCELogits / variants:                  {famElementwise, "bce_logits", formWalk},
+	kBCELogitsBackward / variants:          {famElementwise, "bce_logits_backward", formWalk},
+	kAddc / variants:                       {famElementwise, "addc", formWalk},
+	kCopy / variants:                       {famCopy, "copy", formWalk},
+	kFill / variants:                       {famCopy, "fill", formIndex},
+	kCopyTranspose / variants:              {famCopy, "copy_transpose", formOne},
+	kNonFinite / variants:                  {famReduce, "non_finite", formWalk},
+	kReduceThread / variants:               {famReduce, "reduce_thread", formTyped},
+	kReduceBlock / variants:                {famReduce, "reduce_block", formTyped},
+	kReduceCols / variants:                 {famReduce, "reduce_cols", formTyped},
+	kReduceWarp / variants:                 {famReduce, "reduce_warp", formTyped},
+	kReduceFinish / variants:               {famReduce, "reduce_finish", formTyped},
+	kReduceFinishBlock / variants:          {famReduce, "reduce_finish_block", formTyped},
+	kMaxBackward / variants:                {famReduce, "max_backward", formTyped},
+	kUnscale / variants:                    {famAmp, "unscale", formWalk},
+	kUnscaleMulti / variants:               {famAmp, "unscale_multi", formOne},
+	kCrossEntropyBackward / variants:       {famLoss, "cross_entropy_backward", formWalk},
+	kCrossEntropyRowsWarp / variants:       {famLoss, "cross_entropy_rows_warp", formTyped},
+	kCrossEntropyRowsBlock / variants:      {famLoss, "cross_entropy_rows_block", formTyped},
+	kCrossEntropyLoss / variants:           {famLoss, "cross_entropy_loss", formTyped},
+	kCrossEntropyScale / variants:          {famLoss, "cross_entropy_scale", formTyped},
+	kMSEPartial / variants:                 {famLoss, "mse_partial", formTyped},
+	kSumFinish / variants:                  {famLoss, "sum_finish", formTyped},
+	kMSEBackward / variants:                {famLoss, "mse_backward", formTyped},
+	kSoftmaxRowsWarp / variants:            {famSoftmax, "softmax_rows_warp", formF64},
+	kSoftmaxRowsBlock / variants:           {famSoftmax, "softmax_rows_block", formStore},
+	kSoftmaxBackwardRowsWarp / variants:    {famSoftmax, "softmax_backward_rows_warp", formF64},
+	kSoftmaxBackwardRowsBlock / variants:   {famSoftmax, "softmax_backward_rows_block", formStore},
+	kSoftmaxCols / variants:                {famSoftmax, "softmax_cols", formStore},
+	kSoftmaxBackwardCols / variants:        {famSoftmax, "softmax_backward_cols", formStore},
+	kSoftmaxRegsWarp / variants:            {famSoftmax, "softmax_regs_warp", formV16},
+	kSoftmaxRegsBlock / variants:           {famSoftmax, "softmax_regs_block", formV16},
+	kSoftmaxBackwardRegsWarp / variants:    {famSoftmax, "softmax_backward_regs_warp", formV16},
+	kSoftmaxBackwardRegsBlock / variants:   {famSoftmax, "softmax_backward_regs_block", formV16},
+	kSoftmaxRegs16Warp / variants:          {famSoftmax, "softmax_regs_warp", formRegs16},
+	kSoftmaxRegs16Block / variants:         {famSoftmax, "softmax_regs_block", formRegs16},
+	kSoftmaxBackwardRegs16Warp / variants:  {famSoftmax, "softmax_backward_regs_warp", formRegs16},
+	kSoftmaxBackwardRegs16Block / variants: {famSoftmax, "softmax_backward_regs_block", formRegs16},
+	kLayerNormWarp / variants:              {famLayerNorm, "layer_norm_warp", formF64},
+	kLayerNormBlock / variants:             {famLayerNorm, "layer_norm_block", formStore},
+	kLayerNormDxWarp / variants:            {famLayerNorm, "layer_norm_dx_warp", formF64},
+	kLayerNormDxBlock / variants:           {famLayerNorm, "layer_norm_dx_block", formStore},
+	kLayerNormDwdb / variants:              {famLayerNorm, "layer_norm_dwdb", formStore},
+	kLayerNormDwdbFinish / variants:        {famLayerNorm, "layer_norm_dwdb_finish", formTyped},
+	kLayerNormRegsWarp / variants:          {famLayerNorm, "layer_norm_regs_warp", formV16},
+	kLayerNormRegsBlock / variants:         {famLayerNorm, "layer_norm_regs_block", formV16},
+	kLayerNormDxRegsWarp / variants:        {famLayerNorm, "layer_norm_dx_regs_warp", formV16},
+	kLayerNormDxRegsBlock / variants:       {famLayerNorm, "layer_norm_dx_regs_block", formV16},
+	kLayerNormRegs16Warp / variants:        {famLayerNorm, "layer_norm_regs_warp", formRegs16},
+	kLayerNormRegs16Block / variants:       {famLayerNorm, "layer_norm_regs_block", formRegs16},
+	kLayerNormDxRegs16Warp / variants:      {famLayerNorm, "layer_norm_dx_regs_warp", formRegs16},
+	kLayerNormDxRegs16Block / variants:     {famLayerNorm, "layer_norm_dx_regs_block", formRegs16},
+	kEmbedding / variants:                  {famEmbedding, "embedding", formTyped},
+	kEmbeddingBackward / variants:          {famEmbedding, "embedding_backward", formTyped},
+	kEmbeddingKeys / variants:              {famEmbedding, "embedding_keys", formOne},
+	kEmbeddingSortGlobal / variants:        {famEmbedding, "embedding_sort_global", formOne},
+	kEmbeddingSortLocal / variants:         {famEmbedding, "embedding_sort_local", formOne},
+	kDropoutMask / variants:                {famDropout, "dropout_mask", formOne},
+	kSGD / variants:                        {famOptim, "sgd", formTyped},
+	kAdam / variants:                       {famOptim, "adam", formTyped},
+	kSGDMulti / variants:                   {famOptim, "sgd_multi", formTyped},
+	kAdamMulti / variants:                  {famOptim, "adam_multi", formTyped},
+	kAdamMultiCapturable / variants:        {famOptim, "adam_multi_capturable", formTyped},
+	kAdamCount / variants:                  {famOptim, "adam_count", formOne},
+	kGemmTiled / variants:                  {famGemm, "gemm_tiled", formTyped},
+	kCompare / variants:                    {famCompare, "compare", formIndex},
+	kWhere / variants:                      {famCompare, "where", formWalk},
+	kWhereInt / variants:                   {famCompare, "where_int", formIndex},
+	kSumInt / variants:                     {famCompare, "sum_int", formIndex},
 }
 
 // entries is every kernel's family and name in the fatbin, "" for a variant its base's
@@ -255,12 +293,14 @@ var entries = func() (e [numKernels]struct {
 	name string
 }) {
 	suffixes := [...][variants]string{
-		formTyped: {"_f32", "", "_f64", ""},
-		formWalk:  {"_f32_i32", "_f32_i64", "_f64_i32", "_f64_i64"},
-		formIndex: {"_i32", "_i64", "", ""},
-		formOne:   {"", "", "", ""},
-		formV16:   {"_f32", "_f32_v16", "", ""},
-		formF64:   {"", "", "_f64", ""},
+		formTyped:  {"_f32", "", "_f64", ""},
+		formWalk:   {"_f32_i32", "_f32_i64", "_f64_i32", "_f64_i64"},
+		formIndex:  {"_i32", "_i64", "", ""},
+		formOne:    {"", "", "", ""},
+		formV16:    {"_f32", "_f32_v16", "", ""},
+		formF64:    {"", "", "_f64", ""},
+		formStore:  {"_f32", "_f16", "_f64", "_bf16"},
+		formRegs16: {"_f16", "_f16_v16", "_bf16", "_bf16_v16"},
 	}
 	for i, b := range bases {
 		for v, suf := range suffixes[b.form] {

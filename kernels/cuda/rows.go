@@ -25,6 +25,18 @@ func rowType(x kernels.Operand) dtype.DType {
 	return f32
 }
 
+// rowStorage is the type the row operands of a softmax or layer norm call are stored
+// in, from its first input x: F32, F64, F16 or BF16 (every other row operand must then
+// be of it, which rowOperand checks; another type of x fails there as F32). They
+// compute in rowType(x): F64 for F64 rows, F32 otherwise, the type of their statistics.
+func rowStorage(x kernels.Operand) dtype.DType {
+	switch x.DType {
+	case dtype.F64, dtype.F16, dtype.BF16:
+		return x.DType
+	}
+	return f32
+}
+
 // rowOperand returns the device address of o's first element for a kernel that reads
 // o as a contiguous array of dt (the row kernels: softmax, layer norm, losses,
 // embedding, optimizer steps), or 0 for an absent operand. It panics, naming op, when
@@ -66,22 +78,30 @@ func floatScalar(op, what string, o kernels.Operand) (uint64, int32) {
 // up to warpRow): each of its threads keeps hdrRowChunks chunks of 4 elements.
 const regsRow = block * hdrRowChunks * 4
 
-// rowKernel picks the kernel for rows of n elements, and the threads a row gets: for
-// float32 rows of up to regsRow, the register-row kernel of regsWarp's form, else the
-// one that reads its row from memory (memWarp's, float32 or float64); the warp form
-// for rows of up to warpRow, the block form (the next base) beyond. A register-row
-// kernel moves 16 bytes a load when n is a multiple of 4 and every row operand (0:
-// absent) is on 16 bytes, with the same bits as its other variant.
-func rowKernel(regsWarp, memWarp kernel, f64 bool, n int, ptrs ...uint64) (kernel, int) {
-	k, g := regsWarp, 32
-	regs := !f64 && n <= regsRow
+// rowKernel picks the kernel for rows of n elements stored as st (rowStorage), and the
+// threads a row gets: for float32 rows of up to regsRow, the register-row kernel of
+// regsWarp's form, for F16 and BF16 ones regs16Warp's (formRegs16), else the one that
+// reads its row from memory (memWarp's: formF64, its block form formStore); the warp
+// form for rows of up to warpRow, the block form (the next base) beyond. A
+// register-row kernel moves 16 bytes a load when n is a multiple of a 16-byte word's
+// elements (4 float32, 8 16-bit) and every row operand (0: absent) is on 16 bytes,
+// with the same bits as its other variant.
+func rowKernel(regsWarp, regs16Warp, memWarp kernel, st dtype.DType, n int, ptrs ...uint64) (kernel, int) {
+	k, g, word := regsWarp, 32, 4
+	switch st {
+	case dtype.F16:
+		k, word = regs16Warp, 8
+	case dtype.BF16:
+		k, word = regs16Warp+vRegsBF16, 8
+	}
+	regs := st != dtype.F64 && n <= regsRow
 	if !regs {
-		k = memWarp.in(f64)
+		k = memWarp.stored(st)
 	}
 	if n > warpRow {
 		k, g = k+variants, block
 	}
-	if !regs || n%4 != 0 {
+	if !regs || n%word != 0 {
 		return k, g
 	}
 	for _, p := range ptrs {

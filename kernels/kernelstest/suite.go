@@ -99,6 +99,7 @@ func Run(t *testing.T, tg Target) {
 		{"Softmax", testSoftmax},
 		{"LayerNorm", testLayerNorm},
 		{"CrossEntropy", testCrossEntropy},
+		{"Rows16", testRows16}, // rows16.go
 		{"MSE", testMSE},
 		{"BinaryCrossEntropy", testBCE},
 		{"BinaryCrossEntropyWithLogits", testBCEWithLogits},

@@ -435,14 +435,62 @@ __device__ __forceinline__ T group_max(T v, T *smem) {
 template <int G> __device__ __forceinline__ long long group_row() { return (long long)blockIdx.x * (BLOCK / G) + threadIdx.x / G; }
 template <int G> __device__ __forceinline__ int group_lane() { return threadIdx.x % G; }
 
+// ---- row storage ----------------------------------------------------------------------
+//
+// The row kernels (softmax, layer norm, cross-entropy) read and write their row operands
+// stored as S and compute in row_compute<S>::type: float and double rows as themselves,
+// F16 and BF16 rows (f16_t, bf16_t: their bits) in float, converted exactly on load
+// and rounded once on store, as kernels/cpu's rows16.go does.
+struct f16_t {
+    unsigned short bits;
+};
+struct bf16_t {
+    unsigned short bits;
+};
+template <typename S> struct row_compute { typedef S type; };
+template <> struct row_compute<f16_t> { typedef float type; };
+template <> struct row_compute<bf16_t> { typedef float type; };
+
+// from_bits converts the bits of a 16-bit element of S to float; to_bits rounds back.
+template <typename S> __device__ __forceinline__ float from_bits(unsigned short h);
+template <> __device__ __forceinline__ float from_bits<f16_t>(unsigned short h) { return f16_to_f32(h); }
+template <> __device__ __forceinline__ float from_bits<bf16_t>(unsigned short h) { return bf16_to_f32(h); }
+template <typename S> __device__ __forceinline__ unsigned short to_bits(float f);
+template <> __device__ __forceinline__ unsigned short to_bits<f16_t>(float f) { return to_f16(f); }
+template <> __device__ __forceinline__ unsigned short to_bits<bf16_t>(float f) { return to_bf16(f); }
+
+// row_get reads element i of a row as its compute type; row_put writes v rounded to S.
+__device__ __forceinline__ float row_get(const float *p, long long i) { return p[i]; }
+__device__ __forceinline__ double row_get(const double *p, long long i) { return p[i]; }
+template <typename S> __device__ __forceinline__ float row_get(const S *p, long long i) { return from_bits<S>(p[i].bits); }
+__device__ __forceinline__ void row_put(float *p, long long i, float v) { p[i] = v; }
+__device__ __forceinline__ void row_put(double *p, long long i, double v) { p[i] = v; }
+template <typename S> __device__ __forceinline__ void row_put(S *p, long long i, float v) { p[i].bits = to_bits<S>(v); }
+
+// unpack4 converts the four 16-bit elements of S in w (8 bytes, the lower first) to
+// float; pack4 rounds four floats into them.
+template <typename S> __device__ __forceinline__ void unpack4(float *v, uint2 w) {
+    v[0] = from_bits<S>((unsigned short)(w.x & 0xffffu)), v[1] = from_bits<S>((unsigned short)(w.x >> 16));
+    v[2] = from_bits<S>((unsigned short)(w.y & 0xffffu)), v[3] = from_bits<S>((unsigned short)(w.y >> 16));
+}
+template <typename S> __device__ __forceinline__ uint2 pack4(const float *v) {
+    return make_uint2((unsigned int)to_bits<S>(v[0]) | ((unsigned int)to_bits<S>(v[1]) << 16),
+                      (unsigned int)to_bits<S>(v[2]) | ((unsigned int)to_bits<S>(v[3]) << 16));
+}
+
 // ---- rows kept in registers --------------------------------------------------------
 //
-// A row kernel over rows of up to G·ROW_CHUNKS·4 float32 elements keeps its row in registers:
-// lane l of its group of G holds chunks l, l + G, ..., l + (ROW_CHUNKS-1)·G of 4 elements each
-// (chunk c: elements 4c .. 4c+3), read from memory once. With V16 every chunk is one
-// 16-byte load or store (the caller checked 16-byte addresses and n % 4 == 0), else
-// four of 4 bytes; the elements and their order are the same either way, so the bits
-// are too. Positions at or past n hold fill and are never stored.
+// A row kernel over rows of up to G·ROW_CHUNKS·4 elements (float32, F16 or BF16) keeps its
+// row in registers, as float: lane l of its group of G holds chunks l, l + G, ..., l +
+// (ROW_CHUNKS-1)·G of 4 elements each (chunk c: elements 4c .. 4c+3), read from memory
+// once. This partition fixes the order of every sum, so it is the same for every
+// storage type: a 16-bit row gives the bits of its float32 copy. With V16 every load
+// and store moves 16 bytes (the caller checked 16-byte addresses, and n % 4 == 0 for
+// float32 rows, n % 8 == 0 for 16-bit ones): a float32 chunk is one 16-byte word; a
+// 16-bit chunk is 8 bytes, so lanes 2m and 2m+1 load the chunk pairs (2m, 2m+1) of
+// two slots, one each, and swap halves (row_load, row_store). Without V16, elements
+// move one at a time. The elements and their order are the same either way, so the
+// bits are too. Positions at or past n hold fill and are never stored.
 #define ROW_CHUNKS 8
 
 // chunk_load reads the chunk of 4 elements at position j of r into v (fill at n or
@@ -458,6 +506,22 @@ __device__ __forceinline__ void chunk_load(float *v, const float *r, long long j
     for (int k = 0; k < 4; k++) v[k] = j + k < n ? r[j + k] : fill;
 }
 
+// chunk_load of a 16-bit row: with V16 (n % 8 == 0, r on 16 bytes), one 8-byte load.
+template <bool V16, typename S>
+__device__ __forceinline__ void chunk_load(float *v, const S *r, long long j, long long n, float fill) {
+    if (V16) {
+        if (j < n) {
+            unpack4<S>(v, *(const uint2 *)(r + j));
+        } else {
+#pragma unroll
+            for (int k = 0; k < 4; k++) v[k] = fill;
+        }
+        return;
+    }
+#pragma unroll
+    for (int k = 0; k < 4; k++) v[k] = j + k < n ? row_get(r, j + k) : fill;
+}
+
 template <bool V16>
 __device__ __forceinline__ void chunk_store(float *r, const float *v, long long j, long long n) {
     if (V16) {
@@ -467,6 +531,17 @@ __device__ __forceinline__ void chunk_store(float *r, const float *v, long long 
 #pragma unroll
     for (int k = 0; k < 4; k++)
         if (j + k < n) r[j + k] = v[k];
+}
+
+template <bool V16, typename S>
+__device__ __forceinline__ void chunk_store(S *r, const float *v, long long j, long long n) {
+    if (V16) {
+        if (j < n) *(uint2 *)(r + j) = pack4<S>(v);
+        return;
+    }
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        if (j + k < n) row_put(r, j + k, v[k]);
 }
 
 // chunk_at is the position of a lane's chunk i in its row.
@@ -482,6 +557,57 @@ template <int G, bool V16>
 __device__ __forceinline__ void row_store(float *r, const float *v, long long n, int lane) {
 #pragma unroll
     for (int i = 0; i < ROW_CHUNKS; i++) chunk_store<V16>(r, v + 4 * i, chunk_at<G>(lane, i), n);
+}
+
+// row_load of a 16-bit row. With V16, for each two slots i and i+1, lane 2m loads
+// chunks 2m and 2m+1 of slot i (16 bytes at chunk_at(2m, i)), lane 2m+1 those of slot
+// i+1, and each passes its partner the half it holds for it: the even lane keeps
+// the first half and receives the first of the odd lane's, the odd lane keeps its
+// second and receives the even lane's second. Every lane of the warp runs it.
+template <int G, bool V16, typename S>
+__device__ __forceinline__ void row_load(float *v, const S *r, long long n, int lane, float fill) {
+    if (!V16) {
+#pragma unroll
+        for (int i = 0; i < ROW_CHUNKS; i++) chunk_load<false>(v + 4 * i, r, chunk_at<G>(lane, i), n, fill);
+        return;
+    }
+    int odd = lane & 1;
+#pragma unroll
+    for (int i = 0; i < ROW_CHUNKS; i += 2) {
+        long long j = chunk_at<G>(lane - odd, i + odd); // the pair this lane loads
+        uint4 a = j < n ? *(const uint4 *)(r + j) : make_uint4(0, 0, 0, 0);
+        uint2 keep = odd ? make_uint2(a.z, a.w) : make_uint2(a.x, a.y);
+        uint2 give = odd ? make_uint2(a.x, a.y) : make_uint2(a.z, a.w);
+        uint2 got = make_uint2(__shfl_xor_sync(0xffffffffu, give.x, 1), __shfl_xor_sync(0xffffffffu, give.y, 1));
+        unpack4<S>(v + 4 * i, odd ? got : keep);
+        unpack4<S>(v + 4 * (i + 1), odd ? keep : got);
+#pragma unroll
+        for (int s = 0; s < 2; s++) // n % 8 == 0: a chunk is wholly in or wholly out
+            if (chunk_at<G>(lane, i + s) >= n) {
+#pragma unroll
+                for (int k = 0; k < 4; k++) v[4 * (i + s) + k] = fill;
+            }
+    }
+}
+
+// row_store of a 16-bit row: row_load's exchange reversed, then 16 bytes a lane.
+template <int G, bool V16, typename S>
+__device__ __forceinline__ void row_store(S *r, const float *v, long long n, int lane) {
+    if (!V16) {
+#pragma unroll
+        for (int i = 0; i < ROW_CHUNKS; i++) chunk_store<false>(r, v + 4 * i, chunk_at<G>(lane, i), n);
+        return;
+    }
+    int odd = lane & 1;
+#pragma unroll
+    for (int i = 0; i < ROW_CHUNKS; i += 2) {
+        uint2 lo = pack4<S>(v + 4 * i), hi = pack4<S>(v + 4 * (i + 1));
+        uint2 give = odd ? lo : hi;
+        uint2 got = make_uint2(__shfl_xor_sync(0xffffffffu, give.x, 1), __shfl_xor_sync(0xffffffffu, give.y, 1));
+        long long j = chunk_at<G>(lane - odd, i + odd);
+        uint4 a = odd ? make_uint4(got.x, got.y, hi.x, hi.y) : make_uint4(lo.x, lo.y, got.x, got.y);
+        if (j < n) *(uint4 *)(r + j) = a;
+    }
 }
 
 // row_in says whether element k of a lane's register row (row_load's v[k]) is at a

@@ -3,25 +3,29 @@
 // double (two passes over the row: in registers for float32 rows of up to
 // BLOCK·ROW_CHUNKS·4, the *_regs_* kernels; from memory otherwise), rstd =
 // 1/sqrt(var + eps) in double, the per-element math in T. dw and db are column sums over the rows in row order, cut into pieces of
-// rows when there are many (partials combined in piece order). T is the element and
-// compute type: float for F32 rows, double for F64 ones; eps comes rounded to T, as
-// kernels/cpu rounds it.
+// rows when there are many (partials combined in piece order). S is the storage type
+// of x, y, w, b, g and dx (common.cuh's row storage) and T = row_compute<S>::type the
+// type they compute in, of mean, rstd, dw and db: float for F32, F16 and BF16 rows,
+// double for F64 ones; eps comes rounded to T, as kernels/cpu rounds it. A 16-bit row
+// gives the bits of its float32 copy.
 #include "common.cuh"
 
-template <typename T, int G>
-__device__ __forceinline__ void layer_norm_k(T *y, T *mean, T *rstd, const T *x, const T *w, const T *b, long long rows, long long n, T eps) {
+template <typename S, int G>
+__device__ __forceinline__ void layer_norm_k(S *y, typename row_compute<S>::type *mean, typename row_compute<S>::type *rstd, const S *x, const S *w, const S *b,
+                                             long long rows, long long n, typename row_compute<S>::type eps) {
+    typedef typename row_compute<S>::type T;
     __shared__ double sm[BLOCK / 32];
     long long row = group_row<G>();
     int lane = group_lane<G>();
     if (row >= rows) return;
-    const T *xr = x + row * n;
-    T *yr = y + row * n;
+    const S *xr = x + row * n;
+    S *yr = y + row * n;
     double s = 0;
-    for (long long j = lane; j < n; j += G) s += (double)xr[j];
+    for (long long j = lane; j < n; j += G) s += (double)row_get(xr, j);
     double mu = group_sum<G>(s, sm) / (double)n;
     double ss = 0;
     for (long long j = lane; j < n; j += G) {
-        double d = (double)xr[j] - mu;
+        double d = (double)row_get(xr, j) - mu;
         ss += d * d;
     }
     ss = group_sum<G>(ss, sm);
@@ -32,46 +36,47 @@ __device__ __forceinline__ void layer_norm_k(T *y, T *mean, T *rstd, const T *x,
         rstd[row] = r;
     }
     for (long long j = lane; j < n; j += G) {
-        T h = (xr[j] - m) * r;
-        if (w) h *= w[j];
-        if (b) h += b[j];
-        yr[j] = h;
+        T h = (row_get(xr, j) - m) * r;
+        if (w) h *= row_get(w, j);
+        if (b) h += row_get(b, j);
+        row_put(yr, j, h);
     }
 }
 
 // layer_norm_dx_k: dx = rstd·(ĝ - mean(ĝ) - x̂·mean(ĝ·x̂)) with ĝ = g·w, x̂ = (x-mean)·rstd.
-template <typename T, int G>
-__device__ __forceinline__ void layer_norm_dx_k(T *dx, const T *g, const T *x, const T *mean, const T *rstd, const T *w, long long rows, long long n) {
+template <typename S, int G>
+__device__ __forceinline__ void layer_norm_dx_k(S *dx, const S *g, const S *x, const typename row_compute<S>::type *mean, const typename row_compute<S>::type *rstd,
+                                                const S *w, long long rows, long long n) {
+    typedef typename row_compute<S>::type T;
     __shared__ double sm[BLOCK / 32];
     long long row = group_row<G>();
     int lane = group_lane<G>();
     if (row >= rows) return;
     T m = mean[row], r = rstd[row];
-    const T *gr = g + row * n, *xr = x + row * n;
-    T *out = dx + row * n;
+    const S *gr = g + row * n, *xr = x + row * n;
+    S *out = dx + row * n;
     double sg = 0, sgx = 0;
     for (long long j = lane; j < n; j += G) {
-        T gv = gr[j];
-        if (w) gv *= w[j];
+        T gv = row_get(gr, j);
+        if (w) gv *= row_get(w, j);
         sg += (double)gv;
-        sgx += (double)(gv * (xr[j] - m) * r);
+        sgx += (double)(gv * (row_get(xr, j) - m) * r);
     }
     T mg = (T)(group_sum<G>(sg, sm) / (double)n);
     T mgx = (T)(group_sum<G>(sgx, sm) / (double)n);
     for (long long j = lane; j < n; j += G) {
-        T gv = gr[j];
-        if (w) gv *= w[j];
-        out[j] = r * (gv - mg - (xr[j] - m) * r * mgx);
+        T gv = row_get(gr, j);
+        if (w) gv *= row_get(w, j);
+        row_put(out, j, r * (gv - mg - (row_get(xr, j) - m) * r * mgx));
     }
 }
 
-// The register-row kernels (float32 rows of up to G·ROW_CHUNKS·4 elements, common.cuh's
-// row_load): layer_norm_k's and layer_norm_dx_k's math on a row read once (twice for
+// The register-row kernels (float32, F16 and BF16 rows of up to G·ROW_CHUNKS·4 elements,
+// common.cuh's row_load): layer_norm_k's and layer_norm_dx_k's math on a row read once (twice for
 // dx: g and x), the lanes' sums over row_load's order. w and b are read in the same
 // chunks.
-template <int G, bool V16>
-__device__ __forceinline__ void layer_norm_regs_k(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b, long long rows, long long n,
-                                                  float eps) {
+template <typename S, int G, bool V16>
+__device__ __forceinline__ void layer_norm_regs_k(S *y, float *mean, float *rstd, const S *x, const S *w, const S *b, long long rows, long long n, float eps) {
     __shared__ double sm[BLOCK / 32];
     long long row = group_row<G>();
     int lane = group_lane<G>();
@@ -96,8 +101,11 @@ __device__ __forceinline__ void layer_norm_regs_k(float *y, float *mean, float *
         mean[row] = m;
         rstd[row] = r;
     }
+    // w and b a chunk at a time: fewer registers live. A float32 chunk is stored as soon
+    // as it is done; a 16-bit row is stored whole, row_store pairing its chunks.
+    constexpr bool f32 = sizeof(S) == 4;
 #pragma unroll
-    for (int i = 0; i < ROW_CHUNKS; i++) { // w and b a chunk at a time: fewer registers live
+    for (int i = 0; i < ROW_CHUNKS; i++) {
         long long j = chunk_at<G>(lane, i);
         float t[4];
 #pragma unroll
@@ -112,13 +120,13 @@ __device__ __forceinline__ void layer_norm_regs_k(float *y, float *mean, float *
 #pragma unroll
             for (int k = 0; k < 4; k++) v[4 * i + k] += t[k];
         }
-        chunk_store<V16>(y + row * n, v + 4 * i, j, n);
+        if (f32) chunk_store<V16>(y + row * n, v + 4 * i, j, n);
     }
+    if (!f32) row_store<G, V16>(y + row * n, v, n, lane);
 }
 
-template <int G, bool V16>
-__device__ __forceinline__ void layer_norm_dx_regs_k(float *dx, const float *g, const float *x, const float *mean, const float *rstd, const float *w, long long rows,
-                                                     long long n) {
+template <typename S, int G, bool V16>
+__device__ __forceinline__ void layer_norm_dx_regs_k(S *dx, const S *g, const S *x, const float *mean, const float *rstd, const S *w, long long rows, long long n) {
     __shared__ double sm[BLOCK / 32];
     long long row = group_row<G>();
     int lane = group_lane<G>();
@@ -150,33 +158,36 @@ __device__ __forceinline__ void layer_norm_dx_regs_k(float *dx, const float *g, 
     row_store<G, V16>(dx + row * n, gv, n, lane);
 }
 
-#define LAYER_NORM_REGS_KERNELS(G, GN, V16, VN)                                                                                                                  \
-    KERNEL layer_norm_regs_##GN##_f32##VN(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b, long long rows, long long n,       \
-                                          float eps) {                                                                                                          \
-        layer_norm_regs_k<G, V16>(y, mean, rstd, x, w, b, rows, n, eps);                                                                                        \
+#define LAYER_NORM_REGS_KERNELS(S, SN, G, GN, V16, VN)                                                                                                  \
+    KERNEL layer_norm_regs_##GN##_##SN##VN(S *y, float *mean, float *rstd, const S *x, const S *w, const S *b, long long rows, long long n, float eps) {          \
+        layer_norm_regs_k<S, G, V16>(y, mean, rstd, x, w, b, rows, n, eps);                                                                                     \
     }                                                                                                                                                           \
-    KERNEL layer_norm_dx_regs_##GN##_f32##VN(float *dx, const float *g, const float *x, const float *mean, const float *rstd, const float *w, long long rows,    \
-                                             long long n) {                                                                                                     \
-        layer_norm_dx_regs_k<G, V16>(dx, g, x, mean, rstd, w, rows, n);                                                                                         \
+    KERNEL layer_norm_dx_regs_##GN##_##SN##VN(S *dx, const S *g, const S *x, const float *mean, const float *rstd, const S *w, long long rows, long long n) {     \
+        layer_norm_dx_regs_k<S, G, V16>(dx, g, x, mean, rstd, w, rows, n);                                                                                      \
     }
 
-LAYER_NORM_REGS_KERNELS(32, warp, false, )
-LAYER_NORM_REGS_KERNELS(32, warp, true, _v16)
-LAYER_NORM_REGS_KERNELS(BLOCK, block, false, )
-LAYER_NORM_REGS_KERNELS(BLOCK, block, true, _v16)
+#define LAYER_NORM_REGS_FORMS(S, SN)                                                                                                                            \
+    LAYER_NORM_REGS_KERNELS(S, SN, 32, warp, false, )                                                                                                           \
+    LAYER_NORM_REGS_KERNELS(S, SN, 32, warp, true, _v16)                                                                                                        \
+    LAYER_NORM_REGS_KERNELS(S, SN, BLOCK, block, false, )                                                                                                       \
+    LAYER_NORM_REGS_KERNELS(S, SN, BLOCK, block, true, _v16)
+
+LAYER_NORM_REGS_FORMS(float, f32)
+LAYER_NORM_REGS_FORMS(f16_t, f16)
+LAYER_NORM_REGS_FORMS(bf16_t, bf16)
 
 // layer_norm_dwdb_k: thread t sums column t % n over the rows of piece t / n (rows
 // piece·c up to piece·(c+1)) in order, into dw and db (either may be null) or, with
 // several pieces, into the partials part[(c·n + j)·2 + {0, 1}].
-template <typename T>
-__device__ __forceinline__ void layer_norm_dwdb_k(T *dw, T *db, const T *g, const T *x, const T *mean, const T *rstd, long long rows, long long n, long long piece, long long pieces, double *part) {
+template <typename S, typename T = typename row_compute<S>::type>
+__device__ __forceinline__ void layer_norm_dwdb_k(T *dw, T *db, const S *g, const S *x, const T *mean, const T *rstd, long long rows, long long n, long long piece, long long pieces, double *part) {
     GRID_STRIDE(long long, t, n * pieces) {
         long long j = t % n, c = t / n;
         long long lo = c * piece, hi = min(lo + piece, rows);
         double sw = 0, sb = 0;
         for (long long i = lo; i < hi; i++) {
-            T gv = g[i * n + j];
-            sw += (double)(gv * (x[i * n + j] - mean[i]) * rstd[i]);
+            T gv = row_get(g, i * n + j);
+            sw += (double)(gv * (row_get(x, i * n + j) - mean[i]) * rstd[i]);
             sb += (double)gv;
         }
         if (pieces == 1) {
@@ -212,21 +223,29 @@ __device__ __forceinline__ void layer_norm_dwdb_finish_k(T *dw, T *db, long long
         layer_norm_dx_k<T, 32>(dx, g, x, mean, rstd, w, rows, n);                                                                                     \
     }
 
-#define LAYER_NORM_KERNELS(T, TN)                                                                                                                     \
-    KERNEL layer_norm_block_##TN(T *y, T *mean, T *rstd, const T *x, const T *w, const T *b, long long rows, long long n, T eps) {                    \
-        layer_norm_k<T, BLOCK>(y, mean, rstd, x, w, b, rows, n, eps);                                                                                 \
+// The kernels reading rows from memory, for rows stored as S (compute type T); the
+// finish combines partials, which depend on T only.
+#define LAYER_NORM_KERNELS(S, T, SN)                                                                                                                  \
+    KERNEL layer_norm_block_##SN(S *y, T *mean, T *rstd, const S *x, const S *w, const S *b, long long rows, long long n, T eps) {                   \
+        layer_norm_k<S, BLOCK>(y, mean, rstd, x, w, b, rows, n, eps);                                                                                 \
     }                                                                                                                                                 \
-    KERNEL layer_norm_dx_block_##TN(T *dx, const T *g, const T *x, const T *mean, const T *rstd, const T *w, long long rows, long long n) {          \
-        layer_norm_dx_k<T, BLOCK>(dx, g, x, mean, rstd, w, rows, n);                                                                                  \
+    KERNEL layer_norm_dx_block_##SN(S *dx, const S *g, const S *x, const T *mean, const T *rstd, const S *w, long long rows, long long n) {          \
+        layer_norm_dx_k<S, BLOCK>(dx, g, x, mean, rstd, w, rows, n);                                                                                  \
     }                                                                                                                                                 \
-    KERNEL layer_norm_dwdb_##TN(T *dw, T *db, const T *g, const T *x, const T *mean, const T *rstd, long long rows, long long n, long long piece,     \
+    KERNEL layer_norm_dwdb_##SN(T *dw, T *db, const S *g, const S *x, const T *mean, const T *rstd, long long rows, long long n, long long piece,     \
                                 long long pieces, double *part) {                                                                                     \
-        layer_norm_dwdb_k<T>(dw, db, g, x, mean, rstd, rows, n, piece, pieces, part);                                                                 \
-    }                                                                                                                                                 \
+        layer_norm_dwdb_k<S>(dw, db, g, x, mean, rstd, rows, n, piece, pieces, part);                                                                 \
+    }
+
+#define LAYER_NORM_FINISH_KERNELS(T, TN)                                                                                                              \
     KERNEL layer_norm_dwdb_finish_##TN(T *dw, T *db, long long n, long long pieces, const double *part) {                                            \
         layer_norm_dwdb_finish_k<T>(dw, db, n, pieces, part);                                                                                         \
     }
 
-LAYER_NORM_KERNELS(float, f32)
-LAYER_NORM_KERNELS(double, f64)
+LAYER_NORM_KERNELS(float, float, f32)
+LAYER_NORM_KERNELS(double, double, f64)
+LAYER_NORM_KERNELS(f16_t, float, f16)
+LAYER_NORM_KERNELS(bf16_t, float, bf16)
+LAYER_NORM_FINISH_KERNELS(float, f32)
+LAYER_NORM_FINISH_KERNELS(double, f64)
 LAYER_NORM_WARP_KERNELS(double, f64)

@@ -5,61 +5,71 @@
 // ones, float32 rows of up to BLOCK·ROW_CHUNKS·4 held in the group's registers (the
 // *_regs_* kernels, read once), longer ones and float64 read from memory;
 // inner > 1: a thread per (outer, inner) column, walking the axis in order.
-// Outputs may be their inputs (in place). T is the element and compute type: float
-// for F32 rows, double for F64 ones.
+// Outputs may be their inputs (in place). S is the rows' storage type (common.cuh's row
+// storage: float, double, f16_t, bf16_t) and T = row_compute<S>::type the type they
+// compute in: float for F32, F16 and BF16 rows, double for F64 ones. A 16-bit row gives
+// the bits of its float32 copy: the same math on the same values in the same order,
+// each output rounded once (where the float32 kernels keep an intermediate in the
+// output, the 16-bit ones recompute it).
 #include "math.cuh"
 
-template <typename T, int G>
-__device__ __forceinline__ void softmax_rows_k(T *dst, const T *x, long long outer, long long n, int log) {
+// keeps says whether a row of S holds the compute type exactly, so that a kernel may
+// keep an intermediate in its output.
+template <typename S> __device__ __forceinline__ constexpr bool keeps() { return sizeof(S) == sizeof(typename row_compute<S>::type); }
+
+template <typename S, int G>
+__device__ __forceinline__ void softmax_rows_k(S *dst, const S *x, long long outer, long long n, int log) {
+    typedef typename row_compute<S>::type T;
     __shared__ double sm[BLOCK / 32];
     __shared__ T smx[BLOCK / 32];
     long long row = group_row<G>();
     int lane = group_lane<G>();
     if (row >= outer) return; // G = BLOCK: the whole block leaves together
-    const T *xr = x + row * n;
-    T *dr = dst + row * n;
+    const S *xr = x + row * n;
+    S *dr = dst + row * n;
     T mx = NEG_INF;
-    for (long long j = lane; j < n; j += G) mx = fmax_nan(mx, xr[j]);
+    for (long long j = lane; j < n; j += G) mx = fmax_nan(mx, row_get(xr, j));
     mx = group_max<G>(mx, smx);
     double sum = 0;
     for (long long j = lane; j < n; j += G) {
-        T e = c_exp(xr[j] - mx);
+        T e = c_exp(row_get(xr, j) - mx);
         sum += (double)e;
-        if (!log) dr[j] = e;
+        if (!log && keeps<S>()) row_put(dr, j, e);
     }
     sum = group_sum<G>(sum, sm);
     if (log) {
         T ls = (T)::log(sum);
-        for (long long j = lane; j < n; j += G) dr[j] = (xr[j] - mx) - ls;
+        for (long long j = lane; j < n; j += G) row_put(dr, j, (row_get(xr, j) - mx) - ls);
     } else {
         T scale = (T)(1.0 / sum);
-        for (long long j = lane; j < n; j += G) dr[j] *= scale;
+        for (long long j = lane; j < n; j += G) row_put(dr, j, (keeps<S>() ? row_get(dr, j) : c_exp(row_get(xr, j) - mx)) * scale);
     }
 }
 
-template <typename T, int G>
-__device__ __forceinline__ void softmax_backward_rows_k(T *dx, const T *g, const T *y, long long outer, long long n, int log) {
+template <typename S, int G>
+__device__ __forceinline__ void softmax_backward_rows_k(S *dx, const S *g, const S *y, long long outer, long long n, int log) {
+    typedef typename row_compute<S>::type T;
     __shared__ double sm[BLOCK / 32];
     long long row = group_row<G>();
     int lane = group_lane<G>();
     if (row >= outer) return;
-    const T *gr = g + row * n, *yr = y + row * n;
-    T *dr = dx + row * n;
+    const S *gr = g + row * n, *yr = y + row * n;
+    S *dr = dx + row * n;
     double dot = 0;
-    for (long long j = lane; j < n; j += G) dot += log ? (double)gr[j] : (double)gr[j] * (double)yr[j];
+    for (long long j = lane; j < n; j += G) dot += log ? (double)row_get(gr, j) : (double)row_get(gr, j) * (double)row_get(yr, j);
     T d = (T)group_sum<G>(dot, sm);
     for (long long j = lane; j < n; j += G) {
-        if (log) dr[j] = gr[j] - c_exp(yr[j]) * d;
-        else dr[j] = yr[j] * (gr[j] - d);
+        if (log) row_put(dr, j, row_get(gr, j) - c_exp(row_get(yr, j)) * d);
+        else row_put(dr, j, row_get(yr, j) * (row_get(gr, j) - d));
     }
 }
 
-// The register-row kernels (float32 rows of up to G·ROW_CHUNKS·4 elements, common.cuh's
-// row_load): the row is read once and written once, where the kernels above read it
+// The register-row kernels (float32, F16 and BF16 rows of up to G·ROW_CHUNKS·4 elements,
+// common.cuh's row_load): the row is read once and written once, where the kernels above read it
 // two or three times; the per-element math is theirs, the lanes' sums run over
 // row_load's order.
-template <int G, bool V16>
-__device__ __forceinline__ void softmax_regs_k(float *dst, const float *x, long long outer, long long n, int log) {
+template <typename S, int G, bool V16>
+__device__ __forceinline__ void softmax_regs_k(S *dst, const S *x, long long outer, long long n, int log) {
     __shared__ double sm[BLOCK / 32];
     __shared__ float smx[BLOCK / 32];
     long long row = group_row<G>();
@@ -86,8 +96,8 @@ __device__ __forceinline__ void softmax_regs_k(float *dst, const float *x, long 
     row_store<G, V16>(dst + row * n, v, n, lane);
 }
 
-template <int G, bool V16>
-__device__ __forceinline__ void softmax_backward_regs_k(float *dx, const float *g, const float *y, long long outer, long long n, int log) {
+template <typename S, int G, bool V16>
+__device__ __forceinline__ void softmax_backward_regs_k(S *dx, const S *g, const S *y, long long outer, long long n, int log) {
     __shared__ double sm[BLOCK / 32];
     long long row = group_row<G>();
     int lane = group_lane<G>();
@@ -107,56 +117,66 @@ __device__ __forceinline__ void softmax_backward_regs_k(float *dx, const float *
     row_store<G, V16>(dx + row * n, gv, n, lane);
 }
 
-#define SOFTMAX_REGS_KERNELS(G, GN, V16, VN)                                                                                   \
-    KERNEL softmax_regs_##GN##_f32##VN(float *dst, const float *x, long long outer, long long n, int log) {                   \
-        softmax_regs_k<G, V16>(dst, x, outer, n, log);                                                                         \
+#define SOFTMAX_REGS_KERNELS(S, SN, G, GN, V16, VN)                                                                            \
+    KERNEL softmax_regs_##GN##_##SN##VN(S *dst, const S *x, long long outer, long long n, int log) {                           \
+        softmax_regs_k<S, G, V16>(dst, x, outer, n, log);                                                                      \
     }                                                                                                                          \
-    KERNEL softmax_backward_regs_##GN##_f32##VN(float *dx, const float *g, const float *y, long long outer, long long n, int log) { \
-        softmax_backward_regs_k<G, V16>(dx, g, y, outer, n, log);                                                              \
+    KERNEL softmax_backward_regs_##GN##_##SN##VN(S *dx, const S *g, const S *y, long long outer, long long n, int log) {       \
+        softmax_backward_regs_k<S, G, V16>(dx, g, y, outer, n, log);                                                           \
     }
 
-SOFTMAX_REGS_KERNELS(32, warp, false, )
-SOFTMAX_REGS_KERNELS(32, warp, true, _v16)
-SOFTMAX_REGS_KERNELS(BLOCK, block, false, )
-SOFTMAX_REGS_KERNELS(BLOCK, block, true, _v16)
+#define SOFTMAX_REGS_FORMS(S, SN)                                                                                              \
+    SOFTMAX_REGS_KERNELS(S, SN, 32, warp, false, )                                                                             \
+    SOFTMAX_REGS_KERNELS(S, SN, 32, warp, true, _v16)                                                                          \
+    SOFTMAX_REGS_KERNELS(S, SN, BLOCK, block, false, )                                                                         \
+    SOFTMAX_REGS_KERNELS(S, SN, BLOCK, block, true, _v16)
+
+SOFTMAX_REGS_FORMS(float, f32)
+SOFTMAX_REGS_FORMS(f16_t, f16)
+SOFTMAX_REGS_FORMS(bf16_t, bf16)
 
 // The column kernels: thread t owns column t % inner of outer index t / inner.
-template <typename T>
-__device__ __forceinline__ void softmax_cols_k(T *dst, const T *x, long long outer, long long n, long long inner, int log) {
+template <typename S>
+__device__ __forceinline__ void softmax_cols_k(S *dst, const S *x, long long outer, long long n, long long inner, int log) {
+    typedef typename row_compute<S>::type T;
     GRID_STRIDE(long long, t, outer * inner) {
         long long base = (t / inner) * n * inner + t % inner;
         T mx = NEG_INF;
-        for (long long p = 0; p < n; p++) mx = fmax_nan(mx, x[base + p * inner]);
+        for (long long p = 0; p < n; p++) mx = fmax_nan(mx, row_get(x, base + p * inner));
         double sum = 0;
         for (long long p = 0; p < n; p++) {
-            T e = c_exp(x[base + p * inner] - mx);
+            T e = c_exp(row_get(x, base + p * inner) - mx);
             sum += (double)e;
-            if (!log) dst[base + p * inner] = e;
+            if (!log && keeps<S>()) row_put(dst, base + p * inner, e);
         }
         if (log) {
             T ls = (T)::log(sum);
-            for (long long p = 0; p < n; p++) dst[base + p * inner] = (x[base + p * inner] - mx) - ls;
+            for (long long p = 0; p < n; p++) row_put(dst, base + p * inner, (row_get(x, base + p * inner) - mx) - ls);
         } else {
             T scale = (T)(1.0 / sum);
-            for (long long p = 0; p < n; p++) dst[base + p * inner] *= scale;
+            for (long long p = 0; p < n; p++) {
+                long long i = base + p * inner;
+                row_put(dst, i, (keeps<S>() ? row_get(dst, i) : c_exp(row_get(x, i) - mx)) * scale);
+            }
         }
     }
 }
 
-template <typename T>
-__device__ __forceinline__ void softmax_backward_cols_k(T *dx, const T *g, const T *y, long long outer, long long n, long long inner, int log) {
+template <typename S>
+__device__ __forceinline__ void softmax_backward_cols_k(S *dx, const S *g, const S *y, long long outer, long long n, long long inner, int log) {
+    typedef typename row_compute<S>::type T;
     GRID_STRIDE(long long, t, outer * inner) {
         long long base = (t / inner) * n * inner + t % inner;
         double dot = 0;
         for (long long p = 0; p < n; p++) {
             long long i = base + p * inner;
-            dot += log ? (double)g[i] : (double)g[i] * (double)y[i];
+            dot += log ? (double)row_get(g, i) : (double)row_get(g, i) * (double)row_get(y, i);
         }
         T d = (T)dot;
         for (long long p = 0; p < n; p++) {
             long long i = base + p * inner;
-            if (log) dx[i] = g[i] - c_exp(y[i]) * d;
-            else dx[i] = y[i] * (g[i] - d);
+            if (log) row_put(dx, i, row_get(g, i) - c_exp(row_get(y, i)) * d);
+            else row_put(dx, i, row_get(y, i) * (row_get(g, i) - d));
         }
     }
 }
@@ -187,4 +207,6 @@ __device__ __forceinline__ void softmax_backward_cols_k(T *dx, const T *g, const
 
 SOFTMAX_KERNELS(float, f32)
 SOFTMAX_KERNELS(double, f64)
+SOFTMAX_KERNELS(f16_t, f16)
+SOFTMAX_KERNELS(bf16_t, bf16)
 SOFTMAX_WARP_KERNELS(double, f64)
