@@ -12,9 +12,11 @@
 // L2 flushed before each, 3 warm-ups, median of 21; % is of a cudaMemcpy device to device
 // moving the same bytes (read + write), timed the same way.
 //
-// Build and run from the repository root (GPU machine):
-//   nvcc -O3 -fmad=false -std=c++17 -arch=sm_90 -Xptxas -v -o /tmp/bench16 .gpu/mb16/bench16.cu -lcuda && /tmp/bench16
-// (scripts/gpu/mb/bench16.cu is the same file.)
+// Build and run from the repository root (GPU machine; the stubs folder only lets the
+// linker find libcuda.so where the driver installed libcuda.so.1 alone):
+//   nvcc -O3 -fmad=false -std=c++17 -arch=sm_90 -Xptxas -v -o /tmp/bench16 scripts/gpu/mb/bench16.cu \
+//     -L/usr/local/cuda/lib64/stubs -lcuda 2>/tmp/bench16.ptxas && /tmp/bench16
+// (.gpu/mb16/bench16.cu, git-ignored, is the same file; either includes ../kernels.)
 #if __has_include("../../kernels/cuda/src/common.cuh")
 #include "../../kernels/cuda/src/copy.cu"
 #include "../../kernels/cuda/src/elementwise.cu"
@@ -68,34 +70,42 @@ template <int DT> __device__ __forceinline__ double cvt16d(unsigned short h) {
     return (double)bf16_to_f32(h);
 }
 
-// ---- casts F16/BF16 -> F32 ----------------------------------------------------------
+// ---- elementwise rounds --------------------------------------------------------------
 
-// cast_words: input word i (8 elements) to output words 2i, 2i+1; U input words a thread
-// per round, a block apart, all loaded before any is stored; the types fixed at compile
-// time (no runtime switch over dtypes, so no other path's registers).
-template <int DS, int U>
-__global__ void __launch_bounds__(BLOCK) cast_words(const uint4 *__restrict__ src, uint4 *__restrict__ dst, int nw) {
-    using VS = vtype<DS>;
-    using VD = vtype<DT_F32>;
-    for (int base = blockIdx.x * (BLOCK * U); base < nw; base += gridDim.x * (BLOCK * U)) {
-        uint4 x[U];
+// map_rounds is the loop of the elementwise variants over n items (words) of input: U a
+// thread per round, a block apart (coalesced), all U loaded before any is stored, the
+// grid striding; store(i, x) writes item i's outputs from its input word x.
+template <int U, typename W, typename S>
+__device__ __forceinline__ void map_rounds(const W *__restrict__ src, int n, S store) {
+    for (int base = blockIdx.x * (BLOCK * U); base < n; base += gridDim.x * (BLOCK * U)) {
+        W x[U];
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int i = base + u * BLOCK + threadIdx.x;
-            if (i < nw) x[u] = src[i];
+            if (i < n) x[u] = src[i];
         }
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int i = base + u * BLOCK + threadIdx.x;
-            if (i < nw) {
-                uint4 o[2];
-#pragma unroll
-                for (int e = 0; e < 8; e++) VD::set<float>(o[e / 4], e % 4, VS::template get<float>(x[u], e));
-                dst[2 * i] = o[0];
-                dst[2 * i + 1] = o[1];
-            }
+            if (i < n) store(i, x[u]);
         }
     }
+}
+
+// ---- casts F16/BF16 -> F32 ----------------------------------------------------------
+
+// cast_words: input word i (8 elements) to output words 2i, 2i+1, as copy_vec<2,4>; the
+// types fixed at compile time (no runtime switch over dtypes, so no other path's
+// registers).
+template <int DS, int U>
+__global__ void __launch_bounds__(BLOCK) cast_words(const uint4 *__restrict__ src, uint4 *__restrict__ dst, int nw) {
+    map_rounds<U>(src, nw, [&](int i, const uint4 &x) {
+        uint4 o[2];
+#pragma unroll
+        for (int e = 0; e < 8; e++) vtype<DT_F32>::set<float>(o[e / 4], e % 4, vtype<DS>::template get<float>(x, e));
+        dst[2 * i] = o[0];
+        dst[2 * i + 1] = o[1];
+    });
 }
 
 // cast_half: 8-byte loads (4 elements) and 16-byte stores, so that every load and every
@@ -103,22 +113,10 @@ __global__ void __launch_bounds__(BLOCK) cast_words(const uint4 *__restrict__ sr
 // of 16 bytes that the second store fills).
 template <int DS, int U>
 __global__ void __launch_bounds__(BLOCK) cast_half(const uint2 *__restrict__ src, float4 *__restrict__ dst, int n4) {
-    for (int base = blockIdx.x * (BLOCK * U); base < n4; base += gridDim.x * (BLOCK * U)) {
-        uint2 x[U];
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            int i = base + u * BLOCK + threadIdx.x;
-            if (i < n4) x[u] = src[i];
-        }
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            int i = base + u * BLOCK + threadIdx.x;
-            if (i < n4) {
-                const unsigned short *h = (const unsigned short *)&x[u];
-                dst[i] = make_float4(cvt16<DS>(h[0]), cvt16<DS>(h[1]), cvt16<DS>(h[2]), cvt16<DS>(h[3]));
-            }
-        }
-    }
+    map_rounds<U>(src, n4, [&](int i, const uint2 &x) {
+        const unsigned short *h = (const unsigned short *)&x;
+        dst[i] = make_float4(cvt16<DS>(h[0]), cvt16<DS>(h[1]), cvt16<DS>(h[2]), cvt16<DS>(h[3]));
+    });
 }
 
 // ---- GeluTanh forward in F16/BF16 ---------------------------------------------------
@@ -131,44 +129,33 @@ __global__ void __launch_bounds__(BLOCK) cast_half(const uint2 *__restrict__ src
 template <int DT, int U, bool PACK, bool FAST>
 __global__ void __launch_bounds__(BLOCK) gelu_words(const uint4 *__restrict__ src, uint4 *__restrict__ dst, int nw) {
     using V = vtype<DT>;
-    for (int base = blockIdx.x * (BLOCK * U); base < nw; base += gridDim.x * (BLOCK * U)) {
-        uint4 x[U];
+    map_rounds<U>(src, nw, [&](int i, const uint4 &x) {
+        float r[8];
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            int i = base + u * BLOCK + threadIdx.x;
-            if (i < nw) x[u] = src[i];
+        for (int e = 0; e < 8; e++) {
+            float v = V::template get<float>(x, e);
+            if (FAST) r[e] = __fdividef(v, 1.0f + __expf(gelu_minus_2u<float>(v)));
+            else r[e] = unary_fn<float>(OP_GELU_TANH, v);
         }
+        uint4 o;
+        if (PACK) {
+            unsigned int *w = (unsigned int *)&o;
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            int i = base + u * BLOCK + threadIdx.x;
-            if (i >= nw) continue;
-            float r[8];
-#pragma unroll
-            for (int e = 0; e < 8; e++) {
-                float v = V::template get<float>(x[u], e);
-                if (FAST) r[e] = __fdividef(v, 1.0f + __expf(gelu_minus_2u<float>(v)));
-                else r[e] = unary_fn<float>(OP_GELU_TANH, v);
-            }
-            uint4 o;
-            if (PACK) {
-                unsigned int *w = (unsigned int *)&o;
-#pragma unroll
-                for (int p = 0; p < 4; p++) {
-                    if (DT == DT_F16) {
-                        __half2 h = __floats2half2_rn(r[2 * p], r[2 * p + 1]);
-                        w[p] = *(unsigned int *)&h;
-                    } else {
-                        __nv_bfloat162 h = __floats2bfloat162_rn(r[2 * p], r[2 * p + 1]);
-                        w[p] = *(unsigned int *)&h;
-                    }
+            for (int p = 0; p < 4; p++) {
+                if (DT == DT_F16) {
+                    __half2 h = __floats2half2_rn(r[2 * p], r[2 * p + 1]);
+                    w[p] = *(unsigned int *)&h;
+                } else {
+                    __nv_bfloat162 h = __floats2bfloat162_rn(r[2 * p], r[2 * p + 1]);
+                    w[p] = *(unsigned int *)&h;
                 }
-            } else {
-#pragma unroll
-                for (int e = 0; e < 8; e++) V::template set<float>(o, e, r[e]);
             }
-            dst[i] = o;
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; e++) V::template set<float>(o, e, r[e]);
         }
-    }
+        dst[i] = o;
+    });
 }
 
 // ---- the sum of all elements ----------------------------------------------------------
