@@ -447,6 +447,7 @@ static void clearOuts(Family &f) {
 static void run(Family &f, const char *variant, const char *regsNote, bool changes, const std::function<void()> &launch) {
     clearOuts(f);
     launch();
+    CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
     std::vector<std::vector<unsigned char>> got;
     for (size_t k = 0; k < f.outs.size(); k++) got.push_back(fetch(f.outs[k], f.outBytes[k]));
@@ -536,7 +537,7 @@ static unsigned short toBits(int dt, float f) {
 // fill16 writes N elements of dt: kind 0 any bit pattern (NaN, Inf, subnormals), 1
 // uniform in [-6, 6] with one in 64 an arbitrary pattern, 2 uniform in [-1, 1], 3
 // uniform in [-1, 1] with ties of the row's maximum, and NaN in every 7th row.
-static void fill16(void *d, int dt, int kind) {
+static std::vector<unsigned short> fill16(void *d, int dt, int kind) {
     std::vector<unsigned short> h(N);
     for (long long i = 0; i < N; i++) {
         switch (kind) {
@@ -555,6 +556,28 @@ static void fill16(void *d, int dt, int kind) {
         }
     }
     CK(cudaMemcpy(d, h.data(), N * 2, cudaMemcpyHostToDevice));
+    return h;
+}
+
+// host16 is a stored 16-bit element of dt as float (exact).
+static float host16(int dt, unsigned short h) {
+    if (dt == DT_F16) return __half2float(*(__half *)&h);
+    unsigned int u = (unsigned int)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+// hostCheck prints how the baseline's output agrees with a host computation: a check of
+// the harness (operands, Reduction fields), not of the kernels' summation order.
+static void hostCheck(const char *fam, const char *what, long long bad, double worst) {
+    printf("# host check %-9s %s: %lld wrong, worst relative difference %.3g%s\n", fam, what, bad, worst, bad ? "  <-- HARNESS OR KERNEL WRONG" : "");
+}
+
+static float asF32(const std::vector<unsigned char> &b, size_t i) {
+    float f;
+    memcpy(&f, b.data() + 4 * i, 4);
+    return f;
 }
 
 static Walk walk2(void *dst, int dd, void *src, int ds) {
@@ -608,9 +631,17 @@ int main() {
         char name[32];
         snprintf(name, sizeof name, "cast-%s", dtName(ds));
         Family f{name, (size_t)N * 6, {out32}, {(size_t)N * 4}, 4, 0, {}};
-        fill16(in16, ds, 0);
+        std::vector<unsigned short> h = fill16(in16, ds, 0);
         Walk w = walk2(out32, DT_F32, in16, ds);
         run(f, "cur copy_f32_i32", "src", false, [&] { copy_f32_i32<<<gridWalk, BLOCK>>>(w); });
+        {
+            long long bad = 0;
+            for (long long i = 0; i < N; i++) {
+                float want = host16(ds, h[i]), got = asF32(f.ref[0], i);
+                if (!(want == got || (want != want && got != got)) || (want == 0 && std::signbit(want) != std::signbit(got))) bad++;
+            }
+            hostCheck(name, "exact conversion (NaN as NaN)", bad, 0);
+        }
         if (CUfunction g = genFn("copy", "copy_f32_i32")) {
             void *a[] = {&w};
             run(f, "cur-gen (committed fatbin)", "gen", false, [&] { genLaunch(g, gridWalk, a); });
@@ -637,10 +668,27 @@ int main() {
         char name[32];
         snprintf(name, sizeof name, "gelu-%s", dtName(dt));
         Family f{name, (size_t)N * 4, {out16}, {(size_t)N * 2}, 2, dt, {}};
-        fill16(in16, dt, 1);
+        std::vector<unsigned short> h = fill16(in16, dt, 1);
         Walk w = walk2(out16, dt, in16, dt);
         int op = OP_GELU_TANH;
         run(f, "cur unary_f32_i32", "src", false, [&] { unary_f32_i32<<<gridWalk, BLOCK>>>(w, op); });
+        {
+            long long bad = 0;
+            double worst = 0, tolRel = dt == DT_F16 ? 1.0 / 512 : 1.0 / 64; // kernelstest's within()
+            const unsigned short *o = (const unsigned short *)f.ref[0].data();
+            for (long long i = 0; i < N; i++) {
+                double x = host16(dt, h[i]), got = host16(dt, o[i]);
+                double want = x / (1 + std::exp(-2 * SQRT_2_OVER_PI * (x + GELU_COEF * x * x * x)));
+                if (want != want || std::isinf(want)) {
+                    if (!(got != got || got == want)) bad++;
+                    continue;
+                }
+                double d = std::fabs(got - want) / std::max(std::fabs(want), 1.0);
+                worst = std::max(worst, d);
+                if (d > tolRel) bad++;
+            }
+            hostCheck(name, "GeluTanh within kernelstest's tolerance", bad, worst);
+        }
         if (CUfunction g = genFn("elementwise", "unary_f32_i32")) {
             void *a[] = {&w, &op};
             run(f, "cur-gen (committed fatbin)", "gen", false, [&] { genLaunch(g, gridWalk, a); });
@@ -668,7 +716,7 @@ int main() {
         char name[32];
         snprintf(name, sizeof name, "sum-%s", dtName(ds));
         Family f{name, (size_t)N * 2, {out32}, {4}, 4, 0, {}};
-        fill16(in16, ds, 2);
+        std::vector<unsigned short> h = fill16(in16, ds, 2);
         Reduction r = blank();
         r.nOut = 1, r.nRed = N;
         r.kshape[0] = 1, r.rshape[0] = N, r.rstride[0] = 1;
@@ -682,6 +730,12 @@ int main() {
             reduce_block_f32<<<g1, BLOCK>>>(r, mode, noIdx, part);
             reduce_finish_block_f32<<<1, BLOCK>>>(r, mode, noIdx, part);
         });
+        {
+            double want = 0, mag = 0;
+            for (long long i = 0; i < N; i++) want += host16(ds, h[i]), mag += std::fabs(host16(ds, h[i]));
+            double d = std::fabs(asF32(f.ref[0], 0) - want) / mag;
+            hostCheck(name, "sum against a host sum (relative to the sum of magnitudes)", d > 1e-7, d);
+        }
         CUfunction gb = genFn("reduce", "reduce_block_f32"), gf = genFn("reduce", "reduce_finish_block_f32");
         if (gb && gf) {
             void *a[] = {&r, &mode, &noIdx, &part};
@@ -714,7 +768,7 @@ int main() {
         char name[32];
         snprintf(name, sizeof name, "cols-%s", dtName(ds));
         Family f{name, (size_t)N * 2, {out32}, {(size_t)COLS * 4}, 4, 0, {}};
-        fill16(in16, ds, 2);
+        std::vector<unsigned short> h = fill16(in16, ds, 2);
         Reduction r = blank();
         r.nOut = COLS, r.nRed = ROWS;
         r.kshape[0] = COLS, r.kstride[0][0] = 1, r.kstride[1][0] = 1;
@@ -733,6 +787,18 @@ int main() {
             reduce_cols_f32<<<g1, BLOCK>>>(r, mode, noIdx, part);
             reduce_finish_f32<<<gfin, BLOCK>>>(r, mode, noIdx, part);
         });
+        {
+            std::vector<double> want(COLS, 0), mag(COLS, 0);
+            for (long long i = 0; i < N; i++) want[i % COLS] += host16(ds, h[i]), mag[i % COLS] += std::fabs(host16(ds, h[i]));
+            long long bad = 0;
+            double worst = 0;
+            for (int c = 0; c < COLS; c++) {
+                double d = std::fabs(asF32(f.ref[0], c) - want[c]) / mag[c];
+                worst = std::max(worst, d);
+                bad += d > 1e-7;
+            }
+            hostCheck(name, "column sums against host sums (relative to magnitudes)", bad, worst);
+        }
         CUfunction gc = genFn("reduce", "reduce_cols_f32"), gf = genFn("reduce", "reduce_finish_f32");
         if (gc && gf) {
             void *a[] = {&r, &mode, &noIdx, &part};
@@ -767,7 +833,7 @@ int main() {
         char name[32];
         snprintf(name, sizeof name, "max-%s", dtName(ds));
         Family f{name, (size_t)N * 2, {out16, idxBuf}, {(size_t)ROWS * 2, (size_t)ROWS * 8}, 2, ds, {}};
-        fill16(in16, ds, 3);
+        std::vector<unsigned short> h = fill16(in16, ds, 3);
         Reduction r = blank();
         r.nOut = ROWS, r.nRed = COLS;
         r.kshape[0] = ROWS, r.kstride[0][0] = 1, r.kstride[1][0] = COLS;
@@ -777,6 +843,22 @@ int main() {
         int mode = RED_MAX;
         unsigned g1 = gridFor((long long)ROWS * 32);
         run(f, "cur reduce_warp", "src", false, [&] { reduce_warp_f32<<<g1, BLOCK>>>(r, mode, idx, part); });
+        {
+            long long bad = 0;
+            const unsigned short *v = (const unsigned short *)f.ref[0].data();
+            const long long *ix = (const long long *)f.ref[1].data();
+            for (int row = 0; row < ROWS; row++) {
+                long long at = 0; // the first NaN, else the first of the largest
+                for (long long c = 1; c < COLS; c++) {
+                    float x = host16(ds, h[row * (long long)COLS + c]), m = host16(ds, h[row * (long long)COLS + at]);
+                    if (m != m) break;
+                    if (x > m || x != x) at = c;
+                }
+                float want = host16(ds, h[row * (long long)COLS + at]), got = host16(ds, v[row]);
+                if (ix[row] != at || !(want == got || (want != want && got != got))) bad++;
+            }
+            hostCheck(name, "first NaN / first maximum and its index", bad, 0);
+        }
         if (CUfunction g = genFn("reduce", "reduce_warp_f32")) {
             void *a[] = {&r, &mode, &idx, &part};
             run(f, "cur-gen (committed fatbin)", "gen", false, [&] { genLaunch(g, g1, a); });
