@@ -10,13 +10,13 @@ package kernels
 // output's shape by numpy rules where a method says so; the row kernels (softmax, layer
 // norm, losses, embedding, optimizer steps) take contiguous float operands of one type,
 // F32 or F64, which is the type they compute in (I64 for labels and indices), from
-// their first element. Softmax, LogSoftmax, their backward, LayerNorm and its backward
-// also take their row operands (softmax's x, dst, g, y, dx; layer norm's x, y, w, b, g,
-// dx) stored as F16 or BF16,
+// their first element. Softmax, LogSoftmax, their backward, LayerNorm, its backward,
+// CrossEntropy and its backward also take their row operands (softmax's x, dst, g, y,
+// dx; layer norm's x, y, w, b, g, dx; the logits and dlogits) stored as F16 or BF16,
 // one of them for all the row operands of a call: they compute in float32 and round
 // each output once to that type, the bits of converting the operands to F32 exactly,
-// running the F32 call and converting its outputs back; their statistics (mean, rstd)
-// and dw, db are then F32. An elementwise output may be the very same memory as an input
+// running the F32 call and converting its outputs back; their statistics (mean, rstd,
+// lse) and dw, db are then F32. An elementwise output may be the very same memory as an input
 // (same Mem, same Layout), never otherwise overlap it. An output with no elements
 // writes nothing. Absent operands (the zero Operand) stand for what a method calls
 // optional.
@@ -100,10 +100,12 @@ type Backend interface {
 	LayerNormBackward(dx, dw, db, g, x, mean, rstd, w Operand, rows, n int)
 	// CrossEntropy writes into the scalar loss (of any floating type) the mean over the
 	// rows of logits [n, c] whose label is not ignore of -log softmax(row)[label], and
-	// each row's log-sum-exp into lse.
+	// into lse (n+1 elements) each row's log-sum-exp, then the number of rows that
+	// count (labels not ignore) rounded to lse's type.
 	CrossEntropy(loss, lse, logits, labels Operand, n, c int, ignore int64) error
 	// CrossEntropyBackward writes the logits' gradient for the output's gradient g (a
-	// floating scalar of any type).
+	// floating scalar of any type) from the lse CrossEntropy wrote: g rounded to the
+	// compute type, divided by lse[n], scales each counted row.
 	CrossEntropyBackward(dlogits, logits, lse, labels, g Operand, n, c int, ignore int64)
 	// MSE writes the mean of (a-b)² into the scalar loss (of any floating type).
 	MSE(loss, a, b Operand)

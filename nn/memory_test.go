@@ -53,14 +53,14 @@ func (c mlpCase) xBytes() int64     { return int64(c.batch * c.in * 4) }
 func (c mlpCase) labelBytes() int64 { return int64(c.batch * 8) }
 func (c mlpCase) actBytes() int64   { return int64(c.batch * c.hid * 4) }
 func (c mlpCase) logitBytes() int64 { return int64(c.batch * c.out * 4) }
-func (c mlpCase) lseBytes() int64   { return int64(c.batch * 4) }
+func (c mlpCase) lseBytes() int64   { return int64((c.batch + 1) * 4) } // and the count of rows that count
 
 const lossBytes = 4
 
 // saved is what a recorded forward plus cross entropy keeps for backward: the input
 // (first Linear), the two ReLU outputs (each saved once, by the ReLU and by the next
-// Linear, over one storage), the logits, labels and a log-sum-exp per row (cross
-// entropy). The Linear outputs before each ReLU are saved by nothing and freed at the
+// Linear, over one storage), the logits, labels and a log-sum-exp per row and the
+// count of rows that count (cross entropy). The Linear outputs before each ReLU are saved by nothing and freed at the
 // layer boundary.
 func (c mlpCase) saved() []int64 {
 	return []int64{c.xBytes(), c.actBytes(), c.actBytes(), c.logitBytes(), c.labelBytes(), c.lseBytes()}

@@ -105,9 +105,9 @@ func TestMemoryAtNamedMomentsFullSizeOnMeta(t *testing.T) {
 	inputs := x.Bytes() + labels.Bytes()
 	loss := m.loss(x, labels)
 	// Saved: x and W1 by Linear1 (x is the input), ReLU's output (Linear2 saves the same
-	// storage), W2, the logits, the labels and one log-sum-exp per row by CrossEntropy.
-	// Linear1's output died at its layer boundary.
-	saved := int64(b*hidden)*4 + int64(b*k)*4 + int64(b)*4
+	// storage), W2, the logits, the labels and one log-sum-exp per row (and the count of
+	// rows that count) by CrossEntropy. Linear1's output died at its layer boundary.
+	saved := int64(b*hidden)*4 + int64(b*k)*4 + int64(b+1)*4
 	require.Equal(t, params+inputs+saved+4, requested(t, d), "after forward: params + inputs + saved activations + loss")
 	require.Equal(t, 4+2+4, liveBlocks(t, d), "4 parameters, 2 inputs, ReLU out, logits, lse, loss: no hidden allocation")
 
@@ -156,7 +156,7 @@ func TestTrainingStepsWithRealDataOnCPUAndSim(t *testing.T) {
 				s := tensor.NewScope()
 				x, labels := batch(s, d, uint64(step%4), b, in, k)
 				loss := m.loss(x, labels)
-				saved := int64(b*hidden+b*k+b) * 4
+				saved := int64(b*hidden+b*k+b+1) * 4 // ReLU out, logits, lse and the count
 				require.Equal(t, params+x.Bytes()+labels.Bytes()+saved+4, requested(t, d))
 				loss.Backward()
 				require.Equal(t, 2*params+x.Bytes()+labels.Bytes()+4, requested(t, d))
@@ -209,7 +209,7 @@ func TestNoGradEvaluationRecordsNothingAndFreesAtLayerBoundaries(t *testing.T) {
 // iteration saved, to the running total.
 func TestTheSeedsLeak(t *testing.T) {
 	const b, in, hidden, k, iters = 2048, 1024, 4096, 100, 5
-	perIteration := int64(b*in)*4 + int64(b)*8 + int64(b*hidden+b*k+b)*4 // x, labels, ReLU out, logits, lse
+	perIteration := int64(b*in)*4 + int64(b)*8 + int64(b*hidden+b*k+b+1)*4 // x, labels, ReLU out, logits, lse and the count
 	run := func(t *testing.T, opts []tensor.Option, accumulate func(total, loss *tensor.Tensor) *tensor.Tensor) []int64 {
 		d := newSim(t, 1<<40, false)
 		m := newMLP(d, 4, in, hidden, k)

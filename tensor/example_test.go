@@ -36,7 +36,7 @@ func Example() {
 		return tensor.Linear(x, w, b).Relu() // the Linear output dies with the layer
 	})
 	loss := tensor.CrossEntropy(logits, labels)
-	fmt.Println("after forward:", live()) // + x, labels, ReLU out (held, and saved), lse, loss
+	fmt.Println("after forward:", live()) // + x, labels, ReLU out (held, and saved), lse (and the count), loss
 	loss.Backward()
 	fmt.Println("after backward:", live()) // - lse, + gradients (x, labels, logits, loss still held)
 	step.Close()
@@ -52,7 +52,7 @@ func Example() {
 	fmt.Println("at the end:", live())
 	// Output:
 	// parameters: 41000
-	// after forward: 17031212
+	// after forward: 17031216
 	// after backward: 17055828
 	// after the step: 82000
 	// after the update: 41000

@@ -11,7 +11,7 @@ const IgnoreIndex = -100
 // CrossEntropy returns the mean over the rows of logits [n, c] whose label (I64 labels
 // [n]) is not IgnoreIndex of -log softmax(logits[i])[labels[i]]: a scalar. A label
 // outside [0, c) is an ErrIndex error naming it. It saves the logits, the labels and
-// one log-sum-exp per row.
+// one log-sum-exp per row (and the count of rows that count beside them).
 func CrossEntropy(logits, labels *Tensor) *Tensor {
 	c := begin(OpCrossEntropy, logits, labels)
 	x, l := c.in[0], c.in[1]
@@ -23,8 +23,12 @@ func CrossEntropy(logits, labels *Tensor) *Tensor {
 	}
 	n, k := x.shape[0], x.shape[1]
 	out := c.alloc(x.dt, nil)
-	lse := c.alloc(c.rowType(), []int{n})
-	if err := c.k.CrossEntropy(out.operand(), lse.operand(), c.dense(x).operand(), c.dense64(l).operand(), n, k, IgnoreIndex); err != nil {
+	// lse holds each row's log-sum-exp and then the count of rows that count, which
+	// the backward divides by. Contiguous F16 or BF16 logits go to the kernel as they
+	// are (rowStore), computed in float32.
+	lse := c.alloc(c.rowType(), []int{n + 1})
+	xs := c.denseAs(x, c.rowStore(x))
+	if err := c.k.CrossEntropy(out.operand(), lse.operand(), xs.operand(), c.dense64(l).operand(), n, k, IgnoreIndex); err != nil {
 		c.bad(indexError{err}, "a label is not a class index of the logits' %d classes", k)
 	}
 	if c.recording() {
@@ -56,8 +60,9 @@ func (r *crossEntropyBackward) backward(b *bwd) {
 	g, x, l, lse := b.g, b.saved(r.x), b.saved(r.labels), b.saved(r.lse)
 	c := begin("cross entropy backward", g, x, l, lse)
 	dx := c.alloc(x.dt, x.shape)
-	buf := c.denseOut(dx)
-	c.k.CrossEntropyBackward(buf.operand(), c.dense(x).operand(), c.dense(lse).operand(), c.dense64(l).operand(),
+	st := c.rowStore(dx, x)
+	buf := c.denseOutAs(dx, st)
+	c.k.CrossEntropyBackward(buf.operand(), c.denseAs(x, st).operand(), c.dense(lse).operand(), c.dense64(l).operand(),
 		g.operand(), r.n, r.k, IgnoreIndex)
 	c.flush(dx, buf)
 	b.set(0, c.done(dx))

@@ -273,6 +273,16 @@ func layerNormBackward[T float](dx, dw, db, g, x, mean, rstd, w kernels.Operand,
 }
 
 func (*Backend) CrossEntropy(loss, lse, logits, labels kernels.Operand, n, c int, ignore int64) error {
+	if is16(logits.DType) {
+		const op = "cross_entropy"
+		h := half(logits.DType)
+		v, err := crossEntropy16(h, floats[float32](op, lse), halves(op, logits, h), i64s(op, labels), n, c, ignore)
+		if err != nil {
+			return err
+		}
+		Fill(operand(loss), float64(v))
+		return nil
+	}
 	return byType(crossEntropy[float32], crossEntropy[float64], logits.DType)(loss, lse, logits, labels, n, c, ignore)
 }
 
@@ -287,6 +297,13 @@ func crossEntropy[T float](loss, lse, logits, labels kernels.Operand, n, c int, 
 }
 
 func (*Backend) CrossEntropyBackward(dlogits, logits, lse, labels, g kernels.Operand, n, c int, ignore int64) {
+	if is16(logits.DType) {
+		const op = "cross_entropy backward"
+		h := half(logits.DType)
+		crossEntropyBackward16(h, halves(op, dlogits, h), halves(op, logits, h), floats[float32](op, lse), i64s(op, labels),
+			n, c, ignore, scalar(g))
+		return
+	}
 	byType(crossEntropyBackward[float32], crossEntropyBackward[float64], logits.DType)(dlogits, logits, lse, labels, g, n, c, ignore)
 }
 

@@ -8,15 +8,14 @@ const NoIgnore int64 = math.MinInt64
 // CrossEntropy returns the mean over the rows whose label is not ignore of
 // -log softmax(logits[i])[labels[i]], for row-major logits [n, c] and n labels
 // (PyTorch's default ignore index is -100; pass NoIgnore to count every row). It
-// stores each row's log-sum-exp in lse (n floats) for CrossEntropyBackward. With every
-// row ignored the loss is NaN, as in PyTorch. A label outside [0, c) that is not
-// ignore is an *kernels.IndexError, and then nothing is written.
+// stores each row's log-sum-exp in lse[:n] and the number of rows that count, rounded
+// to T, in lse[n] (n+1 floats) for CrossEntropyBackward. With every row ignored the
+// loss is NaN, as in PyTorch. A label outside [0, c) that is not ignore is an
+// *kernels.IndexError, and then nothing is written.
 func CrossEntropy[T float](lse, logits []T, labels []int64, n, c int, ignore int64) (T, error) {
 	const op = "cross_entropy"
 	checkLen(op, "logits", len(logits), n*c)
-	checkLen(op, "labels", len(labels), n)
-	checkLen(op, "lse", len(lse), n)
-	if err := checkIndices(op, labels, c, ignore); err != nil {
+	if err := checkCrossEntropy(op, lse, labels, n, c, ignore); err != nil {
 		return 0, err
 	}
 	parallelFor(n, max(1, grain/max(c, 1)), func(lo, hi int) {
@@ -24,35 +23,42 @@ func CrossEntropy[T float](lse, logits []T, labels []int64, n, c int, ignore int
 			lse[i] = logSumExp(logits[i*c : (i+1)*c])
 		}
 	})
+	return T(crossEntropyMean(lse, labels, ignore, func(i int, l int64) float64 { return float64(logits[i*c+int(l)]) })), nil
+}
+
+// checkCrossEntropy checks the lengths of lse (n+1) and labels (n), and the labels.
+func checkCrossEntropy[T float](op string, lse []T, labels []int64, n, c int, ignore int64) error {
+	checkLen(op, "labels", len(labels), n)
+	checkLen(op, "lse", len(lse), n+1)
+	return checkIndices(op, labels, c, ignore)
+}
+
+// crossEntropyMean stores in lse[n] the count of the rows whose label is not ignore and
+// returns the mean of lse[i] - logit(i, label) over them, summed in float64 in row
+// order (NaN when there are none).
+func crossEntropyMean[T float](lse []T, labels []int64, ignore int64, logit func(i int, l int64) float64) float64 {
 	var sum float64
 	count := 0
 	for i, l := range labels {
 		if l == ignore {
 			continue
 		}
-		sum += float64(lse[i]) - float64(logits[i*c+int(l)])
+		sum += float64(lse[i]) - logit(i, l)
 		count++
 	}
-	return T(sum / float64(count)), nil
+	lse[len(labels)] = T(count)
+	return sum / float64(count)
 }
 
 // CrossEntropyBackward writes the gradient of CrossEntropy's loss, scaled by g (the
 // loss's own gradient), into dlogits: (softmax(logits[i]) - onehot(labels[i]))·g/count
-// for counted rows, 0 for ignored ones, g rounded to T. lse is what CrossEntropy
-// stored; dlogits may be logits (in place). The labels are those CrossEntropy accepted.
+// for counted rows, 0 for ignored ones, g rounded to T and count lse[n]. lse is what
+// CrossEntropy stored; dlogits may be logits (in place). The labels are those
+// CrossEntropy accepted.
 func CrossEntropyBackward[T float](dlogits, logits, lse []T, labels []int64, n, c int, ignore int64, g float64) {
 	const op = "cross_entropy backward"
-	checkLen(op, "logits", len(logits), n*c)
-	checkLen(op, "dlogits", len(dlogits), n*c)
-	checkLen(op, "labels", len(labels), n)
-	checkLen(op, "lse", len(lse), n)
-	count := 0
-	for _, l := range labels {
-		if l != ignore {
-			count++
-		}
-	}
-	scale := T(g) / T(count)
+	checkCrossEntropyBackward(op, len(dlogits), len(logits), len(lse), len(labels), n, c)
+	scale := T(g) / lse[n]
 	parallelFor(n, max(1, grain/max(c, 1)), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			out := dlogits[i*c : (i+1)*c]
@@ -60,18 +66,30 @@ func CrossEntropyBackward[T float](dlogits, logits, lse []T, labels []int64, n, 
 				clear(out)
 				continue
 			}
-			row := logits[i*c : (i+1)*c]
-			m := lse[i]
-			for j, v := range row {
-				out[j] = v - m
-			}
-			expTo(out, out)
-			for j := range out {
-				out[j] *= scale
-			}
-			out[labels[i]] -= scale
+			crossEntropyGradRow(out, logits[i*c:(i+1)*c], lse[i], scale, labels[i])
 		}
 	})
+}
+
+// checkCrossEntropyBackward checks CrossEntropyBackward's lengths.
+func checkCrossEntropyBackward(op string, dlogits, logits, lse, labels, n, c int) {
+	checkLen(op, "logits", logits, n*c)
+	checkLen(op, "dlogits", dlogits, n*c)
+	checkLen(op, "labels", labels, n)
+	checkLen(op, "lse", lse, n+1)
+}
+
+// crossEntropyGradRow writes a counted row's gradient (softmax(row) - onehot(label))·scale
+// into out (which may be row), from the row's log-sum-exp m.
+func crossEntropyGradRow[T float](out, row []T, m, scale T, label int64) {
+	for j, v := range row {
+		out[j] = v - m
+	}
+	expTo(out, out)
+	for j := range out {
+		out[j] *= scale
+	}
+	out[label] -= scale
 }
 
 // logSumExp is log Σ exp(x) computed stably, accumulating in float64.

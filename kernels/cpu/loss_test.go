@@ -70,13 +70,17 @@ func testCrossEntropy[T float](t *testing.T) {
 			labels[i] = int64(r.IntN(c))
 		}
 		for _, ignore := range []int64{NoIgnore, -100, labels[0]} {
-			lse := make([]T, n)
+			lse := make([]T, n+1)
 			loss, err := CrossEntropy(lse, logits, labels, n, c, ignore)
 			require.NoError(t, err)
-			allIgnored := true
+			allIgnored, count := true, 0
 			for _, l := range labels {
 				allIgnored = allIgnored && l == ignore
+				if l != ignore {
+					count++
+				}
 			}
+			assert.Equal(t, T(count), lse[n], "the count of rows that count, after the rows' lse")
 			want := refCE(toF64(logits), labels, n, c, ignore)
 			if allIgnored {
 				assert.True(t, math.IsNaN(float64(loss)))
@@ -100,20 +104,20 @@ func testCrossEntropy[T float](t *testing.T) {
 
 func TestCrossEntropyBadLabel(t *testing.T) {
 	logits := make([]float32, 6)
-	lse := []float32{7, 7}
+	lse := []float32{7, 7, 7}
 	_, err := CrossEntropy(lse, logits, []int64{0, 3}, 2, 3, -100)
 	var ie *kernels.IndexError
 	require.True(t, errors.As(err, &ie))
 	assert.Equal(t, kernels.IndexError{Op: "cross_entropy", Pos: 1, Index: 3, Limit: 3}, *ie)
 	assert.Equal(t, "cross_entropy: index 3 at position 1 is outside [0, 3)", err.Error())
-	assert.Equal(t, []float32{7, 7}, lse, "nothing written")
+	assert.Equal(t, []float32{7, 7, 7}, lse, "nothing written")
 	_, err = CrossEntropy(lse, logits, []int64{-100, -1}, 2, 3, -100)
 	require.Error(t, err, "-1 is not the ignore index")
 }
 
 func TestCrossEntropyExtremeLogits(t *testing.T) {
 	logits := []float32{1e4, 0, -1e4, float32(math.Inf(-1)), 0, 0}
-	lse := make([]float32, 2)
+	lse := make([]float32, 3)
 	loss, err := CrossEntropy(lse, logits, []int64{1, 2}, 2, 3, NoIgnore)
 	require.NoError(t, err)
 	assert.InDelta(t, (1e4+math.Log(2))/2, loss, 1e-2)

@@ -2,13 +2,13 @@ package cpu
 
 import "github.com/subletml/sublet/dtype"
 
-// The row kernels over 16-bit storage: softmax and layer norm whose row
+// The row kernels over 16-bit storage: softmax, layer norm and cross-entropy whose row
 // operands are F16 or BF16 (one of them for a call) compute in float32. Each converts a
 // row (or a block of columns) at a time into a small float32 buffer, exactly, runs the
 // float32 code on it and rounds each output once to the storage type: the bits of
 // converting the whole operands to float32, running the float32 kernel and converting
 // its outputs back, without temporaries of the operands' size. The statistics (mean,
-// rstd) and dw, db stay float32.
+// rstd, lse) and dw, db stay float32.
 
 // half is a 16-bit float storage type, F16 or BF16, whose elements are held as uint16
 // bits.
@@ -160,5 +160,40 @@ func layerNormBackward16(h half, dx, g, x, w []uint16, dw, db, mean, rstd []floa
 		h.load(buf[1], x[i*n:(i+1)*n])
 		layerNormDxRow(buf[0], buf[0], buf[1], wf, mean[i], rstd[i])
 		h.store(dx[i*n:(i+1)*n], buf[0])
+	})
+}
+
+// crossEntropy16 is CrossEntropy over 16-bit logits, with a float32 lse.
+func crossEntropy16(h half, lse []float32, logits []uint16, labels []int64, n, c int, ignore int64) (float32, error) {
+	const op = "cross_entropy"
+	checkLen(op, "logits", len(logits), n*c)
+	if err := checkCrossEntropy(op, lse, labels, n, c, ignore); err != nil {
+		return 0, err
+	}
+	forRowBufs(n, c, 1, func(i int, buf [][]float32) {
+		h.load(buf[0], logits[i*c:(i+1)*c])
+		lse[i] = logSumExp(buf[0])
+	})
+	var v [1]float32
+	return float32(crossEntropyMean(lse, labels, ignore, func(i int, l int64) float64 {
+		h.load(v[:], logits[i*c+int(l):i*c+int(l)+1])
+		return float64(v[0])
+	})), nil
+}
+
+// crossEntropyBackward16 is CrossEntropyBackward over 16-bit logits and dlogits, with a
+// float32 lse.
+func crossEntropyBackward16(h half, dlogits, logits []uint16, lse []float32, labels []int64, n, c int, ignore int64, g float64) {
+	checkCrossEntropyBackward("cross_entropy backward", len(dlogits), len(logits), len(lse), len(labels), n, c)
+	scale := float32(g) / lse[n]
+	forRowBufs(n, c, 1, func(i int, buf [][]float32) {
+		out := dlogits[i*c : (i+1)*c]
+		if labels[i] == ignore {
+			clear(out)
+			return
+		}
+		h.load(buf[0], logits[i*c:(i+1)*c])
+		crossEntropyGradRow(buf[0], buf[0], lse[i], scale, labels[i])
+		h.store(out, buf[0])
 	})
 }

@@ -82,7 +82,7 @@ func BenchmarkLayerNorm1M(b *testing.B) {
 
 func BenchmarkCrossEntropy1M(b *testing.B) {
 	x := benchData(benchRows * benchCols)
-	lse := make([]float32, benchRows)
+	lse := make([]float32, benchRows+1)
 	labels := make([]int64, benchRows)
 	for i := range labels {
 		labels[i] = int64(i % benchCols)

@@ -62,6 +62,21 @@ func TestVariantsTakeTheSameArguments(t *testing.T) {
 				}
 			}
 			continue
+		case formWalk16:
+			// The 16-bit logits' kernels take the float32 ones' arguments, at each index
+			// width.
+			for _, st := range []kernel{0, vRegsBF16} {
+				for _, w := range []string{"_i32", "_i64"} {
+					v := kernel(0)
+					if w == "_i64" {
+						v = vWide
+					}
+					k := entries[base+st+v].name
+					require.NotEmpty(t, k, "%s %d", b.name, st+v)
+					assert.Equal(t, params[b.name+"_f32"+w], params[k], "%s and %s_f32%s", k, b.name, w)
+				}
+			}
+			continue
 		case formStore:
 			// The F16 and BF16 rows' kernels take the float32 ones' arguments.
 			for _, dt := range []dtype.DType{dtype.F16, dtype.BF16} {
@@ -168,7 +183,7 @@ func exercise(b *Backend) {
 		b.Unscale(big, 0.5, o.dense(dtype.F32))
 		b.NonFinite(big)
 		wide := o.dense(ft, 8, 1<<28)
-		b.CrossEntropyBackward(wide, wide, o.dense(ft, 8), o.dense(dtype.I64, 8), o.dense(dtype.F32), 8, 1<<28, -100)
+		b.CrossEntropyBackward(wide, wide, o.dense(ft, 9), o.dense(dtype.I64, 8), o.dense(dtype.F32), 8, 1<<28, -100)
 		// Rows for a warp and a block in registers, 16 bytes a load or not (offset by
 		// one element), and for a block reading from memory.
 		for _, n := range []int{10, 1024, 1501, 5000, 9000} {
@@ -186,7 +201,7 @@ func exercise(b *Backend) {
 			b.LayerNorm(x, mean, mean, x, w, w, 8, n, 1e-5)
 			b.LayerNorm(x, mean, mean, x, kernels.Operand{}, kernels.Operand{}, 8, n, 1e-5)
 			b.LayerNormBackward(x, w, w, x, x, mean, mean, w, 8, n)
-			lse, labels := o.dense(ft, 8), o.dense(dtype.I64, 8)
+			lse, labels := o.dense(ft, 9), o.dense(dtype.I64, 8)
 			_ = b.CrossEntropy(o.dense(dtype.BF16), lse, x, labels, 8, n, -100)
 			b.CrossEntropyBackward(x, x, lse, labels, o.dense(dtype.F16), 8, n, -100)
 			_ = b.Embedding(o.dense(ft, 8, n), x, labels, n)
@@ -228,6 +243,15 @@ func exercise(b *Backend) {
 			dw := o.dense(dtype.F32, n)
 			b.LayerNormBackward(x, dw, dw, x, x, mean, mean, w, 8, n)
 		}
+		// Cross-entropy over 16-bit logits (lse F32): rows for a warp and for a block,
+		// more rows than the forward's blocks take at once, a walk past 2³¹.
+		for _, sz := range [][2]int{{8, 10}, {8, 5000}, {20000, 10}} {
+			x, lse, labels := o.dense(st, sz[0], sz[1]), o.dense(dtype.F32, sz[0]+1), o.dense(dtype.I64, sz[0])
+			_ = b.CrossEntropy(o.dense(dtype.F32), lse, x, labels, sz[0], sz[1], -100)
+			b.CrossEntropyBackward(x, x, lse, labels, o.dense(st), sz[0], sz[1], -100)
+		}
+		wide := o.dense(st, 8, 1<<28)
+		b.CrossEntropyBackward(wide, wide, o.dense(dtype.F32, 9), o.dense(dtype.I64, 8), o.dense(dtype.F32), 8, 1<<28, -100)
 		x := o.dense(st, 4096, 1024)
 		b.LayerNormBackward(kernels.Operand{}, o.dense(dtype.F32, 1024), kernels.Operand{}, x, x, o.dense(dtype.F32, 4096), o.dense(dtype.F32, 4096), kernels.Operand{}, 4096, 1024)
 	}

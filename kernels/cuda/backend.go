@@ -199,7 +199,7 @@ func (b *Backend) Held() []Held {
 	for s, sc := range b.scratches() {
 		sc.mu.Lock()
 		if sc.ptr != 0 {
-			h = append(h, Held{What: fmt.Sprintf("kernels/cuda scratch (stream %#x)", uintptr(s)), Bytes: scratchBytes})
+			h = append(h, Held{What: fmt.Sprintf("kernels/cuda scratch (stream %#x)", uintptr(s)), Bytes: scratchBytes + ticketBytes})
 		}
 		sc.mu.Unlock()
 	}

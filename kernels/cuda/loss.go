@@ -10,33 +10,43 @@ import (
 // msePiece is the elements one block sums before partials are combined.
 const msePiece = 1 << 15
 
-// CrossEntropy computes in the logits' type (F32 or F64; lse is of it too) and returns
-// nil: a label outside [0, c) is found on the GPU and reported by the next Check as a
+// ceMaxBlocks bounds the blocks of the cross-entropy forward (a block's groups then
+// take every ceMaxBlocks-th row group): enough to fill the card, and their parts fit in
+// the scratch. The grid depends on n and c only, so the loss's bits do too.
+const ceMaxBlocks = 2048
+
+// CrossEntropy computes in the logits' type (F32 or F64; lse is of it too), or in
+// float32 for F16 and BF16 logits (lse F32), in one launch: its last block sums the
+// blocks' parts (taking a ticket in the stream's scratch). It returns nil: a label
+// outside [0, c) is found on the GPU and reported by the next Check as a
 // *kernels.IndexError of "cross_entropy" (its row is left out of the loss meanwhile).
 func (b *Backend) CrossEntropy(loss, lse, logits, labels kernels.Operand, n, c int, ignore int64) error {
 	const op = "cross_entropy"
 	checkAxis(op, n, c, 1)
 	pl, dtl := floatScalar(op, "the loss", loss)
-	ft := rowType(logits)
-	f64 := ft == dtype.F64
-	plse := rowsOf(op, "lse", lse, ft, n)
-	px, plab := rowsOf(op, "logits", logits, ft, n*c), rowsOf(op, "labels", labels, i64, n)
+	st := rowStorage(logits)
+	plse := rowsOf(op, "lse", lse, rowType(logits), n+1)
+	px, plab := rowsOf(op, "logits", logits, st, n*c), rowsOf(op, "labels", labels, i64, n)
 	s := loss.Mem.Stream
-	if n > 0 {
-		k, g := kCrossEntropyRowsWarp.in(f64), 32
-		if c > warpRow {
-			k, g = kCrossEntropyRowsBlock.in(f64), block
-		}
-		flag, seq, ok := b.flagged()
-		if !ok {
-			return nil
-		}
-		b.launch(k, rowsGrid(int64(n), g, s), cudadev.ArgUint64(plse), cudadev.ArgUint64(px), cudadev.ArgUint64(plab),
-			cudadev.ArgInt64(int64(n)), cudadev.ArgInt64(int64(c)), cudadev.ArgInt64(ignore), cudadev.ArgUint64(flag), cudadev.ArgUint32(seq))
-		b.done()
+	k, g := kCrossEntropyRowsWarp.stored(st), 32
+	if c > warpRow {
+		k, g = kCrossEntropyRowsBlock.stored(st), block
 	}
-	b.launch(kCrossEntropyLoss.in(f64), oneBlock(s), cudadev.ArgUint64(pl), cudadev.ArgInt32(dtl), cudadev.ArgUint64(plse),
-		cudadev.ArgUint64(px), cudadev.ArgUint64(plab), cudadev.ArgInt64(int64(n)), cudadev.ArgInt64(int64(c)), cudadev.ArgInt64(ignore))
+	cfg := rowsGrid(int64(n), g, s)
+	cfg.Grid.X = min(cfg.Grid.X, ceMaxBlocks)
+	sc, ok := b.useScratch(s)
+	if !ok {
+		return nil
+	}
+	defer sc.mu.Unlock()
+	flag, seq, ok := b.flagged()
+	if !ok {
+		return nil
+	}
+	defer b.done()
+	b.launch(k, cfg, cudadev.ArgUint64(pl), cudadev.ArgInt32(dtl), cudadev.ArgUint64(plse), cudadev.ArgUint64(px), cudadev.ArgUint64(plab),
+		cudadev.ArgInt64(int64(n)), cudadev.ArgInt64(int64(c)), cudadev.ArgInt64(ignore), cudadev.ArgPtr(sc.ptr), cudadev.ArgPtr(sc.ticket()),
+		cudadev.ArgUint64(flag), cudadev.ArgUint32(seq))
 	return nil
 }
 
@@ -45,36 +55,33 @@ func oneBlock(s device.Stream) cudadev.LaunchConfig {
 	return cudadev.LaunchConfig{Grid: cudadev.Dim3{X: 1}, Block: cudadev.Dim3{X: block}, Stream: s}
 }
 
-// CrossEntropyBackward computes in the logits' type: it counts the rows that count and
-// scales by g/count on the GPU (one block writes the scale, g rounded to that type,
-// into the stream's scratch), then writes every element.
+// CrossEntropyBackward computes as CrossEntropy does, in one launch: each thread
+// divides g (rounded to the compute type) by the count CrossEntropy left in lse[n].
 func (b *Backend) CrossEntropyBackward(dlogits, logits, lse, labels, g kernels.Operand, n, c int, ignore int64) {
 	const op = "cross_entropy backward"
 	checkAxis(op, n, c, 1)
-	ft := rowType(logits)
-	f64 := ft == dtype.F64
-	pd, px := rowsOf(op, "dlogits", dlogits, ft, n*c), rowsOf(op, "logits", logits, ft, n*c)
-	plse, plab := rowsOf(op, "lse", lse, ft, n), rowsOf(op, "labels", labels, i64, n)
+	st := rowStorage(logits)
+	pd, px := rowsOf(op, "dlogits", dlogits, st, n*c), rowsOf(op, "logits", logits, st, n*c)
+	plse, plab := rowsOf(op, "lse", lse, rowType(logits), n+1), rowsOf(op, "labels", labels, i64, n)
 	pg, dtg := floatScalar(op, "the gradient", g)
 	if n*c == 0 {
 		return
 	}
-	s := dlogits.Mem.Stream
-	sc, ok := b.useScratch(s)
-	if !ok {
-		return
-	}
-	defer sc.mu.Unlock()
-	b.launch(kCrossEntropyScale.in(f64), oneBlock(s), cudadev.ArgPtr(sc.ptr), cudadev.ArgUint64(pg), cudadev.ArgInt32(dtg),
-		cudadev.ArgUint64(plab), cudadev.ArgInt64(int64(n)), cudadev.ArgInt64(ignore))
 	flag, seq, ok := b.flagged()
 	if !ok {
 		return
 	}
 	defer b.done()
+	s := dlogits.Mem.Stream
 	cfg := b.grid(int64(n*c), s)
-	k := kCrossEntropyBackward.in(f64)
-	var args [10]cudadev.Arg
+	k := kCrossEntropyBackward.in(st == dtype.F64)
+	switch st {
+	case dtype.F16:
+		k = kCrossEntropyBackward16
+	case dtype.BF16:
+		k = kCrossEntropyBackward16 + vRegsBF16
+	}
+	var args [11]cudadev.Arg
 	args[0], args[1], args[2], args[3] = cudadev.ArgUint64(pd), cudadev.ArgUint64(px), cudadev.ArgUint64(plse), cudadev.ArgUint64(plab)
 	if int64(n*c)+int64(cfg.Grid.X)*block > 1<<31-1 {
 		k += vWide
@@ -82,7 +89,8 @@ func (b *Backend) CrossEntropyBackward(dlogits, logits, lse, labels, g kernels.O
 	} else {
 		args[4], args[5] = cudadev.ArgInt32(int32(n)), cudadev.ArgInt32(int32(c))
 	}
-	args[6], args[7], args[8], args[9] = cudadev.ArgInt64(ignore), cudadev.ArgPtr(sc.ptr), cudadev.ArgUint64(flag), cudadev.ArgUint32(seq)
+	args[6], args[7], args[8] = cudadev.ArgInt64(ignore), cudadev.ArgUint64(pg), cudadev.ArgInt32(dtg)
+	args[9], args[10] = cudadev.ArgUint64(flag), cudadev.ArgUint32(seq)
 	b.launch(k, cfg, args[:]...)
 }
 

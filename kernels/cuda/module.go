@@ -68,8 +68,8 @@ const (
 	// F64 are its 0 and vF64).
 	vF16  = vWide
 	vBF16 = vWide + vF64
-	// vRegsBF16 is formRegs16's variant for BF16 rows (F16's is 0), beside which each
-	// has its vV16 one.
+	// vRegsBF16 is formRegs16's and formWalk16's variant for BF16 rows (F16's is 0),
+	// beside which each has its vV16 (formWalk16: vWide) one.
 	vRegsBF16 = vF64
 )
 
@@ -104,11 +104,10 @@ const (
 	kUnscale      // formWalk
 	kUnscaleMulti // formOne: the compute type follows each gradient's type
 	// famLoss.
-	kCrossEntropyBackward // formWalk: a thread per element, 32- or 64-bit indices
-	kCrossEntropyRowsWarp
-	kCrossEntropyRowsBlock
-	kCrossEntropyLoss
-	kCrossEntropyScale
+	kCrossEntropyBackward   // formWalk: a thread per element, 32- or 64-bit indices
+	kCrossEntropyBackward16 // formWalk16: the same over F16 and BF16 logits
+	kCrossEntropyRowsWarp   // formStore, and the one below
+	kCrossEntropyRowsBlock  //
 	kMSEPartial
 	kSumFinish
 	kMSEBackward
@@ -199,6 +198,7 @@ const (
 	formF64                // NAME_f64 (float32's is another base's)
 	formStore              // NAME_f32, NAME_f16, NAME_f64, NAME_bf16: rows stored as each
 	formRegs16             // NAME_f16, NAME_f16_v16, NAME_bf16, NAME_bf16_v16 (vRegsBF16, vV16)
+	formWalk16             // NAME_f16_i32, NAME_f16_i64, NAME_bf16_i32, NAME_bf16_i64 (vRegsBF16, vWide)
 )
 
 // bases lists each base's family, name and form, in the order of the constants.
@@ -232,10 +232,9 @@ var bases = [numKernels / variants]struct {
 	kUnscale / variants:                    {famAmp, "unscale", formWalk},
 	kUnscaleMulti / variants:               {famAmp, "unscale_multi", formOne},
 	kCrossEntropyBackward / variants:       {famLoss, "cross_entropy_backward", formWalk},
-	kCrossEntropyRowsWarp / variants:       {famLoss, "cross_entropy_rows_warp", formTyped},
-	kCrossEntropyRowsBlock / variants:      {famLoss, "cross_entropy_rows_block", formTyped},
-	kCrossEntropyLoss / variants:           {famLoss, "cross_entropy_loss", formTyped},
-	kCrossEntropyScale / variants:          {famLoss, "cross_entropy_scale", formTyped},
+	kCrossEntropyBackward16 / variants:     {famLoss, "cross_entropy_backward", formWalk16},
+	kCrossEntropyRowsWarp / variants:       {famLoss, "cross_entropy_rows_warp", formStore},
+	kCrossEntropyRowsBlock / variants:      {famLoss, "cross_entropy_rows_block", formStore},
 	kMSEPartial / variants:                 {famLoss, "mse_partial", formTyped},
 	kSumFinish / variants:                  {famLoss, "sum_finish", formTyped},
 	kMSEBackward / variants:                {famLoss, "mse_backward", formTyped},
@@ -301,6 +300,7 @@ var entries = func() (e [numKernels]struct {
 		formF64:    {"", "", "_f64", ""},
 		formStore:  {"_f32", "_f16", "_f64", "_bf16"},
 		formRegs16: {"_f16", "_f16_v16", "_bf16", "_bf16_v16"},
+		formWalk16: {"_f16_i32", "_f16_i64", "_bf16_i32", "_bf16_i64"},
 	}
 	for i, b := range bases {
 		for v, suf := range suffixes[b.form] {

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -8,10 +9,16 @@ import (
 )
 
 // scratchBytes is the device memory each stream's scratch holds: the partial results of
-// reductions cut into pieces, a loss's scale, NonFinite's answer. Piece counts are
+// reductions cut into pieces, cross-entropy's block parts, NonFinite's answer. Piece counts are
 // bounded so that partials fit (see pieceCount); the bound depends on the shapes only,
 // so results stay deterministic.
 const scratchBytes = 4 << 20
+
+// ticketBytes follow a scratch's scratchBytes: the ticket counters of kernels whose
+// last block finishes the op (cross-entropy's forward), zeroed when the scratch is made
+// and set back to zero by each such last block, so that a replayed CUDA graph finds
+// them zero. No other use of the scratch reaches them.
+const ticketBytes = 256
 
 // scratch is one stream's scratch memory, raw device memory outside the caching
 // allocator: it is the backend's own, like cuBLAS's handle state, so that ops make no
@@ -22,6 +29,9 @@ type scratch struct {
 	mu  sync.Mutex
 	ptr device.Ptr // guarded by mu; 0 until first use and after Release
 }
+
+// ticket is the address of the scratch's ticket counter (an unsigned int).
+func (sc *scratch) ticket() device.Ptr { return sc.ptr + scratchBytes }
 
 // useScratch locks stream s's scratch, allocating it on first use, and returns it; the
 // caller unlocks sc.mu when its launches are made. If it cannot be allocated the error
@@ -36,7 +46,12 @@ func (b *Backend) useScratch(s device.Stream) (sc *scratch, ok bool) {
 	b.mu.Unlock()
 	sc.mu.Lock()
 	if sc.ptr == 0 {
-		ptr, err := b.malloc(scratchBytes)
+		ptr, err := b.malloc(scratchBytes + ticketBytes)
+		if err == nil {
+			if err = b.memset(ptr+scratchBytes, ticketBytes, s); err != nil {
+				err = errors.Join(err, b.free(ptr))
+			}
+		}
 		if err != nil {
 			sc.mu.Unlock()
 			b.fault(fmt.Errorf("kernels/cuda: %s: scratch for stream %#x: %w", b.name(), uintptr(s), err))

@@ -229,21 +229,33 @@ func within32(dt dtype.DType, f32 float64) tol {
 	return within(dt, f32)
 }
 
+// ceShapes are testCrossEntropy's [n, c]: rows for a warp (cuda: 8 rows a block) in one
+// block and in several, rows for a block (c > 1024) in several, no rows, and (cuda)
+// more warps' rows than the forward's blocks (2048) take at once, each block then
+// taking several.
+var ceShapes = [][2]int{{5, 4}, {5, 1500}, {3000, 4}, {0, 4}, {16500, 3}}
+
+// ceLabels are n labels of c classes, every fifth row (from the fourth) ignore.
+func ceLabels(n, c int, ignore int64) func(int) float64 {
+	return func(i int) float64 {
+		if i%5 == 3 {
+			return float64(ignore)
+		}
+		return float64((i * 7) % c)
+	}
+}
+
 func testCrossEntropy(t *testing.T, s *suite) {
 	require.NoError(t, s.check())
 	const ignore = -100
 	for _, ft := range rowTypes {
-		for _, c := range []int{4, 1500} {
-			const n = 5
+		for _, sz := range ceShapes {
+			n, c := sz[0], sz[1]
+			big := n*c > 20000
 			x := row(ft, n*c, s.uniform(-4, 4))
-			labels := input(dtype.I64, kernels.Contiguous(n), func(i int) float64 {
-				if i == 3 {
-					return ignore
-				}
-				return float64((i * 7) % c)
-			})
+			labels := input(dtype.I64, kernels.Contiguous(n), ceLabels(n, c, ignore))
 			xs, ls := x.vals(), labels.vals()
-			lse := make([]float64, n)
+			lse := make([]float64, n+1) // the rows' log-sum-exp, then the count
 			var sum float64
 			count := 0
 			for i := range n {
@@ -261,22 +273,37 @@ func testCrossEntropy(t *testing.T, s *suite) {
 					count++
 				}
 			}
-			// The loss in any float type: rounded to it once from the rows' type.
-			for _, ldt := range lossTypes(ft, dtype.F16) {
-				bufs := []*buf{dense(ldt), dense(ft, n), x, labels}
+			lse[n] = float64(count)
+			// The loss in any float type: rounded to it once from the rows' type (NaN
+			// without rows).
+			ldts := lossTypes(ft, dtype.F16)
+			if big {
+				ldts = ldts[:1]
+			}
+			for _, ldt := range ldts {
+				bufs := []*buf{dense(ldt), dense(ft, n+1), x, labels}
 				f := func(be kernels.Backend, o []kernels.Operand) {
 					require.NoError(t, be.CrossEntropy(o[0], o[1], o[2], o[3], n, c, ignore))
 				}
-				name := fmt.Sprintf("%v c=%d loss %v", ft, c, ldt)
+				name := fmt.Sprintf("%v [%d, %d] loss %v", ft, n, c, ldt)
 				s.result(t, name, bufs, 0, []float64{sum / float64(count)}, tolRow(ldt, c, within32(ldt, 1e-5)), f)
 				s.result(t, name+" lse", bufs, 1, lse, tolRow(ft, c, tol{rel: 1e-6, abs: 1e-6}), f)
+				// The same bits again: the blocks' parts are summed in a fixed order,
+				// and the forward leaves its ticket as it found it.
+				got, again := exec(t, s.tg, bufs, f), exec(t, s.tg, bufs, f)
+				require.Equal(t, got[0], again[0], "%s: the loss's bits on a second run", name)
+				require.Equal(t, got[1], again[1], "%s: lse's bits on a second run", name)
 			}
 			// Backward, scaled by a BF16 gradient, and an F64 one of 0.1 (rounded to
-			// the rows' type).
-			lb := row(ft, n, func(i int) float64 { return lse[i] })
+			// the rows' type), over the count in lse[n].
+			lb := row(ft, n+1, func(i int) float64 { return lse[i] })
 			lbs := lb.vals()
-			for _, gv := range []*buf{input(dtype.BF16, kernels.Layout{}, func(int) float64 { return 1.5 }),
-				input(dtype.F64, kernels.Layout{}, func(int) float64 { return 0.1 })} {
+			gs := []*buf{input(dtype.BF16, kernels.Layout{}, func(int) float64 { return 1.5 }),
+				input(dtype.F64, kernels.Layout{}, func(int) float64 { return 0.1 })}
+			if big {
+				gs = gs[:1]
+			}
+			for _, gv := range gs {
 				g := gv.vals()[0]
 				dx := make([]float64, n*c)
 				for i := range n {
@@ -288,22 +315,24 @@ func testCrossEntropy(t *testing.T, s *suite) {
 					}
 					dx[i*c+int(ls[i])] -= g / float64(count)
 				}
-				s.result(t, fmt.Sprintf("%v c=%d backward for %v %v", ft, c, gv.dt, g), []*buf{dense(ft, n*c), x, lb, labels, gv}, 0, dx,
+				s.result(t, fmt.Sprintf("%v [%d, %d] backward for %v %v", ft, n, c, gv.dt, g), []*buf{dense(ft, n*c), x, lb, labels, gv}, 0, dx,
 					tolRow(ft, 1, tol{rel: 1e-5, abs: 1e-6}), func(be kernels.Backend, o []kernels.Operand) {
 						be.CrossEntropyBackward(o[0], o[1], o[2], o[3], o[4], n, c, ignore)
 					})
 			}
 		}
-		// Every row ignored: NaN, as PyTorch.
-		s.result(t, fmt.Sprintf("%v all ignored", ft), []*buf{dense(ft), dense(ft, 2), row(ft, 6, s.uniform(-1, 1)),
-			input(dtype.I64, kernels.Contiguous(2), func(int) float64 { return ignore })},
-			0, []float64{math.NaN()}, exact, func(be kernels.Backend, o []kernels.Operand) {
-				require.NoError(t, be.CrossEntropy(o[0], o[1], o[2], o[3], 2, 3, ignore))
-			})
+		// Every row ignored: NaN, as PyTorch, and a count of 0.
+		allIgnored := []*buf{dense(ft), dense(ft, 3), row(ft, 6, s.uniform(-1, 1)),
+			input(dtype.I64, kernels.Contiguous(2), func(int) float64 { return ignore })}
+		f := func(be kernels.Backend, o []kernels.Operand) {
+			require.NoError(t, be.CrossEntropy(o[0], o[1], o[2], o[3], 2, 3, ignore))
+		}
+		s.result(t, fmt.Sprintf("%v all ignored", ft), allIgnored, 0, []float64{math.NaN()}, exact, f)
+		require.Equal(t, 0.0, allIgnored[1].values(exec(t, s.tg, allIgnored, f)[1])[2], "%v all ignored: the count", ft)
 		// A label outside [0, c): an index error naming the first.
 		bad := input(dtype.I64, kernels.Contiguous(4), func(i int) float64 { return []float64{1, 0, 7, -3}[i] })
 		var err error
-		exec(t, s.tg, []*buf{dense(dtype.F32), dense(ft, 4), row(ft, 12, s.uniform(-1, 1)), bad}, func(be kernels.Backend, o []kernels.Operand) {
+		exec(t, s.tg, []*buf{dense(dtype.F32), dense(ft, 5), row(ft, 12, s.uniform(-1, 1)), bad}, func(be kernels.Backend, o []kernels.Operand) {
 			err = be.CrossEntropy(o[0], o[1], o[2], o[3], 4, 3, ignore)
 		})
 		s.requireIndexError(t, err, "cross_entropy", 2, 7, 3)

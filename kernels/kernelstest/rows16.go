@@ -21,7 +21,7 @@ var halves = []dtype.DType{dtype.F16, dtype.BF16}
 
 // rowOp is one operand of a rows16 case: a row operand (of the storage type under
 // test, or F32 in the reference run) unless fixed is set, which keeps its type in both
-// runs (statistics); output marks what the case compares (an input
+// runs (statistics, labels, the loss); output marks what the case compares (an input
 // too when v is set: in place).
 type rowOp struct {
 	fixed  dtype.DType
@@ -29,6 +29,7 @@ type rowOp struct {
 	v      func(int) float64 // an input's values; nil for an output
 	output bool
 	absent bool
+	scalar bool // one element of shape [] (a loss, its gradient)
 }
 
 // rowIn is a row input of n elements drawn from v, rowOut a row output.
@@ -54,16 +55,20 @@ func (s *suite) rows16(t *testing.T, name string, h dtype.DType, off int, ops []
 			continue
 		}
 		dt, l := o.fixed, kernels.Contiguous(o.n)
+		if o.scalar {
+			l = kernels.Layout{}
+		}
+		rl := l // the reference's, at offset 0
 		if dt == dtype.Invalid {
 			dt, l.Offset = h, off
 		}
 		if o.v == nil {
-			native, ref = append(native, out(dt, l)), append(ref, dense(o.fixed32(), o.n))
+			native, ref = append(native, out(dt, l)), append(ref, out(o.fixed32(), rl))
 			continue
 		}
 		in := input(dt, l, o.v)
 		vals := in.vals()
-		native, ref = append(native, in), append(ref, input(o.fixed32(), kernels.Contiguous(o.n), func(i int) float64 { return vals[i] }))
+		native, ref = append(native, in), append(ref, input(o.fixed32(), rl, func(i int) float64 { return vals[i] }))
 	}
 	got, want := exec(t, s.tg, native, f), exec(t, s.tg, ref, f)
 	require.NoError(t, s.check())
@@ -147,6 +152,7 @@ func testRows16(t *testing.T, s *suite) {
 				}
 			}
 			testLayerNorm16(t, s, h, off)
+			testCrossEntropy16(t, s, h, off)
 		}
 	}
 }
@@ -187,5 +193,34 @@ func testLayerNorm16(t *testing.T, s *suite, h dtype.DType, off int) {
 					be.LayerNormBackward(o[0], kernels.Operand{}, kernels.Operand{}, o[0], o[1], o[2], o[3], o[4], rows, n)
 				})
 		}
+	}
+}
+
+// testCrossEntropy16 runs cross-entropy over 16-bit logits (lse F32) with ceShapes'
+// rows and more: in one block of the cuda forward and in several, for a warp and for a
+// block, in registers' row lengths and beyond.
+func testCrossEntropy16(t *testing.T, s *suite, h dtype.DType, off int) {
+	const ignore = -100
+	for _, sz := range append([][2]int{{5, 1024}, {5, 9000}}, ceShapes...) {
+		n, c := sz[0], sz[1]
+		labels := rowOp{fixed: dtype.I64, n: n, v: ceLabels(n, c, ignore)}
+		x := rowIn(n*c, s.uniform(-20, 20))
+		name := fmt.Sprintf("cross_entropy [%d, %d]", n, c)
+		// The loss is of the logits' type, as tensor.CrossEntropy makes it.
+		s.rows16(t, name, h, off, []rowOp{{fixed: h, n: 1, output: true, scalar: true}, statOut(n + 1), x, labels},
+			func(be kernels.Backend, o []kernels.Operand) {
+				require.NoError(t, be.CrossEntropy(o[0], o[1], o[2], o[3], n, c, ignore))
+			})
+		lse := statIn(n+1, func(i int) float64 {
+			if i == n {
+				return float64(n - (n+1)/5) // the rows that count
+			}
+			return 1 + float64(i%24)
+		})
+		gv := rowOp{fixed: h, n: 1, scalar: true, v: func(int) float64 { return 1.5 }}
+		s.rows16(t, name+" backward", h, off, []rowOp{rowOut(n * c), x, lse, labels, gv},
+			func(be kernels.Backend, o []kernels.Operand) {
+				be.CrossEntropyBackward(o[0], o[1], o[2], o[3], o[4], n, c, ignore)
+			})
 	}
 }
