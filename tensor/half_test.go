@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
 	"github.com/subletml/sublet/tensor"
@@ -199,4 +200,38 @@ func TestMixedTypeProducts(t *testing.T) {
 	require.Equal(t, []float32{4, 2, 10, 5}, vals(z))
 	s.Close()
 	requireEmpty(t, d)
+}
+
+// CrossEntropy of F16 or BF16 logits reads them as they are (no F32 copy: the op
+// allocates only the loss and lse) and gives the bits of converting them to F32 and
+// running the F32 op: the loss rounded once to the logits' type, their gradient too.
+func TestCrossEntropyOf16BitLogitsIsTheF32PathRounded(t *testing.T) {
+	const n, c = 7, 9
+	for _, d := range dataDevices(t) {
+		for _, dt := range []dtype.DType{dtype.F16, dtype.BF16} {
+			t.Run(d.Name+"/"+dt.String(), func(t *testing.T) {
+				r := rand.New(rand.NewPCG(5, 6))
+				data := make([]float32, n*c)
+				for i := range data {
+					data[i] = float32(r.NormFloat64() * 4)
+				}
+				s := tensor.NewScope()
+				labels := tensor.FromSlice(s, d.Device, dtype.I64, []int64{1, 8, tensor.IgnoreIndex, 0, 4, 4, 7})
+				x16 := f32(s, d.Device, data, n, c).Cast(dt).Detach().SetRequiresGrad(true)
+				x32 := x16.Cast(dtype.F32).Detach().SetRequiresGrad(true)
+				before := stats(t, d.Device).Allocation[alloc.StatAll].Allocated
+				loss := tensor.CrossEntropy(x16, labels)
+				require.Equal(t, int64(2), stats(t, d.Device).Allocation[alloc.StatAll].Allocated-before, "the loss and lse, no copy of the logits")
+				require.Equal(t, dt, loss.DType())
+				want := tensor.CrossEntropy(x32, labels)
+				require.Equal(t, vals(want.Cast(dt)), vals(loss))
+				loss.Backward()
+				want.Backward()
+				require.Equal(t, dt, x16.Grad().DType())
+				require.Equal(t, vals(s.Bind(x32.Grad()).Cast(dt)), vals(x16.Grad()))
+				s.Close()
+				requireEmpty(t, d.Device)
+			})
+		}
+	}
 }

@@ -31,7 +31,10 @@
 //     and library. Reductions (Sum, Mean, Max, softmax, layer norm, losses) use no
 //     float atomics: each output's elements are cut into pieces whose bounds depend on
 //     the shapes alone, folded by one thread or by one block in a fixed tree, and
-//     combined in piece order; sums accumulate in float64, as kernels/cpu's do.
+//     combined in piece order; sums accumulate in float64, as kernels/cpu's do. Where
+//     one launch does it all (cross-entropy's forward), the last block to take a
+//     ticket (an integer atomic in the stream's scratch, after a __threadfence)
+//     combines the blocks' parts in block order.
 //     EmbeddingBackward gives each element of the gradient to one thread, which adds
 //     the rows that land on it in index order. cuBLAS products are deterministic for a
 //     given workspace configuration (CUBLAS_WORKSPACE_CONFIG).
@@ -64,8 +67,9 @@
 //     allocator. The backend keeps two kinds of memory of its own, listed by Held: a
 //     cuBLAS workspace per (handle, stream) from the device's caching allocator, sized
 //     as PyTorch sizes it (WorkspaceBytes), so it shows in the allocator's statistics as
-//     PyTorch's does; and, straight from the driver, 1 MiB of scratch per stream
-//     (reduction partials, a loss's scale) and a 64-byte error flag, so that no op
+//     PyTorch's does; and, straight from the driver, 4 MiB and 256 bytes of scratch
+//     per stream (reduction partials, cross-entropy's block parts and the tickets of
+//     last blocks, zero between launches) and a 64-byte error flag, so that no op
 //     makes an allocation the simulated devices do not make. Release gives both back.
 //   - Host cost: each family's functions are resolved once; a launch passes its
 //     by-value structs through device/cuda's pooled parameter block, with no heap
