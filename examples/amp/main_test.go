@@ -74,14 +74,14 @@ func checkMixedPrecision(t *testing.T, c config) {
 	assert.Less(t, last(mixed.losses), mixed.losses[0], "mixed precision learns too")
 
 	// What a step keeps, exactly: hidden 64, batch 128, 4 classes, inputs of 16.
-	const act32 = 2*128*64*4 + 128*4*4 + 128*4 + 4 // two ReLU outputs; logits, log-sum-exps and loss
+	const act32 = 2*128*64*4 + 128*4*4 + 129*4 + 4 // two ReLU outputs; logits, log-sum-exps (and the count) and loss
 	assert.Equal(t, int64(act32), f32.last.forward)
 	assert.Equal(t, f32.last.forward, f32.last.saved)
 	const casts = (16*64 + 64*64 + 64*4) * 2 // the weights in F16
 	const biasCasts = (64 + 64 + 4) * 2
 	// The input's F16 cast, two F16 ReLU outputs, F16 logits, their F32 cast (saved by
-	// CrossEntropy), log-sum-exps and loss; and the cache.
-	const act16 = 128*16*2 + 2*128*64*2 + 128*4*2 + 128*4*4 + 128*4 + 4
+	// CrossEntropy), log-sum-exps (and the count) and loss; and the cache.
+	const act16 = 128*16*2 + 2*128*64*2 + 128*4*2 + 128*4*4 + 129*4 + 4
 	assert.Equal(t, int64(act16+casts+biasCasts), mixed.last.forward)
 	assert.Equal(t, int64(casts+biasCasts), mixed.last.cache)
 	// Releasing the logits frees the F16 logits (the F32 cast is what the loss saved);

@@ -55,7 +55,7 @@ func TestAccumulatedLossKeepsEveryGraph(t *testing.T) {
 	const batch, in, hidden, classes = 128, 64, 256, 10
 	saved := int64(batch*in*4 + // the batch, saved by the first Linear for its weight's gradient
 		2*batch*hidden*4 + // the two ReLU outputs (the next Linears' inputs too)
-		batch*classes*4 + batch*4 + // the logits and their log-sum-exps, saved by CrossEntropy
+		batch*classes*4 + (batch+1)*4 + // the logits, their log-sum-exps and the count, saved by CrossEntropy
 		batch*8) // the labels
 	assert.Equal(t, []int64{saved, 0, 0, 0}, growths(t, r.accumulate))
 	for i, l := range r.accumulate[1:3] {
