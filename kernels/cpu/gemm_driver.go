@@ -61,9 +61,10 @@ const gemmMinRows = 96
 // published (gemmShare). Two packed blocks alternate, so a task packs slice s+1 while
 // the others still run slice s: no task waits for the whole grid, only for the parts
 // of its column, and a slow part delays the others by what it lags, not by a barrier
-// per slice. A's chunks are packed once too, shared by the tasks of a row of the grid:
-// each panel of a chunk is packed by whichever of them claims it first (gemmRow), so a
-// task that comes late finds its chunk packed; two chunk buffers alternate per row.
+// per slice. With gemmShareA columns or more, A's chunks are packed once too, shared by
+// the tasks of a row of the grid: each panel of a chunk is packed by whichever of them
+// claims it first (gemmRow), so a task that comes late finds its chunk packed; two
+// chunk buffers alternate per row.
 // Where a task's share of an nc-wide block of B would not stay in its L2 (gemmShareB),
 // the blocks are narrowed until it does.
 func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32, c []float32, ldc int, parallel bool) {
@@ -118,7 +119,8 @@ type gemmShare struct {
 	bufs             [2]*[]float32 // from g.bBufs; kc slice s packs into bufs[s%blocks]
 	blocks           int           // 1 with a single task (nothing runs ahead), else 2
 	packed, finished []gemmCounter // per task: slices whose part of B it has packed; slices it has run
-	rows             []gemmRow     // per row of the grid: its packed chunks of A
+	sharers          int           // tasks that share a row's packing of A: cb from gemmShareA on, else 1
+	rows             []gemmRow     // per sharers tasks (a row of the grid, or a task): their packed chunks of A
 	aBlocks          int           // chunk buffers per row: 1 with a task per row, else 2
 	ran              []gemmCounter // per task: chunks of A it has run (its row's count)
 	progress                       // tasks sleep here for the others' counters
@@ -165,11 +167,15 @@ func (s *gemmShare) start(g *gemmKernel, m, n, k int, alpha float32, a, b matVie
 	for t := range tasks {
 		s.ran[t].Store(0)
 	}
-	if cap(s.rows) < rb {
-		s.rows = make([]gemmRow, rb)
+	s.sharers = 1
+	if cb >= gemmShareA {
+		s.sharers = cb
 	}
-	s.rows = s.rows[:rb]
-	s.aBlocks = min(cb, len(s.rows[0].bufs))
+	if cap(s.rows) < tasks/s.sharers {
+		s.rows = make([]gemmRow, tasks/s.sharers)
+	}
+	s.rows = s.rows[:tasks/s.sharers]
+	s.aBlocks = min(s.sharers, len(s.rows[0].bufs))
 	for i := range s.rows {
 		r := &s.rows[i]
 		r.claimed.Store(0)
@@ -205,16 +211,28 @@ func (s *gemmShare) work(t int) {
 	p0, p1 := panels*i/s.rb, panels*(i+1)/s.rb
 	per := g.mc / g.mr             // A's panels in a chunk
 	slice, chunk, first := 0, 0, 0 // first: the row's panels of the chunks before this one
+	var laid [2][2]int             // per block of B: the kc and panels of the slice last packed into it
 	for jc := 0; jc < s.n; jc += s.nc {
 		nc := min(s.nc, s.n-jc)
 		nPanels := (nc + g.nr - 1) / g.nr
 		q0, q1 := nPanels*j/s.cb, nPanels*(j+1)/s.cb
 		for pc := 0; pc < s.k; pc += g.kc {
 			kc := min(g.kc, s.k-pc)
-			bPack := *s.bufs[slice%s.blocks]
-			// The block held slice-blocks: the column's tasks must be done with it.
-			for u := range s.rb {
-				s.await(&s.finished[u*s.cb+j].Int64, int64(slice-s.blocks+1))
+			blk := slice % s.blocks
+			bPack := *s.bufs[blk]
+			// The block held slice-blocks: the tasks that read it must be done with
+			// it. Those are the column's where that slice laid the block out as this
+			// one does; a shorter kc or a narrower nc block moves every column's
+			// panels, onto the ones other columns read.
+			if layout := [2]int{kc, nPanels}; layout == laid[blk] {
+				for u := range s.rb {
+					s.await(&s.finished[u*s.cb+j].Int64, int64(slice-s.blocks+1))
+				}
+			} else {
+				for u := range s.rb * s.cb {
+					s.await(&s.finished[u].Int64, int64(slice-s.blocks+1))
+				}
+				laid[blk] = layout
 			}
 			lo, hi := gemmPart(q0, q1, i, s.rb)
 			for jp := lo; jp < hi; jp++ {
@@ -226,7 +244,7 @@ func (s *gemmShare) work(t int) {
 				s1 := min(s0+per, p1)
 				ic := s0 * g.mr
 				mc := min(s1*g.mr, s.m) - ic
-				aPack := s.chunk(i, chunk, first, s0, s1, pc, kc)
+				aPack := s.chunk(t/s.sharers, chunk, first, s0, s1, pc, kc)
 				for v := range s.rb { // its own part first, then the others' as they come
 					u := (i + v) % s.rb
 					if s0 == p0 {
@@ -248,15 +266,15 @@ func (s *gemmShare) work(t int) {
 	}
 }
 
-// chunk returns chunk u of row i of the grid packed, A's panels [s0, s1) of the kc
+// chunk returns chunk u of row i (of s.rows) packed, A's panels [s0, s1) of the kc
 // slice at pc, whose first panel is the row's panel first counted over its chunks:
 // the calling task packs the panels no other task of the row has claimed, then waits
 // for the others' to be packed.
 func (s *gemmShare) chunk(i, u, first, s0, s1, pc, kc int) []float32 {
 	g, r := s.g, &s.rows[i]
 	// The buffer held chunk u-aBlocks: the row's tasks must be done with it.
-	for v := range s.cb {
-		s.await(&s.ran[i*s.cb+v].Int64, int64(u-s.aBlocks+1))
+	for v := range s.sharers {
+		s.await(&s.ran[i*s.sharers+v].Int64, int64(u-s.aBlocks+1))
 	}
 	buf := *r.bufs[u%s.aBlocks]
 	last := int64(first + s1 - s0)
@@ -274,6 +292,14 @@ func (s *gemmShare) chunk(i, u, first, s0, s1, pc, kc int) []float32 {
 	s.await(&r.packed.Int64, last)
 	return buf
 }
+
+// gemmShareA is the fewest columns of the grid from which the tasks of a row share
+// its packing of A (below it each task packs its own chunks): sharing saves a task
+// (cb-1)/cb of A's packing, at the price of reading those panels from the others'
+// caches and waiting for them chunk by chunk. On the 2-core dev machine a 1×2 grid
+// (1024³ at 2 threads) ran nn about 4 % slower shared than not; at GOMAXPROCS 16 a
+// 4×4 grid used 6 % less CPU time shared.
+const gemmShareA = 3
 
 // gemmPart is part u of parts of the panels [q0, q1).
 func gemmPart(q0, q1, u, parts int) (lo, hi int) {
