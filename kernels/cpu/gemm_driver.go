@@ -64,9 +64,8 @@ const gemmMinRows = 96
 // per slice. With gemmShareA columns or more, A's chunks are packed once too, shared by
 // the tasks of a row of the grid: each panel of a chunk is packed by whichever of them
 // claims it first (gemmRow), so a task that comes late finds its chunk packed; two
-// chunk buffers alternate per row.
-// Where a task's share of an nc-wide block of B would not stay in its L2 (gemmShareB),
-// the blocks are narrowed until it does.
+// chunk buffers alternate per row. Where a task's share of an nc-wide block of B would
+// not stay in its L2 (gemmShareB), the blocks are narrowed until it does.
 func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32, c []float32, ldc int, parallel bool) {
 	if m == 0 || n == 0 {
 		return
@@ -126,13 +125,13 @@ type gemmShare struct {
 	progress                       // tasks sleep here for the others' counters
 }
 
-// gemmRow is the packing of A that a row of the grid's tasks share. Its chunks (a kc
-// slice of up to mc rows of A, in the order every task of the row runs them) are
-// numbered from 0, and so are their panels, over the whole product: chunk u packs into
-// bufs[u%aBlocks]. A panel is packed by the task that claims it (claimed moves past
-// it), which then counts it in packed; a chunk is ready once packed reaches its last
-// panel, since no task claims a panel of the next chunk before the whole chunk is
-// ready.
+// gemmRow is the packing of A that sharers tasks share: a row of the grid, or one
+// task. Its chunks (a kc slice of up to mc rows of A, in the order every task of the
+// row runs them) are numbered from 0, and so are their panels, over the whole product:
+// chunk u packs into bufs[u%aBlocks]. A panel is packed by the task that claims it
+// (claimed moves past it), which then counts it in packed; a chunk is ready once
+// packed reaches its last panel, since no task claims a panel of the next chunk before
+// the whole chunk is ready.
 type gemmRow struct {
 	bufs            [2]*[]float32 // from g.aBufs
 	claimed, packed gemmCounter
@@ -326,9 +325,9 @@ const gemmFarB = 0.25
 
 // gemmGrid cuts a kc slice of panels of A by nPanels of B into rb·cb ≤ workers tasks,
 // rb rows of A's panels by cb columns of B's: the cut whose largest task does the
-// least, counting the A panels each task brings in (every column of tasks reads its
-// rows again, from L3 where another task of the row packed them) and its tiles past
-// the fit panels of B that stay in its L2. One worker takes the whole slice.
+// least, counting the A panels each task brings in (every column of tasks packs its
+// rows again, or reads them from L3 where another task of its row packed them) and its
+// tiles past the fit panels of B that stay in its L2. One worker takes the whole slice.
 func gemmGrid(panels, nPanels, fit, workers int) (rb, cb int) {
 	rb, cb = 1, 1
 	best := -1.0
