@@ -77,3 +77,24 @@ func BenchmarkGemmPack(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGemmTiles times the micro-kernel as the driver runs it on one core: mc rows
+// of packed A against a 1024-wide block of packed B at the kernel's kc, panel of B
+// after panel, into a C 1024 floats wide (rows a power-of-two stride apart), against
+// BenchmarkGemmMicro's ceiling.
+func BenchmarkGemmTiles(b *testing.B) {
+	g := bestGemmKernel()
+	const n = 1024
+	mp, np := g.mc/g.mr, n/g.nr
+	ap, bp, c := make([]float32, mp*g.mr*g.kc), make([]float32, np*g.nr*g.kc), make([]float32, mp*g.mr*n)
+	for i := range ap {
+		ap[i] = float32(i%7) / 8
+	}
+	for i := range bp {
+		bp[i] = float32(i%5) / 8
+	}
+	for b.Loop() {
+		g.tiles(g.kc, ap, mp, mp*g.mr, bp, 0, np, n, c, 0, n, 1, false)
+	}
+	b.ReportMetric(2*float64(mp*g.mr*n*g.kc)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
