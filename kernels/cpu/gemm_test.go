@@ -366,3 +366,57 @@ func TestPackPanelVectorMoves(t *testing.T) {
 		}
 	}
 }
+
+// With gemmShareA columns of tasks or more, the tasks of a row of the grid share A's
+// packed chunks: on a kernel blocked small (several chunks a kc slice, several kc
+// slices, several nc blocks), 16 workers in a grid of 3 rows by 5 columns, and 8 and 12
+// workers, give the bits of 1 worker in every transposition, in every kernel.
+func TestSgemmSharedRowsBits(t *testing.T) {
+	r := rand.New(rand.NewPCG(52, 53))
+	prev := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(prev)
+	for _, kern := range gemmKernels() {
+		small := newGemmKernel(kern.name, kern.mr, kern.nr, 48, 2*kern.mr, 5*kern.nr, kern.micro, kern.store)
+		m, n, k := 18*kern.mr-2, 10*kern.nr+3, 157
+		rb, cb := gemmGrid(18, 5, max(1, gemmShareB/(48*kern.nr)), 16)
+		require.Equal(t, [2]int{3, 5}, [2]int{rb, cb}, "%s: the grid at 16 workers", kern.name)
+		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+			g := randGemmCase(r, m, n, k)
+			g.transA, g.transB, g.lda, g.ldb = tr[0], tr[1], k, n
+			if g.transA {
+				g.lda = m
+			}
+			if g.transB {
+				g.ldb = k
+			}
+			g.a, g.b = make([]float32, m*k), make([]float32, k*n)
+			for i := range g.a {
+				g.a[i] = float32(r.NormFloat64())
+			}
+			for i := range g.b {
+				g.b[i] = float32(r.NormFloat64())
+			}
+			var first []float32
+			for _, procs := range []int{1, 16, 8, 12} {
+				runtime.GOMAXPROCS(procs)
+				c := append([]float32(nil), g.c...)
+				small.Sgemm(g.transA, g.transB, m, n, k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, c, g.ldc)
+				if first != nil {
+					for i := range c {
+						if math.Float32bits(c[i]) != math.Float32bits(first[i]) {
+							t.Fatalf("%s tA=%v tB=%v: %d workers give %v at %d, 1 worker %v", kern.name, g.transA, g.transB, procs, c[i], i, first[i])
+						}
+					}
+					continue
+				}
+				first = c
+				want := refGemm(g.transA, g.transB, m, n, k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc)
+				for i := range m {
+					for j := range n {
+						require.InDelta(t, want[i*n+j], c[i*g.ldc+j], 1e-3*(1+math.Abs(want[i*n+j])), "%s at (%d,%d)", kern.name, i, j)
+					}
+				}
+			}
+		}
+	}
+}
