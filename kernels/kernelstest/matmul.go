@@ -148,7 +148,9 @@ func testMatmulBias(t *testing.T, s *suite) {
 // the row sums of a in each float type it folds, every transposition of a and b (a
 // Linear's weight gradient reads the output's gradient transposed), against the
 // float64 references within the product's tolerance; and float64 operands, which it
-// declines (false) for Matmul and Sum to run.
+// declines (false) for Matmul and Sum to run. Which others it takes is the library's
+// choice (cuBLASLt 13.1 on an H100 has no BGRADB algorithm for float32): the test
+// logs it, and checks the values either way.
 func testMatmulBiasGrad(t *testing.T, s *suite) {
 	if _, ok := s.tg.Backend.(kernels.BiasGradMatmul); !ok {
 		t.Skip("the backend sums no operand in a product")
@@ -186,7 +188,10 @@ func testMatmulBiasGrad(t *testing.T, s *suite) {
 			name := fmt.Sprintf("%v transposed %v", dt, tr)
 			s.result(t, name+": the product", bufs(), 0, want, tl, call)
 			s.result(t, name+": the row sums", bufs(), 1, sums, tl, call)
-			require.Equal(t, dt != dtype.F64, folded, "%s: MatmulBiasGrad reported %v", name, folded)
+			if dt == dtype.F64 {
+				require.False(t, folded, "%s: MatmulBiasGrad reported true", name)
+			}
+			t.Logf("%s: in the product's pass: %v", name, folded)
 		}
 	}
 }
