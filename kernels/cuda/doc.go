@@ -24,13 +24,12 @@
 //     value read after a flagged kernel costs one round trip (its own copy), not two.
 //     An index is a *kernels.IndexError naming the op, its position, value and limit;
 //     a bad index's row is skipped meanwhile, never read or written out of bounds. A
-//     range error is
-//     the *kernels.RangeError kernels/cpu returns, with the count of the launch's
-//     elements outside the domain (every block adds its own); the outputs are written
-//     all the same, as there. Device errors (a launch refused, a family that does not
-//     load, a cuBLAS failure) are kept and reported by Check too. Misuse (shapes that
-//     do not agree, layouts outside their block) panics before anything is launched,
-//     as on the CPU.
+//     range error is the *kernels.RangeError kernels/cpu returns, with the count of
+//     the launch's elements outside the domain (every block adds its own); the outputs
+//     are written all the same, as there. Device errors (a launch refused, a family
+//     that does not load, a cuBLAS failure) are kept and reported by Check too. Misuse
+//     (shapes that do not agree, layouts outside their block) panics before anything
+//     is launched, as on the CPU.
 //   - Deterministic: the same inputs give the same bits on every run on a given GPU
 //     and library. Reductions (Sum, Mean, Max, softmax, layer norm, losses) use no
 //     float atomics: each output's elements are cut into pieces whose bounds depend on
