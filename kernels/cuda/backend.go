@@ -42,9 +42,10 @@ type Backend struct {
 	// Check read the flag would otherwise be cleared unseen.
 	flagMu sync.Mutex
 	// Guarded by flagMu.
-	flag  device.Ptr // the ErrorFlag (raw device memory), 0 until a kernel needs it
-	seq   uint32     // launches that may report since the flag was last cleared
-	armed bool       // some launch may have reported since the last Check
+	flag   device.Ptr // the flag's device block (raw device memory), 0 until a kernel needs it
+	record []byte     // the ErrorFlag record in page-locked host memory; nil: it is in the block
+	seq    uint32     // launches that may report since the flag was last cleared
+	armed  bool       // some launch may have reported since the last Check
 
 	mu sync.Mutex
 	// Guarded by mu.
@@ -186,6 +187,9 @@ type Held struct {
 	// so counts in its statistics, as PyTorch's cuBLAS workspaces do) or straight from
 	// the driver.
 	Allocator bool
+	// Host says the block is page-locked host memory (device.PinnedHost's HostAlloc,
+	// counted in the device's host usage), not device memory.
+	Host bool
 }
 
 // Held lists the memory the backend keeps now.
@@ -194,6 +198,9 @@ func (b *Backend) Held() []Held {
 	b.flagMu.Lock()
 	if b.flag != 0 {
 		h = append(h, Held{What: "kernels/cuda error flag", Bytes: flagBytes})
+	}
+	if b.record != nil {
+		h = append(h, Held{What: "kernels/cuda error record", Bytes: int64(len(b.record)), Host: true})
 	}
 	b.flagMu.Unlock()
 	for s, sc := range b.scratches() {
@@ -208,7 +215,8 @@ func (b *Backend) Held() []Held {
 
 // Release gives back the memory the backend keeps (Held): the cuBLAS workspaces go
 // back to the caching allocator (PyTorch's torch._C._cuda_clearCublasWorkspaces), the
-// scratch and the error flag to the driver, after the device has finished its work.
+// scratch, the error flag and its host record to the driver, after the device has
+// finished its work.
 // The next op that needs them takes them again. The device's Close refuses while the
 // backend holds memory.
 func (b *Backend) Release() error {
@@ -232,11 +240,8 @@ func (b *Backend) Release() error {
 		sc.mu.Unlock()
 	}
 	b.flagMu.Lock()
-	if b.flag != 0 {
-		if err := b.free(b.flag); err != nil {
-			errs = append(errs, err)
-		}
-		b.flag = 0
+	if err := b.freeFlag(); err != nil {
+		errs = append(errs, err)
 	}
 	b.flagMu.Unlock()
 	return errors.Join(errs...)

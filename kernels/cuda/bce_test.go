@@ -6,6 +6,7 @@ import (
 	"os"
 	"regexp"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -134,4 +135,39 @@ func TestEveryErrorCodeIsNamed(t *testing.T) {
 	}
 	assert.Len(t, flagErrors, len(defs))
 	assert.True(t, flagErrors[hdrErrBinaryCrossEntropy].isRange)
+}
+
+// TestHostRecordReadInPlace: with the record in host memory (here a Go slice standing
+// for the page-locked one a GPU's Backend takes), kernels get the record's own address,
+// Check reads the error from it with no copy and clears all of it but the lock's
+// address, so the next Check after a clean launch is nil.
+func TestHostRecordReadInPlace(t *testing.T) {
+	b, rec := newRecording(t)
+	var o operands
+	x := o.dense(dtype.F32, 4)
+	b.flagMu.Lock()
+	require.NoError(t, b.makeFlag())
+	b.record = make([]byte, hdrSizeofErrorFlag)
+	binary.LittleEndian.PutUint64(b.record[hdrErrorFlagLock:], uint64(b.flag+flagLock))
+	b.flagMu.Unlock()
+	defer func() { b.record = nil }() // not from HostAlloc: Release must not free it
+
+	require.NoError(t, b.BinaryCrossEntropy(x, x, x))
+	l, _ := rec.take()
+	require.Len(t, l, 1)
+	assert.Equal(t, uint64(uintptr(unsafe.Pointer(&b.record[0]))), l[0].args[1].bits, "the host record's address")
+	copy(b.record[hdrErrorFlagSeq:], flagBytesOf(1, hdrErrBinaryCrossEntropy, map[int]int64{hdrErrorFlagCount: 2})[hdrErrorFlagSeq:])
+	var re *kernels.RangeError
+	require.ErrorAs(t, b.Check(), &re)
+	assert.Equal(t, kernels.RangeError{Op: "binary_cross_entropy", Count: 2, Lo: 0, Hi: 1}, *re)
+	want := make([]byte, hdrSizeofErrorFlag)
+	binary.LittleEndian.PutUint64(want[hdrErrorFlagLock:], uint64(b.flag+flagLock))
+	assert.Equal(t, want, b.record, "cleared, the lock's address kept")
+
+	require.NoError(t, b.BinaryCrossEntropy(x, x, x))
+	rec.take()
+	assert.NoError(t, b.Check())
+	held := b.Held()
+	assert.Contains(t, held, Held{What: "kernels/cuda error flag", Bytes: flagBytes})
+	assert.Contains(t, held, Held{What: "kernels/cuda error record", Bytes: hdrSizeofErrorFlag, Host: true})
 }

@@ -16,17 +16,20 @@
 //     NonFinite, which returns a value. Kernels of one stream run in launch order.
 //   - Errors that depend on the data (a class label or an embedding index outside its
 //     range, probabilities of BinaryCrossEntropy outside [0, 1]) are found by the
-//     kernels and written to a device-side flag; Check (kernels.Async) reports the
+//     kernels and written to an error record; Check (kernels.Async) reports the
 //     first of them (the earliest launch's), at the next synchronisation point: the
-//     tensor package calls it in ToSlice, Item and tensor.Synchronize. An index is a
-//     *kernels.IndexError naming the op, its position, value and limit; a bad index's
-//     row is skipped meanwhile, never read or written out of bounds. A range error is
-//     the *kernels.RangeError kernels/cpu returns, with the count of the launch's
-//     elements outside the domain (every block adds its own); the outputs are written
-//     all the same, as there. Device errors (a launch refused, a family that does not
-//     load, a cuBLAS failure) are kept and reported by Check too. Misuse (shapes that
-//     do not agree, layouts outside their block) panics before anything is launched,
-//     as on the CPU.
+//     tensor package calls it in ToSlice, Item and tensor.Synchronize. The record is
+//     in page-locked host memory that the kernels write across the bus (under a lock
+//     in device memory), so Check waits for the device and reads it with no copy: a
+//     value read after a flagged kernel costs one round trip (its own copy), not two.
+//     An index is a *kernels.IndexError naming the op, its position, value and limit;
+//     a bad index's row is skipped meanwhile, never read or written out of bounds. A
+//     range error is the *kernels.RangeError kernels/cpu returns, with the count of
+//     the launch's elements outside the domain (every block adds its own); the outputs
+//     are written all the same, as there. Device errors (a launch refused, a family
+//     that does not load, a cuBLAS failure) are kept and reported by Check too. Misuse
+//     (shapes that do not agree, layouts outside their block) panics before anything
+//     is launched, as on the CPU.
 //   - Deterministic: the same inputs give the same bits on every run on a given GPU
 //     and library. Reductions (Sum, Mean, Max, softmax, layer norm, losses) use no
 //     float atomics: each output's elements are cut into pieces whose bounds depend on
@@ -69,8 +72,11 @@
 //     as PyTorch sizes it (WorkspaceBytes), so it shows in the allocator's statistics as
 //     PyTorch's does; and, straight from the driver, 4 MiB and 256 bytes of scratch
 //     per stream (reduction partials, cross-entropy's block parts and the tickets of
-//     last blocks, zero between launches) and a 64-byte error flag, so that no op
-//     makes an allocation the simulated devices do not make. Release gives both back.
+//     last blocks, zero between launches) and a 64-byte error flag (the record's
+//     lock; the record too where page-locked host memory is not to be had), so that
+//     no op makes an allocation the simulated devices do not make; and the 48-byte
+//     error record in page-locked host memory (HostAlloc, Held's Host). Release gives
+//     them all back.
 //   - Host cost: each family's functions are resolved once; a launch passes its
 //     by-value structs through device/cuda's pooled parameter block, with no heap
 //     allocation (BenchmarkOpHostCost measures it on a GPU).

@@ -4,12 +4,18 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/subletml/sublet/kernels"
 )
 
-// flagBytes is the ErrorFlag's device block (src/common.cuh's struct, rounded up).
+// flagBytes is the error flag's device block: the lock at flagLock, and before it room
+// for src/common.cuh's ErrorFlag record where the record cannot live in page-locked
+// host memory (see makeFlag).
 const flagBytes = 64
+
+// flagLock is the offset of the lock (an int) in the device block.
+const flagLock = hdrSizeofErrorFlag
 
 // flagErrors describes the error of each ERR_* code of src/common.cuh: the op as
 // kernels/cpu names it in its errors and, for a range error (elements outside the op's
@@ -31,9 +37,9 @@ type flagError struct {
 }
 
 // flagged starts the launch of a kernel that may report an error: it returns
-// the flag's address and the launch's number, with flagMu held until done is called
-// (right after the launch). The flag is allocated (zeroed) on first use; if that
-// fails, the error is kept for Check and ok is false: the op launches nothing.
+// the record's device address and the launch's number, with flagMu held until done is
+// called (right after the launch). The flag is made on first use; if that fails, the
+// error is kept for Check and ok is false: the op launches nothing.
 func (b *Backend) flagged() (flag uint64, seq uint32, ok bool) {
 	b.flagMu.Lock()
 	if err := b.makeFlag(); err != nil {
@@ -43,18 +49,35 @@ func (b *Backend) flagged() (flag uint64, seq uint32, ok bool) {
 	}
 	b.seq++
 	b.armed = true
-	return uint64(b.flag), b.seq, true
+	return b.flagAddr(), b.seq, true
 }
 
-// makeFlag allocates and zeroes the flag unless it exists; flagMu is held.
+// flagAddr is the record's device address; flagMu is held and the flag exists. With
+// unified addressing, page-locked host memory from cuMemHostAlloc is addressed by the
+// device at its host address (whatever the allocation's flags), so the kernels take
+// the host record's own address.
+func (b *Backend) flagAddr() uint64 {
+	if b.record != nil {
+		return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b.record))))
+	}
+	return uint64(b.flag)
+}
+
+// makeFlag makes the flag unless it exists; flagMu is held. It takes the device block
+// (zeroed, its record's lock pointer set) and, on a GPU with unified addressing, a
+// page-locked host record pointing to the block's lock, where kernels write their
+// reports and readFlag reads them with no copy. Without that host memory (HostAlloc
+// fails, no unified addressing, or a recording Backend) the record stays in the device
+// block and readFlag copies it: one round trip more per Check, nothing else differs.
 func (b *Backend) makeFlag() error {
 	if b.flag != 0 {
 		return nil
 	}
 	p, err := b.malloc(flagBytes)
 	if err == nil {
-		var zero [flagBytes]byte
-		if err = b.copyToDevice(p, zero[:], 0); err != nil {
+		var init [flagBytes]byte
+		binary.LittleEndian.PutUint64(init[hdrErrorFlagLock:], uint64(p+flagLock))
+		if err = b.copyToDevice(p, init[:], 0); err != nil {
 			err = errors.Join(err, b.free(p))
 		}
 	}
@@ -62,33 +85,64 @@ func (b *Backend) makeFlag() error {
 		return fmt.Errorf("kernels/cuda: %s: the error flag: %w", b.name(), err)
 	}
 	b.flag = p
+	if b.rec != nil || !b.dev.Properties().UnifiedAddressing {
+		return nil
+	}
+	if r, err := b.dev.HostAlloc(hdrSizeofErrorFlag); err == nil {
+		clear(r)
+		binary.LittleEndian.PutUint64(r[hdrErrorFlagLock:], uint64(p+flagLock))
+		b.record = r
+	}
 	return nil
+}
+
+// freeFlag gives back what makeFlag took; flagMu is held and the device is idle.
+func (b *Backend) freeFlag() error {
+	var errs []error
+	if b.record != nil {
+		errs = append(errs, b.dev.HostFree(b.record))
+		b.record = nil
+	}
+	if b.flag != 0 {
+		errs = append(errs, b.free(b.flag))
+		b.flag = 0
+	}
+	return errors.Join(errs...)
 }
 
 // done ends what flagged began.
 func (b *Backend) done() { b.flagMu.Unlock() }
 
-// readFlag waits for the device, reads the flag and clears it; flagMu is held. It
-// returns the reported error, or nil.
+// readFlag waits for the device, reads the record and clears it; flagMu is held. It
+// returns the reported error, or nil. The host record is read and cleared in place
+// once the device is idle (its kernels' stores are then visible); a record in the
+// device block is copied, and cleared by a copy.
 func (b *Backend) readFlag() error {
 	b.armed = false
 	if err := b.synchronize(); err != nil {
 		return err
 	}
-	var raw [hdrSizeofErrorFlag]byte
-	if err := b.copyToHost(raw[:], b.flag, 0); err != nil {
-		return err
+	raw := b.record
+	if raw == nil {
+		var buf [hdrSizeofErrorFlag]byte
+		if err := b.copyToHost(buf[:], b.flag, 0); err != nil {
+			return err
+		}
+		raw = buf[:]
 	}
 	seq := binary.LittleEndian.Uint32(raw[hdrErrorFlagSeq:])
 	b.seq = 0
 	if seq == 0 {
 		return nil
 	}
-	var zero [hdrSizeofErrorFlag]byte
-	if err := b.copyToDevice(b.flag, zero[:], 0); err != nil {
+	err := flagRecord(raw)
+	// Everything after the lock pointer, which stays.
+	if b.record != nil {
+		clear(b.record[hdrErrorFlagSeq:])
 		return err
 	}
-	return flagRecord(raw[:])
+	var zero [hdrSizeofErrorFlag - hdrErrorFlagSeq]byte
+	return errors.Join(err, b.copyToDevice(b.flag+hdrErrorFlagSeq, zero[:], 0))
 }
 
 // flagRecord is the error an ErrorFlag's bytes hold (seq is not 0): a

@@ -124,7 +124,12 @@ func TestStructLayouts(t *testing.T) {
 	assert.Equal(t, uintptr(hdrScaleListN), unsafe.Offsetof(sl.n))
 	assert.Equal(t, uintptr(hdrScaleListDtype), unsafe.Offsetof(sl.dtype))
 	assert.Equal(t, uintptr(hdrScaleListCount), unsafe.Offsetof(sl.count))
-	assert.LessOrEqual(t, hdrSizeofErrorFlag, flagBytes)
+	// The device block holds a record and, after it, the lock (an int, 4-aligned); the
+	// record starts with the lock's address.
+	assert.LessOrEqual(t, flagLock+4, flagBytes)
+	assert.Zero(t, flagLock%4)
+	assert.Equal(t, 0, hdrErrorFlagLock)
+	assert.LessOrEqual(t, hdrErrorFlagLock+8, hdrErrorFlagSeq, "the lock pointer comes before what Check clears")
 }
 
 // TestCodesMatchHeaders checks that src/common.cuh's codes are package dtype's and

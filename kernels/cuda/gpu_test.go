@@ -3,9 +3,11 @@ package cuda_test
 // Tests on the GPU: they skip where there is no CUDA driver or GPU.
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -394,4 +396,60 @@ func BenchmarkKernelBandwidth(bm *testing.B) {
 			mem.Free(bm, o.Mem)
 		}
 	}
+}
+
+// TestFlagRecordClearedAfterError: the error record lives in page-locked host memory
+// (Held names it beside the flag's 64-byte device block): an embedding index outside
+// the table is reported at the next Check with its first position; the next Check
+// after a clean flagged launch is nil (the record was cleared in place), a later bad
+// index is reported again, and Release gives back the record's host memory.
+func TestFlagRecordClearedAfterError(t *testing.T) {
+	dev, al, b := gpu(t)
+	mem := gpuMemory{dev, al}
+	i64s := func(v ...int64) []byte {
+		var raw []byte
+		for _, x := range v {
+			raw = binary.LittleEndian.AppendUint64(raw, uint64(x))
+		}
+		return raw
+	}
+	table := kernels.Operand{Layout: kernels.Contiguous(2, 2), DType: dtype.F32, Mem: mem.Alloc(t, 16)}
+	idx := kernels.Operand{Layout: kernels.Contiguous(4), DType: dtype.I64, Mem: mem.Alloc(t, 32)}
+	dst := kernels.Operand{Layout: kernels.Contiguous(4, 2), DType: dtype.F32, Mem: mem.Alloc(t, 32)}
+	defer func() {
+		for _, o := range []kernels.Operand{table, idx, dst} {
+			mem.Free(t, o.Mem)
+		}
+	}()
+	var rows []byte
+	for _, v := range []float32{1, 2, 3, 4} {
+		rows = binary.LittleEndian.AppendUint32(rows, math.Float32bits(v))
+	}
+	mem.Write(t, table.Mem, rows)
+	embed := func(indices ...int64) error {
+		mem.Write(t, idx.Mem, i64s(indices...))
+		require.NoError(t, b.Embedding(dst, table, idx, 2))
+		return b.Check()
+	}
+
+	var ie *kernels.IndexError
+	err := embed(1, 5, 0, -1)
+	require.ErrorAs(t, err, &ie)
+	assert.Equal(t, kernels.IndexError{Op: "embedding", Pos: 1, Index: 5, Limit: 2}, *ie)
+	held := b.Held()
+	assert.Contains(t, held, cuda.Held{What: "kernels/cuda error flag", Bytes: 64})
+	assert.Contains(t, held, cuda.Held{What: "kernels/cuda error record", Bytes: 48, Host: true}, "on a GPU with unified addressing")
+
+	require.NoError(t, embed(1, 0, 1, 0), "the record was cleared")
+	assert.Equal(t, slices.Concat(rows[8:], rows[:8], rows[8:], rows[:8]), mem.Read(t, dst.Mem), "rows 1, 0, 1, 0")
+	err = embed(0, 0, 2, 0)
+	require.ErrorAs(t, err, &ie)
+	assert.Equal(t, kernels.IndexError{Op: "embedding", Pos: 2, Index: 2, Limit: 2}, *ie)
+
+	before := dev.Usage()
+	require.NoError(t, b.Release())
+	after := dev.Usage()
+	assert.Equal(t, before.HostAllocs-1, after.HostAllocs)
+	assert.Equal(t, before.HostBytes-48, after.HostBytes)
+	assert.Empty(t, b.Held())
 }

@@ -175,13 +175,15 @@ struct ScaleList {
 // ErrorFlag records the first data-dependent error of the kernels since the host last
 // read and cleared it, from the lowest launch number: an index outside its range (the
 // lowest position), or the count of a launch's elements outside the op's domain (a range
-// error, summed over the launch's blocks). Kernels update it under lock, so the record
-// is whole.
+// error, summed over the launch's blocks). Kernels update it under *lock, so the record
+// is whole. The record lives in page-locked host memory that kernels write across the
+// bus, so that the host reads it after a synchronisation without a copy; the lock lives
+// in device memory, as atomics on host memory are not guaranteed over PCIe (where the
+// host memory is not to be had, kernels/cuda keeps the record in device memory too).
 struct ErrorFlag {
-    int lock;          // 0 free, 1 held
+    int *lock;         // device memory: 0 free, 1 held; set by the host, never changed
     unsigned int seq;  // the failing launch's number (from 1); 0: no error
     int op;            // ERR_*
-    int pad;
     long long pos;     // index errors: position of the bad index in its operand, row-major
     long long index;   // its value
     long long limit;   // valid indices are [0, limit)
@@ -623,8 +625,9 @@ __device__ __forceinline__ bool row_in(int k, long long n, int lane) { return ch
 // the flag already holds an earlier one. Rare by nature, so a spin lock serves (lanes
 // of one warp make progress on their own from sm_70 on).
 __device__ __noinline__ void report(ErrorFlag *f, unsigned int seq, int op, long long pos, long long index, long long limit) {
-    while (atomicCAS(&f->lock, 0, 1) != 0) __nanosleep(64);
-    __threadfence();
+    int *lock = f->lock;
+    while (atomicCAS(lock, 0, 1) != 0) __nanosleep(64);
+    __threadfence_system();
     volatile ErrorFlag *v = f;
     if (v->seq == 0 || seq < v->seq || (seq == v->seq && pos < v->pos)) {
         v->seq = seq;
@@ -634,15 +637,16 @@ __device__ __noinline__ void report(ErrorFlag *f, unsigned int seq, int op, long
         v->limit = limit;
         v->count = 0;
     }
-    __threadfence();
-    atomicExch(&f->lock, 0);
+    __threadfence_system(); // the record's stores reach host memory before another thread may take the lock
+    atomicExch(lock, 0);
 }
 
 // report_count adds count elements outside op's domain, found by launch seq, unless the
 // flag already holds an earlier launch's error (a later launch's gives way).
 __device__ __noinline__ void report_count(ErrorFlag *f, unsigned int seq, int op, long long count) {
-    while (atomicCAS(&f->lock, 0, 1) != 0) __nanosleep(64);
-    __threadfence();
+    int *lock = f->lock;
+    while (atomicCAS(lock, 0, 1) != 0) __nanosleep(64);
+    __threadfence_system();
     volatile ErrorFlag *v = f;
     if (v->seq == 0 || seq < v->seq) {
         v->seq = seq;
@@ -654,8 +658,8 @@ __device__ __noinline__ void report_count(ErrorFlag *f, unsigned int seq, int op
     } else if (seq == v->seq) {
         v->count += count;
     }
-    __threadfence();
-    atomicExch(&f->lock, 0);
+    __threadfence_system(); // the record's stores reach host memory before another thread may take the lock
+    atomicExch(lock, 0);
 }
 
 // report_outside reports the n elements outside op's domain that this thread of launch

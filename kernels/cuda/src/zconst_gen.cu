@@ -120,6 +120,7 @@ int main() {
     C("hdrScaleListDtype", offsetof(ScaleList, dtype));
     C("hdrScaleListCount", offsetof(ScaleList, count));
     C("hdrSizeofErrorFlag", sizeof(ErrorFlag));
+    C("hdrErrorFlagLock", offsetof(ErrorFlag, lock));
     C("hdrErrorFlagSeq", offsetof(ErrorFlag, seq));
     C("hdrErrorFlagOp", offsetof(ErrorFlag, op));
     C("hdrErrorFlagPos", offsetof(ErrorFlag, pos));
