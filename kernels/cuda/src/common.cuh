@@ -78,6 +78,12 @@
 // UNROLL loads per operand are in flight at once.
 #define UNROLL 4
 
+// CAST_U and GELU_U are the words a thread of copy.cu's cast_to_f32 and of
+// elementwise.cu's gelu_tanh takes per round (map_words): the fastest of those measured
+// on an H100 (scripts/gpu/mb/bench16.cu).
+#define CAST_U 4
+#define GELU_U 2
+
 // TILE is the side of copy.cu's copy_transpose tiles, in elements.
 #define TILE 32
 
@@ -476,6 +482,46 @@ template <typename S> __device__ __forceinline__ void unpack4(float *v, uint2 w)
 template <typename S> __device__ __forceinline__ uint2 pack4(const float *v) {
     return make_uint2((unsigned int)to_bits<S>(v[0]) | ((unsigned int)to_bits<S>(v[1]) << 16),
                       (unsigned int)to_bits<S>(v[2]) | ((unsigned int)to_bits<S>(v[3]) << 16));
+}
+
+// pack2 rounds lo and hi to S in one instruction (cvt.rn.f16x2.f32, cvt.rn.bf16x2.f32:
+// to nearest even, as to_bits; a NaN comes out canonical, which is what to_bits makes of
+// the canonical NaN that float arithmetic gives), lo in the lower half.
+template <typename S> __device__ __forceinline__ unsigned int pack2(float lo, float hi);
+template <> __device__ __forceinline__ unsigned int pack2<f16_t>(float lo, float hi) {
+    unsigned int r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+template <> __device__ __forceinline__ unsigned int pack2<bf16_t>(float lo, float hi) {
+    unsigned int r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// ---- contiguous words ------------------------------------------------------------------
+//
+// A kernel for one op over contiguous operands (its own entry point, compiled for that op
+// and those types alone: no switch over ops or types, no other path's registers) walks
+// n words of input W (8 or 16 bytes): U words a thread per round, a block apart so that
+// every load is coalesced, all U loaded before any is stored, the grid striding; store(i,
+// x) writes word i's outputs from its input word x. The host checks that n plus one
+// round of the grid fits an int.
+template <int U, typename W, typename F>
+__device__ __forceinline__ void map_words(const W *__restrict__ src, int n, F store) {
+    for (int base = blockIdx.x * (BLOCK * U); base < n; base += gridDim.x * (BLOCK * U)) {
+        W x[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int i = base + u * BLOCK + threadIdx.x;
+            if (i < n) x[u] = src[i];
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int i = base + u * BLOCK + threadIdx.x;
+            if (i < n) store(i, x[u]);
+        }
+    }
 }
 
 // ---- rows kept in registers --------------------------------------------------------

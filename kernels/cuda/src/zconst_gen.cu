@@ -76,6 +76,8 @@ int main() {
     C("hdrMaxOps", MAX_OPS);
     C("hdrBlock", BLOCK);
     C("hdrUnroll", UNROLL);
+    C("hdrCastU", CAST_U);
+    C("hdrGeluU", GELU_U);
     C("hdrColsV", COLS_V);
     C("hdrColsX", COLS_X);
     C("hdrColsY", COLS_Y);

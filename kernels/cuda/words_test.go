@@ -1,0 +1,78 @@
+package cuda
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/kernels"
+)
+
+// TestWordKernelsWhereOperandsAllow: a 16-bit to float32 copy and a 16-bit GeluTanh
+// take their kernels of contiguous words (cast_to_f32, gelu_tanh) exactly where the
+// operands are dense, of whole words and on the words' alignment, with the words'
+// count and addresses as arguments; anything else the general walk.
+func TestWordKernelsWhereOperandsAllow(t *testing.T) {
+	b, rec := newRecording(t)
+	var o operands
+	offset := func(dt dtype.DType, off int, shape ...int) kernels.Operand {
+		l := kernels.Contiguous(shape...)
+		l.Offset = off
+		return o.over(dt, l, int64(l.Span()+off))
+	}
+	for _, dt := range []dtype.DType{dtype.F16, dtype.BF16} {
+		for _, c := range []struct {
+			name     string
+			dst, src kernels.Operand
+			want     kernel // 0: the walk's copy
+		}{
+			{"dense", o.dense(dtype.F32, 6, 8), o.dense(dt, 6, 8), kCastToF32.of16(dt)},
+			{"whole words of 4", o.dense(dtype.F32, 3, 4), o.dense(dt, 3, 4), kCastToF32.of16(dt)},
+			{"source on 8 bytes", o.dense(dtype.F32, 48), offset(dt, 4, 48), kCastToF32.of16(dt)},
+			{"source off 8 bytes", o.dense(dtype.F32, 48), offset(dt, 2, 48), kCopy},
+			{"output off 16 bytes", offset(dtype.F32, 2, 48), o.dense(dt, 48), kCopy},
+			{"not whole words", o.dense(dtype.F32, 3, 5), o.dense(dt, 3, 5), kCopy},
+			{"strided source", o.dense(dtype.F32, 4, 8), o.over(dt, kernels.Layout{Shape: []int{4, 8}, Strides: []int{16, 1}}, 64), kCopy},
+			{"broadcast source", o.dense(dtype.F32, 4, 8), o.over(dt, kernels.Layout{Shape: []int{4, 8}, Strides: []int{0, 1}}, 8), kCopy},
+		} {
+			b.Copy(c.dst, c.src)
+			l, _ := rec.take()
+			require.Len(t, l, 1, "%v %s", dt, c.name)
+			assert.Equal(t, c.want, l[0].k, "%v %s", dt, c.name)
+			if c.want != kCopy {
+				n := c.dst.Size()
+				assert.Equal(t, []uint64{addr(c.src), addr(c.dst), uint64(n / 4)}, []uint64{l[0].args[0].bits, l[0].args[1].bits, l[0].args[2].bits}, "%v %s", dt, c.name)
+				assert.Equal(t, uint32((n/4+hdrCastU*block-1)/(hdrCastU*block)), l[0].cfg.Grid.X, "%v %s", dt, c.name)
+			}
+		}
+		for _, c := range []struct {
+			name   string
+			dst, x kernels.Operand
+			op     kernels.UnaryOp
+			want   kernel // 0: the walk's unary
+		}{
+			{"dense", o.dense(dt, 6, 8), o.dense(dt, 6, 8), kernels.GeluTanh, kGeluTanh16.of16(dt)},
+			{"another op", o.dense(dt, 6, 8), o.dense(dt, 6, 8), kernels.GeluErf, kUnary},
+			{"another input type", o.dense(dt, 6, 8), o.dense(dtype.F32, 6, 8), kernels.GeluTanh, kUnary},
+			{"off 16 bytes", o.dense(dt, 48), offset(dt, 4, 48), kernels.GeluTanh, kUnary},
+			{"not whole words", o.dense(dt, 3, 4), o.dense(dt, 3, 4), kernels.GeluTanh, kUnary},
+			{"strided", o.dense(dt, 4, 8), o.over(dt, kernels.Layout{Shape: []int{4, 8}, Strides: []int{16, 1}}, 64), kernels.GeluTanh, kUnary},
+		} {
+			b.Unary(c.op, c.dst, c.x)
+			l, _ := rec.take()
+			require.Len(t, l, 1, "%v %s", dt, c.name)
+			assert.Equal(t, c.want, l[0].k, "%v %s", dt, c.name)
+			if c.want != kUnary {
+				n := c.dst.Size()
+				assert.Equal(t, []uint64{addr(c.x), addr(c.dst), uint64(n / 8)}, []uint64{l[0].args[0].bits, l[0].args[1].bits, l[0].args[2].bits}, "%v %s", dt, c.name)
+			}
+		}
+	}
+	// F32 to F16 and F32 to F32 keep their paths.
+	b.Copy(o.dense(dtype.F16, 4, 8), o.dense(dtype.F32, 4, 8))
+	l, _ := rec.take()
+	require.Len(t, l, 1)
+	assert.Equal(t, kCopy, l[0].k)
+}
