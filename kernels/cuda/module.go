@@ -102,6 +102,7 @@ const (
 	kReduceFinish
 	kReduceFinishBlock
 	kMaxBackward
+	kSumAll // form16: Sum or Mean of all of a dense F16 or BF16 input, one launch
 	// famAmp.
 	kUnscale      // formWalk
 	kUnscaleMulti // formOne: the compute type follows each gradient's type
@@ -242,6 +243,7 @@ var bases = [numKernels / variants]struct {
 	kReduceFinish / variants:               {famReduce, "reduce_finish", formTyped},
 	kReduceFinishBlock / variants:          {famReduce, "reduce_finish_block", formTyped},
 	kMaxBackward / variants:                {famReduce, "max_backward", formTyped},
+	kSumAll / variants:                     {famReduce, "sum_all", form16},
 	kUnscale / variants:                    {famAmp, "unscale", formWalk},
 	kUnscaleMulti / variants:               {famAmp, "unscale_multi", formOne},
 	kCrossEntropyBackward / variants:       {famLoss, "cross_entropy_backward", formWalk},

@@ -3,6 +3,7 @@ package cuda_test
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -52,4 +53,43 @@ func TestWordKernelsSameBitsAsWalk(t *testing.T) {
 		}
 	}
 	require.NoError(t, dev.Synchronize())
+}
+
+// TestSumAllOnePass: sum_all's one launch gives the float32 sum and mean of every element
+// of a dense F16 or BF16 input, its last block combining the pieces serially (6 of them)
+// and in a tree (96), launch after launch (the ticket is back to 0 after each). The
+// values, multiples of 1/32 in [-8, 8), make every partial sum exact in double, so the
+// result is the exact sum rounded once, whatever the order.
+func TestSumAllOnePass(t *testing.T) {
+	dev, al, b := gpu(t)
+	m := gpuMemory{dev, al}
+	for _, dt := range []dtype.DType{dtype.F16, dtype.BF16} {
+		for _, n := range []int{3 << 16, 96 << 15} {
+			data, sum := make([]byte, 2*n), int64(0)
+			for i := range n {
+				k := int64(i*7919%512 - 256)
+				sum += k
+				h := dtype.F32ToF16(float32(k) / 32)
+				if dt == dtype.BF16 {
+					h = dtype.F32ToBF16(float32(k) / 32)
+				}
+				binary.LittleEndian.PutUint16(data[2*i:], h)
+			}
+			x := kernels.Operand{Layout: kernels.Contiguous(n), DType: dt, Mem: m.Alloc(t, int64(2*n))}
+			m.Write(t, x.Mem, data)
+			out := kernels.Operand{Layout: kernels.Contiguous(), DType: dtype.F32, Mem: m.Alloc(t, 4)}
+			exact := float64(sum) / 32
+			for run := range 3 {
+				b.Sum(out, x)
+				got := math.Float32frombits(binary.LittleEndian.Uint32(m.Read(t, out.Mem)))
+				assert.Equal(t, float32(exact), got, "%v sum of %d, launch %d", dt, n, run)
+				b.Mean(out, x)
+				got = math.Float32frombits(binary.LittleEndian.Uint32(m.Read(t, out.Mem)))
+				assert.Equal(t, float32(exact*(1/float64(n))), got, "%v mean of %d, launch %d", dt, n, run)
+			}
+			require.NoError(t, b.Check())
+			m.Free(t, x.Mem)
+			m.Free(t, out.Mem)
+		}
+	}
 }

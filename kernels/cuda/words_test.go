@@ -76,3 +76,50 @@ func TestWordKernelsWhereOperandsAllow(t *testing.T) {
 	require.Len(t, l, 1)
 	assert.Equal(t, kCopy, l[0].k)
 }
+
+// TestSumAllWhereOperandsAllow: a float32 Sum or Mean of every element of a dense F16
+// or BF16 input cut into two pieces or more, on 16 bytes and in whole words, is one
+// launch of sum_all with the stream's scratch and the ticket after it; anything else
+// keeps reduce_block and its finishing kernel.
+func TestSumAllWhereOperandsAllow(t *testing.T) {
+	b, rec := newRecording(t)
+	var o operands
+	for _, dt := range []dtype.DType{dtype.F16, dtype.BF16} {
+		for _, c := range []struct {
+			name     string
+			dst, src kernels.Operand
+			mean     bool
+			want     []kernel
+		}{
+			{"sum of 6 pieces", o.dense(dtype.F32), o.dense(dt, 3, 1<<16), false, []kernel{kSumAll.of16(dt)}},
+			{"mean of 96 pieces into the input's type", o.dense(dt, 1, 1), o.dense(dt, 48, 1<<16), true, []kernel{kSumAll.of16(dt)}},
+			{"off 16 bytes", o.dense(dtype.F32), o.over(dt, kernels.Layout{Shape: []int{1 << 18}, Strides: []int{1}, Offset: 1}, 1<<18+1), false,
+				[]kernel{kReduceBlock, kReduceFinish}},
+			{"not whole words", o.dense(dtype.F32), o.dense(dt, 3, 1<<16+1), false, []kernel{kReduceBlock, kReduceFinish}},
+			{"into F64", o.dense(dtype.F64), o.dense(dt, 3, 1<<16), false, []kernel{kReduceBlock.in(true), kReduceFinish.in(true)}},
+			{"one piece", o.dense(dtype.F32), o.dense(dt, 1<<14), false, []kernel{kReduceBlock}},
+			{"two outputs", o.dense(dtype.F32, 2, 1), o.dense(dt, 2, 1<<17), false, []kernel{kReduceBlock, kReduceFinish}},
+		} {
+			if c.mean {
+				b.Mean(c.dst, c.src)
+			} else {
+				b.Sum(c.dst, c.src)
+			}
+			l, _ := rec.take()
+			var got []kernel
+			for _, x := range l {
+				got = append(got, x.k)
+			}
+			require.Equal(t, c.want, got, "%v %s", dt, c.name)
+			if got[0] == kSumAll.of16(dt) {
+				sc := b.scratch[c.dst.Mem.Stream]
+				require.NotNil(t, sc)
+				r := reductionOf(t, l[0].args[0])
+				assert.Equal(t, uint64(sc.ptr), l[0].args[2].bits, "%v %s: the scratch", dt, c.name)
+				assert.Equal(t, uint64(sc.ticket()), l[0].args[3].bits, "%v %s: the ticket after it", dt, c.name)
+				assert.Equal(t, uint32(r.pieces), l[0].cfg.Grid.X, "%v %s: a block a piece", dt, c.name)
+				assert.Greater(t, r.pieces, int64(1), "%v %s", dt, c.name)
+			}
+		}
+	}
+}

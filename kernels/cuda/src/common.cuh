@@ -84,6 +84,13 @@
 #define CAST_U 4
 #define GELU_U 2
 
+// A reduction's partials of one output are combined by a thread of reduce_finish when
+// they are at most FINISH_BLOCK_PIECES, else by a block (reduce_finish_block), and
+// sum_all's last block combines them as these would. SUM_U is the words of 16 bytes
+// a thread of sum_all has in flight (bench16: U=8 beat UNROLL's 4).
+#define FINISH_BLOCK_PIECES 64
+#define SUM_U 8
+
 // TILE is the side of copy.cu's copy_transpose tiles, in elements.
 #define TILE 32
 
@@ -734,6 +741,25 @@ template <typename L> __device__ __forceinline__ void list_chunk(const L &l, lon
     i = a;
     lo = (c - l.chunk[a]) * LIST_CHUNK;
     hi = min(lo + LIST_CHUNK, l.n[a]);
+}
+
+// last_block reports, to every thread of the block, whether this block is the last of
+// the grid to finish: each takes a ticket (*ticket counts them) once its results are
+// written and fenced, and the last sets the counter back to 0 (other blocks took
+// theirs), so that the next launch, or a CUDA graph's replay, finds it zero. The
+// tickets sit after a stream's scratch (kernels/cuda's scratch.go); a stream runs one
+// kernel at a time, and each resets its own before it ends. Every thread calls it.
+__device__ __forceinline__ bool last_block(unsigned int *ticket) {
+    __shared__ bool last;
+    __threadfence(); // this block's results are seen by every block before its ticket is
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+        if (last) *ticket = 0;
+    }
+    __syncthreads();
+    if (last) __threadfence();
+    return last;
 }
 
 // grid_stride loops i over [0, n) across the whole grid.
