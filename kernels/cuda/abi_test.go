@@ -161,6 +161,7 @@ func exercise(b *Backend) {
 		b.Sum(o.dense(dt, 64), o.dense(dt, 1<<16, 64))
 		b.Sum(o.dense(dt, 8, 1), o.dense(dt, 8, 100))                           // a warp a row
 		b.Max(o.dense(dt, 8, 1), o.dense(dtype.I64, 8, 1), o.dense(dt, 8, 100)) // a warp a row
+		b.Max(o.dense(dt, 8, 1), o.dense(dtype.I64, 8, 1), o.dense(dt, 8, 64))  // 16-bit rows of words: max_rows
 		idx := o.dense(dtype.I64, 4, 1)
 		b.Max(o.dense(dt, 4, 1), idx, x)
 		b.Max(kernels.Operand{}, idx, x)

@@ -102,7 +102,8 @@ const (
 	kReduceFinish
 	kReduceFinishBlock
 	kMaxBackward
-	kSumAll // form16: Sum or Mean of all of a dense F16 or BF16 input, one launch
+	kSumAll  // form16: Sum or Mean of all of a dense F16 or BF16 input, one launch
+	kMaxRows // form16: Max over dense rows of F16 or BF16, a warp a row
 	// famAmp.
 	kUnscale      // formWalk
 	kUnscaleMulti // formOne: the compute type follows each gradient's type
@@ -244,6 +245,7 @@ var bases = [numKernels / variants]struct {
 	kReduceFinishBlock / variants:          {famReduce, "reduce_finish_block", formTyped},
 	kMaxBackward / variants:                {famReduce, "max_backward", formTyped},
 	kSumAll / variants:                     {famReduce, "sum_all", form16},
+	kMaxRows / variants:                    {famReduce, "max_rows", form16},
 	kUnscale / variants:                    {famAmp, "unscale", formWalk},
 	kUnscaleMulti / variants:               {famAmp, "unscale_multi", formOne},
 	kCrossEntropyBackward / variants:       {famLoss, "cross_entropy_backward", formWalk},

@@ -242,6 +242,10 @@ func (b *Backend) runReduction(r *reduction, mode int32, idx uint64, dst, src ke
 		return
 	}
 	defer sc.unlock()
+	if k == kReduceWarp && maxRowsWords(r, mode, src) {
+		b.launch(kMaxRows.of16(src.DType), cfg, cudadev.ArgBytes(r.bytes()), cudadev.ArgUint64(idx))
+		return
+	}
 	if k == kReduceBlock && sumAllWords(r, mode, src) {
 		// The pieces and their combination in one launch: its last block combines.
 		b.launch(kSumAll.of16(src.DType), cfg, cudadev.ArgBytes(r.bytes()), cudadev.ArgInt32(mode), cudadev.ArgUint64(sc.addr()), cudadev.ArgPtr(sc.ticket()))
@@ -264,6 +268,14 @@ func (b *Backend) runReduction(r *reduction, mode int32, idx uint64, dst, src ke
 func sumAllWords(r *reduction, mode int32, src kernels.Operand) bool {
 	return (mode == hdrRedSum || mode == hdrRedMean) && (src.DType == dtype.F16 || src.DType == dtype.BF16) &&
 		r.nOut == 1 && r.rrank == 1 && r.rstride[0] == 1 && r.pieces > 1 && r.src%16 == 0 && r.piece%8 == 0 && r.nRed%8 == 0
+}
+
+// maxRowsWords reports whether max_rows takes r, a float32 reduction with a warp per
+// output: a Max over rows of an F16 or BF16 input, each row dense, of whole 16-byte
+// words and starting on 16 bytes.
+func maxRowsWords(r *reduction, mode int32, src kernels.Operand) bool {
+	return mode == hdrRedMax && (src.DType == dtype.F16 || src.DType == dtype.BF16) && r.krank == 1 && r.rrank == 1 &&
+		r.rstride[0] == 1 && r.nRed%8 == 0 && r.src%16 == 0 && r.kstride[1][0]%8 == 0
 }
 
 // MaxBackward zeroes dx, then writes g at the positions idx names. An index outside

@@ -93,3 +93,32 @@ func TestSumAllOnePass(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxRowsSameBitsAsWalk: max_rows finds the values and positions reduce_warp finds
+// (a view one element into its block takes the latter), over rows of 1024 holding every
+// F16 or BF16 bit pattern once, shuffled: NaNs, infinities, signed zeros and ties.
+func TestMaxRowsSameBitsAsWalk(t *testing.T) {
+	dev, al, b := gpu(t)
+	m := gpuMemory{dev, al}
+	const n, cols = 1 << 16, 1024
+	in := make([]byte, 2*n)
+	for i := range n {
+		binary.LittleEndian.PutUint16(in[2*i:], uint16(i*7919))
+	}
+	for _, dt := range []dtype.DType{dtype.F16, dtype.BF16} {
+		var got [2][]byte
+		for off := range 2 {
+			x := kernels.Operand{Layout: kernels.Layout{Shape: []int{n / cols, cols}, Strides: []int{cols, 1}, Offset: off}, DType: dt, Mem: m.Alloc(t, int64(2*(n+off)))}
+			m.Write(t, x.Mem, append(make([]byte, 2*off), in...))
+			v := kernels.Operand{Layout: kernels.Contiguous(n/cols, 1), DType: dt, Mem: m.Alloc(t, 2*n/cols)}
+			idx := kernels.Operand{Layout: kernels.Contiguous(n/cols, 1), DType: dtype.I64, Mem: m.Alloc(t, 8*n/cols)}
+			b.Max(v, idx, x)
+			got[off] = append(m.Read(t, v.Mem), m.Read(t, idx.Mem)...)
+			for _, o := range []kernels.Operand{x, v, idx} {
+				m.Free(t, o.Mem)
+			}
+		}
+		require.NoError(t, b.Check())
+		assert.Equal(t, got[1], got[0], "%v: values and positions of max_rows (offset 0) and reduce_warp (offset 1)", dt)
+	}
+}

@@ -123,3 +123,37 @@ func TestSumAllWhereOperandsAllow(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxRowsWhereOperandsAllow: Max over dense F16 or BF16 rows of whole words on 16
+// bytes (a warp a row) is max_rows; anything else keeps reduce_warp.
+func TestMaxRowsWhereOperandsAllow(t *testing.T) {
+	b, rec := newRecording(t)
+	var o operands
+	for _, dt := range []dtype.DType{dtype.F16, dtype.BF16} {
+		for _, c := range []struct {
+			name     string
+			dst, src kernels.Operand
+			want     kernel
+		}{
+			{"rows of 1024", o.dense(dt, 64, 1), o.dense(dt, 64, 1024), kMaxRows.of16(dt)},
+			{"into F32", o.dense(dtype.F32, 64, 1), o.dense(dt, 64, 1024), kMaxRows.of16(dt)},
+			{"positions only", kernels.Operand{}, o.dense(dt, 64, 1024), kMaxRows.of16(dt)},
+			{"rows of 1020", o.dense(dt, 64, 1), o.dense(dt, 64, 1020), kReduceWarp},
+			{"rows off 16 bytes", o.dense(dt, 4, 1), o.over(dt, kernels.Layout{Shape: []int{4, 1024}, Strides: []int{1028, 1}}, 4*1028), kReduceWarp},
+			{"input off 16 bytes", o.dense(dt, 4, 1), o.over(dt, kernels.Layout{Shape: []int{4, 1024}, Strides: []int{1024, 1}, Offset: 1}, 4*1024+1), kReduceWarp},
+			{"into F64", o.dense(dtype.F64, 64, 1), o.dense(dt, 64, 1024), kReduceWarp.in(true)},
+		} {
+			idx := o.dense(dtype.I64, 64, 1)
+			if c.src.Shape[0] == 4 {
+				idx = o.dense(dtype.I64, 4, 1)
+			}
+			b.Max(c.dst, idx, c.src)
+			l, _ := rec.take()
+			require.Len(t, l, 1, "%v %s", dt, c.name)
+			assert.Equal(t, c.want, l[0].k, "%v %s", dt, c.name)
+			if c.want == kMaxRows.of16(dt) {
+				assert.Equal(t, addr(idx), l[0].args[1].bits, "%v %s", dt, c.name)
+			}
+		}
+	}
+}
