@@ -77,6 +77,13 @@ func TestVariantsTakeTheSameArguments(t *testing.T) {
 				}
 			}
 			continue
+		case form16:
+			// One kernel for each 16-bit type, taking the same arguments.
+			f16, bf16 := entries[base].name, entries[base.of16(dtype.BF16)].name
+			assert.Equal(t, []string{b.name + "_f16", b.name + "_bf16"}, []string{f16, bf16})
+			require.NotEmpty(t, params[f16], f16)
+			assert.Equal(t, params[f16], params[bf16], "%s and %s", f16, bf16)
+			continue
 		case formStore:
 			// The F16 and BF16 rows' kernels take the float32 ones' arguments.
 			for _, dt := range []dtype.DType{dtype.F16, dtype.BF16} {
@@ -143,6 +150,9 @@ func exercise(b *Backend) {
 		b.DropoutMask(mask, 0.25, 7)
 		b.Dropout(dst, x, mask, 0.25)
 		b.Copy(o.dense(dtype.I64, 4, 5), x)
+		// Contiguous words of 16-bit elements: cast_to_f32 and gelu_tanh.
+		b.Copy(o.dense(dtype.F32, 4, 8), o.dense(dt, 4, 8))
+		b.Unary(kernels.GeluTanh, o.dense(dt, 4, 8), o.dense(dt, 4, 8))
 		b.Fill(dst, 0)
 		b.Fill(dst, 1.5)
 		b.Sum(o.dense(dt, 1, 5), x)
@@ -151,6 +161,7 @@ func exercise(b *Backend) {
 		b.Sum(o.dense(dt, 64), o.dense(dt, 1<<16, 64))
 		b.Sum(o.dense(dt, 8, 1), o.dense(dt, 8, 100))                           // a warp a row
 		b.Max(o.dense(dt, 8, 1), o.dense(dtype.I64, 8, 1), o.dense(dt, 8, 100)) // a warp a row
+		b.Max(o.dense(dt, 8, 1), o.dense(dtype.I64, 8, 1), o.dense(dt, 8, 64))  // 16-bit rows of words: max_rows
 		idx := o.dense(dtype.I64, 4, 1)
 		b.Max(o.dense(dt, 4, 1), idx, x)
 		b.Max(kernels.Operand{}, idx, x)

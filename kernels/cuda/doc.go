@@ -35,9 +35,13 @@
 //     float atomics: each output's elements are cut into pieces whose bounds depend on
 //     the shapes alone, folded by one thread or by one block in a fixed tree, and
 //     combined in piece order; sums accumulate in float64, as kernels/cpu's do. Where
-//     one launch does it all (cross-entropy's forward), the last block to take a
-//     ticket (an integer atomic in the stream's scratch, after a __threadfence)
-//     combines the blocks' parts in block order.
+//     one launch does it all (cross-entropy's forward, the sum of a whole 16-bit
+//     tensor), the last block to take a ticket (an integer atomic in the stream's
+//     scratch, after a __threadfence; common.cuh's last_block) combines the blocks'
+//     parts in the order the two-launch path would. Kernels of one op over contiguous
+//     16-bit words (cast_to_f32, gelu_tanh, sum_all, max_rows), taken only where the
+//     operands are dense, whole words and aligned, do the same arithmetic in the same
+//     order as the general kernels, so the bits do not depend on which ran.
 //     EmbeddingBackward gives each element of the gradient to one thread, which adds
 //     the rows that land on it in index order. cuBLAS products are deterministic for a
 //     given workspace configuration (CUBLAS_WORKSPACE_CONFIG).

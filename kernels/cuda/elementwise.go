@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/subletml/sublet/device"
 	cudadev "github.com/subletml/sublet/device/cuda"
+	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
 )
 
@@ -43,11 +45,34 @@ func (b *Backend) launchWalk(k kernel, w *walk, out kernels.Operand, extra ...cu
 	b.launch(k, cfg, args[:n]...)
 }
 
+// launchWords launches kernel k, a map_words kernel (src/common.cuh) taking u words a
+// thread per round, over n words from src to dst on stream s, and reports whether it
+// did: false when its int indices would pass 2³¹-1 (the caller takes its general path).
+func (b *Backend) launchWords(k kernel, u, n int64, dst, src uint64, s device.Stream) bool {
+	cfg := b.grid((n+u-1)/u, s)
+	if n+int64(cfg.Grid.X)*block*u > math.MaxInt32 {
+		return false
+	}
+	b.launch(k, cfg, cudadev.ArgUint64(src), cudadev.ArgUint64(dst), cudadev.ArgInt32(int32(n)))
+	return true
+}
+
+// Unary runs GeluTanh over contiguous F16 or BF16 operands of one type (16-byte words
+// on 16 bytes) by a kernel for that op alone (gelu_tanh_f16, _bf16), the same
+// arithmetic as the general kernel's; everything else by the general kernel.
 func (b *Backend) Unary(op kernels.UnaryOp, dst, x kernels.Operand) {
 	if !op.Valid() {
 		panic(fmt.Sprintf("kernels/cuda: unknown %v", op))
 	}
-	b.elementwise(op.String(), kUnary, in64(dst, x), dst, []kernels.Operand{x}, cudadev.ArgInt32(int32(op)))
+	var w walk
+	if !floatWalk(op.String(), &w, dst, x) {
+		return
+	}
+	if op == kernels.GeluTanh && (dst.DType == dtype.F16 || dst.DType == dtype.BF16) && x.DType == dst.DType &&
+		w.denseWords(8, 16, 16) && b.launchWords(kGeluTanh16.of16(dst.DType), hdrGeluU, w.size/8, w.base[0], w.base[1], dst.Mem.Stream) {
+		return
+	}
+	b.launchWalk(kUnary.in(in64(dst, x)), &w, dst, cudadev.ArgInt32(int32(op)))
 }
 
 // backwardNames name the backward kernels in messages, made once so that an op does

@@ -362,6 +362,7 @@ func BenchmarkKernelBandwidth(bm *testing.B) {
 			{"Add", 3 * n * es, func() { b.Binary(kernels.Add, out, x, y) }},
 			{"AddBias", 2 * n * es, func() { b.Binary(kernels.Add, out, x, bias) }},
 			{"Relu", 2 * n * es, func() { b.Unary(kernels.Relu, out, x) }},
+			{"GeluTanh", 2 * n * es, func() { b.Unary(kernels.GeluTanh, out, x) }},
 			{"ReluBackward", 3 * n * es, func() { b.UnaryBackward(kernels.Relu, out, x, y) }},
 			{"SumCols", n * es, func() { b.Sum(colSum, x) }},
 			{"SumRows", n * es, func() { b.Sum(rowSum, x) }},

@@ -68,8 +68,8 @@ const (
 	// F64 are its 0 and vF64).
 	vF16  = vWide
 	vBF16 = vWide + vF64
-	// vRegsBF16 is formRegs16's and formWalk16's variant for BF16 rows (F16's is 0),
-	// beside which each has its vV16 (formWalk16: vWide) one.
+	// vRegsBF16 is formRegs16's, formWalk16's and form16's variant for BF16 (F16's is
+	// 0), beside which the first two have their vV16 (formWalk16: vWide) one.
 	vRegsBF16 = vF64
 )
 
@@ -87,10 +87,12 @@ const (
 	kBCELogits
 	kBCELogitsBackward
 	kAddc
+	kGeluTanh16 // form16: Unary(GeluTanh) over contiguous F16 or BF16
 	// famCopy.
 	kCopy
 	kFill          // formIndex: the bits are the host's, no compute type
 	kCopyTranspose // formOne: the bits as they are
+	kCastToF32     // form16: contiguous F16 or BF16 to F32
 	// famReduce.
 	kNonFinite // formWalk
 	kReduceThread
@@ -100,6 +102,8 @@ const (
 	kReduceFinish
 	kReduceFinishBlock
 	kMaxBackward
+	kSumAll  // form16: Sum or Mean of all of a dense F16 or BF16 input, one launch
+	kMaxRows // form16: Max over dense rows of F16 or BF16, a warp a row
 	// famAmp.
 	kUnscale      // formWalk
 	kUnscaleMulti // formOne: the compute type follows each gradient's type
@@ -186,6 +190,14 @@ func (k kernel) stored(dt dtype.DType) kernel {
 	return k.in(dt == dtype.F64)
 }
 
+// of16 is the variant of a form16 base k for 16-bit operands of dt (F16 or BF16).
+func (k kernel) of16(dt dtype.DType) kernel {
+	if dt == dtype.BF16 {
+		return k + vRegsBF16
+	}
+	return k
+}
+
 // form says which variants of a base exist and how they are named.
 type form uint8
 
@@ -199,6 +211,7 @@ const (
 	formStore              // NAME_f32, NAME_f16, NAME_f64, NAME_bf16: rows stored as each
 	formRegs16             // NAME_f16, NAME_f16_v16, NAME_bf16, NAME_bf16_v16 (vRegsBF16, vV16)
 	formWalk16             // NAME_f16_i32, NAME_f16_i64, NAME_bf16_i32, NAME_bf16_i64 (vRegsBF16, vWide)
+	form16                 // NAME_f16, NAME_bf16 (vRegsBF16): one op over contiguous 16-bit operands
 )
 
 // bases lists each base's family, name and form, in the order of the constants.
@@ -218,9 +231,11 @@ var bases = [numKernels / variants]struct {
 	kBCELogits / variants:                  {famElementwise, "bce_logits", formWalk},
 	kBCELogitsBackward / variants:          {famElementwise, "bce_logits_backward", formWalk},
 	kAddc / variants:                       {famElementwise, "addc", formWalk},
+	kGeluTanh16 / variants:                 {famElementwise, "gelu_tanh", form16},
 	kCopy / variants:                       {famCopy, "copy", formWalk},
 	kFill / variants:                       {famCopy, "fill", formIndex},
 	kCopyTranspose / variants:              {famCopy, "copy_transpose", formOne},
+	kCastToF32 / variants:                  {famCopy, "cast_to_f32", form16},
 	kNonFinite / variants:                  {famReduce, "non_finite", formWalk},
 	kReduceThread / variants:               {famReduce, "reduce_thread", formTyped},
 	kReduceBlock / variants:                {famReduce, "reduce_block", formTyped},
@@ -229,6 +244,8 @@ var bases = [numKernels / variants]struct {
 	kReduceFinish / variants:               {famReduce, "reduce_finish", formTyped},
 	kReduceFinishBlock / variants:          {famReduce, "reduce_finish_block", formTyped},
 	kMaxBackward / variants:                {famReduce, "max_backward", formTyped},
+	kSumAll / variants:                     {famReduce, "sum_all", form16},
+	kMaxRows / variants:                    {famReduce, "max_rows", form16},
 	kUnscale / variants:                    {famAmp, "unscale", formWalk},
 	kUnscaleMulti / variants:               {famAmp, "unscale_multi", formOne},
 	kCrossEntropyBackward / variants:       {famLoss, "cross_entropy_backward", formWalk},
@@ -301,6 +318,7 @@ var entries = func() (e [numKernels]struct {
 		formStore:  {"_f32", "_f16", "_f64", "_bf16"},
 		formRegs16: {"_f16", "_f16_v16", "_bf16", "_bf16_v16"},
 		formWalk16: {"_f16_i32", "_f16_i64", "_bf16_i32", "_bf16_i64"},
+		form16:     {"_f16", "", "_bf16", ""},
 	}
 	for i, b := range bases {
 		for v, suf := range suffixes[b.form] {

@@ -91,7 +91,7 @@ const (
 	maxThreadPieces = 1 << 10
 	// finishBlockPieces is the most partials per output a thread of reduce_finish
 	// combines; more take a block per output (reduce_finish_block).
-	finishBlockPieces = 64
+	finishBlockPieces = hdrFinishBlockPieces
 )
 
 // pieceCount cuts n reduced elements of each of nOut outputs into pieces of at most
@@ -242,6 +242,15 @@ func (b *Backend) runReduction(r *reduction, mode int32, idx uint64, dst, src ke
 		return
 	}
 	defer sc.unlock()
+	if k == kReduceWarp && maxRowsWords(r, mode, src) {
+		b.launch(kMaxRows.of16(src.DType), cfg, cudadev.ArgBytes(r.bytes()), cudadev.ArgUint64(idx))
+		return
+	}
+	if k == kReduceBlock && sumAllWords(r, mode, src) {
+		// The pieces and their combination in one launch: its last block combines.
+		b.launch(kSumAll.of16(src.DType), cfg, cudadev.ArgBytes(r.bytes()), cudadev.ArgInt32(mode), cudadev.ArgUint64(sc.addr()), cudadev.ArgPtr(sc.ticket()))
+		return
+	}
 	args := [4]cudadev.Arg{cudadev.ArgBytes(r.bytes()), cudadev.ArgInt32(mode), cudadev.ArgUint64(idx), cudadev.ArgUint64(sc.addr())}
 	b.launch(k, cfg, args[:]...)
 	switch {
@@ -250,6 +259,23 @@ func (b *Backend) runReduction(r *reduction, mode int32, idx uint64, dst, src ke
 	case r.pieces > 1:
 		b.launch(kReduceFinish.in(f64), b.grid(r.nOut, s), args[:]...)
 	}
+}
+
+// sumAllWords reports whether sum_all takes r, a float32 reduction cut into pieces for
+// a block each: a Sum or Mean of every element of a dense F16 or BF16 input into one
+// output, in two pieces or more, each starting on 16 bytes and of whole 16-byte words
+// (what reduce_block reads as words alone, with no element before or after them).
+func sumAllWords(r *reduction, mode int32, src kernels.Operand) bool {
+	return (mode == hdrRedSum || mode == hdrRedMean) && (src.DType == dtype.F16 || src.DType == dtype.BF16) &&
+		r.nOut == 1 && r.rrank == 1 && r.rstride[0] == 1 && r.pieces > 1 && r.src%16 == 0 && r.piece%8 == 0 && r.nRed%8 == 0
+}
+
+// maxRowsWords reports whether max_rows takes r, a float32 reduction with a warp per
+// output: a Max over rows of an F16 or BF16 input, each row dense, of whole 16-byte
+// words and starting on 16 bytes.
+func maxRowsWords(r *reduction, mode int32, src kernels.Operand) bool {
+	return mode == hdrRedMax && (src.DType == dtype.F16 || src.DType == dtype.BF16) && r.krank == 1 && r.rrank == 1 &&
+		r.rstride[0] == 1 && r.nRed%8 == 0 && r.src%16 == 0 && r.kstride[1][0]%8 == 0
 }
 
 // MaxBackward zeroes dx, then writes g at the positions idx names. An index outside

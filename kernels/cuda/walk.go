@@ -45,6 +45,22 @@ func (w *walk) wide(gridThreads int64) bool {
 	return false
 }
 
+// denseWords reports whether w is one dimension of a multiple of per elements along
+// which the first len(align) operands are dense, operand k starting at an address that
+// is a multiple of align[k] bytes: what a map_words kernel (src/common.cuh) reads and
+// writes.
+func (w *walk) denseWords(per int64, align ...uint64) bool {
+	if w.rank != 1 || w.size%per != 0 {
+		return false
+	}
+	for k, a := range align {
+		if w.stride[k][0] != 1 || w.base[k]%a != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // elemSize is dt's size in bytes; it panics on an invalid type, naming op.
 func elemSize(op string, dt dtype.DType) int64 {
 	n := int64(dt.Size())

@@ -78,6 +78,19 @@
 // UNROLL loads per operand are in flight at once.
 #define UNROLL 4
 
+// CAST_U and GELU_U are the words a thread of copy.cu's cast_to_f32 and of
+// elementwise.cu's gelu_tanh takes per round (map_words): the fastest of those measured
+// on an H100 (scripts/gpu/mb/bench16.cu).
+#define CAST_U 4
+#define GELU_U 2
+
+// A reduction's partials of one output are combined by a thread of reduce_finish when
+// they are at most FINISH_BLOCK_PIECES, else by a block (reduce_finish_block), and
+// sum_all's last block combines them as these would. SUM_U is the words of 16 bytes
+// a thread of sum_all has in flight (bench16: U=8 beat UNROLL's 4).
+#define FINISH_BLOCK_PIECES 64
+#define SUM_U 8
+
 // TILE is the side of copy.cu's copy_transpose tiles, in elements.
 #define TILE 32
 
@@ -480,6 +493,46 @@ template <typename S> __device__ __forceinline__ uint2 pack4(const float *v) {
                       (unsigned int)to_bits<S>(v[2]) | ((unsigned int)to_bits<S>(v[3]) << 16));
 }
 
+// pack2 rounds lo and hi to S in one instruction (cvt.rn.f16x2.f32, cvt.rn.bf16x2.f32:
+// to nearest even, as to_bits; a NaN comes out canonical, which is what to_bits makes of
+// the canonical NaN that float arithmetic gives), lo in the lower half.
+template <typename S> __device__ __forceinline__ unsigned int pack2(float lo, float hi);
+template <> __device__ __forceinline__ unsigned int pack2<f16_t>(float lo, float hi) {
+    unsigned int r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+template <> __device__ __forceinline__ unsigned int pack2<bf16_t>(float lo, float hi) {
+    unsigned int r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// ---- contiguous words ------------------------------------------------------------------
+//
+// A kernel for one op over contiguous operands (its own entry point, compiled for that op
+// and those types alone: no switch over ops or types, no other path's registers) walks
+// n words of input W (8 or 16 bytes): U words a thread per round, a block apart so that
+// every load is coalesced, all U loaded before any is stored, the grid striding; store(i,
+// x) writes word i's outputs from its input word x. The host checks that n plus one
+// round of the grid fits an int.
+template <int U, typename W, typename F>
+__device__ __forceinline__ void map_words(const W *__restrict__ src, int n, F store) {
+    for (int base = blockIdx.x * (BLOCK * U); base < n; base += gridDim.x * (BLOCK * U)) {
+        W x[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int i = base + u * BLOCK + threadIdx.x;
+            if (i < n) x[u] = src[i];
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int i = base + u * BLOCK + threadIdx.x;
+            if (i < n) store(i, x[u]);
+        }
+    }
+}
+
 // ---- rows kept in registers --------------------------------------------------------
 //
 // A row kernel over rows of up to G·ROW_CHUNKS·4 elements (float32, F16 or BF16) keeps its
@@ -692,6 +745,25 @@ template <typename L> __device__ __forceinline__ void list_chunk(const L &l, lon
     i = a;
     lo = (c - l.chunk[a]) * LIST_CHUNK;
     hi = min(lo + LIST_CHUNK, l.n[a]);
+}
+
+// last_block reports, to every thread of the block, whether this block is the last of
+// the grid to finish: each takes a ticket (*ticket counts them) once its results are
+// written and fenced, and the last sets the counter back to 0 (other blocks took
+// theirs), so that the next launch, or a CUDA graph's replay, finds it zero. The
+// tickets sit after a stream's scratch (kernels/cuda's scratch.go); a stream runs one
+// kernel at a time, and each resets its own before it ends. Every thread calls it.
+__device__ __forceinline__ bool last_block(unsigned int *ticket) {
+    __shared__ bool last;
+    __threadfence(); // this block's results are seen by every block before its ticket is
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+        if (last) *ticket = 0;
+    }
+    __syncthreads();
+    if (last) __threadfence();
+    return last;
 }
 
 // grid_stride loops i over [0, n) across the whole grid.

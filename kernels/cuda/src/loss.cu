@@ -27,7 +27,6 @@ __device__ __forceinline__ void cross_entropy_rows_k(unsigned long long loss, in
     typedef typename row_compute<S>::type T;
     __shared__ double sm[BLOCK / 32];
     __shared__ T smx[BLOCK / 32];
-    __shared__ bool last;
     int lane = group_lane<G>();
     double sum = 0, count = 0; // lane 0's rows
     for (long long row = group_row<G>(); row < n; row += (long long)gridDim.x * (BLOCK / G)) { // G = BLOCK: the block's one row
@@ -52,14 +51,8 @@ __device__ __forceinline__ void cross_entropy_rows_k(unsigned long long loss, in
     }
     sum = group_sum<BLOCK>(sum, sm);
     count = group_sum<BLOCK>(count, sm);
-    if (threadIdx.x == 0) {
-        part[2 * blockIdx.x] = sum, part[2 * blockIdx.x + 1] = count;
-        __threadfence(); // the part is seen by every block before the ticket is
-        last = atomicAdd(ticket, 1u) == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
+    if (threadIdx.x == 0) part[2 * blockIdx.x] = sum, part[2 * blockIdx.x + 1] = count;
+    if (!last_block(ticket)) return;
     sum = 0, count = 0;
     for (long long b = threadIdx.x; b < gridDim.x; b += BLOCK) sum += __ldcg(part + 2 * b), count += __ldcg(part + 2 * b + 1);
     sum = group_sum<BLOCK>(sum, sm);
@@ -67,7 +60,6 @@ __device__ __forceinline__ void cross_entropy_rows_k(unsigned long long loss, in
     if (threadIdx.x == 0) {
         st<T>(loss, dtl, 0, (T)(sum / count)); // NaN when every row is ignored
         lse[n] = (T)count;
-        *ticket = 0;
     }
 }
 

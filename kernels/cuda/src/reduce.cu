@@ -121,11 +121,13 @@ __device__ __forceinline__ void reduce_thread_k(const Reduction &r, int mode, lo
 // the reduction of the elements [lo, hi) of a dense reduced dimension of the float type
 // DT, starting at src offset base: it reads the 16-byte words j, j+G, ... from the first
 // word boundary at or after lo, UNROLL words in flight, then the element j of the head
-// before that boundary and of the tail after the last whole word. A sum keeps an
+// before that boundary and of the tail after the last whole word (U words in flight:
+// sum_all asks for more than UNROLL; the order is the same; positions and word
+// numbers of type I: max_rows asks for int, which its rows fit). A sum keeps an
 // accumulator per element of a word (combined in order); a maximum one Acc, whose
 // total order makes the result independent of the reading order. The order of a sum
 // depends on the shapes and the 16-byte phase of the input only.
-template <typename C, int DT, int G>
+template <typename C, int DT, int G, int U = UNROLL, typename I = long long>
 __device__ __forceinline__ Acc fold_words(const Reduction &r, int mode, long long base, long long lo, long long hi, int j) {
     bool isMax = mode == RED_MAX, sq = mode == RED_SUMSQ;
     using V = vtype<DT>;
@@ -142,31 +144,31 @@ __device__ __forceinline__ Acc fold_words(const Reduction &r, int mode, long lon
     // position (a NaN over a number, a larger number), compared in C, not in double
     // with positions.
     C m = (C)NEG_INF;
-    long long at = -1;
-    auto see = [&](C v, long long pos) {
+    I at = -1, first = (I)e0, n = (I)words;
+    auto see = [&](C v, I pos) {
         if (at < 0 || v > m || (v != v && m == m)) m = v, at = pos;
     };
-    long long i = j;
-    for (; i + (UNROLL - 1) * G < words; i += UNROLL * G) {
-        uint4 x[UNROLL];
+    I i = j;
+    for (; i + (U - 1) * G < n; i += U * G) {
+        uint4 x[U];
 #pragma unroll
-        for (int u = 0; u < UNROLL; u++) x[u] = w[i + u * G];
+        for (int u = 0; u < U; u++) x[u] = w[i + u * G];
 #pragma unroll
-        for (int u = 0; u < UNROLL; u++) {
+        for (int u = 0; u < U; u++) {
 #pragma unroll
             for (int e = 0; e < N; e++) {
                 C v = V::template get<C>(x[u], e);
-                if (isMax) see(v, e0 + (i + u * G) * N + e);
+                if (isMax) see(v, first + (i + u * G) * N + e);
                 else d[e] += (double)(sq ? v * v : v);
             }
         }
     }
-    for (; i < words; i += G) {
+    for (; i < n; i += G) {
         uint4 x = w[i];
 #pragma unroll
         for (int e = 0; e < N; e++) {
             C v = V::template get<C>(x, e);
-            if (isMax) see(v, e0 + i * N + e);
+            if (isMax) see(v, first + i * N + e);
             else d[e] += (double)(sq ? v * v : v);
         }
     }
@@ -408,6 +410,67 @@ __device__ __forceinline__ void reduce_finish_block_k(const Reduction &r, int mo
         __syncthreads();
     }
 }
+
+// max_rows_k is reduce_warp_k's maximum over dense rows of whole words of F16 or BF16
+// (DT), each on 16 bytes, in float: the type and the mode fixed at compile time, and
+// positions within a row as int. The same elements in the same order: the same
+// (value, position). The host checks the rows (a row has at most warpElements).
+template <int DT>
+__device__ __forceinline__ void max_rows_k(const Reduction &r, long long *idx) {
+    int lane = threadIdx.x & 31;
+    long long warps = (long long)gridDim.x * (BLOCK / 32);
+    for (long long o = (long long)blockIdx.x * (BLOCK / 32) + threadIdx.x / 32; o < r.nOut; o += warps) {
+        Acc a = fold_words<float, DT, 32, UNROLL, int>(r, RED_MAX, o * r.kstride[1][0], 0, r.nRed, lane);
+        a = warp_acc(a, true);
+        if (lane == 0) finish_out<float>(r, RED_MAX, idx, o, a);
+    }
+}
+
+KERNEL max_rows_f16(Reduction r, long long *idx) { max_rows_k<DT_F16>(r, idx); }
+KERNEL max_rows_bf16(Reduction r, long long *idx) { max_rows_k<DT_BF16>(r, idx); }
+
+// sum_all_k is reduce_block_k's sum (or mean) of all of a dense F16 or BF16 input (DT)
+// into one output, and the reduce_finish or reduce_finish_block after it, in one
+// launch: block c folds piece c (fold_words, SUM_U words in flight: the same additions
+// in the same order) into part[c]; the last block to finish (last_block) combines the
+// partials as the finishing kernel would (one thread in piece order up to
+// FINISH_BLOCK_PIECES, else reduce_finish_block's threads and tree) and writes the
+// output. The host checks that every piece starts on 16 bytes and is whole words, and
+// that there are at least two.
+template <int DT>
+__device__ __forceinline__ void sum_all_k(const Reduction &r, int mode, Acc *part, unsigned int *ticket) {
+    __shared__ double sums[BLOCK / 32];
+    __shared__ Acc tree[BLOCK];
+    for (long long c = blockIdx.x; c < r.pieces; c += gridDim.x) {
+        long long lo = c * r.piece, hi = min(lo + r.piece, r.nRed);
+        double v = group_sum<BLOCK>(fold_words<float, DT, BLOCK, SUM_U>(r, RED_SUM, 0, lo, hi, threadIdx.x).sum, sums);
+        if (threadIdx.x == 0) {
+            Acc a = acc_zero();
+            a.sum = v;
+            part[c] = a;
+        }
+    }
+    if (!last_block(ticket)) return;
+    Acc a = acc_zero();
+    if (r.pieces <= FINISH_BLOCK_PIECES) {
+        if (threadIdx.x == 0) {
+            for (long long c = 0; c < r.pieces; c++) a.sum += __ldcg(&part[c].sum);
+            finish_out<float>(r, mode, nullptr, 0, a);
+        }
+        return;
+    }
+    for (long long c = threadIdx.x; c < r.pieces; c += BLOCK) a.sum += __ldcg(&part[c].sum);
+    tree[threadIdx.x] = a;
+    __syncthreads();
+    for (int s = BLOCK / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) acc_merge(tree[threadIdx.x], false, tree[threadIdx.x + s]);
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) finish_out<float>(r, mode, nullptr, 0, tree[0]);
+}
+
+KERNEL sum_all_f16(Reduction r, int mode, Acc *part, unsigned int *ticket) { sum_all_k<DT_F16>(r, mode, part, ticket); }
+KERNEL sum_all_bf16(Reduction r, int mode, Acc *part, unsigned int *ticket) { sum_all_k<DT_BF16>(r, mode, part, ticket); }
 
 // max_backward_k: thread o writes g's element o (r.src; kstride[1] its strides) into dx
 // (r.dst; kstride[0] and rstride its strides) at the position idx[o]; dx is zero

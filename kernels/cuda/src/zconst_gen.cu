@@ -76,6 +76,9 @@ int main() {
     C("hdrMaxOps", MAX_OPS);
     C("hdrBlock", BLOCK);
     C("hdrUnroll", UNROLL);
+    C("hdrCastU", CAST_U);
+    C("hdrGeluU", GELU_U);
+    C("hdrFinishBlockPieces", FINISH_BLOCK_PIECES);
     C("hdrColsV", COLS_V);
     C("hdrColsX", COLS_X);
     C("hdrColsY", COLS_Y);

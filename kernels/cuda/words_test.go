@@ -1,0 +1,159 @@
+package cuda
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/kernels"
+)
+
+// TestWordKernelsWhereOperandsAllow: a 16-bit to float32 copy and a 16-bit GeluTanh
+// take their kernels of contiguous words (cast_to_f32, gelu_tanh) exactly where the
+// operands are dense, of whole words and on the words' alignment, with the words'
+// count and addresses as arguments; anything else the general walk.
+func TestWordKernelsWhereOperandsAllow(t *testing.T) {
+	b, rec := newRecording(t)
+	var o operands
+	offset := func(dt dtype.DType, off int, shape ...int) kernels.Operand {
+		l := kernels.Contiguous(shape...)
+		l.Offset = off
+		return o.over(dt, l, int64(l.Span()+off))
+	}
+	for _, dt := range []dtype.DType{dtype.F16, dtype.BF16} {
+		for _, c := range []struct {
+			name     string
+			dst, src kernels.Operand
+			want     kernel // 0: the walk's copy
+		}{
+			{"dense", o.dense(dtype.F32, 6, 8), o.dense(dt, 6, 8), kCastToF32.of16(dt)},
+			{"whole words of 4", o.dense(dtype.F32, 3, 4), o.dense(dt, 3, 4), kCastToF32.of16(dt)},
+			{"source on 8 bytes", o.dense(dtype.F32, 48), offset(dt, 4, 48), kCastToF32.of16(dt)},
+			{"source off 8 bytes", o.dense(dtype.F32, 48), offset(dt, 2, 48), kCopy},
+			{"output off 16 bytes", offset(dtype.F32, 2, 48), o.dense(dt, 48), kCopy},
+			{"not whole words", o.dense(dtype.F32, 3, 5), o.dense(dt, 3, 5), kCopy},
+			{"strided source", o.dense(dtype.F32, 4, 8), o.over(dt, kernels.Layout{Shape: []int{4, 8}, Strides: []int{16, 1}}, 64), kCopy},
+			{"broadcast source", o.dense(dtype.F32, 4, 8), o.over(dt, kernels.Layout{Shape: []int{4, 8}, Strides: []int{0, 1}}, 8), kCopy},
+		} {
+			b.Copy(c.dst, c.src)
+			l, _ := rec.take()
+			require.Len(t, l, 1, "%v %s", dt, c.name)
+			assert.Equal(t, c.want, l[0].k, "%v %s", dt, c.name)
+			if c.want != kCopy {
+				n := c.dst.Size()
+				assert.Equal(t, []uint64{addr(c.src), addr(c.dst), uint64(n / 4)}, []uint64{l[0].args[0].bits, l[0].args[1].bits, l[0].args[2].bits}, "%v %s", dt, c.name)
+				assert.Equal(t, uint32((n/4+hdrCastU*block-1)/(hdrCastU*block)), l[0].cfg.Grid.X, "%v %s", dt, c.name)
+			}
+		}
+		for _, c := range []struct {
+			name   string
+			dst, x kernels.Operand
+			op     kernels.UnaryOp
+			want   kernel // 0: the walk's unary
+		}{
+			{"dense", o.dense(dt, 6, 8), o.dense(dt, 6, 8), kernels.GeluTanh, kGeluTanh16.of16(dt)},
+			{"another op", o.dense(dt, 6, 8), o.dense(dt, 6, 8), kernels.GeluErf, kUnary},
+			{"another input type", o.dense(dt, 6, 8), o.dense(dtype.F32, 6, 8), kernels.GeluTanh, kUnary},
+			{"off 16 bytes", o.dense(dt, 48), offset(dt, 4, 48), kernels.GeluTanh, kUnary},
+			{"not whole words", o.dense(dt, 3, 4), o.dense(dt, 3, 4), kernels.GeluTanh, kUnary},
+			{"strided", o.dense(dt, 4, 8), o.over(dt, kernels.Layout{Shape: []int{4, 8}, Strides: []int{16, 1}}, 64), kernels.GeluTanh, kUnary},
+		} {
+			b.Unary(c.op, c.dst, c.x)
+			l, _ := rec.take()
+			require.Len(t, l, 1, "%v %s", dt, c.name)
+			assert.Equal(t, c.want, l[0].k, "%v %s", dt, c.name)
+			if c.want != kUnary {
+				n := c.dst.Size()
+				assert.Equal(t, []uint64{addr(c.x), addr(c.dst), uint64(n / 8)}, []uint64{l[0].args[0].bits, l[0].args[1].bits, l[0].args[2].bits}, "%v %s", dt, c.name)
+			}
+		}
+	}
+	// F32 to F16 and F32 to F32 keep their paths.
+	b.Copy(o.dense(dtype.F16, 4, 8), o.dense(dtype.F32, 4, 8))
+	l, _ := rec.take()
+	require.Len(t, l, 1)
+	assert.Equal(t, kCopy, l[0].k)
+}
+
+// TestSumAllWhereOperandsAllow: a float32 Sum or Mean of every element of a dense F16
+// or BF16 input cut into two pieces or more, on 16 bytes and in whole words, is one
+// launch of sum_all with the stream's scratch and the ticket after it; anything else
+// keeps reduce_block and its finishing kernel.
+func TestSumAllWhereOperandsAllow(t *testing.T) {
+	b, rec := newRecording(t)
+	var o operands
+	for _, dt := range []dtype.DType{dtype.F16, dtype.BF16} {
+		for _, c := range []struct {
+			name     string
+			dst, src kernels.Operand
+			mean     bool
+			want     []kernel
+		}{
+			{"sum of 6 pieces", o.dense(dtype.F32), o.dense(dt, 3, 1<<16), false, []kernel{kSumAll.of16(dt)}},
+			{"mean of 96 pieces into the input's type", o.dense(dt, 1, 1), o.dense(dt, 48, 1<<16), true, []kernel{kSumAll.of16(dt)}},
+			{"off 16 bytes", o.dense(dtype.F32), o.over(dt, kernels.Layout{Shape: []int{1 << 18}, Strides: []int{1}, Offset: 1}, 1<<18+1), false,
+				[]kernel{kReduceBlock, kReduceFinish}},
+			{"not whole words", o.dense(dtype.F32), o.dense(dt, 3, 1<<16+1), false, []kernel{kReduceBlock, kReduceFinish}},
+			{"into F64", o.dense(dtype.F64), o.dense(dt, 3, 1<<16), false, []kernel{kReduceBlock.in(true), kReduceFinish.in(true)}},
+			{"one piece", o.dense(dtype.F32), o.dense(dt, 1<<14), false, []kernel{kReduceBlock}},
+			{"two outputs", o.dense(dtype.F32, 2, 1), o.dense(dt, 2, 1<<17), false, []kernel{kReduceBlock, kReduceFinish}},
+		} {
+			if c.mean {
+				b.Mean(c.dst, c.src)
+			} else {
+				b.Sum(c.dst, c.src)
+			}
+			l, _ := rec.take()
+			var got []kernel
+			for _, x := range l {
+				got = append(got, x.k)
+			}
+			require.Equal(t, c.want, got, "%v %s", dt, c.name)
+			if got[0] == kSumAll.of16(dt) {
+				sc := b.scratch[c.dst.Mem.Stream]
+				require.NotNil(t, sc)
+				r := reductionOf(t, l[0].args[0])
+				assert.Equal(t, uint64(sc.ptr), l[0].args[2].bits, "%v %s: the scratch", dt, c.name)
+				assert.Equal(t, uint64(sc.ticket()), l[0].args[3].bits, "%v %s: the ticket after it", dt, c.name)
+				assert.Equal(t, uint32(r.pieces), l[0].cfg.Grid.X, "%v %s: a block a piece", dt, c.name)
+				assert.Greater(t, r.pieces, int64(1), "%v %s", dt, c.name)
+			}
+		}
+	}
+}
+
+// TestMaxRowsWhereOperandsAllow: Max over dense F16 or BF16 rows of whole words on 16
+// bytes (a warp a row) is max_rows; anything else keeps reduce_warp.
+func TestMaxRowsWhereOperandsAllow(t *testing.T) {
+	b, rec := newRecording(t)
+	var o operands
+	for _, dt := range []dtype.DType{dtype.F16, dtype.BF16} {
+		for _, c := range []struct {
+			name     string
+			dst, src kernels.Operand
+			want     kernel
+		}{
+			{"rows of 1024", o.dense(dt, 64, 1), o.dense(dt, 64, 1024), kMaxRows.of16(dt)},
+			{"into F32", o.dense(dtype.F32, 64, 1), o.dense(dt, 64, 1024), kMaxRows.of16(dt)},
+			{"positions only", kernels.Operand{}, o.dense(dt, 64, 1024), kMaxRows.of16(dt)},
+			{"rows of 1020", o.dense(dt, 64, 1), o.dense(dt, 64, 1020), kReduceWarp},
+			{"rows off 16 bytes", o.dense(dt, 4, 1), o.over(dt, kernels.Layout{Shape: []int{4, 1024}, Strides: []int{1028, 1}}, 4*1028), kReduceWarp},
+			{"input off 16 bytes", o.dense(dt, 4, 1), o.over(dt, kernels.Layout{Shape: []int{4, 1024}, Strides: []int{1024, 1}, Offset: 1}, 4*1024+1), kReduceWarp},
+			{"into F64", o.dense(dtype.F64, 64, 1), o.dense(dt, 64, 1024), kReduceWarp.in(true)},
+		} {
+			idx := o.dense(dtype.I64, 64, 1)
+			if c.src.Shape[0] == 4 {
+				idx = o.dense(dtype.I64, 4, 1)
+			}
+			b.Max(c.dst, idx, c.src)
+			l, _ := rec.take()
+			require.Len(t, l, 1, "%v %s", dt, c.name)
+			assert.Equal(t, c.want, l[0].k, "%v %s", dt, c.name)
+			if c.want == kMaxRows.of16(dt) {
+				assert.Equal(t, addr(idx), l[0].args[1].bits, "%v %s", dt, c.name)
+			}
+		}
+	}
+}
