@@ -47,14 +47,10 @@ func (d *Device) CopyToDevice(dst device.Ptr, src []byte, s device.Stream) error
 }
 
 // CopyToHost copies into dst from src, ordered on s, and waits for stream s so that dst
-// holds the data on return. A read of at most stageSmall bytes into pageable memory
-// (a loss's Item) comes through the Device's small pinned buffer (see stager).
+// holds the data on return.
 func (d *Device) CopyToHost(dst []byte, src device.Ptr, s device.Stream) error {
 	if err := d.checkCopy("CopyToHost", s, int64(len(dst)), src); err != nil || len(dst) == 0 {
 		return err
-	}
-	if len(dst) <= stageSmall && !d.pinned(dst) {
-		return d.stagedCopyToHost(dst, src, s)
 	}
 	if r := d.callAndWait(s, d.drv.cuMemcpyDtoHAsync, uintptr(unsafe.Pointer(&dst[0])), uintptr(src), uintptr(len(dst)), uintptr(s)); r != success {
 		return d.drv.errorf(r, "cuMemcpyDtoH(%#x, %d bytes, stream %#x)", uintptr(src), len(dst), uintptr(s))

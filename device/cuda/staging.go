@@ -21,48 +21,19 @@ const stageChunk = 8 << 20
 // about a third of what the link does.
 const stageCopiers = 4
 
-// stageSmall is the pinned buffer small reads (CopyToHost of at most this many bytes
-// into pageable memory: a loss's Item, a flag) come through: into pageable memory the
-// driver's own bounce costs a 4-byte read about 8 µs on the H100's host, into pinned
-// memory one transfer.
-const stageSmall = 4 << 10
-
 // stager moves pageable host memory (a Go slice) to the device through two pinned
 // buffers. From pageable memory the driver copies through a small bounce buffer of its
 // own, a fraction of the link's speed (about 4 GB/s for 64 MB on the H100's host,
 // against the link's 50); here each chunk is copied into a pinned buffer, by
 // stageCopiers goroutines, and handed to the copy engine, which takes it while the
 // other buffer is filled. The buffers are the Device's own, outside Usage (like the
-// driver's own memory), made on the first large copy and freed by Close; so is the small
-// buffer that small reads come back through (stagedCopyToHost).
+// driver's own memory), made on the first large copy and freed by Close.
 type stager struct {
 	mu sync.Mutex // held for a whole staged copy: the buffers serve one copy at a time
 	// Guarded by mu.
 	buf  [2][]byte       // pinned (cuMemHostAlloc); nil until the first staged copy
 	done [2]device.Event // recorded after each buffer's last transfer
 	used [2]bool         // done[i] was recorded since the buffer was made
-	// small is stageSmall pinned bytes for small reads; nil until the first.
-	small []byte
-}
-
-// stagedCopyToHost copies src into dst (at most stageSmall bytes) through the small
-// pinned buffer, ordered on s, and waits for s: CopyToHost's contract.
-func (d *Device) stagedCopyToHost(dst []byte, src device.Ptr, s device.Stream) error {
-	st := &d.stage
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.small == nil {
-		var p *byte
-		if r := d.call(d.drv.cuMemHostAlloc, uintptr(unsafe.Pointer(&p)), stageSmall, hostAllocDefault); r != success {
-			return d.drv.errorf(r, "cuMemHostAlloc(%d bytes) for the small staging buffer", stageSmall)
-		}
-		st.small = unsafe.Slice(p, stageSmall)
-	}
-	if r := d.callAndWait(s, d.drv.cuMemcpyDtoHAsync, uintptr(unsafe.Pointer(&st.small[0])), uintptr(src), uintptr(len(dst)), uintptr(s)); r != success {
-		return d.drv.errorf(r, "cuMemcpyDtoH(%#x, %d bytes through the small staging buffer, stream %#x)", uintptr(src), len(dst), uintptr(s))
-	}
-	copy(dst, st.small)
-	return nil
 }
 
 // stagedCopyToDevice copies src to dst, ordered on s, through the pinned buffers, then
@@ -160,12 +131,6 @@ func (d *Device) freeStaging() error {
 			}
 		}
 		st.buf[k], st.done[k], st.used[k] = nil, 0, false
-	}
-	if st.small != nil {
-		if r := d.call(d.drv.cuMemFreeHost, uintptr(unsafe.Pointer(&st.small[0]))); r != success {
-			errs = append(errs, d.drv.errorf(r, "cuMemFreeHost (the small staging buffer)"))
-		}
-		st.small = nil
 	}
 	return errors.Join(errs...)
 }
