@@ -149,8 +149,9 @@ func testMatmulBias(t *testing.T, s *suite) {
 // Linear's weight gradient reads the output's gradient transposed), against the
 // float64 references within the product's tolerance; and float64 operands, which it
 // declines (false) for Matmul and Sum to run. Which others it takes is the library's
-// choice (cuBLASLt 13.1 on an H100 has no BGRADB algorithm for float32): the test
-// logs it, and checks the values either way.
+// choice (cuBLASLt 13.1 on an H100 folds F32, F16 and BF16 where a is read transposed,
+// as a Linear's backward reads it, and none where it is not): the test logs it, and
+// checks the values either way.
 func testMatmulBiasGrad(t *testing.T, s *suite) {
 	if _, ok := s.tg.Backend.(kernels.BiasGradMatmul); !ok {
 		t.Skip("the backend sums no operand in a product")
