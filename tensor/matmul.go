@@ -113,15 +113,16 @@ func (r *linearBackward) backward(b *bwd) {
 		b.set(0, g.MatMul(b.saved(r.w)).Reshape(in[0].shape...))
 	}
 	wantB := len(in) > 2 && b.needs(2)
-	if b.needs(1) && wantB {
-		if dw, db := linearGrads(g, b.saved(r.x).Reshape(rows, nIn)); dw != nil {
-			b.set(1, dw)
-			b.set(2, db)
-			return
-		}
-	}
 	if b.needs(1) {
-		b.set(1, g.T().MatMul(b.saved(r.x).Reshape(rows, nIn)))
+		x := b.saved(r.x).Reshape(rows, nIn)
+		if wantB {
+			if dw, db := linearGrads(g, x); dw != nil {
+				b.set(1, dw)
+				b.set(2, db)
+				return
+			}
+		}
+		b.set(1, g.T().MatMul(x))
 	}
 	if wantB {
 		b.set(2, g.Sum(0))

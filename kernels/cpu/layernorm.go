@@ -9,16 +9,23 @@ import "math"
 // (rows floats each) for LayerNormBackward. y may be x. Moments accumulate in float64.
 func LayerNorm[T float](y, mean, rstd, x, w, b []T, rows, n int, eps float64) {
 	const op = "layer_norm"
-	checkLen(op, "x", len(x), rows*n)
-	checkLen(op, "y", len(y), rows*n)
-	checkLen(op, "mean", len(mean), rows)
-	checkLen(op, "rstd", len(rstd), rows)
+	checkRowStats(op, "y", len(x), len(y), len(mean), len(rstd), rows, n)
 	checkAffine(op, w, b, n)
 	parallelFor(rows, max(1, grain/max(n, 1)), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			mean[i], rstd[i] = layerNormRow(y[i*n:(i+1)*n], x[i*n:(i+1)*n], w, b, eps)
 		}
 	})
+}
+
+// checkRowStats panics unless x and the other row operand (named other: y, or g) hold
+// rows·n elements and mean and rstd rows each: the operands layer norm and its
+// backward share, whatever type their rows are stored in.
+func checkRowStats(op, other string, x, o, mean, rstd, rows, n int) {
+	checkLen(op, "x", x, rows*n)
+	checkLen(op, other, o, rows*n)
+	checkLen(op, "mean", mean, rows)
+	checkLen(op, "rstd", rstd, rows)
 }
 
 // layerNormRow is LayerNorm of one row into out (which may be row), returning the
@@ -57,10 +64,7 @@ func layerNormRow[T float](out, row, w, b []T, eps float64) (m, r T) {
 // deterministic.
 func LayerNormBackward[T float](dx, dw, db, g, x, mean, rstd, w []T, rows, n int) {
 	const op = "layer_norm backward"
-	checkLen(op, "x", len(x), rows*n)
-	checkLen(op, "g", len(g), rows*n)
-	checkLen(op, "mean", len(mean), rows)
-	checkLen(op, "rstd", len(rstd), rows)
+	checkRowStats(op, "g", len(x), len(g), len(mean), len(rstd), rows, n)
 	checkAffine(op, w, nil, n)
 	checkAffine(op, dw, db, n)
 	// This runs before dx, so dx may overwrite g.

@@ -121,10 +121,7 @@ func softmaxBackward16(op string, h half, dx, g, y []uint16, outer, n, inner int
 // layerNorm16 is LayerNorm over 16-bit x, y, w and b, with float32 mean and rstd.
 func layerNorm16(h half, y, x, w, b []uint16, mean, rstd []float32, rows, n int, eps float64) {
 	const op = "layer_norm"
-	checkLen(op, "x", len(x), rows*n)
-	checkLen(op, "y", len(y), rows*n)
-	checkLen(op, "mean", len(mean), rows)
-	checkLen(op, "rstd", len(rstd), rows)
+	checkRowStats(op, "y", len(x), len(y), len(mean), len(rstd), rows, n)
 	checkAffine(op, w, b, n)
 	wf, bf := h.all(w), h.all(b)
 	forRowBufs(rows, n, 1, func(i int, buf [][]float32) {
@@ -138,10 +135,7 @@ func layerNorm16(h half, y, x, w, b []uint16, mean, rstd []float32, rows, n int,
 // mean, rstd, dw and db.
 func layerNormBackward16(h half, dx, g, x, w []uint16, dw, db, mean, rstd []float32, rows, n int) {
 	const op = "layer_norm backward"
-	checkLen(op, "x", len(x), rows*n)
-	checkLen(op, "g", len(g), rows*n)
-	checkLen(op, "mean", len(mean), rows)
-	checkLen(op, "rstd", len(rstd), rows)
+	checkRowStats(op, "g", len(x), len(g), len(mean), len(rstd), rows, n)
 	checkAffine(op, w, nil, n)
 	checkAffine(op, dw, db, n)
 	layerNormDwdb(dw, db, rows, n, func(sw, sb *[chunk]float64, i, j0, cols int) {
