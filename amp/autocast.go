@@ -34,7 +34,7 @@ func Autocast(parent *tensor.Scope, dt dtype.DType, opts ...Option) (*tensor.Sco
 	switch {
 	case parent == nil:
 		return nil, fmt.Errorf("amp: Autocast to %v: no parent scope; make one with tensor.NewScope", dt)
-	case dt != dtype.F16 && dt != dtype.BF16:
+	case !dt.Is16():
 		return nil, fmt.Errorf("amp: Autocast to %v: only float16 and bfloat16 are autocast types; pass dtype.F16 or dtype.BF16", dt)
 	}
 	p := &policy{dt: dt, enabled: true, cache: true}

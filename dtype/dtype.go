@@ -64,6 +64,10 @@ func (d DType) Size() int {
 // IsFloat reports whether d is a floating-point type (F64, F32, F16, BF16).
 func (d DType) IsFloat() bool { return d == F32 || d == F16 || d == BF16 || d == F64 }
 
+// Is16 reports whether d is a 16-bit floating-point type (F16, BF16): the storage
+// types that kernels read into float32 and compute in it.
+func (d DType) Is16() bool { return d == F16 || d == BF16 }
+
 // IsValid reports whether d is one of the declared types other than Invalid.
 func (d DType) IsValid() bool { return d >= F32 && d <= F64 }
 

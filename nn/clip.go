@@ -109,7 +109,7 @@ func gradNorm(c *tensor.Scope, g *tensor.Tensor, p float64, first *tensor.Tensor
 	gs := c.Child()
 	defer gs.Close()
 	x := gs.Bind(g).Reshape(-1)
-	if dt := x.DType(); dt == dtype.F16 || dt == dtype.BF16 {
+	if x.DType().Is16() {
 		x = x.Cast(dtype.F32)
 	}
 	n := vectorNorm(x, p)

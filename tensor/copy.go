@@ -129,7 +129,7 @@ func holds(dst, src dtype.DType) bool {
 	case dst == dtype.F64:
 		return src != dtype.I64
 	case dst == dtype.F32:
-		return src == dtype.F16 || src == dtype.BF16
+		return src.Is16()
 	case dst == dtype.I64:
 		return src == dtype.I32
 	}

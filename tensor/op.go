@@ -302,7 +302,7 @@ func (c *call) rowStore(ts ...*Tensor) dtype.DType {
 	for _, t := range ts {
 		switch {
 		case t == nil:
-		case t.dt != dtype.F16 && t.dt != dtype.BF16 || dt != dtype.Invalid && t.dt != dt || !t.IsContiguous():
+		case !t.dt.Is16() || dt != dtype.Invalid && t.dt != dt || !t.IsContiguous():
 			return c.rowType()
 		default:
 			dt = t.dt

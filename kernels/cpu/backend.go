@@ -188,9 +188,6 @@ func (b *Backend) Matmul(dst, x, y kernels.Operand) {
 // every operand has it); row operands stored as F16 or BF16 (halves checks they share
 // it) compute in float32 (rows16.go), with float32 statistics.
 
-// is16 reports whether dt is a 16-bit float storage type.
-func is16(dt dtype.DType) bool { return dt == dtype.F16 || dt == dtype.BF16 }
-
 // halves is rows of a 16-bit operand of h's type.
 func halves(op string, o kernels.Operand, h half) []uint16 {
 	return rows[uint16](op, o, dtype.DType(h))
@@ -205,7 +202,7 @@ func (*Backend) LogSoftmax(dst, x kernels.Operand, outer, n, inner int) {
 }
 
 func softmaxOperands(op string, dst, x kernels.Operand, outer, n, inner int) {
-	if is16(x.DType) {
+	if x.DType.Is16() {
 		h := half(x.DType)
 		softmax16(op, h, halves(op, dst, h), halves(op, x, h), outer, n, inner, op == "log_softmax")
 		return
@@ -226,7 +223,7 @@ func (*Backend) LogSoftmaxBackward(dx, g, y kernels.Operand, outer, n, inner int
 }
 
 func softmaxBackwardOperands(op string, dx, g, y kernels.Operand, outer, n, inner int) {
-	if is16(y.DType) {
+	if y.DType.Is16() {
 		h := half(y.DType)
 		softmaxBackward16(op, h, halves(op, dx, h), halves(op, g, h), halves(op, y, h), outer, n, inner, op == "log_softmax backward")
 		return
@@ -239,7 +236,7 @@ func softmaxRowsBackward[T float](op string, dx, g, y kernels.Operand, outer, n,
 }
 
 func (*Backend) LayerNorm(y, mean, rstd, x, w, b kernels.Operand, rows, n int, eps float64) {
-	if is16(x.DType) {
+	if x.DType.Is16() {
 		const op = "layer_norm"
 		h := half(x.DType)
 		layerNorm16(h, halves(op, y, h), halves(op, x, h), halves(op, w, h), halves(op, b, h),
@@ -256,7 +253,7 @@ func layerNorm[T float](y, mean, rstd, x, w, b kernels.Operand, rows, n int, eps
 }
 
 func (*Backend) LayerNormBackward(dx, dw, db, g, x, mean, rstd, w kernels.Operand, rows, n int) {
-	if is16(x.DType) {
+	if x.DType.Is16() {
 		const op = "layer_norm backward"
 		h := half(x.DType)
 		layerNormBackward16(h, halves(op, dx, h), halves(op, g, h), halves(op, x, h), halves(op, w, h),
@@ -273,7 +270,7 @@ func layerNormBackward[T float](dx, dw, db, g, x, mean, rstd, w kernels.Operand,
 }
 
 func (*Backend) CrossEntropy(loss, lse, logits, labels kernels.Operand, n, c int, ignore int64) error {
-	if is16(logits.DType) {
+	if logits.DType.Is16() {
 		const op = "cross_entropy"
 		h := half(logits.DType)
 		v, err := crossEntropy16(h, floats[float32](op, lse), halves(op, logits, h), i64s(op, labels), n, c, ignore)
@@ -297,7 +294,7 @@ func crossEntropy[T float](loss, lse, logits, labels kernels.Operand, n, c int, 
 }
 
 func (*Backend) CrossEntropyBackward(dlogits, logits, lse, labels, g kernels.Operand, n, c int, ignore int64) {
-	if is16(logits.DType) {
+	if logits.DType.Is16() {
 		const op = "cross_entropy backward"
 		h := half(logits.DType)
 		crossEntropyBackward16(h, halves(op, dlogits, h), halves(op, logits, h), floats[float32](op, lse), i64s(op, labels),

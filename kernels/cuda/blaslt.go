@@ -163,7 +163,7 @@ func (b *Backend) ltMatmul(dst, x, y, vec kernels.Operand, epi int32) bool {
 		return false
 	}
 	dt := dst.DType
-	if (dt != dtype.F32 && dt != dtype.F16 && dt != dtype.BF16) || x.DType != dt || y.DType != dt || vec.DType != dt {
+	if (dt != dtype.F32 && !dt.Is16()) || x.DType != dt || y.DType != dt || vec.DType != dt {
 		return false
 	}
 	m, k, n := x.Shape[0], x.Shape[1], y.Shape[1]

@@ -32,7 +32,7 @@ func (b *Backend) Copy(dst, src kernels.Operand) {
 			Stream: dst.Mem.Stream}, cudadev.ArgBytes(w.bytes()))
 		return
 	}
-	if dst.DType == dtype.F32 && (src.DType == dtype.F16 || src.DType == dtype.BF16) && w.denseWords(4, 16, 8) &&
+	if dst.DType == dtype.F32 && src.DType.Is16() && w.denseWords(4, 16, 8) &&
 		b.launchWords(kCastToF32.of16(src.DType), hdrCastU, w.size/4, w.base[0], w.base[1], dst.Mem.Stream) {
 		// 16-bit to float32, both dense (4 elements: 16 bytes out, 8 in): a kernel of
 		// its own, at the memory's rate where copy_f32_i32 reaches 87% of it.

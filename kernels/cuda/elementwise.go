@@ -6,7 +6,6 @@ import (
 
 	"github.com/subletml/sublet/device"
 	cudadev "github.com/subletml/sublet/device/cuda"
-	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
 )
 
@@ -68,7 +67,7 @@ func (b *Backend) Unary(op kernels.UnaryOp, dst, x kernels.Operand) {
 	if !floatWalk(op.String(), &w, dst, x) {
 		return
 	}
-	if op == kernels.GeluTanh && (dst.DType == dtype.F16 || dst.DType == dtype.BF16) && x.DType == dst.DType &&
+	if op == kernels.GeluTanh && dst.DType.Is16() && x.DType == dst.DType &&
 		w.denseWords(8, 16, 16) && b.launchWords(kGeluTanh16.of16(dst.DType), hdrGeluU, w.size/8, w.base[0], w.base[1], dst.Mem.Stream) {
 		return
 	}

@@ -266,7 +266,7 @@ func (b *Backend) runReduction(r *reduction, mode int32, idx uint64, dst, src ke
 // output, in two pieces or more, each starting on 16 bytes and of whole 16-byte words
 // (what reduce_block reads as words alone, with no element before or after them).
 func sumAllWords(r *reduction, mode int32, src kernels.Operand) bool {
-	return (mode == hdrRedSum || mode == hdrRedMean) && (src.DType == dtype.F16 || src.DType == dtype.BF16) &&
+	return (mode == hdrRedSum || mode == hdrRedMean) && src.DType.Is16() &&
 		r.nOut == 1 && r.rrank == 1 && r.rstride[0] == 1 && r.pieces > 1 && r.src%16 == 0 && r.piece%8 == 0 && r.nRed%8 == 0
 }
 
@@ -274,7 +274,7 @@ func sumAllWords(r *reduction, mode int32, src kernels.Operand) bool {
 // output: a Max over rows of an F16 or BF16 input, each row dense, of whole 16-byte
 // words and starting on 16 bytes.
 func maxRowsWords(r *reduction, mode int32, src kernels.Operand) bool {
-	return mode == hdrRedMax && (src.DType == dtype.F16 || src.DType == dtype.BF16) && r.krank == 1 && r.rrank == 1 &&
+	return mode == hdrRedMax && src.DType.Is16() && r.krank == 1 && r.rrank == 1 &&
 		r.rstride[0] == 1 && r.nRed%8 == 0 && r.src%16 == 0 && r.kstride[1][0]%8 == 0
 }
 
