@@ -136,10 +136,11 @@ func (r *linearBackward) backward(b *bwd) {
 // that records (a gradient of the gradient) takes that path too, whose ops have
 // backward rules.
 func linearGrads(g, x *Tensor) (dw, db *Tensor) {
-	if k, _ := gpuKernels(g.st.dev); k == nil {
-		return nil, nil // no op to start: only the GPU's kernels have such a product
+	const op = "linear backward"
+	if _, ok := kernelsFor(op, g.st.dev, []*Tensor{g, x}).(kernels.BiasGradMatmul); !ok {
+		return nil, nil // no op to start where the kernels have no such product
 	}
-	c := begin("linear backward", g, x)
+	c := begin(op, g, x)
 	g, x = c.in[0], c.in[1]
 	bm, ok := c.k.(kernels.BiasGradMatmul)
 	if !ok || c.recording() || g.dt != x.dt || !g.IsContiguous() || !x.IsContiguous() {
