@@ -17,7 +17,11 @@
 #                            binaries share most of their bytes, so they pack to a
 #                            fraction of what xz's default 8 MiB window gives, and fit
 #                            the 64 MiB carry (256 MiB gave 32.8 MB, 768 MiB 29.0 MB on
-#                            2026-12-06, when the tracked tree was 34.2 MB; ~8 minutes)
+#                            2026-12-06, when the tracked tree was 34.2 MB; ~8 minutes).
+#                            XZ_PRESET (default 6e) trades size for time: 2 packed
+#                            the same 906 MB of binaries into 34.8 MB in about 2
+#                            minutes, for a call that leaves kernels/cuda/gen/*.ptx
+#                            and *.fatbin behind (docs/gpu.md, "One command")
 #   .gpu/tests.txt           one line per test binary: "PACKAGE_DIR BINARY"; the binary
 #                            must run with PACKAGE_DIR as working directory (testdata)
 #   .gpu/bench/              a copy of /work/shared/bench (PyTorch scripts)
@@ -59,7 +63,7 @@ for pkg in $GPU_PKGS; do
 done
 cp -r "$BENCH_SRC" .gpu/bench
 chmod -R u+w .gpu/bench
-tar -C .gpu -cf - bin | xz -T1 --lzma2=preset=6e,dict=768MiB >.gpu/bin.tar.xz
+tar -C .gpu -cf - bin | xz -T1 --lzma2=preset=${XZ_PRESET:-6e},dict=768MiB >.gpu/bin.tar.xz
 du -sh .gpu/bin.tar.xz .gpu/bench | awk '{print "build.sh: " $2 " is " $1}' >&2
 echo "build.sh: carry .gpu/bin.tar.xz, .gpu/bench and .gpu/tests.txt (limit: 64 MiB with the working tree)" >&2
 if [[ -n $failed ]]; then
