@@ -69,8 +69,8 @@ type Backend interface {
 	Sum(dst, src Operand)
 	Mean(dst, src Operand)
 	// SumSquares is Sum of the squares of src's elements, each squared in the type Sum
-	// reads it in (float32, or float64 when dst or src is F64) and summed as Sum sums:
-	// x·x then Sum in one pass, with the same bits. dst is floating.
+	// reads it in (float32, or float64 when dst or src is F64) and summed as Sum sums
+	// src's elements, in the same order: x·x then Sum in one pass. dst is floating.
 	SumSquares(dst, src Operand)
 	// Max writes into dst (optional) the largest element of src over the one dimension
 	// where idx has size 1 (NaN wins), and its first position along it into the

@@ -84,6 +84,15 @@ func TestVariantsTakeTheSameArguments(t *testing.T) {
 			require.NotEmpty(t, params[f16], f16)
 			assert.Equal(t, params[f16], params[bf16], "%s and %s", f16, bf16)
 			continue
+		case formWords:
+			// One kernel for each of float32, F16 and BF16, taking the same arguments.
+			for dt, suf := range map[dtype.DType]string{dtype.F16: "_f16", dtype.BF16: "_bf16"} {
+				k := entries[base.stored(dt)].name
+				assert.Equal(t, b.name+suf, k)
+				require.NotEmpty(t, params[entries[base].name], entries[base].name)
+				assert.Equal(t, params[entries[base].name], params[k], "%s and %s", k, entries[base].name)
+			}
+			continue
 		case formStore:
 			// The F16 and BF16 rows' kernels take the float32 ones' arguments.
 			for _, dt := range []dtype.DType{dtype.F16, dtype.BF16} {
@@ -157,9 +166,12 @@ func exercise(b *Backend) {
 		b.Fill(dst, 1.5)
 		b.Sum(o.dense(dt, 1, 5), x)
 		b.Mean(o.dense(dt, 4, 1), x)
-		b.Sum(o.dense(dt), o.dense(dt, 3, 1<<16)) // pieces
+		b.Sum(o.dense(dt), o.dense(dt, 3, 1<<16))  // pieces
+		b.Sum(o.dense(dt), o.dense(dt, 80, 1<<15)) // pieces for a finishing block
 		b.Sum(o.dense(dt, 64), o.dense(dt, 1<<16, 64))
+		b.Sum(o.dense(dt, 36), o.dense(dt, 256, 36))                            // columns of 4, not of 16 bytes: reduce_cols
 		b.Sum(o.dense(dt, 8, 1), o.dense(dt, 8, 100))                           // a warp a row
+		b.Sum(o.dense(dt, 8, 1), o.dense(dt, 8, 64))                            // 16-bit rows of words: sum_rows
 		b.Max(o.dense(dt, 8, 1), o.dense(dtype.I64, 8, 1), o.dense(dt, 8, 100)) // a warp a row
 		b.Max(o.dense(dt, 8, 1), o.dense(dtype.I64, 8, 1), o.dense(dt, 8, 64))  // 16-bit rows of words: max_rows
 		idx := o.dense(dtype.I64, 4, 1)

@@ -34,14 +34,21 @@
 //     and library. Reductions (Sum, Mean, Max, softmax, layer norm, losses) use no
 //     float atomics: each output's elements are cut into pieces whose bounds depend on
 //     the shapes alone, folded by one thread or by one block in a fixed tree, and
-//     combined in piece order; sums accumulate in float64, as kernels/cpu's do. Where
-//     one launch does it all (cross-entropy's forward, the sum of a whole 16-bit
-//     tensor), the last block to take a ticket (an integer atomic in the stream's
-//     scratch, after a __threadfence; common.cuh's last_block) combines the blocks'
-//     parts in the order the two-launch path would. Kernels of one op over contiguous
-//     16-bit words (cast_to_f32, gelu_tanh, sum_all, max_rows), taken only where the
-//     operands are dense, whole words and aligned, do the same arithmetic in the same
-//     order as the general kernels, so the bits do not depend on which ran.
+//     combined in piece order; sums accumulate in float64, as kernels/cpu's do, but
+//     for the runs below. Where one launch does it all (cross-entropy's forward, the
+//     sum of a whole 16-bit tensor, column sums over 16-byte words), the last block to
+//     take a ticket (an integer atomic in the stream's scratch, after a __threadfence;
+//     common.cuh's last_of) combines the blocks' parts in piece order. Kernels of one
+//     op over contiguous 16-bit words (cast_to_f32, gelu_tanh, max_rows), taken only
+//     where the operands are dense, whole words and aligned, give the bits of the
+//     general kernels. The sums over 16-byte words (sum_all and sum_rows of F16 and
+//     BF16, sum_cols of float32, F16 and BF16 over dense columns) add a thread's few
+//     elements of one output read in one round (4 or 8, 16-byte words apart) in float32
+//     first and that run into the float64 sum (float32 columns: each element into
+//     float64): a conversion and a float64 addition a run, not an element, at most
+//     7·2⁻²⁴ of the run's magnitudes off. Their order, and so their bits, depends on
+//     the shapes and the input's 16-byte phase alone, and differs from the general
+//     kernels' (which a view off the words' alignment takes).
 //     EmbeddingBackward gives each element of the gradient to one thread, which adds
 //     the rows that land on it in index order. cuBLAS products are deterministic for a
 //     given workspace configuration (CUBLAS_WORKSPACE_CONFIG).

@@ -104,6 +104,8 @@ const (
 	kMaxBackward
 	kSumAll  // form16: Sum or Mean of all of a dense F16 or BF16 input, one launch
 	kMaxRows // form16: Max over dense rows of F16 or BF16, a warp a row
+	kSumRows // form16: Sum, Mean or SumSquares over dense rows of F16 or BF16, a warp a row
+	kSumCols // formWords: Sum, Mean or SumSquares over the rows of dense columns, one launch
 	// famAmp.
 	kUnscale      // formWalk
 	kUnscaleMulti // formOne: the compute type follows each gradient's type
@@ -179,7 +181,7 @@ func (k kernel) in(f64 bool) kernel {
 }
 
 // stored is the variant of a formStore base k for rows stored as dt: _f32, _f16, _f64
-// or _bf16.
+// or _bf16 (of a formWords base: _f32, _f16 or _bf16).
 func (k kernel) stored(dt dtype.DType) kernel {
 	switch dt {
 	case dtype.F16:
@@ -212,6 +214,7 @@ const (
 	formRegs16             // NAME_f16, NAME_f16_v16, NAME_bf16, NAME_bf16_v16 (vRegsBF16, vV16)
 	formWalk16             // NAME_f16_i32, NAME_f16_i64, NAME_bf16_i32, NAME_bf16_i64 (vRegsBF16, vWide)
 	form16                 // NAME_f16, NAME_bf16 (vRegsBF16): one op over contiguous 16-bit operands
+	formWords              // NAME_f32, NAME_f16, NAME_bf16 (formStore's variants): 16-byte words of each
 )
 
 // bases lists each base's family, name and form, in the order of the constants.
@@ -246,6 +249,8 @@ var bases = [numKernels / variants]struct {
 	kMaxBackward / variants:                {famReduce, "max_backward", formTyped},
 	kSumAll / variants:                     {famReduce, "sum_all", form16},
 	kMaxRows / variants:                    {famReduce, "max_rows", form16},
+	kSumRows / variants:                    {famReduce, "sum_rows", form16},
+	kSumCols / variants:                    {famReduce, "sum_cols", formWords},
 	kUnscale / variants:                    {famAmp, "unscale", formWalk},
 	kUnscaleMulti / variants:               {famAmp, "unscale_multi", formOne},
 	kCrossEntropyBackward / variants:       {famLoss, "cross_entropy_backward", formWalk},
@@ -319,6 +324,7 @@ var entries = func() (e [numKernels]struct {
 		formRegs16: {"_f16", "_f16_v16", "_bf16", "_bf16_v16"},
 		formWalk16: {"_f16_i32", "_f16_i64", "_bf16_i32", "_bf16_i64"},
 		form16:     {"_f16", "", "_bf16", ""},
+		formWords:  {"_f32", "_f16", "", "_bf16"},
 	}
 	for i, b := range bases {
 		for v, suf := range suffixes[b.form] {

@@ -122,6 +122,15 @@ const (
 	colsMinRows      = 4 * hdrColsY * hdrColsU
 )
 
+// Column sums over 16-byte words (sum_cols in src/reduce.cu): a block takes hdrCwX words
+// of a row (a column group) and a piece of the rows; colsWordBlocks blocks, two on each
+// of an H100's or H200's 132 SMs, each thread at least colsWordMinRows/hdrCwY rows of
+// its piece (two rounds of hdrCwU).
+const (
+	colsWordBlocks  = 264
+	colsWordMinRows = 2 * hdrCwY * hdrCwU
+)
+
 // warpElements is the most elements per output a warp folds alone (reduce_warp);
 // longer outputs take a block a piece.
 const warpElements = 8192
@@ -144,6 +153,26 @@ func columnsDense(r *reduction, src kernels.Operand) bool {
 // partials within the scratch (pieceCount).
 func colPieces(nRed, nOut, groups int64) (piece, pieces int64) {
 	want := max(1, min((colsBlocksWanted+groups-1)/groups, nRed/colsMinRows))
+	return pieceCount(nRed, nOut, (nRed+want-1)/want)
+}
+
+// columnWords reports whether sum_cols can take r, a float32 sum over the rows of a
+// matrix of F32, F16 or BF16 whose columns are the outputs: one kept and one reduced
+// dimension after merging, the kept one dense, its length and the row stride whole
+// 16-byte words, and the input on 16 bytes.
+func columnWords(r *reduction, src kernels.Operand) bool {
+	if src.DType != dtype.F32 && !src.DType.Is16() {
+		return false
+	}
+	n := int64(16 / src.DType.Size())
+	return r.krank == 1 && r.rrank == 1 && r.kstride[1][0] == 1 && r.nOut%n == 0 && r.rstride[0]%n == 0 && r.src%16 == 0
+}
+
+// colWordPieces cuts the nRed rows of sum_cols over groups column groups into pieces:
+// enough for colsWordBlocks blocks, each at least colsWordMinRows rows, their partials
+// within the scratch (pieceCount).
+func colWordPieces(nRed, nOut, groups int64) (piece, pieces int64) {
+	want := max(1, min((colsWordBlocks+groups-1)/groups, nRed/colsWordMinRows))
 	return pieceCount(nRed, nOut, (nRed+want-1)/want)
 }
 
@@ -215,6 +244,9 @@ func (b *Backend) runReduction(r *reduction, mode int32, idx uint64, dst, src ke
 	// output of up to warpElements elements, a block per piece of a longer one.
 	keptInner, redInner := r.kstride[1][r.krank-1], r.rstride[r.rrank-1]
 	thread := r.nRed <= 32 || (r.nOut >= 32 && keptInner < redInner)
+	if thread && mode != hdrRedMax && !f64 && columnWords(r, src) && b.sumCols(r, mode, src.DType, s) {
+		return
+	}
 	cols := thread && mode != hdrRedMax && columnsDense(r, src)
 	var k kernel
 	var cfg cudadev.LaunchConfig
@@ -242,8 +274,12 @@ func (b *Backend) runReduction(r *reduction, mode int32, idx uint64, dst, src ke
 		return
 	}
 	defer sc.unlock()
-	if k == kReduceWarp && maxRowsWords(r, mode, src) {
-		b.launch(kMaxRows.of16(src.DType), cfg, cudadev.ArgBytes(r.bytes()), cudadev.ArgUint64(idx))
+	if k == kReduceWarp && rowsWords(r, src) {
+		if mode == hdrRedMax {
+			b.launch(kMaxRows.of16(src.DType), cfg, cudadev.ArgBytes(r.bytes()), cudadev.ArgUint64(idx))
+		} else {
+			b.launch(kSumRows.of16(src.DType), cfg, cudadev.ArgBytes(r.bytes()), cudadev.ArgInt32(mode))
+		}
 		return
 	}
 	if k == kReduceBlock && sumAllWords(r, mode, src) {
@@ -270,12 +306,38 @@ func sumAllWords(r *reduction, mode int32, src kernels.Operand) bool {
 		r.nOut == 1 && r.rrank == 1 && r.rstride[0] == 1 && r.pieces > 1 && r.src%16 == 0 && r.piece%8 == 0 && r.nRed%8 == 0
 }
 
-// maxRowsWords reports whether max_rows takes r, a float32 reduction with a warp per
-// output: a Max over rows of an F16 or BF16 input, each row dense, of whole 16-byte
-// words and starting on 16 bytes.
-func maxRowsWords(r *reduction, mode int32, src kernels.Operand) bool {
-	return mode == hdrRedMax && src.DType.Is16() && r.krank == 1 && r.rrank == 1 &&
+// rowsWords reports whether max_rows (a Max) or sum_rows (a Sum, Mean or SumSquares)
+// takes r, a float32 reduction with a warp per output: over rows of an F16 or BF16
+// input, each row dense, of whole 16-byte words and starting on 16 bytes.
+func rowsWords(r *reduction, src kernels.Operand) bool {
+	return src.DType.Is16() && r.krank == 1 && r.rrank == 1 &&
 		r.rstride[0] == 1 && r.nRed%8 == 0 && r.src%16 == 0 && r.kstride[1][0]%8 == 0
+}
+
+// sumCols launches sum_cols over r (columnWords holds) in mode on stream s: a block per
+// column group and piece of the rows; with several pieces their partials go to the
+// stream's scratch and the last block of the groups sharing a ticket (one ticket per
+// group while there are enough) combines them. It reports false, launching nothing,
+// where that grid would not fit a launch.
+func (b *Backend) sumCols(r *reduction, mode int32, dt dtype.DType, s device.Stream) bool {
+	groups := (r.nOut + hdrCwX*int64(16/dt.Size()) - 1) / (hdrCwX * int64(16/dt.Size()))
+	r.piece, r.pieces = colWordPieces(r.nRed, r.nOut, groups)
+	if groups*r.pieces > 1<<31-1 {
+		return false
+	}
+	sc, ok := b.partials(s, r.pieces)
+	if !ok {
+		return true
+	}
+	defer sc.unlock()
+	var tickets uint64
+	if sc != nil {
+		tickets = uint64(sc.ticket())
+	}
+	cfg := cudadev.LaunchConfig{Grid: cudadev.Dim3{X: uint32(groups * r.pieces)}, Block: cudadev.Dim3{X: block}, Stream: s}
+	b.launch(kSumCols.stored(dt), cfg, cudadev.ArgBytes(r.bytes()), cudadev.ArgInt32(mode), cudadev.ArgUint64(sc.addr()),
+		cudadev.ArgUint64(tickets), cudadev.ArgInt32(int32(min(groups, ticketBytes/4))))
+	return true
 }
 
 // MaxBackward zeroes dx, then writes g at the positions idx names. An index outside

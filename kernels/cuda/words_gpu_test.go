@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
+	"github.com/subletml/sublet/kernels/cuda"
 )
 
 // TestWordKernelsSameBitsAsWalk: the kernels of contiguous 16-bit words (the cast to
@@ -95,30 +97,174 @@ func TestSumAllOnePass(t *testing.T) {
 }
 
 // TestMaxRowsSameBitsAsWalk: max_rows finds the values and positions reduce_warp finds
-// (a view one element into its block takes the latter), over rows of 1024 holding every
-// F16 or BF16 bit pattern once, shuffled: NaNs, infinities, signed zeros and ties.
+// (a view one element into its block takes the latter), over rows holding every F16 or
+// BF16 bit pattern, shuffled: NaNs, infinities, signed zeros and ties; rows of 1024 (a
+// round of words a lane), of 8192 (several rounds), of 264 and of 40 (rounds short of
+// words, lanes without any).
 func TestMaxRowsSameBitsAsWalk(t *testing.T) {
 	dev, al, b := gpu(t)
 	m := gpuMemory{dev, al}
-	const n, cols = 1 << 16, 1024
-	in := make([]byte, 2*n)
-	for i := range n {
-		binary.LittleEndian.PutUint16(in[2*i:], uint16(i*7919))
+	const all = 1 << 16
+	for _, cols := range []int{1024, 8192, 264, 40} {
+		rows := all / cols
+		n := rows * cols
+		in := make([]byte, 2*n)
+		for i := range n {
+			binary.LittleEndian.PutUint16(in[2*i:], uint16(i*7919))
+		}
+		for _, dt := range []dtype.DType{dtype.F16, dtype.BF16} {
+			var got [2][]byte
+			for off := range 2 {
+				x := kernels.Operand{Layout: kernels.Layout{Shape: []int{rows, cols}, Strides: []int{cols, 1}, Offset: off}, DType: dt, Mem: m.Alloc(t, int64(2*(n+off)))}
+				m.Write(t, x.Mem, append(make([]byte, 2*off), in...))
+				v := kernels.Operand{Layout: kernels.Contiguous(rows, 1), DType: dt, Mem: m.Alloc(t, int64(2*rows))}
+				idx := kernels.Operand{Layout: kernels.Contiguous(rows, 1), DType: dtype.I64, Mem: m.Alloc(t, int64(8*rows))}
+				b.Max(v, idx, x)
+				got[off] = append(m.Read(t, v.Mem), m.Read(t, idx.Mem)...)
+				for _, o := range []kernels.Operand{x, v, idx} {
+					m.Free(t, o.Mem)
+				}
+			}
+			require.NoError(t, b.Check())
+			assert.Equal(t, got[1], got[0], "%v rows of %d: values and positions of max_rows (offset 0) and reduce_warp (offset 1)", dt, cols)
+		}
 	}
-	for _, dt := range []dtype.DType{dtype.F16, dtype.BF16} {
-		var got [2][]byte
-		for off := range 2 {
-			x := kernels.Operand{Layout: kernels.Layout{Shape: []int{n / cols, cols}, Strides: []int{cols, 1}, Offset: off}, DType: dt, Mem: m.Alloc(t, int64(2*(n+off)))}
-			m.Write(t, x.Mem, append(make([]byte, 2*off), in...))
-			v := kernels.Operand{Layout: kernels.Contiguous(n/cols, 1), DType: dt, Mem: m.Alloc(t, 2*n/cols)}
-			idx := kernels.Operand{Layout: kernels.Contiguous(n/cols, 1), DType: dtype.I64, Mem: m.Alloc(t, 8*n/cols)}
-			b.Max(v, idx, x)
-			got[off] = append(m.Read(t, v.Mem), m.Read(t, idx.Mem)...)
-			for _, o := range []kernels.Operand{x, v, idx} {
-				m.Free(t, o.Mem)
+}
+
+// sumOver runs Sum, Mean or SumSquares (mode 0, 1, 2) of the [rows, cols] matrix of dt
+// whose elements are vals (rounded to dt already), placed off elements into its block
+// (off 0: on 16 bytes), over dimension dim into float32, and returns the results.
+func sumOver(t *testing.T, b *cuda.Backend, m gpuMemory, dt dtype.DType, vals []float64, rows, cols, off, dim, mode int) []float32 {
+	t.Helper()
+	n := rows * cols
+	data := make([]byte, dt.Size()*(n+off))
+	for i, v := range vals {
+		switch dt {
+		case dtype.F32:
+			binary.LittleEndian.PutUint32(data[4*(i+off):], math.Float32bits(float32(v)))
+		case dtype.F16:
+			binary.LittleEndian.PutUint16(data[2*(i+off):], dtype.F32ToF16(float32(v)))
+		default:
+			binary.LittleEndian.PutUint16(data[2*(i+off):], dtype.F32ToBF16(float32(v)))
+		}
+	}
+	x := kernels.Operand{Layout: kernels.Layout{Shape: []int{rows, cols}, Strides: []int{cols, 1}, Offset: off}, DType: dt, Mem: m.Alloc(t, int64(len(data)))}
+	m.Write(t, x.Mem, data)
+	shape := []int{1, cols}
+	if dim == 1 {
+		shape = []int{rows, 1}
+	}
+	nOut := shape[0] * shape[1]
+	out := kernels.Operand{Layout: kernels.Contiguous(shape...), DType: dtype.F32, Mem: m.Alloc(t, int64(4*nOut))}
+	[]func(dst, src kernels.Operand){b.Sum, b.Mean, b.SumSquares}[mode](out, x)
+	raw := m.Read(t, out.Mem)
+	got := make([]float32, nOut)
+	for i := range got {
+		got[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	m.Free(t, x.Mem)
+	m.Free(t, out.Mem)
+	require.NoError(t, b.Check())
+	return got
+}
+
+// refSums returns the float64 sums (of squares for mode 2, means for mode 1) of vals,
+// a [rows, cols] matrix, over dimension dim, and the sums of their magnitudes.
+func refSums(vals []float64, rows, cols, dim, mode int) (want, mag []float64) {
+	nOut := cols
+	if dim == 1 {
+		nOut = rows
+	}
+	want, mag = make([]float64, nOut), make([]float64, nOut)
+	for i, v := range vals {
+		o := i % cols
+		if dim == 1 {
+			o = i / cols
+		}
+		if mode == 2 {
+			v *= v
+		}
+		want[o] += v
+		mag[o] += math.Abs(v)
+	}
+	if mode == 1 {
+		per := float64(len(vals) / nOut)
+		for o := range want {
+			want[o] *= 1 / per
+			mag[o] *= 1 / per
+		}
+	}
+	return want, mag
+}
+
+// sumShapes are the [rows, cols] matrices the word kernels' tests reduce: one row, one
+// piece, pieces of a group half full, columns in many groups (more than there are
+// tickets, for 16-bit and float32 columns), rows of many words.
+var sumShapes = [][2]int{{1, 8}, {7, 40}, {129, 1032}, {5000, 40}, {300, 16640}, {300, 8320}, {3, 8192}, {64, 1024}}
+
+// TestWordSumsExact: sum_cols (Sum(0) on 16 bytes) and sum_rows (Sum(1) of 16-bit rows)
+// give the exact sums, means and sums of squares of values k/32 (|k| <= 256), whose
+// every partial sum is exact in float and in double whatever the order, rounded once:
+// as the general kernels (the same matrix one element into its block) do, launch after
+// launch (the tickets are back to 0 after each), for every type and shape of sumShapes.
+func TestWordSumsExact(t *testing.T) {
+	dev, al, b := gpu(t)
+	m := gpuMemory{dev, al}
+	for _, dt := range []dtype.DType{dtype.F32, dtype.F16, dtype.BF16} {
+		for _, sh := range sumShapes {
+			rows, cols := sh[0], sh[1]
+			vals := make([]float64, rows*cols)
+			for i := range vals {
+				vals[i] = float64(i*7919%513-256) / 32
+			}
+			for dim := range 2 {
+				if dim == 1 && dt == dtype.F32 {
+					continue // float32 rows keep reduce_warp
+				}
+				for mode := range 3 {
+					want, _ := refSums(vals, rows, cols, dim, mode)
+					for run := range 3 {
+						for _, off := range []int{0, 1} {
+							got := sumOver(t, b, m, dt, vals, rows, cols, off, dim, mode)
+							for o, w := range want {
+								require.Equal(t, float32(w), got[o], "%v [%d, %d] dim %d mode %d offset %d launch %d: output %d", dt, rows, cols, dim, mode, off, run, o)
+							}
+						}
+					}
+				}
 			}
 		}
-		require.NoError(t, b.Check())
-		assert.Equal(t, got[1], got[0], "%v: values and positions of max_rows (offset 0) and reduce_warp (offset 1)", dt)
+	}
+}
+
+// TestWordSumsWithinTolerance: over values uniform in [-4, 4), sum_cols and sum_rows
+// (their float runs included) stay within the conformance suite's tolerance of float64
+// sums (1e-6 of the sum of magnitudes), as the general kernels do, and give the same
+// bits launch after launch.
+func TestWordSumsWithinTolerance(t *testing.T) {
+	dev, al, b := gpu(t)
+	m := gpuMemory{dev, al}
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, dt := range []dtype.DType{dtype.F32, dtype.F16, dtype.BF16} {
+		for _, sh := range sumShapes {
+			rows, cols := sh[0], sh[1]
+			vals := make([]float64, rows*cols)
+			for i := range vals {
+				vals[i] = dt.Round(r.Float64()*8 - 4)
+			}
+			for dim := range 2 {
+				for mode := range 3 {
+					want, mag := refSums(vals, rows, cols, dim, mode)
+					for _, off := range []int{0, 1} {
+						got := sumOver(t, b, m, dt, vals, rows, cols, off, dim, mode)
+						again := sumOver(t, b, m, dt, vals, rows, cols, off, dim, mode)
+						require.Equal(t, got, again, "%v [%d, %d] dim %d mode %d offset %d: run again", dt, rows, cols, dim, mode, off)
+						for o, w := range want {
+							assert.InDelta(t, w, float64(got[o]), 1e-6*mag[o]+1e-30, "%v [%d, %d] dim %d mode %d offset %d: output %d", dt, rows, cols, dim, mode, off, o)
+						}
+					}
+				}
+			}
+		}
 	}
 }

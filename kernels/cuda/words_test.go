@@ -124,36 +124,108 @@ func TestSumAllWhereOperandsAllow(t *testing.T) {
 	}
 }
 
-// TestMaxRowsWhereOperandsAllow: Max over dense F16 or BF16 rows of whole words on 16
-// bytes (a warp a row) is max_rows; anything else keeps reduce_warp.
-func TestMaxRowsWhereOperandsAllow(t *testing.T) {
+// TestRowWordsWhereOperandsAllow: Max over dense F16 or BF16 rows of whole words on 16
+// bytes (a warp a row) is max_rows, with the positions' address; Sum, Mean and
+// SumSquares are sum_rows, with the mode; anything else keeps reduce_warp.
+func TestRowWordsWhereOperandsAllow(t *testing.T) {
 	b, rec := newRecording(t)
 	var o operands
 	for _, dt := range []dtype.DType{dtype.F16, dtype.BF16} {
 		for _, c := range []struct {
 			name     string
 			dst, src kernels.Operand
-			want     kernel
+			words    bool
+			general  kernel
 		}{
-			{"rows of 1024", o.dense(dt, 64, 1), o.dense(dt, 64, 1024), kMaxRows.of16(dt)},
-			{"into F32", o.dense(dtype.F32, 64, 1), o.dense(dt, 64, 1024), kMaxRows.of16(dt)},
-			{"positions only", kernels.Operand{}, o.dense(dt, 64, 1024), kMaxRows.of16(dt)},
-			{"rows of 1020", o.dense(dt, 64, 1), o.dense(dt, 64, 1020), kReduceWarp},
-			{"rows off 16 bytes", o.dense(dt, 4, 1), o.over(dt, kernels.Layout{Shape: []int{4, 1024}, Strides: []int{1028, 1}}, 4*1028), kReduceWarp},
-			{"input off 16 bytes", o.dense(dt, 4, 1), o.over(dt, kernels.Layout{Shape: []int{4, 1024}, Strides: []int{1024, 1}, Offset: 1}, 4*1024+1), kReduceWarp},
-			{"into F64", o.dense(dtype.F64, 64, 1), o.dense(dt, 64, 1024), kReduceWarp.in(true)},
+			{"rows of 1024", o.dense(dt, 64, 1), o.dense(dt, 64, 1024), true, kReduceWarp},
+			{"into F32", o.dense(dtype.F32, 64, 1), o.dense(dt, 64, 1024), true, kReduceWarp},
+			{"positions only", kernels.Operand{}, o.dense(dt, 64, 1024), true, kReduceWarp},
+			{"rows of 1020", o.dense(dt, 64, 1), o.dense(dt, 64, 1020), false, kReduceWarp},
+			{"rows off 16 bytes", o.dense(dt, 4, 1), o.over(dt, kernels.Layout{Shape: []int{4, 1024}, Strides: []int{1028, 1}}, 4*1028), false, kReduceWarp},
+			{"input off 16 bytes", o.dense(dt, 4, 1), o.over(dt, kernels.Layout{Shape: []int{4, 1024}, Strides: []int{1024, 1}, Offset: 1}, 4*1024+1), false, kReduceWarp},
+			{"into F64", o.dense(dtype.F64, 64, 1), o.dense(dt, 64, 1024), false, kReduceWarp.in(true)},
 		} {
-			idx := o.dense(dtype.I64, 64, 1)
-			if c.src.Shape[0] == 4 {
-				idx = o.dense(dtype.I64, 4, 1)
-			}
+			rows := c.src.Shape[0]
+			idx := o.dense(dtype.I64, rows, 1)
 			b.Max(c.dst, idx, c.src)
 			l, _ := rec.take()
 			require.Len(t, l, 1, "%v %s", dt, c.name)
-			assert.Equal(t, c.want, l[0].k, "%v %s", dt, c.name)
-			if c.want == kMaxRows.of16(dt) {
+			if c.words {
+				assert.Equal(t, kMaxRows.of16(dt), l[0].k, "%v %s", dt, c.name)
 				assert.Equal(t, addr(idx), l[0].args[1].bits, "%v %s", dt, c.name)
+			} else {
+				assert.Equal(t, c.general, l[0].k, "%v %s", dt, c.name)
+			}
+			if c.dst.Absent() {
+				continue
+			}
+			for _, m := range []struct {
+				mode int32
+				run  func(dst, src kernels.Operand)
+			}{{hdrRedSum, b.Sum}, {hdrRedMean, b.Mean}, {hdrRedSumSq, b.SumSquares}} {
+				m.run(c.dst, c.src)
+				l, _ := rec.take()
+				require.Len(t, l, 1, "%v %s", dt, c.name)
+				if c.words {
+					assert.Equal(t, kSumRows.of16(dt), l[0].k, "%v %s", dt, c.name)
+					assert.Equal(t, uint64(m.mode), l[0].args[1].bits, "%v %s: the mode", dt, c.name)
+				} else {
+					assert.Equal(t, c.general, l[0].k, "%v %s", dt, c.name)
+				}
 			}
 		}
+	}
+}
+
+// TestSumColsWhereOperandsAllow: a float32 Sum, Mean or SumSquares over the rows of a
+// matrix of F32, F16 or BF16 whose columns are dense, whole 16-byte words and on 16 bytes
+// is one launch of sum_cols: a block per column group and piece of the rows, about
+// colsWordBlocks of them, with the stream's scratch and its tickets where there are
+// several pieces; anything else keeps reduce_cols or reduce_thread.
+func TestSumColsWhereOperandsAllow(t *testing.T) {
+	b, rec := newRecording(t)
+	var o operands
+	for _, c := range []struct {
+		name           string
+		dst, src       kernels.Operand
+		want           []kernel
+		groups, pieces int64
+	}{
+		{"F32 bias gradient", o.dense(dtype.F32, 1024), o.dense(dtype.F32, 65536, 1024), []kernel{kSumCols}, 8, 33},
+		{"F16", o.dense(dtype.F16, 1, 1024), o.dense(dtype.F16, 65536, 1024), []kernel{kSumCols.stored(dtype.F16)}, 4, 66},
+		{"BF16 into F32", o.dense(dtype.F32, 1024), o.dense(dtype.BF16, 65536, 1024), []kernel{kSumCols.stored(dtype.BF16)}, 4, 66},
+		{"F16 of 4096 columns", o.dense(dtype.F16, 4096), o.dense(dtype.F16, 4096, 4096), []kernel{kSumCols.stored(dtype.F16)}, 16, 17},
+		{"one piece", o.dense(dtype.F32, 8), o.dense(dtype.F32, 6, 8), []kernel{kSumCols}, 1, 1},
+		{"a group half full", o.dense(dtype.BF16, 40), o.dense(dtype.BF16, 5000, 40), []kernel{kSumCols.stored(dtype.BF16)}, 1, 39},
+		{"rows apart by more than their length", o.dense(dtype.F32, 40),
+			o.over(dtype.F32, kernels.Layout{Shape: []int{500, 40}, Strides: []int{44, 1}}, 500*44), []kernel{kSumCols}, 1, 3},
+		{"F16 columns of 4", o.dense(dtype.F16, 36), o.dense(dtype.F16, 256, 36), []kernel{kReduceCols, kReduceFinish}, 0, 0},
+		{"input off 16 bytes", o.dense(dtype.F32, 8),
+			o.over(dtype.F32, kernels.Layout{Shape: []int{8, 8}, Strides: []int{8, 1}, Offset: 2}, 66), []kernel{kReduceThread}, 0, 0},
+		{"into F64", o.dense(dtype.F64, 1024), o.dense(dtype.F32, 4096, 1024), []kernel{kReduceCols.in(true), kReduceFinish.in(true)}, 0, 0},
+		{"F64", o.dense(dtype.F64, 1024), o.dense(dtype.F64, 4096, 1024), []kernel{kReduceCols.in(true), kReduceFinish.in(true)}, 0, 0},
+	} {
+		b.Sum(c.dst, c.src)
+		l, _ := rec.take()
+		var got []kernel
+		for _, x := range l {
+			got = append(got, x.k)
+		}
+		require.Equal(t, c.want, got, c.name)
+		if c.groups == 0 {
+			continue
+		}
+		r := reductionOf(t, l[0].args[0])
+		assert.Equal(t, c.pieces, r.pieces, "%s: pieces", c.name)
+		assert.Equal(t, uint32(c.groups*c.pieces), l[0].cfg.Grid.X, "%s: a block a group and piece", c.name)
+		assert.Equal(t, uint64(min(c.groups, ticketBytes/4)), l[0].args[4].bits, "%s: ticket classes", c.name)
+		if c.pieces == 1 {
+			assert.Zero(t, l[0].args[2].bits, "%s: no scratch", c.name)
+			continue
+		}
+		sc := b.scratch[c.dst.Mem.Stream]
+		require.NotNil(t, sc)
+		assert.Equal(t, uint64(sc.ptr), l[0].args[2].bits, "%s: the scratch", c.name)
+		assert.Equal(t, uint64(sc.ticket()), l[0].args[3].bits, "%s: the tickets after it", c.name)
 	}
 }

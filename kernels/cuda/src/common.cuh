@@ -90,6 +90,20 @@
 // a thread of sum_all has in flight (bench16: U=8 beat UNROLL's 4).
 #define FINISH_BLOCK_PIECES 64
 #define SUM_U 8
+#define SUM_RUNS16 1 // fold_words' float runs over a round's SUM_U words
+
+// A column sum over dense 16-byte words (reduce.cu's sum_cols) gives a thread one word of
+// adjacent columns (4 of float32, 8 of F16 or BF16), a block CW_X words × CW_Y rows of
+// threads, and a thread loads CW_U rows before adding any; F16 and BF16 add each such
+// round's CW_U elements of a column in float before adding them to the thread's double
+// (CW_RUNS16; float32 when CW_RUNS32). sum_rows, F16 or BF16 rows a warp each, does the
+// same over its UNROLL words of a round when ROW_RUNS16.
+#define CW_X 32
+#define CW_Y (BLOCK / CW_X)
+#define CW_U 8
+#define CW_RUNS16 1
+#define CW_RUNS32 0
+#define ROW_RUNS16 1
 
 // TILE is the side of copy.cu's copy_transpose tiles, in elements.
 #define TILE 32
@@ -747,24 +761,28 @@ template <typename L> __device__ __forceinline__ void list_chunk(const L &l, lon
     hi = min(lo + LIST_CHUNK, l.n[a]);
 }
 
-// last_block reports, to every thread of the block, whether this block is the last of
-// the grid to finish: each takes a ticket (*ticket counts them) once its results are
-// written and fenced, and the last sets the counter back to 0 (other blocks took
-// theirs), so that the next launch, or a CUDA graph's replay, finds it zero. The
-// tickets sit after a stream's scratch (kernels/cuda's scratch.go); a stream runs one
-// kernel at a time, and each resets its own before it ends. Every thread calls it.
-__device__ __forceinline__ bool last_block(unsigned int *ticket) {
+// last_of reports, to every thread of the block, whether this block is the last of the
+// n blocks that share *ticket to finish, as last_block does for a whole grid.
+__device__ __forceinline__ bool last_of(unsigned int *ticket, unsigned int n) {
     __shared__ bool last;
     __threadfence(); // this block's results are seen by every block before its ticket is
     __syncthreads();
     if (threadIdx.x == 0) {
-        last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+        last = atomicAdd(ticket, 1u) == n - 1;
         if (last) *ticket = 0;
     }
     __syncthreads();
     if (last) __threadfence();
     return last;
 }
+
+// last_block reports, to every thread of the block, whether this block is the last of
+// the grid to finish: each takes a ticket (*ticket counts them) once its results are
+// written and fenced, and the last sets the counter back to 0 (other blocks took
+// theirs), so that the next launch, or a CUDA graph's replay, finds it zero. The
+// tickets sit after a stream's scratch (kernels/cuda's scratch.go); a stream runs one
+// kernel at a time, and each resets its own before it ends. Every thread calls it.
+__device__ __forceinline__ bool last_block(unsigned int *ticket) { return last_of(ticket, gridDim.x); }
 
 // grid_stride loops i over [0, n) across the whole grid.
 #define GRID_STRIDE(I, i, n) for (I i = (I)blockIdx.x * BLOCK + threadIdx.x; i < (I)(n); i += (I)gridDim.x * BLOCK)

@@ -5,8 +5,15 @@
 // apart) or one block in a fixed tree (reduce_block); with several pieces each writes a
 // partial and reduce_finish combines them in piece order. Sums accumulate in double,
 // as kernels/cpu's do; elements are read, and maxima compared, in the compute type C:
-// double when the input or the output is F64 (the _f64 kernels), float otherwise.
+// double when the input or the output is F64 (the _f64 kernels), float otherwise. The
+// kernels over 16-byte words of dense F16 and BF16 (sum_all, sum_rows, sum_cols) and
+// float32 columns (sum_cols) are one launch each; the 16-bit ones add each thread's
+// elements of an output read in one round in float first (fold_words' RUNS, sum_cols'
+// runs), then that run in double: fewer conversions and double additions, an order
+// that still depends on the shapes and the 16-byte phase alone.
 #include "common.cuh"
+
+#include <cuda_bf16.h>
 
 __device__ __forceinline__ Acc acc_zero() { return Acc{0.0, 0.0, -1}; }
 
@@ -14,7 +21,9 @@ __device__ __forceinline__ Acc acc_zero() { return Acc{0.0, 0.0, -1}; }
 // every number, then the larger value, then the lower position. The order is total, so
 // the result does not depend on the order of combination: the first NaN, else the
 // first of equal maxima, as kernels/cpu finds them.
-__device__ __forceinline__ bool max_better(double x, long long xi, double m, long long mi) {
+// better is max_better in the value type T and position type I (max_rows: float, int).
+template <typename T, typename I>
+__device__ __forceinline__ bool better(T x, I xi, T m, I mi) {
     if (xi < 0) return false;
     if (mi < 0) return true;
     bool xn = x != x, mn = m != m;
@@ -22,6 +31,7 @@ __device__ __forceinline__ bool max_better(double x, long long xi, double m, lon
     if (x != m) return x > m;
     return xi < mi;
 }
+__device__ __forceinline__ bool max_better(double x, long long xi, double m, long long mi) { return better(x, xi, m, mi); }
 
 // acc_add folds x, at position r, into a: for a sum of squares (RED_SUMSQ) x·x rounded
 // to C, as Mul rounds it.
@@ -117,6 +127,19 @@ __device__ __forceinline__ void reduce_thread_k(const Reduction &r, int mode, lo
     }
 }
 
+// run_of is a float run of fold_words and sum_cols: element e of the first m of the U
+// words x of the float type DT, squared when sq, summed in C in word order.
+template <typename C, int DT, int U>
+__device__ __forceinline__ C run_of(const uint4 *x, int e, int m, bool sq) {
+    C f = 0;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        C v = vtype<DT>::template get<C>(x[u], e);
+        if (u < m) f += sq ? v * v : v;
+    }
+    return f;
+}
+
 // fold_words is the share of lane j of a group of G threads (a block or a warp) in
 // the reduction of the elements [lo, hi) of a dense reduced dimension of the float type
 // DT, starting at src offset base: it reads the 16-byte words j, j+G, ... from the first
@@ -125,9 +148,13 @@ __device__ __forceinline__ void reduce_thread_k(const Reduction &r, int mode, lo
 // sum_all asks for more than UNROLL; the order is the same; positions and word
 // numbers of type I: max_rows asks for int, which its rows fit). A sum keeps an
 // accumulator per element of a word (combined in order); a maximum one Acc, whose
-// total order makes the result independent of the reading order. The order of a sum
-// depends on the shapes and the 16-byte phase of the input only.
-template <typename C, int DT, int G, int U = UNROLL, typename I = long long>
+// total order makes the result independent of the reading order. With RUNS (a sum in
+// float, C), element e of a round's U words is summed in C in word order first and the
+// run added to its double accumulator: a conversion to double and a double addition
+// per U elements instead of per element, the run's rounding within (U-1)·2⁻²⁴ of its
+// magnitudes. The order of a sum depends on the shapes and the 16-byte phase of the
+// input only.
+template <typename C, int DT, int G, int U = UNROLL, typename I = long long, bool RUNS = false>
 __device__ __forceinline__ Acc fold_words(const Reduction &r, int mode, long long base, long long lo, long long hi, int j) {
     bool isMax = mode == RED_MAX, sq = mode == RED_SUMSQ;
     using V = vtype<DT>;
@@ -153,6 +180,11 @@ __device__ __forceinline__ Acc fold_words(const Reduction &r, int mode, long lon
         uint4 x[U];
 #pragma unroll
         for (int u = 0; u < U; u++) x[u] = w[i + u * G];
+        if (RUNS && !isMax) {
+#pragma unroll
+            for (int e = 0; e < N; e++) d[e] += (double)run_of<C, DT, U>(x, e, U, sq);
+            continue;
+        }
 #pragma unroll
         for (int u = 0; u < U; u++) {
 #pragma unroll
@@ -411,23 +443,235 @@ __device__ __forceinline__ void reduce_finish_block_k(const Reduction &r, int mo
     }
 }
 
+// pair16<DT> is a pair of F16 or BF16 (DT) elements (T) and the packed instructions on
+// it: max (NaN when either is, per element), equality (a half of 1.0 where equal, -0
+// equal to +0) and NaN test, as masks of the pair's bits.
+template <int DT> struct pair16_type { using T = __half2; };
+template <> struct pair16_type<DT_BF16> { using T = __nv_bfloat162; };
+template <int DT> struct pair16 {
+    using T = typename pair16_type<DT>::T;
+    static __device__ __forceinline__ T max(T a, T b) { return __hmax2_nan(a, b); }
+    static __device__ __forceinline__ unsigned int eq(T a, T b) { T e = __heq2(a, b); return *(unsigned int *)&e; }
+    static __device__ __forceinline__ unsigned int nan(T a) { T e = __hisnan2(a); return *(unsigned int *)&e; }
+    static __device__ __forceinline__ float lo(T a) { return __low2float(a); }
+    static __device__ __forceinline__ float hi(T a) { return __high2float(a); }
+    static __device__ __forceinline__ T both(float f) {
+        if constexpr (DT == DT_F16) return __float2half2_rn(f);
+        else return __float2bfloat162_rn(f);
+    }
+};
+
 // max_rows_k is reduce_warp_k's maximum over dense rows of whole words of F16 or BF16
-// (DT), each on 16 bytes, in float: the type and the mode fixed at compile time, and
-// positions within a row as int. The same elements in the same order: the same
-// (value, position). The host checks the rows (a row has at most warpElements).
-template <int DT>
+// (DT), each on 16 bytes, in float: a warp a row, lane j its words j, j+32, ..., U of
+// them a round. A round's largest element (NaN if any) comes from packed maxima; only
+// if it would replace the lane's kept one (max_better: larger, or the first NaN; rounds
+// come in increasing positions) are the round's elements compared with it, packed
+// too, for the first position holding it (the first NaN): its value and position are
+// kept. That is the first NaN, else the first of the largest, of the lane's elements,
+// as a walk in order finds them; the warp combines with max_better's total order. The
+// host checks the rows (a row has at most warpElements).
+template <int DT, int U = UNROLL>
 __device__ __forceinline__ void max_rows_k(const Reduction &r, long long *idx) {
+    using P = pair16<DT>;
+    using T2 = typename P::T;
     int lane = threadIdx.x & 31;
     long long warps = (long long)gridDim.x * (BLOCK / 32);
+    int n = (int)(r.nRed / 8);
     for (long long o = (long long)blockIdx.x * (BLOCK / 32) + threadIdx.x / 32; o < r.nOut; o += warps) {
-        Acc a = fold_words<float, DT, 32, UNROLL, int>(r, RED_MAX, o * r.kstride[1][0], 0, r.nRed, lane);
-        a = warp_acc(a, true);
-        if (lane == 0) finish_out<float>(r, RED_MAX, idx, o, a);
+        const uint4 *w = (const uint4 *)(r.src + (unsigned long long)(o * r.kstride[1][0]) * 2);
+        float m = NEG_INF;
+        int at = -1;
+        // round takes the first c of x's U words, the first word i of the row, each
+        // next one 32 words on.
+        auto round = [&](const uint4 *x, int c, int i) {
+            T2 q = *(const T2 *)&x[0];
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const T2 *h = (const T2 *)&x[u];
+                if (u < c) q = P::max(q, P::max(P::max(h[0], h[1]), P::max(h[2], h[3])));
+            }
+            float a = P::lo(q), b = P::hi(q);
+            float big = (b > a || b != b) ? b : a;
+            if (!(at < 0 || big > m || (big != big && m == m))) return;
+            bool isnan = big != big;
+            T2 bb = P::both(big);
+            unsigned int v = 0; // the bits of the element found, in its pair's lower half
+#pragma unroll
+            for (int u = U - 1; u >= 0; u--) { // the last match set is the first
+                const T2 *h = (const T2 *)&x[u];
+#pragma unroll
+                for (int k = 3; k >= 0; k--) {
+                    unsigned int e = isnan ? P::nan(h[k]) : P::eq(h[k], bb), b = *(const unsigned int *)&h[k];
+                    if (u < c && (e >> 16)) at = (i + u * 32) * 8 + 2 * k + 1, v = b >> 16;
+                    if (u < c && (e & 0xffffu)) at = (i + u * 32) * 8 + 2 * k, v = b;
+                }
+            }
+            unsigned short bits = (unsigned short)(v & 0xffffu);
+            m = DT == DT_F16 ? f16_to_f32(bits) : bf16_to_f32(bits);
+        };
+        int i = lane;
+        for (; i + (U - 1) * 32 < n; i += U * 32) {
+            uint4 x[U];
+#pragma unroll
+            for (int u = 0; u < U; u++) x[u] = w[i + u * 32];
+            round(x, U, i);
+        }
+        if (i < n) {
+            uint4 x[U];
+            int c = (n - i + 31) / 32;
+#pragma unroll
+            for (int u = 0; u < U; u++) x[u] = u < c ? w[i + u * 32] : make_uint4(0, 0, 0, 0);
+            round(x, c, i);
+        }
+#pragma unroll
+        for (int s = 16; s > 0; s >>= 1) {
+            float m2 = __shfl_xor_sync(0xffffffffu, m, s);
+            int at2 = __shfl_xor_sync(0xffffffffu, at, s);
+            if (better(m2, at2, m, at)) m = m2, at = at2;
+        }
+        if (lane == 0) {
+            Acc a = acc_zero();
+            a.max = m, a.arg = at;
+            finish_out<float>(r, RED_MAX, idx, o, a);
+        }
     }
 }
 
 KERNEL max_rows_f16(Reduction r, long long *idx) { max_rows_k<DT_F16>(r, idx); }
 KERNEL max_rows_bf16(Reduction r, long long *idx) { max_rows_k<DT_BF16>(r, idx); }
+
+// sum_rows_k is reduce_warp_k's sum, mean or sum of squares over dense rows of whole
+// words of F16 or BF16 (DT), each on 16 bytes, in float: the type fixed at compile time,
+// no Acc's maximum carried through the warp's butterfly (warp_sum: the same additions
+// as warp_acc's). Without RUNS the same elements in the same order as reduce_warp_k:
+// the same bits; with RUNS fold_words' float runs over a round's U words. The host
+// checks the rows (a row has at most warpElements).
+template <int DT, int U = UNROLL, bool RUNS = ROW_RUNS16>
+__device__ __forceinline__ void sum_rows_k(const Reduction &r, int mode) {
+    int lane = threadIdx.x & 31;
+    long long warps = (long long)gridDim.x * (BLOCK / 32);
+    bool sq = mode == RED_SUMSQ;
+    for (long long o = (long long)blockIdx.x * (BLOCK / 32) + threadIdx.x / 32; o < r.nOut; o += warps) {
+        long long base = o * r.kstride[1][0];
+        Acc a = sq ? fold_words<float, DT, 32, U, int, RUNS>(r, RED_SUMSQ, base, 0, r.nRed, lane)
+                   : fold_words<float, DT, 32, U, int, RUNS>(r, RED_SUM, base, 0, r.nRed, lane);
+        a.sum = warp_sum(a.sum);
+        if (lane == 0) finish_out<float>(r, mode, nullptr, o, a);
+    }
+}
+
+KERNEL sum_rows_f16(Reduction r, int mode) { sum_rows_k<DT_F16>(r, mode); }
+KERNEL sum_rows_bf16(Reduction r, int mode) { sum_rows_k<DT_BF16>(r, mode); }
+
+// ---- column sums over 16-byte words ---------------------------------------------------
+//
+// sum_cols_k: a sum, mean or sum of squares over the rows of a matrix of float32, F16 or
+// BF16 (DT) whose columns are the outputs, dense, in whole 16-byte words (the host checks
+// that the columns, the row stride and the input's start are). A thread owns one word,
+// N adjacent columns, and walks a slab of rows: block b takes column group b % groups
+// (CW_X words, CB columns) and row piece b / groups; thread (tx, ty) adds rows lo+ty,
+// lo+ty+CW_Y, ... below hi, U rows loaded before any is added, each column into a
+// double (with RUNS the round's U rows in float first, in row order, then into the
+// double: a conversion and a double addition per U elements; a last round of fewer rows
+// is a shorter run). The block's CW_Y rows of threads combine in a fixed tree in shared
+// memory. With one piece the block writes its outputs; with several, each block writes
+// its piece's partial of each column, part[c * nOut + col] (a double), and the last block
+// to finish among those that share a ticket (groups g, g + classes, ...: tickets[g %
+// classes]) adds each of their columns' partials in piece order and writes the outputs:
+// one launch. The order depends on the shapes alone.
+template <int DT, int U, bool RUNS>
+__device__ __forceinline__ void sum_cols_k(const Reduction &r, int mode, double *part, unsigned int *tickets, int classes) {
+    using V = vtype<DT>;
+    constexpr int N = V::n, CB = CW_X * N;
+    __shared__ double tree[CW_Y][N][CW_X]; // [ty][e][tx]: a warp's 32 doubles adjacent, no bank conflicts
+    bool sq = mode == RED_SUMSQ;
+    int tx = threadIdx.x % CW_X, ty = threadIdx.x / CW_X;
+    long long groups = (r.nOut + CB - 1) / CB;
+    long long g = blockIdx.x % groups, c = blockIdx.x / groups;
+    long long word = g * CW_X + tx;
+    long long lo = c * r.piece, hi = min(lo + r.piece, r.nRed);
+    double d[N];
+#pragma unroll
+    for (int e = 0; e < N; e++) d[e] = 0;
+    // add folds the first m of x's U rows into d.
+    auto add = [&](const uint4 *x, int m) {
+        if constexpr (RUNS) {
+#pragma unroll
+            for (int e = 0; e < N; e++) d[e] += (double)run_of<float, DT, U>(x, e, m, sq);
+        } else {
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+#pragma unroll
+                for (int e = 0; e < N; e++) {
+                    float v = V::template get<float>(x[u], e);
+                    if (u < m) d[e] += (double)(sq ? v * v : v);
+                }
+            }
+        }
+    };
+    if (word * N < r.nOut) {
+        long long step = CW_Y * (r.rstride[0] / N); // words from one of the thread's rows to its next
+        long long row = lo + ty;
+        const uint4 *p = (const uint4 *)r.src + row * (r.rstride[0] / N) + word;
+        for (; row + (U - 1) * CW_Y < hi; row += U * CW_Y, p += U * step) {
+            uint4 x[U];
+#pragma unroll
+            for (int u = 0; u < U; u++) x[u] = p[u * step];
+            add(x, U);
+        }
+        if (row < hi) {
+            int m = (int)((hi - row + CW_Y - 1) / CW_Y);
+            uint4 x[U];
+#pragma unroll
+            for (int u = 0; u < U; u++) x[u] = u < m ? p[u * step] : make_uint4(0, 0, 0, 0);
+            add(x, m);
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < N; e++) tree[ty][e][tx] = d[e];
+    __syncthreads();
+    for (int h = CW_Y / 2; h > 0; h >>= 1) {
+        if (ty < h) {
+#pragma unroll
+            for (int e = 0; e < N; e++) tree[ty][e][tx] += tree[ty + h][e][tx];
+        }
+        __syncthreads();
+    }
+    int t = threadIdx.x; // the block's column t, from here on
+    long long col = g * CB + t;
+    double sum = t < CB ? tree[0][t % N][t / N] : 0;
+    if (r.pieces == 1) {
+        if (t < CB && col < r.nOut) {
+            Acc a = acc_zero();
+            a.sum = sum;
+            finish_out<float>(r, mode, nullptr, col, a);
+        }
+        return;
+    }
+    if (t < CB && col < r.nOut) part[c * r.nOut + col] = sum;
+    long long k = g % classes, shared = (groups - 1 - k) / classes + 1; // groups on ticket k
+    if (!last_of(tickets + k, (unsigned int)(shared * r.pieces))) return;
+    for (long long gg = k; gg < groups; gg += classes) {
+        col = gg * CB + t;
+        if (t >= CB || col >= r.nOut) continue;
+        Acc a = acc_zero();
+        const double *q = part + col;
+        long long i = 0;
+        for (; i + 8 <= r.pieces; i += 8) { // 8 loads in flight, added in piece order
+            double v[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++) v[j] = __ldcg(q + (i + j) * r.nOut);
+#pragma unroll
+            for (int j = 0; j < 8; j++) a.sum += v[j];
+        }
+        for (; i < r.pieces; i++) a.sum += __ldcg(q + i * r.nOut);
+        finish_out<float>(r, mode, nullptr, col, a);
+    }
+}
+
+KERNEL sum_cols_f32(Reduction r, int mode, double *part, unsigned int *tickets, int classes) { sum_cols_k<DT_F32, CW_U, CW_RUNS32>(r, mode, part, tickets, classes); }
+KERNEL sum_cols_f16(Reduction r, int mode, double *part, unsigned int *tickets, int classes) { sum_cols_k<DT_F16, CW_U, CW_RUNS16>(r, mode, part, tickets, classes); }
+KERNEL sum_cols_bf16(Reduction r, int mode, double *part, unsigned int *tickets, int classes) { sum_cols_k<DT_BF16, CW_U, CW_RUNS16>(r, mode, part, tickets, classes); }
 
 // sum_all_k is reduce_block_k's sum (or mean) of all of a dense F16 or BF16 input (DT)
 // into one output, and the reduce_finish or reduce_finish_block after it, in one
@@ -437,13 +681,13 @@ KERNEL max_rows_bf16(Reduction r, long long *idx) { max_rows_k<DT_BF16>(r, idx);
 // FINISH_BLOCK_PIECES, else reduce_finish_block's threads and tree) and writes the
 // output. The host checks that every piece starts on 16 bytes and is whole words, and
 // that there are at least two.
-template <int DT>
+template <int DT, int U = SUM_U, bool RUNS = SUM_RUNS16>
 __device__ __forceinline__ void sum_all_k(const Reduction &r, int mode, Acc *part, unsigned int *ticket) {
     __shared__ double sums[BLOCK / 32];
     __shared__ Acc tree[BLOCK];
     for (long long c = blockIdx.x; c < r.pieces; c += gridDim.x) {
         long long lo = c * r.piece, hi = min(lo + r.piece, r.nRed);
-        double v = group_sum<BLOCK>(fold_words<float, DT, BLOCK, SUM_U>(r, RED_SUM, 0, lo, hi, threadIdx.x).sum, sums);
+        double v = group_sum<BLOCK>(fold_words<float, DT, BLOCK, U, long long, RUNS>(r, RED_SUM, 0, lo, hi, threadIdx.x).sum, sums);
         if (threadIdx.x == 0) {
             Acc a = acc_zero();
             a.sum = v;

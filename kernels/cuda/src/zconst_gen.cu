@@ -83,6 +83,9 @@ int main() {
     C("hdrColsX", COLS_X);
     C("hdrColsY", COLS_Y);
     C("hdrColsU", COLS_U);
+    C("hdrCwX", CW_X);
+    C("hdrCwY", CW_Y);
+    C("hdrCwU", CW_U);
     C("hdrTile", TILE);
     C("hdrRowChunks", ROW_CHUNKS);
     C("hdrListChunk", LIST_CHUNK);
