@@ -19,6 +19,8 @@
 // Build and run from the repository root (GPU machine):
 //   nvcc -O3 -fmad=false -std=c++17 -arch=sm_90 -Xptxas -v -o /tmp/gkrows scripts/gpu/mb/gkrows.cu \
 //     2>/tmp/gkrows.ptxas && /tmp/gkrows
+#include <type_traits>
+
 #include "../../../kernels/cuda/src/layernorm.cu"
 #include "../../../kernels/cuda/src/loss.cu"
 #include "../../../kernels/cuda/src/softmax.cu"
@@ -371,6 +373,39 @@ template <typename S, int G, int C, bool FSUM>
 __global__ void __launch_bounds__(BLOCK) c_layer_norm(S *y, float *mean, float *rstd, const S *x, const S *w, const S *b, long long rows, long long n, float eps) {
     c_layer_norm_k<S, G, C, FSUM>(y, mean, rstd, x, w, b, rows, n, eps);
 }
+// vol_row is reg_row for 16-bit rows with each conversion an asm volatile, so that
+// ptxas converts at each use instead of keeping the floats live (registers).
+template <typename S> struct vol_row {
+    uint2 bits[ROW_CHUNKS];
+    template <int G, bool V16> __device__ __forceinline__ void load(const S *r, long long n, int lane) { row_load_bits<G, V16>(bits, r, n, lane); }
+    __device__ __forceinline__ float at(int k) const {
+        unsigned int h = k % 4 < 2 ? bits[k / 4].x : bits[k / 4].y, u;
+        if constexpr (std::is_same<S, f16_t>::value) {
+            unsigned short b = (unsigned short)(k % 2 ? h >> 16 : h & 0xffffu);
+            float f;
+            asm volatile("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(b));
+            return f;
+        }
+        if (k % 2) asm volatile("and.b32 %0, %1, 0xffff0000;" : "=r"(u) : "r"(h));
+        else asm volatile("shl.b32 %0, %1, 16;" : "=r"(u) : "r"(h));
+        return __uint_as_float(u);
+    }
+};
+template <typename S, int G>
+__global__ void __launch_bounds__(BLOCK) c_layer_norm_vol(S *y, float *mean, float *rstd, const S *x, const S *w, const S *b, long long rows, long long n, float eps) {
+    layer_norm_regs_k<S, G, true, vol_row<S>>(y, mean, rstd, x, w, b, rows, n, eps);
+}
+template <typename S, int G>
+__global__ void __launch_bounds__(BLOCK) c_layer_norm_dx_vol(S *dx, const S *g, const S *x, const float *mean, const float *rstd, const S *w, long long rows, long long n) {
+    layer_norm_dx_regs_k<S, G, true, vol_row<S>>(dx, g, x, mean, rstd, w, rows, n);
+}
+
+// c_layer_norm_dx_4: the branch's dx held to 64 registers (four blocks an SM).
+template <typename S, int G>
+__global__ void __launch_bounds__(BLOCK, 4) c_layer_norm_dx_4(S *dx, const S *g, const S *x, const float *mean, const float *rstd, const S *w, long long rows, long long n) {
+    layer_norm_dx_regs_k<S, G, true, vol_row<S>>(dx, g, x, mean, rstd, w, rows, n);
+}
+
 // c_layer_norm_dx_c: the branch's dx kernel with C chunk slots (the same bits for rows
 // of up to G·C·4).
 template <typename S, int G, int C>
@@ -639,7 +674,7 @@ int main() {
     CK(cudaMalloc(&rstdBuf, 65536 * 4));
     CK(cudaMalloc(&lossBuf, 16));
     CK(cudaMalloc(&labBuf, 65536 * 8));
-    CK(cudaMalloc(&partBuf, 2 * 2048 * 8 + 4096));
+    CK(cudaMalloc(&partBuf, 2 * 8192 * 8 + 4096)); // two doubles a block, 8192 blocks at most
     CK(cudaMalloc(&ticket, 4));
     CK(cudaMemset(ticket, 0, 4));
     CK(cudaMalloc(&gradBuf, 8));
@@ -719,6 +754,12 @@ int main() {
             run(ce, "main (rows from memory, 2 passes)", false, mainCE);
             run(ce, "branch (row in registers, v16)", true, branchCE);
             run(ce, "cand: registers + float lane sums", true, fsum);
+            {
+                unsigned keep = ceGrid;
+                ceGrid = rg; // a block for every 8 rows (1 for 4096): the loss's sum in another order
+                run(ce, "cand: branch, grid not capped at 2048", true, branchCE);
+                ceGrid = keep;
+            }
 
             // ---- cross-entropy backward: g = 1.5 (F32), lse = the forward's, count = rows.
             {
@@ -840,6 +881,10 @@ int main() {
             if (warp) layer_norm_regs_warp_##SN##_v16<<<rg, BLOCK>>>(d, mean, rstd, p, pw, pb, rows, c, eps);                                \
             else layer_norm_regs_block_##SN##_v16<<<rg, BLOCK>>>(d, mean, rstd, p, pw, pb, rows, c, eps);                                    \
         });                                                                                                                                  \
+        run(ln, "cand: conversions asm volatile", false, [&] {                                                                               \
+            if (warp) c_layer_norm_vol<S, 32><<<rg, BLOCK>>>(d, mean, rstd, p, pw, pb, rows, c, eps);                                        \
+            else c_layer_norm_vol<S, BLOCK><<<rg, BLOCK>>>(d, mean, rstd, p, pw, pb, rows, c, eps);                                          \
+        });                                                                                                                                  \
         run(ln, "cand: float lane sums", true, [&] {                                                                                         \
             if (warp) c_layer_norm<S, 32, ROW_CHUNKS, true><<<rg, BLOCK>>>(d, mean, rstd, p, pw, pb, rows, c, eps);                   \
             else c_layer_norm<S, BLOCK, 4, true><<<rg, BLOCK>>>(d, mean, rstd, p, pw, pb, rows, c, eps);                              \
@@ -873,6 +918,14 @@ int main() {
         run(lb, "branch (bits in regs, pack2 pairs)", false, [&] {                                                                             \
             if (warp) layer_norm_dx_regs_warp_##SN##_v16<<<rg, BLOCK>>>(d, pg, p, mean, rstd, pw, rows, c);                       \
             else layer_norm_dx_regs_block_##SN##_v16<<<rg, BLOCK>>>(d, pg, p, mean, rstd, pw, rows, c);                           \
+        });                                                                                                                       \
+        run(lb, "cand: conversions asm volatile", false, [&] {                                                                   \
+            if (warp) c_layer_norm_dx_vol<S, 32><<<rg, BLOCK>>>(d, pg, p, mean, rstd, pw, rows, c);                               \
+            else c_layer_norm_dx_vol<S, BLOCK><<<rg, BLOCK>>>(d, pg, p, mean, rstd, pw, rows, c);                                 \
+        });                                                                                                                       \
+        run(lb, "cand: volatile+bounds(256,4), 8B spill", false, [&] {                                                         \
+            if (warp) c_layer_norm_dx_4<S, 32><<<rg, BLOCK>>>(d, pg, p, mean, rstd, pw, rows, c);                                 \
+            else c_layer_norm_dx_4<S, BLOCK><<<rg, BLOCK>>>(d, pg, p, mean, rstd, pw, rows, c);                                   \
         });                                                                                                                       \
         if (!warp) run(lb, "cand: 4 chunk slots (block)", false, [&] { c_layer_norm_dx_c<S, BLOCK, 4><<<rg, BLOCK>>>(d, pg, p, mean, rstd, pw, rows, c); }); \
     }
