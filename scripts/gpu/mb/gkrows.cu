@@ -734,7 +734,7 @@ int main() {
                 snprintf(b, sizeof b, "host: lse max rel err %.2e, loss %.7g vs %.7g (rel %.2e)", worst, got, want, std::fabs(got - want) / std::fabs(want));
                 return std::string(b);
             };
-            std::function<void()> mainCE, branchCE, fsum, uncapped;
+            std::function<void()> mainCE, branchCE, fsum;
             if (dt == DT_F32) {
                 const float *p = (const float *)xBuf;
                 mainCE = [&, p] { if (warp) m_cross_entropy_rows<float, 32><<<ceGrid, BLOCK>>>(loss, dtl, lse, p, lab, rows, c, ignore, part, ticket, flag, 1); else m_cross_entropy_rows<float, BLOCK><<<ceGrid, BLOCK>>>(loss, dtl, lse, p, lab, rows, c, ignore, part, ticket, flag, 1); };
