@@ -205,8 +205,9 @@ func exercise(b *Backend) {
 		b.Dropout(big, big, o.over(dtype.Bool, big.Layout, 1<<32), 0.5)
 		b.Unscale(big, 0.5, o.dense(dtype.F32))
 		b.NonFinite(big)
-		wide := o.dense(ft, 8, 1<<28)
-		b.CrossEntropyBackward(wide, wide, o.dense(ft, 9), o.dense(dtype.I64, 8), o.dense(dtype.F32), 8, 1<<28, -100)
+		// Rows of an odd length: a thread an element (16-byte words want whole words).
+		wide := o.dense(ft, 8, 1<<28+1)
+		b.CrossEntropyBackward(wide, wide, o.dense(ft, 9), o.dense(dtype.I64, 8), o.dense(dtype.F32), 8, 1<<28+1, -100)
 		// Rows for a warp and a block in registers, 16 bytes a load or not (offset by
 		// one element), and for a block reading from memory.
 		for _, n := range []int{10, 1024, 1501, 5000, 9000} {
@@ -266,15 +267,16 @@ func exercise(b *Backend) {
 			dw := o.dense(dtype.F32, n)
 			b.LayerNormBackward(x, dw, dw, x, x, mean, mean, w, 8, n)
 		}
-		// Cross-entropy over 16-bit logits (lse F32): rows for a warp and for a block,
-		// more rows than the forward's blocks take at once, a walk past 2³¹.
-		for _, sz := range [][2]int{{8, 10}, {8, 5000}, {20000, 10}} {
+		// Cross-entropy over 16-bit logits (lse F32): rows for a warp and for a block in
+		// registers, 16 bytes a load (n % 8 == 0) or not, from memory, more rows than the
+		// forward's blocks take at once, a walk past 2³¹.
+		for _, sz := range [][2]int{{8, 10}, {8, 1024}, {8, 1500}, {8, 5000}, {8, 9000}, {20000, 10}} {
 			x, lse, labels := o.dense(st, sz[0], sz[1]), o.dense(dtype.F32, sz[0]+1), o.dense(dtype.I64, sz[0])
 			_ = b.CrossEntropy(o.dense(dtype.F32), lse, x, labels, sz[0], sz[1], -100)
 			b.CrossEntropyBackward(x, x, lse, labels, o.dense(st), sz[0], sz[1], -100)
 		}
-		wide := o.dense(st, 8, 1<<28)
-		b.CrossEntropyBackward(wide, wide, o.dense(dtype.F32, 9), o.dense(dtype.I64, 8), o.dense(dtype.F32), 8, 1<<28, -100)
+		wide := o.dense(st, 8, 1<<28+1)
+		b.CrossEntropyBackward(wide, wide, o.dense(dtype.F32, 9), o.dense(dtype.I64, 8), o.dense(dtype.F32), 8, 1<<28+1, -100)
 		x := o.dense(st, 4096, 1024)
 		b.LayerNormBackward(kernels.Operand{}, o.dense(dtype.F32, 1024), kernels.Operand{}, x, x, o.dense(dtype.F32, 4096), o.dense(dtype.F32, 4096), kernels.Operand{}, 4096, 1024)
 	}

@@ -347,6 +347,9 @@ func BenchmarkKernelBandwidth(bm *testing.B) {
 			other = dtype.F32
 		}
 		cast := op(other, rows, cols)
+		lse, labels, one := op(dtype.F32, nrows+1), op(dtype.I64, nrows), op(dtype.F32)
+		b.Fill(labels, 3)
+		b.Fill(one, 1)
 		b.Fill(x, 0.5)
 		b.Fill(y, -0.25)
 		b.Fill(bias, 1)
@@ -379,7 +382,14 @@ func BenchmarkKernelBandwidth(bm *testing.B) {
 			}},
 			// Rows of 4096: a block each.
 			kernelCase{"SoftmaxRows4096", 2 * n * es, func() { b.Softmax(out, x, rows, cols, 1) }},
-			kernelCase{"LayerNormRows4096", 2 * n * es, func() { b.LayerNorm(out, mean4, rstd4, x, kernels.Operand{}, kernels.Operand{}, rows, cols, 1e-5) }})
+			kernelCase{"LayerNormRows4096", 2 * n * es, func() { b.LayerNorm(out, mean4, rstd4, x, kernels.Operand{}, kernels.Operand{}, rows, cols, 1e-5) }},
+			kernelCase{"LayerNormBackwardRows4096", 3 * n * es, func() {
+				b.LayerNormBackward(out, kernels.Operand{}, kernels.Operand{}, y, x, mean4, rstd4, kernels.Operand{}, rows, cols)
+			}},
+			// Cross-entropy over rows of 1024 with a label each: the forward reads the
+			// logits once, the backward reads them and writes dlogits.
+			kernelCase{"CrossEntropyRows1024", n * es, func() { _ = b.CrossEntropy(all, lse, x, labels, nrows, rowLen, -100) }},
+			kernelCase{"CrossEntropyBackwardRows1024", 2 * n * es, func() { b.CrossEntropyBackward(out, x, lse, labels, one, nrows, rowLen, -100) }})
 		for _, c := range cases {
 			bm.Run(dt.String()+"/"+c.name, func(bm *testing.B) {
 				c.f()

@@ -1,6 +1,8 @@
 package cuda
 
 import (
+	"math"
+
 	"github.com/subletml/sublet/device"
 	cudadev "github.com/subletml/sublet/device/cuda"
 	"github.com/subletml/sublet/dtype"
@@ -28,10 +30,7 @@ func (b *Backend) CrossEntropy(loss, lse, logits, labels kernels.Operand, n, c i
 	plse := rowsOf(op, "lse", lse, rowType(logits), n+1)
 	px, plab := rowsOf(op, "logits", logits, st, n*c), rowsOf(op, "labels", labels, i64, n)
 	s := loss.Mem.Stream
-	k, g := kCrossEntropyRowsWarp.stored(st), 32
-	if c > warpRow {
-		k, g = kCrossEntropyRowsBlock.stored(st), block
-	}
+	k, g := rowKernel(kCrossEntropyRegsWarp, kCrossEntropyRegs16Warp, kCrossEntropyRowsWarp, st, c, px)
 	cfg := rowsGrid(int64(n), g, s)
 	cfg.Grid.X = min(cfg.Grid.X, ceMaxBlocks)
 	sc, ok := b.useScratch(s)
@@ -73,6 +72,9 @@ func (b *Backend) CrossEntropyBackward(dlogits, logits, lse, labels, g kernels.O
 	}
 	defer b.done()
 	s := dlogits.Mem.Stream
+	if b.crossEntropyBackwardWords(st, pd, px, plse, plab, pg, dtg, n, c, ignore, flag, seq, s) {
+		return
+	}
 	cfg := b.grid(int64(n*c), s)
 	k := kCrossEntropyBackward.in(st == dtype.F64)
 	switch st {
@@ -92,6 +94,26 @@ func (b *Backend) CrossEntropyBackward(dlogits, logits, lse, labels, g kernels.O
 	args[6], args[7], args[8] = cudadev.ArgInt64(ignore), cudadev.ArgUint64(pg), cudadev.ArgInt32(dtg)
 	args[9], args[10] = cudadev.ArgUint64(flag), cudadev.ArgUint32(seq)
 	b.launch(k, cfg, args[:]...)
+}
+
+// crossEntropyBackwardWords launches CrossEntropyBackward's word kernel (16 bytes a
+// load and a store, a word's row looked up once) when its operands allow: a row a
+// whole number of words, dlogits and logits on 16 bytes, the words' int indices below
+// 2³¹-1. It reports whether it did.
+func (b *Backend) crossEntropyBackwardWords(st dtype.DType, pd, px, plse, plab, pg uint64, dtg int32, n, c int, ignore int64, flag uint64, seq uint32, s device.Stream) bool {
+	e := 16 / st.Size()
+	if c%e != 0 || pd%16 != 0 || px%16 != 0 {
+		return false
+	}
+	words := int64(n * c / e)
+	cfg := b.grid((words+hdrCEU-1)/hdrCEU, s)
+	if words+int64(cfg.Grid.X)*block*hdrCEU > math.MaxInt32 || c > math.MaxInt32 {
+		return false
+	}
+	b.launch(kCrossEntropyBackwardWords.stored(st), cfg, cudadev.ArgUint64(pd), cudadev.ArgUint64(px), cudadev.ArgUint64(plse), cudadev.ArgUint64(plab),
+		cudadev.ArgInt32(int32(n)), cudadev.ArgInt32(int32(c)), cudadev.ArgInt64(ignore), cudadev.ArgUint64(pg), cudadev.ArgInt32(dtg),
+		cudadev.ArgUint64(flag), cudadev.ArgUint32(seq))
+	return true
 }
 
 // MSE computes in a's type (F32 or F64, b's too) and rounds the mean to it, then to

@@ -19,34 +19,63 @@ func TestCrossEntropyIsOneLaunchEachWay(t *testing.T) {
 	b, rec := newRecording(t)
 	var o operands
 	for _, st := range []dtype.DType{dtype.F32, dtype.F64, dtype.F16, dtype.BF16} {
+		word := 16 / st.Size() // elements a 16-byte word
 		for _, c := range []struct {
 			n, c   int
 			blocks uint32
-			name   string
+			form   string // the forward's: "warp" or "block"
 		}{
-			{5, 10, 1, "cross_entropy_rows_warp"},
-			{0, 10, 1, "cross_entropy_rows_warp"},
-			{3000, 10, 375, "cross_entropy_rows_warp"},
-			{100000, 10, ceMaxBlocks, "cross_entropy_rows_warp"},
-			{40, 1500, 40, "cross_entropy_rows_block"},
-			{5000, 1500, ceMaxBlocks, "cross_entropy_rows_block"},
+			{5, 10, 1, "warp"},
+			{0, 10, 1, "warp"},
+			{3000, 10, 375, "warp"},
+			{100000, 10, ceMaxBlocks, "warp"},
+			{40, 1500, 40, "block"},
+			{5000, 1500, ceMaxBlocks, "block"},
+			{7, 1024, 1, "warp"},
+			{3, 4096, 3, "block"},
+			{2, 9000, 2, "block"},
 		} {
 			what := fmt.Sprintf("%v [%d, %d]", st, c.n, c.c)
 			lt := rowType(kernels.Operand{DType: st})
 			x, lse, labels := o.dense(st, c.n, c.c), o.dense(lt, c.n+1), o.dense(dtype.I64, c.n)
+			// The forward keeps float32, F16 and BF16 rows of up to regsRow in registers
+			// (16 bytes a load when a row is whole words), reads the others from memory.
+			want := "cross_entropy_rows_" + c.form + "_" + suffix(st)
+			if st != dtype.F64 && c.c <= regsRow {
+				want = "cross_entropy_regs_" + c.form + "_" + suffix(st)
+				if c.c%word == 0 {
+					want += "_v16"
+				}
+			}
 			ls := launched(rec, func() { require.NoError(t, b.CrossEntropy(o.dense(dtype.F32), lse, x, labels, c.n, c.c, -100)) })
 			require.Len(t, ls, 1, "%s: the forward's launches", what)
-			assert.Equal(t, c.name+"_"+suffix(st), entries[ls[0].k].name, what)
+			assert.Equal(t, want, entries[ls[0].k].name, what)
 			assert.Equal(t, c.blocks, ls[0].cfg.Grid.X, "%s: the forward's blocks", what)
 			ls = launched(rec, func() { b.CrossEntropyBackward(x, x, lse, labels, o.dense(dtype.BF16), c.n, c.c, -100) })
 			if c.n == 0 {
 				assert.Empty(t, ls, "%s: a backward without elements launches nothing", what)
 				continue
 			}
+			// The backward moves 16-byte words when a row is whole words.
+			want = "cross_entropy_backward_" + suffix(st) + "_i32"
+			if c.c%word == 0 {
+				want = "cross_entropy_backward_words_" + suffix(st)
+				words := c.n * c.c / word
+				assert.Equal(t, uint32(min((words+hdrCEU*block-1)/(hdrCEU*block), 32*b.sms)), ls[0].cfg.Grid.X, "%s: the backward's blocks", what)
+			}
 			require.Len(t, ls, 1, "%s: the backward's launches", what)
-			assert.Equal(t, "cross_entropy_backward_"+suffix(st)+"_i32", entries[ls[0].k].name, what)
+			assert.Equal(t, want, entries[ls[0].k].name, what)
 		}
 	}
+	// Rows off 16 bytes: element by element.
+	x := o.over(dtype.F16, kernels.Layout{Shape: []int{4, 1024}, Strides: []int{1024, 1}, Offset: 1}, 4*1024+1)
+	lse, labels := o.dense(dtype.F32, 5), o.dense(dtype.I64, 4)
+	ls := launched(rec, func() { require.NoError(t, b.CrossEntropy(o.dense(dtype.F16), lse, x, labels, 4, 1024, -100)) })
+	require.Len(t, ls, 1)
+	assert.Equal(t, "cross_entropy_regs_warp_f16", entries[ls[0].k].name)
+	ls = launched(rec, func() { b.CrossEntropyBackward(x, x, lse, labels, o.dense(dtype.F16), 4, 1024, -100) })
+	require.Len(t, ls, 1)
+	assert.Equal(t, "cross_entropy_backward_f16_i32", entries[ls[0].k].name)
 }
 
 // suffix is a row storage type's kernel suffix.

@@ -110,10 +110,15 @@ const (
 	kUnscale      // formWalk
 	kUnscaleMulti // formOne: the compute type follows each gradient's type
 	// famLoss.
-	kCrossEntropyBackward   // formWalk: a thread per element, 32- or 64-bit indices
-	kCrossEntropyBackward16 // formWalk16: the same over F16 and BF16 logits
-	kCrossEntropyRowsWarp   // formStore, and the one below
-	kCrossEntropyRowsBlock  //
+	kCrossEntropyBackward      // formWalk: a thread per element, 32- or 64-bit indices
+	kCrossEntropyBackward16    // formWalk16: the same over F16 and BF16 logits
+	kCrossEntropyBackwardWords // formStore: 16-byte words, c a multiple of a word's elements
+	kCrossEntropyRowsWarp      // formF64: float64 rows a warp reads from memory
+	kCrossEntropyRowsBlock     // formStore
+	kCrossEntropyRegsWarp      // formV16, and the one below
+	kCrossEntropyRegsBlock     //
+	kCrossEntropyRegs16Warp    // formRegs16, and the one below
+	kCrossEntropyRegs16Block   //
 	kMSEPartial
 	kSumFinish
 	kMSEBackward
@@ -255,8 +260,13 @@ var bases = [numKernels / variants]struct {
 	kUnscaleMulti / variants:               {famAmp, "unscale_multi", formOne},
 	kCrossEntropyBackward / variants:       {famLoss, "cross_entropy_backward", formWalk},
 	kCrossEntropyBackward16 / variants:     {famLoss, "cross_entropy_backward", formWalk16},
-	kCrossEntropyRowsWarp / variants:       {famLoss, "cross_entropy_rows_warp", formStore},
+	kCrossEntropyBackwardWords / variants:  {famLoss, "cross_entropy_backward_words", formStore},
+	kCrossEntropyRowsWarp / variants:       {famLoss, "cross_entropy_rows_warp", formF64},
 	kCrossEntropyRowsBlock / variants:      {famLoss, "cross_entropy_rows_block", formStore},
+	kCrossEntropyRegsWarp / variants:       {famLoss, "cross_entropy_regs_warp", formV16},
+	kCrossEntropyRegsBlock / variants:      {famLoss, "cross_entropy_regs_block", formV16},
+	kCrossEntropyRegs16Warp / variants:     {famLoss, "cross_entropy_regs_warp", formRegs16},
+	kCrossEntropyRegs16Block / variants:    {famLoss, "cross_entropy_regs_block", formRegs16},
 	kMSEPartial / variants:                 {famLoss, "mse_partial", formTyped},
 	kSumFinish / variants:                  {famLoss, "sum_finish", formTyped},
 	kMSEBackward / variants:                {famLoss, "mse_backward", formTyped},

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -81,4 +82,94 @@ func f32Bytes(v []float32) []byte {
 		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(f))
 	}
 	return out
+}
+
+// rowBytes stores v as dt (F32, F16 or BF16), little-endian.
+func rowBytes(dt dtype.DType, v []float32) []byte {
+	if dt == dtype.F32 {
+		return f32Bytes(v)
+	}
+	out := make([]byte, 2*len(v))
+	for i, f := range v {
+		h := dtype.F32ToBF16(f)
+		if dt == dtype.F16 {
+			h = dtype.F32ToF16(f)
+		}
+		binary.LittleEndian.PutUint16(out[2*i:], h)
+	}
+	return out
+}
+
+// TestCrossEntropySameBitsAtAnyAlignment: cross-entropy's forward keeps rows of up to
+// 8192 in registers, 16 bytes a load when the logits are on 16 bytes, and its backward
+// moves 16-byte words when the logits and dlogits are; the other variants (the logits
+// one element into their block) must give the same bits: lse, the loss and dlogits, in
+// F32, F16 and BF16, for rows of a warp (1024) and of a block (2048). A label out of
+// range found by the word kernel is reported as the walk reports it.
+func TestCrossEntropySameBitsAtAnyAlignment(t *testing.T) {
+	dev, al, b := gpu(t)
+	m := gpuMemory{dev, al}
+	const rows = 5
+	labels := []int64{3, -100, 1000, 7, 0}
+	lab := make([]byte, 8*rows)
+	for i, l := range labels {
+		binary.LittleEndian.PutUint64(lab[8*i:], uint64(l))
+	}
+	scalar := func(dt dtype.DType, v float32) kernels.Operand {
+		mem := m.Alloc(t, 8)
+		m.Write(t, mem, append(rowBytes(dt, []float32{v}), make([]byte, 8-dt.Size())...))
+		return kernels.Operand{Layout: kernels.Layout{}, DType: dt, Mem: mem}
+	}
+	for _, dt := range []dtype.DType{dtype.F32, dtype.F16, dtype.BF16} {
+		for _, n := range []int{1024, 2048} {
+			x := make([]float32, rows*n)
+			for i := range x {
+				x[i] = float32(math.Sin(float64(i)*0.37) * 6)
+			}
+			var got [2][3][]byte // lse, the loss, dlogits
+			for off := range 2 {
+				es := dt.Size()
+				vec := func(dt dtype.DType, data []byte, off int) kernels.Operand {
+					mem := m.Alloc(t, int64(len(data)+dt.Size()*off))
+					m.Write(t, mem, append(make([]byte, dt.Size()*off), data...))
+					return kernels.Operand{Layout: kernels.Layout{Shape: []int{len(data) / dt.Size()}, Strides: []int{1}, Offset: off}, DType: dt, Mem: mem}
+				}
+				logits, dl := vec(dt, rowBytes(dt, x), off), vec(dt, make([]byte, es*rows*n), off)
+				lse, lb := vec(dtype.F32, make([]byte, 4*(rows+1)), 0), vec(dtype.I64, lab, 0)
+				loss, g := scalar(dt, 0), scalar(dtype.F32, 1.5)
+				require.NoError(t, b.CrossEntropy(loss, lse, logits, lb, rows, n, -100))
+				b.CrossEntropyBackward(dl, logits, lse, lb, g, rows, n, -100)
+				require.NoError(t, b.Check())
+				got[off] = [3][]byte{m.Read(t, lse.Mem), m.Read(t, loss.Mem)[:es], m.Read(t, dl.Mem)[es*off:]}
+				for _, o := range []kernels.Operand{logits, dl, lse, lb, loss, g} {
+					m.Free(t, o.Mem)
+				}
+			}
+			for k, what := range []string{"lse", "the loss", "dlogits"} {
+				assert.Equal(t, got[0][k], got[1][k], "%v cross-entropy over rows of %d: %s's bits at offset 0 and 1", dt, n, what)
+			}
+		}
+		// A label out of range: the backward's word kernel reports it (row 2's, the
+		// first bad one) and writes zeros for its row.
+		for off := range 2 {
+			bad := slices.Clone(lab)
+			binary.LittleEndian.PutUint64(bad[8*2:], uint64(1024+5))
+			mem := m.Alloc(t, int64(dt.Size()*(rows*1024+off)))
+			logits := kernels.Operand{Layout: kernels.Layout{Shape: []int{rows * 1024}, Strides: []int{1}, Offset: off}, DType: dt, Mem: mem}
+			lseMem, lbMem := m.Alloc(t, 4*(rows+1)), m.Alloc(t, 8*rows)
+			m.Write(t, lseMem, make([]byte, 4*(rows+1)))
+			m.Write(t, lbMem, bad)
+			lse := kernels.Operand{Layout: kernels.Contiguous(rows + 1), DType: dtype.F32, Mem: lseMem}
+			lb := kernels.Operand{Layout: kernels.Contiguous(rows), DType: dtype.I64, Mem: lbMem}
+			g := scalar(dtype.F32, 1)
+			b.CrossEntropyBackward(logits, logits, lse, lb, g, rows, 1024, -100)
+			var ie *kernels.IndexError
+			require.ErrorAs(t, b.Check(), &ie, "%v at offset %d", dt, off)
+			assert.Equal(t, kernels.IndexError{Op: "cross_entropy backward", Pos: 2, Index: 1029, Limit: 1024}, *ie, "%v at offset %d", dt, off)
+			for _, mm := range []kernels.Mem{mem, lseMem, lbMem, g.Mem} {
+				m.Free(t, mm)
+			}
+		}
+	}
+	require.NoError(t, dev.Synchronize())
 }

@@ -61,6 +61,7 @@ const hdrBlock = 256
 const hdrUnroll = 4
 const hdrCastU = 4
 const hdrGeluU = 2
+const hdrCEU = 4
 const hdrFinishBlockPieces = 64
 const hdrColsV = 4
 const hdrColsX = 32

@@ -84,6 +84,10 @@
 #define CAST_U 4
 #define GELU_U 2
 
+// CE_U is the words a thread of loss.cu's cross_entropy_backward_words takes per round
+// (map_words).
+#define CE_U 4
+
 // A reduction's partials of one output are combined by a thread of reduce_finish when
 // they are at most FINISH_BLOCK_PIECES, else by a block (reduce_finish_block), and
 // sum_all's last block combines them as these would. SUM_U is the words of 16 bytes
@@ -496,17 +500,6 @@ __device__ __forceinline__ void row_put(float *p, long long i, float v) { p[i] =
 __device__ __forceinline__ void row_put(double *p, long long i, double v) { p[i] = v; }
 template <typename S> __device__ __forceinline__ void row_put(S *p, long long i, float v) { p[i].bits = to_bits<S>(v); }
 
-// unpack4 converts the four 16-bit elements of S in w (8 bytes, the lower first) to
-// float; pack4 rounds four floats into them.
-template <typename S> __device__ __forceinline__ void unpack4(float *v, uint2 w) {
-    v[0] = from_bits<S>((unsigned short)(w.x & 0xffffu)), v[1] = from_bits<S>((unsigned short)(w.x >> 16));
-    v[2] = from_bits<S>((unsigned short)(w.y & 0xffffu)), v[3] = from_bits<S>((unsigned short)(w.y >> 16));
-}
-template <typename S> __device__ __forceinline__ uint2 pack4(const float *v) {
-    return make_uint2((unsigned int)to_bits<S>(v[0]) | ((unsigned int)to_bits<S>(v[1]) << 16),
-                      (unsigned int)to_bits<S>(v[2]) | ((unsigned int)to_bits<S>(v[3]) << 16));
-}
-
 // pack2 rounds lo and hi to S in one instruction (cvt.rn.f16x2.f32, cvt.rn.bf16x2.f32:
 // to nearest even, as to_bits; a NaN comes out canonical, which is what to_bits makes of
 // the canonical NaN that float arithmetic gives), lo in the lower half.
@@ -521,6 +514,17 @@ template <> __device__ __forceinline__ unsigned int pack2<bf16_t>(float lo, floa
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
 }
+
+// unpack4 converts the four 16-bit elements of S in w (8 bytes, the lower first) to
+// float; pack4 rounds four floats into them, two an instruction (pack2: the bits of
+// to_bits for the results of float arithmetic, whose NaNs are canonical; BF16's to_bits
+// alone takes five integer instructions an element, which kept BF16 rows below F16's
+// rate).
+template <typename S> __device__ __forceinline__ void unpack4(float *v, uint2 w) {
+    v[0] = from_bits<S>((unsigned short)(w.x & 0xffffu)), v[1] = from_bits<S>((unsigned short)(w.x >> 16));
+    v[2] = from_bits<S>((unsigned short)(w.y & 0xffffu)), v[3] = from_bits<S>((unsigned short)(w.y >> 16));
+}
+template <typename S> __device__ __forceinline__ uint2 pack4(const float *v) { return make_uint2(pack2<S>(v[0], v[1]), pack2<S>(v[2], v[3])); }
 
 // ---- contiguous words ------------------------------------------------------------------
 //
@@ -622,62 +626,107 @@ __device__ __forceinline__ void row_load(float *v, const float *r, long long n, 
     for (int i = 0; i < ROW_CHUNKS; i++) chunk_load<V16>(v + 4 * i, r, chunk_at<G>(lane, i), n, fill);
 }
 
+// pair_store writes a lane's chunks i and i+1 (i even), their 8 elements in p: a
+// step of row_store.
 template <int G, bool V16>
-__device__ __forceinline__ void row_store(float *r, const float *v, long long n, int lane) {
-#pragma unroll
-    for (int i = 0; i < ROW_CHUNKS; i++) chunk_store<V16>(r, v + 4 * i, chunk_at<G>(lane, i), n);
+__device__ __forceinline__ void pair_store(float *r, const float *p, int i, long long n, int lane) {
+    chunk_store<V16>(r, p, chunk_at<G>(lane, i), n);
+    chunk_store<V16>(r, p + 4, chunk_at<G>(lane, i + 1), n);
 }
 
-// row_load of a 16-bit row. With V16, for each two slots i and i+1, lane 2m loads
-// chunks 2m and 2m+1 of slot i (16 bytes at chunk_at(2m, i)), lane 2m+1 those of slot
-// i+1, and each passes its partner the half it holds for it: the even lane keeps
-// the first half and receives the first of the odd lane's, the odd lane keeps its
-// second and receives the even lane's second. Every lane of the warp runs it.
+// row_load_bits reads a 16-bit row as row_load does but keeps each chunk's bits (a
+// uint2 of 4 elements, the lower first; 0 bits, +0, at n or past): half the registers
+// of floats, converted where they are used (bits_at). With V16, for each two slots i
+// and i+1, lane 2m loads chunks 2m and 2m+1 of slot i (16 bytes at chunk_at(2m, i)),
+// lane 2m+1 those of slot i+1, and each passes its partner the half it holds for it:
+// the even lane keeps the first half and receives the first of the odd lane's, the odd
+// lane keeps its second and receives the even lane's second. Every lane of the warp
+// runs it.
 template <int G, bool V16, typename S>
-__device__ __forceinline__ void row_load(float *v, const S *r, long long n, int lane, float fill) {
+__device__ __forceinline__ void row_load_bits(uint2 *raw, const S *r, long long n, int lane) {
     if (!V16) {
 #pragma unroll
-        for (int i = 0; i < ROW_CHUNKS; i++) chunk_load<false>(v + 4 * i, r, chunk_at<G>(lane, i), n, fill);
+        for (int i = 0; i < ROW_CHUNKS; i++) {
+            long long j = chunk_at<G>(lane, i);
+            unsigned int h[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++) h[k] = j + k < n ? r[j + k].bits : 0;
+            raw[i] = make_uint2(h[0] | h[1] << 16, h[2] | h[3] << 16);
+        }
         return;
     }
     int odd = lane & 1;
 #pragma unroll
     for (int i = 0; i < ROW_CHUNKS; i += 2) {
-        long long j = chunk_at<G>(lane - odd, i + odd); // the pair this lane loads
+        long long j = chunk_at<G>(lane - odd, i + odd); // the pair this lane loads; n % 8 == 0: wholly in or out
         uint4 a = j < n ? *(const uint4 *)(r + j) : make_uint4(0, 0, 0, 0);
         uint2 keep = odd ? make_uint2(a.z, a.w) : make_uint2(a.x, a.y);
         uint2 give = odd ? make_uint2(a.x, a.y) : make_uint2(a.z, a.w);
         uint2 got = make_uint2(__shfl_xor_sync(0xffffffffu, give.x, 1), __shfl_xor_sync(0xffffffffu, give.y, 1));
-        unpack4<S>(v + 4 * i, odd ? got : keep);
-        unpack4<S>(v + 4 * (i + 1), odd ? keep : got);
-#pragma unroll
-        for (int s = 0; s < 2; s++) // n % 8 == 0: a chunk is wholly in or wholly out
-            if (chunk_at<G>(lane, i + s) >= n) {
-#pragma unroll
-                for (int k = 0; k < 4; k++) v[4 * (i + s) + k] = fill;
-            }
+        raw[i] = odd ? got : keep;
+        raw[i + 1] = odd ? keep : got;
     }
 }
 
-// row_store of a 16-bit row: row_load's exchange reversed, then 16 bytes a lane.
+// bits_at is element k of a lane's row_load_bits row as float.
+template <typename S> __device__ __forceinline__ float bits_at(const uint2 *raw, int k) {
+    unsigned int h = k % 4 < 2 ? raw[k / 4].x : raw[k / 4].y;
+    return from_bits<S>((unsigned short)(k % 2 ? h >> 16 : h & 0xffffu));
+}
+
+// row_load of a 16-bit row: row_load_bits' elements as float, fill at n or past.
 template <int G, bool V16, typename S>
-__device__ __forceinline__ void row_store(S *r, const float *v, long long n, int lane) {
-    if (!V16) {
+__device__ __forceinline__ void row_load(float *v, const S *r, long long n, int lane, float fill) {
+    uint2 raw[ROW_CHUNKS];
+    row_load_bits<G, V16>(raw, r, n, lane);
 #pragma unroll
-        for (int i = 0; i < ROW_CHUNKS; i++) chunk_store<false>(r, v + 4 * i, chunk_at<G>(lane, i), n);
+    for (int i = 0; i < ROW_CHUNKS; i++) {
+        unpack4<S>(v + 4 * i, raw[i]);
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            if (chunk_at<G>(lane, i) + k >= n) v[4 * i + k] = fill;
+    }
+}
+
+// pair_store of a 16-bit row: with V16, row_load_bits' exchange reversed, then 16 bytes
+// a lane; every lane of the warp runs it.
+template <int G, bool V16, typename S>
+__device__ __forceinline__ void pair_store(S *r, const float *p, int i, long long n, int lane) {
+    if (!V16) {
+        chunk_store<false>(r, p, chunk_at<G>(lane, i), n);
+        chunk_store<false>(r, p + 4, chunk_at<G>(lane, i + 1), n);
         return;
     }
     int odd = lane & 1;
-#pragma unroll
-    for (int i = 0; i < ROW_CHUNKS; i += 2) {
-        uint2 lo = pack4<S>(v + 4 * i), hi = pack4<S>(v + 4 * (i + 1));
-        uint2 give = odd ? lo : hi;
-        uint2 got = make_uint2(__shfl_xor_sync(0xffffffffu, give.x, 1), __shfl_xor_sync(0xffffffffu, give.y, 1));
-        long long j = chunk_at<G>(lane - odd, i + odd);
-        uint4 a = odd ? make_uint4(got.x, got.y, hi.x, hi.y) : make_uint4(lo.x, lo.y, got.x, got.y);
-        if (j < n) *(uint4 *)(r + j) = a;
-    }
+    uint2 lo = pack4<S>(p), hi = pack4<S>(p + 4);
+    uint2 give = odd ? lo : hi;
+    uint2 got = make_uint2(__shfl_xor_sync(0xffffffffu, give.x, 1), __shfl_xor_sync(0xffffffffu, give.y, 1));
+    long long j = chunk_at<G>(lane - odd, i + odd);
+    uint4 a = odd ? make_uint4(got.x, got.y, hi.x, hi.y) : make_uint4(lo.x, lo.y, got.x, got.y);
+    if (j < n) *(uint4 *)(r + j) = a;
 }
+
+// row_store writes a lane's register row (positions below n), a pair of chunks at a time.
+template <int G, bool V16, typename S>
+__device__ __forceinline__ void row_store(S *r, const float *v, long long n, int lane) {
+#pragma unroll
+    for (int i = 0; i < ROW_CHUNKS; i += 2) pair_store<G, V16>(r, v + 4 * i, i, n, lane);
+}
+
+// reg_row is a lane's register row for a kernel that reads it several times: float32
+// rows as floats (row_load, fill 0), 16-bit rows as their bits (row_load_bits),
+// converted at each use (at), in half the registers. The values are the same either
+// way.
+template <typename S> struct reg_row {
+    uint2 bits[ROW_CHUNKS];
+    template <int G, bool V16> __device__ __forceinline__ void load(const S *r, long long n, int lane) { row_load_bits<G, V16>(bits, r, n, lane); }
+    __device__ __forceinline__ float at(int k) const { return bits_at<S>(bits, k); }
+};
+template <> struct reg_row<float> {
+    float v[4 * ROW_CHUNKS];
+    template <int G, bool V16> __device__ __forceinline__ void load(const float *r, long long n, int lane) { row_load<G, V16>(v, r, n, lane, 0); }
+    __device__ __forceinline__ float at(int k) const { return v[k]; }
+};
 
 // row_in says whether element k of a lane's register row (row_load's v[k]) is at a
 // position below n; with V16, n is a multiple of 4, so its chunk says. Positions grow

@@ -1,7 +1,7 @@
 // layernorm.cu: LayerNorm and its backward over rows of n contiguous elements, with
 // kernels/cpu's layernorm.go formulas: the mean and the biased variance summed in
-// double (two passes over the row: in registers for float32 rows of up to
-// BLOCK·ROW_CHUNKS·4, the *_regs_* kernels; from memory otherwise), rstd =
+// double (two passes over the row: in registers for float32, F16 and BF16 rows of up
+// to BLOCK·ROW_CHUNKS·4, the *_regs_* kernels; from memory otherwise), rstd =
 // 1/sqrt(var + eps) in double, the per-element math in T. dw and db are column sums over the rows in row order, cut into pieces of
 // rows when there are many (partials combined in piece order). S is the storage type
 // of x, y, w, b, g and dx (common.cuh's row storage) and T = row_compute<S>::type the
@@ -72,26 +72,27 @@ __device__ __forceinline__ void layer_norm_dx_k(S *dx, const S *g, const S *x, c
 }
 
 // The register-row kernels (float32, F16 and BF16 rows of up to G·ROW_CHUNKS·4 elements,
-// common.cuh's row_load): layer_norm_k's and layer_norm_dx_k's math on a row read once (twice for
-// dx: g and x), the lanes' sums over row_load's order. w and b are read in the same
-// chunks.
-template <typename S, int G, bool V16>
+// common.cuh's reg_row: 16-bit rows kept as their bits): layer_norm_k's and
+// layer_norm_dx_k's math on a row read once (twice for dx: g and x), the lanes' sums
+// over row_load's order. w and b are read in the same chunks, and the results are
+// stored two chunks at a time (pair_store) as they are done.
+template <typename S, int G, bool V16, typename R = reg_row<S>>
 __device__ __forceinline__ void layer_norm_regs_k(S *y, float *mean, float *rstd, const S *x, const S *w, const S *b, long long rows, long long n, float eps) {
     __shared__ double sm[BLOCK / 32];
     long long row = group_row<G>();
     int lane = group_lane<G>();
     if (row >= rows) return;
-    float v[4 * ROW_CHUNKS];
-    row_load<G, V16>(v, x + row * n, n, lane, 0);
+    R v;
+    v.template load<G, V16>(x + row * n, n, lane);
     double s = 0;
 #pragma unroll
-    for (int k = 0; k < 4 * ROW_CHUNKS; k++) s += (double)v[k]; // the fill adds +0
+    for (int k = 0; k < 4 * ROW_CHUNKS; k++) s += (double)v.at(k); // past n: +0
     double mu = group_sum<G>(s, sm) / (double)n;
     double ss = 0;
 #pragma unroll
     for (int k = 0; k < 4 * ROW_CHUNKS; k++) {
         if (!row_in<G, V16>(k, n, lane)) break;
-        double d = (double)v[k] - mu;
+        double d = (double)v.at(k) - mu;
         ss += d * d;
     }
     ss = group_sum<G>(ss, sm);
@@ -101,61 +102,64 @@ __device__ __forceinline__ void layer_norm_regs_k(S *y, float *mean, float *rstd
         mean[row] = m;
         rstd[row] = r;
     }
-    // w and b a chunk at a time: fewer registers live. A float32 chunk is stored as soon
-    // as it is done; a 16-bit row is stored whole, row_store pairing its chunks.
-    constexpr bool f32 = sizeof(S) == 4;
 #pragma unroll
-    for (int i = 0; i < ROW_CHUNKS; i++) {
-        long long j = chunk_at<G>(lane, i);
-        float t[4];
+    for (int i = 0; i < ROW_CHUNKS; i += 2) {
+        float o[8], t[4];
 #pragma unroll
-        for (int k = 0; k < 4; k++) v[4 * i + k] = (v[4 * i + k] - m) * r;
-        if (w) {
-            chunk_load<V16>(t, w, j, n, 0);
+        for (int h = 0; h < 8; h += 4) {
+            long long j = chunk_at<G>(lane, i + h / 4);
 #pragma unroll
-            for (int k = 0; k < 4; k++) v[4 * i + k] *= t[k];
+            for (int k = 0; k < 4; k++) o[h + k] = (v.at(4 * i + h + k) - m) * r;
+            if (w) {
+                chunk_load<V16>(t, w, j, n, 0);
+#pragma unroll
+                for (int k = 0; k < 4; k++) o[h + k] *= t[k];
+            }
+            if (b) {
+                chunk_load<V16>(t, b, j, n, 0);
+#pragma unroll
+                for (int k = 0; k < 4; k++) o[h + k] += t[k];
+            }
         }
-        if (b) {
-            chunk_load<V16>(t, b, j, n, 0);
-#pragma unroll
-            for (int k = 0; k < 4; k++) v[4 * i + k] += t[k];
-        }
-        if (f32) chunk_store<V16>(y + row * n, v + 4 * i, j, n);
+        pair_store<G, V16>(y + row * n, o, i, n, lane);
     }
-    if (!f32) row_store<G, V16>(y + row * n, v, n, lane);
 }
 
-template <typename S, int G, bool V16>
+// layer_norm_dx_regs_k: ĝ = g·w is computed where it is used, twice (the same bits).
+template <typename S, int G, bool V16, typename R = reg_row<S>>
 __device__ __forceinline__ void layer_norm_dx_regs_k(S *dx, const S *g, const S *x, const float *mean, const float *rstd, const S *w, long long rows, long long n) {
     __shared__ double sm[BLOCK / 32];
     long long row = group_row<G>();
     int lane = group_lane<G>();
     if (row >= rows) return;
     float m = mean[row], r = rstd[row];
-    float gv[4 * ROW_CHUNKS], xv[4 * ROW_CHUNKS];
-    row_load<G, V16>(gv, g + row * n, n, lane, 0);
-    row_load<G, V16>(xv, x + row * n, n, lane, 0);
-    if (w) {
-#pragma unroll
-        for (int i = 0; i < ROW_CHUNKS; i++) {
-            float t[4];
-            chunk_load<V16>(t, w, chunk_at<G>(lane, i), n, 0);
-#pragma unroll
-            for (int k = 0; k < 4; k++) gv[4 * i + k] *= t[k];
-        }
-    }
+    R gv, xv;
+    gv.template load<G, V16>(g + row * n, n, lane);
+    xv.template load<G, V16>(x + row * n, n, lane);
+    // ghat is ĝ at element k of the lane's row, t holding w's chunk k/4.
+    auto ghat = [&](int k, const float *t) { return w ? gv.at(k) * t[k % 4] : gv.at(k); };
     double sg = 0, sgx = 0;
+    float t[4];
 #pragma unroll
     for (int k = 0; k < 4 * ROW_CHUNKS; k++) {
         if (!row_in<G, V16>(k, n, lane)) break;
-        sg += (double)gv[k];
-        sgx += (double)(gv[k] * (xv[k] - m) * r);
+        if (w && k % 4 == 0) chunk_load<V16>(t, w, chunk_at<G>(lane, k / 4), n, 0);
+        float gk = ghat(k, t);
+        sg += (double)gk;
+        sgx += (double)(gk * (xv.at(k) - m) * r);
     }
     float mg = (float)(group_sum<G>(sg, sm) / (double)n);
     float mgx = (float)(group_sum<G>(sgx, sm) / (double)n);
 #pragma unroll
-    for (int k = 0; k < 4 * ROW_CHUNKS; k++) gv[k] = r * (gv[k] - mg - (xv[k] - m) * r * mgx);
-    row_store<G, V16>(dx + row * n, gv, n, lane);
+    for (int i = 0; i < ROW_CHUNKS; i += 2) {
+        float o[8];
+#pragma unroll
+        for (int k = 4 * i; k < 4 * i + 8; k++) {
+            if (w && k % 4 == 0) chunk_load<V16>(t, w, chunk_at<G>(lane, k / 4), n, 0);
+            o[k - 4 * i] = r * (ghat(k, t) - mg - (xv.at(k) - m) * r * mgx);
+        }
+        pair_store<G, V16>(dx + row * n, o, i, n, lane);
+    }
 }
 
 #define LAYER_NORM_REGS_KERNELS(S, SN, G, GN, V16, VN)                                                                                                  \

@@ -10,39 +10,27 @@
 
 __device__ __forceinline__ bool label_ok(long long l, long long c) { return l >= 0 && l < c; }
 
-// cross_entropy_rows_k is the whole forward in one launch. Groups of G threads take
-// the rows group_row, + gridDim.x·BLOCK/G, ...: each writes lse[row] = log Σ exp(row)
-// (stably) and reports a bad label. Each block then writes its part, the sum of
-// lse - logit[label] over its rows whose label is in range and the count of its rows
-// whose label is not ignore (in double, a fixed tree), into part[2·block], and takes
-// a ticket; the last block to take one sums the parts in block order (a fixed tree),
-// writes the mean, rounded to T then to the loss's type dtl, into the loss and the
-// count, rounded to T, into lse[n] (CrossEntropyBackward's divisor), and sets the
-// ticket back to 0 for the next launch (a CUDA graph replays it). The grid depends on
-// n and c only, so the bits do too.
-template <typename S, int G>
-__device__ __forceinline__ void cross_entropy_rows_k(unsigned long long loss, int dtl, typename row_compute<S>::type *lse, const S *logits,
-                                                     const long long *labels, long long n, long long c, long long ignore, double *part,
-                                                     unsigned int *ticket, ErrorFlag *flag, unsigned int seq) {
-    typedef typename row_compute<S>::type T;
+// cross_entropy_k is the whole forward in one launch. Groups of G threads take the
+// rows group_row, + gridDim.x·BLOCK/G, ...: each writes lse[row] = log Σ exp(row)
+// (stably; row_lse, below, computes it) and reports a bad label. Each block then
+// writes its part, the sum of lse - logit[label] over its rows whose label is in range
+// and the count of its rows whose label is not ignore (in double, a fixed tree), into
+// part[2·block], and takes a ticket; the last block to take one sums the parts in
+// block order (a fixed tree), writes the mean, rounded to T then to the loss's type
+// dtl, into the loss and the count, rounded to T, into lse[n] (CrossEntropyBackward's
+// divisor), and sets the ticket back to 0 for the next launch (a CUDA graph replays
+// it). The grid depends on n and c only, so the bits do too.
+template <typename S, int G, typename T, typename F>
+__device__ __forceinline__ void cross_entropy_k(unsigned long long loss, int dtl, T *lse, const S *logits, const long long *labels, long long n, long long c,
+                                                long long ignore, double *part, unsigned int *ticket, ErrorFlag *flag, unsigned int seq, F row_lse) {
     __shared__ double sm[BLOCK / 32];
-    __shared__ T smx[BLOCK / 32];
     int lane = group_lane<G>();
     double sum = 0, count = 0; // lane 0's rows
     for (long long row = group_row<G>(); row < n; row += (long long)gridDim.x * (BLOCK / G)) { // G = BLOCK: the block's one row
         long long l = labels[row];
         if (lane == 0 && l != ignore && !label_ok(l, c)) report(flag, seq, ERR_CROSS_ENTROPY, row, l, c);
         const S *xr = logits + row * c;
-        T mx = NEG_INF;
-        for (long long j = lane; j < c; j += G) mx = fmax_nan(mx, row_get(xr, j));
-        mx = group_max<G>(mx, smx);
-        T v = mx; // all -Inf, or a +Inf: the sum is exp(mx)
-        if (!isinf(mx)) {
-            double s = 0;
-            for (long long j = lane; j < c; j += G) s += (double)c_exp(row_get(xr, j) - mx);
-            s = group_sum<G>(s, sm);
-            v = mx + (T)::log(s);
-        }
+        T v = row_lse(xr, lane, sm);
         if (lane != 0) continue;
         lse[row] = v;
         if (l == ignore) continue;
@@ -61,6 +49,62 @@ __device__ __forceinline__ void cross_entropy_rows_k(unsigned long long loss, in
         st<T>(loss, dtl, 0, (T)(sum / count)); // NaN when every row is ignored
         lse[n] = (T)count;
     }
+}
+
+// lse_of is a row's log-sum-exp from its maximum mx over the group and its lanes' sums
+// of exp(x - mx): all -Inf, or a +Inf, gives mx (the sum is exp(mx)).
+template <int G, typename T, typename F>
+__device__ __forceinline__ T lse_of(T mx, double *sm, F lane_sum) {
+    if (isinf(mx)) return mx;
+    return mx + (T)::log(group_sum<G>(lane_sum(), sm));
+}
+
+// cross_entropy_rows_k reads each row from memory, twice: lane j its elements j, j+G, ...
+template <typename S, int G>
+__device__ __forceinline__ void cross_entropy_rows_k(unsigned long long loss, int dtl, typename row_compute<S>::type *lse, const S *logits,
+                                                     const long long *labels, long long n, long long c, long long ignore, double *part,
+                                                     unsigned int *ticket, ErrorFlag *flag, unsigned int seq) {
+    typedef typename row_compute<S>::type T;
+    __shared__ T smx[BLOCK / 32];
+    cross_entropy_k<S, G>(loss, dtl, lse, logits, labels, n, c, ignore, part, ticket, flag, seq, [&](const S *xr, int lane, double *sm) {
+        T mx = NEG_INF;
+        for (long long j = lane; j < c; j += G) mx = fmax_nan(mx, row_get(xr, j));
+        mx = group_max<G>(mx, smx);
+        return lse_of<G>(mx, sm, [&] {
+            double s = 0;
+            for (long long j = lane; j < c; j += G) s += (double)c_exp(row_get(xr, j) - mx);
+            return s;
+        });
+    });
+}
+
+// cross_entropy_regs_k keeps each row in registers (float32, F16 and BF16 rows of up to
+// G·ROW_CHUNKS·4 elements, common.cuh's reg_row): read once, 16 bytes a load with V16;
+// the lanes' sums run over row_load's order.
+template <typename S, int G, bool V16>
+__device__ __forceinline__ void cross_entropy_regs_k(unsigned long long loss, int dtl, float *lse, const S *logits, const long long *labels, long long n,
+                                                     long long c, long long ignore, double *part, unsigned int *ticket, ErrorFlag *flag, unsigned int seq) {
+    __shared__ float smx[BLOCK / 32];
+    cross_entropy_k<S, G>(loss, dtl, lse, logits, labels, n, c, ignore, part, ticket, flag, seq, [&](const S *xr, int lane, double *sm) {
+        reg_row<S> v;
+        v.template load<G, V16>(xr, c, lane);
+        float mx = NEG_INF;
+#pragma unroll
+        for (int k = 0; k < 4 * ROW_CHUNKS; k++) {
+            if (!row_in<G, V16>(k, c, lane)) break;
+            mx = fmax_nan(mx, v.at(k));
+        }
+        mx = group_max<G>(mx, smx);
+        return lse_of<G>(mx, sm, [&] {
+            double s = 0;
+#pragma unroll
+            for (int k = 0; k < 4 * ROW_CHUNKS; k++) {
+                if (!row_in<G, V16>(k, c, lane)) break;
+                s += (double)c_exp(v.at(k) - mx);
+            }
+            return s;
+        });
+    });
 }
 
 // cross_entropy_backward_k: dlogits = (softmax - onehot)·scale per counted row, 0 for
@@ -88,6 +132,65 @@ __device__ __forceinline__ void cross_entropy_backward_k(S *dl, const S *logits,
         if (j == l) v -= scale;
         row_put(dl, t, v);
     }
+}
+
+// word_get converts the E = 16/sizeof(S) elements of S in a 16-byte word to the compute
+// type T; word_put rounds E of them back into a word (16-bit: pack4's bits).
+template <typename S, typename T> __device__ __forceinline__ void word_get(T *v, const uint4 &x) {
+    if constexpr (sizeof(S) == 2) {
+        unpack4<S>(v, make_uint2(x.x, x.y));
+        unpack4<S>(v + 4, make_uint2(x.z, x.w));
+    } else if constexpr (sizeof(S) == 4) {
+        v[0] = __uint_as_float(x.x), v[1] = __uint_as_float(x.y), v[2] = __uint_as_float(x.z), v[3] = __uint_as_float(x.w);
+    } else {
+        v[0] = __hiloint2double((int)x.y, (int)x.x), v[1] = __hiloint2double((int)x.w, (int)x.z);
+    }
+}
+template <typename S, typename T> __device__ __forceinline__ uint4 word_put(const T *v) {
+    if constexpr (sizeof(S) == 2) {
+        uint2 lo = pack4<S>(v), hi = pack4<S>(v + 4);
+        return make_uint4(lo.x, lo.y, hi.x, hi.y);
+    } else if constexpr (sizeof(S) == 4) {
+        return make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]));
+    } else {
+        return make_uint4((unsigned)__double2loint(v[0]), (unsigned)__double2hiint(v[0]), (unsigned)__double2loint(v[1]), (unsigned)__double2hiint(v[1]));
+    }
+}
+
+// cross_entropy_backward_words_k is cross_entropy_backward_k over 16-byte words of E =
+// 16/sizeof(S) elements, U words a thread per round (common.cuh's map_words), each
+// word within one row: the host checked that c is a multiple of E, that dl and logits
+// are on 16 bytes and that the words plus one round of the grid fit an int. The same
+// math per element, so the same bits; every load and store moves 16 bytes, and a
+// word's row, label and lse are looked up once.
+template <typename S, int U = CE_U>
+__device__ __forceinline__ void cross_entropy_backward_words_k(S *dl, const S *logits, const typename row_compute<S>::type *lse, const long long *labels,
+                                                               int n, int c, long long ignore, unsigned long long g, int dtg, ErrorFlag *flag,
+                                                               unsigned int seq) {
+    typedef typename row_compute<S>::type T;
+    constexpr int E = 16 / sizeof(S);
+    T scale = ld<T>(g, dtg, 0, 0) / lse[n];
+    int cw = c / E; // words a row
+    uint4 *out = (uint4 *)dl;
+    map_words<U>((const uint4 *)logits, n * cw, [&](int w, const uint4 &x) {
+        int i = w / cw, j = (w - i * cw) * E;
+        long long l = labels[i];
+        T v[E];
+        if (l == ignore || !label_ok(l, c)) {
+            if (l != ignore && j == 0) report(flag, seq, ERR_CROSS_ENTROPY_BACKWARD, i, l, c);
+#pragma unroll
+            for (int k = 0; k < E; k++) v[k] = 0;
+        } else {
+            T m = lse[i];
+            word_get<S>(v, x);
+#pragma unroll
+            for (int k = 0; k < E; k++) {
+                v[k] = c_exp(v[k] - m) * scale;
+                if (j + k == l) v[k] -= scale;
+            }
+        }
+        out[w] = word_put<S>(v);
+    });
 }
 
 // mse_partial_k: block c sums (a-b)² over the elements [c·piece, (c+1)·piece) in a fixed
@@ -130,10 +233,6 @@ __device__ __forceinline__ void mse_backward_k(T *da, T *db, const T *a, const T
 }
 
 #define CROSS_ENTROPY_KERNELS(S, SN, T)                                                                                                          \
-    KERNEL cross_entropy_rows_warp_##SN(unsigned long long loss, int dtl, T *lse, const S *logits, const long long *labels, long long n, long long c, \
-                                        long long ignore, double *part, unsigned int *ticket, ErrorFlag *flag, unsigned int seq) {                    \
-        cross_entropy_rows_k<S, 32>(loss, dtl, lse, logits, labels, n, c, ignore, part, ticket, flag, seq);                                           \
-    }                                                                                                                                                 \
     KERNEL cross_entropy_rows_block_##SN(unsigned long long loss, int dtl, T *lse, const S *logits, const long long *labels, long long n, long long c, \
                                          long long ignore, double *part, unsigned int *ticket, ErrorFlag *flag, unsigned int seq) {                   \
         cross_entropy_rows_k<S, BLOCK>(loss, dtl, lse, logits, labels, n, c, ignore, part, ticket, flag, seq);                                        \
@@ -145,12 +244,39 @@ __device__ __forceinline__ void mse_backward_k(T *da, T *db, const T *a, const T
     KERNEL cross_entropy_backward_##SN##_i64(S *dl, const S *logits, const T *lse, const long long *labels, long long n, long long c,                \
                                              long long ignore, unsigned long long g, int dtg, ErrorFlag *flag, unsigned int seq) {                    \
         cross_entropy_backward_k<S, long long>(dl, logits, lse, labels, n, c, ignore, g, dtg, flag, seq);                                             \
+    }                                                                                                                                                 \
+    KERNEL cross_entropy_backward_words_##SN(S *dl, const S *logits, const T *lse, const long long *labels, int n, int c, long long ignore,          \
+                                             unsigned long long g, int dtg, ErrorFlag *flag, unsigned int seq) {                                      \
+        cross_entropy_backward_words_k<S>(dl, logits, lse, labels, n, c, ignore, g, dtg, flag, seq);                                                  \
     }
 
 CROSS_ENTROPY_KERNELS(float, f32, float)
 CROSS_ENTROPY_KERNELS(double, f64, double)
 CROSS_ENTROPY_KERNELS(f16_t, f16, float)
 CROSS_ENTROPY_KERNELS(bf16_t, bf16, float)
+
+// A warp reads its row from memory only in float64: shorter rows of the other types are
+// the register-row kernels'.
+KERNEL cross_entropy_rows_warp_f64(unsigned long long loss, int dtl, double *lse, const double *logits, const long long *labels, long long n, long long c,
+                                   long long ignore, double *part, unsigned int *ticket, ErrorFlag *flag, unsigned int seq) {
+    cross_entropy_rows_k<double, 32>(loss, dtl, lse, logits, labels, n, c, ignore, part, ticket, flag, seq);
+}
+
+#define CROSS_ENTROPY_REGS_KERNELS(S, SN, G, GN, V16, VN)                                                                                              \
+    KERNEL cross_entropy_regs_##GN##_##SN##VN(unsigned long long loss, int dtl, float *lse, const S *logits, const long long *labels, long long n,    \
+                                              long long c, long long ignore, double *part, unsigned int *ticket, ErrorFlag *flag, unsigned int seq) { \
+        cross_entropy_regs_k<S, G, V16>(loss, dtl, lse, logits, labels, n, c, ignore, part, ticket, flag, seq);                                       \
+    }
+
+#define CROSS_ENTROPY_REGS_FORMS(S, SN)                                                                                                                \
+    CROSS_ENTROPY_REGS_KERNELS(S, SN, 32, warp, false, )                                                                                               \
+    CROSS_ENTROPY_REGS_KERNELS(S, SN, 32, warp, true, _v16)                                                                                            \
+    CROSS_ENTROPY_REGS_KERNELS(S, SN, BLOCK, block, false, )                                                                                           \
+    CROSS_ENTROPY_REGS_KERNELS(S, SN, BLOCK, block, true, _v16)
+
+CROSS_ENTROPY_REGS_FORMS(float, f32)
+CROSS_ENTROPY_REGS_FORMS(f16_t, f16)
+CROSS_ENTROPY_REGS_FORMS(bf16_t, bf16)
 
 #define MSE_KERNELS(T, TN)                                                                                                                         \
     KERNEL mse_partial_##TN(unsigned long long loss, int dtl, const T *a, const T *b, long long n, long long piece, double *part) {                   \

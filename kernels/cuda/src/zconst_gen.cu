@@ -78,6 +78,7 @@ int main() {
     C("hdrUnroll", UNROLL);
     C("hdrCastU", CAST_U);
     C("hdrGeluU", GELU_U);
+    C("hdrCEU", CE_U);
     C("hdrFinishBlockPieces", FINISH_BLOCK_PIECES);
     C("hdrColsV", COLS_V);
     C("hdrColsX", COLS_X);
