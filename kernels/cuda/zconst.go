@@ -67,6 +67,7 @@ const hdrColsX = 32
 const hdrColsY = 8
 const hdrColsU = 4
 const hdrTile = 32
+const hdrTwordsCols = 64
 const hdrRowChunks = 8
 const hdrListChunk = 2048
 const hdrOptimList = 56

@@ -84,6 +84,7 @@ int main() {
     C("hdrColsY", COLS_Y);
     C("hdrColsU", COLS_U);
     C("hdrTile", TILE);
+    C("hdrTwordsCols", TWORDS_COLS);
     C("hdrRowChunks", ROW_CHUNKS);
     C("hdrListChunk", LIST_CHUNK);
     C("hdrOptimList", OPTIM_LIST);
