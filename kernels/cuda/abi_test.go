@@ -145,6 +145,8 @@ func exercise(b *Backend) {
 		b.Axpy(dst, 0.5, row)
 		xt := o.over(dt, kernels.Layout{Shape: []int{4, 5}, Strides: []int{1, 4}}, 20)
 		b.Copy(o.dense(dt, 4, 5), xt) // a transposed view made dense: copy_transpose
+		// ... of whole 16-byte words (copy_transpose_words for F32, F16, BF16)
+		b.Copy(o.dense(dt, 8, 16), o.over(dt, kernels.Layout{Shape: []int{8, 16}, Strides: []int{1, 8}}, 128))
 		_ = b.BinaryCrossEntropy(dst, x, row)
 		b.BinaryCrossEntropyWithLogits(dst, x, row, kernels.Operand{})
 		b.BinaryCrossEntropyWithLogits(dst, x, xt, row)

@@ -26,9 +26,14 @@ func (b *Backend) Copy(dst, src kernels.Operand) {
 		return
 	}
 	if dst.DType == src.DType && w.rank == 2 && w.stride[0][1] == 1 && w.stride[1][0] == 1 && w.shape[0] > 1 && w.shape[1] > 1 {
-		// A transposed view made dense: tiles through shared memory.
-		tiles := ((w.shape[0] + transposeTile - 1) / transposeTile) * ((w.shape[1] + transposeTile - 1) / transposeTile)
-		b.launch(kCopyTranspose, cudadev.LaunchConfig{Grid: cudadev.Dim3{X: uint32(min(tiles, int64(32*b.sms)))}, Block: cudadev.Dim3{X: block},
+		// A transposed view made dense: tiles through shared memory, of 16-byte words
+		// where the tiles' edges allow.
+		k, rows, cols := kCopyTranspose, int64(hdrTile), int64(hdrTile)
+		if w.transposeWords(dst.DType.Size()) {
+			k, rows, cols = kCopyTransposeWords, int64(128/dst.DType.Size()), hdrTwordsCols
+		}
+		tiles := ((w.shape[0] + rows - 1) / rows) * ((w.shape[1] + cols - 1) / cols)
+		b.launch(k, cudadev.LaunchConfig{Grid: cudadev.Dim3{X: uint32(min(tiles, int64(32*b.sms)))}, Block: cudadev.Dim3{X: block},
 			Stream: dst.Mem.Stream}, cudadev.ArgBytes(w.bytes()))
 		return
 	}
@@ -41,8 +46,16 @@ func (b *Backend) Copy(dst, src kernels.Operand) {
 	b.launchWalk(kCopy.in(in64(dst, src)), &w, dst)
 }
 
-// transposeTile is the side of copy_transpose's square tiles.
-const transposeTile = hdrTile
+// transposeWords reports whether copy_transpose_words takes w, a transposed walk of two
+// dimensions with elements of size bytes: 2 or 4 bytes, and every row of the output
+// and every column of the source whole 16-byte words, aligned.
+func (w *walk) transposeWords(size int) bool {
+	if size != 2 && size != 4 {
+		return false
+	}
+	v := int64(16 / size)
+	return w.shape[0]%v == 0 && w.shape[1]%v == 0 && w.stride[0][0]%v == 0 && w.stride[1][1]%v == 0 && (w.base[0]|w.base[1])%16 == 0
+}
 
 // Fill converts v to dst's type on the host (kernels/cpu.FillBits), then writes that pattern: a
 // memset where it is zero and dst is dense, a kernel otherwise.

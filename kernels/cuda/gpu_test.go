@@ -5,10 +5,12 @@ package cuda_test
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -400,6 +402,90 @@ func BenchmarkKernelBandwidth(bm *testing.B) {
 					c.f()
 				}
 				require.NoError(bm, dev.Synchronize())
+			})
+		}
+		require.NoError(bm, b.Check())
+		for _, o := range live {
+			mem.Free(bm, o.Mem)
+		}
+	}
+}
+
+// BenchmarkProducts times products on the device as a step calls them (b.N calls, then
+// one wait), with their rate in GFLOP/s: the square products of 4096 in each float
+// type and transposition, which are the device's (they must keep cuBLAS's rate under
+// every cuda.LtEnv), and the tiny MLP's (784-256-256-10, batch 64): the forward's
+// Linear with its bias folded (MatmulBias), the input gradients' plain products and the
+// weight gradients' with the bias gradient folded (MatmulBiasGrad), each falling back
+// as package tensor does where the backend declines. The tiny ones are too short for
+// the host to keep the device busy: their device time is scripts/gpu/probe/tinygraph
+// products'. Run once per cuda.LtEnv value to compare its choices.
+func BenchmarkProducts(bm *testing.B) {
+	dev, al, b := gpu(bm)
+	if _, err := cuda.BLAS(); err != nil {
+		bm.Skip(err)
+	}
+	mem := gpuMemory{dev, al}
+	for _, dt := range []dtype.DType{dtype.F32, dtype.F16, dtype.BF16} {
+		var live []kernels.Operand
+		op := func(shape ...int) kernels.Operand {
+			l := kernels.Contiguous(shape...)
+			o := kernels.Operand{Layout: l, DType: dt, Mem: mem.Alloc(bm, int64(dt.Size()*l.Size()))}
+			b.Fill(o, 0.01)
+			live = append(live, o)
+			return o
+		}
+		// t is o's transpose, a view.
+		t := func(o kernels.Operand) kernels.Operand {
+			o.Layout = kernels.Layout{Shape: []int{o.Shape[1], o.Shape[0]}, Strides: []int{1, o.Shape[1]}}
+			return o
+		}
+		type productCase struct {
+			name    string
+			m, k, n int
+			f       func()
+		}
+		const big = 4096
+		a, c, sq := op(big, big), op(big, big), op(big, big)
+		cases := []productCase{
+			{"nn-4096", big, big, big, func() { b.Matmul(sq, a, c) }},
+			{"nt-4096", big, big, big, func() { b.Matmul(sq, a, t(c)) }},
+			{"tn-4096", big, big, big, func() { b.Matmul(sq, t(a), c) }},
+		}
+		const batch = 64
+		widths := []int{784, 256, 256, 10}
+		for l := range len(widths) - 1 {
+			in, out := widths[l], widths[l+1]
+			x, w, bias, y := op(batch, in), op(out, in), op(out), op(batch, out)
+			g, dx, dw, db := op(batch, out), op(batch, in), op(out, in), op(out)
+			cases = append(cases,
+				productCase{fmt.Sprintf("linear-%dx%dx%d", batch, in, out), batch, in, out, func() {
+					if !b.MatmulBias(y, x, t(w), bias) {
+						b.Matmul(y, x, t(w))
+						b.Binary(kernels.Add, y, y, bias)
+					}
+				}},
+				productCase{fmt.Sprintf("dx-%dx%dx%d", batch, out, in), batch, out, in, func() { b.Matmul(dx, g, w) }},
+				productCase{fmt.Sprintf("dw-%dx%dx%d", out, batch, in), out, batch, in, func() {
+					if !b.MatmulBiasGrad(dw, db, t(g), x) {
+						b.Matmul(dw, t(g), x)
+						col := db
+						col.Layout = kernels.Contiguous(out, 1)
+						b.Sum(col, t(g))
+					}
+				}})
+		}
+		for _, pc := range cases {
+			bm.Run(dt.String()+"/"+pc.name, func(bm *testing.B) {
+				pc.f()
+				require.NoError(bm, dev.Synchronize())
+				bm.ResetTimer()
+				start := time.Now()
+				for range bm.N { // not bm.Loop: the wait below must be inside the timing
+					pc.f()
+				}
+				require.NoError(bm, dev.Synchronize())
+				bm.ReportMetric(2*float64(pc.m)*float64(pc.k)*float64(pc.n)*float64(bm.N)/float64(time.Since(start).Nanoseconds()), "GFLOP/s")
 			})
 		}
 		require.NoError(bm, b.Check())

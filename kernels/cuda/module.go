@@ -90,9 +90,10 @@ const (
 	kGeluTanh16 // form16: Unary(GeluTanh) over contiguous F16 or BF16
 	// famCopy.
 	kCopy
-	kFill          // formIndex: the bits are the host's, no compute type
-	kCopyTranspose // formOne: the bits as they are
-	kCastToF32     // form16: contiguous F16 or BF16 to F32
+	kFill               // formIndex: the bits are the host's, no compute type
+	kCopyTranspose      // formOne: the bits as they are
+	kCopyTransposeWords // formOne: the same, 16-byte words of 2- or 4-byte elements
+	kCastToF32          // form16: contiguous F16 or BF16 to F32
 	// famReduce.
 	kNonFinite // formWalk
 	kReduceThread
@@ -243,6 +244,7 @@ var bases = [numKernels / variants]struct {
 	kCopy / variants:                       {famCopy, "copy", formWalk},
 	kFill / variants:                       {famCopy, "fill", formIndex},
 	kCopyTranspose / variants:              {famCopy, "copy_transpose", formOne},
+	kCopyTransposeWords / variants:         {famCopy, "copy_transpose_words", formOne},
 	kCastToF32 / variants:                  {famCopy, "cast_to_f32", form16},
 	kNonFinite / variants:                  {famReduce, "non_finite", formWalk},
 	kReduceThread / variants:               {famReduce, "reduce_thread", formTyped},

@@ -229,3 +229,42 @@ func TestSumColsWhereOperandsAllow(t *testing.T) {
 		assert.Equal(t, uint64(sc.ticket()), l[0].args[3].bits, "%s: the tickets after it", c.name)
 	}
 }
+
+// TestTransposeWordsWhereOperandsAllow: a transposed view made dense takes
+// copy_transpose_words (tiles of 128 bytes by hdrTwordsCols columns) for 2- and 4-byte
+// elements exactly where every output row and source column is whole 16-byte words on
+// the words' alignment, copy_transpose (tiles of hdrTile elements) otherwise.
+func TestTransposeWordsWhereOperandsAllow(t *testing.T) {
+	b, rec := newRecording(t)
+	var o operands
+	tr := func(dt dtype.DType, rows, cols, ld, off int) kernels.Operand {
+		return o.over(dt, kernels.Layout{Shape: []int{rows, cols}, Strides: []int{1, ld}, Offset: off}, int64(cols*ld+off))
+	}
+	for _, c := range []struct {
+		name     string
+		dt       dtype.DType
+		dst, src kernels.Operand
+		tiles    int64 // of the kernel wanted
+		words    bool
+	}{
+		{"F32", dtype.F32, o.dense(dtype.F32, 64, 128), tr(dtype.F32, 64, 128, 64, 0), 2 * 2, true},
+		{"F16", dtype.F16, o.dense(dtype.F16, 64, 128), tr(dtype.F16, 64, 128, 64, 0), 1 * 2, true},
+		{"BF16, partial tiles", dtype.BF16, o.dense(dtype.BF16, 72, 136), tr(dtype.BF16, 72, 136, 80, 8), 2 * 3, true},
+		{"F32, source off 16 bytes", dtype.F32, o.dense(dtype.F32, 64, 128), tr(dtype.F32, 64, 128, 64, 2), 2 * 4, false},
+		{"F32, column pitch not whole words", dtype.F32, o.dense(dtype.F32, 64, 128), tr(dtype.F32, 64, 128, 66, 0), 2 * 4, false},
+		{"F16, rows not whole words", dtype.F16, o.dense(dtype.F16, 64, 124), tr(dtype.F16, 64, 124, 64, 0), 2 * 4, false},
+		{"F16, output pitch not whole words", dtype.F16, o.over(dtype.F16, kernels.Layout{Shape: []int{64, 128}, Strides: []int{130, 1}}, 64*130), tr(dtype.F16, 64, 128, 64, 0), 2 * 4, false},
+		{"F64", dtype.F64, o.dense(dtype.F64, 64, 128), tr(dtype.F64, 64, 128, 64, 0), 2 * 4, false},
+		{"I32", dtype.I32, o.dense(dtype.I32, 64, 128), tr(dtype.I32, 64, 128, 64, 0), 2 * 2, true},
+	} {
+		b.Copy(c.dst, c.src)
+		l, _ := rec.take()
+		require.Len(t, l, 1, c.name)
+		want := kCopyTranspose
+		if c.words {
+			want = kCopyTransposeWords
+		}
+		assert.Equal(t, want, l[0].k, c.name)
+		assert.Equal(t, uint32(c.tiles), l[0].cfg.Grid.X, c.name)
+	}
+}

@@ -1,6 +1,7 @@
 package kernelstest
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"testing"
@@ -127,6 +128,41 @@ func testCopy(t *testing.T, s *suite) {
 		d := dense(dt, 70, 45)
 		got := exec(t, s.tg, []*buf{d, x}, func(be kernels.Backend, o []kernels.Operand) { be.Copy(o[0], o[1]) })
 		near(t, fmt.Sprintf("%v transposed", dt), x.vals(), d.values(got[0]), exact)
+	}
+	// Transposed views made dense, byte for byte: cuda moves 16-byte words where every
+	// output row and source column is whole aligned words of 2- or 4-byte elements
+	// (copy_transpose_words: partial tiles, a column slice of a wider source, an output
+	// with a row pitch of its own), tiles of elements where an offset or a length breaks
+	// the words, the element-wise walk for a batch of transposes.
+	for _, c := range []struct {
+		name string
+		src  kernels.Layout
+		dst  kernels.Layout
+	}{
+		{"whole tiles", kernels.Layout{Shape: []int{256, 128}, Strides: []int{1, 256}}, kernels.Contiguous(256, 128)},
+		{"partial tiles of a wider source", kernels.Layout{Shape: []int{136, 72}, Strides: []int{1, 200}, Offset: 16}, kernels.Contiguous(136, 72)},
+		{"into rows of a wider output", kernels.Layout{Shape: []int{136, 72}, Strides: []int{1, 136}}, kernels.Layout{Shape: []int{136, 72}, Strides: []int{80, 1}, Offset: 8}},
+		{"a source off the words", kernels.Layout{Shape: []int{136, 72}, Strides: []int{1, 136}, Offset: 1}, kernels.Contiguous(136, 72)},
+		{"rows not whole words", kernels.Layout{Shape: []int{72, 42}, Strides: []int{1, 72}}, kernels.Contiguous(72, 42)},
+		{"a batch", kernels.Layout{Shape: []int{3, 40, 24}, Strides: []int{1000, 1, 40}}, kernels.Contiguous(3, 40, 24)},
+	} {
+		for _, dt := range []dtype.DType{dtype.F64, dtype.F32, dtype.F16, dtype.BF16, dtype.I32, dtype.I64} {
+			what := fmt.Sprintf("%v transposed, %s", dt, c.name)
+			x := block(dt, c.src, c.src.Span())
+			for i, off := range offsets(c.src) { // distinct patterns, NaNs among them
+				var b [8]byte
+				binary.LittleEndian.PutUint64(b[:], uint64(i+1)*0x9e3779b97f4a7c15)
+				copy(x.data[off*dt.Size():], b[:dt.Size()])
+			}
+			d := out(dt, c.dst)
+			got := exec(t, s.tg, []*buf{d, x}, func(be kernels.Backend, o []kernels.Operand) { be.Copy(o[0], o[1]) })
+			untouched(t, what, d, got[0])
+			so := offsets(c.src)
+			for i, off := range offsets(c.dst) {
+				e := dt.Size()
+				require.Equal(t, x.data[so[i]*e:so[i]*e+e], got[0][off*e:off*e+e], "%s: element %d", what, i)
+			}
+		}
 	}
 	// Materializing a transposed view into a strided destination.
 	x := input(dtype.F16, kernels.Layout{Shape: []int{3, 4}, Strides: []int{1, 3}}, s.uniform(-5, 5))

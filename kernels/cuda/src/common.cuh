@@ -112,6 +112,9 @@
 // TILE is the side of copy.cu's copy_transpose tiles, in elements.
 #define TILE 32
 
+// TWORDS_COLS is the columns of copy.cu's copy_transpose_words tiles (each 128 bytes).
+#define TWORDS_COLS 64
+
 // A column sum (reduce.cu's reduce_cols) gives a thread COLS_V adjacent columns, a block
 // COLS_X × COLS_Y threads, and a thread loads COLS_U rows before adding any.
 #define COLS_V 4

@@ -217,6 +217,64 @@ __device__ __forceinline__ void transpose_k(const Walk &w) {
     }
 }
 
+// transpose_words_k is transpose_k for 2- and 4-byte elements E where the tiles' edges
+// are whole 16-byte words (the host checks R, C and both strides are multiples of
+// V = 16/sizeof(E) elements and both blocks 16-byte aligned): every global load and
+// store moves a word, where transpose_k's 16-bit warps moved 64 bytes a row. A tile is
+// TC columns c of 128 bytes along r (TR elements); a warp loads 4 columns of 8 words,
+// each thread its NR words before any is stored, and stores rows of TC/V words, RL rows
+// a warp's lanes take in turn (4 rows: 128 B of each when TC·sizeof(E) >= 128; 8 for
+// 16-bit E keeps the element-wise gathers from shared memory free of bank conflicts).
+// The row pitch of smem is TR elements and one 4-byte word, so that both the stores
+// into and the gathers out of it spread over the banks. The bits move as they are.
+template <typename E, int TC, int RL>
+__device__ __forceinline__ void transpose_words_k(const Walk &w, unsigned char *smem) {
+    constexpr int V = 16 / sizeof(E), TR = 128 / sizeof(E), P = TR + 4 / sizeof(E);
+    constexpr int WR = TR / V, WC = TC / V, NR = TC * WR / BLOCK, NW = TR * WC / BLOCK;
+    static_assert(NR * BLOCK == TC * WR && NW * BLOCK == TR * WC && BLOCK % (RL * WC) == 0, "a tile is whole rounds of the block");
+    E(*tile)[P] = (E(*)[P])smem;
+    long long R = w.shape[0], C = w.shape[1], sd = w.stride[0][0], ss = w.stride[1][1];
+    const E *src = (const E *)w.base[1];
+    E *dst = (E *)w.base[0];
+    unsigned tilesR = (unsigned)((R + TR - 1) / TR), tiles = tilesR * (unsigned)((C + TC - 1) / TC);
+    for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {
+        long long r0 = (long long)(t % tilesR) * TR, c0 = (long long)(t / tilesR) * TC;
+        uint4 x[NR];
+#pragma unroll
+        for (int i = 0; i < NR; i++) {
+            int k = threadIdx.x + i * BLOCK, c = k / WR, r = (k % WR) * V;
+            x[i] = make_uint4(0, 0, 0, 0);
+            if (r0 + r < R && c0 + c < C) x[i] = *(const uint4 *)(src + (c0 + c) * ss + r0 + r);
+        }
+#pragma unroll
+        for (int i = 0; i < NR; i++) {
+            int k = threadIdx.x + i * BLOCK, c = k / WR, r = (k % WR) * V;
+            const E *e = (const E *)&x[i];
+#pragma unroll
+            for (int j = 0; j < V; j++) tile[c][r + j] = e[j];
+        }
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < NW; i++) {
+            int k = threadIdx.x + i * BLOCK, r = k % RL + k / (RL * WC) * RL, c = k / RL % WC * V;
+            uint4 o;
+            E *e = (E *)&o;
+#pragma unroll
+            for (int j = 0; j < V; j++) e[j] = tile[c + j][r];
+            if (r0 + r < R && c0 + c < C) *(uint4 *)(dst + (r0 + r) * sd + c0 + c) = o;
+        }
+        __syncthreads();
+    }
+}
+
+// copy_transpose_words is copy_transpose for walks transpose_words_k takes, in tiles of
+// TWORDS_COLS columns: the same shared memory for 2- and 4-byte elements.
+KERNEL copy_transpose_words(Walk w) {
+    __shared__ uint4 smem[TWORDS_COLS * (128 + 4) / 16];
+    if (elem_size(w.dtype[0]) == 2) transpose_words_k<unsigned short, TWORDS_COLS, 8>(w, (unsigned char *)smem);
+    else transpose_words_k<unsigned int, TWORDS_COLS, 4>(w, (unsigned char *)smem);
+}
+
 KERNEL copy_transpose(Walk w) {
     switch (elem_size(w.dtype[0])) {
     case 1: transpose_k<unsigned char>(w); return;

@@ -1,0 +1,384 @@
+// gkcopy.cu: a microbenchmark of sublet's transposed copy (issue 18): Copy of a
+// transposed view made dense (m.T().Contiguous(), cmd/sublet-bench's transpose case)
+// in F32, F16 and BF16, beside a device-to-device cudaMemcpy of the same bytes.
+//
+// It includes the real kernel sources of kernels/cuda/src and launches them as
+// kernels/cuda's copy.go does (grid min(tiles, 32 per SM), BLOCK threads): "branch" is
+// copy_transpose_words where copy.go picks it (16-byte words), "branch-gen" the same
+// from the committed kernels/cuda/gen/copy.fatbin (nvcc 11.8's SASS, what the library
+// embeds), "main" a copy of main's copy_transpose (32×32 tiles of elements, before this
+// branch) launched as main's copy.go launched it, and candidates: main's kernel with
+// 64×64 tiles for 16-bit, transpose_words_k with other tile widths, row groupings and
+// grids, and words_pf, which loads a block's next tile before storing the current
+// one. Every variant's output is compared with main's bit for bit, and main's with a
+// transpose on the host. Times: cudaEvents around each launch, L2 flushed before each,
+// 3 warm-ups, median of 21; % is of a cudaMemcpy device to device moving the same bytes
+// (read + write), timed the same way. Odd shapes (partial tiles, offsets, alignments
+// the word tiles refuse) are checked for correctness only.
+//
+// Build and run from the repository root (GPU machine):
+//   nvcc -O3 -fmad=false -std=c++17 -arch=sm_90 -Xptxas -v -o /tmp/gkcopy scripts/gpu/mb/gkcopy.cu \
+//     -L/usr/local/cuda/lib64/stubs -lcuda 2>/tmp/gkcopy.ptxas && /tmp/gkcopy
+#include "../../../kernels/cuda/src/copy.cu"
+
+#include <cuda.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#define CK(x)                                                                                   \
+    do {                                                                                        \
+        cudaError_t e_ = (x);                                                                   \
+        if (e_ != cudaSuccess) {                                                                \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(1);                                                                            \
+        }                                                                                       \
+    } while (0)
+
+// ---- main's kernel (kernels/cuda/src/copy.cu before this branch), T the tile side ----
+
+template <typename E, int T>
+__device__ __forceinline__ void main_transpose_k(const Walk &w) {
+    __shared__ E tile[T][T + 1];
+    long long R = w.shape[0], C = w.shape[1], sd = w.stride[0][0], ss = w.stride[1][1];
+    const E *src = (const E *)w.base[1];
+    E *dst = (E *)w.base[0];
+    int tx = threadIdx.x % T, ty = threadIdx.x / T;
+    long long tilesR = (R + T - 1) / T, tiles = tilesR * ((C + T - 1) / T);
+    for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
+        long long r0 = (t % tilesR) * T, c0 = (t / tilesR) * T;
+        for (int k = ty; k < T; k += BLOCK / T) {
+            long long r = r0 + tx, c = c0 + k;
+            if (r < R && c < C) tile[k][tx] = src[r + c * ss];
+        }
+        __syncthreads();
+        for (int k = ty; k < T; k += BLOCK / T) {
+            long long r = r0 + k, c = c0 + tx;
+            if (r < R && c < C) dst[r * sd + c] = tile[tx][k];
+        }
+        __syncthreads();
+    }
+}
+
+__global__ void __launch_bounds__(BLOCK) main_copy_transpose(Walk w) {
+    switch (elem_size(w.dtype[0])) {
+    case 1: main_transpose_k<unsigned char, 32>(w); return;
+    case 2: main_transpose_k<unsigned short, 32>(w); return;
+    case 4: main_transpose_k<unsigned int, 32>(w); return;
+    }
+    main_transpose_k<unsigned long long, 32>(w);
+}
+
+// main_tile64 is main's kernel with tiles of 64×64 16-bit elements: a warp's row is
+// 128 bytes, as main's 32×32 tiles of F32.
+__global__ void __launch_bounds__(BLOCK) main_tile64(Walk w) { main_transpose_k<unsigned short, 64>(w); }
+
+// words<E, TC, RL>: transpose_words_k (the branch's) with TC columns a tile and RL rows
+// a warp's stores take in turn.
+template <typename E, int TC, int RL>
+__global__ void __launch_bounds__(BLOCK) words(Walk w) {
+    __shared__ uint4 smem[TC * (128 + 4) / 16];
+    transpose_words_k<E, TC, RL>(w, (unsigned char *)smem);
+}
+
+// words_pf<E, TC, RL>: transpose_words_k with the next tile's words loaded before the
+// current tile is stored, so that a block's loads overlap its own stores.
+template <typename E, int TC, int RL>
+__global__ void __launch_bounds__(BLOCK) words_pf(Walk w) {
+    constexpr int V = 16 / sizeof(E), TR = 128 / sizeof(E), P = TR + 4 / sizeof(E);
+    constexpr int WR = TR / V, WC = TC / V, NR = TC * WR / BLOCK, NW = TR * WC / BLOCK;
+    __shared__ uint4 smem[TC * (128 + 4) / 16];
+    E(*tile)[P] = (E(*)[P])smem;
+    long long R = w.shape[0], C = w.shape[1], sd = w.stride[0][0], ss = w.stride[1][1];
+    const E *src = (const E *)w.base[1];
+    E *dst = (E *)w.base[0];
+    unsigned tilesR = (unsigned)((R + TR - 1) / TR), tiles = tilesR * (unsigned)((C + TC - 1) / TC);
+    uint4 x[NR];
+    auto load = [&](unsigned t) {
+        long long r0 = (long long)(t % tilesR) * TR, c0 = (long long)(t / tilesR) * TC;
+#pragma unroll
+        for (int i = 0; i < NR; i++) {
+            int k = threadIdx.x + i * BLOCK, c = k / WR, r = (k % WR) * V;
+            x[i] = make_uint4(0, 0, 0, 0);
+            if (t < tiles && r0 + r < R && c0 + c < C) x[i] = *(const uint4 *)(src + (c0 + c) * ss + r0 + r);
+        }
+    };
+    load(blockIdx.x);
+    for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {
+        long long r0 = (long long)(t % tilesR) * TR, c0 = (long long)(t / tilesR) * TC;
+#pragma unroll
+        for (int i = 0; i < NR; i++) {
+            int k = threadIdx.x + i * BLOCK, c = k / WR, r = (k % WR) * V;
+            const E *e = (const E *)&x[i];
+#pragma unroll
+            for (int j = 0; j < V; j++) tile[c][r + j] = e[j];
+        }
+        __syncthreads();
+        load(t + gridDim.x);
+#pragma unroll
+        for (int i = 0; i < NW; i++) {
+            int k = threadIdx.x + i * BLOCK, r = k % RL + k / (RL * WC) * RL, c = k / RL % WC * V;
+            uint4 o;
+            E *e = (E *)&o;
+#pragma unroll
+            for (int j = 0; j < V; j++) e[j] = tile[c + j][r];
+            if (r0 + r < R && c0 + c < C) *(uint4 *)(dst + (r0 + r) * sd + c0 + c) = o;
+        }
+        __syncthreads();
+    }
+}
+
+// ---- timing --------------------------------------------------------------------------
+
+static int sms;
+static cudaEvent_t ev0, ev1;
+static void *flushBuf;
+static const size_t FLUSH = 256 << 20;
+
+static float timeUs(const std::function<void()> &launch) {
+    std::vector<float> t;
+    for (int i = 0; i < 24; i++) {
+        CK(cudaMemsetAsync(flushBuf, i, FLUSH));
+        CK(cudaEventRecord(ev0));
+        launch();
+        CK(cudaEventRecord(ev1));
+        CK(cudaEventSynchronize(ev1));
+        CK(cudaGetLastError());
+        float ms;
+        CK(cudaEventElapsedTime(&ms, ev0, ev1));
+        if (i >= 3) t.push_back(ms * 1000);
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+// ---- the committed fatbin, launched through the driver ---------------------------------
+
+static CUfunction genFn(const char *name) {
+    static CUmodule mod;
+    static bool tried;
+    if (!tried) {
+        tried = true;
+        FILE *fp = fopen("kernels/cuda/gen/copy.fatbin", "rb");
+        if (!fp) return nullptr;
+        std::vector<char> b;
+        char tmp[1 << 16];
+        size_t n;
+        while ((n = fread(tmp, 1, sizeof tmp, fp)) > 0) b.insert(b.end(), tmp, tmp + n);
+        fclose(fp);
+        if (cuModuleLoadData(&mod, b.data()) != CUDA_SUCCESS) mod = nullptr;
+    }
+    CUfunction f;
+    if (!mod || cuModuleGetFunction(&f, mod, name) != CUDA_SUCCESS) return nullptr;
+    return f;
+}
+
+static void genLaunch(CUfunction f, unsigned grid, Walk &w) {
+    void *a[] = {&w};
+    if (cuLaunchKernel(f, grid, 1, 1, BLOCK, 1, 1, 0, 0, a, nullptr) != CUDA_SUCCESS) {
+        fprintf(stderr, "cuLaunchKernel failed\n");
+        exit(1);
+    }
+}
+
+// ---- walks and launches as copy.go makes them -------------------------------------------
+
+// transposed is the walk of Copy(dense [R, C] at dst, the transpose of a dense [C, ld]
+// matrix's first R columns at src): shape [R, C], dst strides (C, 1), src (1, ld).
+static Walk transposed(void *dst, const void *src, int dt, long long R, long long C, long long ld) {
+    Walk w;
+    memset(&w, 0, sizeof w);
+    w.size = R * C, w.rank = 2, w.ops = 2;
+    w.shape[0] = R, w.shape[1] = C;
+    w.stride[0][0] = C, w.stride[0][1] = 1;
+    w.stride[1][0] = 1, w.stride[1][1] = ld;
+    w.base[0] = (unsigned long long)dst, w.base[1] = (unsigned long long)src;
+    w.dtype[0] = w.dtype[1] = dt;
+    return w;
+}
+
+static int esize(int dt) { return dt == DT_F32 ? 4 : 2; }
+static const char *dtName(int dt) { return dt == DT_F32 ? "f32" : dt == DT_F16 ? "f16" : "bf16"; }
+
+// wordsOK is copy.go's walk.transposeWords.
+static bool wordsOK(const Walk &w) {
+    int size = esize(w.dtype[0]);
+    if (size != 2 && size != 4) return false;
+    long long v = 16 / size;
+    return w.shape[0] % v == 0 && w.shape[1] % v == 0 && w.stride[0][0] % v == 0 && w.stride[1][1] % v == 0 && ((w.base[0] | w.base[1]) % 16) == 0;
+}
+
+static unsigned gridTiles(const Walk &w, long long rows, long long cols, unsigned cap) {
+    long long tiles = ((w.shape[0] + rows - 1) / rows) * ((w.shape[1] + cols - 1) / cols);
+    return (unsigned)std::min(tiles, (long long)cap);
+}
+
+// branch launches what copy.go launches for w.
+static void branch(Walk w) {
+    if (wordsOK(w)) copy_transpose_words<<<gridTiles(w, 128 / esize(w.dtype[0]), TWORDS_COLS, 32 * sms), BLOCK>>>(w);
+    else copy_transpose<<<gridTiles(w, TILE, TILE, 32 * sms), BLOCK>>>(w);
+}
+
+static void mainLaunch(Walk w) { main_copy_transpose<<<gridTiles(w, 32, 32, 32 * sms), BLOCK>>>(w); }
+
+// ---- inputs and checks ------------------------------------------------------------------
+
+static unsigned long long rng = 0x9e3779b97f4a7c15ull;
+static unsigned int next32() {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (unsigned int)(rng >> 16);
+}
+
+// fillBits writes n elements of size e of arbitrary bit patterns (NaN payloads included:
+// a copy moves bits).
+static std::vector<unsigned char> fillBits(void *d, size_t bytes) {
+    std::vector<unsigned char> h(bytes);
+    for (size_t i = 0; i + 4 <= bytes; i += 4) {
+        unsigned int v = next32() ^ (next32() << 16);
+        memcpy(&h[i], &v, 4);
+    }
+    CK(cudaMemcpy(d, h.data(), bytes, cudaMemcpyHostToDevice));
+    return h;
+}
+
+static std::vector<unsigned char> download(const void *d, size_t bytes) {
+    std::vector<unsigned char> h(bytes);
+    CK(cudaMemcpy(h.data(), d, bytes, cudaMemcpyDeviceToHost));
+    return h;
+}
+
+// hostTranspose is the expected output of transposed(dst, src, dt, R, C, ld) from the
+// source's bytes hs (the block at src), e bytes an element.
+static std::vector<unsigned char> hostTranspose(const std::vector<unsigned char> &hs, int e, long long R, long long C, long long ld) {
+    std::vector<unsigned char> out((size_t)(R * C * e));
+    const long long B = 64;
+    for (long long cb = 0; cb < C; cb += B)
+        for (long long r = 0; r < R; r++)
+            for (long long c = cb; c < std::min(C, cb + B); c++) memcpy(&out[(size_t)((r * C + c) * e)], &hs[(size_t)((r + c * ld) * e)], e);
+    return out;
+}
+
+static long long differ(const std::vector<unsigned char> &a, const std::vector<unsigned char> &b) {
+    if (a.size() == b.size() && memcmp(a.data(), b.data(), a.size()) == 0) return 0;
+    long long n = 0;
+    for (size_t i = 0; i < a.size(); i++) n += a[i] != b[i];
+    return n;
+}
+
+int main() {
+    CK(cudaFree(0));
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    sms = prop.multiProcessorCount;
+    int drv;
+    CK(cudaDriverGetVersion(&drv));
+    printf("# gkcopy: %s, %d SMs, L2 %d MB, driver API %d; median of 21, L2 flushed\n", prop.name, sms, prop.l2CacheSize >> 20, drv);
+    printf("# family shape variant us GB/s %%copy bits\n");
+    CK(cudaEventCreate(&ev0));
+    CK(cudaEventCreate(&ev1));
+    CK(cudaMalloc(&flushBuf, FLUSH));
+    const long long MAXN = 64LL << 20;
+    void *src, *dst;
+    CK(cudaMalloc(&src, MAXN * 4 + 256));
+    CK(cudaMalloc(&dst, MAXN * 4 + 256));
+    CUfunction genWords = genFn("copy_transpose_words"), genScalar = genFn("copy_transpose");
+    if (!genWords || !genScalar) printf("# kernels/cuda/gen/copy.fatbin not loaded: no branch-gen rows\n");
+    const unsigned wave = sms * (2048 / BLOCK);
+
+    // The source matrices m = [rows, cols]; Copy(dense, m.T()): R = cols, C = rows.
+    struct Shape {
+        long long rows, cols;
+    } shapes[] = {{65536, 1024}, {8192, 8192}, {4096, 4096}};
+    for (int dt : {DT_F32, DT_F16, DT_BF16}) {
+        int e = esize(dt);
+        for (Shape s : shapes) {
+            long long R = s.cols, C = s.rows, n = R * C;
+            size_t bytes = (size_t)(n * e);
+            std::vector<unsigned char> hs = fillBits(src, bytes);
+            Walk w = transposed(dst, src, dt, R, C, R);
+            char shape[48];
+            snprintf(shape, sizeof shape, "[%lld,%lld].T", s.rows, s.cols);
+            char fam[32];
+            snprintf(fam, sizeof fam, "transpose-%s", dtName(dt));
+            float copyUs = timeUs([&] { CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice)); });
+            printf("%-15s %-20s %-28s %9.2f %8.1f %6.1f%% -\n", fam, shape, "cudaMemcpy-d2d", copyUs, 2.0 * bytes / copyUs / 1e3, 100.0);
+            CK(cudaMemset(dst, 0, bytes));
+            mainLaunch(w);
+            CK(cudaDeviceSynchronize());
+            std::vector<unsigned char> ref = download(dst, bytes);
+            long long host = differ(ref, hostTranspose(hs, e, R, C, R));
+            printf("# host check %s %s: main's output differs from a host transpose in %lld bytes%s\n", fam, shape, host, host ? "  <-- HARNESS OR KERNEL WRONG" : "");
+            auto run = [&](const char *variant, const std::function<void()> &launch) {
+                CK(cudaMemset(dst, 0, bytes));
+                launch();
+                CK(cudaDeviceSynchronize());
+                CK(cudaGetLastError());
+                long long d = differ(download(dst, bytes), ref);
+                float us = timeUs(launch);
+                printf("%-15s %-20s %-28s %9.2f %8.1f %6.1f%% %s\n", fam, shape, variant, us, 2.0 * bytes / us / 1e3, 100.0 * copyUs / us,
+                       d ? (std::to_string(d) + " bytes differ: MISMATCH").c_str() : "bit-identical");
+                fflush(stdout);
+            };
+            run("main", [&] { mainLaunch(w); });
+            run("branch", [&] { branch(w); });
+            if (genWords && wordsOK(w)) run("branch-gen", [&] { genLaunch(genWords, gridTiles(w, 128 / e, TWORDS_COLS, 32 * sms), w); });
+            if (e == 2) {
+                run("main-tile64", [&] { main_tile64<<<gridTiles(w, 64, 64, 32 * sms), BLOCK>>>(w); });
+                run("words TC=32 RL=8", [&] { words<unsigned short, 32, 8><<<gridTiles(w, 64, 32, 32 * sms), BLOCK>>>(w); });
+                run("words TC=64 RL=4", [&] { words<unsigned short, 64, 4><<<gridTiles(w, 64, 64, 32 * sms), BLOCK>>>(w); });
+                run("words TC=64 RL=8 grid=8/SM", [&] { words<unsigned short, 64, 8><<<gridTiles(w, 64, 64, wave), BLOCK>>>(w); });
+                run("words TC=128 RL=8", [&] { words<unsigned short, 128, 8><<<gridTiles(w, 64, 128, 32 * sms), BLOCK>>>(w); });
+                run("words TC=128 RL=8 grid=8/SM", [&] { words<unsigned short, 128, 8><<<gridTiles(w, 64, 128, wave), BLOCK>>>(w); });
+                run("prefetch TC=64 RL=8", [&] { words_pf<unsigned short, 64, 8><<<gridTiles(w, 64, 64, 32 * sms), BLOCK>>>(w); });
+                run("prefetch TC=64 RL=8 grid=8/SM", [&] { words_pf<unsigned short, 64, 8><<<gridTiles(w, 64, 64, wave), BLOCK>>>(w); });
+            } else {
+                run("words TC=32 RL=4", [&] { words<unsigned int, 32, 4><<<gridTiles(w, 32, 32, 32 * sms), BLOCK>>>(w); });
+                run("words TC=64 RL=2", [&] { words<unsigned int, 64, 2><<<gridTiles(w, 32, 64, 32 * sms), BLOCK>>>(w); });
+                run("words TC=64 RL=4 grid=8/SM", [&] { words<unsigned int, 64, 4><<<gridTiles(w, 32, 64, wave), BLOCK>>>(w); });
+                run("words TC=128 RL=4", [&] { words<unsigned int, 128, 4><<<gridTiles(w, 32, 128, 32 * sms), BLOCK>>>(w); });
+                run("words TC=128 RL=4 grid=8/SM", [&] { words<unsigned int, 128, 4><<<gridTiles(w, 32, 128, wave), BLOCK>>>(w); });
+                run("prefetch TC=64 RL=4", [&] { words_pf<unsigned int, 64, 4><<<gridTiles(w, 32, 64, 32 * sms), BLOCK>>>(w); });
+                run("prefetch TC=64 RL=4 grid=8/SM", [&] { words_pf<unsigned int, 64, 4><<<gridTiles(w, 32, 64, wave), BLOCK>>>(w); });
+            }
+        }
+    }
+
+    // Odd shapes, correctness only: what copy.go launches (branch) and the committed
+    // fatbin's kernel against a host transpose; offsets in elements from 16-byte
+    // aligned blocks; ld > R is a column slice of a wider source.
+    struct Odd {
+        long long R, C, ld, offD, offS;
+    } odd[] = {{70, 45, 70, 0, 0}, {1032, 1000, 1032, 0, 0}, {1000, 1032, 1000, 0, 0}, {136, 72, 200, 8, 16},
+               {136, 72, 136, 1, 0}, {64, 4096, 64, 0, 3}, {2, 3, 2, 0, 0}, {4096, 8, 4096, 0, 0}, {8, 4096, 8, 0, 0}};
+    long long oddBad = 0;
+    for (int dt : {DT_F32, DT_F16}) {
+        int e = esize(dt);
+        for (Odd o : odd) {
+            size_t sb = (size_t)((o.C * o.ld + o.offS) * e), db = (size_t)((o.R * o.C + o.offD) * e);
+            std::vector<unsigned char> hs = fillBits(src, sb);
+            std::vector<unsigned char> want = hostTranspose(std::vector<unsigned char>(hs.begin() + o.offS * e, hs.end()), e, o.R, o.C, o.ld);
+            Walk w = transposed((char *)dst + o.offD * e, (char *)src + o.offS * e, dt, o.R, o.C, o.ld);
+            for (int gen = 0; gen < 2; gen++) {
+                if (gen && !genWords) continue;
+                CK(cudaMemset(dst, 0, db));
+                if (!gen) branch(w);
+                else if (wordsOK(w)) genLaunch(genWords, gridTiles(w, 128 / e, TWORDS_COLS, 32 * sms), w);
+                else genLaunch(genScalar, gridTiles(w, TILE, TILE, 32 * sms), w);
+                CK(cudaDeviceSynchronize());
+                std::vector<unsigned char> got = download(dst, db);
+                long long d = differ(std::vector<unsigned char>(got.begin() + o.offD * e, got.end()), want);
+                bool lead = std::any_of(got.begin(), got.begin() + o.offD * e, [](unsigned char b) { return b != 0; });
+                oddBad += d + lead;
+                printf("# odd %s R=%lld C=%lld ld=%lld offsets %lld,%lld (%s, %s): %s\n", dtName(dt), o.R, o.C, o.ld, o.offD, o.offS, gen ? "branch-gen" : "branch",
+                       wordsOK(w) ? "words" : "elements", d || lead ? "MISMATCH" : "bit-identical");
+            }
+        }
+    }
+    printf("# odd shapes: %s\n# done\n", oddBad ? "MISMATCHES" : "all bit-identical");
+    return 0;
+}
