@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"fmt"
-	"runtime"
 	"sync"
 )
 
@@ -74,33 +73,36 @@ func newGemmKernel(name string, mr, nr, kc, mc, nc int, micro, store func(k int,
 	return g
 }
 
-// gemmSerial is the work (m·n·k) below which Sgemm stays on the calling goroutine: at
-// 2 threads with the worker awake, 96³ ran slower than on one thread, 128³ 1.15×,
-// 160³ 1.2× and 192³ 1.5× faster, the tiny training case's 64·256·256 (4.2M) as fast, its 64·784·256
-// 1.5× faster (BenchmarkFork, BenchmarkSgemmTraining). The tests lower it (and
-// gemmWake) to exercise the parallel driver on small matrices.
-var gemmSerial = 4 << 20
+// gemmGrain is the fewest multiply-adds a goroutine of a parallel product gets
+// (workers): a product below 2·gemmGrain stays on the calling goroutine. At 2
+// threads with the worker awake, 96³ (two shares of 0.44M) ran slower than on one
+// thread, 128³ (1M each) 1.15×, 160³ 1.2× and 192³ 1.5× faster, the tiny training
+// case's 64·256·256 (4.2M) as fast, its 64·784·256 1.5× faster (BenchmarkFork,
+// BenchmarkSgemmTraining). The tests lower it (and gemmWake) to exercise the parallel
+// driver on small matrices.
+var gemmGrain = 2 << 20
 
 // gemmWake is the work from which a product wakes the pool's sleeping workers to run
-// it; a smaller one (from gemmSerial) runs on the calling goroutine and the workers
-// awake, and within a burst of forks rouses the others for the products that follow. A product's tasks wait
-// for each other, so a worker woken late (60-165 µs on the 2-core dev machine) delays
-// the whole product: waking one made 128³ and 256³ slower than one thread, 384³
-// 1.15-1.4× and 512³ 1.4-1.5× faster (BenchmarkForkAsleep).
+// it; a smaller one runs on the calling goroutine and the workers awake, and within a
+// burst of forks rouses the others for the products that follow. A product's tasks
+// wait for each other, so a worker woken late (60-165 µs on the 2-core dev machine)
+// delays the whole product: waking one made 128³ and 256³ slower than one thread,
+// 384³ 1.15-1.4× and 512³ 1.4-1.5× faster (BenchmarkForkAsleep).
 var gemmWake = 32 << 20
 
-// gemmWorkers is how many goroutines a parallel product of work multiply-adds runs
-// on: GOMAXPROCS from gemmWake on, else the calling one and the workers awake.
+// gemmWorkers is how many goroutines a product of work multiply-adds runs on: as many
+// as workers gives it, and below gemmWake no more than the calling one and the
+// workers awake.
 func gemmWorkers(work int) int {
-	procs := runtime.GOMAXPROCS(0)
-	if work >= gemmWake {
-		return procs
+	p := workers(work, gemmGrain)
+	if p == 1 || work >= gemmWake {
+		return p
 	}
 	n := awake()
-	if following() && n < procs-1 {
-		hire(nil, procs-1-n, false)
+	if following() && n < p-1 {
+		hire(nil, p-1-n, false)
 	}
-	return min(procs, 1+n)
+	return min(p, 1+n)
 }
 
 func checkMatrix(name string, what string, rows, cols, ld, have int) {
@@ -141,7 +143,7 @@ func (g *gemmKernel) Name() string { return "builtin-" + g.name }
 func (g *gemmKernel) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	CheckSgemm(transA, transB, m, n, k, lda, ldb, ldc, len(a), len(b), len(c))
 	av, bv := sgemmViews(transA, transB, a, lda, b, ldb)
-	g.run(m, n, k, alpha, av, bv, beta, c, ldc, m*n*k >= gemmSerial)
+	g.run(m, n, k, alpha, av, bv, beta, c, ldc, true)
 }
 
 // SgemmBatched is the package's SgemmBatched on this micro-kernel.
@@ -184,16 +186,16 @@ func sgemmViews(transA, transB bool, a []float32, lda int, b []float32, ldb int)
 }
 
 // batches calls product(i, parallel) for every i < batch: one after the other, each
-// parallel inside, when the products are large; in parallel, each on one goroutine,
-// when they are small.
+// parallel inside, when the products are large enough to share; in parallel, each on
+// one goroutine, when they are not.
 func batches(m, n, k, batch int, product func(i int, parallel bool)) {
-	if m*n*k >= gemmSerial {
+	if workers(m*n*k, gemmGrain) > 1 {
 		for i := range batch {
 			product(i, true)
 		}
 		return
 	}
-	parallelFor(batch, max(1, gemmSerial/max(m*n*k, 1)), func(lo, hi int) {
+	parallelFor(batch, max(1, gemmGrain/max(m*n*k, 1)), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			product(i, false)
 		}

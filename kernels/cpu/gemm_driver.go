@@ -49,7 +49,7 @@ const gemmMinRows = 96
 
 // run computes C = alpha·A·B + beta·C for an m×k A, a k×n B and a row-major float32 C
 // (ldc floats per row), blocked for the micro-kernel and, when parallel, spread over
-// GOMAXPROCS goroutines by blocks of C. Every element of C sums its products in k
+// the goroutines gemmWorkers gives it, by blocks of C. Every element of C sums its products in k
 // order, one kc slice after the other, however the blocks are spread.
 //
 // C's tiles are cut into a grid of tasks, one per worker for the whole product
@@ -364,6 +364,7 @@ func (g *gemmKernel) runColumns(m, n, k int, alpha float32, a, b matView, beta f
 	aPack := (*ap)[:cap(*ap)]
 	nPanels := (n + g.nr - 1) / g.nr
 	tasks := min(nPanels, 2*workers)
+	workers = rounded(tasks, workers)
 	set := beta == 0 && g.store != nil // the first kc slice sets C
 	for p0 := 0; p0 < k; p0 += group * g.kc {
 		slices := min(group, (k-p0+g.kc-1)/g.kc)
@@ -375,7 +376,7 @@ func (g *gemmKernel) runColumns(m, n, k int, alpha float32, a, b matView, beta f
 				g.packA(aPack[s*block+ip*kc*g.mr:], a, pc, kc, ip*g.mr, min(g.mr, m-ip*g.mr))
 			}
 		})
-		parallelTasks(tasks, m*n*k >= gemmWake, func(t int) {
+		parallelTasks(tasks, workers, m*n*k >= gemmWake, func(t int) {
 			j0, j1 := nPanels*t/tasks, nPanels*(t+1)/tasks
 			if p0 == 0 && !set {
 				scaleC(m, beta, c, ldc, j0*g.nr, min(j1*g.nr, n), false)
@@ -402,6 +403,13 @@ func (g *gemmKernel) runColumns(m, n, k int, alpha float32, a, b matView, beta f
 			}
 		})
 	}
+}
+
+// rounded is the fewest goroutines that run tasks equal tasks in as few rounds as
+// workers goroutines do: 8 tasks on 6 goroutines take two rounds, as on 4.
+func rounded(tasks, workers int) int {
+	rounds := (tasks + workers - 1) / workers
+	return (tasks + rounds - 1) / rounds
 }
 
 // gemmGroup is how many floats of packed A runColumns holds at once (4 MiB); the tests
