@@ -65,7 +65,9 @@ const gemmMinRows = 96
 // the tasks of a row of the grid: each panel of a chunk is packed by whichever of them
 // claims it first (gemmRow), so a task that comes late finds its chunk packed; two
 // chunk buffers alternate per row. Where a task's share of an nc-wide block of B would
-// not stay in its L2 (gemmShareB), the blocks are narrowed until it does.
+// not stay in its L2 (gemmShareB), the blocks are narrowed until it does. From
+// gemmPrivate tasks on, nothing is shared: each task packs its own rows of A and its
+// own columns of B, and no task waits for another.
 func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32, c []float32, ldc int, parallel bool) {
 	if m == 0 || n == 0 {
 		return
@@ -98,7 +100,7 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 	}
 	s := g.shares.Get().(*gemmShare)
 	defer g.shares.Put(s)
-	s.start(g, m, n, k, alpha, a, b, c, ldc, set, nc, rb, cb)
+	s.start(g, m, n, k, alpha, a, b, c, ldc, set, nc, rb, cb, rb*cb >= gemmPrivate)
 	defer s.finish()
 	concurrently(rb*cb, s.work)
 }
@@ -115,8 +117,9 @@ type gemmShare struct {
 	set              bool
 	nc               int // width of the blocks of B, at most g.nc
 	rb, cb           int
+	private          bool          // each task packs its own B (from g.columns) and A: no bufs, one task a row
 	bufs             [2]*[]float32 // from g.bBufs; kc slice s packs into bufs[s%blocks]
-	blocks           int           // 1 with a single task (nothing runs ahead), else 2
+	blocks           int           // 0 when private, 1 with a single task (nothing runs ahead), else 2
 	packed, finished []gemmCounter // per task: slices whose part of B it has packed; slices it has run
 	sharers          int           // tasks that share a row's packing of A: cb from gemmShareA on, else 1
 	rows             []gemmRow     // per sharers tasks (a row of the grid, or a task): their packed chunks of A
@@ -144,8 +147,8 @@ type gemmCounter struct {
 	_ [56]byte
 }
 
-func (s *gemmShare) start(g *gemmKernel, m, n, k int, alpha float32, a, b matView, c []float32, ldc int, set bool, nc, rb, cb int) {
-	s.g, s.m, s.n, s.k, s.alpha, s.a, s.b, s.c, s.ldc, s.set, s.nc, s.rb, s.cb = g, m, n, k, alpha, a, b, c, ldc, set, nc, rb, cb
+func (s *gemmShare) start(g *gemmKernel, m, n, k int, alpha float32, a, b matView, c []float32, ldc int, set bool, nc, rb, cb int, private bool) {
+	s.g, s.m, s.n, s.k, s.alpha, s.a, s.b, s.c, s.ldc, s.set, s.nc, s.rb, s.cb, s.private = g, m, n, k, alpha, a, b, c, ldc, set, nc, rb, cb, private
 	tasks := rb * cb
 	if cap(s.packed) < tasks {
 		s.packed, s.finished = make([]gemmCounter, tasks), make([]gemmCounter, tasks)
@@ -156,6 +159,9 @@ func (s *gemmShare) start(g *gemmKernel, m, n, k int, alpha float32, a, b matVie
 		s.finished[t].Store(0)
 	}
 	s.blocks = min(tasks, len(s.bufs))
+	if private {
+		s.blocks = 0
+	}
 	for i := range s.blocks {
 		s.bufs[i] = g.bBufs.Get().(*[]float32)
 	}
@@ -167,7 +173,7 @@ func (s *gemmShare) start(g *gemmKernel, m, n, k int, alpha float32, a, b matVie
 		s.ran[t].Store(0)
 	}
 	s.sharers = 1
-	if cb >= gemmShareA {
+	if cb >= gemmShareA && !private {
 		s.sharers = cb
 	}
 	if cap(s.rows) < tasks/s.sharers {
@@ -202,7 +208,7 @@ func (s *gemmShare) finish() {
 
 // work runs task t of the grid over every kc slice of every nc-wide block, in order:
 // task t is row t/cb of the grid (A's panels [p0, p1)) and column t%cb (its share of
-// each block's B panels, of which it packs part t/cb).
+// each block's B panels, of which it packs part t/cb, or all when private).
 func (s *gemmShare) work(t int) {
 	g := s.g
 	i, j := t/s.cb, t%s.cb
@@ -211,47 +217,47 @@ func (s *gemmShare) work(t int) {
 	per := g.mc / g.mr             // A's panels in a chunk
 	slice, chunk, first := 0, 0, 0 // first: the row's panels of the chunks before this one
 	var laid [2][2]int             // per block of B: the kc and panels of the slice last packed into it
+	var own []float32              // private: the task's packed share of B
+	if s.private {
+		bp := s.g.columns.Get().(*[]float32)
+		defer s.g.columns.Put(bp)
+		if need := ((min(s.nc, s.n)+g.nr-1)/g.nr + s.cb - 1) / s.cb * g.kc * g.nr; cap(*bp) < need {
+			*bp = make([]float32, need)
+		}
+		own = (*bp)[:cap(*bp)]
+	}
 	for jc := 0; jc < s.n; jc += s.nc {
 		nc := min(s.nc, s.n-jc)
 		nPanels := (nc + g.nr - 1) / g.nr
 		q0, q1 := nPanels*j/s.cb, nPanels*(j+1)/s.cb
 		for pc := 0; pc < s.k; pc += g.kc {
 			kc := min(g.kc, s.k-pc)
-			blk := slice % s.blocks
-			bPack := *s.bufs[blk]
-			// The block held slice-blocks: the tasks that read it must be done with
-			// it. Those are the column's where that slice laid the block out as this
-			// one does; a shorter kc or a narrower nc block moves every column's
-			// panels, onto the ones other columns read.
-			if layout := [2]int{kc, nPanels}; layout == laid[blk] {
-				for u := range s.rb {
-					s.await(&s.finished[u*s.cb+j].Int64, int64(slice-s.blocks+1))
+			parts, base := s.rb, 0 // the parts of the share it runs, and the panel at bPack[0]
+			bPack := own
+			if s.private {
+				parts, base = 1, q0
+				for jp := q0; jp < q1; jp++ {
+					g.packB(own[(jp-q0)*kc*g.nr:], s.b, pc, kc, jc+jp*g.nr, min(g.nr, nc-jp*g.nr))
 				}
 			} else {
-				for u := range s.rb * s.cb {
-					s.await(&s.finished[u].Int64, int64(slice-s.blocks+1))
-				}
-				laid[blk] = layout
+				bPack = s.packShared(t, slice, kc, pc, jc, nc, nPanels, q0, q1, &laid)
 			}
-			lo, hi := gemmPart(q0, q1, i, s.rb)
-			for jp := lo; jp < hi; jp++ {
-				g.packB(bPack[jp*kc*g.nr:], s.b, pc, kc, jc+jp*g.nr, min(g.nr, nc-jp*g.nr))
-			}
-			s.packed[t].Store(int64(slice + 1))
-			s.moved()
 			for s0 := p0; s0 < p1; s0 += per {
 				s1 := min(s0+per, p1)
 				ic := s0 * g.mr
 				mc := min(s1*g.mr, s.m) - ic
 				aPack := s.chunk(t/s.sharers, chunk, first, s0, s1, pc, kc)
-				for v := range s.rb { // its own part first, then the others' as they come
+				for v := range parts { // its own part first, then the others' as they come
 					u := (i + v) % s.rb
-					if s0 == p0 {
-						s.await(&s.packed[u*s.cb+j].Int64, int64(slice+1))
+					lo, hi := q0, q1
+					if !s.private {
+						if s0 == p0 {
+							s.await(&s.packed[u*s.cb+j].Int64, int64(slice+1))
+						}
+						lo, hi = gemmPart(q0, q1, u, s.rb)
 					}
-					lo, hi := gemmPart(q0, q1, u, s.rb)
 					if lo < hi {
-						g.tiles(kc, aPack, s1-s0, mc, bPack, lo, hi, min(hi*g.nr, nc)-lo*g.nr, s.c, ic*s.ldc+jc+lo*g.nr, s.ldc, s.alpha, s.set && pc == 0)
+						g.tiles(kc, aPack, s1-s0, mc, bPack, lo-base, hi-base, min(hi*g.nr, nc)-lo*g.nr, s.c, ic*s.ldc+jc+lo*g.nr, s.ldc, s.alpha, s.set && pc == 0)
 					}
 				}
 				chunk, first = chunk+1, first+s1-s0
@@ -263,6 +269,38 @@ func (s *gemmShare) work(t int) {
 			slice++
 		}
 	}
+}
+
+// packShared packs task t's part of its column's B panels [q0, q1) of kc slice number
+// slice (at pc, of the nc-wide block at jc) into the shared block the slice uses, once
+// the tasks that read the block before are done with it, publishes it, and returns
+// the block.
+func (s *gemmShare) packShared(t, slice, kc, pc, jc, nc, nPanels, q0, q1 int, laid *[2][2]int) []float32 {
+	g := s.g
+	i, j := t/s.cb, t%s.cb
+	blk := slice % s.blocks
+	bPack := *s.bufs[blk]
+	// The block held slice-blocks: the tasks that read it must be done with
+	// it. Those are the column's where that slice laid the block out as this
+	// one does; a shorter kc or a narrower nc block moves every column's
+	// panels, onto the ones other columns read.
+	if layout := [2]int{kc, nPanels}; layout == laid[blk] {
+		for u := range s.rb {
+			s.await(&s.finished[u*s.cb+j].Int64, int64(slice-s.blocks+1))
+		}
+	} else {
+		for u := range s.rb * s.cb {
+			s.await(&s.finished[u].Int64, int64(slice-s.blocks+1))
+		}
+		laid[blk] = layout
+	}
+	lo, hi := gemmPart(q0, q1, i, s.rb)
+	for jp := lo; jp < hi; jp++ {
+		g.packB(bPack[jp*kc*g.nr:], s.b, pc, kc, jc+jp*g.nr, min(g.nr, nc-jp*g.nr))
+	}
+	s.packed[t].Store(int64(slice + 1))
+	s.moved()
+	return bPack
 }
 
 // chunk returns chunk u of row i (of s.rows) packed, A's panels [s0, s1) of the kc
@@ -299,6 +337,11 @@ func (s *gemmShare) chunk(i, u, first, s0, s1, pc, kc int) []float32 {
 // (1024³ at 2 threads) ran nn about 4 % slower shared than not; at GOMAXPROCS 16 a
 // 4×4 grid used 6 % less CPU time shared.
 const gemmShareA = 3
+
+// gemmPrivate is the fewest tasks of a grid from which each packs its own A and B
+// (run): sharing the packing costs each task a quarter of it at 16 tasks, but couples
+// it to the tasks of its row (A's chunks) and of its column (B's parts).
+var gemmPrivate = 16
 
 // gemmPart is part u of parts of the panels [q0, q1).
 func gemmPart(q0, q1, u, parts int) (lo, hi int) {

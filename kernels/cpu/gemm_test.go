@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -235,15 +236,21 @@ func TestSgemmBitsAcrossGOMAXPROCS(t *testing.T) {
 // blocks (the last one narrower than the grid has columns of tasks; narrowed further
 // where a task's share of B is past gemmShareB), every transposition at 2, 3, 4 and 7
 // workers gives the bits of 1 worker, in every kernel.
+//
+// With gemmPrivate at 2, every grid packs privately (each task its own A and B): the
+// same bits again.
 func TestSgemmSharedPartsBits(t *testing.T) {
 	r := rand.New(rand.NewPCG(50, 51))
-	defer func(s int) { gemmShareB = s }(gemmShareB)
-	for _, kern := range gemmKernels() {
-		small := newGemmKernel(kern.name, kern.mr, kern.nr, 48, 2*kern.mr, 5*kern.nr, kern.micro, kern.store)
-		// As they are, and with B's blocks narrowed to a panel per task.
-		for _, share := range []int{gemmShareB, 48 * kern.nr} {
-			gemmShareB = share
-			sharedPartsBits(t, r, kern, small)
+	defer func(s, p int) { gemmShareB, gemmPrivate = s, p }(gemmShareB, gemmPrivate)
+	for _, private := range []int{gemmPrivate, 2} {
+		gemmPrivate = private
+		for _, kern := range gemmKernels() {
+			small := newGemmKernel(kern.name, kern.mr, kern.nr, 48, 2*kern.mr, 5*kern.nr, kern.micro, kern.store)
+			// As they are, and with B's blocks narrowed to a panel per task.
+			for _, share := range []int{gemmShareB, 48 * kern.nr} {
+				gemmShareB = share
+				sharedPartsBits(t, r, kern, small)
+			}
 		}
 	}
 }
@@ -371,7 +378,19 @@ func TestPackPanelVectorMoves(t *testing.T) {
 // packed chunks: on a kernel blocked small (several chunks a kc slice, several kc
 // slices, several nc blocks), 16 workers in a grid of 3 rows by 5 columns, and 8 and 12
 // workers, give the bits of 1 worker in every transposition, in every kernel.
+//
+// With gemmPrivate at 2 (each task packs its own A and B): the same bits.
 func TestSgemmSharedRowsBits(t *testing.T) {
+	for _, private := range []int{gemmPrivate, 2} {
+		t.Run(fmt.Sprintf("private-from-%d", private), func(t *testing.T) {
+			defer func(p int) { gemmPrivate = p }(gemmPrivate)
+			gemmPrivate = private
+			sharedRowsBits(t)
+		})
+	}
+}
+
+func sharedRowsBits(t *testing.T) {
 	r := rand.New(rand.NewPCG(52, 53))
 	prev := runtime.GOMAXPROCS(0)
 	defer runtime.GOMAXPROCS(prev)
