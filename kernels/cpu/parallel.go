@@ -39,10 +39,12 @@ const spinPolls = 4096
 // spinYield is how long a spinning goroutine goes between yields to the scheduler: a
 // yield lets a goroutine queued on its thread run (one its own work has woken sits
 // there until the thread yields or another steals it), but it takes the scheduler's
-// lock, which every thread shares, and wakes an idle thread to look for work. Yielding
-// every few µs, the tiny training case at GOMAXPROCS 16 on the 2-core development
-// machine trained at 657-943 steps/s against 1338-1352 at GOMAXPROCS 2 (with the
-// kernels on 2 goroutines in both), without yields at 1178-1224 against 1290-1328.
+// lock, which every thread shares, may move the goroutine to another thread (away from
+// the caches that hold its data), and wakes an idle thread to look for work. With
+// spare Ps there is no need to yield (spare). Yielding every few µs, the tiny training
+// case at GOMAXPROCS 16 on the 2-core development machine trained at 657-943 steps/s
+// against 1338-1352 at GOMAXPROCS 2 (the kernels on 2 goroutines in both); every 50 µs,
+// 941-1057; without yields with spare Ps, 1198-1232 against 1332-1347.
 const spinYield = 50 * time.Microsecond
 
 // awaitSpin is how long a goroutine that waits for a counter spins before it sleeps
@@ -101,7 +103,17 @@ var cores = runtime.NumCPU()
 // Past the cores a worker only waits for one, and spinning it takes turns from the
 // ones that work: on the 2-core development machine GOMAXPROCS 16 trained the tiny
 // case at 608 steps/s where GOMAXPROCS 2 gave 1448 (sublet-bench tiny-sgd).
-func procs() int { return min(runtime.GOMAXPROCS(0), cores) }
+func procs() int {
+	n := runtime.GOMAXPROCS(0)
+	spare.Store(n > cores)
+	return min(n, cores)
+}
+
+// spare is whether GOMAXPROCS was above the cores when procs last read it: the
+// scheduler then has idle Ps (the kernels run on no more goroutines than cores),
+// whose threads take a goroutine that is ready to run from a busy one, so a spinning
+// goroutine need not yield to let it run (spin).
+var spare atomic.Bool
 
 // forks is how many pieces a fork of n elements for a grain is cut into (1: the work
 // stays on the calling goroutine, in one piece), and whether it wakes sleeping
@@ -443,7 +455,7 @@ func spin(d time.Duration, done func() bool) bool {
 		if t > d {
 			return false
 		}
-		if t-yielded >= spinYield {
+		if t-yielded >= spinYield && !spare.Load() {
 			runtime.Gosched()
 			yielded = t
 		}
