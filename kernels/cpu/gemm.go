@@ -54,18 +54,17 @@ type gemmKernel struct {
 	micro      func(k int, a, b, c *float32, ldc int, alpha float32)
 	// store sets C = alpha·Ap·Bp without reading C (nil: no such kernel; C is then
 	// cleared first): the first kc slice of a product with beta 0.
-	store        func(k int, a, b, c *float32, ldc int, alpha float32)
-	aBufs, bBufs sync.Pool // *[]float32 of mc·kc and kc·nc floats (rounded to panels)
-	groups       sync.Pool // *[]float32 of runColumns' packed A, grown as needed
-	columns      sync.Pool // *[]float32 of a runColumns task's packed B, grown as needed
-	tileBufs     sync.Pool // *[]float32 of mr·nr floats for partial tiles
-	shares       sync.Pool // *gemmShare of run's products
+	store    func(k int, a, b, c *float32, ldc int, alpha float32)
+	aBufs    sync.Pool // *[]float32 of mc·kc floats: a task's chunk of packed A
+	groups   sync.Pool // *[]float32 of runColumns' packed A, grown as needed
+	columns  sync.Pool // *[]float32 of a task's packed B (run's and runColumns'), grown as needed
+	tileBufs sync.Pool // *[]float32 of mr·nr floats for partial tiles
+	shares   sync.Pool // *gemmShare of run's products
 }
 
 func newGemmKernel(name string, mr, nr, kc, mc, nc int, micro, store func(k int, a, b, c *float32, ldc int, alpha float32)) *gemmKernel {
 	g := &gemmKernel{name: name, mr: mr, nr: nr, kc: kc, mc: mc, nc: nc, micro: micro, store: store}
 	g.aBufs.New = func() any { s := make([]float32, mc*kc); return &s }
-	g.bBufs.New = func() any { s := make([]float32, kc*nc); return &s }
 	g.groups.New = func() any { return new([]float32) }
 	g.columns.New = func() any { return new([]float32) }
 	g.tileBufs.New = func() any { s := make([]float32, mr*nr); return &s }
