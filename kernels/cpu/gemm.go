@@ -73,13 +73,13 @@ func newGemmKernel(name string, mr, nr, kc, mc, nc int, micro, store func(k int,
 }
 
 // gemmGrain is the fewest multiply-adds a goroutine of a parallel product gets
-// (workers): a product below 2·gemmGrain stays on the calling goroutine. At 2
-// threads with the worker awake, 96³ (two shares of 0.44M) ran slower than on one
-// thread, 128³ (1M each) 1.15×, 160³ 1.2× and 192³ 1.5× faster, the tiny training
-// case's 64·256·256 (4.2M) as fast, its 64·784·256 1.5× faster (BenchmarkFork,
-// BenchmarkSgemmTraining). The tests lower it (and gemmWake) to exercise the parallel
-// driver on small matrices.
-var gemmGrain = 2 << 20
+// (workers): a product below 2·gemmGrain stays on the calling goroutine. At 2 threads
+// with the worker awake and each task packing its own operands, 96³ (two shares of
+// 0.44M) ran as fast as on one thread (11-16 µs against 12-13.5), 128³ (1M each) 1.4×
+// faster (20-21 µs against 27-31), the tiny training case's 64·256·256 1.2×, its
+// 256·256·64 (a weight's gradient) 1.6× (BenchmarkWorkers, BenchmarkFork). The tests
+// lower it (and gemmWake) to exercise the parallel driver on small matrices.
+var gemmGrain = 1 << 20
 
 // gemmWake is the work from which a product wakes the pool's sleeping workers to run
 // it; a smaller one runs on the calling goroutine and the workers awake, and within a
