@@ -16,6 +16,8 @@ import (
 // left, and the kernel never waits for a worker that holds no piece. A worker that has
 // run its pieces watches for the next job for workerSpin before it sleeps: the parallel
 // kernels of a training step follow each other closer than that and find it awake.
+// How many goroutines a kernel splits over is one rule for every kernel (workers: a
+// least share of work each, at most GOMAXPROCS and the cores; BenchmarkWorkers).
 // Work too small to be worth waiting for a sleeping worker runs with the awake ones
 // only and rouses the others for the kernels that follow. Products, whose tasks wait
 // for each other, run every task on a goroutine of its own (concurrently).
