@@ -1,11 +1,11 @@
 //go:build !unix
 
-package cpu_test
+package cpu
 
 import "testing"
 
-// reportCPU runs the benchmark loop body; here the OS gives no CPU time to report.
-func reportCPU(b *testing.B, body func()) {
+// ReportCPU runs the benchmark loop body; here the OS gives no CPU time to report.
+func ReportCPU(b *testing.B, body func()) {
 	for b.Loop() {
 		body()
 	}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package cpu_test
+package cpu
 
 import (
 	"syscall"
@@ -17,10 +17,10 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// reportCPU runs the benchmark loop body and reports, beside the wall-clock ns/op, the
+// ReportCPU runs the benchmark loop body and reports, beside the wall-clock ns/op, the
 // process's CPU time per op: on a machine shared with other work, time spent waiting
 // for a core counts in the first and not in the second.
-func reportCPU(b *testing.B, body func()) {
+func ReportCPU(b *testing.B, body func()) {
 	start := processCPU()
 	for b.Loop() {
 		body()

@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"fmt"
-	"runtime"
 	"sync"
 )
 
@@ -55,18 +54,17 @@ type gemmKernel struct {
 	micro      func(k int, a, b, c *float32, ldc int, alpha float32)
 	// store sets C = alpha·Ap·Bp without reading C (nil: no such kernel; C is then
 	// cleared first): the first kc slice of a product with beta 0.
-	store        func(k int, a, b, c *float32, ldc int, alpha float32)
-	aBufs, bBufs sync.Pool // *[]float32 of mc·kc and kc·nc floats (rounded to panels)
-	groups       sync.Pool // *[]float32 of runColumns' packed A, grown as needed
-	columns      sync.Pool // *[]float32 of a runColumns task's packed B, grown as needed
-	tileBufs     sync.Pool // *[]float32 of mr·nr floats for partial tiles
-	shares       sync.Pool // *gemmShare of run's products
+	store    func(k int, a, b, c *float32, ldc int, alpha float32)
+	aBufs    sync.Pool // *[]float32 of mc·kc floats: a task's chunk of packed A
+	groups   sync.Pool // *[]float32 of runColumns' packed A, grown as needed
+	columns  sync.Pool // *[]float32 of a task's packed B (run's and runColumns'), grown as needed
+	tileBufs sync.Pool // *[]float32 of mr·nr floats for partial tiles
+	shares   sync.Pool // *gemmShare of run's products
 }
 
 func newGemmKernel(name string, mr, nr, kc, mc, nc int, micro, store func(k int, a, b, c *float32, ldc int, alpha float32)) *gemmKernel {
 	g := &gemmKernel{name: name, mr: mr, nr: nr, kc: kc, mc: mc, nc: nc, micro: micro, store: store}
 	g.aBufs.New = func() any { s := make([]float32, mc*kc); return &s }
-	g.bBufs.New = func() any { s := make([]float32, kc*nc); return &s }
 	g.groups.New = func() any { return new([]float32) }
 	g.columns.New = func() any { return new([]float32) }
 	g.tileBufs.New = func() any { s := make([]float32, mr*nr); return &s }
@@ -74,33 +72,36 @@ func newGemmKernel(name string, mr, nr, kc, mc, nc int, micro, store func(k int,
 	return g
 }
 
-// gemmSerial is the work (m·n·k) below which Sgemm stays on the calling goroutine: at
-// 2 threads with the worker awake, 96³ ran slower than on one thread, 128³ 1.15×,
-// 160³ 1.2× and 192³ 1.5× faster, the tiny training case's 64·256·256 (4.2M) as fast, its 64·784·256
-// 1.5× faster (BenchmarkFork, BenchmarkSgemmTraining). The tests lower it (and
-// gemmWake) to exercise the parallel driver on small matrices.
-var gemmSerial = 4 << 20
+// gemmGrain is the fewest multiply-adds a goroutine of a parallel product gets
+// (workers): a product below 2·gemmGrain stays on the calling goroutine. At 2 threads
+// with the worker awake and each task packing its own operands, 96³ (two shares of
+// 0.44M) ran as fast as on one thread (11-16 µs against 12-13.5), 128³ (1M each) 1.4×
+// faster (20-21 µs against 27-31), the tiny training case's 64·256·256 1.2×, its
+// 256·256·64 (a weight's gradient) 1.6× (BenchmarkWorkers, BenchmarkFork). The tests
+// lower it (and gemmWake) to exercise the parallel driver on small matrices.
+var gemmGrain = 1 << 20
 
 // gemmWake is the work from which a product wakes the pool's sleeping workers to run
-// it; a smaller one (from gemmSerial) runs on the calling goroutine and the workers
-// awake, and within a burst of forks rouses the others for the products that follow. A product's tasks wait
-// for each other, so a worker woken late (60-165 µs on the 2-core dev machine) delays
-// the whole product: waking one made 128³ and 256³ slower than one thread, 384³
-// 1.15-1.4× and 512³ 1.4-1.5× faster (BenchmarkForkAsleep).
+// it; a smaller one runs on the calling goroutine and the workers awake, and within a
+// burst of forks rouses the others for the products that follow. A product's tasks
+// wait for each other, so a worker woken late (60-165 µs on the 2-core dev machine)
+// delays the whole product: waking one made 128³ and 256³ slower than one thread,
+// 384³ 1.15-1.4× and 512³ 1.4-1.5× faster (BenchmarkForkAsleep).
 var gemmWake = 32 << 20
 
-// gemmWorkers is how many goroutines a parallel product of work multiply-adds runs
-// on: GOMAXPROCS from gemmWake on, else the calling one and the workers awake.
+// gemmWorkers is how many goroutines a product of work multiply-adds runs on: as many
+// as workers gives it, and below gemmWake no more than the calling one and the
+// workers awake.
 func gemmWorkers(work int) int {
-	procs := runtime.GOMAXPROCS(0)
-	if work >= gemmWake {
-		return procs
+	p := workers(work, gemmGrain)
+	if p == 1 || work >= gemmWake {
+		return p
 	}
 	n := awake()
-	if following() && n < procs-1 {
-		hire(nil, procs-1-n, false)
+	if following() && n < p-1 {
+		hire(nil, p-1-n, false)
 	}
-	return min(procs, 1+n)
+	return min(p, 1+n)
 }
 
 func checkMatrix(name string, what string, rows, cols, ld, have int) {
@@ -141,7 +142,7 @@ func (g *gemmKernel) Name() string { return "builtin-" + g.name }
 func (g *gemmKernel) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	CheckSgemm(transA, transB, m, n, k, lda, ldb, ldc, len(a), len(b), len(c))
 	av, bv := sgemmViews(transA, transB, a, lda, b, ldb)
-	g.run(m, n, k, alpha, av, bv, beta, c, ldc, m*n*k >= gemmSerial)
+	g.run(m, n, k, alpha, av, bv, beta, c, ldc, true)
 }
 
 // SgemmBatched is the package's SgemmBatched on this micro-kernel.
@@ -184,16 +185,16 @@ func sgemmViews(transA, transB bool, a []float32, lda int, b []float32, ldb int)
 }
 
 // batches calls product(i, parallel) for every i < batch: one after the other, each
-// parallel inside, when the products are large; in parallel, each on one goroutine,
-// when they are small.
+// parallel inside, when the products are large enough to share; in parallel, each on
+// one goroutine, when they are not.
 func batches(m, n, k, batch int, product func(i int, parallel bool)) {
-	if m*n*k >= gemmSerial {
+	if workers(m*n*k, gemmGrain) > 1 {
 		for i := range batch {
 			product(i, true)
 		}
 		return
 	}
-	parallelFor(batch, max(1, gemmSerial/max(m*n*k, 1)), func(lo, hi int) {
+	parallelFor(batch, max(1, gemmGrain/max(m*n*k, 1)), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			product(i, false)
 		}

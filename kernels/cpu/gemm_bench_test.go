@@ -176,7 +176,7 @@ func BenchmarkSgemmTraining(b *testing.B) {
 			if p.transB {
 				ldb = p.k
 			}
-			reportCPU(b, func() { cpu.Sgemm(p.transA, p.transB, p.m, p.n, p.k, 1, a, lda, bm, ldb, 0, c, p.n) })
+			cpu.ReportCPU(b, func() { cpu.Sgemm(p.transA, p.transB, p.m, p.n, p.k, 1, a, lda, bm, ldb, 0, c, p.n) })
 			b.ReportMetric(2*float64(p.m*p.n*p.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
 	}

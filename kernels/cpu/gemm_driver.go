@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/subletml/sublet/dtype"
@@ -49,23 +48,18 @@ const gemmMinRows = 96
 
 // run computes C = alpha·A·B + beta·C for an m×k A, a k×n B and a row-major float32 C
 // (ldc floats per row), blocked for the micro-kernel and, when parallel, spread over
-// GOMAXPROCS goroutines by blocks of C. Every element of C sums its products in k
-// order, one kc slice after the other, however the blocks are spread.
+// the goroutines gemmWorkers gives it, by blocks of C. Every element of C sums its
+// products in k order, one kc slice after the other, however the blocks are spread.
 //
 // C's tiles are cut into a grid of tasks, one per worker for the whole product
-// (gemmGrid): rows of A's panels by columns of B's. Each task runs its rows of A (in
-// mc-row chunks that stay in its L2) against its columns of B, one kc slice after the
-// other. B's panels are packed once per slice, shared (the packed block, kc·nc floats,
-// lives in the shared L3): the tasks of a column of the grid each pack a part of that
-// column's panels, and each runs its own part first and the others' as they are
-// published (gemmShare). Two packed blocks alternate, so a task packs slice s+1 while
-// the others still run slice s: no task waits for the whole grid, only for the parts
-// of its column, and a slow part delays the others by what it lags, not by a barrier
-// per slice. With gemmShareA columns or more, A's chunks are packed once too, shared by
-// the tasks of a row of the grid: each panel of a chunk is packed by whichever of them
-// claims it first (gemmRow), so a task that comes late finds its chunk packed; two
-// chunk buffers alternate per row. Where a task's share of an nc-wide block of B would
-// not stay in its L2 (gemmShareB), the blocks are narrowed until it does.
+// (gemmGrid): rows of A's panels by columns of B's. Each task packs its own columns of
+// B, one kc slice after the other, and runs its rows of A against them in mc-row
+// chunks that stay in its L2, which it packs too; no task waits for another. Sharing
+// the packing (each task packing a part, the others waiting for it) costs less
+// packing but couples the tasks: on 2 cores it made 128³ to 256³ products 15-35 %
+// slower and 512³ 3-6 % slower than each task packing its own (docs/benchmarks.md).
+// Where a task's share of an nc-wide block of B would not stay in its L2 (gemmShareB),
+// the blocks are narrowed until it does.
 func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32, c []float32, ldc int, parallel bool) {
 	if m == 0 || n == 0 {
 		return
@@ -89,7 +83,7 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 	panels := (m + g.mr - 1) / g.mr
 	fit := max(1, gemmShareB/(min(k, g.kc)*g.nr)) // B's panels that stay in a task's L2
 	nPanels := (min(n, g.nc) + g.nr - 1) / g.nr
-	rb, cb := gemmGrid(panels, nPanels, fit, workers)
+	rb, cb := gemmGrid(panels, nPanels, fit, float64(g.nr)/float64(g.mr), workers)
 	nc := g.nc
 	if rb*cb > 1 && (nPanels+cb-1)/cb > fit {
 		// Narrower blocks of B, each task's share of one in its L2: A is packed
@@ -98,216 +92,71 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 	}
 	s := g.shares.Get().(*gemmShare)
 	defer g.shares.Put(s)
-	s.start(g, m, n, k, alpha, a, b, c, ldc, set, nc, rb, cb)
-	defer s.finish()
+	*s = gemmShare{g: g, m: m, n: n, k: k, ldc: ldc, alpha: alpha, a: a, b: b, c: c, set: set, nc: nc, rb: rb, cb: cb}
+	defer func() { *s = gemmShare{} }()
 	concurrently(rb*cb, s.work)
 }
 
-// gemmShare is the state that run's tasks share for one product: the operands, the
-// grid, B's two packed blocks and each task's progress. Only run writes the fields
-// above the counters, before the tasks start.
+// gemmShare is what run's tasks share for one product: the operands and the grid,
+// written by run before the tasks start.
 type gemmShare struct {
-	g                *gemmKernel
-	m, n, k, ldc     int
-	alpha            float32
-	a, b             matView
-	c                []float32
-	set              bool
-	nc               int // width of the blocks of B, at most g.nc
-	rb, cb           int
-	bufs             [2]*[]float32 // from g.bBufs; kc slice s packs into bufs[s%blocks]
-	blocks           int           // 1 with a single task (nothing runs ahead), else 2
-	packed, finished []gemmCounter // per task: slices whose part of B it has packed; slices it has run
-	sharers          int           // tasks that share a row's packing of A: cb from gemmShareA on, else 1
-	rows             []gemmRow     // per sharers tasks (a row of the grid, or a task): their packed chunks of A
-	aBlocks          int           // chunk buffers per row: 1 with a task per row, else 2
-	ran              []gemmCounter // per task: chunks of A it has run (its row's count)
-	progress                       // tasks sleep here for the others' counters
-}
-
-// gemmRow is the packing of A that sharers tasks share: a row of the grid, or one
-// task. Its chunks (a kc slice of up to mc rows of A, in the order every task of the
-// row runs them) are numbered from 0, and so are their panels, over the whole product:
-// chunk u packs into bufs[u%aBlocks]. A panel is packed by the task that claims it
-// (claimed moves past it), which then counts it in packed; a chunk is ready once
-// packed reaches its last panel, since no task claims a panel of the next chunk before
-// the whole chunk is ready.
-type gemmRow struct {
-	bufs            [2]*[]float32 // from g.aBufs
-	claimed, packed gemmCounter
-}
-
-// gemmCounter is a task's progress, alone on its cache line so that a task publishing
-// slices does not slow the ones reading the others'.
-type gemmCounter struct {
-	atomic.Int64
-	_ [56]byte
-}
-
-func (s *gemmShare) start(g *gemmKernel, m, n, k int, alpha float32, a, b matView, c []float32, ldc int, set bool, nc, rb, cb int) {
-	s.g, s.m, s.n, s.k, s.alpha, s.a, s.b, s.c, s.ldc, s.set, s.nc, s.rb, s.cb = g, m, n, k, alpha, a, b, c, ldc, set, nc, rb, cb
-	tasks := rb * cb
-	if cap(s.packed) < tasks {
-		s.packed, s.finished = make([]gemmCounter, tasks), make([]gemmCounter, tasks)
-	}
-	s.packed, s.finished = s.packed[:tasks], s.finished[:tasks]
-	for t := range tasks {
-		s.packed[t].Store(0)
-		s.finished[t].Store(0)
-	}
-	s.blocks = min(tasks, len(s.bufs))
-	for i := range s.blocks {
-		s.bufs[i] = g.bBufs.Get().(*[]float32)
-	}
-	if cap(s.ran) < tasks {
-		s.ran = make([]gemmCounter, tasks)
-	}
-	s.ran = s.ran[:tasks]
-	for t := range tasks {
-		s.ran[t].Store(0)
-	}
-	s.sharers = 1
-	if cb >= gemmShareA {
-		s.sharers = cb
-	}
-	if cap(s.rows) < tasks/s.sharers {
-		s.rows = make([]gemmRow, tasks/s.sharers)
-	}
-	s.rows = s.rows[:tasks/s.sharers]
-	s.aBlocks = min(s.sharers, len(s.rows[0].bufs))
-	for i := range s.rows {
-		r := &s.rows[i]
-		r.claimed.Store(0)
-		r.packed.Store(0)
-		for b := range s.aBlocks {
-			r.bufs[b] = g.aBufs.Get().(*[]float32)
-		}
-	}
-}
-
-// finish returns the packed blocks and drops the references to the operands.
-func (s *gemmShare) finish() {
-	for i := range s.blocks {
-		s.g.bBufs.Put(s.bufs[i])
-		s.bufs[i] = nil
-	}
-	for i := range s.rows {
-		for b := range s.aBlocks {
-			s.g.aBufs.Put(s.rows[i].bufs[b])
-			s.rows[i].bufs[b] = nil
-		}
-	}
-	s.a, s.b, s.c = matView{}, matView{}, nil
+	g            *gemmKernel
+	m, n, k, ldc int
+	alpha        float32
+	a, b         matView
+	c            []float32
+	set          bool
+	nc           int // width of the blocks of B, at most g.nc
+	rb, cb       int
 }
 
 // work runs task t of the grid over every kc slice of every nc-wide block, in order:
 // task t is row t/cb of the grid (A's panels [p0, p1)) and column t%cb (its share of
-// each block's B panels, of which it packs part t/cb).
+// each block's B panels).
 func (s *gemmShare) work(t int) {
 	g := s.g
 	i, j := t/s.cb, t%s.cb
 	panels := (s.m + g.mr - 1) / g.mr
 	p0, p1 := panels*i/s.rb, panels*(i+1)/s.rb
-	per := g.mc / g.mr             // A's panels in a chunk
-	slice, chunk, first := 0, 0, 0 // first: the row's panels of the chunks before this one
-	var laid [2][2]int             // per block of B: the kc and panels of the slice last packed into it
+	per := g.mc / g.mr // A's panels in a chunk
+	ap := g.aBufs.Get().(*[]float32)
+	defer g.aBufs.Put(ap)
+	aPack := *ap
+	bp := g.columns.Get().(*[]float32)
+	defer g.columns.Put(bp)
+	if need := ((min(s.nc, s.n)+g.nr-1)/g.nr + s.cb - 1) / s.cb * g.kc * g.nr; cap(*bp) < need {
+		*bp = make([]float32, need)
+	}
+	bPack := (*bp)[:cap(*bp)]
 	for jc := 0; jc < s.n; jc += s.nc {
 		nc := min(s.nc, s.n-jc)
 		nPanels := (nc + g.nr - 1) / g.nr
 		q0, q1 := nPanels*j/s.cb, nPanels*(j+1)/s.cb
+		if q0 == q1 {
+			continue
+		}
 		for pc := 0; pc < s.k; pc += g.kc {
 			kc := min(g.kc, s.k-pc)
-			blk := slice % s.blocks
-			bPack := *s.bufs[blk]
-			// The block held slice-blocks: the tasks that read it must be done with
-			// it. Those are the column's where that slice laid the block out as this
-			// one does; a shorter kc or a narrower nc block moves every column's
-			// panels, onto the ones other columns read.
-			if layout := [2]int{kc, nPanels}; layout == laid[blk] {
-				for u := range s.rb {
-					s.await(&s.finished[u*s.cb+j].Int64, int64(slice-s.blocks+1))
-				}
-			} else {
-				for u := range s.rb * s.cb {
-					s.await(&s.finished[u].Int64, int64(slice-s.blocks+1))
-				}
-				laid[blk] = layout
+			for jp := q0; jp < q1; jp++ {
+				g.packB(bPack[(jp-q0)*kc*g.nr:], s.b, pc, kc, jc+jp*g.nr, min(g.nr, nc-jp*g.nr))
 			}
-			lo, hi := gemmPart(q0, q1, i, s.rb)
-			for jp := lo; jp < hi; jp++ {
-				g.packB(bPack[jp*kc*g.nr:], s.b, pc, kc, jc+jp*g.nr, min(g.nr, nc-jp*g.nr))
-			}
-			s.packed[t].Store(int64(slice + 1))
-			s.moved()
 			for s0 := p0; s0 < p1; s0 += per {
 				s1 := min(s0+per, p1)
 				ic := s0 * g.mr
 				mc := min(s1*g.mr, s.m) - ic
-				aPack := s.chunk(t/s.sharers, chunk, first, s0, s1, pc, kc)
-				for v := range s.rb { // its own part first, then the others' as they come
-					u := (i + v) % s.rb
-					if s0 == p0 {
-						s.await(&s.packed[u*s.cb+j].Int64, int64(slice+1))
-					}
-					lo, hi := gemmPart(q0, q1, u, s.rb)
-					if lo < hi {
-						g.tiles(kc, aPack, s1-s0, mc, bPack, lo, hi, min(hi*g.nr, nc)-lo*g.nr, s.c, ic*s.ldc+jc+lo*g.nr, s.ldc, s.alpha, s.set && pc == 0)
-					}
+				for ip := s0; ip < s1; ip++ {
+					row := ip * g.mr
+					g.packA(aPack[(ip-s0)*kc*g.mr:], s.a, pc, kc, row, min(g.mr, s.m-row))
 				}
-				chunk, first = chunk+1, first+s1-s0
-				s.ran[t].Store(int64(chunk))
-				s.moved()
+				g.tiles(kc, aPack, s1-s0, mc, bPack, 0, q1-q0, min(q1*g.nr, nc)-q0*g.nr, s.c, ic*s.ldc+jc+q0*g.nr, s.ldc, s.alpha, s.set && pc == 0)
 			}
-			s.finished[t].Store(int64(slice + 1))
-			s.moved()
-			slice++
 		}
 	}
 }
 
-// chunk returns chunk u of row i (of s.rows) packed, A's panels [s0, s1) of the kc
-// slice at pc, whose first panel is the row's panel first counted over its chunks:
-// the calling task packs the panels no other task of the row has claimed, then waits
-// for the others' to be packed.
-func (s *gemmShare) chunk(i, u, first, s0, s1, pc, kc int) []float32 {
-	g, r := s.g, &s.rows[i]
-	// The buffer held chunk u-aBlocks: the row's tasks must be done with it.
-	for v := range s.sharers {
-		s.await(&s.ran[i*s.sharers+v].Int64, int64(u-s.aBlocks+1))
-	}
-	buf := *r.bufs[u%s.aBlocks]
-	last := int64(first + s1 - s0)
-	for x := r.claimed.Load(); x < last; x = r.claimed.Load() {
-		if !r.claimed.CompareAndSwap(x, x+1) {
-			continue
-		}
-		ip := int(x) - first
-		row := (s0 + ip) * g.mr
-		g.packA(buf[ip*kc*g.mr:], s.a, pc, kc, row, min(g.mr, s.m-row))
-		if r.packed.Add(1) == last {
-			s.moved()
-		}
-	}
-	s.await(&r.packed.Int64, last)
-	return buf
-}
-
-// gemmShareA is the fewest columns of the grid from which the tasks of a row share
-// its packing of A (below it each task packs its own chunks): sharing saves a task
-// (cb-1)/cb of A's packing, at the price of reading those panels from the others'
-// caches and waiting for them chunk by chunk. On the 2-core dev machine a 1×2 grid
-// (1024³ at 2 threads) ran nn about 4 % slower shared than not; at GOMAXPROCS 16 a
-// 4×4 grid used 6 % less CPU time shared.
-const gemmShareA = 3
-
-// gemmPart is part u of parts of the panels [q0, q1).
-func gemmPart(q0, q1, u, parts int) (lo, hi int) {
-	return q0 + (q1-q0)*u/parts, q0 + (q1-q0)*(u+1)/parts
-}
-
-// gemmPackA weighs bringing one of A's panels into a task's L2 (packing it, or reading
-// the copy a task of its row packed) against running it with one of B's (the moves of
-// mr floats per k step against 2·mr·nr flops), for gemmGrid.
+// gemmPackA weighs packing one of A's panels (mr floats per k step, read from L3)
+// against running it with one of B's (2·mr·nr flops), for gemmGrid; a panel of B
+// weighs nr/mr times as much.
 const gemmPackA = 0.5
 
 // gemmShareB is the most floats of packed B (768 KiB) a task runs each of its mc-row
@@ -325,10 +174,10 @@ const gemmFarB = 0.25
 
 // gemmGrid cuts a kc slice of panels of A by nPanels of B into rb·cb ≤ workers tasks,
 // rb rows of A's panels by cb columns of B's: the cut whose largest task does the
-// least, counting the A panels each task brings in (every column of tasks packs its
-// rows again, or reads them from L3 where another task of its row packed them) and its
-// tiles past the fit panels of B that stay in its L2. One worker takes the whole slice.
-func gemmGrid(panels, nPanels, fit, workers int) (rb, cb int) {
+// least, counting the panels of A and of B it packs (a B panel weighing wide times an
+// A panel) and its tiles past the fit panels of B that stay in its L2. One worker
+// takes the whole slice.
+func gemmGrid(panels, nPanels, fit int, wide float64, workers int) (rb, cb int) {
 	rb, cb = 1, 1
 	best := -1.0
 	for t := 1; t <= workers; t++ {
@@ -338,7 +187,7 @@ func gemmGrid(panels, nPanels, fit, workers int) (rb, cb int) {
 				continue
 			}
 			rows, cols := (panels+r-1)/r, (nPanels+c-1)/c
-			cost := float64(rows*cols) + gemmPackA*float64(rows) + gemmFarB*float64(rows*max(0, cols-fit))
+			cost := float64(rows*cols) + gemmPackA*(float64(rows)+wide*float64(cols)) + gemmFarB*float64(rows*max(0, cols-fit))
 			if best < 0 || cost < best {
 				best, rb, cb = cost, r, c
 			}
@@ -364,6 +213,7 @@ func (g *gemmKernel) runColumns(m, n, k int, alpha float32, a, b matView, beta f
 	aPack := (*ap)[:cap(*ap)]
 	nPanels := (n + g.nr - 1) / g.nr
 	tasks := min(nPanels, 2*workers)
+	workers = rounded(tasks, workers)
 	set := beta == 0 && g.store != nil // the first kc slice sets C
 	for p0 := 0; p0 < k; p0 += group * g.kc {
 		slices := min(group, (k-p0+g.kc-1)/g.kc)
@@ -375,7 +225,7 @@ func (g *gemmKernel) runColumns(m, n, k int, alpha float32, a, b matView, beta f
 				g.packA(aPack[s*block+ip*kc*g.mr:], a, pc, kc, ip*g.mr, min(g.mr, m-ip*g.mr))
 			}
 		})
-		parallelTasks(tasks, m*n*k >= gemmWake, func(t int) {
+		parallelTasks(tasks, workers, m*n*k >= gemmWake, func(t int) {
 			j0, j1 := nPanels*t/tasks, nPanels*(t+1)/tasks
 			if p0 == 0 && !set {
 				scaleC(m, beta, c, ldc, j0*g.nr, min(j1*g.nr, n), false)
@@ -402,6 +252,13 @@ func (g *gemmKernel) runColumns(m, n, k int, alpha float32, a, b matView, beta f
 			}
 		})
 	}
+}
+
+// rounded is the fewest goroutines that run tasks equal tasks in as few rounds as
+// workers goroutines do: 8 tasks on 6 goroutines take two rounds, as on 4.
+func rounded(tasks, workers int) int {
+	rounds := (tasks + workers - 1) / workers
+	return (tasks + rounds - 1) / rounds
 }
 
 // gemmGroup is how many floats of packed A runColumns holds at once (4 MiB); the tests

@@ -230,12 +230,12 @@ func TestSgemmBitsAcrossGOMAXPROCS(t *testing.T) {
 	}
 }
 
-// run's tasks share B's packed parts per kc slice, two blocks alternating: on a
-// kernel blocked small enough for odd sizes to cross many kc slices, mc blocks and nc
-// blocks (the last one narrower than the grid has columns of tasks; narrowed further
-// where a task's share of B is past gemmShareB), every transposition at 2, 3, 4 and 7
-// workers gives the bits of 1 worker, in every kernel.
-func TestSgemmSharedPartsBits(t *testing.T) {
+// run's tasks each pack their own parts of A and B: on a kernel blocked small enough
+// for odd sizes to cross many kc slices, mc blocks and nc blocks (the last one
+// narrower than the grid has columns of tasks; narrowed further where a task's share
+// of B is past gemmShareB), every transposition at 2, 3, 4 and 7 workers gives the
+// bits of 1 worker, in every kernel.
+func TestSgemmGridBlocksBits(t *testing.T) {
 	r := rand.New(rand.NewPCG(50, 51))
 	defer func(s int) { gemmShareB = s }(gemmShareB)
 	for _, kern := range gemmKernels() {
@@ -243,12 +243,12 @@ func TestSgemmSharedPartsBits(t *testing.T) {
 		// As they are, and with B's blocks narrowed to a panel per task.
 		for _, share := range []int{gemmShareB, 48 * kern.nr} {
 			gemmShareB = share
-			sharedPartsBits(t, r, kern, small)
+			gridBlocksBits(t, r, kern, small)
 		}
 	}
 }
 
-func sharedPartsBits(t *testing.T, r *rand.Rand, kern, small *gemmKernel) {
+func gridBlocksBits(t *testing.T, r *rand.Rand, kern, small *gemmKernel) {
 	prev := runtime.GOMAXPROCS(0)
 	defer runtime.GOMAXPROCS(prev)
 	for _, s := range [][3]int{{203, 7*kern.nr + 5, 157}, {gemmMinRows, 2 * kern.nr, 49}, {331, kern.nr + 1, 300}} {
@@ -297,14 +297,14 @@ func sharedPartsBits(t *testing.T, r *rand.Rand, kern, small *gemmKernel) {
 
 // gemmGrid on the AVX-512 kernel's blocking (14×32 tiles, kc 384): two workers split a
 // 1024-wide B between them rather than each running all of it against half of A (1.5
-// MiB a slice, past gemmShareB), but still split A's rows where B is small (256); 16
-// workers keep a 4×4 grid.
+// MiB a slice, past gemmShareB), and at 256 too (19 panels of A by 4 of B each, against
+// 10 by 8 split the other way); 16 workers keep a 4×4 grid.
 func TestGemmGrid(t *testing.T) {
 	grid := func(n, workers int) [2]int {
-		rb, cb := gemmGrid((n+13)/14, (n+31)/32, max(1, gemmShareB/(min(n, 384)*32)), workers)
+		rb, cb := gemmGrid((n+13)/14, (n+31)/32, max(1, gemmShareB/(min(n, 384)*32)), 32.0/14, workers)
 		return [2]int{rb, cb}
 	}
-	assert.Equal(t, [2]int{2, 1}, grid(256, 2))
+	assert.Equal(t, [2]int{1, 2}, grid(256, 2))
 	assert.Equal(t, [2]int{1, 2}, grid(1024, 2))
 	assert.Equal(t, [2]int{1, 2}, grid(2048, 2))
 	assert.Equal(t, [2]int{4, 4}, grid(1024, 16))
@@ -367,18 +367,17 @@ func TestPackPanelVectorMoves(t *testing.T) {
 	}
 }
 
-// With gemmShareA columns of tasks or more, the tasks of a row of the grid share A's
-// packed chunks: on a kernel blocked small (several chunks a kc slice, several kc
-// slices, several nc blocks), 16 workers in a grid of 3 rows by 5 columns, and 8 and 12
-// workers, give the bits of 1 worker in every transposition, in every kernel.
-func TestSgemmSharedRowsBits(t *testing.T) {
+// On a kernel blocked small (several chunks a kc slice, several kc slices, several nc
+// blocks), 16 workers in a grid of 3 rows by 5 columns, and 8 and 12 workers, give the
+// bits of 1 worker in every transposition, in every kernel.
+func TestSgemmGridBits(t *testing.T) {
 	r := rand.New(rand.NewPCG(52, 53))
 	prev := runtime.GOMAXPROCS(0)
 	defer runtime.GOMAXPROCS(prev)
 	for _, kern := range gemmKernels() {
 		small := newGemmKernel(kern.name, kern.mr, kern.nr, 48, 2*kern.mr, 5*kern.nr, kern.micro, kern.store)
 		m, n, k := 18*kern.mr-2, 10*kern.nr+3, 157
-		rb, cb := gemmGrid(18, 5, max(1, gemmShareB/(48*kern.nr)), 16)
+		rb, cb := gemmGrid(18, 5, max(1, gemmShareB/(48*kern.nr)), float64(kern.nr)/float64(kern.mr), 16)
 		require.Equal(t, [2]int{3, 5}, [2]int{rb, cb}, "%s: the grid at 16 workers", kern.name)
 		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
 			g := randGemmCase(r, m, n, k)

@@ -152,8 +152,9 @@ func (it *iter) walkRuns(lo, hi, most int, fn func(offs, inner [maxOperands]int,
 // with the worker awake, Add and the sum over all ran slower on two pieces of 32K
 // elements than on one thread (the sum over the batch 7 % faster), and Add, the sum
 // over all and the sum over the batch 1.05-1.7× faster on two of 64K (BenchmarkFork,
-// docs/benchmarks.md).
-const grain = 1 << 16
+// docs/benchmarks.md). BenchmarkWorkers lowers it to run a kernel on a given number of
+// goroutines.
+var grain = 1 << 16
 
 // scratch holds one chunk of T per operand of an elementwise kernel.
 type scratch[T float] [maxOperands][chunk]T

@@ -164,7 +164,7 @@ func sumPieces(n int, piece func(lo, hi int) float64) float64 {
 		return piece(0, n)
 	}
 	part := make([]float64, pieces)
-	parallelFor(pieces, 1, func(lo, hi int) {
+	parallelFor(pieces, max(1, grain/reducePiece), func(lo, hi int) {
 		for p := lo; p < hi; p++ {
 			part[p] = piece(p*reducePiece, min((p+1)*reducePiece, n))
 		}

@@ -6,11 +6,12 @@ import (
 )
 
 // The package's thresholds for products, kept for the benchmarks that time them.
-var defaultGemmSerial, defaultGemmWake = gemmSerial, gemmWake
+var defaultGemmGrain, defaultGemmWake = gemmGrain, gemmWake
 
 // TestMain runs the package's tests with the parallel products of small matrices: the
 // serial threshold is a tuning figure, and the tests' matrices are small.
 func TestMain(m *testing.M) {
-	gemmSerial, gemmWake = 64*64*64, 64*64*64
+	gemmGrain, gemmWake = 64*64*64/16, 64*64*64
+	cores = maxProcsOfTests
 	os.Exit(m.Run())
 }

@@ -16,6 +16,8 @@ import (
 // left, and the kernel never waits for a worker that holds no piece. A worker that has
 // run its pieces watches for the next job for workerSpin before it sleeps: the parallel
 // kernels of a training step follow each other closer than that and find it awake.
+// How many goroutines a kernel splits over is one rule for every kernel (workers: a
+// least share of work each, at most GOMAXPROCS and the cores; BenchmarkWorkers).
 // Work too small to be worth waiting for a sleeping worker runs with the awake ones
 // only and rouses the others for the kernels that follow. Products, whose tasks wait
 // for each other, run every task on a goroutine of its own (concurrently).
@@ -32,11 +34,20 @@ import (
 // time per step (1.4 ms where the kernels without a pool took 1.1).
 const workerSpin = 200 * time.Microsecond
 
-// spinPolls is how many times a spinning goroutine looks between yields to the
-// scheduler (a few µs): yielding lets a goroutine queued on its thread run, and takes
-// the scheduler's lock, which every thread shares; between yields a fork's pieces are
-// picked up and their end seen within a few hundred ns.
+// spinPolls is how many times a spinning goroutine looks between readings of the clock
+// (a few µs): a fork's pieces are picked up and their end seen within a few hundred ns.
 const spinPolls = 4096
+
+// spinYield is how long a spinning goroutine goes between yields to the scheduler: a
+// yield lets a goroutine queued on its thread run (one its own work has woken sits
+// there until the thread yields or another steals it), but it takes the scheduler's
+// lock, which every thread shares, may move the goroutine to another thread (away from
+// the caches that hold its data), and wakes an idle thread to look for work. With
+// spare Ps there is no need to yield (spare). Yielding every few µs, the tiny training
+// case at GOMAXPROCS 16 on the 2-core development machine trained at 657-943 steps/s
+// against 1338-1352 at GOMAXPROCS 2 (the kernels on 2 goroutines in both); every 50 µs,
+// 941-1057; without yields with spare Ps, 1198-1232 against 1332-1347.
+const spinYield = 50 * time.Microsecond
 
 // awaitSpin is how long a goroutine that waits for a counter spins before it sleeps
 // until the counter moves: another goroutine's piece ends microseconds later when it
@@ -71,16 +82,40 @@ func following() bool {
 	return now-lastFork.Swap(now) < int64(burst)
 }
 
-// workers is how many pieces parallelFor cuts n elements into for a grain: at most
-// GOMAXPROCS, 1 below 2·grain. Small work is decided without asking the runtime:
-// runtime.GOMAXPROCS takes the scheduler's lock, which every goroutine shares.
-func workers(n, grain int) int {
-	grain = max(grain, 1)
-	if n < 2*grain {
+// workers is how many goroutines share work units of a kernel that gives each at
+// least least of them: 1 below 2·least, else work/least, at most procs. It is the one
+// rule of every parallel kernel (the pieces of parallelFor and forRange, the tasks of a
+// product, the optimizer steps): each states its work and the least share that pays
+// for the goroutine that runs it, measured on that kernel (grain, gemmGrain). Small
+// work is decided without asking the runtime: runtime.GOMAXPROCS takes the scheduler's
+// lock, which every goroutine shares.
+func workers(work, least int) int {
+	least = max(least, 1)
+	if work < 2*least {
 		return 1
 	}
-	return min(runtime.GOMAXPROCS(0), n/grain)
+	return min(procs(), work/least)
 }
+
+// cores is how many CPUs the process may run on (runtime.NumCPU, read at start). The
+// tests raise it to run many workers on a small machine.
+var cores = runtime.NumCPU()
+
+// procs is the most goroutines a kernel runs on: GOMAXPROCS, and no more than cores.
+// Past the cores a worker only waits for one, and spinning it takes turns from the
+// ones that work: on the 2-core development machine GOMAXPROCS 16 trained the tiny
+// case at 608 steps/s where GOMAXPROCS 2 gave 1448 (sublet-bench tiny-sgd).
+func procs() int {
+	n := runtime.GOMAXPROCS(0)
+	spare.Store(n > cores)
+	return min(n, cores)
+}
+
+// spare is whether GOMAXPROCS was above the cores when procs last read it: the
+// scheduler then has idle Ps (the kernels run on no more goroutines than cores),
+// whose threads take a goroutine that is ready to run from a busy one, so a spinning
+// goroutine need not yield to let it run (spin).
+var spare atomic.Bool
 
 // forks is how many pieces a fork of n elements for a grain is cut into (1: the work
 // stays on the calling goroutine, in one piece), and whether it wakes sleeping
@@ -149,11 +184,11 @@ func forRange[S ranged](n, grain int, s S) {
 }
 
 // parallelTasks calls fn(t) once for every t in [0, tasks), run by the calling
-// goroutine and up to GOMAXPROCS-1 free workers (asleep ones too, woken, with wake),
-// each taking the next task when it is done with one. Results are deterministic when
-// each task writes only its own outputs.
-func parallelTasks(tasks int, wake bool, fn func(t int)) {
-	p := min(runtime.GOMAXPROCS(0), tasks)
+// goroutine and up to p-1 free workers (asleep ones too, woken, with wake), each
+// taking the next task when it is done with one. Results are deterministic when each
+// task writes only its own outputs.
+func parallelTasks(tasks, p int, wake bool, fn func(t int)) {
+	p = min(p, tasks)
 	if p <= 1 {
 		for t := range tasks {
 			fn(t)
@@ -362,12 +397,15 @@ func grow(j *job, want int) []*worker {
 	return ws
 }
 
-// awake is how many of the pool's workers are free now (spinning, not asleep): the
-// ones a fork that wakes none would find, unless another fork takes them first.
+// awake is how many of the pool's workers are not asleep: the free ones (spinning) a
+// fork that wakes none would find, unless another fork takes them first, and the
+// taken ones, which are free again once their job is done. (A worker stays taken a
+// moment after the last piece of its job has run, when the forker already goes on:
+// counting only the free ones, a product right after another ran on one goroutine.)
 func awake() int {
 	n := 0
 	for _, w := range poolNow() {
-		if w.state.Load() == free {
+		if w.state.Load() != asleep {
 			n++
 		}
 	}
@@ -405,19 +443,24 @@ func (w *worker) next() *job {
 }
 
 // spin looks at done until it holds or d has passed, yielding the thread every
-// spinPolls looks, and reports whether done held.
+// spinYield, and reports whether done held.
 func spin(d time.Duration, done func() bool) bool {
 	start := time.Now()
+	yielded := time.Duration(0)
 	for {
 		for range spinPolls {
 			if done() {
 				return true
 			}
 		}
-		if time.Since(start) > d {
+		t := time.Since(start)
+		if t > d {
 			return false
 		}
-		runtime.Gosched()
+		if t-yielded >= spinYield && !spare.Load() {
+			runtime.Gosched()
+			yielded = t
+		}
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 // (the workers stay awake): compare 1 and 2 threads (at 1 nothing forks). Add and the
 // sums over all and over the batch (a bias's gradient, [n/1024, 1024] to [1, 1024]) at
 // 8K to 16M elements, GB/s of the bytes read and written once; Sgemm of n×n matrices,
-// GFLOP/s. The package's tests lower gemmSerial and gemmWake (TestMain), so every
+// GFLOP/s. The package's tests lower gemmGrain and gemmWake (TestMain), so every
 // product here runs the parallel driver at 2 threads. cpu-ns/op is the process's CPU
 // time per op, a spinning worker's included.
 //
@@ -42,7 +42,7 @@ func BenchmarkFork(b *testing.B) {
 		} {
 			b.Run(fmt.Sprintf("%s/%dK", c.name, n>>10), func(b *testing.B) {
 				b.SetBytes(int64(c.bytes))
-				reportCPU(b, c.run)
+				cpu.ReportCPU(b, c.run)
 			})
 		}
 	}
@@ -53,7 +53,7 @@ func BenchmarkFork(b *testing.B) {
 			for i := range a {
 				a[i], bm[i] = r.Float32(), r.Float32()
 			}
-			reportCPU(b, func() { cpu.Sgemm(false, false, n, n, n, 1, a, n, bm, n, 0, c, n) })
+			cpu.ReportCPU(b, func() { cpu.Sgemm(false, false, n, n, n, 1, a, n, bm, n, 0, c, n) })
 			b.ReportMetric(2*float64(n*n*n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
 	}
