@@ -60,8 +60,8 @@ func TestWordKernelsSameBitsAsWalk(t *testing.T) {
 // TestSumAllOnePass: sum_all's one launch gives the float32 sum and mean of every element
 // of a dense F16 or BF16 input, its last block combining the pieces serially (6 of them)
 // and in a tree (96), launch after launch (the ticket is back to 0 after each). The
-// values, multiples of 1/32 in [-8, 8), make every partial sum exact in double, so the
-// result is the exact sum rounded once, whatever the order.
+// values, multiples of 1/32 in [-8, 8), make every partial sum exact in float (a run of
+// 8) and in double, so the result is the exact sum rounded once, whatever the order.
 func TestSumAllOnePass(t *testing.T) {
 	dev, al, b := gpu(t)
 	m := gpuMemory{dev, al}

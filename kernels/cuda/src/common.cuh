@@ -94,20 +94,15 @@
 // a thread of sum_all has in flight (bench16: U=8 beat UNROLL's 4).
 #define FINISH_BLOCK_PIECES 64
 #define SUM_U 8
-#define SUM_RUNS16 1 // fold_words' float runs over a round's SUM_U words
 
 // A column sum over dense 16-byte words (reduce.cu's sum_cols) gives a thread one word of
 // adjacent columns (4 of float32, 8 of F16 or BF16), a block CW_X words × CW_Y rows of
-// threads, and a thread loads CW_U rows before adding any; F16 and BF16 add each such
-// round's CW_U elements of a column in float before adding them to the thread's double
-// (CW_RUNS16; float32 when CW_RUNS32). sum_rows, F16 or BF16 rows a warp each, does the
-// same over its UNROLL words of a round when ROW_RUNS16.
+// threads, and a thread loads CW_U rows before adding any (the fastest of 4, 8 and 16
+// on an H100: git show 9e2bb51:scripts/gpu/mb/gkred.cu); F16 and BF16 add each such
+// round's CW_U elements of a column in float before adding them to the thread's double.
 #define CW_X 32
 #define CW_Y (BLOCK / CW_X)
 #define CW_U 8
-#define CW_RUNS16 1
-#define CW_RUNS32 0
-#define ROW_RUNS16 1
 
 // TILE is the side of copy.cu's copy_transpose tiles, in elements.
 #define TILE 32

@@ -470,8 +470,9 @@ template <int DT> struct pair16 {
 // kept. That is the first NaN, else the first of the largest, of the lane's elements,
 // as a walk in order finds them; the warp combines with max_better's total order. The
 // host checks the rows (a row has at most warpElements).
-template <int DT, int U = UNROLL>
+template <int DT>
 __device__ __forceinline__ void max_rows_k(const Reduction &r, long long *idx) {
+    constexpr int U = UNROLL;
     using P = pair16<DT>;
     using T2 = typename P::T;
     int lane = threadIdx.x & 31;
@@ -543,18 +544,18 @@ KERNEL max_rows_bf16(Reduction r, long long *idx) { max_rows_k<DT_BF16>(r, idx);
 // sum_rows_k is reduce_warp_k's sum, mean or sum of squares over dense rows of whole
 // words of F16 or BF16 (DT), each on 16 bytes, in float: the type fixed at compile time,
 // no Acc's maximum carried through the warp's butterfly (warp_sum: the same additions
-// as warp_acc's). Without RUNS the same elements in the same order as reduce_warp_k:
-// the same bits; with RUNS fold_words' float runs over a round's U words. The host
-// checks the rows (a row has at most warpElements).
-template <int DT, int U = UNROLL, bool RUNS = ROW_RUNS16>
+// as warp_acc's), and fold_words' float runs over a round's UNROLL words (reduce_warp_k
+// adds each element in double). The host checks the rows (a row has at most
+// warpElements).
+template <int DT>
 __device__ __forceinline__ void sum_rows_k(const Reduction &r, int mode) {
     int lane = threadIdx.x & 31;
     long long warps = (long long)gridDim.x * (BLOCK / 32);
     bool sq = mode == RED_SUMSQ;
     for (long long o = (long long)blockIdx.x * (BLOCK / 32) + threadIdx.x / 32; o < r.nOut; o += warps) {
         long long base = o * r.kstride[1][0];
-        Acc a = sq ? fold_words<float, DT, 32, U, int, RUNS>(r, RED_SUMSQ, base, 0, r.nRed, lane)
-                   : fold_words<float, DT, 32, U, int, RUNS>(r, RED_SUM, base, 0, r.nRed, lane);
+        Acc a = sq ? fold_words<float, DT, 32, UNROLL, int, true>(r, RED_SUMSQ, base, 0, r.nRed, lane)
+                   : fold_words<float, DT, 32, UNROLL, int, true>(r, RED_SUM, base, 0, r.nRed, lane);
         a.sum = warp_sum(a.sum);
         if (lane == 0) finish_out<float>(r, mode, nullptr, o, a);
     }
@@ -570,17 +571,18 @@ KERNEL sum_rows_bf16(Reduction r, int mode) { sum_rows_k<DT_BF16>(r, mode); }
 // that the columns, the row stride and the input's start are). A thread owns one word,
 // N adjacent columns, and walks a slab of rows: block b takes column group b % groups
 // (CW_X words, CB columns) and row piece b / groups; thread (tx, ty) adds rows lo+ty,
-// lo+ty+CW_Y, ... below hi, U rows loaded before any is added, each column into a
-// double (with RUNS the round's U rows in float first, in row order, then into the
-// double: a conversion and a double addition per U elements; a last round of fewer rows
-// is a shorter run). The block's CW_Y rows of threads combine in a fixed tree in shared
+// lo+ty+CW_Y, ... below hi, CW_U rows loaded before any is added, each column into a
+// double (with RUNS, for F16 and BF16, the round's rows in float first, in row order,
+// then into the double: a conversion and a double addition per CW_U elements; a last
+// round of fewer rows is a shorter run). The block's CW_Y rows of threads combine in a fixed tree in shared
 // memory. With one piece the block writes its outputs; with several, each block writes
 // its piece's partial of each column, part[c * nOut + col] (a double), and the last block
 // to finish among those that share a ticket (groups g, g + classes, ...: tickets[g %
 // classes]) adds each of their columns' partials in piece order and writes the outputs:
 // one launch. The order depends on the shapes alone.
-template <int DT, int U, bool RUNS>
+template <int DT, bool RUNS>
 __device__ __forceinline__ void sum_cols_k(const Reduction &r, int mode, double *part, unsigned int *tickets, int classes) {
+    constexpr int U = CW_U;
     using V = vtype<DT>;
     constexpr int N = V::n, CB = CW_X * N;
     __shared__ double tree[CW_Y][N][CW_X]; // [ty][e][tx]: a warp's 32 doubles adjacent, no bank conflicts
@@ -669,25 +671,25 @@ __device__ __forceinline__ void sum_cols_k(const Reduction &r, int mode, double 
     }
 }
 
-KERNEL sum_cols_f32(Reduction r, int mode, double *part, unsigned int *tickets, int classes) { sum_cols_k<DT_F32, CW_U, CW_RUNS32>(r, mode, part, tickets, classes); }
-KERNEL sum_cols_f16(Reduction r, int mode, double *part, unsigned int *tickets, int classes) { sum_cols_k<DT_F16, CW_U, CW_RUNS16>(r, mode, part, tickets, classes); }
-KERNEL sum_cols_bf16(Reduction r, int mode, double *part, unsigned int *tickets, int classes) { sum_cols_k<DT_BF16, CW_U, CW_RUNS16>(r, mode, part, tickets, classes); }
+KERNEL sum_cols_f32(Reduction r, int mode, double *part, unsigned int *tickets, int classes) { sum_cols_k<DT_F32, false>(r, mode, part, tickets, classes); }
+KERNEL sum_cols_f16(Reduction r, int mode, double *part, unsigned int *tickets, int classes) { sum_cols_k<DT_F16, true>(r, mode, part, tickets, classes); }
+KERNEL sum_cols_bf16(Reduction r, int mode, double *part, unsigned int *tickets, int classes) { sum_cols_k<DT_BF16, true>(r, mode, part, tickets, classes); }
 
 // sum_all_k is reduce_block_k's sum (or mean) of all of a dense F16 or BF16 input (DT)
 // into one output, and the reduce_finish or reduce_finish_block after it, in one
-// launch: block c folds piece c (fold_words, SUM_U words in flight: the same additions
-// in the same order) into part[c]; the last block to finish (last_block) combines the
+// launch: block c folds piece c (fold_words, SUM_U words in flight, each round's run of
+// an element in float first) into part[c]; the last block to finish (last_block) combines the
 // partials as the finishing kernel would (one thread in piece order up to
 // FINISH_BLOCK_PIECES, else reduce_finish_block's threads and tree) and writes the
 // output. The host checks that every piece starts on 16 bytes and is whole words, and
 // that there are at least two.
-template <int DT, int U = SUM_U, bool RUNS = SUM_RUNS16>
+template <int DT>
 __device__ __forceinline__ void sum_all_k(const Reduction &r, int mode, Acc *part, unsigned int *ticket) {
     __shared__ double sums[BLOCK / 32];
     __shared__ Acc tree[BLOCK];
     for (long long c = blockIdx.x; c < r.pieces; c += gridDim.x) {
         long long lo = c * r.piece, hi = min(lo + r.piece, r.nRed);
-        double v = group_sum<BLOCK>(fold_words<float, DT, BLOCK, U, long long, RUNS>(r, RED_SUM, 0, lo, hi, threadIdx.x).sum, sums);
+        double v = group_sum<BLOCK>(fold_words<float, DT, BLOCK, SUM_U, long long, true>(r, RED_SUM, 0, lo, hi, threadIdx.x).sum, sums);
         if (threadIdx.x == 0) {
             Acc a = acc_zero();
             a.sum = v;
