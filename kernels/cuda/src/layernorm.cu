@@ -76,13 +76,13 @@ __device__ __forceinline__ void layer_norm_dx_k(S *dx, const S *g, const S *x, c
 // layer_norm_dx_k's math on a row read once (twice for dx: g and x), the lanes' sums
 // over row_load's order. w and b are read in the same chunks, and the results are
 // stored two chunks at a time (pair_store) as they are done.
-template <typename S, int G, bool V16, typename R = reg_row<S>>
+template <typename S, int G, bool V16>
 __device__ __forceinline__ void layer_norm_regs_k(S *y, float *mean, float *rstd, const S *x, const S *w, const S *b, long long rows, long long n, float eps) {
     __shared__ double sm[BLOCK / 32];
     long long row = group_row<G>();
     int lane = group_lane<G>();
     if (row >= rows) return;
-    R v;
+    reg_row<S> v;
     v.template load<G, V16>(x + row * n, n, lane);
     double s = 0;
 #pragma unroll
@@ -126,14 +126,14 @@ __device__ __forceinline__ void layer_norm_regs_k(S *y, float *mean, float *rstd
 }
 
 // layer_norm_dx_regs_k: ĝ = g·w is computed where it is used, twice (the same bits).
-template <typename S, int G, bool V16, typename R = reg_row<S>>
+template <typename S, int G, bool V16>
 __device__ __forceinline__ void layer_norm_dx_regs_k(S *dx, const S *g, const S *x, const float *mean, const float *rstd, const S *w, long long rows, long long n) {
     __shared__ double sm[BLOCK / 32];
     long long row = group_row<G>();
     int lane = group_lane<G>();
     if (row >= rows) return;
     float m = mean[row], r = rstd[row];
-    R gv, xv;
+    reg_row<S> gv, xv;
     gv.template load<G, V16>(g + row * n, n, lane);
     xv.template load<G, V16>(x + row * n, n, lane);
     // ghat is ĝ at element k of the lane's row, t holding w's chunk k/4.
