@@ -28,8 +28,6 @@ type Backend struct {
 	blas blasPool
 	// blt is cuBLASLt, for products with a bias (MatmulBias); it guards itself.
 	blt blasLt
-	// ltMode is LtEnv's choice; immutable after For.
-	ltMode ltMode
 
 	// tf32 lets F32 products use TF32 tensor cores (SetTF32); off by default.
 	tf32 atomic.Bool
@@ -81,11 +79,7 @@ func For(dev *cudadev.Device) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kernels/cuda: %s: %w", dev.Name(), err)
 	}
-	mode, err := parseLtMode(os.Getenv(LtEnv))
-	if err != nil {
-		return nil, err
-	}
-	b := &Backend{dev: dev, al: al, sms: max(dev.Properties().Multiprocessors, 1), scratch: make(map[device.Stream]*scratch), ltMode: mode}
+	b := &Backend{dev: dev, al: al, sms: max(dev.Properties().Multiprocessors, 1), scratch: make(map[device.Stream]*scratch)}
 	b.mods.dev = dev
 	p := dev.Properties()
 	b.blas.b, b.blas.wsBytes = b, WorkspaceBytes(os.Getenv(WorkspaceEnv), p.ComputeMajor, p.ComputeMinor)

@@ -239,28 +239,3 @@ func TestWorkspacesUnderConcurrentReports(t *testing.T) {
 	assert.Empty(t, b.Held())
 	assert.Zero(t, b.al.Stats().RequestedBytes[alloc.StatAll].Current)
 }
-
-// TestLtModes: LtEnv's values, which products each sends through cuBLASLt and which
-// plans ask for no split-K; anything else is an error naming the variable and the
-// values it takes.
-func TestLtModes(t *testing.T) {
-	for _, c := range []struct {
-		env                   string
-		plain, epiNo, plainNo bool
-	}{
-		{"", false, false, false},
-		{"off", false, false, false},
-		{"lt", true, false, false},
-		{"nosplitk", true, true, true},
-		{"epi", false, true, false},
-	} {
-		m, err := parseLtMode(c.env)
-		require.NoError(t, err, c.env)
-		assert.Equal(t, c.plain, m.plain(), "%q: plain products through cuBLASLt", c.env)
-		assert.Equal(t, c.epiNo, m.noSplitK(cublasLtEpilogueBias), "%q: no split-K for a bias", c.env)
-		assert.Equal(t, c.epiNo, m.noSplitK(cublasLtEpilogueBGradB), "%q: no split-K for a bias gradient", c.env)
-		assert.Equal(t, c.plainNo, m.noSplitK(cublasLtEpilogueDefault), "%q: no split-K without an epilogue", c.env)
-	}
-	_, err := parseLtMode("fast")
-	require.EqualError(t, err, `kernels/cuda: SUBLET_CUBLASLT_PLAIN="fast": want off, lt, nosplitk or epi`)
-}

@@ -24,52 +24,6 @@ import (
 // product (CUBLASLT_EPILOGUE_BGRADB: the sum over the batch of the output's gradient,
 // which that product reads anyway), where it would run a reduction of its own.
 
-// LtEnv names the environment variable that says, when a Backend is made, which
-// products run through cuBLASLt and whether its heuristic may choose algorithms that
-// split k (a second kernel reduces their pieces): a switch to measure with.
-//
-//	"" or "off"  products without an epilogue on cublasGemmStridedBatchedEx; cuBLASLt
-//	             for the epilogues, its heuristic's choice
-//	"lt"         rank-2 products of one float type without an epilogue through
-//	             cublasLtMatmul as well
-//	"nosplitk"   as "lt", and every cuBLASLt plan asks for algorithms without split-K
-//	             (CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK none)
-//	"epi"        as "off", with the epilogues' plans asking for no split-K
-const LtEnv = "SUBLET_CUBLASLT_PLAIN"
-
-// ltMode is LtEnv's value.
-type ltMode uint8
-
-const (
-	ltOff ltMode = iota
-	ltPlain
-	ltNoSplitK
-	ltEpiNoSplitK
-)
-
-// parseLtMode reads LtEnv's value v.
-func parseLtMode(v string) (ltMode, error) {
-	switch v {
-	case "", "off":
-		return ltOff, nil
-	case "lt":
-		return ltPlain, nil
-	case "nosplitk":
-		return ltNoSplitK, nil
-	case "epi":
-		return ltEpiNoSplitK, nil
-	}
-	return 0, fmt.Errorf("kernels/cuda: %s=%q: want off, lt, nosplitk or epi", LtEnv, v)
-}
-
-// plain reports whether products without an epilogue go through cuBLASLt.
-func (m ltMode) plain() bool { return m == ltPlain || m == ltNoSplitK }
-
-// noSplitK reports whether plans for epilogue epi ask for no split-K.
-func (m ltMode) noSplitK(epi int32) bool {
-	return m == ltNoSplitK || m == ltEpiNoSplitK && epi != cublasLtEpilogueDefault
-}
-
 // ltLib is the process's cuBLASLt: loaded on first use, immutable after.
 type ltLib struct {
 	lib                              *cudadev.Library
@@ -125,8 +79,7 @@ func loadLt() (*ltLib, error) {
 // chose for it: made on the shape's first product, kept until Release.
 type ltPlan struct {
 	// mu is held from setting the bias pointer to the end of cublasLtMatmul: the
-	// descriptor is shared by every product of the shape (a plan without an epilogue
-	// has no pointer to set and is not changed after it is made).
+	// descriptor is shared by every product of the shape.
 	mu               sync.Mutex
 	desc, la, lb, ld uintptr // immutable once made
 	algo             [cublasLtSizeofAlgo]byte
@@ -142,8 +95,7 @@ type ltKey struct {
 	dt            dtype.DType
 	tf32          bool
 	ws            int64
-	epi           int32 // cublasLtEpilogueBias, cublasLtEpilogueBGradB or cublasLtEpilogueDefault
-	noSplitK      bool  // the heuristic may choose no algorithm that splits k
+	epi           int32 // cublasLtEpilogueBias or cublasLtEpilogueBGradB
 }
 
 // blasLt is a Backend's cuBLASLt handle and plans.
@@ -202,18 +154,16 @@ func (b *Backend) MatmulBiasGrad(dst, dbias, x, y kernels.Operand) bool {
 }
 
 // ltMatmul runs dst = x·y through cublasLtMatmul with the epilogue epi on the vector
-// vec: the bias added to each row of dst (cublasLtEpilogueBias, vec [n]), the sum of x
-// over k written into vec (cublasLtEpilogueBGradB, vec [m]), or none
-// (cublasLtEpilogueDefault, vec unused). It reports false, writing nothing, where
-// cuBLASLt cannot take the operands.
+// vec: the bias added to each row of dst (cublasLtEpilogueBias, vec [n]), or the sum of
+// x over k written into vec (cublasLtEpilogueBGradB, vec [m]). It reports false,
+// writing nothing, where cuBLASLt cannot take the operands.
 func (b *Backend) ltMatmul(dst, x, y, vec kernels.Operand, epi int32) bool {
 	const op = "matmul"
-	plain := epi == cublasLtEpilogueDefault
-	if len(dst.Shape) != 2 || len(x.Shape) != 2 || len(y.Shape) != 2 || !plain && len(vec.Shape) != 1 {
+	if len(dst.Shape) != 2 || len(x.Shape) != 2 || len(y.Shape) != 2 || len(vec.Shape) != 1 {
 		return false
 	}
 	dt := dst.DType
-	if (dt != dtype.F32 && !dt.Is16()) || x.DType != dt || y.DType != dt || !plain && vec.DType != dt {
+	if (dt != dtype.F32 && !dt.Is16()) || x.DType != dt || y.DType != dt || vec.DType != dt {
 		return false
 	}
 	m, k, n := x.Shape[0], x.Shape[1], y.Shape[1]
@@ -221,7 +171,7 @@ func (b *Backend) ltMatmul(dst, x, y, vec kernels.Operand, epi int32) bool {
 	if epi == cublasLtEpilogueBGradB {
 		vecLen = m
 	}
-	if y.Shape[0] != k || dst.Shape[0] != m || dst.Shape[1] != n || !plain && (vec.Shape[0] != vecLen || vec.Strides[0] != 1) {
+	if y.Shape[0] != k || dst.Shape[0] != m || dst.Shape[1] != n || vec.Shape[0] != vecLen || vec.Strides[0] != 1 {
 		return false
 	}
 	if m < 2 || n < 2 || k < 2 { // cuBLASLt's epilogues want real matrices, as PyTorch's addmm asks
@@ -230,15 +180,11 @@ func (b *Backend) ltMatmul(dst, x, y, vec kernels.Operand, epi int32) bool {
 	checkOperand(op, dst)
 	checkOperand(op, x)
 	checkOperand(op, y)
-	var pvec uint64
-	if !plain {
-		checkOperand(op, vec)
-		pvec = addr(vec)
-	}
+	checkOperand(op, vec)
 	ta, lda, okA := blasLayout(m, k, int64(x.Strides[0]), int64(x.Strides[1]))
 	tb, ldb, okB := blasLayout(k, n, int64(y.Strides[0]), int64(y.Strides[1]))
 	tc, ldc, okC := blasLayout(m, n, int64(dst.Strides[0]), int64(dst.Strides[1]))
-	pa, pb, pc := addr(x), addr(y), addr(dst)
+	pa, pb, pc, pvec := addr(x), addr(y), addr(dst), addr(vec)
 	if !okA || !okB || !okC || tc || (pa|pb|pc|pvec)%ltAlign != 0 {
 		return false
 	}
@@ -260,8 +206,7 @@ func (b *Backend) ltMatmul(dst, x, y, vec kernels.Operand, epi int32) bool {
 	ws, wsBytes := b.blas.workspace(h, s)
 	// Row-major dst = x·y is column-major dstᵀ = yᵀ·xᵀ: cuBLASLt's A is y, its B is x;
 	// a bias runs along its rows, the columns of dst, and BGRADB sums its B (x) over k.
-	key := ltKey{m: n, n: m, k: k, ta: tb, tb: ta, lda: ldb, ldb: lda, ldc: ldc, dt: dt, tf32: dt == dtype.F32 && b.tf32.Load(), ws: wsBytes, epi: epi,
-		noSplitK: b.ltMode.noSplitK(epi)}
+	key := ltKey{m: n, n: m, k: k, ta: tb, tb: ta, lda: ldb, ldb: lda, ldc: ldc, dt: dt, tf32: dt == dtype.F32 && b.tf32.Load(), ws: wsBytes, epi: epi}
 	p, err := lt.plan(b, key, pvec)
 	if err != nil {
 		b.fault(err)
@@ -270,14 +215,12 @@ func (b *Backend) ltMatmul(dst, x, y, vec kernels.Operand, epi int32) bool {
 	if !p.ok {
 		return false
 	}
-	if !plain {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if err := b.blas.call(lt.lib.descSet, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", p.desc, cublasLtDescBiasPointer,
-			uintptr(unsafe.Pointer(&pvec)), unsafe.Sizeof(pvec)); err != nil {
-			b.fault(err)
-			return true
-		}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := b.blas.call(lt.lib.descSet, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", p.desc, cublasLtDescBiasPointer,
+		uintptr(unsafe.Pointer(&pvec)), unsafe.Sizeof(pvec)); err != nil {
+		b.fault(err)
+		return true
 	}
 	b.launches.Add(1)
 	err = b.blas.call(lt.lib.matmul, "cublasLtMatmul", lt.h, p.desc,
@@ -329,17 +272,13 @@ func (lt *blasLt) makePlan(b *Backend, key ltKey, p *ltPlan, vec uint64) error {
 		opB = cublasOpT
 	}
 	ty := blasType(key.dt)
-	if err := errors.Join(set(cublasLtDescTransA, opA), set(cublasLtDescTransB, opB), set(cublasLtDescEpilogue, key.epi)); err != nil {
+	if err := errors.Join(set(cublasLtDescTransA, opA), set(cublasLtDescTransB, opB),
+		set(cublasLtDescEpilogue, key.epi), set(cublasLtDescBiasDataType, int32(ty))); err != nil {
 		return err
 	}
-	if key.epi != cublasLtEpilogueDefault {
-		if err := set(cublasLtDescBiasDataType, int32(ty)); err != nil {
-			return err
-		}
-		if err := call(l.descSet, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", p.desc, cublasLtDescBiasPointer,
-			uintptr(unsafe.Pointer(&vec)), unsafe.Sizeof(vec)); err != nil {
-			return err
-		}
+	if err := call(l.descSet, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", p.desc, cublasLtDescBiasPointer,
+		uintptr(unsafe.Pointer(&vec)), unsafe.Sizeof(vec)); err != nil {
+		return err
 	}
 	// Layouts of the column-major operands: A is m×k (k×m transposed), B k×n (n×k).
 	layout := func(d *uintptr, rows, cols int, ld int64) error {
@@ -365,13 +304,6 @@ func (lt *blasLt) makePlan(b *Backend, key ltKey, p *ltPlan, vec uint64) error {
 	if err := call(l.prefSet, "cublasLtMatmulPreferenceSetAttribute", pref, cublasLtPrefMaxWorkspaceBytes,
 		uintptr(unsafe.Pointer(&ws)), unsafe.Sizeof(ws)); err != nil {
 		return err
-	}
-	if key.noSplitK {
-		scheme := uint32(cublasLtReductionSchemeNone)
-		if err := call(l.prefSet, "cublasLtMatmulPreferenceSetAttribute(REDUCTION_SCHEME_MASK)", pref, cublasLtPrefReductionSchemeMask,
-			uintptr(unsafe.Pointer(&scheme)), unsafe.Sizeof(scheme)); err != nil {
-			return err
-		}
 	}
 	var res [cublasLtSizeofHeuristicResult]byte
 	var found int32

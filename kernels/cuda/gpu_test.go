@@ -413,13 +413,12 @@ func BenchmarkKernelBandwidth(bm *testing.B) {
 
 // BenchmarkProducts times products on the device as a step calls them (b.N calls, then
 // one wait), with their rate in GFLOP/s: the square products of 4096 in each float
-// type and transposition, which are the device's (they must keep cuBLAS's rate under
-// every cuda.LtEnv), and the tiny MLP's (784-256-256-10, batch 64): the forward's
-// Linear with its bias folded (MatmulBias), the input gradients' plain products and the
-// weight gradients' with the bias gradient folded (MatmulBiasGrad), each falling back
-// as package tensor does where the backend declines. The tiny ones are too short for
-// the host to keep the device busy: their device time is scripts/gpu/probe/tinygraph
-// products'. Run once per cuda.LtEnv value to compare its choices.
+// type and transposition, which are the device's, and the tiny MLP's (784-256-256-10,
+// batch 64): the forward's Linear with its bias folded (MatmulBias), the input
+// gradients' plain products and the weight gradients' with the bias gradient folded
+// (MatmulBiasGrad), each falling back as package tensor does where the backend
+// declines. The tiny ones are too short for the host to keep the device busy (a call
+// costs the host 6-12 µs): their device time is a step's, scripts/gpu/probe/tinygraph.
 func BenchmarkProducts(bm *testing.B) {
 	dev, al, b := gpu(bm)
 	if _, err := cuda.BLAS(); err != nil {

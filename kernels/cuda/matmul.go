@@ -126,9 +126,6 @@ func (b *Backend) cublas(l *blasLib, w *walk, f64 bool, dst, x, y kernels.Operan
 	if !okA || !okB || !okC || tc || w.rank > 2 && w.size > 1 {
 		return false
 	}
-	if b.ltMode.plain() && w.size == 1 && ct == at && b.ltMatmul(dst, x, y, kernels.Operand{}, cublasLtEpilogueDefault) {
-		return true // one product of one type: cuBLASLt (LtEnv)
-	}
 	compute, alpha, beta := uintptr(cublasCompute32F), uintptr(unsafe.Pointer(&alphaOne)), uintptr(unsafe.Pointer(&betaZero))
 	switch {
 	case f64:

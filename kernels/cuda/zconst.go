@@ -16,7 +16,7 @@ const cudaR64F = 1
 const cudaR16F = 2
 const cudaR16BF = 14
 
-// cuBLASLt (cublasLt.h): the attributes of a product, with a bias or a bias gradient in its epilogue or none.
+// cuBLASLt (cublasLt.h): the attributes of a product with a bias, or a bias gradient, in its epilogue.
 const cublasLtDescTransA = 3
 const cublasLtDescTransB = 4
 const cublasLtDescEpilogue = 7
@@ -24,10 +24,7 @@ const cublasLtDescBiasPointer = 8
 const cublasLtDescBiasDataType = 26
 const cublasLtEpilogueBias = 4
 const cublasLtEpilogueBGradB = 512
-const cublasLtEpilogueDefault = 1
 const cublasLtPrefMaxWorkspaceBytes = 1
-const cublasLtPrefReductionSchemeMask = 3
-const cublasLtReductionSchemeNone = 0
 const cublasLtSizeofAlgo = 64
 const cublasLtSizeofHeuristicResult = 96
 const cublasLtHeuristicWorkspaceSize = 64

@@ -33,7 +33,7 @@ int main() {
     C("cudaR16F", CUDA_R_16F);
     C("cudaR16BF", CUDA_R_16BF);
     printf("\n");
-    printf("// cuBLASLt (cublasLt.h): the attributes of a product, with a bias or a bias gradient in its epilogue or none.\n");
+    printf("// cuBLASLt (cublasLt.h): the attributes of a product with a bias, or a bias gradient, in its epilogue.\n");
     C("cublasLtDescTransA", CUBLASLT_MATMUL_DESC_TRANSA);
     C("cublasLtDescTransB", CUBLASLT_MATMUL_DESC_TRANSB);
     C("cublasLtDescEpilogue", CUBLASLT_MATMUL_DESC_EPILOGUE);
@@ -41,10 +41,7 @@ int main() {
     C("cublasLtDescBiasDataType", CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE);
     C("cublasLtEpilogueBias", CUBLASLT_EPILOGUE_BIAS);
     C("cublasLtEpilogueBGradB", CUBLASLT_EPILOGUE_BGRADB);
-    C("cublasLtEpilogueDefault", CUBLASLT_EPILOGUE_DEFAULT);
     C("cublasLtPrefMaxWorkspaceBytes", CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES);
-    C("cublasLtPrefReductionSchemeMask", CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK);
-    C("cublasLtReductionSchemeNone", CUBLASLT_REDUCTION_SCHEME_NONE);
     C("cublasLtSizeofAlgo", sizeof(cublasLtMatmulAlgo_t));
     C("cublasLtSizeofHeuristicResult", sizeof(cublasLtMatmulHeuristicResult_t));
     C("cublasLtHeuristicWorkspaceSize", offsetof(cublasLtMatmulHeuristicResult_t, workspaceSize));

@@ -7,14 +7,18 @@
 // copy_transpose_words where copy.go picks it (16-byte words), "branch-gen" the same
 // from the committed kernels/cuda/gen/copy.fatbin (nvcc 11.8's SASS, what the library
 // embeds), "main" a copy of main's copy_transpose (32×32 tiles of elements, before this
-// branch) launched as main's copy.go launched it, and candidates: main's kernel with
-// 64×64 tiles for 16-bit, transpose_words_k with other tile widths, row groupings and
-// grids, and words_pf, which loads a block's next tile before storing the current
-// one. Every variant's output is compared with main's bit for bit, and main's with a
-// transpose on the host. Times: cudaEvents around each launch, L2 flushed before each,
-// 3 warm-ups, median of 21; % is of a cudaMemcpy device to device moving the same bytes
-// (read + write), timed the same way. Odd shapes (partial tiles, offsets, alignments
-// the word tiles refuse) are checked for correctness only.
+// branch) launched as main's copy.go launched it, and the candidates that beat
+// "branch" on the H100 (docs/benchmarks.md, "Transposes in 16-byte words"): 16-bit
+// rows stored 4 at a time by a warp (RL=4: 128 bytes of a row where RL=8's 64 bytes
+// avoid bank conflicts), and words_pf, which loads a block's next tile before storing
+// the current one; the combination of both for 16 bits was not measured yet. The
+// losers (main's kernel with 64×64 tiles, word tiles of 32 and 128 columns, 8 blocks
+// an SM) are in git history (1d52d08). Every variant's output is compared with main's
+// bit for bit, and main's with a transpose on the host. Times: cudaEvents around each
+// launch, L2 flushed before each, 3 warm-ups, median of 21; % is of a cudaMemcpy device
+// to device moving the same bytes (read + write), timed the same way. Odd shapes
+// (partial tiles, offsets, alignments the word tiles refuse) are checked for
+// correctness only.
 //
 // Build and run from the repository root (GPU machine):
 //   nvcc -O3 -fmad=false -std=c++17 -arch=sm_90 -Xptxas -v -o /tmp/gkcopy scripts/gpu/mb/gkcopy.cu \
@@ -73,10 +77,6 @@ __global__ void __launch_bounds__(BLOCK) main_copy_transpose(Walk w) {
     }
     main_transpose_k<unsigned long long, 32>(w);
 }
-
-// main_tile64 is main's kernel with tiles of 64×64 16-bit elements: a warp's row is
-// 128 bytes, as main's 32×32 tiles of F32.
-__global__ void __launch_bounds__(BLOCK) main_tile64(Walk w) { main_transpose_k<unsigned short, 64>(w); }
 
 // words<E, TC, RL>: transpose_words_k (the branch's) with TC columns a tile and RL rows
 // a warp's stores take in turn.
@@ -288,7 +288,6 @@ int main() {
     CK(cudaMalloc(&dst, MAXN * 4 + 256));
     CUfunction genWords = genFn("copy_transpose_words"), genScalar = genFn("copy_transpose");
     if (!genWords || !genScalar) printf("# kernels/cuda/gen/copy.fatbin not loaded: no branch-gen rows\n");
-    const unsigned wave = sms * (2048 / BLOCK);
 
     // The source matrices m = [rows, cols]; Copy(dense, m.T()): R = cols, C = rows.
     struct Shape {
@@ -328,22 +327,11 @@ int main() {
             run("branch", [&] { branch(w); });
             if (genWords && wordsOK(w)) run("branch-gen", [&] { genLaunch(genWords, gridTiles(w, 128 / e, TWORDS_COLS, 32 * sms), w); });
             if (e == 2) {
-                run("main-tile64", [&] { main_tile64<<<gridTiles(w, 64, 64, 32 * sms), BLOCK>>>(w); });
-                run("words TC=32 RL=8", [&] { words<unsigned short, 32, 8><<<gridTiles(w, 64, 32, 32 * sms), BLOCK>>>(w); });
                 run("words TC=64 RL=4", [&] { words<unsigned short, 64, 4><<<gridTiles(w, 64, 64, 32 * sms), BLOCK>>>(w); });
-                run("words TC=64 RL=8 grid=8/SM", [&] { words<unsigned short, 64, 8><<<gridTiles(w, 64, 64, wave), BLOCK>>>(w); });
-                run("words TC=128 RL=8", [&] { words<unsigned short, 128, 8><<<gridTiles(w, 64, 128, 32 * sms), BLOCK>>>(w); });
-                run("words TC=128 RL=8 grid=8/SM", [&] { words<unsigned short, 128, 8><<<gridTiles(w, 64, 128, wave), BLOCK>>>(w); });
                 run("prefetch TC=64 RL=8", [&] { words_pf<unsigned short, 64, 8><<<gridTiles(w, 64, 64, 32 * sms), BLOCK>>>(w); });
-                run("prefetch TC=64 RL=8 grid=8/SM", [&] { words_pf<unsigned short, 64, 8><<<gridTiles(w, 64, 64, wave), BLOCK>>>(w); });
+                run("prefetch TC=64 RL=4", [&] { words_pf<unsigned short, 64, 4><<<gridTiles(w, 64, 64, 32 * sms), BLOCK>>>(w); });
             } else {
-                run("words TC=32 RL=4", [&] { words<unsigned int, 32, 4><<<gridTiles(w, 32, 32, 32 * sms), BLOCK>>>(w); });
-                run("words TC=64 RL=2", [&] { words<unsigned int, 64, 2><<<gridTiles(w, 32, 64, 32 * sms), BLOCK>>>(w); });
-                run("words TC=64 RL=4 grid=8/SM", [&] { words<unsigned int, 64, 4><<<gridTiles(w, 32, 64, wave), BLOCK>>>(w); });
-                run("words TC=128 RL=4", [&] { words<unsigned int, 128, 4><<<gridTiles(w, 32, 128, 32 * sms), BLOCK>>>(w); });
-                run("words TC=128 RL=4 grid=8/SM", [&] { words<unsigned int, 128, 4><<<gridTiles(w, 32, 128, wave), BLOCK>>>(w); });
                 run("prefetch TC=64 RL=4", [&] { words_pf<unsigned int, 64, 4><<<gridTiles(w, 32, 64, 32 * sms), BLOCK>>>(w); });
-                run("prefetch TC=64 RL=4 grid=8/SM", [&] { words_pf<unsigned int, 64, 4><<<gridTiles(w, 32, 64, wave), BLOCK>>>(w); });
             }
         }
     }

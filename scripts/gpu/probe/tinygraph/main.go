@@ -9,9 +9,7 @@
 //	tinygraph eager    20 eager steps after the warm-up, nothing timed (for ncu)
 //
 // It runs on cuda:0; build it here (CGO_ENABLED=0 go build) and run it on the GPU
-// machine with scripts/gpu/find_cublas.sh sourced. It prints kernels/cuda's LtEnv
-// first (which products go through cuBLASLt, and whether they may split k): run it
-// once per value to compare.
+// machine with scripts/gpu/find_cublas.sh sourced.
 package main
 
 import (
@@ -22,7 +20,6 @@ import (
 
 	"github.com/subletml/sublet/device/named"
 	"github.com/subletml/sublet/dtype"
-	"github.com/subletml/sublet/kernels/cuda"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/optim"
 	"github.com/subletml/sublet/tensor"
@@ -45,7 +42,6 @@ func timeIt(name string, n int, f func()) {
 }
 
 func main() {
-	fmt.Printf("%s=%q %v\n", cuda.LtEnv, os.Getenv(cuda.LtEnv), os.Args[1:])
 	dev, err := named.Open("cuda:0")
 	must(err)
 	widths := []int{784, 256, 256, 10}
