@@ -100,7 +100,7 @@ func main() {
 	var sink float64
 	timeIt("full: replay + Item", 5000, func() { must(g.Replay()); sink += loss.Item() })
 	timeIt("full: replay + Synchronize", 5000, func() { must(g.Replay()); must(tensor.Synchronize(dev)) })
-	timeIt("full: replay x50 then sync (per replay)", 100, func() {
+	timeIt("full: 50 replays then sync (all 50)", 100, func() {
 		for range 50 {
 			must(g.Replay())
 		}
@@ -110,7 +110,7 @@ func main() {
 	must(tensor.Synchronize(dev))
 	timeIt("Item after sync", 5000, func() { sink += loss.Item() })
 	timeIt("Synchronize alone", 5000, func() { must(tensor.Synchronize(dev)) })
-	timeIt("fwd-nograd: replay x50 then sync", 100, func() {
+	timeIt("fwd-nograd: 50 replays then sync (all 50)", 100, func() {
 		for range 50 {
 			must(gf.Replay())
 		}
