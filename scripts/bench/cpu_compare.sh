@@ -24,8 +24,10 @@
 #            (CASE-T.pprof, for `go tool pprof .cpubench/bin/sublet-bench FILE`)
 # The system BLAS is SUBLET_BLAS when set, else a libopenblas the loader finds, else the
 # OpenBLAS that SciPy's or NumPy's wheels carry; none found, only the built-in GEMM runs.
-# Output in $OUT/cpu (OUT defaults to .cpubench/out): every run's JSON lines and text,
-# tables.md (both sides and their ratios), profile/; and $OUT/cpu.tar.gz of all of it.
+# Output (OUT defaults to .cpubench/out): $OUT/tables.md (both sides and their ratios)
+# and $OUT/cpu.tar.gz (cpu/: every run's JSON lines and text, tables.md, profile/), two
+# files, since the device tool brings back 8 files at most; the folder itself is written
+# under WORK (.cpubench/work).
 # Environment: THREADS, TIME (default 2), PARTS (default "train ops bench profile").
 set -uo pipefail
 
@@ -55,8 +57,10 @@ BIN=.cpubench/bin
 if [[ -f .cpubench/bin.tar.xz && ! -x $BIN/sublet-bench ]]; then
 	tar -C .cpubench -xJf .cpubench/bin.tar.xz
 fi
-dir=$OUT/cpu
-mkdir -p "$dir/profile"
+WORK=${WORK:-.cpubench/work}
+dir=$WORK/cpu
+rm -rf "$dir"
+mkdir -p "$dir/profile" "$OUT"
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 
 # The system BLAS for SUBLET_BLAS.
@@ -165,5 +169,5 @@ for t in threads:
         if rows:
             print("### %s, %s threads\n\n```\n%s\n```\n" % (name, t, "\n".join(rows)))
 PY
-tar -czf "$OUT/cpu.tar.gz" -C "$OUT" cpu
+tar -czf "$OUT/cpu.tar.gz" -C "$WORK" cpu
 cp "$dir/tables.md" "$OUT/tables.md"

@@ -15,9 +15,11 @@
 # 2 minutes is what the default TIME aims at), then joins them (scripts/bench/ops_table.py) into one
 # table: both figures, their ratio, and each GB/s figure as a percentage of the best
 # copy of the run and of the card's peak (2 x memory clock x bus width from the CUDA
-# driver). Output in $OUT/ops/: machine.txt, both sides' JSON lines and text, table.md;
-# and $OUT/ops.tar.gz.
-# Environment: TIME (seconds a case, default 0.5), OUT (.gpu/out), PYTHON.
+# driver). Output: $OUT/ops-table.md (the table) and $OUT/ops.tar.gz (ops/: machine.txt,
+# both sides' JSON lines and text, table.md), two files, since the device tool brings
+# back 8 files at most; the folder itself is written under WORK.
+# Environment: TIME (seconds a case, default 0.5), OUT (.gpu/out), WORK (.gpu/work),
+# PYTHON.
 set -uo pipefail
 OUT=${OUT:-.gpu/out}
 TIME=${TIME:-0.5}
@@ -25,8 +27,10 @@ PY=${PYTHON:-python3}
 if [[ -f .gpu/bin.tar.xz && ! -x .gpu/bin/sublet-bench ]]; then
 	tar -C .gpu -xJf .gpu/bin.tar.xz
 fi
-dir=$OUT/ops
-mkdir -p "$dir"
+WORK=${WORK:-.gpu/work}
+dir=$WORK/ops
+rm -rf "$dir"
+mkdir -p "$dir" "$OUT"
 source scripts/gpu/find_cublas.sh
 {
 	date -u +%FT%TZ
@@ -37,4 +41,5 @@ source scripts/gpu/find_cublas.sh
 PYTHONUNBUFFERED=1 "$PY" scripts/bench/torch_ops.py --device cuda --time "$TIME" --jsonl "$dir/torch.jsonl" 2>&1 |
 	tee "$dir/torch.txt"
 "$PY" scripts/bench/ops_table.py "$dir/sublet.jsonl" "$dir/torch.jsonl" | tee "$dir/table.md"
-tar -czf "$OUT/ops.tar.gz" -C "$OUT" ops
+tar -czf "$OUT/ops.tar.gz" -C "$WORK" ops
+cp "$dir/table.md" "$OUT/ops-table.md"

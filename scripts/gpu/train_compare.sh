@@ -11,10 +11,12 @@
 # it runs sublet-bench -run train and scripts/bench/torch_train.py on the same cases,
 # alternating, TIME seconds each (default 2); with the batch resident each side also
 # profiles 3 steps (sublet: the per-op table with device times and a Perfetto trace;
-# PyTorch: torch.profiler's table). Output in $OUT/train/: the JSON lines of every run,
-# table.md (steps/s of both sides and their ratio, per case and mode), profile/.
+# PyTorch: torch.profiler's table). Output: $OUT/train-table.md (steps/s of both sides
+# and their ratio, per case and mode) and $OUT/train.tar.gz (train/: the JSON lines of
+# every run, table.md, profile/), two files, since the device tool brings back 8 files
+# at most; the folder itself is written under WORK (.gpu/work).
 # Also a CPU profile of sublet's host side on the smallest case (PPROF_CASE, tiny-adam;
-# empty for none), $OUT/train/host.pprof, for `go tool pprof .gpu/bin/sublet-bench`.
+# empty for none), train/host.pprof, for `go tool pprof .gpu/bin/sublet-bench`.
 # Each mode also times GRAPH_CASES (tiny-sgd,tiny-adam,deep4096-sgd; empty for none) with one step
 # captured as a CUDA graph and replayed (sublet-bench -graph, torch_train.py --graph):
 # the cases named NAME-graph.
@@ -32,8 +34,10 @@ PY=${PYTHON:-python3}
 if [[ -f .gpu/bin.tar.xz && ! -x .gpu/bin/sublet-bench ]]; then
 	tar -C .gpu -xJf .gpu/bin.tar.xz
 fi
-dir=$OUT/train
-mkdir -p "$dir/profile"
+WORK=${WORK:-.gpu/work}
+dir=$WORK/train
+rm -rf "$dir"
+mkdir -p "$dir/profile" "$OUT"
 source scripts/gpu/find_cublas.sh
 for upload in $UPLOADS; do
 	prof=()
@@ -75,4 +79,5 @@ for up in uploads:
         if case in s:
             print("| %s | %s | %.4g | %.4g | %.2fx |" % (case, up, t[case], s[case], s[case] / t[case]))
 PY
-tar -czf "$OUT/train.tar.gz" -C "$OUT" train
+tar -czf "$OUT/train.tar.gz" -C "$WORK" train
+cp "$dir/table.md" "$OUT/train-table.md"
