@@ -106,10 +106,7 @@ func TestSumAllWhereOperandsAllow(t *testing.T) {
 				b.Sum(c.dst, c.src)
 			}
 			l, _ := rec.take()
-			var got []kernel
-			for _, x := range l {
-				got = append(got, x.k)
-			}
+			got := kernelsOf(l)
 			require.Equal(t, c.want, got, "%v %s", dt, c.name)
 			if got[0] == kSumAll.of16(dt) {
 				sc := b.scratch[c.dst.Mem.Stream]
@@ -207,10 +204,7 @@ func TestSumColsWhereOperandsAllow(t *testing.T) {
 	} {
 		b.Sum(c.dst, c.src)
 		l, _ := rec.take()
-		var got []kernel
-		for _, x := range l {
-			got = append(got, x.k)
-		}
+		got := kernelsOf(l)
 		require.Equal(t, c.want, got, c.name)
 		if c.groups == 0 {
 			continue
@@ -267,4 +261,13 @@ func TestTransposeWordsWhereOperandsAllow(t *testing.T) {
 		assert.Equal(t, want, l[0].k, c.name)
 		assert.Equal(t, uint32(c.tiles), l[0].cfg.Grid.X, c.name)
 	}
+}
+
+// kernelsOf is the kernels of the launches l, in launch order.
+func kernelsOf(l []launchRec) []kernel {
+	ks := make([]kernel, len(l))
+	for i, x := range l {
+		ks[i] = x.k
+	}
+	return ks
 }
