@@ -444,35 +444,46 @@ __device__ __forceinline__ void reduce_finish_block_k(const Reduction &r, int mo
 }
 
 // pair16<DT> is a pair of F16 or BF16 (DT) elements (T) and the packed instructions on
-// it: max (NaN when either is, per element), equality (a half of 1.0 where equal, -0
-// equal to +0) and NaN test, as masks of the pair's bits.
+// it: max (NaN when either is, per element) and match.
 template <int DT> struct pair16_type { using T = __half2; };
 template <> struct pair16_type<DT_BF16> { using T = __nv_bfloat162; };
 template <int DT> struct pair16 {
     using T = typename pair16_type<DT>::T;
     static __device__ __forceinline__ T max(T a, T b) { return __hmax2_nan(a, b); }
-    static __device__ __forceinline__ unsigned int eq(T a, T b) { T e = __heq2(a, b); return *(unsigned int *)&e; }
-    static __device__ __forceinline__ unsigned int nan(T a) { T e = __hisnan2(a); return *(unsigned int *)&e; }
+    // match reports which elements of a are big (bit 0 the lower, bit 1 the upper; -0
+    // equal to +0), or, with isnan, which are NaN. F16 compares packed (set.f16x2, from
+    // sm_53); BF16 in float, its elements' bits shifted into place: the kernels are
+    // compiled for compute_80, where cuda_bf16.hpp's __heq2 and __hisnan2 convert each
+    // half to float, compare, and round the result back to a bfloat16 of 1.0 (set.bf16x2
+    // is sm_90's) — three times the instructions of F16's round, and BF16's maxima at 81%
+    // of a copy where F16's were at 92% (docs/benchmarks.md).
+    static __device__ __forceinline__ unsigned int match(T a, float big, bool isnan) {
+        unsigned int b = *(const unsigned int *)&a;
+        if constexpr (DT == DT_F16) {
+            T e = isnan ? __hisnan2(a) : __heq2(a, __float2half2_rn(big));
+            unsigned int m = *(const unsigned int *)&e;
+            return (m & 0xffffu ? 1u : 0u) | (m >> 16 ? 2u : 0u);
+        } else {
+            float l = __uint_as_float(b << 16), h = __uint_as_float(b & 0xffff0000u);
+            bool el = isnan ? l != l : l == big, eh = isnan ? h != h : h == big;
+            return (el ? 1u : 0u) | (eh ? 2u : 0u);
+        }
+    }
     static __device__ __forceinline__ float lo(T a) { return __low2float(a); }
     static __device__ __forceinline__ float hi(T a) { return __high2float(a); }
-    static __device__ __forceinline__ T both(float f) {
-        if constexpr (DT == DT_F16) return __float2half2_rn(f);
-        else return __float2bfloat162_rn(f);
-    }
 };
 
 // max_rows_k is reduce_warp_k's maximum over dense rows of whole words of F16 or BF16
 // (DT), each on 16 bytes, in float: a warp a row, lane j its words j, j+32, ..., U of
-// them a round. A round's largest element (NaN if any) comes from packed maxima; only
-// if it would replace the lane's kept one (max_better: larger, or the first NaN; rounds
-// come in increasing positions) are the round's elements compared with it, packed
-// too, for the first position holding it (the first NaN): its value and position are
+// them a round (U: UNROLL). A round's largest element (NaN if any) comes from packed
+// maxima; only if it would replace the lane's kept one (max_better: larger, or the first
+// NaN; rounds come in increasing positions) are the round's elements compared with it
+// (pair16's match), for the first position holding it (the first NaN): its value and position are
 // kept. That is the first NaN, else the first of the largest, of the lane's elements,
 // as a walk in order finds them; the warp combines with max_better's total order. The
 // host checks the rows (a row has at most warpElements).
-template <int DT>
+template <int DT, int U = UNROLL>
 __device__ __forceinline__ void max_rows_k(const Reduction &r, long long *idx) {
-    constexpr int U = UNROLL;
     using P = pair16<DT>;
     using T2 = typename P::T;
     int lane = threadIdx.x & 31;
@@ -495,16 +506,15 @@ __device__ __forceinline__ void max_rows_k(const Reduction &r, long long *idx) {
             float big = (b > a || b != b) ? b : a;
             if (!(at < 0 || big > m || (big != big && m == m))) return;
             bool isnan = big != big;
-            T2 bb = P::both(big);
             unsigned int v = 0; // the bits of the element found, in its pair's lower half
 #pragma unroll
             for (int u = U - 1; u >= 0; u--) { // the last match set is the first
                 const T2 *h = (const T2 *)&x[u];
 #pragma unroll
                 for (int k = 3; k >= 0; k--) {
-                    unsigned int e = isnan ? P::nan(h[k]) : P::eq(h[k], bb), b = *(const unsigned int *)&h[k];
-                    if (u < c && (e >> 16)) at = (i + u * 32) * 8 + 2 * k + 1, v = b >> 16;
-                    if (u < c && (e & 0xffffu)) at = (i + u * 32) * 8 + 2 * k, v = b;
+                    unsigned int e = P::match(h[k], big, isnan), b = *(const unsigned int *)&h[k];
+                    if (u < c && (e & 2u)) at = (i + u * 32) * 8 + 2 * k + 1, v = b >> 16;
+                    if (u < c && (e & 1u)) at = (i + u * 32) * 8 + 2 * k, v = b;
                 }
             }
             unsigned short bits = (unsigned short)(v & 0xffffu);
@@ -565,24 +575,29 @@ KERNEL sum_rows_f16(Reduction r, int mode) { sum_rows_k<DT_F16>(r, mode); }
 KERNEL sum_rows_bf16(Reduction r, int mode) { sum_rows_k<DT_BF16>(r, mode); }
 
 // ---- column sums over 16-byte words ---------------------------------------------------
-//
+
+// CW_F is how many partials of a column the last block of sum_cols loads before adding
+// any. Every other block has finished by then: each round of loads is an L2 round trip
+// added to the launch's tail, and 264 blocks over 4 column groups of F16 leave 66
+// partials a column (8 at a time: 9 rounds; 32: 3).
+#define CW_F 32
+
 // sum_cols_k: a sum, mean or sum of squares over the rows of a matrix of float32, F16 or
 // BF16 (DT) whose columns are the outputs, dense, in whole 16-byte words (the host checks
 // that the columns, the row stride and the input's start are). A thread owns one word,
 // N adjacent columns, and walks a slab of rows: block b takes column group b % groups
 // (CW_X words, CB columns) and row piece b / groups; thread (tx, ty) adds rows lo+ty,
-// lo+ty+CW_Y, ... below hi, CW_U rows loaded before any is added, each column into a
+// lo+ty+CW_Y, ... below hi, U rows (CW_U) loaded before any is added, each column into a
 // double (with RUNS, for F16 and BF16, the round's rows in float first, in row order,
-// then into the double: a conversion and a double addition per CW_U elements; a last
-// round of fewer rows is a shorter run). The block's CW_Y rows of threads combine in a fixed tree in shared
-// memory. With one piece the block writes its outputs; with several, each block writes
+// then into the double: a conversion and a double addition per U elements; a last
+// round of fewer rows is a shorter run). The block's CW_Y rows of threads combine in a
+// fixed tree in shared memory. With one piece the block writes its outputs; with several, each block writes
 // its piece's partial of each column, part[c * nOut + col] (a double), and the last block
 // to finish among those that share a ticket (groups g, g + classes, ...: tickets[g %
-// classes]) adds each of their columns' partials in piece order and writes the outputs:
-// one launch. The order depends on the shapes alone.
-template <int DT, bool RUNS>
+// classes]) adds each of their columns' partials in piece order, F (CW_F) loaded at a
+// time, and writes the outputs: one launch. The order depends on the shapes alone.
+template <int DT, bool RUNS, int U = CW_U, int F = CW_F>
 __device__ __forceinline__ void sum_cols_k(const Reduction &r, int mode, double *part, unsigned int *tickets, int classes) {
-    constexpr int U = CW_U;
     using V = vtype<DT>;
     constexpr int N = V::n, CB = CW_X * N;
     __shared__ double tree[CW_Y][N][CW_X]; // [ty][e][tx]: a warp's 32 doubles adjacent, no bank conflicts
@@ -658,15 +673,15 @@ __device__ __forceinline__ void sum_cols_k(const Reduction &r, int mode, double 
         if (t >= CB || col >= r.nOut) continue;
         Acc a = acc_zero();
         const double *q = part + col;
-        long long i = 0;
-        for (; i + 8 <= r.pieces; i += 8) { // 8 loads in flight, added in piece order
-            double v[8];
+        for (long long i = 0; i < r.pieces; i += F) { // F loads in flight, added in piece order
+            double v[F];
 #pragma unroll
-            for (int j = 0; j < 8; j++) v[j] = __ldcg(q + (i + j) * r.nOut);
+            for (int j = 0; j < F; j++) v[j] = i + j < r.pieces ? __ldcg(q + (i + j) * r.nOut) : 0;
 #pragma unroll
-            for (int j = 0; j < 8; j++) a.sum += v[j];
+            for (int j = 0; j < F; j++) {
+                if (i + j < r.pieces) a.sum += v[j];
+            }
         }
-        for (; i < r.pieces; i++) a.sum += __ldcg(q + i * r.nOut);
         finish_out<float>(r, mode, nullptr, col, a);
     }
 }
