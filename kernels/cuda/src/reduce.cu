@@ -14,6 +14,7 @@
 #include "common.cuh"
 
 #include <cuda_bf16.h>
+#include <type_traits>
 
 __device__ __forceinline__ Acc acc_zero() { return Acc{0.0, 0.0, -1}; }
 
@@ -450,23 +451,31 @@ template <> struct pair16_type<DT_BF16> { using T = __nv_bfloat162; };
 template <int DT> struct pair16 {
     using T = typename pair16_type<DT>::T;
     static __device__ __forceinline__ T max(T a, T b) { return __hmax2_nan(a, b); }
-    // match reports which elements of a are big (bit 0 the lower, bit 1 the upper; -0
-    // equal to +0), or, with isnan, which are NaN. F16 compares packed (set.f16x2, from
-    // sm_53); BF16 in float, its elements' bits shifted into place: the kernels are
-    // compiled for compute_80, where cuda_bf16.hpp's __heq2 and __hisnan2 convert each
-    // half to float, compare, and round the result back to a bfloat16 of 1.0 (set.bf16x2
-    // is sm_90's) — three times the instructions of F16's round, and BF16's maxima at 81%
-    // of a copy where F16's were at 92% (docs/benchmarks.md).
-    static __device__ __forceinline__ unsigned int match(T a, float big, bool isnan) {
-        unsigned int b = *(const unsigned int *)&a;
+    // key is what match compares with: big (a number, a pair's element) as the pair's
+    // type for F16, as float for BF16. match sets lo and hi to whether a's lower and
+    // upper elements are NaN (isnan) or equal to the key (-0 equal to +0). F16 compares
+    // packed (set.f16x2, from sm_53); BF16 in float, the elements' bits shifted into
+    // place: the kernels are compiled for compute_80, where cuda_bf16.hpp's __heq2 and
+    // __hisnan2 on bfloat162 convert each half to float, compare and round the result
+    // back to a bfloat16 of 1.0 (set.bf16x2 is sm_90's), and BF16's maxima ran at 81% of
+    // a copy where F16's ran at 92% (docs/benchmarks.md).
+    using K = std::conditional_t<DT == DT_F16, __half2, float>;
+    static __device__ __forceinline__ K key(float big) {
+        if constexpr (DT == DT_F16) return __float2half2_rn(big);
+        else return big;
+    }
+    static __device__ __forceinline__ void match(T a, K k, bool isnan, bool &lo, bool &hi) {
         if constexpr (DT == DT_F16) {
-            T e = isnan ? __hisnan2(a) : __heq2(a, __float2half2_rn(big));
+            T e = isnan ? __hisnan2(a) : __heq2(a, k);
             unsigned int m = *(const unsigned int *)&e;
-            return (m & 0xffffu ? 1u : 0u) | (m >> 16 ? 2u : 0u);
+            lo = (m & 0xffffu) != 0, hi = (m >> 16) != 0;
         } else {
-            float l = __uint_as_float(b << 16), h = __uint_as_float(b & 0xffff0000u);
-            bool el = isnan ? l != l : l == big, eh = isnan ? h != h : h == big;
-            return (el ? 1u : 0u) | (eh ? 2u : 0u);
+            unsigned int b = *(const unsigned int *)&a;
+            if (isnan) {
+                lo = (b & 0x7fffu) > 0x7f80u, hi = (b & 0x7fff0000u) > 0x7f800000u;
+            } else {
+                lo = __uint_as_float(b << 16) == k, hi = __uint_as_float(b & 0xffff0000u) == k;
+            }
         }
     }
     static __device__ __forceinline__ float lo(T a) { return __low2float(a); }
@@ -478,11 +487,15 @@ template <int DT> struct pair16 {
 // them a round (U: UNROLL). A round's largest element (NaN if any) comes from packed
 // maxima; only if it would replace the lane's kept one (max_better: larger, or the first
 // NaN; rounds come in increasing positions) are the round's elements compared with it
-// (pair16's match), for the first position holding it (the first NaN): its value and position are
-// kept. That is the first NaN, else the first of the largest, of the lane's elements,
-// as a walk in order finds them; the warp combines with max_better's total order. The
-// host checks the rows (a row has at most warpElements).
-template <int DT, int U = UNROLL>
+// (pair16's match), for the first position holding it (the first NaN): its value and
+// position are kept. That is the first NaN, else the first of the largest, of the lane's
+// elements, as a walk in order finds them; the warp combines with max_better's total
+// order. With SPLIT (BF16) the search for a NaN and the search for a number are loops
+// of their own, the lane's choice made once a round rather than an element's compare
+// chosen by a select (F16's packed compares lose nothing to the select). The host
+// checks the rows (a row has at most warpElements). Rows of 1024 are one round a lane:
+// every round is a lane's first, and its search runs for every element.
+template <int DT, int U = UNROLL, bool SPLIT = DT == DT_BF16>
 __device__ __forceinline__ void max_rows_k(const Reduction &r, long long *idx) {
     using P = pair16<DT>;
     using T2 = typename P::T;
@@ -505,18 +518,26 @@ __device__ __forceinline__ void max_rows_k(const Reduction &r, long long *idx) {
             float a = P::lo(q), b = P::hi(q);
             float big = (b > a || b != b) ? b : a;
             if (!(at < 0 || big > m || (big != big && m == m))) return;
-            bool isnan = big != big;
+            typename P::K want = P::key(big);
             unsigned int v = 0; // the bits of the element found, in its pair's lower half
+            // find sets at and v to the first element that is NaN (nan) or big.
+            auto find = [&](bool nan) {
 #pragma unroll
-            for (int u = U - 1; u >= 0; u--) { // the last match set is the first
-                const T2 *h = (const T2 *)&x[u];
+                for (int u = U - 1; u >= 0; u--) { // the last match set is the first
+                    const T2 *h = (const T2 *)&x[u];
 #pragma unroll
-                for (int k = 3; k >= 0; k--) {
-                    unsigned int e = P::match(h[k], big, isnan), b = *(const unsigned int *)&h[k];
-                    if (u < c && (e & 2u)) at = (i + u * 32) * 8 + 2 * k + 1, v = b >> 16;
-                    if (u < c && (e & 1u)) at = (i + u * 32) * 8 + 2 * k, v = b;
+                    for (int k = 3; k >= 0; k--) {
+                        bool el, eh;
+                        P::match(h[k], want, nan, el, eh);
+                        unsigned int b = *(const unsigned int *)&h[k];
+                        if (u < c && eh) at = (i + u * 32) * 8 + 2 * k + 1, v = b >> 16;
+                        if (u < c && el) at = (i + u * 32) * 8 + 2 * k, v = b;
+                    }
                 }
-            }
+            };
+            if (SPLIT && big != big) find(true);
+            else if (SPLIT) find(false);
+            else find(big != big);
             unsigned short bits = (unsigned short)(v & 0xffffu);
             m = DT == DT_F16 ? f16_to_f32(bits) : bf16_to_f32(bits);
         };

@@ -77,8 +77,10 @@ __global__ void __launch_bounds__(BLOCK, 3) cand_cols3(Reduction r, int mode, do
     sum_cols_k<DT, DT != DT_F32>(r, mode, part, tickets, classes);
 }
 
-template <int DT, int U>
-__global__ void __launch_bounds__(BLOCK) cand_max(Reduction r, long long *idx) { max_rows_k<DT, U>(r, idx); }
+// cand_max is max_rows_k with U words a round, and with SPLIT a loop of its own for the
+// search of a NaN (the lane's choice made once a round) instead of a select per element.
+template <int DT, int U, bool SPLIT>
+__global__ void __launch_bounds__(BLOCK) cand_max(Reduction r, long long *idx) { max_rows_k<DT, U, SPLIT>(r, idx); }
 
 // ceiling_cols loads what sum_cols loads, in its grid and order (U rows a round), and
 // adds nothing: the bandwidth of that access pattern alone.
@@ -480,11 +482,12 @@ int main() {
             r.piece = C, r.pieces = 1;
             unsigned g = gridFor(R * 32);
             run(f, "main", [&] { launch(f16 ? (const void *)mainsrc::max_rows_f16 : (const void *)mainsrc::max_rows_bf16, g, r, idx); });
-            run(f, "branch(U=4)", [&] { launch(f16 ? (const void *)max_rows_f16 : (const void *)max_rows_bf16, g, r, idx); });
+            run(f, f16 ? "branch(U=4,no-split)" : "branch(U=4,split)", [&] { launch(f16 ? (const void *)max_rows_f16 : (const void *)max_rows_bf16, g, r, idx); });
             for (const char *gen : {mainGen(), branchGen}) {
                 if (CUfunction k = genFn(gen, f16 ? "max_rows_f16" : "max_rows_bf16")) run(f, gen == branchGen ? "branch-gen" : "main-gen", [&] { genLaunch(k, g, r, idx); });
             }
-            run(f, "U=2", [&] { launch(f16 ? (const void *)cand_max<DT_F16, 2> : (const void *)cand_max<DT_BF16, 2>, g, r, idx); });
+            run(f, f16 ? "split" : "no-split", [&] { launch(f16 ? (const void *)cand_max<DT_F16, UNROLL, true> : (const void *)cand_max<DT_BF16, UNROLL, false>, g, r, idx); });
+            run(f, "U=2", [&] { launch(f16 ? (const void *)cand_max<DT_F16, 2, false> : (const void *)cand_max<DT_BF16, 2, true>, g, r, idx); });
             run(f, "U=4,a-warp-a-row", [&] { launch(f16 ? (const void *)max_rows_f16 : (const void *)max_rows_bf16, (unsigned)((R + 7) / 8), r, idx); });
             ceiling(f, "ceiling-linear", [&] { launch((const void *)ceiling_linear<4>, 4 * sms, (const uint4 *)in, N * 2 / 16, (unsigned int *)sink); });
         }
