@@ -11,7 +11,9 @@
 // templates with other parameters, and "ceiling" lines are no reduction at all: a
 // kernel that only loads the same bytes (xor into a register, stored if impossible),
 // in the column kernel's grid and pattern ("ceiling-cols") and as a plain grid-stride
-// read with 8 words in flight a thread ("ceiling-linear", 4 blocks an SM). Each line:
+// read with 8 words in flight a thread ("ceiling-linear", 4 blocks an SM), or the
+// branch's column sum with its last block's combination switched off ("no-combine",
+// no output). Each line:
 //   family shape variant µs GB/s %copy bits|maxulp=N  rel=R
 // GB/s counts the input's bytes read once (the outputs are 1/1024 of them); %copy is of
 // a device-to-device cudaMemcpy moving the same bytes in all (half read, half written),
@@ -401,7 +403,8 @@ int main() {
     CK(cudaMalloc(&scratch, (4 << 20) + 256)); // kernels/cuda's scratch and its tickets
     CK(cudaMemset(scratch, 0, (4 << 20) + 256));
     double *partD = (double *)scratch;
-    unsigned int *tickets = (unsigned int *)((char *)scratch + (4 << 20));
+    unsigned int *tickets = (unsigned int *)((char *)scratch + (4 << 20)), *deadTickets;
+    CK(cudaMalloc(&deadTickets, 256));
     long long *idx = (long long *)idxBuf;
     int mode = RED_SUM;
 
@@ -459,6 +462,17 @@ int main() {
             cols("F=32,U=16", 264, BY_DT(dt, kU16));
             cols("F=32,U=16,396blocks", 396, BY_DT(dt, kU16));
             cols("F=32,U=4,528blocks", 528, BY_DT(dt, kU4));
+            {
+                // The branch's kernel with tickets no block can complete (0x40404040 + k
+                // never equals shared · pieces - 1): every block reads, adds, writes its
+                // partials, fences and takes a ticket, and none combines: the branch's
+                // line less this one is the last block's combination.
+                Reduction rb;
+                char v[96];
+                unsigned g = shaped(264, rb, v, sizeof v, "no-combine");
+                CK(cudaMemset(deadTickets, 0x40, 256));
+                ceiling(f, v, [&] { launch(BY_DT(dt, kBranch), g, rb, mode, rb.pieces > 1 ? partD : (double *)nullptr, deadTickets, classes); });
+            }
             for (long long bw : {264LL, 528LL}) {
                 Reduction rb;
                 char v[96];
