@@ -596,37 +596,32 @@ KERNEL sum_rows_f16(Reduction r, int mode) { sum_rows_k<DT_F16>(r, mode); }
 KERNEL sum_rows_bf16(Reduction r, int mode) { sum_rows_k<DT_BF16>(r, mode); }
 
 // ---- column sums over 16-byte words ---------------------------------------------------
-
-// CW_F is how many partials of a column the last block of sum_cols loads before adding
-// any. Every other block has finished by then: each round of loads is an L2 round trip
-// added to the launch's tail, and 264 blocks over 4 column groups of F16 leave 66
-// partials a column (8 at a time: 9 rounds; 32: 3).
-#define CW_F 32
-
+//
 // sum_cols_k: a sum, mean or sum of squares over the rows of a matrix of float32, F16 or
 // BF16 (DT) whose columns are the outputs, dense, in whole 16-byte words (the host checks
 // that the columns, the row stride and the input's start are). A thread owns one word,
 // N adjacent columns, and walks a slab of rows: block b takes column group b % groups
-// (CW_X words, CB columns) and row piece b / groups; thread (tx, ty) adds rows lo+ty,
-// lo+ty+CW_Y, ... below hi, U rows (CW_U) loaded before any is added, each column into a
-// double (with RUNS, for F16 and BF16, the round's rows in float first, in row order,
-// then into the double: a conversion and a double addition per U elements; a last
-// round of fewer rows is a shorter run). The block's CW_Y rows of threads combine in a
-// fixed tree in shared memory. With one piece the block writes its outputs; with several, each block writes
+// (X words, CB columns) and row piece b / groups; thread (tx, ty) adds rows lo+ty,
+// lo+ty+Y, ... below hi (Y = BLOCK / X), CW_U rows loaded before any is added, each
+// column into a double (with RUNS, for F16 and BF16, the round's rows in float first, in
+// row order, then into the double: a conversion and a double addition per CW_U
+// elements; a last round of fewer rows is a shorter run). The block's Y rows of threads
+// combine in a fixed tree in shared memory. With one piece the block writes its outputs; with several, each block writes
 // its piece's partial of each column, part[c * nOut + col] (a double), and the last block
 // to finish among those that share a ticket (groups g, g + classes, ...: tickets[g %
-// classes]) adds each of their columns' partials in piece order, F (CW_F) loaded at a
-// time, and writes the outputs: one launch. The order depends on the shapes alone.
-template <int DT, bool RUNS, int U = CW_U, int F = CW_F>
+// classes]) adds each of their columns' partials in piece order and writes the outputs:
+// one launch. The order depends on the shapes alone.
+template <int DT, bool RUNS, int X = CW_X>
 __device__ __forceinline__ void sum_cols_k(const Reduction &r, int mode, double *part, unsigned int *tickets, int classes) {
+    constexpr int U = CW_U, Y = BLOCK / X;
     using V = vtype<DT>;
-    constexpr int N = V::n, CB = CW_X * N;
-    __shared__ double tree[CW_Y][N][CW_X]; // [ty][e][tx]: a warp's 32 doubles adjacent, no bank conflicts
+    constexpr int N = V::n, CB = X * N;
+    __shared__ double tree[Y][N][X]; // [ty][e][tx]: a row of threads' doubles adjacent
     bool sq = mode == RED_SUMSQ;
-    int tx = threadIdx.x % CW_X, ty = threadIdx.x / CW_X;
+    int tx = threadIdx.x % X, ty = threadIdx.x / X;
     long long groups = (r.nOut + CB - 1) / CB;
     long long g = blockIdx.x % groups, c = blockIdx.x / groups;
-    long long word = g * CW_X + tx;
+    long long word = g * X + tx;
     long long lo = c * r.piece, hi = min(lo + r.piece, r.nRed);
     double d[N];
 #pragma unroll
@@ -648,17 +643,17 @@ __device__ __forceinline__ void sum_cols_k(const Reduction &r, int mode, double 
         }
     };
     if (word * N < r.nOut) {
-        long long step = CW_Y * (r.rstride[0] / N); // words from one of the thread's rows to its next
+        long long step = Y * (r.rstride[0] / N); // words from one of the thread's rows to its next
         long long row = lo + ty;
         const uint4 *p = (const uint4 *)r.src + row * (r.rstride[0] / N) + word;
-        for (; row + (U - 1) * CW_Y < hi; row += U * CW_Y, p += U * step) {
+        for (; row + (U - 1) * Y < hi; row += U * Y, p += U * step) {
             uint4 x[U];
 #pragma unroll
             for (int u = 0; u < U; u++) x[u] = p[u * step];
             add(x, U);
         }
         if (row < hi) {
-            int m = (int)((hi - row + CW_Y - 1) / CW_Y);
+            int m = (int)((hi - row + Y - 1) / Y);
             uint4 x[U];
 #pragma unroll
             for (int u = 0; u < U; u++) x[u] = u < m ? p[u * step] : make_uint4(0, 0, 0, 0);
@@ -668,7 +663,7 @@ __device__ __forceinline__ void sum_cols_k(const Reduction &r, int mode, double 
 #pragma unroll
     for (int e = 0; e < N; e++) tree[ty][e][tx] = d[e];
     __syncthreads();
-    for (int h = CW_Y / 2; h > 0; h >>= 1) {
+    for (int h = Y / 2; h > 0; h >>= 1) {
         if (ty < h) {
 #pragma unroll
             for (int e = 0; e < N; e++) tree[ty][e][tx] += tree[ty + h][e][tx];
@@ -694,15 +689,15 @@ __device__ __forceinline__ void sum_cols_k(const Reduction &r, int mode, double 
         if (t >= CB || col >= r.nOut) continue;
         Acc a = acc_zero();
         const double *q = part + col;
-        for (long long i = 0; i < r.pieces; i += F) { // F loads in flight, added in piece order
-            double v[F];
+        long long i = 0;
+        for (; i + 8 <= r.pieces; i += 8) { // 8 loads in flight, added in piece order
+            double v[8];
 #pragma unroll
-            for (int j = 0; j < F; j++) v[j] = i + j < r.pieces ? __ldcg(q + (i + j) * r.nOut) : 0;
+            for (int j = 0; j < 8; j++) v[j] = __ldcg(q + (i + j) * r.nOut);
 #pragma unroll
-            for (int j = 0; j < F; j++) {
-                if (i + j < r.pieces) a.sum += v[j];
-            }
+            for (int j = 0; j < 8; j++) a.sum += v[j];
         }
+        for (; i < r.pieces; i++) a.sum += __ldcg(q + i * r.nOut);
         finish_out<float>(r, mode, nullptr, col, a);
     }
 }

@@ -8,12 +8,13 @@
 // Variants: "main" is main's reduce.cu (gkred_main.cuh, a copy in a namespace of its
 // own), "branch" the real kernels/cuda/src/reduce.cu, both launched as kernels/cuda's
 // reduce.go launches them (grid, block, pieces, tickets); the others are the branch's
-// templates with other parameters, and "ceiling" lines are no reduction at all: a
-// kernel that only loads the same bytes (xor into a register, stored if impossible),
-// in the column kernel's grid and pattern ("ceiling-cols") and as a plain grid-stride
-// read with 8 words in flight a thread ("ceiling-linear", 4 blocks an SM), or the
-// branch's column sum with its last block's combination switched off ("no-combine",
-// no output). Each line:
+// templates with other parameters ("X=": column sums in blocks of X words × 256/X rows),
+// "ceiling-linear" is no reduction at all but a kernel that only loads the same bytes
+// (xor into a register, stored if impossible) in a plain grid-stride read with 8 words in
+// flight a thread, 4 blocks an SM, and "no-combine" the column sum with its last block's
+// combination switched off (no output). Round 1 (commit 3446a3a) measured more
+// candidates: the last block's partials loaded 16, 32 or 64 at a time, 396 and 528
+// blocks, 4 or 16 rows in flight, and the column kernel's read pattern alone. Each line:
 //   family shape variant µs GB/s %copy bits|maxulp=N  rel=R
 // GB/s counts the input's bytes read once (the outputs are 1/1024 of them); %copy is of
 // a device-to-device cudaMemcpy moving the same bytes in all (half read, half written),
@@ -68,46 +69,19 @@ using namespace branch;
 
 // ---- candidates: the branch's templates with other parameters ---------------------------
 
-// cand_cols is sum_cols_k with U rows a round and F partials loaded at a time by the
-// last block; cand_cols3 is sum_cols with registers for 3 blocks an SM.
-template <int DT, int U, int F>
+// cand_cols is sum_cols_k with blocks of X words × BLOCK/X rows (the branch: CW_X = 32):
+// a narrower block makes more column groups, fewer pieces, and so fewer partials for
+// each group's last block to read (66 pieces × 256 columns × 8 bytes = 135 KB for F16
+// at [65536, 1024] with X = 32; 17 × 64 × 8 = 8.7 KB with X = 8).
+template <int DT, int X>
 __global__ void __launch_bounds__(BLOCK) cand_cols(Reduction r, int mode, double *part, unsigned int *tickets, int classes) {
-    sum_cols_k<DT, DT != DT_F32, U, F>(r, mode, part, tickets, classes);
-}
-template <int DT>
-__global__ void __launch_bounds__(BLOCK, 3) cand_cols3(Reduction r, int mode, double *part, unsigned int *tickets, int classes) {
-    sum_cols_k<DT, DT != DT_F32>(r, mode, part, tickets, classes);
+    sum_cols_k<DT, DT != DT_F32, X>(r, mode, part, tickets, classes);
 }
 
 // cand_max is max_rows_k with U words a round, and with SPLIT a loop of its own for the
 // search of a NaN (the lane's choice made once a round) instead of a select per element.
 template <int DT, int U, bool SPLIT>
 __global__ void __launch_bounds__(BLOCK) cand_max(Reduction r, long long *idx) { max_rows_k<DT, U, SPLIT>(r, idx); }
-
-// ceiling_cols loads what sum_cols loads, in its grid and order (U rows a round), and
-// adds nothing: the bandwidth of that access pattern alone.
-template <int DT, int U>
-__global__ void __launch_bounds__(BLOCK) ceiling_cols(Reduction r, unsigned int *sink) {
-    constexpr int N = vtype<DT>::n, CB = CW_X * N;
-    int tx = threadIdx.x % CW_X, ty = threadIdx.x / CW_X;
-    long long groups = (r.nOut + CB - 1) / CB;
-    long long g = blockIdx.x % groups, c = blockIdx.x / groups;
-    long long word = g * CW_X + tx;
-    long long lo = c * r.piece, hi = min(lo + r.piece, r.nRed);
-    uint4 acc = make_uint4(0, 0, 0, 0);
-    if (word * N < r.nOut) {
-        long long step = CW_Y * (r.rstride[0] / N), row = lo + ty;
-        const uint4 *p = (const uint4 *)r.src + row * (r.rstride[0] / N) + word;
-        for (; row < hi; row += U * CW_Y, p += U * step) {
-            uint4 x[U];
-#pragma unroll
-            for (int u = 0; u < U; u++) x[u] = row + u * CW_Y < hi ? p[u * step] : make_uint4(0, 0, 0, 0);
-#pragma unroll
-            for (int u = 0; u < U; u++) acc.x ^= x[u].x, acc.y ^= x[u].y, acc.z ^= x[u].z, acc.w ^= x[u].w;
-        }
-    }
-    if ((acc.x ^ acc.y ^ acc.z ^ acc.w) == 0x9e3779b9u) *sink = acc.x;
-}
 
 // ceiling_linear loads n words, U in flight a thread, grid-striding.
 template <int U>
@@ -362,13 +336,9 @@ static const void *pick(int dt, const void *f32, const void *f16, const void *bf
 
 template <int DT> static const void *kMain() { return pick(DT, (const void *)mainsrc::sum_cols_f32, (const void *)mainsrc::sum_cols_f16, (const void *)mainsrc::sum_cols_bf16); }
 template <int DT> static const void *kBranch() { return pick(DT, (const void *)sum_cols_f32, (const void *)sum_cols_f16, (const void *)sum_cols_bf16); }
-template <int DT> static const void *kF8() { return (const void *)cand_cols<DT, CW_U, 8>; }
-template <int DT> static const void *kF16() { return (const void *)cand_cols<DT, CW_U, 16>; }
-template <int DT> static const void *kU16() { return (const void *)cand_cols<DT, 16, CW_F>; }
-template <int DT> static const void *kU4() { return (const void *)cand_cols<DT, 4, CW_F>; }
-template <int DT> static const void *kF64() { return (const void *)cand_cols<DT, CW_U, 64>; }
-template <int DT> static const void *kLB3() { return (const void *)cand_cols3<DT>; }
-template <int DT> static const void *kCeil() { return (const void *)ceiling_cols<DT, CW_U>; }
+template <int DT> static const void *kX16() { return (const void *)cand_cols<DT, 16>; }
+template <int DT> static const void *kX8() { return (const void *)cand_cols<DT, 8>; }
+template <int DT> static const void *kX4() { return (const void *)cand_cols<DT, 4>; }
 
 int main() {
     CK(cudaFree(0));
@@ -382,8 +352,8 @@ int main() {
 #endif
     {
         cudaFuncAttributes a;
-        const void *ks[] = {(const void *)mainsrc::sum_cols_f16, (const void *)sum_cols_f16, (const void *)sum_cols_bf16, (const void *)cand_cols<DT_BF16, CW_U, 8>, (const void *)mainsrc::max_rows_bf16, (const void *)max_rows_bf16};
-        const char *ns[] = {"main sum_cols_f16", "branch sum_cols_f16", "branch sum_cols_bf16", "F=8 sum_cols_bf16", "main max_rows_bf16", "branch max_rows_bf16"};
+        const void *ks[] = {(const void *)mainsrc::sum_cols_f16, (const void *)sum_cols_f16, (const void *)sum_cols_bf16, (const void *)cand_cols<DT_F16, 8>, (const void *)mainsrc::max_rows_bf16, (const void *)max_rows_bf16};
+        const char *ns[] = {"main sum_cols_f16", "branch sum_cols_f16", "branch sum_cols_bf16", "X=8 sum_cols_f16", "main max_rows_bf16", "branch max_rows_bf16"};
         for (int i = 0; i < 6; i++) {
             CK(cudaFuncGetAttributes(&a, ks[i]));
             printf("# %s: %d registers, PTX %d, SASS %d\n", ns[i], a.numRegs, a.ptxVersion, a.binaryVersion);
@@ -426,59 +396,54 @@ int main() {
             r.kshape[0] = C, r.kstride[0][0] = 1, r.kstride[1][0] = 1;
             r.rshape[0] = R, r.rstride[0] = C;
             r.dst = (unsigned long long)out32, r.src = (unsigned long long)in, r.dtd = DT_F32, r.dts = dt;
-            long long groups = (C + CW_X * V - 1) / (CW_X * V);
-            int classes = (int)std::min(groups, 64LL);
-            // shaped cuts r as reduce.go's colWordPieces does for bw blocks wanted (264).
-            auto shaped = [&](long long bw, Reduction &rb, char *v, size_t nv, const char *name) {
+            // shaped cuts r as reduce.go's colWordPieces does for bw blocks wanted (264)
+            // over column groups of x words.
+            auto shaped = [&](long long x, long long bw, Reduction &rb, int &classes, char *v, size_t nv, const char *name) {
+                long long groups = (C + x * V - 1) / (x * V);
+                classes = (int)std::min(groups, 64LL);
                 rb = r;
                 long long want = std::max(1LL, std::min((bw + groups - 1) / groups, R / (2 * CW_Y * CW_U)));
                 pieceCount(R, C, (R + want - 1) / want, rb);
                 snprintf(v, nv, "%s-%lldx%lld", name, groups, rb.pieces);
                 return (unsigned)(groups * rb.pieces);
             };
-            auto cols = [&](const char *name, long long bw, const void *k) {
+            auto cols = [&](const char *name, long long x, long long bw, const void *k) {
                 Reduction rb;
+                int classes;
                 char v[96];
-                unsigned g = shaped(bw, rb, v, sizeof v, name);
+                unsigned g = shaped(x, bw, rb, classes, v, sizeof v, name);
                 run(f, v, [&] { launch(k, g, rb, mode, rb.pieces > 1 ? partD : (double *)nullptr, tickets, classes); });
             };
-            cols("main", 264, BY_DT(dt, kMain));
-            cols("branch(F=32)", 264, BY_DT(dt, kBranch));
+            // noCombine is cols with tickets no block can complete (0x40404040 + k never
+            // equals shared · pieces - 1): every block reads, adds, writes its partials,
+            // fences and takes a ticket, and none combines; no output.
+            auto noCombine = [&](const char *name, long long x, const void *k) {
+                Reduction rb;
+                int classes;
+                char v[96];
+                unsigned g = shaped(x, 264, rb, classes, v, sizeof v, name);
+                CK(cudaMemset(deadTickets, 0x40, 256));
+                ceiling(f, v, [&] { launch(k, g, rb, mode, rb.pieces > 1 ? partD : (double *)nullptr, deadTickets, classes); });
+            };
+            cols("main", CW_X, 264, BY_DT(dt, kMain));
+            cols("branch", CW_X, 264, BY_DT(dt, kBranch));
             std::string kname = std::string("sum_cols_") + dtName(dt);
             for (const char *gen : {mainGen(), branchGen}) {
                 if (CUfunction k = genFn(gen, kname.c_str())) {
                     Reduction rb;
+                    int classes;
                     char v[96];
-                    unsigned g = shaped(264, rb, v, sizeof v, gen == branchGen ? "branch-gen" : "main-gen");
+                    unsigned g = shaped(CW_X, 264, rb, classes, v, sizeof v, gen == branchGen ? "branch-gen" : "main-gen");
                     run(f, v, [&] { genLaunch(k, g, rb, mode, rb.pieces > 1 ? partD : (double *)nullptr, tickets, classes); });
                 }
             }
-            cols("F=8", 264, BY_DT(dt, kF8));
-            cols("F=16", 264, BY_DT(dt, kF16));
-            cols("F=64", 264, BY_DT(dt, kF64));
-            cols("F=32,396blocks", 396, BY_DT(dt, kBranch));
-            cols("F=32,3perSM,396blocks", 396, BY_DT(dt, kLB3));
-            cols("F=32,528blocks", 528, BY_DT(dt, kBranch));
-            cols("F=32,U=16", 264, BY_DT(dt, kU16));
-            cols("F=32,U=16,396blocks", 396, BY_DT(dt, kU16));
-            cols("F=32,U=4,528blocks", 528, BY_DT(dt, kU4));
-            {
-                // The branch's kernel with tickets no block can complete (0x40404040 + k
-                // never equals shared · pieces - 1): every block reads, adds, writes its
-                // partials, fences and takes a ticket, and none combines: the branch's
-                // line less this one is the last block's combination.
-                Reduction rb;
-                char v[96];
-                unsigned g = shaped(264, rb, v, sizeof v, "no-combine");
-                CK(cudaMemset(deadTickets, 0x40, 256));
-                ceiling(f, v, [&] { launch(BY_DT(dt, kBranch), g, rb, mode, rb.pieces > 1 ? partD : (double *)nullptr, deadTickets, classes); });
-            }
-            for (long long bw : {264LL, 528LL}) {
-                Reduction rb;
-                char v[96];
-                unsigned g = shaped(bw, rb, v, sizeof v, bw == 264 ? "ceiling-cols" : "ceiling-cols,528blocks");
-                ceiling(f, v, [&] { launch(BY_DT(dt, kCeil), g, rb, (unsigned int *)sink); });
-            }
+            cols("X=16", 16, 264, BY_DT(dt, kX16));
+            cols("X=8", 8, 264, BY_DT(dt, kX8));
+            cols("X=4", 4, 264, BY_DT(dt, kX4));
+            cols("X=8,256blocks", 8, 256, BY_DT(dt, kX8));
+            cols("X=8,384blocks", 8, 384, BY_DT(dt, kX8));
+            noCombine("no-combine", CW_X, BY_DT(dt, kBranch));
+            noCombine("no-combine,X=8", 8, BY_DT(dt, kX8));
             long long words = N * es / 16;
             ceiling(f, "ceiling-linear", [&] { launch((const void *)ceiling_linear<8>, 4 * sms, (const uint4 *)in, words, (unsigned int *)sink); });
         }
@@ -501,8 +466,6 @@ int main() {
                 if (CUfunction k = genFn(gen, f16 ? "max_rows_f16" : "max_rows_bf16")) run(f, gen == branchGen ? "branch-gen" : "main-gen", [&] { genLaunch(k, g, r, idx); });
             }
             run(f, f16 ? "split" : "no-split", [&] { launch(f16 ? (const void *)cand_max<DT_F16, UNROLL, true> : (const void *)cand_max<DT_BF16, UNROLL, false>, g, r, idx); });
-            run(f, "U=2", [&] { launch(f16 ? (const void *)cand_max<DT_F16, 2, false> : (const void *)cand_max<DT_BF16, 2, true>, g, r, idx); });
-            run(f, "U=4,a-warp-a-row", [&] { launch(f16 ? (const void *)max_rows_f16 : (const void *)max_rows_bf16, (unsigned)((R + 7) / 8), r, idx); });
             ceiling(f, "ceiling-linear", [&] { launch((const void *)ceiling_linear<4>, 4 * sms, (const uint4 *)in, N * 2 / 16, (unsigned int *)sink); });
         }
     }
