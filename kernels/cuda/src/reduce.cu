@@ -484,19 +484,21 @@ template <int DT> struct pair16 {
 
 // max_rows_k is reduce_warp_k's maximum over dense rows of whole words of F16 or BF16
 // (DT), each on 16 bytes, in float: a warp a row, lane j its words j, j+32, ..., U of
-// them a round (U: UNROLL). A round's largest element (NaN if any) comes from packed
+// them a round (UNROLL). A round's largest element (NaN if any) comes from packed
 // maxima; only if it would replace the lane's kept one (max_better: larger, or the first
 // NaN; rounds come in increasing positions) are the round's elements compared with it
 // (pair16's match), for the first position holding it (the first NaN): its value and
 // position are kept. That is the first NaN, else the first of the largest, of the lane's
 // elements, as a walk in order finds them; the warp combines with max_better's total
-// order. With SPLIT (BF16) the search for a NaN and the search for a number are loops
-// of their own, the lane's choice made once a round rather than an element's compare
+// order. For BF16 (SPLIT) the search for a NaN and the search for a number are loops of
+// their own, the lane's choice made once a round rather than an element's compare
 // chosen by a select (F16's packed compares lose nothing to the select). The host
 // checks the rows (a row has at most warpElements). Rows of 1024 are one round a lane:
 // every round is a lane's first, and its search runs for every element.
-template <int DT, int U = UNROLL, bool SPLIT = DT == DT_BF16>
+template <int DT>
 __device__ __forceinline__ void max_rows_k(const Reduction &r, long long *idx) {
+    constexpr int U = UNROLL;
+    constexpr bool SPLIT = DT == DT_BF16;
     using P = pair16<DT>;
     using T2 = typename P::T;
     int lane = threadIdx.x & 31;
@@ -601,27 +603,27 @@ KERNEL sum_rows_bf16(Reduction r, int mode) { sum_rows_k<DT_BF16>(r, mode); }
 // BF16 (DT) whose columns are the outputs, dense, in whole 16-byte words (the host checks
 // that the columns, the row stride and the input's start are). A thread owns one word,
 // N adjacent columns, and walks a slab of rows: block b takes column group b % groups
-// (X words, CB columns) and row piece b / groups; thread (tx, ty) adds rows lo+ty,
-// lo+ty+Y, ... below hi (Y = BLOCK / X), CW_U rows loaded before any is added, each
-// column into a double (with RUNS, for F16 and BF16, the round's rows in float first, in
-// row order, then into the double: a conversion and a double addition per CW_U
-// elements; a last round of fewer rows is a shorter run). The block's Y rows of threads
-// combine in a fixed tree in shared memory. With one piece the block writes its outputs; with several, each block writes
+// (CW_X words, CB columns) and row piece b / groups; thread (tx, ty) adds rows lo+ty,
+// lo+ty+CW_Y, ... below hi, CW_U rows loaded before any is added, each column into a
+// double (with RUNS, for F16 and BF16, the round's rows in float first, in row order,
+// then into the double: a conversion and a double addition per CW_U elements; a last
+// round of fewer rows is a shorter run). The block's CW_Y rows of threads combine in a fixed tree in shared
+// memory. With one piece the block writes its outputs; with several, each block writes
 // its piece's partial of each column, part[c * nOut + col] (a double), and the last block
 // to finish among those that share a ticket (groups g, g + classes, ...: tickets[g %
 // classes]) adds each of their columns' partials in piece order and writes the outputs:
 // one launch. The order depends on the shapes alone.
-template <int DT, bool RUNS, int X = CW_X>
+template <int DT, bool RUNS>
 __device__ __forceinline__ void sum_cols_k(const Reduction &r, int mode, double *part, unsigned int *tickets, int classes) {
-    constexpr int U = CW_U, Y = BLOCK / X;
+    constexpr int U = CW_U;
     using V = vtype<DT>;
-    constexpr int N = V::n, CB = X * N;
-    __shared__ double tree[Y][N][X]; // [ty][e][tx]: a row of threads' doubles adjacent
+    constexpr int N = V::n, CB = CW_X * N;
+    __shared__ double tree[CW_Y][N][CW_X]; // [ty][e][tx]: a warp's 32 doubles adjacent, no bank conflicts
     bool sq = mode == RED_SUMSQ;
-    int tx = threadIdx.x % X, ty = threadIdx.x / X;
+    int tx = threadIdx.x % CW_X, ty = threadIdx.x / CW_X;
     long long groups = (r.nOut + CB - 1) / CB;
     long long g = blockIdx.x % groups, c = blockIdx.x / groups;
-    long long word = g * X + tx;
+    long long word = g * CW_X + tx;
     long long lo = c * r.piece, hi = min(lo + r.piece, r.nRed);
     double d[N];
 #pragma unroll
@@ -643,17 +645,17 @@ __device__ __forceinline__ void sum_cols_k(const Reduction &r, int mode, double 
         }
     };
     if (word * N < r.nOut) {
-        long long step = Y * (r.rstride[0] / N); // words from one of the thread's rows to its next
+        long long step = CW_Y * (r.rstride[0] / N); // words from one of the thread's rows to its next
         long long row = lo + ty;
         const uint4 *p = (const uint4 *)r.src + row * (r.rstride[0] / N) + word;
-        for (; row + (U - 1) * Y < hi; row += U * Y, p += U * step) {
+        for (; row + (U - 1) * CW_Y < hi; row += U * CW_Y, p += U * step) {
             uint4 x[U];
 #pragma unroll
             for (int u = 0; u < U; u++) x[u] = p[u * step];
             add(x, U);
         }
         if (row < hi) {
-            int m = (int)((hi - row + Y - 1) / Y);
+            int m = (int)((hi - row + CW_Y - 1) / CW_Y);
             uint4 x[U];
 #pragma unroll
             for (int u = 0; u < U; u++) x[u] = u < m ? p[u * step] : make_uint4(0, 0, 0, 0);
@@ -663,7 +665,7 @@ __device__ __forceinline__ void sum_cols_k(const Reduction &r, int mode, double 
 #pragma unroll
     for (int e = 0; e < N; e++) tree[ty][e][tx] = d[e];
     __syncthreads();
-    for (int h = Y / 2; h > 0; h >>= 1) {
+    for (int h = CW_Y / 2; h > 0; h >>= 1) {
         if (ty < h) {
 #pragma unroll
             for (int e = 0; e < N; e++) tree[ty][e][tx] += tree[ty + h][e][tx];
