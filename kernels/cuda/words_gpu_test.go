@@ -198,9 +198,10 @@ func refSums(vals []float64, rows, cols, dim, mode int) (want, mag []float64) {
 }
 
 // sumShapes are the [rows, cols] matrices the word kernels' tests reduce: one row, one
-// piece, pieces of a group half full, columns in many groups (more than there are
-// tickets, for 16-bit and float32 columns), rows of many words.
-var sumShapes = [][2]int{{1, 8}, {7, 40}, {129, 1032}, {5000, 40}, {300, 16640}, {300, 8320}, {3, 8192}, {64, 1024}}
+// piece, pieces of a group half full, one group of many pieces (156: the last block
+// combines 156 partials a column), columns in many groups (more than there are tickets,
+// for 16-bit and float32 columns), rows of many words.
+var sumShapes = [][2]int{{1, 8}, {7, 40}, {129, 1032}, {5000, 40}, {20000, 8}, {300, 16640}, {300, 8320}, {3, 8192}, {64, 1024}}
 
 // TestWordSumsExact: sum_cols (Sum(0) on 16 bytes) and sum_rows (Sum(1) of 16-bit rows)
 // give the exact sums, means and sums of squares of values k/32 (|k| <= 256), whose

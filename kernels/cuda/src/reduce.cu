@@ -14,6 +14,7 @@
 #include "common.cuh"
 
 #include <cuda_bf16.h>
+#include <type_traits>
 
 __device__ __forceinline__ Acc acc_zero() { return Acc{0.0, 0.0, -1}; }
 
@@ -444,35 +445,60 @@ __device__ __forceinline__ void reduce_finish_block_k(const Reduction &r, int mo
 }
 
 // pair16<DT> is a pair of F16 or BF16 (DT) elements (T) and the packed instructions on
-// it: max (NaN when either is, per element), equality (a half of 1.0 where equal, -0
-// equal to +0) and NaN test, as masks of the pair's bits.
+// it: max (NaN when either is, per element) and match.
 template <int DT> struct pair16_type { using T = __half2; };
 template <> struct pair16_type<DT_BF16> { using T = __nv_bfloat162; };
 template <int DT> struct pair16 {
     using T = typename pair16_type<DT>::T;
     static __device__ __forceinline__ T max(T a, T b) { return __hmax2_nan(a, b); }
-    static __device__ __forceinline__ unsigned int eq(T a, T b) { T e = __heq2(a, b); return *(unsigned int *)&e; }
-    static __device__ __forceinline__ unsigned int nan(T a) { T e = __hisnan2(a); return *(unsigned int *)&e; }
+    // key is what match compares with: big (a number, a pair's element) as the pair's
+    // type for F16, as float for BF16. match sets lo and hi to whether a's lower and
+    // upper elements are NaN (isnan) or equal to the key (-0 equal to +0). F16 compares
+    // packed (set.f16x2, from sm_53); BF16 in float, the elements' bits shifted into
+    // place: the kernels are compiled for compute_80, where cuda_bf16.hpp's __heq2 and
+    // __hisnan2 on bfloat162 convert each half to float, compare and round the result
+    // back to a bfloat16 of 1.0 (set.bf16x2 is sm_90's), and BF16's maxima ran at 81% of
+    // a copy where F16's ran at 92% (docs/benchmarks.md).
+    using K = std::conditional_t<DT == DT_F16, __half2, float>;
+    static __device__ __forceinline__ K key(float big) {
+        if constexpr (DT == DT_F16) return __float2half2_rn(big);
+        else return big;
+    }
+    static __device__ __forceinline__ void match(T a, K k, bool isnan, bool &lo, bool &hi) {
+        if constexpr (DT == DT_F16) {
+            T e = isnan ? __hisnan2(a) : __heq2(a, k);
+            unsigned int m = *(const unsigned int *)&e;
+            lo = (m & 0xffffu) != 0, hi = (m >> 16) != 0;
+        } else {
+            unsigned int b = *(const unsigned int *)&a;
+            if (isnan) {
+                lo = (b & 0x7fffu) > 0x7f80u, hi = (b & 0x7fff0000u) > 0x7f800000u;
+            } else {
+                lo = __uint_as_float(b << 16) == k, hi = __uint_as_float(b & 0xffff0000u) == k;
+            }
+        }
+    }
     static __device__ __forceinline__ float lo(T a) { return __low2float(a); }
     static __device__ __forceinline__ float hi(T a) { return __high2float(a); }
-    static __device__ __forceinline__ T both(float f) {
-        if constexpr (DT == DT_F16) return __float2half2_rn(f);
-        else return __float2bfloat162_rn(f);
-    }
 };
 
 // max_rows_k is reduce_warp_k's maximum over dense rows of whole words of F16 or BF16
 // (DT), each on 16 bytes, in float: a warp a row, lane j its words j, j+32, ..., U of
-// them a round. A round's largest element (NaN if any) comes from packed maxima; only
-// if it would replace the lane's kept one (max_better: larger, or the first NaN; rounds
-// come in increasing positions) are the round's elements compared with it, packed
-// too, for the first position holding it (the first NaN): its value and position are
-// kept. That is the first NaN, else the first of the largest, of the lane's elements,
-// as a walk in order finds them; the warp combines with max_better's total order. The
-// host checks the rows (a row has at most warpElements).
+// them a round (UNROLL). A round's largest element (NaN if any) comes from packed
+// maxima; only if it would replace the lane's kept one (max_better: larger, or the first
+// NaN; rounds come in increasing positions) are the round's elements compared with it
+// (pair16's match), for the first position holding it (the first NaN): its value and
+// position are kept. That is the first NaN, else the first of the largest, of the lane's
+// elements, as a walk in order finds them; the warp combines with max_better's total
+// order. For BF16 (SPLIT) the search for a NaN and the search for a number are loops of
+// their own, the lane's choice made once a round rather than an element's compare
+// chosen by a select (F16's packed compares lose nothing to the select). The host
+// checks the rows (a row has at most warpElements). Rows of 1024 are one round a lane:
+// every round is a lane's first, and its search runs for every element.
 template <int DT>
 __device__ __forceinline__ void max_rows_k(const Reduction &r, long long *idx) {
     constexpr int U = UNROLL;
+    constexpr bool SPLIT = DT == DT_BF16;
     using P = pair16<DT>;
     using T2 = typename P::T;
     int lane = threadIdx.x & 31;
@@ -494,19 +520,26 @@ __device__ __forceinline__ void max_rows_k(const Reduction &r, long long *idx) {
             float a = P::lo(q), b = P::hi(q);
             float big = (b > a || b != b) ? b : a;
             if (!(at < 0 || big > m || (big != big && m == m))) return;
-            bool isnan = big != big;
-            T2 bb = P::both(big);
+            typename P::K want = P::key(big);
             unsigned int v = 0; // the bits of the element found, in its pair's lower half
+            // find sets at and v to the first element that is NaN (nan) or big.
+            auto find = [&](bool nan) {
 #pragma unroll
-            for (int u = U - 1; u >= 0; u--) { // the last match set is the first
-                const T2 *h = (const T2 *)&x[u];
+                for (int u = U - 1; u >= 0; u--) { // the last match set is the first
+                    const T2 *h = (const T2 *)&x[u];
 #pragma unroll
-                for (int k = 3; k >= 0; k--) {
-                    unsigned int e = isnan ? P::nan(h[k]) : P::eq(h[k], bb), b = *(const unsigned int *)&h[k];
-                    if (u < c && (e >> 16)) at = (i + u * 32) * 8 + 2 * k + 1, v = b >> 16;
-                    if (u < c && (e & 0xffffu)) at = (i + u * 32) * 8 + 2 * k, v = b;
+                    for (int k = 3; k >= 0; k--) {
+                        bool el, eh;
+                        P::match(h[k], want, nan, el, eh);
+                        unsigned int b = *(const unsigned int *)&h[k];
+                        if (u < c && eh) at = (i + u * 32) * 8 + 2 * k + 1, v = b >> 16;
+                        if (u < c && el) at = (i + u * 32) * 8 + 2 * k, v = b;
+                    }
                 }
-            }
+            };
+            if (SPLIT && big != big) find(true);
+            else if (SPLIT) find(false);
+            else find(big != big);
             unsigned short bits = (unsigned short)(v & 0xffffu);
             m = DT == DT_F16 ? f16_to_f32(bits) : bf16_to_f32(bits);
         };
