@@ -249,6 +249,51 @@ __global__ void __launch_bounds__(BLOCK) c_layer_norm_vol(S *y, float *mean, flo
     }
 }
 
+// c_layer_norm_wb: the branch's block4 layer norm (rows of up to 4096, V16) with the
+// lane's chunks of w and b loaded beside its row, before the reductions, instead of
+// after them (their latency hidden by the row's; 16 registers more): the same bits.
+template <typename S>
+__global__ void __launch_bounds__(BLOCK) c_layer_norm_wb(S *y, float *mean, float *rstd, const S *x, const S *w, const S *b, long long rows, long long n, float eps) {
+    constexpr int G = BLOCK, C = ROW_CHUNKS_BLOCK4;
+    __shared__ double sm[BLOCK / 32];
+    long long row = group_row<G>();
+    int lane = group_lane<G>();
+    if (row >= rows) return;
+    reg_row<S, C> v, wv, bv;
+    v.template load<G, true>(x + row * n, n, lane);
+    if (w) wv.template load<G, true>(w, n, lane);
+    if (b) bv.template load<G, true>(b, n, lane);
+    double s = 0;
+#pragma unroll
+    for (int k = 0; k < 4 * C; k++) s += (double)v.at(k);
+    double mu = group_sum<G>(s, sm) / (double)n;
+    double ss = 0;
+#pragma unroll
+    for (int k = 0; k < 4 * C; k++) {
+        if (!row_in<G, true>(k, n, lane)) break;
+        double d = (double)v.at(k) - mu;
+        ss += d * d;
+    }
+    ss = group_sum<G>(ss, sm);
+    float r = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
+    float m = (float)mu;
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = r;
+    }
+#pragma unroll
+    for (int i = 0; i < C; i += 2) {
+        float o[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            o[k] = (v.at(4 * i + k) - m) * r;
+            if (w) o[k] *= wv.at(4 * i + k);
+            if (b) o[k] += bv.at(4 * i + k);
+        }
+        pair_store<G, true>(y + row * n, o, i, n, lane);
+    }
+}
+
 // ---- the harness ----------------------------------------------------------------------
 
 static int sms;
@@ -623,6 +668,7 @@ int main() {
             else layer_norm_regs_block4_##SN##_v16<<<rg, BLOCK>>>(d, mean, rstd, p, pw, pb, rows, c, eps);                    \
         });                                                                                                                   \
         if (warp) run(ln, "cand-vol-conversions", false, [&] { c_layer_norm_vol<S, 32><<<rg, BLOCK>>>(d, mean, rstd, p, pw, pb, rows, c, eps); }); \
+        else run(ln, "cand-wb-early", false, [&] { c_layer_norm_wb<S><<<rg, BLOCK>>>(d, mean, rstd, p, pw, pb, rows, c, eps); });                  \
     }
                 if (dt == DT_F16) LN_VARIANTS(f16_t, f16)
                 else LN_VARIANTS(bf16_t, bf16)
