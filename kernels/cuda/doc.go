@@ -70,12 +70,8 @@
 //     last bits only where the math library does (exp, log, tanh, erf, pow); the
 //     float32 library functions compile to the same instructions with or without the
 //     flag, the double log, log1p and pow lose one to three internal contractions to
-//     it. One kernel departs from the formulas on purpose: the cross-entropy forward
-//     over rows kept in registers (F32, F16 and BF16 rows of up to 8192) takes each
-//     term of a row's log-sum-exp from the SFU's ex2.approx and sums a lane's terms
-//     (32 at most) in float32 before the float64 sum over lanes (src/loss.cu,
-//     lse_term): deterministic, within 1e-6 of the float64 formula, a 16-bit row still
-//     giving its float32 copy's bits, but not the math library's. Conversions (Copy, Fill) are kernels/cpu's bit for bit, but for the payload
+//     it. Cross-entropy's register-row forward departs on purpose: ex2.approx terms,
+//     float32 lane sums (src/loss.cu, lse_term; within 1e-6). Conversions (Copy, Fill) are kernels/cpu's bit for bit, but for the payload
 //     of a NaN (the GPU's conversions make it the canonical one); so are dropout masks
 //     (Philox4x32-10: the same mask on every backend for a seed). Products of F16 or
 //     BF16 run on tensor cores with F32 accumulation; F32 products use TF32 only after
