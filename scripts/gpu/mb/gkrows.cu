@@ -178,6 +178,45 @@ __global__ void __launch_bounds__(BLOCK) c_cross_entropy(unsigned long long loss
     });
 }
 
+// c_ce_pmax: the branch's forward (16-bit rows) with the row's maximum taken two
+// elements an instruction on its bits (max.NaN.{f16,bf16}x2, no conversions), the
+// two halves then compared as floats: the same maximum, so the same bits but for the
+// sign of a zero maximum, which no sum can tell.
+template <typename S> __device__ __forceinline__ unsigned int c_max2(unsigned int a, unsigned int b) {
+    unsigned int r;
+    if constexpr (std::is_same<S, f16_t>::value) asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    else asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+template <typename S, int G>
+__global__ void __launch_bounds__(BLOCK) c_ce_pmax(unsigned long long loss, int dtl, float *lse, const S *logits, const long long *labels, long long n, long long c,
+                                                  long long ignore, double *part, unsigned int *ticket, ErrorFlag *flag, unsigned int seq) {
+    if constexpr (sizeof(S) == 2) { // launched for 16-bit rows only
+    __shared__ float smx[BLOCK / 32];
+    cross_entropy_k<S, G>(loss, dtl, lse, logits, labels, n, c, ignore, part, ticket, flag, seq, [&](const S *xr, int lane, double *sm) {
+        reg_row<S> v;
+        v.template load<G, true>(xr, c, lane);
+        unsigned int ninf = std::is_same<S, f16_t>::value ? 0xfc00fc00u : 0xff80ff80u, m2 = ninf;
+#pragma unroll
+        for (int i = 0; i < ROW_CHUNKS; i++) {
+            if (!row_in<G, true>(4 * i, c, lane)) break;
+            m2 = c_max2<S>(m2, c_max2<S>(v.bits[i].x, v.bits[i].y));
+        }
+        float mx = max_nan(from_bits<S>((unsigned short)(m2 & 0xffffu)), from_bits<S>((unsigned short)(m2 >> 16)));
+        mx = group_max<G>(mx, smx);
+        return lse_of<G>(mx, sm, [&] {
+            float s = 0;
+#pragma unroll
+            for (int k = 0; k < 4 * ROW_CHUNKS; k++) {
+                if (!row_in<G, true>(k, c, lane)) break;
+                s += lse_term(v.at(k) - mx);
+            }
+            return (double)s;
+        });
+    });
+    }
+}
+
 // vol_row is reg_row for 16-bit rows with each conversion an asm volatile, so that
 // ptxas converts at each use instead of keeping the floats live (registers): BF16 layer
 // norm's forward over rows of 1024 took 73 registers (three blocks an SM), F16's 54.
@@ -574,6 +613,7 @@ int main() {
         run(ce, "cand-expf-floatsums", true, [&] { warp ? args(c_cross_entropy<S, 32, false, true>, ceGrid) : args(c_cross_entropy<S, BLOCK, false, true>, ceGrid); }); \
         run(ce, "cand-ex2-doublesums", true, [&] { warp ? args(c_cross_entropy<S, 32, true, false>, ceGrid) : args(c_cross_entropy<S, BLOCK, true, false>, ceGrid); }); \
         if (!warp && sizeof(S) == 2) run(ce, "cand-branch-block8", true, [&] { args(cross_entropy_regs_block_##SN##_v16, ceGrid); });              \
+        if (sizeof(S) == 2) run(ce, "cand-packed-max", true, [&] { warp ? args(c_ce_pmax<S, 32>, ceGrid) : args(c_ce_pmax<S, BLOCK>, ceGrid); }); \
     }
             // the branch's block form: block4 for 16-bit rows of 4096, block for float32
             if (dt == DT_F32) CE_VARIANTS(float, f32, block)
