@@ -183,3 +183,81 @@ func TestCrossEntropySameBitsAtAnyAlignment(t *testing.T) {
 	}
 	require.NoError(t, dev.Synchronize())
 }
+
+// TestCrossEntropyNonFiniteRows: the register-row forward takes a 16-bit row's maximum
+// on its bits when the row is whole 16-byte words and element by element otherwise;
+// either way a row holding a NaN has a NaN lse, one holding +Inf +Inf, one of -Inf
+// -Inf, and a row with some -Inf the log-sum-exp of the others, the same bits at
+// offset 0 and 1 (F32, F16, BF16; rows of 1024, a warp each, and 2048, a block).
+func TestCrossEntropyNonFiniteRows(t *testing.T) {
+	dev, al, b := gpu(t)
+	m := gpuMemory{dev, al}
+	const rows = 4
+	lab := make([]byte, 8*rows) // every label 0
+	for _, dt := range []dtype.DType{dtype.F32, dtype.F16, dtype.BF16} {
+		for _, n := range []int{1024, 2048} {
+			x := make([]float32, rows*n)
+			var want float64 // row 3's lse, from its values as stored
+			for j := range n {
+				v := float32(math.Sin(float64(j)*0.37) * 6)
+				for r := range rows {
+					x[r*n+j] = v
+				}
+				x[2*n+j] = float32(math.Inf(-1))
+				if j%3 == 0 {
+					x[3*n+j] = float32(math.Inf(-1))
+				}
+			}
+			x[5] = float32(math.NaN())
+			x[n+7] = float32(math.Inf(1))
+			stored := rowBytes(dt, x[3*n:])
+			mx := math.Inf(-1)
+			vals := make([]float64, n)
+			for j := range n {
+				vals[j] = storedValue(dt, stored, j)
+				mx = math.Max(mx, vals[j])
+			}
+			for _, v := range vals {
+				want += math.Exp(v - mx)
+			}
+			want = mx + math.Log(want)
+			var got [2][]byte
+			for off := range 2 {
+				es := dt.Size()
+				mem := m.Alloc(t, int64(es*(rows*n+off)))
+				m.Write(t, mem, append(make([]byte, es*off), rowBytes(dt, x)...))
+				logits := kernels.Operand{Layout: kernels.Layout{Shape: []int{rows * n}, Strides: []int{1}, Offset: off}, DType: dt, Mem: mem}
+				lseMem, lbMem, lossMem := m.Alloc(t, 4*(rows+1)), m.Alloc(t, 8*rows), m.Alloc(t, 8)
+				m.Write(t, lbMem, lab)
+				lse := kernels.Operand{Layout: kernels.Contiguous(rows + 1), DType: dtype.F32, Mem: lseMem}
+				lb := kernels.Operand{Layout: kernels.Contiguous(rows), DType: dtype.I64, Mem: lbMem}
+				loss := kernels.Operand{Layout: kernels.Layout{}, DType: dtype.F32, Mem: lossMem}
+				require.NoError(t, b.CrossEntropy(loss, lse, logits, lb, rows, n, -100))
+				require.NoError(t, b.Check())
+				got[off] = m.Read(t, lseMem)
+				for _, mm := range []kernels.Mem{mem, lseMem, lbMem, lossMem} {
+					m.Free(t, mm)
+				}
+			}
+			what := fmt.Sprintf("%v cross-entropy over rows of %d", dt, n)
+			assert.Equal(t, got[0], got[1], "%s: lse's bits at offset 0 and 1", what)
+			lse := func(i int) float64 { return float64(math.Float32frombits(binary.LittleEndian.Uint32(got[0][4*i:]))) }
+			assert.True(t, math.IsNaN(lse(0)), "%s: a row with a NaN: lse %v", what, lse(0))
+			assert.Equal(t, math.Inf(1), lse(1), "%s: a row with +Inf", what)
+			assert.Equal(t, math.Inf(-1), lse(2), "%s: a row of -Inf", what)
+			assert.InDelta(t, want, lse(3), 1e-5*math.Abs(want), "%s: a row with some -Inf", what)
+		}
+	}
+	require.NoError(t, dev.Synchronize())
+}
+
+// storedValue is element i of a row stored as dt by rowBytes, as float64.
+func storedValue(dt dtype.DType, data []byte, i int) float64 {
+	switch dt {
+	case dtype.F16:
+		return float64(dtype.F16ToF32(binary.LittleEndian.Uint16(data[2*i:])))
+	case dtype.BF16:
+		return float64(dtype.BF16ToF32(binary.LittleEndian.Uint16(data[2*i:])))
+	}
+	return float64(math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:])))
+}

@@ -144,193 +144,11 @@ __global__ void __launch_bounds__(BLOCK) m_cross_entropy_regs(unsigned long long
     });
 }
 
-// ---- candidates ------------------------------------------------------------------------
-
-// c_cross_entropy: the branch's forward with the term (EX2: lse_term, else expf) and the
-// lanes' sums (FSUM: float, else double an element) chosen apart, to tell what each
-// costs; both set is the branch's kernel.
-template <typename S, int G, bool EX2, bool FSUM>
-__global__ void __launch_bounds__(BLOCK) c_cross_entropy(unsigned long long loss, int dtl, float *lse, const S *logits, const long long *labels, long long n,
-                                                        long long c, long long ignore, double *part, unsigned int *ticket, ErrorFlag *flag, unsigned int seq) {
-    __shared__ float smx[BLOCK / 32];
-    cross_entropy_k<S, G>(loss, dtl, lse, logits, labels, n, c, ignore, part, ticket, flag, seq, [&](const S *xr, int lane, double *sm) {
-        reg_row<S> v;
-        v.template load<G, true>(xr, c, lane);
-        float mx = NEG_INF;
-#pragma unroll
-        for (int k = 0; k < 4 * ROW_CHUNKS; k++) {
-            if (!row_in<G, true>(k, c, lane)) break;
-            mx = max_nan(mx, v.at(k));
-        }
-        mx = group_max<G>(mx, smx);
-        return lse_of<G>(mx, sm, [&] {
-            float fs = 0;
-            double ds = 0;
-#pragma unroll
-            for (int k = 0; k < 4 * ROW_CHUNKS; k++) {
-                if (!row_in<G, true>(k, c, lane)) break;
-                float e = EX2 ? lse_term(v.at(k) - mx) : c_exp(v.at(k) - mx);
-                if (FSUM) fs += e;
-                else ds += (double)e;
-            }
-            return FSUM ? (double)fs : ds;
-        });
-    });
-}
-
-// c_ce_pmax: the branch's forward (16-bit rows) with the row's maximum taken two
-// elements an instruction on its bits (max.NaN.{f16,bf16}x2, no conversions), the
-// two halves then compared as floats: the same maximum, so the same bits but for the
-// sign of a zero maximum, which no sum can tell.
-template <typename S> __device__ __forceinline__ unsigned int c_max2(unsigned int a, unsigned int b) {
-    unsigned int r;
-    if constexpr (std::is_same<S, f16_t>::value) asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-    else asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
+// main's layer norm forward (reg_row rows in every form: this branch gives BF16 rows
+// of a warp a reg_row_each).
 template <typename S, int G>
-__global__ void __launch_bounds__(BLOCK) c_ce_pmax(unsigned long long loss, int dtl, float *lse, const S *logits, const long long *labels, long long n, long long c,
-                                                  long long ignore, double *part, unsigned int *ticket, ErrorFlag *flag, unsigned int seq) {
-    if constexpr (sizeof(S) == 2) { // launched for 16-bit rows only
-    __shared__ float smx[BLOCK / 32];
-    cross_entropy_k<S, G>(loss, dtl, lse, logits, labels, n, c, ignore, part, ticket, flag, seq, [&](const S *xr, int lane, double *sm) {
-        reg_row<S> v;
-        v.template load<G, true>(xr, c, lane);
-        unsigned int ninf = std::is_same<S, f16_t>::value ? 0xfc00fc00u : 0xff80ff80u, m2 = ninf;
-#pragma unroll
-        for (int i = 0; i < ROW_CHUNKS; i++) {
-            if (!row_in<G, true>(4 * i, c, lane)) break;
-            m2 = c_max2<S>(m2, c_max2<S>(v.bits[i].x, v.bits[i].y));
-        }
-        float mx = max_nan(from_bits<S>((unsigned short)(m2 & 0xffffu)), from_bits<S>((unsigned short)(m2 >> 16)));
-        mx = group_max<G>(mx, smx);
-        return lse_of<G>(mx, sm, [&] {
-            float s = 0;
-#pragma unroll
-            for (int k = 0; k < 4 * ROW_CHUNKS; k++) {
-                if (!row_in<G, true>(k, c, lane)) break;
-                s += lse_term(v.at(k) - mx);
-            }
-            return (double)s;
-        });
-    });
-    }
-}
-
-// vol_row is reg_row for 16-bit rows with each conversion an asm volatile, so that
-// ptxas converts at each use instead of keeping the floats live (registers): BF16 layer
-// norm's forward over rows of 1024 took 73 registers (three blocks an SM), F16's 54.
-template <typename S> struct vol_row {
-    uint2 bits[ROW_CHUNKS];
-    template <int G, bool V16> __device__ __forceinline__ void load(const S *r, long long n, int lane) { row_load_bits<G, V16>(bits, r, n, lane); }
-    __device__ __forceinline__ float at(int k) const {
-        unsigned int h = k % 4 < 2 ? bits[k / 4].x : bits[k / 4].y, u;
-        if constexpr (std::is_same<S, f16_t>::value) {
-            unsigned short b = (unsigned short)(k % 2 ? h >> 16 : h & 0xffffu);
-            float f;
-            asm volatile("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(b));
-            return f;
-        }
-        if (k % 2) asm volatile("and.b32 %0, %1, 0xffff0000;" : "=r"(u) : "r"(h));
-        else asm volatile("shl.b32 %0, %1, 16;" : "=r"(u) : "r"(h));
-        return __uint_as_float(u);
-    }
-};
-
-// c_layer_norm_vol: layer_norm_regs_k (V16, 8 slots) with its row in a vol_row: the
-// same bits.
-template <typename S, int G>
-__global__ void __launch_bounds__(BLOCK) c_layer_norm_vol(S *y, float *mean, float *rstd, const S *x, const S *w, const S *b, long long rows, long long n, float eps) {
-    __shared__ double sm[BLOCK / 32];
-    long long row = group_row<G>();
-    int lane = group_lane<G>();
-    if (row >= rows) return;
-    vol_row<S> v;
-    v.template load<G, true>(x + row * n, n, lane);
-    double s = 0;
-#pragma unroll
-    for (int k = 0; k < 4 * ROW_CHUNKS; k++) s += (double)v.at(k);
-    double mu = group_sum<G>(s, sm) / (double)n;
-    double ss = 0;
-#pragma unroll
-    for (int k = 0; k < 4 * ROW_CHUNKS; k++) {
-        if (!row_in<G, true>(k, n, lane)) break;
-        double d = (double)v.at(k) - mu;
-        ss += d * d;
-    }
-    ss = group_sum<G>(ss, sm);
-    float r = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
-    float m = (float)mu;
-    if (lane == 0) {
-        mean[row] = m;
-        rstd[row] = r;
-    }
-#pragma unroll
-    for (int i = 0; i < ROW_CHUNKS; i += 2) {
-        float o[8], t[4];
-#pragma unroll
-        for (int h = 0; h < 8; h += 4) {
-            long long j = chunk_at<G>(lane, i + h / 4);
-#pragma unroll
-            for (int k = 0; k < 4; k++) o[h + k] = (v.at(4 * i + h + k) - m) * r;
-            if (w) {
-                chunk_load<true>(t, w, j, n, 0);
-#pragma unroll
-                for (int k = 0; k < 4; k++) o[h + k] *= t[k];
-            }
-            if (b) {
-                chunk_load<true>(t, b, j, n, 0);
-#pragma unroll
-                for (int k = 0; k < 4; k++) o[h + k] += t[k];
-            }
-        }
-        pair_store<G, true>(y + row * n, o, i, n, lane);
-    }
-}
-
-// c_layer_norm_wb: the branch's block4 layer norm (rows of up to 4096, V16) with the
-// lane's chunks of w and b loaded beside its row, before the reductions, instead of
-// after them (their latency hidden by the row's; 16 registers more): the same bits.
-template <typename S>
-__global__ void __launch_bounds__(BLOCK) c_layer_norm_wb(S *y, float *mean, float *rstd, const S *x, const S *w, const S *b, long long rows, long long n, float eps) {
-    constexpr int G = BLOCK, C = ROW_CHUNKS_BLOCK4;
-    __shared__ double sm[BLOCK / 32];
-    long long row = group_row<G>();
-    int lane = group_lane<G>();
-    if (row >= rows) return;
-    reg_row<S, C> v, wv, bv;
-    v.template load<G, true>(x + row * n, n, lane);
-    if (w) wv.template load<G, true>(w, n, lane);
-    if (b) bv.template load<G, true>(b, n, lane);
-    double s = 0;
-#pragma unroll
-    for (int k = 0; k < 4 * C; k++) s += (double)v.at(k);
-    double mu = group_sum<G>(s, sm) / (double)n;
-    double ss = 0;
-#pragma unroll
-    for (int k = 0; k < 4 * C; k++) {
-        if (!row_in<G, true>(k, n, lane)) break;
-        double d = (double)v.at(k) - mu;
-        ss += d * d;
-    }
-    ss = group_sum<G>(ss, sm);
-    float r = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
-    float m = (float)mu;
-    if (lane == 0) {
-        mean[row] = m;
-        rstd[row] = r;
-    }
-#pragma unroll
-    for (int i = 0; i < C; i += 2) {
-        float o[8];
-#pragma unroll
-        for (int k = 0; k < 8; k++) {
-            o[k] = (v.at(4 * i + k) - m) * r;
-            if (w) o[k] *= wv.at(4 * i + k);
-            if (b) o[k] += bv.at(4 * i + k);
-        }
-        pair_store<G, true>(y + row * n, o, i, n, lane);
-    }
+__global__ void __launch_bounds__(BLOCK) m_layer_norm_regs(S *y, float *mean, float *rstd, const S *x, const S *w, const S *b, long long rows, long long n, float eps) {
+    layer_norm_regs_k<S, G, true>(y, mean, rstd, x, w, b, rows, n, eps);
 }
 
 // ---- the harness ----------------------------------------------------------------------
@@ -610,10 +428,11 @@ int main() {
             if (warp) args(cross_entropy_regs_warp_##SN##_v16, ceGrid);                                                                            \
             else args(cross_entropy_regs_##BF##_##SN##_v16, ceGrid);                                                                               \
         });                                                                                                                                        \
-        run(ce, "cand-expf-floatsums", true, [&] { warp ? args(c_cross_entropy<S, 32, false, true>, ceGrid) : args(c_cross_entropy<S, BLOCK, false, true>, ceGrid); }); \
-        run(ce, "cand-ex2-doublesums", true, [&] { warp ? args(c_cross_entropy<S, 32, true, false>, ceGrid) : args(c_cross_entropy<S, BLOCK, true, false>, ceGrid); }); \
-        if (!warp && sizeof(S) == 2) run(ce, "cand-branch-block8", true, [&] { args(cross_entropy_regs_block_##SN##_v16, ceGrid); });              \
-        if (sizeof(S) == 2) run(ce, "cand-packed-max", true, [&] { warp ? args(c_ce_pmax<S, 32>, ceGrid) : args(c_ce_pmax<S, BLOCK>, ceGrid); }); \
+        for (unsigned grid : {1320u, 4096u, 8192u}) { /* the branch's kernel, other grids: the loss's bits change */                             \
+            if (grid > rg) continue;                                                                                                               \
+            std::string name = "cand-grid-" + std::to_string(grid);                                                                                \
+            run(ce, name.c_str(), true, [&] { warp ? args(cross_entropy_regs_warp_##SN##_v16, grid) : args(cross_entropy_regs_##BF##_##SN##_v16, grid); }); \
+        }                                                                                                                                          \
     }
             // the branch's block form: block4 for 16-bit rows of 4096, block for float32
             if (dt == DT_F32) CE_VARIANTS(float, f32, block)
@@ -649,7 +468,6 @@ int main() {
             if (warp) softmax_regs_warp_##SN##_v16<<<rg, BLOCK>>>(d, p, rows, c, log);                              \
             else softmax_regs_block4_##SN##_v16<<<rg, BLOCK>>>(d, p, rows, c, log);                                 \
         });                                                                                                         \
-        if (!warp) run(sf, "cand-block8", false, [&] { softmax_regs_block_##SN##_v16<<<rg, BLOCK>>>(d, p, rows, c, log); }); \
     }
                 if (dt == DT_F16) SOFTMAX_VARIANTS(f16_t, f16)
                 else SOFTMAX_VARIANTS(bf16_t, bf16)
@@ -693,22 +511,19 @@ int main() {
                     snprintf(s, sizeof s, "host:err=%.2e(%lld rows)", worst, CHECK_ROWS);
                     return std::string(s);
                 };
-                // main's layer norm kernels are the included block and warp forms (this
-                // branch changed only their chunk slots' count into a parameter).
+                // main's layer norm forward is m_layer_norm_regs (main's code: reg_row rows).
 #define LN_VARIANTS(S, SN)                                                                                                    \
     {                                                                                                                         \
         S *d = (S *)yBuf;                                                                                                     \
         const S *p = (const S *)xBuf, *pw = (const S *)wBuf, *pb = (const S *)bBuf;                                           \
         run(ln, "main", false, [&] {                                                                                          \
-            if (warp) layer_norm_regs_warp_##SN##_v16<<<rg, BLOCK>>>(d, mean, rstd, p, pw, pb, rows, c, eps);                 \
-            else layer_norm_regs_block_##SN##_v16<<<rg, BLOCK>>>(d, mean, rstd, p, pw, pb, rows, c, eps);                     \
+            if (warp) m_layer_norm_regs<S, 32><<<rg, BLOCK>>>(d, mean, rstd, p, pw, pb, rows, c, eps);                        \
+            else m_layer_norm_regs<S, BLOCK><<<rg, BLOCK>>>(d, mean, rstd, p, pw, pb, rows, c, eps);                          \
         });                                                                                                                   \
         run(ln, "branch", false, [&] {                                                                                        \
             if (warp) layer_norm_regs_warp_##SN##_v16<<<rg, BLOCK>>>(d, mean, rstd, p, pw, pb, rows, c, eps);                 \
             else layer_norm_regs_block4_##SN##_v16<<<rg, BLOCK>>>(d, mean, rstd, p, pw, pb, rows, c, eps);                    \
         });                                                                                                                   \
-        if (warp) run(ln, "cand-vol-conversions", false, [&] { c_layer_norm_vol<S, 32><<<rg, BLOCK>>>(d, mean, rstd, p, pw, pb, rows, c, eps); }); \
-        else run(ln, "cand-wb-early", false, [&] { c_layer_norm_wb<S><<<rg, BLOCK>>>(d, mean, rstd, p, pw, pb, rows, c, eps); });                  \
     }
                 if (dt == DT_F16) LN_VARIANTS(f16_t, f16)
                 else LN_VARIANTS(bf16_t, bf16)
