@@ -151,6 +151,64 @@ __global__ void __launch_bounds__(BLOCK) m_layer_norm_regs(S *y, float *mean, fl
     layer_norm_regs_k<S, G, true>(y, mean, rstd, x, w, b, rows, n, eps);
 }
 
+// ---- candidates ------------------------------------------------------------------------
+
+// c_ce_light: the branch's register-row forward with a lighter finish: only thread 0,
+// which wrote the block's part, fences before taking the ticket (the other threads'
+// lse stores need not be seen by the last block), where last_block fences every thread.
+// A probe of what the finish costs a block, at the capped grid and at a block per 8
+// rows (one row a warp).
+template <typename S, int G, int C>
+__global__ void __launch_bounds__(BLOCK) c_ce_light(unsigned long long loss, int dtl, float *lse, const S *logits, const long long *labels, long long n, long long c,
+                                                   long long ignore, double *part, unsigned int *ticket, ErrorFlag *flag, unsigned int seq) {
+    __shared__ double sm[BLOCK / 32];
+    __shared__ float smx[BLOCK / 32];
+    __shared__ bool last;
+    int lane = group_lane<G>();
+    double sum = 0, count = 0;
+    for (long long row = group_row<G>(); row < n; row += (long long)gridDim.x * (BLOCK / G)) {
+        long long l = labels[row];
+        if (lane == 0 && l != ignore && !label_ok(l, c)) report(flag, seq, ERR_CROSS_ENTROPY, row, l, c);
+        const S *xr = logits + row * c;
+        reg_row<S, C> v;
+        v.template load<G, true>(xr, c, lane);
+        float mx = group_max<G>(row_max<G, true>(v, c, lane), smx);
+        float r = lse_of<G>(mx, sm, [&] {
+            float s = 0;
+#pragma unroll
+            for (int k = 0; k < 4 * C; k++) {
+                if (!row_in<G, true>(k, c, lane)) break;
+                s += lse_term(v.at(k) - mx);
+            }
+            return (double)s;
+        });
+        if (lane != 0) continue;
+        lse[row] = r;
+        if (l == ignore) continue;
+        count += 1;
+        if (label_ok(l, c)) sum += (double)r - (double)row_get(xr, l);
+    }
+    sum = group_sum<BLOCK>(sum, sm);
+    count = group_sum<BLOCK>(count, sm);
+    if (threadIdx.x == 0) {
+        part[2 * blockIdx.x] = sum, part[2 * blockIdx.x + 1] = count;
+        __threadfence();
+        last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+        if (last) *ticket = 0;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    sum = 0, count = 0;
+    for (long long b = threadIdx.x; b < gridDim.x; b += BLOCK) sum += __ldcg(part + 2 * b), count += __ldcg(part + 2 * b + 1);
+    sum = group_sum<BLOCK>(sum, sm);
+    count = group_sum<BLOCK>(count, sm);
+    if (threadIdx.x == 0) {
+        st<float>(loss, dtl, 0, (float)(sum / count));
+        lse[n] = (float)count;
+    }
+}
+
 // ---- the harness ----------------------------------------------------------------------
 
 static int sms;
@@ -419,7 +477,7 @@ int main() {
                 snprintf(b, sizeof b, "host:lse_rel=%.2e,lse_abs=%.2e,loss=%.7g,want=%.7g", worst, worstAbs, got, want);
                 return std::string(b);
             };
-#define CE_VARIANTS(S, SN, BF)                                                                                                                       \
+#define CE_VARIANTS(S, SN, BF, BC)                                                                                                                       \
     {                                                                                                                                              \
         const S *p = (const S *)xBuf;                                                                                                              \
         auto args = [&](auto k, unsigned grid) { k<<<grid, BLOCK>>>(loss, dtl, lse, p, lab, rows, c, ignore, part, ticket, flag, 1); };           \
@@ -433,11 +491,15 @@ int main() {
             std::string name = "cand-grid-" + std::to_string(grid);                                                                                \
             run(ce, name.c_str(), true, [&] { warp ? args(cross_entropy_regs_warp_##SN##_v16, grid) : args(cross_entropy_regs_##BF##_##SN##_v16, grid); }); \
         }                                                                                                                                          \
+        for (unsigned grid : {ceGrid, rg}) { /* the lighter finish, at the capped grid and uncapped */                                             \
+            std::string name = "cand-light-" + std::to_string(grid);                                                                               \
+            run(ce, name.c_str(), true, [&] { warp ? args(c_ce_light<S, 32, ROW_CHUNKS>, grid) : args(c_ce_light<S, BLOCK, BC>, grid); });         \
+        }                                                                                                                                          \
     }
             // the branch's block form: block4 for 16-bit rows of 4096, block for float32
-            if (dt == DT_F32) CE_VARIANTS(float, f32, block)
-            else if (dt == DT_F16) CE_VARIANTS(f16_t, f16, block4)
-            else CE_VARIANTS(bf16_t, bf16, block4)
+            if (dt == DT_F32) CE_VARIANTS(float, f32, block, ROW_CHUNKS)
+            else if (dt == DT_F16) CE_VARIANTS(f16_t, f16, block4, ROW_CHUNKS_BLOCK4)
+            else CE_VARIANTS(bf16_t, bf16, block4, ROW_CHUNKS_BLOCK4)
             if (dt == DT_F32) continue; // float32 softmax and layer norm are >= 90% already
 
             // ---- softmax and log-softmax (rows in registers, V16).
