@@ -76,16 +76,13 @@ __device__ __forceinline__ void layer_norm_dx_k(S *dx, const S *g, const S *x, c
 // layer_norm_dx_k's math on a row read once (twice for dx: g and x), the lanes' sums
 // over row_load's order. w and b are read in the same chunks, and the results are
 // stored two chunks at a time (pair_store) as they are done.
-//
-// The forward's row is an R: reg_row<S, C>, or for BF16 rows of a warp reg_row_each
-// (common.cuh: fewer registers, the same values).
-template <typename S, int G, bool V16, int C = ROW_CHUNKS, typename R = reg_row<S, C>>
+template <typename S, int G, bool V16, int C = ROW_CHUNKS>
 __device__ __forceinline__ void layer_norm_regs_k(S *y, float *mean, float *rstd, const S *x, const S *w, const S *b, long long rows, long long n, float eps) {
     __shared__ double sm[BLOCK / 32];
     long long row = group_row<G>();
     int lane = group_lane<G>();
     if (row >= rows) return;
-    R v;
+    reg_row<S, C> v;
     v.template load<G, V16>(x + row * n, n, lane);
     double s = 0;
 #pragma unroll
@@ -165,34 +162,30 @@ __device__ __forceinline__ void layer_norm_dx_regs_k(S *dx, const S *g, const S 
     }
 }
 
-#define LAYER_NORM_REGS_KERNELS(S, SN, G, C, GN, V16, VN, R)                                                                                            \
+#define LAYER_NORM_REGS_KERNELS(S, SN, G, C, GN, V16, VN)                                                                                               \
     KERNEL layer_norm_regs_##GN##_##SN##VN(S *y, float *mean, float *rstd, const S *x, const S *w, const S *b, long long rows, long long n, float eps) {          \
-        layer_norm_regs_k<S, G, V16, C, R>(y, mean, rstd, x, w, b, rows, n, eps);                                                                               \
+        layer_norm_regs_k<S, G, V16, C>(y, mean, rstd, x, w, b, rows, n, eps);                                                                                  \
     }                                                                                                                                                           \
     KERNEL layer_norm_dx_regs_##GN##_##SN##VN(S *dx, const S *g, const S *x, const float *mean, const float *rstd, const S *w, long long rows, long long n) {     \
         layer_norm_dx_regs_k<S, G, V16, C>(dx, g, x, mean, rstd, w, rows, n);                                                                                   \
     }
 
-// RW is the forward's row in the warp form (layer_norm_regs_k's R); the block4 form's
-// is a reg_row_block4.
-template <typename S> using reg_row_block4 = reg_row<S, ROW_CHUNKS_BLOCK4>;
-
-#define LAYER_NORM_REGS_FORMS(S, SN, RW)                                                                                                                        \
-    LAYER_NORM_REGS_KERNELS(S, SN, 32, ROW_CHUNKS, warp, false, , RW)                                                                                           \
-    LAYER_NORM_REGS_KERNELS(S, SN, 32, ROW_CHUNKS, warp, true, _v16, RW)                                                                                        \
-    LAYER_NORM_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS, block, false, , reg_row<S>)                                                                               \
-    LAYER_NORM_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS, block, true, _v16, reg_row<S>)
+#define LAYER_NORM_REGS_FORMS(S, SN)                                                                                                                            \
+    LAYER_NORM_REGS_KERNELS(S, SN, 32, ROW_CHUNKS, warp, false, )                                                                                               \
+    LAYER_NORM_REGS_KERNELS(S, SN, 32, ROW_CHUNKS, warp, true, _v16)                                                                                            \
+    LAYER_NORM_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS, block, false, )                                                                                           \
+    LAYER_NORM_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS, block, true, _v16)
 
 // 16-bit rows of up to BLOCK·ROW_CHUNKS_BLOCK4·4 (4096) also have a block form with
 // fewer slots (common.cuh): the same bits as the block form's, in fewer registers.
-#define LAYER_NORM_REGS16_FORMS(S, SN, RW)                                                                                                                      \
-    LAYER_NORM_REGS_FORMS(S, SN, RW)                                                                                                                            \
-    LAYER_NORM_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS_BLOCK4, block4, false, , reg_row_block4<S>)                                                                \
-    LAYER_NORM_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS_BLOCK4, block4, true, _v16, reg_row_block4<S>)
+#define LAYER_NORM_REGS16_FORMS(S, SN)                                                                                                                          \
+    LAYER_NORM_REGS_FORMS(S, SN)                                                                                                                                \
+    LAYER_NORM_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS_BLOCK4, block4, false, )                                                                                   \
+    LAYER_NORM_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS_BLOCK4, block4, true, _v16)
 
-LAYER_NORM_REGS_FORMS(float, f32, reg_row<float>)
-LAYER_NORM_REGS16_FORMS(f16_t, f16, reg_row<f16_t>)
-LAYER_NORM_REGS16_FORMS(bf16_t, bf16, reg_row_each)
+LAYER_NORM_REGS_FORMS(float, f32)
+LAYER_NORM_REGS16_FORMS(f16_t, f16)
+LAYER_NORM_REGS16_FORMS(bf16_t, bf16)
 
 // layer_norm_dwdb_k: thread t sums column t % n over the rows of piece t / n (rows
 // piece·c up to piece·(c+1)) in order, into dw and db (either may be null) or, with

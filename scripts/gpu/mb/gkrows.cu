@@ -144,68 +144,115 @@ __global__ void __launch_bounds__(BLOCK) m_cross_entropy_regs(unsigned long long
     });
 }
 
-// main's layer norm forward (reg_row rows in every form: this branch gives BF16 rows
-// of a warp a reg_row_each).
-template <typename S, int G>
-__global__ void __launch_bounds__(BLOCK) m_layer_norm_regs(S *y, float *mean, float *rstd, const S *x, const S *w, const S *b, long long rows, long long n, float eps) {
-    layer_norm_regs_k<S, G, true>(y, mean, rstd, x, w, b, rows, n, eps);
-}
-
 // ---- candidates ------------------------------------------------------------------------
 
-// c_ce_light: the branch's register-row forward with a lighter finish: only thread 0,
-// which wrote the block's part, fences before taking the ticket (the other threads'
-// lse stores need not be seen by the last block), where last_block fences every thread.
-// A probe of what the finish costs a block, at the capped grid and at a block per 8
-// rows (one row a warp).
-template <typename S, int G, int C>
-__global__ void __launch_bounds__(BLOCK) c_ce_light(unsigned long long loss, int dtl, float *lse, const S *logits, const long long *labels, long long n, long long c,
-                                                   long long ignore, double *part, unsigned int *ticket, ErrorFlag *flag, unsigned int seq) {
-    __shared__ double sm[BLOCK / 32];
+// c_ce_pmax: the branch's forward (16-bit rows) with the row's maximum taken two
+// elements an instruction on its bits (max.NaN.{f16,bf16}x2, no conversions), the
+// two halves then compared as floats: the same maximum, so the same bits but for the
+// sign of a zero maximum, which no sum can tell.
+template <typename S> __device__ __forceinline__ unsigned int c_max2(unsigned int a, unsigned int b) {
+    unsigned int r;
+    if constexpr (std::is_same<S, f16_t>::value) asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    else asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+template <typename S, int G>
+__global__ void __launch_bounds__(BLOCK) c_ce_pmax(unsigned long long loss, int dtl, float *lse, const S *logits, const long long *labels, long long n, long long c,
+                                                  long long ignore, double *part, unsigned int *ticket, ErrorFlag *flag, unsigned int seq) {
+    if constexpr (sizeof(S) == 2) { // launched for 16-bit rows only
     __shared__ float smx[BLOCK / 32];
-    __shared__ bool last;
-    int lane = group_lane<G>();
-    double sum = 0, count = 0;
-    for (long long row = group_row<G>(); row < n; row += (long long)gridDim.x * (BLOCK / G)) {
-        long long l = labels[row];
-        if (lane == 0 && l != ignore && !label_ok(l, c)) report(flag, seq, ERR_CROSS_ENTROPY, row, l, c);
-        const S *xr = logits + row * c;
-        reg_row<S, C> v;
+    cross_entropy_k<S, G>(loss, dtl, lse, logits, labels, n, c, ignore, part, ticket, flag, seq, [&](const S *xr, int lane, double *sm) {
+        reg_row<S> v;
         v.template load<G, true>(xr, c, lane);
-        float mx = group_max<G>(row_max<G, true>(v, c, lane), smx);
-        float r = lse_of<G>(mx, sm, [&] {
+        unsigned int ninf = std::is_same<S, f16_t>::value ? 0xfc00fc00u : 0xff80ff80u, m2 = ninf;
+#pragma unroll
+        for (int i = 0; i < ROW_CHUNKS; i++) {
+            if (!row_in<G, true>(4 * i, c, lane)) break;
+            m2 = c_max2<S>(m2, c_max2<S>(v.bits[i].x, v.bits[i].y));
+        }
+        float mx = max_nan(from_bits<S>((unsigned short)(m2 & 0xffffu)), from_bits<S>((unsigned short)(m2 >> 16)));
+        mx = group_max<G>(mx, smx);
+        return lse_of<G>(mx, sm, [&] {
             float s = 0;
 #pragma unroll
-            for (int k = 0; k < 4 * C; k++) {
+            for (int k = 0; k < 4 * ROW_CHUNKS; k++) {
                 if (!row_in<G, true>(k, c, lane)) break;
                 s += lse_term(v.at(k) - mx);
             }
             return (double)s;
         });
-        if (lane != 0) continue;
-        lse[row] = r;
-        if (l == ignore) continue;
-        count += 1;
-        if (label_ok(l, c)) sum += (double)r - (double)row_get(xr, l);
+    });
     }
-    sum = group_sum<BLOCK>(sum, sm);
-    count = group_sum<BLOCK>(count, sm);
-    if (threadIdx.x == 0) {
-        part[2 * blockIdx.x] = sum, part[2 * blockIdx.x + 1] = count;
-        __threadfence();
-        last = atomicAdd(ticket, 1u) == gridDim.x - 1;
-        if (last) *ticket = 0;
+}
+
+// vol_row is reg_row for 16-bit rows with each conversion an asm volatile, so that
+// ptxas converts at each use instead of keeping the floats live (registers): BF16 layer
+// norm's forward over rows of 1024 took 73 registers (three blocks an SM), F16's 54.
+template <typename S> struct vol_row {
+    uint2 bits[ROW_CHUNKS];
+    template <int G, bool V16> __device__ __forceinline__ void load(const S *r, long long n, int lane) { row_load_bits<G, V16>(bits, r, n, lane); }
+    __device__ __forceinline__ float at(int k) const {
+        unsigned int h = k % 4 < 2 ? bits[k / 4].x : bits[k / 4].y, u;
+        if constexpr (std::is_same<S, f16_t>::value) {
+            unsigned short b = (unsigned short)(k % 2 ? h >> 16 : h & 0xffffu);
+            float f;
+            asm volatile("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(b));
+            return f;
+        }
+        if (k % 2) asm volatile("and.b32 %0, %1, 0xffff0000;" : "=r"(u) : "r"(h));
+        else asm volatile("shl.b32 %0, %1, 16;" : "=r"(u) : "r"(h));
+        return __uint_as_float(u);
     }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    sum = 0, count = 0;
-    for (long long b = threadIdx.x; b < gridDim.x; b += BLOCK) sum += __ldcg(part + 2 * b), count += __ldcg(part + 2 * b + 1);
-    sum = group_sum<BLOCK>(sum, sm);
-    count = group_sum<BLOCK>(count, sm);
-    if (threadIdx.x == 0) {
-        st<float>(loss, dtl, 0, (float)(sum / count));
-        lse[n] = (float)count;
+};
+
+// c_layer_norm_vol: layer_norm_regs_k (V16, 8 slots) with its row in a vol_row: the
+// same bits.
+template <typename S, int G>
+__global__ void __launch_bounds__(BLOCK) c_layer_norm_vol(S *y, float *mean, float *rstd, const S *x, const S *w, const S *b, long long rows, long long n, float eps) {
+    __shared__ double sm[BLOCK / 32];
+    long long row = group_row<G>();
+    int lane = group_lane<G>();
+    if (row >= rows) return;
+    vol_row<S> v;
+    v.template load<G, true>(x + row * n, n, lane);
+    double s = 0;
+#pragma unroll
+    for (int k = 0; k < 4 * ROW_CHUNKS; k++) s += (double)v.at(k);
+    double mu = group_sum<G>(s, sm) / (double)n;
+    double ss = 0;
+#pragma unroll
+    for (int k = 0; k < 4 * ROW_CHUNKS; k++) {
+        if (!row_in<G, true>(k, n, lane)) break;
+        double d = (double)v.at(k) - mu;
+        ss += d * d;
+    }
+    ss = group_sum<G>(ss, sm);
+    float r = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
+    float m = (float)mu;
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = r;
+    }
+#pragma unroll
+    for (int i = 0; i < ROW_CHUNKS; i += 2) {
+        float o[8], t[4];
+#pragma unroll
+        for (int h = 0; h < 8; h += 4) {
+            long long j = chunk_at<G>(lane, i + h / 4);
+#pragma unroll
+            for (int k = 0; k < 4; k++) o[h + k] = (v.at(4 * i + h + k) - m) * r;
+            if (w) {
+                chunk_load<true>(t, w, j, n, 0);
+#pragma unroll
+                for (int k = 0; k < 4; k++) o[h + k] *= t[k];
+            }
+            if (b) {
+                chunk_load<true>(t, b, j, n, 0);
+#pragma unroll
+                for (int k = 0; k < 4; k++) o[h + k] += t[k];
+            }
+        }
+        pair_store<G, true>(y + row * n, o, i, n, lane);
     }
 }
 
@@ -477,7 +524,7 @@ int main() {
                 snprintf(b, sizeof b, "host:lse_rel=%.2e,lse_abs=%.2e,loss=%.7g,want=%.7g", worst, worstAbs, got, want);
                 return std::string(b);
             };
-#define CE_VARIANTS(S, SN, BF, BC)                                                                                                                       \
+#define CE_VARIANTS(S, SN, BF)                                                                                                                       \
     {                                                                                                                                              \
         const S *p = (const S *)xBuf;                                                                                                              \
         auto args = [&](auto k, unsigned grid) { k<<<grid, BLOCK>>>(loss, dtl, lse, p, lab, rows, c, ignore, part, ticket, flag, 1); };           \
@@ -486,20 +533,12 @@ int main() {
             if (warp) args(cross_entropy_regs_warp_##SN##_v16, ceGrid);                                                                            \
             else args(cross_entropy_regs_##BF##_##SN##_v16, ceGrid);                                                                               \
         });                                                                                                                                        \
-        for (unsigned grid : {1320u, 4096u, 8192u}) { /* the branch's kernel, other grids: the loss's bits change */                             \
-            if (grid > rg) continue;                                                                                                               \
-            std::string name = "cand-grid-" + std::to_string(grid);                                                                                \
-            run(ce, name.c_str(), true, [&] { warp ? args(cross_entropy_regs_warp_##SN##_v16, grid) : args(cross_entropy_regs_##BF##_##SN##_v16, grid); }); \
-        }                                                                                                                                          \
-        for (unsigned grid : {ceGrid, rg}) { /* the lighter finish, at the capped grid and uncapped */                                             \
-            std::string name = "cand-light-" + std::to_string(grid);                                                                               \
-            run(ce, name.c_str(), true, [&] { warp ? args(c_ce_light<S, 32, ROW_CHUNKS>, grid) : args(c_ce_light<S, BLOCK, BC>, grid); });         \
-        }                                                                                                                                          \
+        if (sizeof(S) == 2) run(ce, "cand-packed-max", true, [&] { warp ? args(c_ce_pmax<S, 32>, ceGrid) : args(c_ce_pmax<S, BLOCK>, ceGrid); }); \
     }
             // the branch's block form: block4 for 16-bit rows of 4096, block for float32
-            if (dt == DT_F32) CE_VARIANTS(float, f32, block, ROW_CHUNKS)
-            else if (dt == DT_F16) CE_VARIANTS(f16_t, f16, block4, ROW_CHUNKS_BLOCK4)
-            else CE_VARIANTS(bf16_t, bf16, block4, ROW_CHUNKS_BLOCK4)
+            if (dt == DT_F32) CE_VARIANTS(float, f32, block)
+            else if (dt == DT_F16) CE_VARIANTS(f16_t, f16, block4)
+            else CE_VARIANTS(bf16_t, bf16, block4)
             if (dt == DT_F32) continue; // float32 softmax and layer norm are >= 90% already
 
             // ---- softmax and log-softmax (rows in registers, V16).
@@ -573,19 +612,21 @@ int main() {
                     snprintf(s, sizeof s, "host:err=%.2e(%lld rows)", worst, CHECK_ROWS);
                     return std::string(s);
                 };
-                // main's layer norm forward is m_layer_norm_regs (main's code: reg_row rows).
+                // main's layer norm kernels are the included block and warp forms (this
+                // branch changed only their chunk slots' count into a parameter).
 #define LN_VARIANTS(S, SN)                                                                                                    \
     {                                                                                                                         \
         S *d = (S *)yBuf;                                                                                                     \
         const S *p = (const S *)xBuf, *pw = (const S *)wBuf, *pb = (const S *)bBuf;                                           \
         run(ln, "main", false, [&] {                                                                                          \
-            if (warp) m_layer_norm_regs<S, 32><<<rg, BLOCK>>>(d, mean, rstd, p, pw, pb, rows, c, eps);                        \
-            else m_layer_norm_regs<S, BLOCK><<<rg, BLOCK>>>(d, mean, rstd, p, pw, pb, rows, c, eps);                          \
+            if (warp) layer_norm_regs_warp_##SN##_v16<<<rg, BLOCK>>>(d, mean, rstd, p, pw, pb, rows, c, eps);                 \
+            else layer_norm_regs_block_##SN##_v16<<<rg, BLOCK>>>(d, mean, rstd, p, pw, pb, rows, c, eps);                     \
         });                                                                                                                   \
         run(ln, "branch", false, [&] {                                                                                        \
             if (warp) layer_norm_regs_warp_##SN##_v16<<<rg, BLOCK>>>(d, mean, rstd, p, pw, pb, rows, c, eps);                 \
             else layer_norm_regs_block4_##SN##_v16<<<rg, BLOCK>>>(d, mean, rstd, p, pw, pb, rows, c, eps);                    \
         });                                                                                                                   \
+        if (warp) run(ln, "cand-vol-conversions", false, [&] { c_layer_norm_vol<S, 32><<<rg, BLOCK>>>(d, mean, rstd, p, pw, pb, rows, c, eps); }); \
     }
                 if (dt == DT_F16) LN_VARIANTS(f16_t, f16)
                 else LN_VARIANTS(bf16_t, bf16)
