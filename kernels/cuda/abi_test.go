@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -51,9 +52,14 @@ func TestVariantsTakeTheSameArguments(t *testing.T) {
 			continue
 		case formRegs16:
 			// The 16-bit rows' kernels take the float32 ones' arguments: pointers, the
-			// sizes, float32 numbers (they compute in float32).
-			f32 := params[b.name+"_f32"]
-			require.NotEmpty(t, f32, "%s_f32", b.name)
+			// sizes, float32 numbers (they compute in float32). The block4 forms have
+			// no float32 kernel: theirs is the block form's.
+			ref := strings.TrimSuffix(b.name, "_block4")
+			if ref != b.name {
+				ref += "_block"
+			}
+			f32 := params[ref+"_f32"]
+			require.NotEmpty(t, f32, "%s_f32", ref)
 			for _, st := range []kernel{0, vRegsBF16} {
 				for _, v := range []kernel{0, vV16} {
 					k := entries[base+st+v].name
@@ -253,9 +259,10 @@ func exercise(b *Backend) {
 			o.dense(dtype.F64), o.dense(dtype.F64, 4), []int{2, 0, 3}, ps, ps, ps, ps)
 	}
 	// Softmax and layer norm over F16 and BF16 rows (float32 statistics), in registers
-	// 16 bytes a load (n % 8 == 0) or not, and from memory.
+	// 16 bytes a load (n % 8 == 0) or not (a warp, the block4 form up to 4096, the block
+	// form beyond), and from memory.
 	for _, st := range []dtype.DType{dtype.F16, dtype.BF16} {
-		for _, n := range []int{10, 1024, 1500, 5000, 9000} {
+		for _, n := range []int{10, 1024, 1500, 4096, 5000, 5004, 9000} {
 			x, w, mean := o.dense(st, 8, n), o.dense(st, n), o.dense(dtype.F32, 8)
 			if n == 1024 {
 				off := o.over(st, kernels.Layout{Shape: []int{8, n}, Strides: []int{n, 1}, Offset: 1}, int64(8*n+1))
@@ -272,7 +279,7 @@ func exercise(b *Backend) {
 		// Cross-entropy over 16-bit logits (lse F32): rows for a warp and for a block in
 		// registers, 16 bytes a load (n % 8 == 0) or not, from memory, more rows than the
 		// forward's blocks take at once, a walk past 2³¹.
-		for _, sz := range [][2]int{{8, 10}, {8, 1024}, {8, 1500}, {8, 5000}, {8, 9000}, {20000, 10}} {
+		for _, sz := range [][2]int{{8, 10}, {8, 1024}, {8, 1500}, {8, 4096}, {8, 5000}, {8, 5004}, {8, 9000}, {20000, 10}} {
 			x, lse, labels := o.dense(st, sz[0], sz[1]), o.dense(dtype.F32, sz[0]+1), o.dense(dtype.I64, sz[0])
 			_ = b.CrossEntropy(o.dense(dtype.F32), lse, x, labels, sz[0], sz[1], -100)
 			b.CrossEntropyBackward(x, x, lse, labels, o.dense(st), sz[0], sz[1], -100)

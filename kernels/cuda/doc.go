@@ -70,7 +70,8 @@
 //     last bits only where the math library does (exp, log, tanh, erf, pow); the
 //     float32 library functions compile to the same instructions with or without the
 //     flag, the double log, log1p and pow lose one to three internal contractions to
-//     it. Conversions (Copy, Fill) are kernels/cpu's bit for bit, but for the payload
+//     it. Cross-entropy's register-row forward departs on purpose: ex2.approx terms,
+//     float32 lane sums (src/loss.cu, lse_term; within 1e-6). Conversions (Copy, Fill) are kernels/cpu's bit for bit, but for the payload
 //     of a NaN (the GPU's conversions make it the canonical one); so are dropout masks
 //     (Philox4x32-10: the same mask on every backend for a seed). Products of F16 or
 //     BF16 run on tensor cores with F32 accumulation; F32 products use TF32 only after

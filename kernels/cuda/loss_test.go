@@ -39,10 +39,15 @@ func TestCrossEntropyIsOneLaunchEachWay(t *testing.T) {
 			lt := rowType(kernels.Operand{DType: st})
 			x, lse, labels := o.dense(st, c.n, c.c), o.dense(lt, c.n+1), o.dense(dtype.I64, c.n)
 			// The forward keeps float32, F16 and BF16 rows of up to regsRow in registers
-			// (16 bytes a load when a row is whole words), reads the others from memory.
+			// (16 bytes a load when a row is whole words), reads the others from memory;
+			// 16-bit rows for a block of up to regs4Row get the block4 form.
 			want := "cross_entropy_rows_" + c.form + "_" + suffix(st)
 			if st != dtype.F64 && c.c <= regsRow {
-				want = "cross_entropy_regs_" + c.form + "_" + suffix(st)
+				form := c.form
+				if st.Size() == 2 && form == "block" && c.c <= regs4Row {
+					form = "block4"
+				}
+				want = "cross_entropy_regs_" + form + "_" + suffix(st)
 				if c.c%word == 0 {
 					want += "_v16"
 				}

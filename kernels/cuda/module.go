@@ -118,8 +118,9 @@ const (
 	kCrossEntropyRowsBlock     // formStore
 	kCrossEntropyRegsWarp      // formV16, and the one below
 	kCrossEntropyRegsBlock     //
-	kCrossEntropyRegs16Warp    // formRegs16, and the one below
+	kCrossEntropyRegs16Warp    // formRegs16, and the two below (rowKernel: warp, block, block4)
 	kCrossEntropyRegs16Block   //
+	kCrossEntropyRegs16Block4  //
 	kMSEPartial
 	kSumFinish
 	kMSEBackward
@@ -130,14 +131,16 @@ const (
 	kSoftmaxBackwardRowsBlock
 	kSoftmaxCols
 	kSoftmaxBackwardCols
-	kSoftmaxRegsWarp            // formV16, and the three below
-	kSoftmaxRegsBlock           //
-	kSoftmaxBackwardRegsWarp    //
-	kSoftmaxBackwardRegsBlock   //
-	kSoftmaxRegs16Warp          // formRegs16, and the three below
-	kSoftmaxRegs16Block         //
-	kSoftmaxBackwardRegs16Warp  //
-	kSoftmaxBackwardRegs16Block //
+	kSoftmaxRegsWarp             // formV16, and the three below
+	kSoftmaxRegsBlock            //
+	kSoftmaxBackwardRegsWarp     //
+	kSoftmaxBackwardRegsBlock    //
+	kSoftmaxRegs16Warp           // formRegs16, and the five below (rowKernel: warp, block, block4)
+	kSoftmaxRegs16Block          //
+	kSoftmaxRegs16Block4         //
+	kSoftmaxBackwardRegs16Warp   //
+	kSoftmaxBackwardRegs16Block  //
+	kSoftmaxBackwardRegs16Block4 //
 	// famLayerNorm.
 	kLayerNormWarp
 	kLayerNormBlock
@@ -145,14 +148,16 @@ const (
 	kLayerNormDxBlock
 	kLayerNormDwdb
 	kLayerNormDwdbFinish
-	kLayerNormRegsWarp      // formV16, and the three below
-	kLayerNormRegsBlock     //
-	kLayerNormDxRegsWarp    //
-	kLayerNormDxRegsBlock   //
-	kLayerNormRegs16Warp    // formRegs16, and the three below
-	kLayerNormRegs16Block   //
-	kLayerNormDxRegs16Warp  //
-	kLayerNormDxRegs16Block //
+	kLayerNormRegsWarp       // formV16, and the three below
+	kLayerNormRegsBlock      //
+	kLayerNormDxRegsWarp     //
+	kLayerNormDxRegsBlock    //
+	kLayerNormRegs16Warp     // formRegs16, and the five below (rowKernel: warp, block, block4)
+	kLayerNormRegs16Block    //
+	kLayerNormRegs16Block4   //
+	kLayerNormDxRegs16Warp   //
+	kLayerNormDxRegs16Block  //
+	kLayerNormDxRegs16Block4 //
 	// famEmbedding.
 	kEmbedding
 	kEmbeddingBackward
@@ -229,94 +234,99 @@ var bases = [numKernels / variants]struct {
 	name string
 	form form
 }{
-	kUnary / variants:                      {famElementwise, "unary", formWalk},
-	kUnaryBackward / variants:              {famElementwise, "unary_backward", formWalk},
-	kBinary / variants:                     {famElementwise, "binary", formWalk},
-	kBinaryBackward / variants:             {famElementwise, "binary_backward", formWalk},
-	kAxpy / variants:                       {famElementwise, "axpy", formWalk},
-	kDropout / variants:                    {famElementwise, "dropout", formWalk},
-	kBCE / variants:                        {famElementwise, "bce", formWalk},
-	kBCEBackward / variants:                {famElementwise, "bce_backward", formWalk},
-	kBCELogits / variants:                  {famElementwise, "bce_logits", formWalk},
-	kBCELogitsBackward / variants:          {famElementwise, "bce_logits_backward", formWalk},
-	kAddc / variants:                       {famElementwise, "addc", formWalk},
-	kGeluTanh16 / variants:                 {famElementwise, "gelu_tanh", form16},
-	kCopy / variants:                       {famCopy, "copy", formWalk},
-	kFill / variants:                       {famCopy, "fill", formIndex},
-	kCopyTranspose / variants:              {famCopy, "copy_transpose", formOne},
-	kCopyTransposeWords / variants:         {famCopy, "copy_transpose_words", formOne},
-	kCastToF32 / variants:                  {famCopy, "cast_to_f32", form16},
-	kNonFinite / variants:                  {famReduce, "non_finite", formWalk},
-	kReduceThread / variants:               {famReduce, "reduce_thread", formTyped},
-	kReduceBlock / variants:                {famReduce, "reduce_block", formTyped},
-	kReduceCols / variants:                 {famReduce, "reduce_cols", formTyped},
-	kReduceWarp / variants:                 {famReduce, "reduce_warp", formTyped},
-	kReduceFinish / variants:               {famReduce, "reduce_finish", formTyped},
-	kReduceFinishBlock / variants:          {famReduce, "reduce_finish_block", formTyped},
-	kMaxBackward / variants:                {famReduce, "max_backward", formTyped},
-	kSumAll / variants:                     {famReduce, "sum_all", form16},
-	kMaxRows / variants:                    {famReduce, "max_rows", form16},
-	kSumRows / variants:                    {famReduce, "sum_rows", form16},
-	kSumCols / variants:                    {famReduce, "sum_cols", formWords},
-	kUnscale / variants:                    {famAmp, "unscale", formWalk},
-	kUnscaleMulti / variants:               {famAmp, "unscale_multi", formOne},
-	kCrossEntropyBackward / variants:       {famLoss, "cross_entropy_backward", formWalk},
-	kCrossEntropyBackward16 / variants:     {famLoss, "cross_entropy_backward", formWalk16},
-	kCrossEntropyBackwardWords / variants:  {famLoss, "cross_entropy_backward_words", formStore},
-	kCrossEntropyRowsWarp / variants:       {famLoss, "cross_entropy_rows_warp", formF64},
-	kCrossEntropyRowsBlock / variants:      {famLoss, "cross_entropy_rows_block", formStore},
-	kCrossEntropyRegsWarp / variants:       {famLoss, "cross_entropy_regs_warp", formV16},
-	kCrossEntropyRegsBlock / variants:      {famLoss, "cross_entropy_regs_block", formV16},
-	kCrossEntropyRegs16Warp / variants:     {famLoss, "cross_entropy_regs_warp", formRegs16},
-	kCrossEntropyRegs16Block / variants:    {famLoss, "cross_entropy_regs_block", formRegs16},
-	kMSEPartial / variants:                 {famLoss, "mse_partial", formTyped},
-	kSumFinish / variants:                  {famLoss, "sum_finish", formTyped},
-	kMSEBackward / variants:                {famLoss, "mse_backward", formTyped},
-	kSoftmaxRowsWarp / variants:            {famSoftmax, "softmax_rows_warp", formF64},
-	kSoftmaxRowsBlock / variants:           {famSoftmax, "softmax_rows_block", formStore},
-	kSoftmaxBackwardRowsWarp / variants:    {famSoftmax, "softmax_backward_rows_warp", formF64},
-	kSoftmaxBackwardRowsBlock / variants:   {famSoftmax, "softmax_backward_rows_block", formStore},
-	kSoftmaxCols / variants:                {famSoftmax, "softmax_cols", formStore},
-	kSoftmaxBackwardCols / variants:        {famSoftmax, "softmax_backward_cols", formStore},
-	kSoftmaxRegsWarp / variants:            {famSoftmax, "softmax_regs_warp", formV16},
-	kSoftmaxRegsBlock / variants:           {famSoftmax, "softmax_regs_block", formV16},
-	kSoftmaxBackwardRegsWarp / variants:    {famSoftmax, "softmax_backward_regs_warp", formV16},
-	kSoftmaxBackwardRegsBlock / variants:   {famSoftmax, "softmax_backward_regs_block", formV16},
-	kSoftmaxRegs16Warp / variants:          {famSoftmax, "softmax_regs_warp", formRegs16},
-	kSoftmaxRegs16Block / variants:         {famSoftmax, "softmax_regs_block", formRegs16},
-	kSoftmaxBackwardRegs16Warp / variants:  {famSoftmax, "softmax_backward_regs_warp", formRegs16},
-	kSoftmaxBackwardRegs16Block / variants: {famSoftmax, "softmax_backward_regs_block", formRegs16},
-	kLayerNormWarp / variants:              {famLayerNorm, "layer_norm_warp", formF64},
-	kLayerNormBlock / variants:             {famLayerNorm, "layer_norm_block", formStore},
-	kLayerNormDxWarp / variants:            {famLayerNorm, "layer_norm_dx_warp", formF64},
-	kLayerNormDxBlock / variants:           {famLayerNorm, "layer_norm_dx_block", formStore},
-	kLayerNormDwdb / variants:              {famLayerNorm, "layer_norm_dwdb", formStore},
-	kLayerNormDwdbFinish / variants:        {famLayerNorm, "layer_norm_dwdb_finish", formTyped},
-	kLayerNormRegsWarp / variants:          {famLayerNorm, "layer_norm_regs_warp", formV16},
-	kLayerNormRegsBlock / variants:         {famLayerNorm, "layer_norm_regs_block", formV16},
-	kLayerNormDxRegsWarp / variants:        {famLayerNorm, "layer_norm_dx_regs_warp", formV16},
-	kLayerNormDxRegsBlock / variants:       {famLayerNorm, "layer_norm_dx_regs_block", formV16},
-	kLayerNormRegs16Warp / variants:        {famLayerNorm, "layer_norm_regs_warp", formRegs16},
-	kLayerNormRegs16Block / variants:       {famLayerNorm, "layer_norm_regs_block", formRegs16},
-	kLayerNormDxRegs16Warp / variants:      {famLayerNorm, "layer_norm_dx_regs_warp", formRegs16},
-	kLayerNormDxRegs16Block / variants:     {famLayerNorm, "layer_norm_dx_regs_block", formRegs16},
-	kEmbedding / variants:                  {famEmbedding, "embedding", formTyped},
-	kEmbeddingBackward / variants:          {famEmbedding, "embedding_backward", formTyped},
-	kEmbeddingKeys / variants:              {famEmbedding, "embedding_keys", formOne},
-	kEmbeddingSortGlobal / variants:        {famEmbedding, "embedding_sort_global", formOne},
-	kEmbeddingSortLocal / variants:         {famEmbedding, "embedding_sort_local", formOne},
-	kDropoutMask / variants:                {famDropout, "dropout_mask", formOne},
-	kSGD / variants:                        {famOptim, "sgd", formTyped},
-	kAdam / variants:                       {famOptim, "adam", formTyped},
-	kSGDMulti / variants:                   {famOptim, "sgd_multi", formTyped},
-	kAdamMulti / variants:                  {famOptim, "adam_multi", formTyped},
-	kAdamMultiCapturable / variants:        {famOptim, "adam_multi_capturable", formTyped},
-	kAdamCount / variants:                  {famOptim, "adam_count", formOne},
-	kGemmTiled / variants:                  {famGemm, "gemm_tiled", formTyped},
-	kCompare / variants:                    {famCompare, "compare", formIndex},
-	kWhere / variants:                      {famCompare, "where", formWalk},
-	kWhereInt / variants:                   {famCompare, "where_int", formIndex},
-	kSumInt / variants:                     {famCompare, "sum_int", formIndex},
+	kUnary / variants:                       {famElementwise, "unary", formWalk},
+	kUnaryBackward / variants:               {famElementwise, "unary_backward", formWalk},
+	kBinary / variants:                      {famElementwise, "binary", formWalk},
+	kBinaryBackward / variants:              {famElementwise, "binary_backward", formWalk},
+	kAxpy / variants:                        {famElementwise, "axpy", formWalk},
+	kDropout / variants:                     {famElementwise, "dropout", formWalk},
+	kBCE / variants:                         {famElementwise, "bce", formWalk},
+	kBCEBackward / variants:                 {famElementwise, "bce_backward", formWalk},
+	kBCELogits / variants:                   {famElementwise, "bce_logits", formWalk},
+	kBCELogitsBackward / variants:           {famElementwise, "bce_logits_backward", formWalk},
+	kAddc / variants:                        {famElementwise, "addc", formWalk},
+	kGeluTanh16 / variants:                  {famElementwise, "gelu_tanh", form16},
+	kCopy / variants:                        {famCopy, "copy", formWalk},
+	kFill / variants:                        {famCopy, "fill", formIndex},
+	kCopyTranspose / variants:               {famCopy, "copy_transpose", formOne},
+	kCopyTransposeWords / variants:          {famCopy, "copy_transpose_words", formOne},
+	kCastToF32 / variants:                   {famCopy, "cast_to_f32", form16},
+	kNonFinite / variants:                   {famReduce, "non_finite", formWalk},
+	kReduceThread / variants:                {famReduce, "reduce_thread", formTyped},
+	kReduceBlock / variants:                 {famReduce, "reduce_block", formTyped},
+	kReduceCols / variants:                  {famReduce, "reduce_cols", formTyped},
+	kReduceWarp / variants:                  {famReduce, "reduce_warp", formTyped},
+	kReduceFinish / variants:                {famReduce, "reduce_finish", formTyped},
+	kReduceFinishBlock / variants:           {famReduce, "reduce_finish_block", formTyped},
+	kMaxBackward / variants:                 {famReduce, "max_backward", formTyped},
+	kSumAll / variants:                      {famReduce, "sum_all", form16},
+	kMaxRows / variants:                     {famReduce, "max_rows", form16},
+	kSumRows / variants:                     {famReduce, "sum_rows", form16},
+	kSumCols / variants:                     {famReduce, "sum_cols", formWords},
+	kUnscale / variants:                     {famAmp, "unscale", formWalk},
+	kUnscaleMulti / variants:                {famAmp, "unscale_multi", formOne},
+	kCrossEntropyBackward / variants:        {famLoss, "cross_entropy_backward", formWalk},
+	kCrossEntropyBackward16 / variants:      {famLoss, "cross_entropy_backward", formWalk16},
+	kCrossEntropyBackwardWords / variants:   {famLoss, "cross_entropy_backward_words", formStore},
+	kCrossEntropyRowsWarp / variants:        {famLoss, "cross_entropy_rows_warp", formF64},
+	kCrossEntropyRowsBlock / variants:       {famLoss, "cross_entropy_rows_block", formStore},
+	kCrossEntropyRegsWarp / variants:        {famLoss, "cross_entropy_regs_warp", formV16},
+	kCrossEntropyRegsBlock / variants:       {famLoss, "cross_entropy_regs_block", formV16},
+	kCrossEntropyRegs16Warp / variants:      {famLoss, "cross_entropy_regs_warp", formRegs16},
+	kCrossEntropyRegs16Block / variants:     {famLoss, "cross_entropy_regs_block", formRegs16},
+	kCrossEntropyRegs16Block4 / variants:    {famLoss, "cross_entropy_regs_block4", formRegs16},
+	kMSEPartial / variants:                  {famLoss, "mse_partial", formTyped},
+	kSumFinish / variants:                   {famLoss, "sum_finish", formTyped},
+	kMSEBackward / variants:                 {famLoss, "mse_backward", formTyped},
+	kSoftmaxRowsWarp / variants:             {famSoftmax, "softmax_rows_warp", formF64},
+	kSoftmaxRowsBlock / variants:            {famSoftmax, "softmax_rows_block", formStore},
+	kSoftmaxBackwardRowsWarp / variants:     {famSoftmax, "softmax_backward_rows_warp", formF64},
+	kSoftmaxBackwardRowsBlock / variants:    {famSoftmax, "softmax_backward_rows_block", formStore},
+	kSoftmaxCols / variants:                 {famSoftmax, "softmax_cols", formStore},
+	kSoftmaxBackwardCols / variants:         {famSoftmax, "softmax_backward_cols", formStore},
+	kSoftmaxRegsWarp / variants:             {famSoftmax, "softmax_regs_warp", formV16},
+	kSoftmaxRegsBlock / variants:            {famSoftmax, "softmax_regs_block", formV16},
+	kSoftmaxBackwardRegsWarp / variants:     {famSoftmax, "softmax_backward_regs_warp", formV16},
+	kSoftmaxBackwardRegsBlock / variants:    {famSoftmax, "softmax_backward_regs_block", formV16},
+	kSoftmaxRegs16Warp / variants:           {famSoftmax, "softmax_regs_warp", formRegs16},
+	kSoftmaxRegs16Block / variants:          {famSoftmax, "softmax_regs_block", formRegs16},
+	kSoftmaxRegs16Block4 / variants:         {famSoftmax, "softmax_regs_block4", formRegs16},
+	kSoftmaxBackwardRegs16Warp / variants:   {famSoftmax, "softmax_backward_regs_warp", formRegs16},
+	kSoftmaxBackwardRegs16Block / variants:  {famSoftmax, "softmax_backward_regs_block", formRegs16},
+	kSoftmaxBackwardRegs16Block4 / variants: {famSoftmax, "softmax_backward_regs_block4", formRegs16},
+	kLayerNormWarp / variants:               {famLayerNorm, "layer_norm_warp", formF64},
+	kLayerNormBlock / variants:              {famLayerNorm, "layer_norm_block", formStore},
+	kLayerNormDxWarp / variants:             {famLayerNorm, "layer_norm_dx_warp", formF64},
+	kLayerNormDxBlock / variants:            {famLayerNorm, "layer_norm_dx_block", formStore},
+	kLayerNormDwdb / variants:               {famLayerNorm, "layer_norm_dwdb", formStore},
+	kLayerNormDwdbFinish / variants:         {famLayerNorm, "layer_norm_dwdb_finish", formTyped},
+	kLayerNormRegsWarp / variants:           {famLayerNorm, "layer_norm_regs_warp", formV16},
+	kLayerNormRegsBlock / variants:          {famLayerNorm, "layer_norm_regs_block", formV16},
+	kLayerNormDxRegsWarp / variants:         {famLayerNorm, "layer_norm_dx_regs_warp", formV16},
+	kLayerNormDxRegsBlock / variants:        {famLayerNorm, "layer_norm_dx_regs_block", formV16},
+	kLayerNormRegs16Warp / variants:         {famLayerNorm, "layer_norm_regs_warp", formRegs16},
+	kLayerNormRegs16Block / variants:        {famLayerNorm, "layer_norm_regs_block", formRegs16},
+	kLayerNormRegs16Block4 / variants:       {famLayerNorm, "layer_norm_regs_block4", formRegs16},
+	kLayerNormDxRegs16Warp / variants:       {famLayerNorm, "layer_norm_dx_regs_warp", formRegs16},
+	kLayerNormDxRegs16Block / variants:      {famLayerNorm, "layer_norm_dx_regs_block", formRegs16},
+	kLayerNormDxRegs16Block4 / variants:     {famLayerNorm, "layer_norm_dx_regs_block4", formRegs16},
+	kEmbedding / variants:                   {famEmbedding, "embedding", formTyped},
+	kEmbeddingBackward / variants:           {famEmbedding, "embedding_backward", formTyped},
+	kEmbeddingKeys / variants:               {famEmbedding, "embedding_keys", formOne},
+	kEmbeddingSortGlobal / variants:         {famEmbedding, "embedding_sort_global", formOne},
+	kEmbeddingSortLocal / variants:          {famEmbedding, "embedding_sort_local", formOne},
+	kDropoutMask / variants:                 {famDropout, "dropout_mask", formOne},
+	kSGD / variants:                         {famOptim, "sgd", formTyped},
+	kAdam / variants:                        {famOptim, "adam", formTyped},
+	kSGDMulti / variants:                    {famOptim, "sgd_multi", formTyped},
+	kAdamMulti / variants:                   {famOptim, "adam_multi", formTyped},
+	kAdamMultiCapturable / variants:         {famOptim, "adam_multi_capturable", formTyped},
+	kAdamCount / variants:                   {famOptim, "adam_count", formOne},
+	kGemmTiled / variants:                   {famGemm, "gemm_tiled", formTyped},
+	kCompare / variants:                     {famCompare, "compare", formIndex},
+	kWhere / variants:                       {famCompare, "where", formWalk},
+	kWhereInt / variants:                    {famCompare, "where_int", formIndex},
+	kSumInt / variants:                      {famCompare, "sum_int", formIndex},
 }
 
 // entries is every kernel's family and name in the fatbin, "" for a variant its base's

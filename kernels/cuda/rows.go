@@ -78,11 +78,18 @@ func floatScalar(op, what string, o kernels.Operand) (uint64, int32) {
 // up to warpRow): each of its threads keeps hdrRowChunks chunks of 4 elements.
 const regsRow = block * hdrRowChunks * 4
 
+// regs4Row is the longest row the block4 forms of the 16-bit register-row kernels take:
+// hdrRowChunksBlock4 chunk slots a thread instead of hdrRowChunks, the same chunks in
+// the same slots, so the same bits as the block form, in fewer registers (more blocks
+// an SM: the block form of 16-bit rows of 4096 ran at 56-63% of a copy on the H100).
+const regs4Row = block * hdrRowChunksBlock4 * 4
+
 // rowKernel picks the kernel for rows of n elements stored as st (rowStorage), and the
 // threads a row gets: for float32 rows of up to regsRow, the register-row kernel of
 // regsWarp's form, for F16 and BF16 ones regs16Warp's (formRegs16), else the one that
 // reads its row from memory (memWarp's: formF64, its block form formStore); the warp
-// form for rows of up to warpRow, the block form (the next base) beyond. A
+// form for rows of up to warpRow, the block form (the next base) beyond, for 16-bit
+// rows of up to regs4Row the block4 form (the base after the block form). A
 // register-row kernel moves 16 bytes a load when n is a multiple of a 16-byte word's
 // elements (4 float32, 8 16-bit) and every row operand (0: absent) is on 16 bytes,
 // with the same bits as its other variant.
@@ -100,6 +107,9 @@ func rowKernel(regsWarp, regs16Warp, memWarp kernel, st dtype.DType, n int, ptrs
 	}
 	if n > warpRow {
 		k, g = k+variants, block
+		if regs && word == 8 && n <= regs4Row {
+			k += variants
+		}
 	}
 	if !regs || n%word != 0 {
 		return k, g

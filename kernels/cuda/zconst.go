@@ -73,6 +73,7 @@ const hdrCwU = 8
 const hdrTile = 32
 const hdrTwordsCols = 64
 const hdrRowChunks = 8
+const hdrRowChunksBlock4 = 4
 const hdrListChunk = 2048
 const hdrOptimList = 56
 const hdrScaleList = 128

@@ -107,11 +107,12 @@ func (o rowOp) fixed32() dtype.DType {
 var rows16Offsets = []int{0, 4, 1}
 
 func testRows16(t *testing.T, s *suite) {
-	// Rows of 5, 200, 700 and 1024 (cuda: a warp each, in registers), 1500, 1501, 2048
-	// and 8192 (a block, in registers), 8195 and 8200 (a block reading its row from
-	// memory), columns (inner > 1), none.
+	// Rows of 5, 200, 700 and 1024 (cuda: a warp each, in registers), 1500, 1501, 2048,
+	// 4096 (a block, in registers: 16-bit rows in the block4 form, float32 ones in the
+	// block form), 4104 and 8192 (the block form), 8195 and 8200 (a block reading its
+	// row from memory), columns (inner > 1), none.
 	shapes := [][3]int{{3, 5, 1}, {2, 200, 1}, {3, 700, 1}, {2, 1024, 1}, {2, 1500, 1}, {2, 1501, 1}, {2, 2048, 1},
-		{1, 8192, 1}, {2, 8195, 1}, {1, 8200, 1}, {2, 7, 3}, {2, 300, 5}, {0, 4, 1}}
+		{2, 4096, 1}, {1, 4104, 1}, {1, 8192, 1}, {2, 8195, 1}, {1, 8200, 1}, {2, 7, 3}, {2, 300, 5}, {0, 4, 1}}
 	for _, h := range halves {
 		for _, off := range rows16Offsets {
 			for _, sz := range shapes {
@@ -160,7 +161,7 @@ func testRows16(t *testing.T, s *suite) {
 func testLayerNorm16(t *testing.T, s *suite, h dtype.DType, off int) {
 	eps := float64(float32(1e-5))
 	// As testRows16's rows, and many rows (dw and db summed in pieces).
-	for _, sz := range [][2]int{{3, 7}, {3, 8}, {2, 200}, {3, 700}, {2, 1024}, {2, 1500}, {2, 1501}, {1, 8192}, {1, 8195},
+	for _, sz := range [][2]int{{3, 7}, {3, 8}, {2, 200}, {3, 700}, {2, 1024}, {2, 1500}, {2, 1501}, {2, 4096}, {1, 4104}, {1, 8192}, {1, 8195},
 		{1, 8200}, {2100, 5}, {0, 4}} {
 		rows, n := sz[0], sz[1]
 		for _, affine := range []bool{true, false} {
@@ -201,7 +202,7 @@ func testLayerNorm16(t *testing.T, s *suite, h dtype.DType, off int) {
 // block, in registers' row lengths and beyond.
 func testCrossEntropy16(t *testing.T, s *suite, h dtype.DType, off int) {
 	const ignore = -100
-	for _, sz := range append([][2]int{{5, 1024}, {5, 9000}}, ceShapes...) {
+	for _, sz := range append([][2]int{{5, 1024}, {3, 4096}, {2, 4104}, {5, 9000}}, ceShapes...) {
 		n, c := sz[0], sz[1]
 		labels := rowOp{fixed: dtype.I64, n: n, v: ceLabels(n, c, ignore)}
 		x := rowIn(n*c, s.uniform(-20, 20))

@@ -562,7 +562,15 @@ __device__ __forceinline__ void map_words(const W *__restrict__ src, int n, F st
 // two slots, one each, and swap halves (row_load, row_store). Without V16, elements
 // move one at a time. The elements and their order are the same either way, so the
 // bits are too. Positions at or past n hold fill and are never stored.
+//
+// The helpers take the chunk slots a lane has, C (ROW_CHUNKS unless said): a kernel
+// with fewer slots takes shorter rows in fewer registers (more blocks an SM), and for
+// rows of up to G·C·4 its lanes hold the same chunks in the same slots, so it gives the
+// same sums and bits as the ROW_CHUNKS form. ROW_CHUNKS_BLOCK4 is the slots of the
+// 16-bit block4 kernels: rows of up to BLOCK·4·4 (4096), where the block form leaves
+// half its slots empty.
 #define ROW_CHUNKS 8
+#define ROW_CHUNKS_BLOCK4 4
 
 // chunk_load reads the chunk of 4 elements at position j of r into v (fill at n or
 // past), chunk_store writes the ones below n.
@@ -618,10 +626,10 @@ __device__ __forceinline__ void chunk_store(S *r, const float *v, long long j, l
 // chunk_at is the position of a lane's chunk i in its row.
 template <int G> __device__ __forceinline__ long long chunk_at(int lane, int i) { return 4 * (long long)(lane + G * i); }
 
-template <int G, bool V16>
+template <int G, bool V16, int C = ROW_CHUNKS>
 __device__ __forceinline__ void row_load(float *v, const float *r, long long n, int lane, float fill) {
 #pragma unroll
-    for (int i = 0; i < ROW_CHUNKS; i++) chunk_load<V16>(v + 4 * i, r, chunk_at<G>(lane, i), n, fill);
+    for (int i = 0; i < C; i++) chunk_load<V16>(v + 4 * i, r, chunk_at<G>(lane, i), n, fill);
 }
 
 // pair_store writes a lane's chunks i and i+1 (i even), their 8 elements in p: a
@@ -632,37 +640,40 @@ __device__ __forceinline__ void pair_store(float *r, const float *p, int i, long
     chunk_store<V16>(r, p + 4, chunk_at<G>(lane, i + 1), n);
 }
 
+// load_pair reads a 16-bit row's chunks of slots i and i+1 (i even) for a lane (V16):
+// lane 2m loads chunks 2m and 2m+1 of slot i (16 bytes at chunk_at(2m, i)), lane 2m+1
+// those of slot i+1, and each passes its partner the half it holds for it: the even
+// lane keeps the first half and receives the first of the odd lane's, the odd lane
+// keeps its second and receives the even lane's second. a and b are the lane's chunks
+// of slots i and i+1 as bits (0 at n or past). Every lane of the warp runs it.
+template <int G, typename S>
+__device__ __forceinline__ void load_pair(const S *r, long long n, int lane, int i, uint2 &a, uint2 &b) {
+    int odd = lane & 1;
+    long long j = chunk_at<G>(lane - odd, i + odd); // the pair this lane loads; n % 8 == 0: wholly in or out
+    uint4 w = j < n ? *(const uint4 *)(r + j) : make_uint4(0, 0, 0, 0);
+    uint2 keep = odd ? make_uint2(w.z, w.w) : make_uint2(w.x, w.y);
+    uint2 give = odd ? make_uint2(w.x, w.y) : make_uint2(w.z, w.w);
+    uint2 got = make_uint2(__shfl_xor_sync(0xffffffffu, give.x, 1), __shfl_xor_sync(0xffffffffu, give.y, 1));
+    a = odd ? got : keep;
+    b = odd ? keep : got;
+}
+
 // row_load_bits reads a 16-bit row as row_load does but keeps each chunk's bits (a
 // uint2 of 4 elements, the lower first; 0 bits, +0, at n or past): half the registers
-// of floats, converted where they are used (bits_at). With V16, for each two slots i
-// and i+1, lane 2m loads chunks 2m and 2m+1 of slot i (16 bytes at chunk_at(2m, i)),
-// lane 2m+1 those of slot i+1, and each passes its partner the half it holds for it:
-// the even lane keeps the first half and receives the first of the odd lane's, the odd
-// lane keeps its second and receives the even lane's second. Every lane of the warp
-// runs it.
-template <int G, bool V16, typename S>
+// of floats, converted where they are used (bits_at).
+template <int G, bool V16, int C = ROW_CHUNKS, typename S>
 __device__ __forceinline__ void row_load_bits(uint2 *raw, const S *r, long long n, int lane) {
-    if (!V16) {
 #pragma unroll
-        for (int i = 0; i < ROW_CHUNKS; i++) {
-            long long j = chunk_at<G>(lane, i);
-            unsigned int h[4];
-#pragma unroll
-            for (int k = 0; k < 4; k++) h[k] = j + k < n ? r[j + k].bits : 0;
-            raw[i] = make_uint2(h[0] | h[1] << 16, h[2] | h[3] << 16);
+    for (int i = 0; i < C; i += V16 ? 2 : 1) {
+        if (V16) {
+            load_pair<G>(r, n, lane, i, raw[i], raw[i + 1]);
+            continue;
         }
-        return;
-    }
-    int odd = lane & 1;
+        long long j = chunk_at<G>(lane, i);
+        unsigned int h[4];
 #pragma unroll
-    for (int i = 0; i < ROW_CHUNKS; i += 2) {
-        long long j = chunk_at<G>(lane - odd, i + odd); // the pair this lane loads; n % 8 == 0: wholly in or out
-        uint4 a = j < n ? *(const uint4 *)(r + j) : make_uint4(0, 0, 0, 0);
-        uint2 keep = odd ? make_uint2(a.z, a.w) : make_uint2(a.x, a.y);
-        uint2 give = odd ? make_uint2(a.x, a.y) : make_uint2(a.z, a.w);
-        uint2 got = make_uint2(__shfl_xor_sync(0xffffffffu, give.x, 1), __shfl_xor_sync(0xffffffffu, give.y, 1));
-        raw[i] = odd ? got : keep;
-        raw[i + 1] = odd ? keep : got;
+        for (int k = 0; k < 4; k++) h[k] = j + k < n ? r[j + k].bits : 0;
+        raw[i] = make_uint2(h[0] | h[1] << 16, h[2] | h[3] << 16);
     }
 }
 
@@ -672,17 +683,26 @@ template <typename S> __device__ __forceinline__ float bits_at(const uint2 *raw,
     return from_bits<S>((unsigned short)(k % 2 ? h >> 16 : h & 0xffffu));
 }
 
-// row_load of a 16-bit row: row_load_bits' elements as float, fill at n or past.
-template <int G, bool V16, typename S>
+// row_load of a 16-bit row: with V16, load_pair's chunks converted as they come.
+template <int G, bool V16, int C = ROW_CHUNKS, typename S>
 __device__ __forceinline__ void row_load(float *v, const S *r, long long n, int lane, float fill) {
-    uint2 raw[ROW_CHUNKS];
-    row_load_bits<G, V16>(raw, r, n, lane);
+    if (!V16) {
 #pragma unroll
-    for (int i = 0; i < ROW_CHUNKS; i++) {
-        unpack4<S>(v + 4 * i, raw[i]);
+        for (int i = 0; i < C; i++) chunk_load<false>(v + 4 * i, r, chunk_at<G>(lane, i), n, fill);
+        return;
+    }
 #pragma unroll
-        for (int k = 0; k < 4; k++)
-            if (chunk_at<G>(lane, i) + k >= n) v[4 * i + k] = fill;
+    for (int i = 0; i < C; i += 2) {
+        uint2 a, b;
+        load_pair<G>(r, n, lane, i, a, b);
+        unpack4<S>(v + 4 * i, a);
+        unpack4<S>(v + 4 * (i + 1), b);
+#pragma unroll
+        for (int s = 0; s < 2; s++) // n % 8 == 0: a chunk is wholly in or wholly out
+            if (chunk_at<G>(lane, i + s) >= n) {
+#pragma unroll
+                for (int k = 0; k < 4; k++) v[4 * (i + s) + k] = fill;
+            }
     }
 }
 
@@ -705,24 +725,24 @@ __device__ __forceinline__ void pair_store(S *r, const float *p, int i, long lon
 }
 
 // row_store writes a lane's register row (positions below n), a pair of chunks at a time.
-template <int G, bool V16, typename S>
+template <int G, bool V16, int C = ROW_CHUNKS, typename S>
 __device__ __forceinline__ void row_store(S *r, const float *v, long long n, int lane) {
 #pragma unroll
-    for (int i = 0; i < ROW_CHUNKS; i += 2) pair_store<G, V16>(r, v + 4 * i, i, n, lane);
+    for (int i = 0; i < C; i += 2) pair_store<G, V16>(r, v + 4 * i, i, n, lane);
 }
 
 // reg_row is a lane's register row for a kernel that reads it several times: float32
 // rows as floats (row_load, fill 0), 16-bit rows as their bits (row_load_bits),
 // converted at each use (at), in half the registers. The values are the same either
 // way.
-template <typename S> struct reg_row {
-    uint2 bits[ROW_CHUNKS];
-    template <int G, bool V16> __device__ __forceinline__ void load(const S *r, long long n, int lane) { row_load_bits<G, V16>(bits, r, n, lane); }
+template <typename S, int C = ROW_CHUNKS> struct reg_row {
+    uint2 bits[C];
+    template <int G, bool V16> __device__ __forceinline__ void load(const S *r, long long n, int lane) { row_load_bits<G, V16, C>(bits, r, n, lane); }
     __device__ __forceinline__ float at(int k) const { return bits_at<S>(bits, k); }
 };
-template <> struct reg_row<float> {
-    float v[4 * ROW_CHUNKS];
-    template <int G, bool V16> __device__ __forceinline__ void load(const float *r, long long n, int lane) { row_load<G, V16>(v, r, n, lane, 0); }
+template <int C> struct reg_row<float, C> {
+    float v[4 * C];
+    template <int G, bool V16> __device__ __forceinline__ void load(const float *r, long long n, int lane) { row_load<G, V16, C>(v, r, n, lane, 0); }
     __device__ __forceinline__ float at(int k) const { return v[k]; }
 };
 

@@ -71,26 +71,26 @@ __device__ __forceinline__ void layer_norm_dx_k(S *dx, const S *g, const S *x, c
     }
 }
 
-// The register-row kernels (float32, F16 and BF16 rows of up to G·ROW_CHUNKS·4 elements,
-// common.cuh's reg_row: 16-bit rows kept as their bits): layer_norm_k's and
+// The register-row kernels (float32, F16 and BF16 rows of up to G·C·4 elements, C chunk
+// slots a lane; common.cuh's reg_row: 16-bit rows kept as their bits): layer_norm_k's and
 // layer_norm_dx_k's math on a row read once (twice for dx: g and x), the lanes' sums
 // over row_load's order. w and b are read in the same chunks, and the results are
 // stored two chunks at a time (pair_store) as they are done.
-template <typename S, int G, bool V16>
+template <typename S, int G, bool V16, int C = ROW_CHUNKS>
 __device__ __forceinline__ void layer_norm_regs_k(S *y, float *mean, float *rstd, const S *x, const S *w, const S *b, long long rows, long long n, float eps) {
     __shared__ double sm[BLOCK / 32];
     long long row = group_row<G>();
     int lane = group_lane<G>();
     if (row >= rows) return;
-    reg_row<S> v;
+    reg_row<S, C> v;
     v.template load<G, V16>(x + row * n, n, lane);
     double s = 0;
 #pragma unroll
-    for (int k = 0; k < 4 * ROW_CHUNKS; k++) s += (double)v.at(k); // past n: +0
+    for (int k = 0; k < 4 * C; k++) s += (double)v.at(k); // past n: +0
     double mu = group_sum<G>(s, sm) / (double)n;
     double ss = 0;
 #pragma unroll
-    for (int k = 0; k < 4 * ROW_CHUNKS; k++) {
+    for (int k = 0; k < 4 * C; k++) {
         if (!row_in<G, V16>(k, n, lane)) break;
         double d = (double)v.at(k) - mu;
         ss += d * d;
@@ -103,7 +103,7 @@ __device__ __forceinline__ void layer_norm_regs_k(S *y, float *mean, float *rstd
         rstd[row] = r;
     }
 #pragma unroll
-    for (int i = 0; i < ROW_CHUNKS; i += 2) {
+    for (int i = 0; i < C; i += 2) {
         float o[8], t[4];
 #pragma unroll
         for (int h = 0; h < 8; h += 4) {
@@ -126,14 +126,14 @@ __device__ __forceinline__ void layer_norm_regs_k(S *y, float *mean, float *rstd
 }
 
 // layer_norm_dx_regs_k: ĝ = g·w is computed where it is used, twice (the same bits).
-template <typename S, int G, bool V16>
+template <typename S, int G, bool V16, int C = ROW_CHUNKS>
 __device__ __forceinline__ void layer_norm_dx_regs_k(S *dx, const S *g, const S *x, const float *mean, const float *rstd, const S *w, long long rows, long long n) {
     __shared__ double sm[BLOCK / 32];
     long long row = group_row<G>();
     int lane = group_lane<G>();
     if (row >= rows) return;
     float m = mean[row], r = rstd[row];
-    reg_row<S> gv, xv;
+    reg_row<S, C> gv, xv;
     gv.template load<G, V16>(g + row * n, n, lane);
     xv.template load<G, V16>(x + row * n, n, lane);
     // ghat is ĝ at element k of the lane's row, t holding w's chunk k/4.
@@ -141,7 +141,7 @@ __device__ __forceinline__ void layer_norm_dx_regs_k(S *dx, const S *g, const S 
     double sg = 0, sgx = 0;
     float t[4];
 #pragma unroll
-    for (int k = 0; k < 4 * ROW_CHUNKS; k++) {
+    for (int k = 0; k < 4 * C; k++) {
         if (!row_in<G, V16>(k, n, lane)) break;
         if (w && k % 4 == 0) chunk_load<V16>(t, w, chunk_at<G>(lane, k / 4), n, 0);
         float gk = ghat(k, t);
@@ -151,7 +151,7 @@ __device__ __forceinline__ void layer_norm_dx_regs_k(S *dx, const S *g, const S 
     float mg = (float)(group_sum<G>(sg, sm) / (double)n);
     float mgx = (float)(group_sum<G>(sgx, sm) / (double)n);
 #pragma unroll
-    for (int i = 0; i < ROW_CHUNKS; i += 2) {
+    for (int i = 0; i < C; i += 2) {
         float o[8];
 #pragma unroll
         for (int k = 4 * i; k < 4 * i + 8; k++) {
@@ -162,23 +162,30 @@ __device__ __forceinline__ void layer_norm_dx_regs_k(S *dx, const S *g, const S 
     }
 }
 
-#define LAYER_NORM_REGS_KERNELS(S, SN, G, GN, V16, VN)                                                                                                  \
+#define LAYER_NORM_REGS_KERNELS(S, SN, G, C, GN, V16, VN)                                                                                               \
     KERNEL layer_norm_regs_##GN##_##SN##VN(S *y, float *mean, float *rstd, const S *x, const S *w, const S *b, long long rows, long long n, float eps) {          \
-        layer_norm_regs_k<S, G, V16>(y, mean, rstd, x, w, b, rows, n, eps);                                                                                     \
+        layer_norm_regs_k<S, G, V16, C>(y, mean, rstd, x, w, b, rows, n, eps);                                                                                  \
     }                                                                                                                                                           \
     KERNEL layer_norm_dx_regs_##GN##_##SN##VN(S *dx, const S *g, const S *x, const float *mean, const float *rstd, const S *w, long long rows, long long n) {     \
-        layer_norm_dx_regs_k<S, G, V16>(dx, g, x, mean, rstd, w, rows, n);                                                                                      \
+        layer_norm_dx_regs_k<S, G, V16, C>(dx, g, x, mean, rstd, w, rows, n);                                                                                   \
     }
 
 #define LAYER_NORM_REGS_FORMS(S, SN)                                                                                                                            \
-    LAYER_NORM_REGS_KERNELS(S, SN, 32, warp, false, )                                                                                                           \
-    LAYER_NORM_REGS_KERNELS(S, SN, 32, warp, true, _v16)                                                                                                        \
-    LAYER_NORM_REGS_KERNELS(S, SN, BLOCK, block, false, )                                                                                                       \
-    LAYER_NORM_REGS_KERNELS(S, SN, BLOCK, block, true, _v16)
+    LAYER_NORM_REGS_KERNELS(S, SN, 32, ROW_CHUNKS, warp, false, )                                                                                               \
+    LAYER_NORM_REGS_KERNELS(S, SN, 32, ROW_CHUNKS, warp, true, _v16)                                                                                            \
+    LAYER_NORM_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS, block, false, )                                                                                           \
+    LAYER_NORM_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS, block, true, _v16)
+
+// 16-bit rows of up to BLOCK·ROW_CHUNKS_BLOCK4·4 (4096) also have a block form with
+// fewer slots (common.cuh): the same bits as the block form's, in fewer registers.
+#define LAYER_NORM_REGS16_FORMS(S, SN)                                                                                                                          \
+    LAYER_NORM_REGS_FORMS(S, SN)                                                                                                                                \
+    LAYER_NORM_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS_BLOCK4, block4, false, )                                                                                   \
+    LAYER_NORM_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS_BLOCK4, block4, true, _v16)
 
 LAYER_NORM_REGS_FORMS(float, f32)
-LAYER_NORM_REGS_FORMS(f16_t, f16)
-LAYER_NORM_REGS_FORMS(bf16_t, bf16)
+LAYER_NORM_REGS16_FORMS(f16_t, f16)
+LAYER_NORM_REGS16_FORMS(bf16_t, bf16)
 
 // layer_norm_dwdb_k: thread t sums column t % n over the rows of piece t / n (rows
 // piece·c up to piece·(c+1)) in order, into dw and db (either may be null) or, with

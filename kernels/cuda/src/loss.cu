@@ -78,31 +78,57 @@ __device__ __forceinline__ void cross_entropy_rows_k(unsigned long long loss, in
     });
 }
 
+// max_nan is fmax_nan in one instruction (max.NaN, sm_80 on): a NaN operand gives NaN;
+// of +0 and -0 it gives +0 where fmax_nan gives its first operand, which no log-sum-exp
+// can tell apart.
+__device__ __forceinline__ float max_nan(float a, float b) {
+    float r;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+
+// lse_term is exp(d), d = x - max (at most 0, or NaN), a term of a row's log-sum-exp:
+// 2^(d·log2 e) by the SFU's ex2.approx.ftz in one instruction, where expf takes about
+// eight, which kept the 16-bit register-row forward at half the rate of a copy. Its
+// relative error is about 2⁻²² (and d·log2 e's rounding, |d|·2⁻²⁴), far inside the
+// conformance's lse tolerance; a term below 2⁻¹²⁶ flushes to 0, which a sum of at
+// least 1 (the maximum's term) cannot tell. -Inf gives +0, NaN NaN.
+__device__ __forceinline__ float lse_term(float d) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d * 1.4426950408889634f));
+    return r;
+}
+
 // cross_entropy_regs_k keeps each row in registers (float32, F16 and BF16 rows of up to
-// G·ROW_CHUNKS·4 elements, common.cuh's reg_row): read once, 16 bytes a load with V16;
-// the lanes' sums run over row_load's order.
-template <typename S, int G, bool V16>
+// G·C·4 elements, C chunk slots a lane: common.cuh's reg_row): read once, 16 bytes a
+// load with V16. Each lane sums its terms (lse_term) in float, in row_load's order, at
+// most 4·C of them, each at most 1, and the group sums the lanes' sums in double: a
+// conversion to double a lane, not an element. The lse is deterministic and within
+// the tolerance of the float64 formula, but not its bits nor those of the kernels
+// reading rows from memory (cross_entropy_rows_k); a 16-bit row still gives the bits of
+// its float32 copy.
+template <typename S, int G, bool V16, int C = ROW_CHUNKS>
 __device__ __forceinline__ void cross_entropy_regs_k(unsigned long long loss, int dtl, float *lse, const S *logits, const long long *labels, long long n,
                                                      long long c, long long ignore, double *part, unsigned int *ticket, ErrorFlag *flag, unsigned int seq) {
     __shared__ float smx[BLOCK / 32];
     cross_entropy_k<S, G>(loss, dtl, lse, logits, labels, n, c, ignore, part, ticket, flag, seq, [&](const S *xr, int lane, double *sm) {
-        reg_row<S> v;
+        reg_row<S, C> v;
         v.template load<G, V16>(xr, c, lane);
         float mx = NEG_INF;
 #pragma unroll
-        for (int k = 0; k < 4 * ROW_CHUNKS; k++) {
+        for (int k = 0; k < 4 * C; k++) {
             if (!row_in<G, V16>(k, c, lane)) break;
-            mx = fmax_nan(mx, v.at(k));
+            mx = max_nan(mx, v.at(k));
         }
         mx = group_max<G>(mx, smx);
         return lse_of<G>(mx, sm, [&] {
-            double s = 0;
+            float s = 0;
 #pragma unroll
-            for (int k = 0; k < 4 * ROW_CHUNKS; k++) {
+            for (int k = 0; k < 4 * C; k++) {
                 if (!row_in<G, V16>(k, c, lane)) break;
-                s += (double)c_exp(v.at(k) - mx);
+                s += lse_term(v.at(k) - mx);
             }
-            return s;
+            return (double)s;
         });
     });
 }
@@ -262,21 +288,28 @@ KERNEL cross_entropy_rows_warp_f64(unsigned long long loss, int dtl, double *lse
     cross_entropy_rows_k<double, 32>(loss, dtl, lse, logits, labels, n, c, ignore, part, ticket, flag, seq);
 }
 
-#define CROSS_ENTROPY_REGS_KERNELS(S, SN, G, GN, V16, VN)                                                                                              \
+#define CROSS_ENTROPY_REGS_KERNELS(S, SN, G, C, GN, V16, VN)                                                                                           \
     KERNEL cross_entropy_regs_##GN##_##SN##VN(unsigned long long loss, int dtl, float *lse, const S *logits, const long long *labels, long long n,    \
                                               long long c, long long ignore, double *part, unsigned int *ticket, ErrorFlag *flag, unsigned int seq) { \
-        cross_entropy_regs_k<S, G, V16>(loss, dtl, lse, logits, labels, n, c, ignore, part, ticket, flag, seq);                                       \
+        cross_entropy_regs_k<S, G, V16, C>(loss, dtl, lse, logits, labels, n, c, ignore, part, ticket, flag, seq);                                    \
     }
 
 #define CROSS_ENTROPY_REGS_FORMS(S, SN)                                                                                                                \
-    CROSS_ENTROPY_REGS_KERNELS(S, SN, 32, warp, false, )                                                                                               \
-    CROSS_ENTROPY_REGS_KERNELS(S, SN, 32, warp, true, _v16)                                                                                            \
-    CROSS_ENTROPY_REGS_KERNELS(S, SN, BLOCK, block, false, )                                                                                           \
-    CROSS_ENTROPY_REGS_KERNELS(S, SN, BLOCK, block, true, _v16)
+    CROSS_ENTROPY_REGS_KERNELS(S, SN, 32, ROW_CHUNKS, warp, false, )                                                                                   \
+    CROSS_ENTROPY_REGS_KERNELS(S, SN, 32, ROW_CHUNKS, warp, true, _v16)                                                                                \
+    CROSS_ENTROPY_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS, block, false, )                                                                               \
+    CROSS_ENTROPY_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS, block, true, _v16)
+
+// 16-bit rows of up to BLOCK·ROW_CHUNKS_BLOCK4·4 (4096) also have a block form with
+// fewer slots (common.cuh): the same bits as the block form's, in fewer registers.
+#define CROSS_ENTROPY_REGS16_FORMS(S, SN)                                                                                                              \
+    CROSS_ENTROPY_REGS_FORMS(S, SN)                                                                                                                    \
+    CROSS_ENTROPY_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS_BLOCK4, block4, false, )                                                                       \
+    CROSS_ENTROPY_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS_BLOCK4, block4, true, _v16)
 
 CROSS_ENTROPY_REGS_FORMS(float, f32)
-CROSS_ENTROPY_REGS_FORMS(f16_t, f16)
-CROSS_ENTROPY_REGS_FORMS(bf16_t, bf16)
+CROSS_ENTROPY_REGS16_FORMS(f16_t, f16)
+CROSS_ENTROPY_REGS16_FORMS(bf16_t, bf16)
 
 #define MSE_KERNELS(T, TN)                                                                                                                         \
     KERNEL mse_partial_##TN(unsigned long long loss, int dtl, const T *a, const T *b, long long n, long long piece, double *part) {                   \

@@ -64,26 +64,26 @@ __device__ __forceinline__ void softmax_backward_rows_k(S *dx, const S *g, const
     }
 }
 
-// The register-row kernels (float32, F16 and BF16 rows of up to G·ROW_CHUNKS·4 elements,
-// common.cuh's row_load): the row is read once and written once, where the kernels above read it
-// two or three times; the per-element math is theirs, the lanes' sums run over
-// row_load's order.
-template <typename S, int G, bool V16>
+// The register-row kernels (float32, F16 and BF16 rows of up to G·C·4 elements,
+// common.cuh's row_load, C chunk slots a lane): the row is read once and written once,
+// where the kernels above read it two or three times; the per-element math is theirs,
+// the lanes' sums run over row_load's order.
+template <typename S, int G, bool V16, int C = ROW_CHUNKS>
 __device__ __forceinline__ void softmax_regs_k(S *dst, const S *x, long long outer, long long n, int log) {
     __shared__ double sm[BLOCK / 32];
     __shared__ float smx[BLOCK / 32];
     long long row = group_row<G>();
     int lane = group_lane<G>();
     if (row >= outer) return; // G = BLOCK: the whole block leaves together
-    float v[4 * ROW_CHUNKS];
-    row_load<G, V16>(v, x + row * n, n, lane, NEG_INF);
+    float v[4 * C];
+    row_load<G, V16, C>(v, x + row * n, n, lane, NEG_INF);
     float mx = NEG_INF;
 #pragma unroll
-    for (int k = 0; k < 4 * ROW_CHUNKS; k++) mx = fmax_nan(mx, v[k]);
+    for (int k = 0; k < 4 * C; k++) mx = fmax_nan(mx, v[k]);
     mx = group_max<G>(mx, smx);
     double sum = 0;
 #pragma unroll
-    for (int k = 0; k < 4 * ROW_CHUNKS; k++) {
+    for (int k = 0; k < 4 * C; k++) {
         if (!row_in<G, V16>(k, n, lane)) break;
         float e = c_exp(v[k] - mx);
         sum += (double)e;
@@ -92,48 +92,55 @@ __device__ __forceinline__ void softmax_regs_k(S *dst, const S *x, long long out
     sum = group_sum<G>(sum, sm);
     float ls = (float)::log(sum), scale = (float)(1.0 / sum);
 #pragma unroll
-    for (int k = 0; k < 4 * ROW_CHUNKS; k++) v[k] = log ? (v[k] - mx) - ls : v[k] * scale;
-    row_store<G, V16>(dst + row * n, v, n, lane);
+    for (int k = 0; k < 4 * C; k++) v[k] = log ? (v[k] - mx) - ls : v[k] * scale;
+    row_store<G, V16, C>(dst + row * n, v, n, lane);
 }
 
-template <typename S, int G, bool V16>
+template <typename S, int G, bool V16, int C = ROW_CHUNKS>
 __device__ __forceinline__ void softmax_backward_regs_k(S *dx, const S *g, const S *y, long long outer, long long n, int log) {
     __shared__ double sm[BLOCK / 32];
     long long row = group_row<G>();
     int lane = group_lane<G>();
     if (row >= outer) return;
-    float gv[4 * ROW_CHUNKS], yv[4 * ROW_CHUNKS];
-    row_load<G, V16>(gv, g + row * n, n, lane, 0);
-    row_load<G, V16>(yv, y + row * n, n, lane, 0);
+    float gv[4 * C], yv[4 * C];
+    row_load<G, V16, C>(gv, g + row * n, n, lane, 0);
+    row_load<G, V16, C>(yv, y + row * n, n, lane, 0);
     double dot = 0;
 #pragma unroll
-    for (int k = 0; k < 4 * ROW_CHUNKS; k++) {
+    for (int k = 0; k < 4 * C; k++) {
         if (!row_in<G, V16>(k, n, lane)) break;
         dot += log ? (double)gv[k] : (double)gv[k] * (double)yv[k];
     }
     float d = (float)group_sum<G>(dot, sm);
 #pragma unroll
-    for (int k = 0; k < 4 * ROW_CHUNKS; k++) gv[k] = log ? gv[k] - c_exp(yv[k]) * d : yv[k] * (gv[k] - d);
-    row_store<G, V16>(dx + row * n, gv, n, lane);
+    for (int k = 0; k < 4 * C; k++) gv[k] = log ? gv[k] - c_exp(yv[k]) * d : yv[k] * (gv[k] - d);
+    row_store<G, V16, C>(dx + row * n, gv, n, lane);
 }
 
-#define SOFTMAX_REGS_KERNELS(S, SN, G, GN, V16, VN)                                                                            \
+#define SOFTMAX_REGS_KERNELS(S, SN, G, C, GN, V16, VN)                                                                         \
     KERNEL softmax_regs_##GN##_##SN##VN(S *dst, const S *x, long long outer, long long n, int log) {                           \
-        softmax_regs_k<S, G, V16>(dst, x, outer, n, log);                                                                      \
+        softmax_regs_k<S, G, V16, C>(dst, x, outer, n, log);                                                                   \
     }                                                                                                                          \
     KERNEL softmax_backward_regs_##GN##_##SN##VN(S *dx, const S *g, const S *y, long long outer, long long n, int log) {       \
-        softmax_backward_regs_k<S, G, V16>(dx, g, y, outer, n, log);                                                           \
+        softmax_backward_regs_k<S, G, V16, C>(dx, g, y, outer, n, log);                                                        \
     }
 
 #define SOFTMAX_REGS_FORMS(S, SN)                                                                                              \
-    SOFTMAX_REGS_KERNELS(S, SN, 32, warp, false, )                                                                             \
-    SOFTMAX_REGS_KERNELS(S, SN, 32, warp, true, _v16)                                                                          \
-    SOFTMAX_REGS_KERNELS(S, SN, BLOCK, block, false, )                                                                         \
-    SOFTMAX_REGS_KERNELS(S, SN, BLOCK, block, true, _v16)
+    SOFTMAX_REGS_KERNELS(S, SN, 32, ROW_CHUNKS, warp, false, )                                                                 \
+    SOFTMAX_REGS_KERNELS(S, SN, 32, ROW_CHUNKS, warp, true, _v16)                                                              \
+    SOFTMAX_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS, block, false, )                                                             \
+    SOFTMAX_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS, block, true, _v16)
+
+// 16-bit rows of up to BLOCK·ROW_CHUNKS_BLOCK4·4 (4096) also have a block form with
+// fewer slots (common.cuh): the same bits as the block form's, in fewer registers.
+#define SOFTMAX_REGS16_FORMS(S, SN)                                                                                            \
+    SOFTMAX_REGS_FORMS(S, SN)                                                                                                  \
+    SOFTMAX_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS_BLOCK4, block4, false, )                                                     \
+    SOFTMAX_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS_BLOCK4, block4, true, _v16)
 
 SOFTMAX_REGS_FORMS(float, f32)
-SOFTMAX_REGS_FORMS(f16_t, f16)
-SOFTMAX_REGS_FORMS(bf16_t, bf16)
+SOFTMAX_REGS16_FORMS(f16_t, f16)
+SOFTMAX_REGS16_FORMS(bf16_t, bf16)
 
 // The column kernels: thread t owns column t % inner of outer index t / inner.
 template <typename S>

@@ -90,6 +90,7 @@ int main() {
     C("hdrTile", TILE);
     C("hdrTwordsCols", TWORDS_COLS);
     C("hdrRowChunks", ROW_CHUNKS);
+    C("hdrRowChunksBlock4", ROW_CHUNKS_BLOCK4);
     C("hdrListChunk", LIST_CHUNK);
     C("hdrOptimList", OPTIM_LIST);
     C("hdrScaleList", SCALE_LIST);
