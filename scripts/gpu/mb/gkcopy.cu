@@ -4,21 +4,25 @@
 //
 // It includes the real kernel sources of kernels/cuda/src and launches them as
 // kernels/cuda's copy.go does (grid min(tiles, 32 per SM), BLOCK threads): "branch" is
-// copy_transpose_words where copy.go picks it (16-byte words), "branch-gen" the same
-// from the committed kernels/cuda/gen/copy.fatbin (nvcc 11.8's SASS, what the library
-// embeds), "main" a copy of main's copy_transpose (32×32 tiles of elements, before this
-// branch) launched as main's copy.go launched it, and the candidates that beat
-// "branch" on the H100 (docs/benchmarks.md, "Transposes in 16-byte words"): 16-bit
-// rows stored 4 at a time by a warp (RL=4: 128 bytes of a row where RL=8's 64 bytes
-// avoid bank conflicts), and words_pf, which loads a block's next tile before storing
-// the current one; the combination of both for 16 bits was not measured yet. The
-// losers (main's kernel with 64×64 tiles, word tiles of 32 and 128 columns, 8 blocks
-// an SM) are in git history (1d52d08). Every variant's output is compared with main's
-// bit for bit, and main's with a transpose on the host. Times: cudaEvents around each
-// launch, L2 flushed before each, 3 warm-ups, median of 21; % is of a cudaMemcpy device
-// to device moving the same bytes (read + write), timed the same way. Odd shapes
-// (partial tiles, offsets, alignments the word tiles refuse) are checked for
-// correctness only.
+// copy_transpose_words where copy.go picks it (16-byte words: a block loads its next
+// tile before storing the current one, and a warp stores rows 4 at a time in every
+// type), "branch-gen" the same from the committed kernels/cuda/gen/copy.fatbin (nvcc
+// 11.8's SASS, what the library embeds), "main" a copy of main's copy_transpose_words
+// (no prefetch; 16-bit rows 8 at a time) launched as main's copy.go launches it, and
+// candidates: main's kernel with 16-bit rows 4 at a time (the last session's 16-bit
+// winner, without the prefetch), the branch's kernel on a grid of one wave (the blocks
+// an SM holds at once, times the SMs), and "regs": a transpose without shared memory,
+// where each thread loads V words of V adjacent columns (V = 16/element bytes),
+// transposes the V×V block in registers (byte permutes for 16 bits, register renaming
+// for 32) and stores V words of V output rows; LR lanes of a warp run along a column
+// (LR·16 bytes a load) and 32/LR along a row (512/LR bytes a store). Every variant's
+// output is compared with main's bit for bit, and main's with a transpose on the host.
+// Times: cudaEvents around each launch, L2 flushed before each, 3 warm-ups, median of
+// 21; % is of a cudaMemcpy device to device moving the same bytes (read + write), timed
+// the same way. The weight gradients' shapes of the training cases (a Linear's weight
+// [out, in] used as its transpose: 1024², 784×256, 256², 10×256 and their transposes)
+// are timed for main and branch. Odd shapes (partial tiles, offsets, alignments the
+// word tiles refuse, grids of several rounds) are checked for correctness only.
 //
 // Build and run from the repository root (GPU machine):
 //   nvcc -O3 -fmad=false -std=c++17 -arch=sm_90 -Xptxas -v -o /tmp/gkcopy scripts/gpu/mb/gkcopy.cu \
@@ -44,73 +48,27 @@
         }                                                                                       \
     } while (0)
 
-// ---- main's kernel (kernels/cuda/src/copy.cu before this branch), T the tile side ----
+// ---- main's kernel (kernels/cuda/src/copy.cu's transpose_words_k before this branch) ----
 
-template <typename E, int T>
-__device__ __forceinline__ void main_transpose_k(const Walk &w) {
-    __shared__ E tile[T][T + 1];
-    long long R = w.shape[0], C = w.shape[1], sd = w.stride[0][0], ss = w.stride[1][1];
-    const E *src = (const E *)w.base[1];
-    E *dst = (E *)w.base[0];
-    int tx = threadIdx.x % T, ty = threadIdx.x / T;
-    long long tilesR = (R + T - 1) / T, tiles = tilesR * ((C + T - 1) / T);
-    for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
-        long long r0 = (t % tilesR) * T, c0 = (t / tilesR) * T;
-        for (int k = ty; k < T; k += BLOCK / T) {
-            long long r = r0 + tx, c = c0 + k;
-            if (r < R && c < C) tile[k][tx] = src[r + c * ss];
-        }
-        __syncthreads();
-        for (int k = ty; k < T; k += BLOCK / T) {
-            long long r = r0 + k, c = c0 + tx;
-            if (r < R && c < C) dst[r * sd + c] = tile[tx][k];
-        }
-        __syncthreads();
-    }
-}
-
-__global__ void __launch_bounds__(BLOCK) main_copy_transpose(Walk w) {
-    switch (elem_size(w.dtype[0])) {
-    case 1: main_transpose_k<unsigned char, 32>(w); return;
-    case 2: main_transpose_k<unsigned short, 32>(w); return;
-    case 4: main_transpose_k<unsigned int, 32>(w); return;
-    }
-    main_transpose_k<unsigned long long, 32>(w);
-}
-
-// words<E, TC, RL>: transpose_words_k (the branch's) with TC columns a tile and RL rows
-// a warp's stores take in turn.
 template <typename E, int TC, int RL>
-__global__ void __launch_bounds__(BLOCK) words(Walk w) {
-    __shared__ uint4 smem[TC * (128 + 4) / 16];
-    transpose_words_k<E, TC, RL>(w, (unsigned char *)smem);
-}
-
-// words_pf<E, TC, RL>: transpose_words_k with the next tile's words loaded before the
-// current tile is stored, so that a block's loads overlap its own stores.
-template <typename E, int TC, int RL>
-__global__ void __launch_bounds__(BLOCK) words_pf(Walk w) {
+__device__ __forceinline__ void main_words_k(const Walk &w, unsigned char *smem) {
     constexpr int V = 16 / sizeof(E), TR = 128 / sizeof(E), P = TR + 4 / sizeof(E);
     constexpr int WR = TR / V, WC = TC / V, NR = TC * WR / BLOCK, NW = TR * WC / BLOCK;
-    __shared__ uint4 smem[TC * (128 + 4) / 16];
+    static_assert(NR * BLOCK == TC * WR && NW * BLOCK == TR * WC && BLOCK % (RL * WC) == 0, "a tile is whole rounds of the block");
     E(*tile)[P] = (E(*)[P])smem;
     long long R = w.shape[0], C = w.shape[1], sd = w.stride[0][0], ss = w.stride[1][1];
     const E *src = (const E *)w.base[1];
     E *dst = (E *)w.base[0];
     unsigned tilesR = (unsigned)((R + TR - 1) / TR), tiles = tilesR * (unsigned)((C + TC - 1) / TC);
-    uint4 x[NR];
-    auto load = [&](unsigned t) {
+    for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {
         long long r0 = (long long)(t % tilesR) * TR, c0 = (long long)(t / tilesR) * TC;
+        uint4 x[NR];
 #pragma unroll
         for (int i = 0; i < NR; i++) {
             int k = threadIdx.x + i * BLOCK, c = k / WR, r = (k % WR) * V;
             x[i] = make_uint4(0, 0, 0, 0);
-            if (t < tiles && r0 + r < R && c0 + c < C) x[i] = *(const uint4 *)(src + (c0 + c) * ss + r0 + r);
+            if (r0 + r < R && c0 + c < C) x[i] = *(const uint4 *)(src + (c0 + c) * ss + r0 + r);
         }
-    };
-    load(blockIdx.x);
-    for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {
-        long long r0 = (long long)(t % tilesR) * TR, c0 = (long long)(t / tilesR) * TC;
 #pragma unroll
         for (int i = 0; i < NR; i++) {
             int k = threadIdx.x + i * BLOCK, c = k / WR, r = (k % WR) * V;
@@ -119,7 +77,6 @@ __global__ void __launch_bounds__(BLOCK) words_pf(Walk w) {
             for (int j = 0; j < V; j++) tile[c][r + j] = e[j];
         }
         __syncthreads();
-        load(t + gridDim.x);
 #pragma unroll
         for (int i = 0; i < NW; i++) {
             int k = threadIdx.x + i * BLOCK, r = k % RL + k / (RL * WC) * RL, c = k / RL % WC * V;
@@ -132,6 +89,70 @@ __global__ void __launch_bounds__(BLOCK) words_pf(Walk w) {
         __syncthreads();
     }
 }
+
+// main_copy_transpose_words<8> is main's copy_transpose_words; <4> stores 16-bit rows
+// 4 at a time (the last session's 16-bit winner, 82.7% of a copy).
+template <int RL16>
+__global__ void __launch_bounds__(BLOCK) main_copy_transpose_words(Walk w) {
+    __shared__ uint4 smem[TWORDS_COLS * (128 + 4) / 16];
+    if (elem_size(w.dtype[0]) == 2) main_words_k<unsigned short, TWORDS_COLS, RL16>(w, (unsigned char *)smem);
+    else main_words_k<unsigned int, TWORDS_COLS, 4>(w, (unsigned char *)smem);
+}
+
+// ---- candidate: the transpose in registers ------------------------------------------------
+
+// transpose_regs transposes a V×V block of elements E held as V words: in[j] is V
+// consecutive elements of source column j, out[i] V consecutive elements of output row
+// i. 32-bit: out[i][m] = in[m][i]. 16-bit: out[i]'s 32-bit word m is element i of in[2m]
+// and of in[2m+1], one byte permute.
+template <typename E>
+__device__ __forceinline__ void transpose_regs(const uint4 *in, uint4 *out) {
+    constexpr int V = 16 / sizeof(E);
+#pragma unroll
+    for (int i = 0; i < V; i++) {
+        unsigned *o = (unsigned *)&out[i];
+#pragma unroll
+        for (int m = 0; m < 4; m++) {
+            if constexpr (sizeof(E) == 4) {
+                o[m] = ((const unsigned *)&in[m])[i];
+            } else {
+                unsigned a = ((const unsigned *)&in[2 * m])[i / 2], b = ((const unsigned *)&in[2 * m + 1])[i / 2];
+                o[m] = __byte_perm(a, b, i % 2 ? 0x7632 : 0x5410);
+            }
+        }
+    }
+}
+
+// regs<E, LR>: a block's 8 warps cover 128 bytes along r (8/LR warps of LR lanes, each
+// lane V elements) and the rest along c; each thread loads V words (columns c..c+V-1,
+// elements r..r+V-1), transposes them and stores V words (rows r..r+V-1, columns
+// c..c+V-1). Grid-striding over tiles of BR×BC.
+template <typename E, int LR>
+__global__ void __launch_bounds__(BLOCK) regs(Walk w) {
+    constexpr int V = 16 / sizeof(E), LC = 32 / LR, WRW = 8 / LR, WCW = BLOCK / 32 / WRW;
+    constexpr int BR = WRW * LR * V, BC = WCW * LC * V;
+    long long R = w.shape[0], C = w.shape[1], sd = w.stride[0][0], ss = w.stride[1][1];
+    const E *src = (const E *)w.base[1];
+    E *dst = (E *)w.base[0];
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    int rOff = (warp % WRW * LR + lane % LR) * V, cOff = (warp / WRW * LC + lane / LR) * V;
+    unsigned tilesR = (unsigned)((R + BR - 1) / BR), tiles = tilesR * (unsigned)((C + BC - 1) / BC);
+    for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {
+        long long r = (long long)(t % tilesR) * BR + rOff, c = (long long)(t / tilesR) * BC + cOff;
+        if (r >= R || c >= C) continue; // R and C are whole words: a word is all in or all out
+        uint4 in[V], out[V];
+#pragma unroll
+        for (int j = 0; j < V; j++) in[j] = *(const uint4 *)(src + (c + j) * ss + r);
+        transpose_regs<E>(in, out);
+#pragma unroll
+        for (int i = 0; i < V; i++) *(uint4 *)(dst + (r + i) * sd + c) = out[i];
+    }
+}
+
+template <typename E, int LR>
+static long long regsTileR() { return 8 / LR * LR * (16 / sizeof(E)); }
+template <typename E, int LR>
+static long long regsTileC() { return (BLOCK / 32 / (8 / LR)) * (32 / LR) * (16 / sizeof(E)); }
 
 // ---- timing --------------------------------------------------------------------------
 
@@ -224,7 +245,16 @@ static void branch(Walk w) {
     else copy_transpose<<<gridTiles(w, TILE, TILE, 32 * sms), BLOCK>>>(w);
 }
 
-static void mainLaunch(Walk w) { main_copy_transpose<<<gridTiles(w, 32, 32, 32 * sms), BLOCK>>>(w); }
+// mainLaunch launches what main's copy.go launches for w; RL16 4: 16-bit rows 4 at a time.
+static void mainLaunch(Walk w, bool rl4 = false) {
+    unsigned grid = gridTiles(w, 128 / esize(w.dtype[0]), TWORDS_COLS, 32 * sms);
+    if (!wordsOK(w)) copy_transpose<<<gridTiles(w, TILE, TILE, 32 * sms), BLOCK>>>(w);
+    else if (rl4) main_copy_transpose_words<4><<<grid, BLOCK>>>(w);
+    else main_copy_transpose_words<8><<<grid, BLOCK>>>(w);
+}
+
+template <typename E, int LR>
+static void regsLaunch(Walk w) { regs<E, LR><<<gridTiles(w, regsTileR<E, LR>(), regsTileC<E, LR>(), 32 * sms), BLOCK>>>(w); }
 
 // ---- inputs and checks ------------------------------------------------------------------
 
@@ -290,9 +320,17 @@ int main() {
     if (!genWords || !genScalar) printf("# kernels/cuda/gen/copy.fatbin not loaded: no branch-gen rows\n");
 
     // The source matrices m = [rows, cols]; Copy(dense, m.T()): R = cols, C = rows.
+    // Timed: ops_compare's [65536, 1024] and [8192, 8192] (64M elements), [4096, 4096]
+    // with the candidates; the training cases' weight shapes for main and branch.
     struct Shape {
         long long rows, cols;
-    } shapes[] = {{65536, 1024}, {8192, 8192}, {4096, 4096}};
+        bool candidates;
+    } shapes[] = {{65536, 1024, true}, {8192, 8192, true}, {4096, 4096, true}, {1024, 1024, false}, {784, 256, false},
+                  {256, 784, false}, {256, 256, false}, {10, 256, false}, {256, 10, false}};
+    int perSM;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSM, copy_transpose_words, BLOCK, 0));
+    unsigned wave = (unsigned)(perSM * sms);
+    printf("# copy_transpose_words: %d blocks an SM at once (one wave: %u blocks)\n", perSM, wave);
     for (int dt : {DT_F32, DT_F16, DT_BF16}) {
         int e = esize(dt);
         for (Shape s : shapes) {
@@ -326,23 +364,30 @@ int main() {
             run("main", [&] { mainLaunch(w); });
             run("branch", [&] { branch(w); });
             if (genWords && wordsOK(w)) run("branch-gen", [&] { genLaunch(genWords, gridTiles(w, 128 / e, TWORDS_COLS, 32 * sms), w); });
+            if (!s.candidates) continue;
+            run("branch, one wave", [&] { copy_transpose_words<<<std::min(gridTiles(w, 128 / e, TWORDS_COLS, 32 * sms), wave), BLOCK>>>(w); });
             if (e == 2) {
-                run("words TC=64 RL=4", [&] { words<unsigned short, 64, 4><<<gridTiles(w, 64, 64, 32 * sms), BLOCK>>>(w); });
-                run("prefetch TC=64 RL=8", [&] { words_pf<unsigned short, 64, 8><<<gridTiles(w, 64, 64, 32 * sms), BLOCK>>>(w); });
-                run("prefetch TC=64 RL=4", [&] { words_pf<unsigned short, 64, 4><<<gridTiles(w, 64, 64, 32 * sms), BLOCK>>>(w); });
+                run("main RL=4 (no prefetch)", [&] { mainLaunch(w, true); });
+                run("regs LR=2", [&] { regsLaunch<unsigned short, 2>(w); });
+                run("regs LR=4", [&] { regsLaunch<unsigned short, 4>(w); });
+                run("regs LR=8", [&] { regsLaunch<unsigned short, 8>(w); });
             } else {
-                run("prefetch TC=64 RL=4", [&] { words_pf<unsigned int, 64, 4><<<gridTiles(w, 32, 64, 32 * sms), BLOCK>>>(w); });
+                run("regs LR=4", [&] { regsLaunch<unsigned int, 4>(w); });
+                run("regs LR=8", [&] { regsLaunch<unsigned int, 8>(w); });
             }
         }
     }
 
-    // Odd shapes, correctness only: what copy.go launches (branch) and the committed
-    // fatbin's kernel against a host transpose; offsets in elements from 16-byte
-    // aligned blocks; ld > R is a column slice of a wider source.
+    // Odd shapes, correctness only: what copy.go launches (branch), the committed
+    // fatbin's kernel and the regs candidates against a host transpose; offsets in
+    // elements from 16-byte aligned blocks; ld > R is a column slice of a wider source;
+    // the last two have more tiles than the grid's 32 blocks an SM (blocks prefetch
+    // across rounds, the last partial).
     struct Odd {
         long long R, C, ld, offD, offS;
-    } odd[] = {{70, 45, 70, 0, 0}, {1032, 1000, 1032, 0, 0}, {1000, 1032, 1000, 0, 0}, {136, 72, 200, 8, 16},
-               {136, 72, 136, 1, 0}, {64, 4096, 64, 0, 3}, {2, 3, 2, 0, 0}, {4096, 8, 4096, 0, 0}, {8, 4096, 8, 0, 0}};
+    } odd[] = {{70, 45, 70, 0, 0},    {1032, 1000, 1032, 0, 0}, {1000, 1032, 1000, 0, 0}, {136, 72, 200, 8, 16},      {136, 72, 136, 1, 0},
+               {64, 4096, 64, 0, 3},  {2, 3, 2, 0, 0},          {4096, 8, 4096, 0, 0},    {8, 4096, 8, 0, 0},           {4100, 4104, 4100, 0, 0},
+               {8200, 4104, 8208, 8, 0}};
     long long oddBad = 0;
     for (int dt : {DT_F32, DT_F16}) {
         int e = esize(dt);
@@ -351,18 +396,30 @@ int main() {
             std::vector<unsigned char> hs = fillBits(src, sb);
             std::vector<unsigned char> want = hostTranspose(std::vector<unsigned char>(hs.begin() + o.offS * e, hs.end()), e, o.R, o.C, o.ld);
             Walk w = transposed((char *)dst + o.offD * e, (char *)src + o.offS * e, dt, o.R, o.C, o.ld);
-            for (int gen = 0; gen < 2; gen++) {
-                if (gen && !genWords) continue;
+            std::vector<std::pair<std::string, std::function<void()>>> impls = {{"branch", [&] { branch(w); }}};
+            if (genWords)
+                impls.push_back({"branch-gen", [&] {
+                                     if (wordsOK(w)) genLaunch(genWords, gridTiles(w, 128 / e, TWORDS_COLS, 32 * sms), w);
+                                     else genLaunch(genScalar, gridTiles(w, TILE, TILE, 32 * sms), w);
+                                 }});
+            if (wordsOK(w) && e == 2) {
+                impls.push_back({"regs LR=2", [&] { regsLaunch<unsigned short, 2>(w); }});
+                impls.push_back({"regs LR=4", [&] { regsLaunch<unsigned short, 4>(w); }});
+                impls.push_back({"regs LR=8", [&] { regsLaunch<unsigned short, 8>(w); }});
+            } else if (wordsOK(w)) {
+                impls.push_back({"regs LR=4", [&] { regsLaunch<unsigned int, 4>(w); }});
+                impls.push_back({"regs LR=8", [&] { regsLaunch<unsigned int, 8>(w); }});
+            }
+            for (auto &impl : impls) {
                 CK(cudaMemset(dst, 0, db));
-                if (!gen) branch(w);
-                else if (wordsOK(w)) genLaunch(genWords, gridTiles(w, 128 / e, TWORDS_COLS, 32 * sms), w);
-                else genLaunch(genScalar, gridTiles(w, TILE, TILE, 32 * sms), w);
+                impl.second();
                 CK(cudaDeviceSynchronize());
+                CK(cudaGetLastError());
                 std::vector<unsigned char> got = download(dst, db);
                 long long d = differ(std::vector<unsigned char>(got.begin() + o.offD * e, got.end()), want);
                 bool lead = std::any_of(got.begin(), got.begin() + o.offD * e, [](unsigned char b) { return b != 0; });
                 oddBad += d + lead;
-                printf("# odd %s R=%lld C=%lld ld=%lld offsets %lld,%lld (%s, %s): %s\n", dtName(dt), o.R, o.C, o.ld, o.offD, o.offS, gen ? "branch-gen" : "branch",
+                printf("# odd %s R=%lld C=%lld ld=%lld offsets %lld,%lld (%s, %s): %s\n", dtName(dt), o.R, o.C, o.ld, o.offD, o.offS, impl.first.c_str(),
                        wordsOK(w) ? "words" : "elements", d || lead ? "MISMATCH" : "bit-identical");
             }
         }
