@@ -15,13 +15,18 @@
 // where each thread loads V words of V adjacent columns (V = 16/element bytes),
 // transposes the V×V block in registers (byte permutes for 16 bits, register renaming
 // for 32) and stores V words of V output rows; LR lanes of a warp run along a column
-// (LR·16 bytes a load) and 32/LR along a row (512/LR bytes a store). Every variant's
+// (LR·16 bytes a load) and 32/LR along a row (512/LR bytes a store), once with loads
+// and stores marked evict-first; and, for 16 bits, "pairs": the branch's tiles through
+// shared memory held in the output's layout as 32-bit pairs of columns, gathered as
+// 16-byte words (10 shared-memory instructions for 2 words, not 32). Every variant's
 // output is compared with main's bit for bit, and main's with a transpose on the host.
 // Times: cudaEvents around each launch, L2 flushed before each, 3 warm-ups, median of
 // 21; % is of a cudaMemcpy device to device moving the same bytes (read + write), timed
-// the same way. The weight gradients' shapes of the training cases (a Linear's weight
-// [out, in] used as its transpose: 1024², 784×256, 256², 10×256 and their transposes)
-// are timed for main and branch. Odd shapes (partial tiles, offsets, alignments the
+// the same way. The backward pass makes transposes dense where a matrix was multiplied
+// as its transpose through MatMul (w.T(), attention's k.T()): the gradient arrives as a
+// transposed view, which AccumulateGrad's Clone copies; the training cases' weight
+// shapes (1024², 784×256, 256², 10×256 and their transposes) are timed for main and
+// branch. (nn.Linear's backward reads its transposes in place: no copy.) Odd shapes (partial tiles, offsets, alignments the
 // word tiles refuse, grids of several rounds) are checked for correctness only.
 //
 // Build and run from the repository root (GPU machine):
@@ -126,8 +131,9 @@ __device__ __forceinline__ void transpose_regs(const uint4 *in, uint4 *out) {
 // regs<E, LR>: a block's 8 warps cover 128 bytes along r (8/LR warps of LR lanes, each
 // lane V elements) and the rest along c; each thread loads V words (columns c..c+V-1,
 // elements r..r+V-1), transposes them and stores V words (rows r..r+V-1, columns
-// c..c+V-1). Grid-striding over tiles of BR×BC.
-template <typename E, int LR>
+// c..c+V-1). Grid-striding over tiles of BR×BC. CS: loads and stores marked to be
+// evicted first (__ldcs, __stcs: each byte is touched once).
+template <typename E, int LR, bool CS = false>
 __global__ void __launch_bounds__(BLOCK) regs(Walk w) {
     constexpr int V = 16 / sizeof(E), LC = 32 / LR, WRW = 8 / LR, WCW = BLOCK / 32 / WRW;
     constexpr int BR = WRW * LR * V, BC = WCW * LC * V;
@@ -142,10 +148,62 @@ __global__ void __launch_bounds__(BLOCK) regs(Walk w) {
         if (r >= R || c >= C) continue; // R and C are whole words: a word is all in or all out
         uint4 in[V], out[V];
 #pragma unroll
-        for (int j = 0; j < V; j++) in[j] = *(const uint4 *)(src + (c + j) * ss + r);
+        for (int j = 0; j < V; j++) {
+            const uint4 *p = (const uint4 *)(src + (c + j) * ss + r);
+            in[j] = CS ? __ldcs(p) : *p;
+        }
         transpose_regs<E>(in, out);
 #pragma unroll
-        for (int i = 0; i < V; i++) *(uint4 *)(dst + (r + i) * sd + c) = out[i];
+        for (int i = 0; i < V; i++) {
+            uint4 *p = (uint4 *)(dst + (r + i) * sd + c);
+            if (CS) __stcs(p, out[i]);
+            else *p = out[i];
+        }
+    }
+}
+
+// pairs: 16-bit tiles of 64×64 through shared memory held transposed (the output's
+// layout) in 32-bit pairs of adjacent columns: a thread loads two words of columns
+// 2q and 2q+1 (the same 8 elements r), packs element j of both into one 32-bit word
+// (a byte permute) and stores 8 of them, then gathers an output word with one 16-byte
+// load from shared memory: 10 shared-memory instructions for 2 words where the
+// branch's element-wise scatter and gather take 32. The pair index is XORed with
+// 4·((r/8)%8) so that both the stores (8 rows r apart by 8, 4 pairs) and the 16-byte
+// loads (8 lanes a row) spread over the banks. A block loads its next tile before
+// storing the current one, as the branch does.
+__global__ void __launch_bounds__(BLOCK) pairs(Walk w) {
+    constexpr int TR = 64, TC = 64;
+    __shared__ uint4 smem[TR * TC / 8];
+    unsigned(*tile)[TC / 2] = (unsigned(*)[TC / 2])smem;
+    long long R = w.shape[0], C = w.shape[1], sd = w.stride[0][0], ss = w.stride[1][1];
+    const unsigned short *src = (const unsigned short *)w.base[1];
+    unsigned short *dst = (unsigned short *)w.base[0];
+    unsigned tilesR = (unsigned)((R + TR - 1) / TR), tiles = tilesR * (unsigned)((C + TC - 1) / TC);
+    int rw = threadIdx.x % 8, q = threadIdx.x / 8; // the loads: elements 8rw.., columns 2q, 2q+1
+    uint4 a, b;
+    auto load = [&](unsigned t) {
+        long long r0 = (long long)(t % tilesR) * TR, c0 = (long long)(t / tilesR) * TC;
+        a = b = make_uint4(0, 0, 0, 0);
+        if (t < tiles && r0 + rw * 8 < R && c0 + 2 * q < C) {
+            a = *(const uint4 *)(src + (c0 + 2 * q) * ss + r0 + rw * 8);
+            b = *(const uint4 *)(src + (c0 + 2 * q + 1) * ss + r0 + rw * 8);
+        }
+    };
+    load(blockIdx.x);
+    for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {
+        long long r0 = (long long)(t % tilesR) * TR, c0 = (long long)(t / tilesR) * TC;
+        const unsigned *pa = (const unsigned *)&a, *pb = (const unsigned *)&b;
+#pragma unroll
+        for (int j = 0; j < 8; j++) tile[rw * 8 + j][q ^ (rw << 2)] = __byte_perm(pa[j / 2], pb[j / 2], j % 2 ? 0x7632 : 0x5410);
+        __syncthreads();
+        load(t + gridDim.x);
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            int k = threadIdx.x + i * BLOCK, g = k % 8, r = k / 8;
+            uint4 o = *(const uint4 *)&tile[r][4 * (g ^ (r / 8 % 8))];
+            if (r0 + r < R && c0 + 8 * g < C) *(uint4 *)(dst + (r0 + r) * sd + c0 + 8 * g) = o;
+        }
+        __syncthreads();
     }
 }
 
@@ -253,8 +311,8 @@ static void mainLaunch(Walk w, bool rl4 = false) {
     else main_copy_transpose_words<8><<<grid, BLOCK>>>(w);
 }
 
-template <typename E, int LR>
-static void regsLaunch(Walk w) { regs<E, LR><<<gridTiles(w, regsTileR<E, LR>(), regsTileC<E, LR>(), 32 * sms), BLOCK>>>(w); }
+template <typename E, int LR, bool CS = false>
+static void regsLaunch(Walk w) { regs<E, LR, CS><<<gridTiles(w, regsTileR<E, LR>(), regsTileC<E, LR>(), 32 * sms), BLOCK>>>(w); }
 
 // ---- inputs and checks ------------------------------------------------------------------
 
@@ -320,7 +378,7 @@ int main() {
     if (!genWords || !genScalar) printf("# kernels/cuda/gen/copy.fatbin not loaded: no branch-gen rows\n");
 
     // The source matrices m = [rows, cols]; Copy(dense, m.T()): R = cols, C = rows.
-    // Timed: ops_compare's [65536, 1024] and [8192, 8192] (64M elements), [4096, 4096]
+    // Timed: ops_compare's [65536, 1024], [8192, 8192] (64M elements) and [4096, 4096]
     // with the candidates; the training cases' weight shapes for main and branch.
     struct Shape {
         long long rows, cols;
@@ -371,9 +429,13 @@ int main() {
                 run("regs LR=2", [&] { regsLaunch<unsigned short, 2>(w); });
                 run("regs LR=4", [&] { regsLaunch<unsigned short, 4>(w); });
                 run("regs LR=8", [&] { regsLaunch<unsigned short, 8>(w); });
+                run("regs LR=4, evict-first", [&] { regsLaunch<unsigned short, 4, true>(w); });
+                run("pairs", [&] { pairs<<<gridTiles(w, 64, 64, 32 * sms), BLOCK>>>(w); });
             } else {
+                run("regs LR=2", [&] { regsLaunch<unsigned int, 2>(w); });
                 run("regs LR=4", [&] { regsLaunch<unsigned int, 4>(w); });
                 run("regs LR=8", [&] { regsLaunch<unsigned int, 8>(w); });
+                run("regs LR=4, evict-first", [&] { regsLaunch<unsigned int, 4, true>(w); });
             }
         }
     }
@@ -406,7 +468,9 @@ int main() {
                 impls.push_back({"regs LR=2", [&] { regsLaunch<unsigned short, 2>(w); }});
                 impls.push_back({"regs LR=4", [&] { regsLaunch<unsigned short, 4>(w); }});
                 impls.push_back({"regs LR=8", [&] { regsLaunch<unsigned short, 8>(w); }});
+                impls.push_back({"pairs", [&] { pairs<<<gridTiles(w, 64, 64, 32 * sms), BLOCK>>>(w); }});
             } else if (wordsOK(w)) {
+                impls.push_back({"regs LR=2", [&] { regsLaunch<unsigned int, 2>(w); }});
                 impls.push_back({"regs LR=4", [&] { regsLaunch<unsigned int, 4>(w); }});
                 impls.push_back({"regs LR=8", [&] { regsLaunch<unsigned int, 8>(w); }});
             }
