@@ -4,30 +4,29 @@
 //
 // It includes the real kernel sources of kernels/cuda/src and launches them as
 // kernels/cuda's copy.go does (grid min(tiles, 32 per SM), BLOCK threads): "branch" is
-// copy_transpose_words where copy.go picks it (16-byte words: a block loads its next
-// tile before storing the current one, and a warp stores rows 4 at a time in every
-// type), "branch-gen" the same from the committed kernels/cuda/gen/copy.fatbin (nvcc
-// 11.8's SASS, what the library embeds), "main" a copy of main's copy_transpose_words
-// (no prefetch; 16-bit rows 8 at a time) launched as main's copy.go launches it, and
-// candidates: main's kernel with 16-bit rows 4 at a time (the last session's 16-bit
-// winner, without the prefetch), the branch's kernel on a grid of one wave (the blocks
-// an SM holds at once, times the SMs), and "regs": a transpose without shared memory,
-// where each thread loads V words of V adjacent columns (V = 16/element bytes),
-// transposes the V×V block in registers (byte permutes for 16 bits, register renaming
-// for 32) and stores V words of V output rows; LR lanes of a warp run along a column
-// (LR·16 bytes a load) and 32/LR along a row (512/LR bytes a store), once with loads
-// and stores marked evict-first; and, for 16 bits, "pairs": the branch's tiles through
-// shared memory held in the output's layout as 32-bit pairs of columns, gathered as
-// 16-byte words (10 shared-memory instructions for 2 words, not 32). Every variant's
-// output is compared with main's bit for bit, and main's with a transpose on the host.
-// Times: cudaEvents around each launch, L2 flushed before each, 3 warm-ups, median of
-// 21; % is of a cudaMemcpy device to device moving the same bytes (read + write), timed
-// the same way. The backward pass makes transposes dense where a matrix was multiplied
-// as its transpose through MatMul (w.T(), attention's k.T()): the gradient arrives as a
+// copy_transpose_words where copy.go picks it (16-byte words; F32: transpose_words_k,
+// a block loading its next tile before it stores the current one, rows stored 4 at a
+// time; 16 bits: transpose_units_k, the tile held in shared memory in the output's
+// layout as 32-bit units of two columns, gathered as 16-byte words), "branch-gen" the
+// same from the committed kernels/cuda/gen/copy.fatbin (nvcc 11.8's SASS, what the
+// library embeds; only where that file is in the tree), "main" a copy of main's
+// copy_transpose_words (no prefetch; 16-bit rows 8 at a time, gathered element by
+// element) launched as main's copy.go launches it, and one candidate not measured yet:
+// "units" runs transpose_units_k for F32 (one column a unit: 5 shared-memory
+// instructions a word where transpose_words_k takes 8). The losers of this branch's
+// first run on an H100 (transposes in registers without shared memory, evict-first
+// loads and stores, a grid of one wave, 16-bit rows 4 at a time without the prefetch:
+// figures in docs/benchmarks.md) are in git history (a6d40f9). Every variant's output is compared
+// with main's bit for bit, and main's with a transpose on the host. Times: cudaEvents
+// around each launch, L2 flushed before each, 3 warm-ups, median of 21; % is of a
+// cudaMemcpy device to device moving the same bytes (read + write), timed the same way.
+// The backward pass makes transposes dense where a matrix was multiplied as its
+// transpose through MatMul (w.T(), attention's k.T()): the gradient arrives as a
 // transposed view, which AccumulateGrad's Clone copies; the training cases' weight
 // shapes (1024², 784×256, 256², 10×256 and their transposes) are timed for main and
-// branch. (nn.Linear's backward reads its transposes in place: no copy.) Odd shapes (partial tiles, offsets, alignments the
-// word tiles refuse, grids of several rounds) are checked for correctness only.
+// branch. (nn.Linear's backward reads its transposes in place: no copy.) Odd shapes
+// (partial tiles, offsets, alignments the word tiles refuse, grids of several rounds)
+// are checked for correctness only.
 //
 // Build and run from the repository root (GPU machine):
 //   nvcc -O3 -fmad=false -std=c++17 -arch=sm_90 -Xptxas -v -o /tmp/gkcopy scripts/gpu/mb/gkcopy.cu \
@@ -95,122 +94,19 @@ __device__ __forceinline__ void main_words_k(const Walk &w, unsigned char *smem)
     }
 }
 
-// main_copy_transpose_words<8> is main's copy_transpose_words; <4> stores 16-bit rows
-// 4 at a time (the last session's 16-bit winner, 82.7% of a copy).
-template <int RL16>
+// main_copy_transpose_words is main's copy_transpose_words.
 __global__ void __launch_bounds__(BLOCK) main_copy_transpose_words(Walk w) {
     __shared__ uint4 smem[TWORDS_COLS * (128 + 4) / 16];
-    if (elem_size(w.dtype[0]) == 2) main_words_k<unsigned short, TWORDS_COLS, RL16>(w, (unsigned char *)smem);
+    if (elem_size(w.dtype[0]) == 2) main_words_k<unsigned short, TWORDS_COLS, 8>(w, (unsigned char *)smem);
     else main_words_k<unsigned int, TWORDS_COLS, 4>(w, (unsigned char *)smem);
 }
 
-// ---- candidate: the transpose in registers ------------------------------------------------
+// ---- candidate: transpose_units_k for F32 ------------------------------------------------
 
-// transpose_regs transposes a V×V block of elements E held as V words: in[j] is V
-// consecutive elements of source column j, out[i] V consecutive elements of output row
-// i. 32-bit: out[i][m] = in[m][i]. 16-bit: out[i]'s 32-bit word m is element i of in[2m]
-// and of in[2m+1], one byte permute.
-template <typename E>
-__device__ __forceinline__ void transpose_regs(const uint4 *in, uint4 *out) {
-    constexpr int V = 16 / sizeof(E);
-#pragma unroll
-    for (int i = 0; i < V; i++) {
-        unsigned *o = (unsigned *)&out[i];
-#pragma unroll
-        for (int m = 0; m < 4; m++) {
-            if constexpr (sizeof(E) == 4) {
-                o[m] = ((const unsigned *)&in[m])[i];
-            } else {
-                unsigned a = ((const unsigned *)&in[2 * m])[i / 2], b = ((const unsigned *)&in[2 * m + 1])[i / 2];
-                o[m] = __byte_perm(a, b, i % 2 ? 0x7632 : 0x5410);
-            }
-        }
-    }
+__global__ void __launch_bounds__(BLOCK) units_f32(Walk w) {
+    __shared__ uint4 smem[TWORDS_COLS * (128 + 4) / 16];
+    transpose_units_k<unsigned int, TWORDS_COLS>(w, (unsigned char *)smem);
 }
-
-// regs<E, LR>: a block's 8 warps cover 128 bytes along r (8/LR warps of LR lanes, each
-// lane V elements) and the rest along c; each thread loads V words (columns c..c+V-1,
-// elements r..r+V-1), transposes them and stores V words (rows r..r+V-1, columns
-// c..c+V-1). Grid-striding over tiles of BR×BC. CS: loads and stores marked to be
-// evicted first (__ldcs, __stcs: each byte is touched once).
-template <typename E, int LR, bool CS = false>
-__global__ void __launch_bounds__(BLOCK) regs(Walk w) {
-    constexpr int V = 16 / sizeof(E), LC = 32 / LR, WRW = 8 / LR, WCW = BLOCK / 32 / WRW;
-    constexpr int BR = WRW * LR * V, BC = WCW * LC * V;
-    long long R = w.shape[0], C = w.shape[1], sd = w.stride[0][0], ss = w.stride[1][1];
-    const E *src = (const E *)w.base[1];
-    E *dst = (E *)w.base[0];
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    int rOff = (warp % WRW * LR + lane % LR) * V, cOff = (warp / WRW * LC + lane / LR) * V;
-    unsigned tilesR = (unsigned)((R + BR - 1) / BR), tiles = tilesR * (unsigned)((C + BC - 1) / BC);
-    for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {
-        long long r = (long long)(t % tilesR) * BR + rOff, c = (long long)(t / tilesR) * BC + cOff;
-        if (r >= R || c >= C) continue; // R and C are whole words: a word is all in or all out
-        uint4 in[V], out[V];
-#pragma unroll
-        for (int j = 0; j < V; j++) {
-            const uint4 *p = (const uint4 *)(src + (c + j) * ss + r);
-            in[j] = CS ? __ldcs(p) : *p;
-        }
-        transpose_regs<E>(in, out);
-#pragma unroll
-        for (int i = 0; i < V; i++) {
-            uint4 *p = (uint4 *)(dst + (r + i) * sd + c);
-            if (CS) __stcs(p, out[i]);
-            else *p = out[i];
-        }
-    }
-}
-
-// pairs: 16-bit tiles of 64×64 through shared memory held transposed (the output's
-// layout) in 32-bit pairs of adjacent columns: a thread loads two words of columns
-// 2q and 2q+1 (the same 8 elements r), packs element j of both into one 32-bit word
-// (a byte permute) and stores 8 of them, then gathers an output word with one 16-byte
-// load from shared memory: 10 shared-memory instructions for 2 words where the
-// branch's element-wise scatter and gather take 32. The pair index is XORed with
-// 4·((r/8)%8) so that both the stores (8 rows r apart by 8, 4 pairs) and the 16-byte
-// loads (8 lanes a row) spread over the banks. A block loads its next tile before
-// storing the current one, as the branch does.
-__global__ void __launch_bounds__(BLOCK) pairs(Walk w) {
-    constexpr int TR = 64, TC = 64;
-    __shared__ uint4 smem[TR * TC / 8];
-    unsigned(*tile)[TC / 2] = (unsigned(*)[TC / 2])smem;
-    long long R = w.shape[0], C = w.shape[1], sd = w.stride[0][0], ss = w.stride[1][1];
-    const unsigned short *src = (const unsigned short *)w.base[1];
-    unsigned short *dst = (unsigned short *)w.base[0];
-    unsigned tilesR = (unsigned)((R + TR - 1) / TR), tiles = tilesR * (unsigned)((C + TC - 1) / TC);
-    int rw = threadIdx.x % 8, q = threadIdx.x / 8; // the loads: elements 8rw.., columns 2q, 2q+1
-    uint4 a, b;
-    auto load = [&](unsigned t) {
-        long long r0 = (long long)(t % tilesR) * TR, c0 = (long long)(t / tilesR) * TC;
-        a = b = make_uint4(0, 0, 0, 0);
-        if (t < tiles && r0 + rw * 8 < R && c0 + 2 * q < C) {
-            a = *(const uint4 *)(src + (c0 + 2 * q) * ss + r0 + rw * 8);
-            b = *(const uint4 *)(src + (c0 + 2 * q + 1) * ss + r0 + rw * 8);
-        }
-    };
-    load(blockIdx.x);
-    for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {
-        long long r0 = (long long)(t % tilesR) * TR, c0 = (long long)(t / tilesR) * TC;
-        const unsigned *pa = (const unsigned *)&a, *pb = (const unsigned *)&b;
-#pragma unroll
-        for (int j = 0; j < 8; j++) tile[rw * 8 + j][q ^ (rw << 2)] = __byte_perm(pa[j / 2], pb[j / 2], j % 2 ? 0x7632 : 0x5410);
-        __syncthreads();
-        load(t + gridDim.x);
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            int k = threadIdx.x + i * BLOCK, g = k % 8, r = k / 8;
-            uint4 o = *(const uint4 *)&tile[r][4 * (g ^ (r / 8 % 8))];
-            if (r0 + r < R && c0 + 8 * g < C) *(uint4 *)(dst + (r0 + r) * sd + c0 + 8 * g) = o;
-        }
-        __syncthreads();
-    }
-}
-
-template <typename E, int LR>
-static long long regsTileR() { return 8 / LR * LR * (16 / sizeof(E)); }
-template <typename E, int LR>
-static long long regsTileC() { return (BLOCK / 32 / (8 / LR)) * (32 / LR) * (16 / sizeof(E)); }
 
 // ---- timing --------------------------------------------------------------------------
 
@@ -303,16 +199,13 @@ static void branch(Walk w) {
     else copy_transpose<<<gridTiles(w, TILE, TILE, 32 * sms), BLOCK>>>(w);
 }
 
-// mainLaunch launches what main's copy.go launches for w; RL16 4: 16-bit rows 4 at a time.
-static void mainLaunch(Walk w, bool rl4 = false) {
-    unsigned grid = gridTiles(w, 128 / esize(w.dtype[0]), TWORDS_COLS, 32 * sms);
-    if (!wordsOK(w)) copy_transpose<<<gridTiles(w, TILE, TILE, 32 * sms), BLOCK>>>(w);
-    else if (rl4) main_copy_transpose_words<4><<<grid, BLOCK>>>(w);
-    else main_copy_transpose_words<8><<<grid, BLOCK>>>(w);
+// mainLaunch launches what main's copy.go launches for w.
+static void mainLaunch(Walk w) {
+    if (wordsOK(w)) main_copy_transpose_words<<<gridTiles(w, 128 / esize(w.dtype[0]), TWORDS_COLS, 32 * sms), BLOCK>>>(w);
+    else copy_transpose<<<gridTiles(w, TILE, TILE, 32 * sms), BLOCK>>>(w);
 }
 
-template <typename E, int LR, bool CS = false>
-static void regsLaunch(Walk w) { regs<E, LR, CS><<<gridTiles(w, regsTileR<E, LR>(), regsTileC<E, LR>(), 32 * sms), BLOCK>>>(w); }
+static void unitsLaunch(Walk w) { units_f32<<<gridTiles(w, 32, TWORDS_COLS, 32 * sms), BLOCK>>>(w); }
 
 // ---- inputs and checks ------------------------------------------------------------------
 
@@ -379,16 +272,12 @@ int main() {
 
     // The source matrices m = [rows, cols]; Copy(dense, m.T()): R = cols, C = rows.
     // Timed: ops_compare's [65536, 1024], [8192, 8192] (64M elements) and [4096, 4096]
-    // with the candidates; the training cases' weight shapes for main and branch.
+    // with the candidate; the training cases' weight shapes for main and branch.
     struct Shape {
         long long rows, cols;
         bool candidates;
     } shapes[] = {{65536, 1024, true}, {8192, 8192, true}, {4096, 4096, true}, {1024, 1024, false}, {784, 256, false},
                   {256, 784, false}, {256, 256, false}, {10, 256, false}, {256, 10, false}};
-    int perSM;
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSM, copy_transpose_words, BLOCK, 0));
-    unsigned wave = (unsigned)(perSM * sms);
-    printf("# copy_transpose_words: %d blocks an SM at once (one wave: %u blocks)\n", perSM, wave);
     for (int dt : {DT_F32, DT_F16, DT_BF16}) {
         int e = esize(dt);
         for (Shape s : shapes) {
@@ -422,26 +311,12 @@ int main() {
             run("main", [&] { mainLaunch(w); });
             run("branch", [&] { branch(w); });
             if (genWords && wordsOK(w)) run("branch-gen", [&] { genLaunch(genWords, gridTiles(w, 128 / e, TWORDS_COLS, 32 * sms), w); });
-            if (!s.candidates) continue;
-            run("branch, one wave", [&] { copy_transpose_words<<<std::min(gridTiles(w, 128 / e, TWORDS_COLS, 32 * sms), wave), BLOCK>>>(w); });
-            if (e == 2) {
-                run("main RL=4 (no prefetch)", [&] { mainLaunch(w, true); });
-                run("regs LR=2", [&] { regsLaunch<unsigned short, 2>(w); });
-                run("regs LR=4", [&] { regsLaunch<unsigned short, 4>(w); });
-                run("regs LR=8", [&] { regsLaunch<unsigned short, 8>(w); });
-                run("regs LR=4, evict-first", [&] { regsLaunch<unsigned short, 4, true>(w); });
-                run("pairs", [&] { pairs<<<gridTiles(w, 64, 64, 32 * sms), BLOCK>>>(w); });
-            } else {
-                run("regs LR=2", [&] { regsLaunch<unsigned int, 2>(w); });
-                run("regs LR=4", [&] { regsLaunch<unsigned int, 4>(w); });
-                run("regs LR=8", [&] { regsLaunch<unsigned int, 8>(w); });
-                run("regs LR=4, evict-first", [&] { regsLaunch<unsigned int, 4, true>(w); });
-            }
+            if (s.candidates && e == 4) run("units", [&] { unitsLaunch(w); });
         }
     }
 
     // Odd shapes, correctness only: what copy.go launches (branch), the committed
-    // fatbin's kernel and the regs candidates against a host transpose; offsets in
+    // fatbin's kernel and the candidate against a host transpose; offsets in
     // elements from 16-byte aligned blocks; ld > R is a column slice of a wider source;
     // the last two have more tiles than the grid's 32 blocks an SM (blocks prefetch
     // across rounds, the last partial).
@@ -464,16 +339,7 @@ int main() {
                                      if (wordsOK(w)) genLaunch(genWords, gridTiles(w, 128 / e, TWORDS_COLS, 32 * sms), w);
                                      else genLaunch(genScalar, gridTiles(w, TILE, TILE, 32 * sms), w);
                                  }});
-            if (wordsOK(w) && e == 2) {
-                impls.push_back({"regs LR=2", [&] { regsLaunch<unsigned short, 2>(w); }});
-                impls.push_back({"regs LR=4", [&] { regsLaunch<unsigned short, 4>(w); }});
-                impls.push_back({"regs LR=8", [&] { regsLaunch<unsigned short, 8>(w); }});
-                impls.push_back({"pairs", [&] { pairs<<<gridTiles(w, 64, 64, 32 * sms), BLOCK>>>(w); }});
-            } else if (wordsOK(w)) {
-                impls.push_back({"regs LR=2", [&] { regsLaunch<unsigned int, 2>(w); }});
-                impls.push_back({"regs LR=4", [&] { regsLaunch<unsigned int, 4>(w); }});
-                impls.push_back({"regs LR=8", [&] { regsLaunch<unsigned int, 8>(w); }});
-            }
+            if (wordsOK(w) && e == 4) impls.push_back({"units", [&] { unitsLaunch(w); }});
             for (auto &impl : impls) {
                 CK(cudaMemset(dst, 0, db));
                 impl.second();
