@@ -270,13 +270,11 @@ func TestWordSumsWithinTolerance(t *testing.T) {
 	}
 }
 
-// TestTransposeWordsManyRounds: copy_transpose_words, whose blocks load their next tile
-// while they store the current one, moves every element's bits where the grid goes
-// round the tiles more than once (more tiles than the 32 blocks an SM it launches: 2
-// rounds for 16 bits, 4 for F32 on an H100's 132 SMs) and the last row and column of
-// tiles are partial, from a column slice of a wider source, in F32 (transpose_words_k;
-// I32 takes the same), F16 and BF16 (transpose_units_k). The conformance suite's
-// transposes fit in one round.
+// TestTransposeWordsManyRounds: copy_transpose_words moves every element's bits where
+// the grid goes round the tiles more than once (more tiles than the 32 blocks an SM it
+// launches: 2 rounds for 16 bits, 4 for F32 on an H100's 132 SMs) and the last row and
+// column of tiles are partial, from a column slice of a wider source, in F32 (I32 takes
+// the same path), F16 and BF16. The conformance suite's transposes fit in one round.
 func TestTransposeWordsManyRounds(t *testing.T) {
 	dev, al, b := gpu(t)
 	m := gpuMemory{dev, al}
