@@ -1,6 +1,7 @@
 package cuda_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -267,5 +268,46 @@ func TestWordSumsWithinTolerance(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestTransposeWordsManyRounds: copy_transpose_words moves every element's bits where
+// the grid goes round the tiles more than once (more tiles than the 32 blocks an SM it
+// launches: 2 rounds for 16 bits, 4 for F32 on an H100's 132 SMs) and the last row and
+// column of tiles are partial, from a column slice of a wider source, in F32 (I32 takes
+// the same path), F16 and BF16. The conformance suite's transposes fit in one round.
+func TestTransposeWordsManyRounds(t *testing.T) {
+	dev, al, b := gpu(t)
+	m := gpuMemory{dev, al}
+	const rows, cols, ld = 8200, 4104, 8208 // the view [rows, cols], strides (1, ld)
+	for _, dt := range []dtype.DType{dtype.F32, dtype.F16, dtype.BF16} {
+		e := dt.Size()
+		tiles := ((rows + 128/e - 1) / (128 / e)) * ((cols + 63) / 64)
+		require.Greater(t, tiles, 32*dev.Properties().Multiprocessors, "%v: the grid must go round the tiles", dt)
+		in := make([]byte, cols*ld*e)
+		for i := range cols * ld { // distinct patterns, NaN payloads among them
+			var w [8]byte
+			binary.LittleEndian.PutUint64(w[:], uint64(i+1)*0x9e3779b97f4a7c15)
+			copy(in[i*e:], w[:e])
+		}
+		x := kernels.Operand{Layout: kernels.Layout{Shape: []int{rows, cols}, Strides: []int{1, ld}}, DType: dt, Mem: m.Alloc(t, int64(len(in)))}
+		m.Write(t, x.Mem, in)
+		dst := kernels.Operand{Layout: kernels.Contiguous(rows, cols), DType: dt, Mem: m.Alloc(t, int64(rows*cols*e))}
+		b.Copy(dst, x)
+		got := m.Read(t, dst.Mem)
+		require.NoError(t, b.Check())
+		bad := 0
+		for r := range rows {
+			for c := range cols {
+				if !bytes.Equal(got[(r*cols+c)*e:(r*cols+c+1)*e], in[(r+c*ld)*e:(r+c*ld+1)*e]) {
+					if bad++; bad <= 5 {
+						t.Errorf("%v: element [%d, %d] differs", dt, r, c)
+					}
+				}
+			}
+		}
+		assert.Zero(t, bad, "%v: elements that differ", dt)
+		m.Free(t, x.Mem)
+		m.Free(t, dst.Mem)
 	}
 }
