@@ -83,7 +83,8 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 	panels := (m + g.mr - 1) / g.mr
 	fit := max(1, gemmShareB/(min(k, g.kc)*g.nr)) // B's panels that stay in a task's L2
 	nPanels := (min(n, g.nc) + g.nr - 1) / g.nr
-	rb, cb := gemmGrid(panels, nPanels, fit, float64(g.nr)/float64(g.mr), workers)
+	tasks := workers * max(1, gemmDyn)
+	rb, cb := gemmGrid(panels, nPanels, fit, float64(g.nr)/float64(g.mr), tasks)
 	nc := g.nc
 	if rb*cb > 1 && (nPanels+cb-1)/cb > fit {
 		// Narrower blocks of B, each task's share of one in its L2: A is packed
@@ -94,6 +95,10 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 	defer g.shares.Put(s)
 	*s = gemmShare{g: g, m: m, n: n, k: k, ldc: ldc, alpha: alpha, a: a, b: b, c: c, set: set, nc: nc, rb: rb, cb: cb}
 	defer func() { *s = gemmShare{} }()
+	if gemmDyn > 0 {
+		parallelTasks(rb*cb, workers, m*n*k >= gemmWake, s.work)
+		return
+	}
 	concurrently(rb*cb, s.work)
 }
 
@@ -137,17 +142,12 @@ func (s *gemmShare) work(t int) {
 		}
 		for pc := 0; pc < s.k; pc += g.kc {
 			kc := min(g.kc, s.k-pc)
-			for jp := q0; jp < q1; jp++ {
-				g.packB(bPack[(jp-q0)*kc*g.nr:], s.b, pc, kc, jc+jp*g.nr, min(g.nr, nc-jp*g.nr))
-			}
+			g.packB(bPack, s.b, pc, kc, jc+q0*g.nr, min(q1*g.nr, nc)-q0*g.nr)
 			for s0 := p0; s0 < p1; s0 += per {
 				s1 := min(s0+per, p1)
 				ic := s0 * g.mr
 				mc := min(s1*g.mr, s.m) - ic
-				for ip := s0; ip < s1; ip++ {
-					row := ip * g.mr
-					g.packA(aPack[(ip-s0)*kc*g.mr:], s.a, pc, kc, row, min(g.mr, s.m-row))
-				}
+				g.packA(aPack, s.a, pc, kc, ic, mc)
 				g.tiles(kc, aPack, s1-s0, mc, bPack, 0, q1-q0, min(q1*g.nr, nc)-q0*g.nr, s.c, ic*s.ldc+jc+q0*g.nr, s.ldc, s.alpha, s.set && pc == 0)
 			}
 		}
@@ -181,6 +181,9 @@ func gemmGrid(panels, nPanels, fit int, wide float64, workers int) (rb, cb int) 
 	rb, cb = 1, 1
 	best := -1.0
 	for t := 1; t <= workers; t++ {
+		if gemmDyn > 1 && workers >= gemmDyn && t%(workers/gemmDyn) != 0 {
+			continue
+		}
 		for c := 1; c <= min(t, nPanels); c++ {
 			r := t / c
 			if r*c != t || r > panels {
@@ -244,9 +247,7 @@ func (g *gemmKernel) runColumns(m, n, k int, alpha float32, a, b matView, beta f
 				for s := range slices {
 					pc := p0 + s*g.kc
 					kc := min(g.kc, k-pc)
-					for jp := jc; jp < jn; jp++ {
-						g.packB(bPack[(jp-jc)*kc*g.nr:], b, pc, kc, jp*g.nr, min(g.nr, n-jp*g.nr))
-					}
+					g.packB(bPack, b, pc, kc, jc*g.nr, nc)
 					g.tiles(kc, aPack[s*block:], mPanels, m, bPack, 0, jn-jc, nc, c, jc*g.nr, ldc, alpha, set && pc == 0)
 				}
 			}
@@ -265,16 +266,46 @@ func rounded(tasks, workers int) int {
 // lower it to cross groups.
 var gemmGroup = 1 << 20
 
-// packA packs rows [x0, x0+rows) of A's kc-long slice at pc as one panel: A's steps
-// are its columns, element (p, x) being A(x, p).
+// packA packs rows [x0, x0+rows) of A's kc-long slice at pc as consecutive mr-row
+// panels: A's steps are its columns, element (p, x) being A(x, p).
 func (g *gemmKernel) packA(dst []float32, a matView, pc, kc, x0, rows int) {
-	packPanel(dst, a, a.cs, a.rs, pc, kc, x0, rows, g.mr)
+	packPanels(dst, a, a.cs, a.rs, pc, kc, x0, rows, g.mr)
 }
 
-// packB packs columns [x0, x0+cols) of B's kc-long slice at pc as one panel: B's steps
-// are its rows, element (p, x) being B(p, x).
+// packB packs columns [x0, x0+cols) of B's kc-long slice at pc as consecutive nr-
+// column panels: B's steps are its rows, element (p, x) being B(p, x).
 func (g *gemmKernel) packB(dst []float32, b matView, pc, kc, x0, cols int) {
-	packPanel(dst, b, b.rs, b.cs, pc, kc, x0, cols, g.nr)
+	packPanels(dst, b, b.rs, b.cs, pc, kc, x0, cols, g.nr)
+}
+
+// packRows is how many steps packPanels copies from one panel before it goes on to
+// the next, where a step's floats are contiguous (copyRows): each step's run across
+// the panels is read in order, so the hardware prefetcher follows it, where a panel
+// at a time reads one or two cache lines of each step, a page apart.
+var packRows = 16
+
+// packPanels packs ⌈cols/w⌉ consecutive w-wide panels of src (packPanel's element
+// (p, x) for x < cols), panel i at dst[i·kc·w:].
+func packPanels(dst []float32, src matView, sp, sx, p0, kc, x0, cols, w int) {
+	panels := (cols + w - 1) / w
+	if src.o.dt == dtype.F32 && sx == 1 && copyRows != nil && w <= 32 && kc > 0 && panels > 1 && packMulti {
+		s := src.o.f32s()
+		base := src.off + p0*sp + x0
+		if last := cols - (panels-1)*w; last < w {
+			clear(dst[(panels-1)*kc*w : panels*kc*w])
+		}
+		for q := 0; q < kc; q += packRows {
+			rows := min(packRows, kc-q)
+			for i := range panels {
+				n := min(w, cols-i*w)
+				copyRows(&dst[i*kc*w+q*w], w, &s[base+q*sp+i*w], sp, rows, 1<<n-1)
+			}
+		}
+		return
+	}
+	for i := range panels {
+		packPanel(dst[i*kc*w:], src, sp, sx, p0, kc, x0+i*w, min(w, cols-i*w), w)
+	}
 }
 
 // tiles adds alpha·A·B into the rows×cols block of C at cOff (sets it to that, with
