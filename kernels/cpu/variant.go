@@ -30,6 +30,10 @@ func init() {
 			workerSpin = time.Duration(n) * time.Microsecond
 		case "await": // awaitSpin in µs
 			awaitSpin = time.Duration(n) * time.Microsecond
+		case "kc": // the fastest kernel's kc (at most its own: the pools' buffers)
+			if g := bestGemmKernel(); n > 0 && n < g.kc {
+				g.kc = n
+			}
 		case "pack":
 			packMulti = true
 			if n > 0 {
