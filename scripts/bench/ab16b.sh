@@ -5,7 +5,6 @@
 # gemm-{main,branch}.test (kernels/cpu's test binary). The branch's binaries run each
 # candidate by SUBLET_CPU16B (kernels/cpu/variant.go, measurement only):
 #   P    pack                                   several panels packed a row block at a time
-#   A    pack,await=1000                        P, and a product's caller spins 1 ms before it sleeps
 #   D1   pack,dyn=1                             P, the grid's tasks claimed by the pool (no gang)
 #   D2   pack,dyn=2                             P, twice as many tasks as workers, claimed
 #   D2A  pack,dyn=2,await=1000
@@ -20,7 +19,7 @@ BT=${BT:-0.2s}; T=${T:-1s}; TT=${TT:-1}
 exec > >(tee "$O/RESULT") 2>&1
 nproc; grep -m1 'model name' /proc/cpuinfo; date -u
 lscpu 2>/dev/null | grep -iE 'thread|core|socket|numa|cache|mhz' ; cat /sys/devices/system/cpu/cpu0/topology/thread_siblings_list 2>/dev/null
-declare -A V=([main]= [P]=pack [A]=pack,await=1000 [D1]=pack,dyn=1 [D2]=pack,dyn=2 [D2A]=pack,dyn=2,await=1000 [D3]=pack,dyn=3 [G]=pack,dyn=2,await=1000,grain=16,ggrain=512 [S]=pack,dyn=2,await=1000,spin=50 [K]=pack,dyn=2,kc=256)
+declare -A V=([main]= [P]=pack [D1]=pack,dyn=1 [D2]=pack,dyn=2 [D2A]=pack,dyn=2,await=1000 [D3]=pack,dyn=3 [G]=pack,dyn=2,await=1000,grain=16,ggrain=512 [S]=pack,dyn=2,await=1000,spin=50 [K]=pack,dyn=2,kc=256)
 bin() { [ "$1" = main ] && echo main || echo branch; }
 gb() { # variant threads pattern [count]: kernels/cpu benchmarks, GFLOP/s and cpu-ns/op
 	(cd kernels/cpu && SUBLET_CPU16B=${V[$1]} GOMAXPROCS=$2 timeout 40 "$B/gemm-$(bin $1).test" -test.run '^$' -test.bench "$3" -test.cpu $2 -test.benchtime $BT -test.count ${4:-1} | grep '^Bench' |
@@ -32,10 +31,10 @@ tr() { # variant threads cases: steps/s and CPU ms per step
 }
 P16='SgemmTransposes/builtin.*/.*/1024$|SgemmTraining'
 echo "== products, 16 threads (GFLOP/s)"
-for v in main P A D1 D2 D2A D3 G K; do gb $v 16 "$P16"; done
+for v in main P D1 D2 D2A D3 G K; do gb $v 16 "$P16"; done
 gb main 16 'SgemmTransposes/builtin.*/.*/1024$' 2   # drift, and nn as the process's first benchmark or not
 echo "== products, 2 threads"
-for v in main P D1 D2 D2A D3 K; do gb $v 2 "$P16"; done
+for v in main P D2 D2A D3 K; do gb $v 2 "$P16"; done
 echo "== torch products"
 timeout 40 python3 -c '
 import time, torch
@@ -53,5 +52,5 @@ for t in 16 2; do
 done
 for v in main P D1 D2 D2A D3 G K; do tr $v 16 tiny-sgd,deep-sgd; done
 tr S 16 tiny-sgd; tr main 16 tiny-sgd; tr D2A 16 tiny-sgd
-for v in main P D1 D2 D2A D3 K; do tr $v 2 tiny-sgd,deep-sgd; done
+for v in main P D2 D3 K; do tr $v 2 tiny-sgd,deep-sgd; done
 date -u
