@@ -33,6 +33,8 @@ P16='SgemmTransposes/builtin.*/.*/1024$|SgemmTraining'
 echo "== products, 16 threads (GFLOP/s)"
 for v in main P D1 D2 D2A D3 G K; do gb $v 16 "$P16"; done
 gb main 16 'SgemmTransposes/builtin.*/.*/1024$' 2   # drift, and nn as the process's first benchmark or not
+echo "== products, 8 threads (are the 16 vCPUs 8 cores with two threads each?)"
+for v in main D2; do gb $v 8 'SgemmTransposes/builtin.*/.*/1024$'; done
 echo "== products, 2 threads"
 for v in main P D2 D2A D3 K; do gb $v 2 "$P16"; done
 echo "== torch products"
