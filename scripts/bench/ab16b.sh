@@ -54,5 +54,6 @@ for t in 16 2; do
 done
 for v in main P D1 D2 D2A D3 G K; do tr $v 16 tiny-sgd,deep-sgd; done
 tr S 16 tiny-sgd; tr main 16 tiny-sgd; tr D2A 16 tiny-sgd
+for v in main D2; do GOGC=400 tr $v 16 tiny-sgd | sed 's/^/GOGC=400 /'; done   # the collector's share at 16 threads
 for v in main P D2 D3 K; do tr $v 2 tiny-sgd,deep-sgd; done
 date -u
