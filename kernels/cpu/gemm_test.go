@@ -367,6 +367,44 @@ func TestPackPanelVectorMoves(t *testing.T) {
 	}
 }
 
+// packPanels writes what packPanel writes panel by panel: several panels at once
+// (copied a row block at a time where the steps' floats are contiguous), a last panel
+// partly filled, depths across packRows, and nothing past the panels.
+func TestPackPanelsAsPanelByPanel(t *testing.T) {
+	r := rand.New(rand.NewPCG(46, 47))
+	const ld = 211
+	src := make([]float32, 140*ld)
+	for i := range src {
+		src[i] = float32(r.NormFloat64())
+	}
+	for _, runs := range []bool{true, false} {
+		sp, sx := 1, ld
+		if !runs {
+			sp, sx = ld, 1
+		}
+		for _, w := range []int{14, 16, 32} {
+			for _, cols := range []int{1, w - 1, w, w + 1, 3*w - 5, 4 * w} {
+				for _, kc := range []int{1, packRows - 1, packRows, packRows + 3, 3*packRows + 5} {
+					panels := (cols + w - 1) / w
+					want, got := make([]float32, panels*kc*w+3), make([]float32, panels*kc*w+3)
+					for i := range want {
+						want[i], got[i] = float32(math.NaN()), float32(math.NaN())
+					}
+					for i := range panels {
+						packPanel(want[i*kc*w:], f32View(src, 1, ld), sp, sx, 4, kc, 3+i*w, min(w, cols-i*w), w)
+					}
+					packPanels(got, f32View(src, 1, ld), sp, sx, 4, kc, 3, cols, w)
+					for i := range want {
+						if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
+							t.Fatalf("runs along p %v, w %d, cols %d, kc %d: at %d %v, want %v", runs, w, cols, kc, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // On a kernel blocked small (several chunks a kc slice, several kc slices, several nc
 // blocks), 16 workers in a grid of 3 rows by 5 columns, and 8 and 12 workers, give the
 // bits of 1 worker in every transposition, in every kernel.

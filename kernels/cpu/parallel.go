@@ -32,7 +32,7 @@ import (
 // serial kernels between them: 50 µs trained 1116-1335 steps/s, 100 µs 1145-1423,
 // 200 µs 1468-1572, 500 µs no more; what a worker burns while it spins shows as CPU
 // time per step (1.4 ms where the kernels without a pool took 1.1).
-var workerSpin = 200 * time.Microsecond
+const workerSpin = 200 * time.Microsecond
 
 // spinPolls is how many times a spinning goroutine looks between readings of the clock
 // (a few µs): a fork's pieces are picked up and their end seen within a few hundred ns.
@@ -52,7 +52,7 @@ const spinYield = 50 * time.Microsecond
 // awaitSpin is how long a goroutine that waits for a counter spins before it sleeps
 // until the counter moves: another goroutine's piece ends microseconds later when it
 // has its core, and a sleeping goroutine takes tens of microseconds to wake.
-var awaitSpin = 50 * time.Microsecond
+const awaitSpin = 50 * time.Microsecond
 
 // wakeGrains is the least work, in grains, for which a fork wakes sleeping workers to
 // run it (1M elements of an elementwise kernel): an Add that wakes one runs slower
