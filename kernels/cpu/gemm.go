@@ -77,9 +77,11 @@ func newGemmKernel(name string, mr, nr, kc, mc, nc int, micro, store func(k int,
 // with the worker awake and each task packing its own operands, 96³ (two shares of
 // 0.44M) ran as fast as on one thread (11-16 µs against 12-13.5), 128³ (1M each) 1.4×
 // faster (20-21 µs against 27-31), the tiny training case's 64·256·256 1.2×, its
-// 256·256·64 (a weight's gradient) 1.6× (BenchmarkWorkers, BenchmarkFork). The tests
-// lower it (and gemmWake) to exercise the parallel driver on small matrices.
-var gemmGrain = 1 << 20
+// 256·256·64 (a weight's gradient) 1.6× (BenchmarkWorkers, BenchmarkFork). On the
+// 16-core host the weight's gradient took 17 µs on 8 goroutines (512K each) and 32 on
+// the 4 that 1M a goroutine gave it. The tests lower it (and gemmWake) to exercise the
+// parallel driver on small matrices.
+var gemmGrain = 1 << 19
 
 // gemmWake is the work from which a product wakes the pool's sleeping workers to run
 // it; a smaller one runs on the calling goroutine and the workers awake, and within a

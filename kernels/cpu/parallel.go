@@ -63,7 +63,7 @@ const awaitSpin = time.Millisecond
 // than on one thread at 64K and 256K elements, about as fast at 1M and 1.4-1.6× faster
 // at 4M (BenchmarkForkAsleep), since the worker comes 60-165 µs late. The tests lower
 // it.
-var wakeGrains = 16
+var wakeGrains = 64
 
 // burst is how soon after the previous fork a fork too small to wake the workers
 // rouses them: rousing a sleeping worker slows the rousing goroutine's own work by

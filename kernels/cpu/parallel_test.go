@@ -283,7 +283,7 @@ func BenchmarkWorkers(b *testing.B) {
 		}
 		b.Run(k.name+"/rule", func(b *testing.B) {
 			runtime.GOMAXPROCS(top)
-			grain, gemmGrain, gemmWake, cores = 1<<16, defaultGemmGrain, defaultGemmWake, runtime.NumCPU()
+			grain, gemmGrain, gemmWake, cores = defaultGrain, defaultGemmGrain, defaultGemmWake, runtime.NumCPU()
 			ReportCPU(b, k.run)
 		})
 	}
@@ -292,8 +292,8 @@ func BenchmarkWorkers(b *testing.B) {
 // The rule of every parallel kernel (workers): no split below two shares, work/least
 // goroutines above, never more than GOMAXPROCS nor than the cores. At the package's
 // shares on 16 cores, the tiny training case's kernels (batch 64, 784-256-256-10) run
-// on a few goroutines and the deep case's 1024³ products on all 16; GOMAXPROCS 16 on 2
-// cores runs as 2.
+// on one goroutine (an activation's Add) to all 16 (its 784-wide products), and the
+// deep case's 1024³ products on all 16; GOMAXPROCS 16 on 2 cores runs as 2.
 func TestWorkersRule(t *testing.T) {
 	defer func(c int) { cores = c }(cores)
 	cases := []struct {
@@ -306,10 +306,10 @@ func TestWorkersRule(t *testing.T) {
 		{"capped by GOMAXPROCS", 100 * grain, grain, 16, 16, 16},
 		{"capped by the cores", 100 * grain, grain, 16, 2, 2},
 		{"tiny: an activation's Add or ReLU (64×256)", 64 * 256, grain, 16, 16, 1},
-		{"tiny: SGD on the first layer's weight (784×256)", 784 * 256, grain, 16, 16, 3},
-		{"tiny: the 256×256 products", 64 * 256 * 256, defaultGemmGrain, 16, 16, 4},
+		{"tiny: SGD on the first layer's weight (784×256)", 784 * 256, grain, 16, 16, 12},
+		{"tiny: the 256×256 products", 64 * 256 * 256, defaultGemmGrain, 16, 16, 8},
 		{"tiny: the 256×256 products on 2 cores", 64 * 256 * 256, defaultGemmGrain, 16, 2, 2},
-		{"tiny: the 784×256 products", 64 * 784 * 256, defaultGemmGrain, 16, 16, 12},
+		{"tiny: the 784×256 products", 64 * 784 * 256, defaultGemmGrain, 16, 16, 16},
 		{"a 96³ product", 96 * 96 * 96, defaultGemmGrain, 16, 16, 1},
 		{"deep: 1024³", 1 << 30, defaultGemmGrain, 16, 16, 16},
 		{"deep: 1024³ on 2 cores", 1 << 30, defaultGemmGrain, 16, 2, 2},
