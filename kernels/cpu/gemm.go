@@ -85,10 +85,11 @@ var gemmGrain = 1 << 19
 
 // gemmWake is the work from which a product wakes the pool's sleeping workers to run
 // it; a smaller one runs on the calling goroutine and the workers awake, and within a
-// burst of forks rouses the others for the products that follow. A product's tasks
-// wait for each other, so a worker woken late (60-165 µs on the 2-core dev machine)
-// delays the whole product: waking one made 128³ and 256³ slower than one thread,
-// 384³ 1.15-1.4× and 512³ 1.4-1.5× faster (BenchmarkForkAsleep).
+// burst of forks rouses the others for the products that follow. Waking a worker
+// costs the forking goroutine 17-20 µs, and the worker comes 60-165 µs later (2-core
+// dev machine): when a product's tasks still waited for each other, waking one made
+// 128³ and 256³ slower than one thread, 384³ 1.15-1.4× and 512³ 1.4-1.5× faster
+// (BenchmarkForkAsleep).
 var gemmWake = 32 << 20
 
 // gemmWorkers is how many goroutines a product of work multiply-adds runs on: as many

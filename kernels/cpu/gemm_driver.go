@@ -51,15 +51,18 @@ const gemmMinRows = 96
 // the goroutines gemmWorkers gives it, by blocks of C. Every element of C sums its
 // products in k order, one kc slice after the other, however the blocks are spread.
 //
-// C's tiles are cut into a grid of tasks, one per worker for the whole product
-// (gemmGrid): rows of A's panels by columns of B's. Each task packs its own columns of
-// B, one kc slice after the other, and runs its rows of A against them in mc-row
-// chunks that stay in its L2, which it packs too; no task waits for another. Sharing
-// the packing (each task packing a part, the others waiting for it) costs less
-// packing but couples the tasks: on 2 cores it made 128³ to 256³ products 15-35 %
-// slower and 512³ 3-6 % slower than each task packing its own (docs/benchmarks.md).
-// Where a task's share of an nc-wide block of B would not stay in its L2 (gemmShareB),
-// the blocks are narrowed until it does.
+// C's tiles are cut into a grid of tasks (gemmGrid): rows of A's panels by columns of
+// B's, gemmPerWorker tasks a worker, which the workers claim as they come
+// (parallelTasks). Each task packs its own columns of B, one kc slice after the other,
+// and runs its rows of A against them in mc-row chunks that stay in its L2, which it
+// packs too; no task waits for another, so a goroutine that comes late, or loses its
+// thread for a while (to the garbage collector's workers or another process), holds
+// up no other: the others take the tasks it has not claimed. Sharing the packing (each
+// task packing a part, the others waiting for it) costs less packing but couples the
+// tasks: on 2 cores it made 128³ to 256³ products 15-35 % slower and 512³ 3-6 % slower
+// than each task packing its own (docs/benchmarks.md). Where a task's share of an
+// nc-wide block of B would not stay in its L2 (gemmShareB), the blocks are narrowed
+// until it does.
 func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32, c []float32, ldc int, parallel bool) {
 	if m == 0 || n == 0 {
 		return
@@ -94,7 +97,7 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 	defer g.shares.Put(s)
 	*s = gemmShare{g: g, m: m, n: n, k: k, ldc: ldc, alpha: alpha, a: a, b: b, c: c, set: set, nc: nc, rb: rb, cb: cb}
 	defer func() { *s = gemmShare{} }()
-	concurrently(rb*cb, s.work)
+	parallelTasks(rb*cb, workers, m*n*k >= gemmWake, s.work)
 }
 
 // gemmShare is what run's tasks share for one product: the operands and the grid,
@@ -167,15 +170,27 @@ var gemmShareB = 3 << 16
 // a task's gemmShareB) against one from L2, over the cost of a tile, for gemmGrid.
 const gemmFarB = 0.25
 
-// gemmGrid cuts a kc slice of panels of A by nPanels of B into rb·cb ≤ workers tasks,
-// rb rows of A's panels by cb columns of B's: the cut whose largest task does the
-// least, counting the panels of A and of B it packs (a B panel weighing wide times an
-// A panel) and its tiles past the fit panels of B that stay in its L2. One worker
-// takes the whole slice.
+// gemmPerWorker is how many of a product's tasks there are for each worker that runs
+// them (gemmGrid): with more tasks than workers, the ones that start on time take the
+// tasks of one that does not. MEASURED-HERE
+const gemmPerWorker = 2
+
+// gemmGrid cuts a kc slice of panels of A by nPanels of B into rb·cb tasks for
+// workers, rb rows of A's panels by cb columns of B's: at most workers, or a multiple of
+// workers up to gemmPerWorker·workers (a whole number of tasks each), the cut whose
+// largest task does the least, counting the panels of A and of B it packs (a B panel
+// weighing wide times an A panel) and its tiles past the fit panels of B that stay in
+// its L2. One worker takes the whole slice as one task.
 func gemmGrid(panels, nPanels, fit int, wide float64, workers int) (rb, cb int) {
 	rb, cb = 1, 1
+	if workers <= 1 {
+		return rb, cb
+	}
 	best := -1.0
-	for t := 1; t <= workers; t++ {
+	for t := 1; t <= gemmPerWorker*workers; t++ {
+		if t > workers && t%workers != 0 {
+			continue
+		}
 		for c := 1; c <= min(t, nPanels); c++ {
 			r := t / c
 			if r*c != t || r > panels {

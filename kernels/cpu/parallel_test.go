@@ -22,9 +22,8 @@ func withProcs(t *testing.T, procs int, body func()) {
 	body()
 }
 
-// Forks from many goroutines at once, forks inside pieces and tasks, and gangs inside
-// pieces: every piece runs exactly once, nothing waits forever, whatever the pool has
-// free.
+// Forks from many goroutines at once, and forks inside pieces and tasks: every piece
+// runs exactly once, nothing waits forever, whatever the pool has free.
 func TestForksFromManyGoroutinesNested(t *testing.T) {
 	defer func(w int) { wakeGrains = w }(wakeGrains)
 	wakeGrains = 1 // every fork hands pieces over, asleep workers or not
@@ -45,7 +44,7 @@ func TestForksFromManyGoroutinesNested(t *testing.T) {
 					tasks := make([]atomic.Int32, 6)
 					parallelTasks(len(tasks), len(tasks), true, func(t int) {
 						var inner atomic.Int32
-						concurrently(3, func(int) { inner.Add(1) })
+						parallelTasks(3, 3, true, func(int) { inner.Add(1) })
 						tasks[t].Add(inner.Load())
 					})
 					for i := range hits {
@@ -56,35 +55,11 @@ func TestForksFromManyGoroutinesNested(t *testing.T) {
 					}
 					for i := range tasks {
 						if tasks[i].Load() != 3 {
-							t.Errorf("caller %d round %d: task %d saw %d of its gang's 3 tasks", c, round, i, tasks[i].Load())
+							t.Errorf("caller %d round %d: task %d saw %d of its 3 inner tasks", c, round, i, tasks[i].Load())
 							return
 						}
 					}
 				}
-			})
-		}
-		wg.Wait()
-	})
-}
-
-// A gang's tasks run at once: each waits for all of its gang to have started, with
-// more gangs at a time than the pool has workers.
-func TestConcurrentlyRunsAGangAtOnce(t *testing.T) {
-	withProcs(t, 3, func() {
-		const gangs, size = 8, 5
-		var wg sync.WaitGroup
-		for range gangs {
-			wg.Go(func() {
-				var started atomic.Int32
-				concurrently(size, func(int) {
-					started.Add(1)
-					for deadline := time.Now().Add(10 * time.Second); started.Load() < size; runtime.Gosched() {
-						if time.Now().After(deadline) {
-							t.Errorf("a gang's task waited 10 s for the others: %d of %d started", started.Load(), size)
-							return
-						}
-					}
-				})
 			})
 		}
 		wg.Wait()
