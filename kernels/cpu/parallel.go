@@ -53,9 +53,10 @@ const spinYield = 50 * time.Microsecond
 // until the counter moves: a fork's last pieces end within a product's length of each
 // other, and a sleeping goroutine takes tens of microseconds to wake. On the 16-core
 // host a 1024³ product's tasks end up to hundreds of µs apart (2 ms a product): with
-// 50 µs the forking goroutine slept and woke late, and 1 ms made the deep training
-// case's products 5-14 % faster and the tiny case 13 % faster (docs/benchmarks.md,
-// branch cpu16b). Spinning costs CPU only while a fork is still running.
+// 50 µs the forking goroutine slept and woke late, and 1 ms ran the deep training
+// case's products up to 16 % faster (-1 to +16 % in the same call) and trained the
+// tiny case 13 % faster (docs/benchmarks.md, branch cpu16b). Spinning costs CPU only
+// while a fork is still running.
 const awaitSpin = time.Millisecond
 
 // wakeGrains is the least work, in grains, for which a fork wakes sleeping workers to
