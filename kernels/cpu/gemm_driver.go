@@ -51,15 +51,18 @@ const gemmMinRows = 96
 // the goroutines gemmWorkers gives it, by blocks of C. Every element of C sums its
 // products in k order, one kc slice after the other, however the blocks are spread.
 //
-// C's tiles are cut into a grid of tasks, one per worker for the whole product
-// (gemmGrid): rows of A's panels by columns of B's. Each task packs its own columns of
-// B, one kc slice after the other, and runs its rows of A against them in mc-row
-// chunks that stay in its L2, which it packs too; no task waits for another. Sharing
-// the packing (each task packing a part, the others waiting for it) costs less
-// packing but couples the tasks: on 2 cores it made 128³ to 256³ products 15-35 %
-// slower and 512³ 3-6 % slower than each task packing its own (docs/benchmarks.md).
-// Where a task's share of an nc-wide block of B would not stay in its L2 (gemmShareB),
-// the blocks are narrowed until it does.
+// C's tiles are cut into a grid of tasks (gemmGrid): rows of A's panels by columns of
+// B's, gemmPerWorker tasks a worker, which the workers claim as they come
+// (parallelTasks). Each task packs its own columns of B, one kc slice after the other,
+// and runs its rows of A against them in mc-row chunks that stay in its L2, which it
+// packs too; no task waits for another, so a goroutine that comes late, or loses its
+// thread for a while (to the garbage collector's workers or another process), holds
+// up no other: the others take the tasks it has not claimed. Sharing the packing (each
+// task packing a part, the others waiting for it) costs less packing but couples the
+// tasks: on 2 cores it made 128³ to 256³ products 15-35 % slower and 512³ 3-6 % slower
+// than each task packing its own (docs/benchmarks.md). Where a task's share of an
+// nc-wide block of B would not stay in its L2 (gemmShareB), the blocks are narrowed
+// until it does.
 func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32, c []float32, ldc int, parallel bool) {
 	if m == 0 || n == 0 {
 		return
@@ -83,8 +86,7 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 	panels := (m + g.mr - 1) / g.mr
 	fit := max(1, gemmShareB/(min(k, g.kc)*g.nr)) // B's panels that stay in a task's L2
 	nPanels := (min(n, g.nc) + g.nr - 1) / g.nr
-	tasks := workers * max(1, gemmDyn)
-	rb, cb := gemmGrid(panels, nPanels, fit, float64(g.nr)/float64(g.mr), tasks)
+	rb, cb := gemmGrid(panels, nPanels, fit, float64(g.nr)/float64(g.mr), workers)
 	nc := g.nc
 	if rb*cb > 1 && (nPanels+cb-1)/cb > fit {
 		// Narrower blocks of B, each task's share of one in its L2: A is packed
@@ -95,11 +97,7 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 	defer g.shares.Put(s)
 	*s = gemmShare{g: g, m: m, n: n, k: k, ldc: ldc, alpha: alpha, a: a, b: b, c: c, set: set, nc: nc, rb: rb, cb: cb}
 	defer func() { *s = gemmShare{} }()
-	if gemmDyn > 0 {
-		parallelTasks(rb*cb, workers, m*n*k >= gemmWake, s.work)
-		return
-	}
-	concurrently(rb*cb, s.work)
+	parallelTasks(rb*cb, workers, m*n*k >= gemmWake, s.work)
 }
 
 // gemmShare is what run's tasks share for one product: the operands and the grid,
@@ -172,16 +170,28 @@ var gemmShareB = 3 << 16
 // a task's gemmShareB) against one from L2, over the cost of a tile, for gemmGrid.
 const gemmFarB = 0.25
 
-// gemmGrid cuts a kc slice of panels of A by nPanels of B into rb·cb ≤ workers tasks,
-// rb rows of A's panels by cb columns of B's: the cut whose largest task does the
-// least, counting the panels of A and of B it packs (a B panel weighing wide times an
-// A panel) and its tiles past the fit panels of B that stay in its L2. One worker
-// takes the whole slice.
+// gemmPerWorker is how many of a product's tasks there are for each worker that runs
+// them (gemmGrid): with more tasks than workers, the ones that start on time take the
+// tasks of one that does not. On the 16-core host one, two and three tasks a worker
+// ran the 1024 and deep products within that host's drift of each other (540-890
+// GFLOP/s in one call); two is the one that call measured with the other changes of
+// branch cpu16b, and it is no slower at 2 threads on the development machine.
+const gemmPerWorker = 2
+
+// gemmGrid cuts a kc slice of panels of A by nPanels of B into rb·cb tasks for
+// workers, rb rows of A's panels by cb columns of B's: at most workers, or a multiple of
+// workers up to gemmPerWorker·workers (a whole number of tasks each), the cut whose
+// largest task does the least, counting the panels of A and of B it packs (a B panel
+// weighing wide times an A panel) and its tiles past the fit panels of B that stay in
+// its L2. One worker takes the whole slice as one task.
 func gemmGrid(panels, nPanels, fit int, wide float64, workers int) (rb, cb int) {
 	rb, cb = 1, 1
+	if workers <= 1 {
+		return rb, cb
+	}
 	best := -1.0
-	for t := 1; t <= workers; t++ {
-		if gemmDyn > 1 && workers >= gemmDyn && t%(workers/gemmDyn) != 0 {
+	for t := 1; t <= gemmPerWorker*workers; t++ {
+		if t > workers && t%workers != 0 {
 			continue
 		}
 		for c := 1; c <= min(t, nPanels); c++ {
@@ -281,14 +291,17 @@ func (g *gemmKernel) packB(dst []float32, b matView, pc, kc, x0, cols int) {
 // packRows is how many steps packPanels copies from one panel before it goes on to
 // the next, where a step's floats are contiguous (copyRows): each step's run across
 // the panels is read in order, so the hardware prefetcher follows it, where a panel
-// at a time reads one or two cache lines of each step, a page apart.
-var packRows = 16
+// at a time reads one or two cache lines of each step, a page apart (a 1024-wide
+// operand). On one core of the development machine, packing 1024×1024 row-major B in
+// the runs of 8 panels a task packs at 16 threads went from 18.4 to 20.7 GB/s, and A
+// stored transposed in runs of 19 panels from 12.7 to 15.1 (8 and 4 steps: the same).
+const packRows = 16
 
 // packPanels packs ⌈cols/w⌉ consecutive w-wide panels of src (packPanel's element
 // (p, x) for x < cols), panel i at dst[i·kc·w:].
 func packPanels(dst []float32, src matView, sp, sx, p0, kc, x0, cols, w int) {
 	panels := (cols + w - 1) / w
-	if src.o.dt == dtype.F32 && sx == 1 && copyRows != nil && w <= 32 && kc > 0 && panels > 1 && packMulti {
+	if src.o.dt == dtype.F32 && sx == 1 && copyRows != nil && w <= 32 && kc > 0 && panels > 1 {
 		s := src.o.f32s()
 		base := src.off + p0*sp + x0
 		if last := cols - (panels-1)*w; last < w {
