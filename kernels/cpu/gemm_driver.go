@@ -173,7 +173,7 @@ const gemmFarB = 0.25
 // gemmPerWorker is how many of a product's tasks there are for each worker that runs
 // them (gemmGrid): with more tasks than workers, the ones that start on time take the
 // tasks of one that does not. On the 16-core host one, two and three tasks a worker
-// ran the 1024 and deep products within that host's drift of each other (540-890
+// ran the 1024 and deep products within that host's drift of each other (nt, tn, tt
 // GFLOP/s in one call); two is the one that call measured with the other changes of
 // branch cpu16b, and it is no slower at 2 threads on the development machine.
 const gemmPerWorker = 2
