@@ -174,8 +174,9 @@ const gemmFarB = 0.25
 // them (gemmGrid): with more tasks than workers, the ones that start on time take the
 // tasks of one that does not. On the 16-core host one, two and three tasks a worker
 // ran the 1024 and deep products within that host's drift of each other (nt, tn, tt
-// GFLOP/s in one call); two is the one that call measured with the other changes of
-// branch cpu16b, and it is no slower at 2 threads on the development machine.
+// and deep 640-890 GFLOP/s in one call); two is the one that call measured with the
+// other changes of branch cpu16b, and it is no slower at 2 threads on the development
+// machine.
 const gemmPerWorker = 2
 
 // gemmGrid cuts a kc slice of panels of A by nPanels of B into rb·cb tasks for
