@@ -77,16 +77,19 @@ func newGemmKernel(name string, mr, nr, kc, mc, nc int, micro, store func(k int,
 // with the worker awake and each task packing its own operands, 96³ (two shares of
 // 0.44M) ran as fast as on one thread (11-16 µs against 12-13.5), 128³ (1M each) 1.4×
 // faster (20-21 µs against 27-31), the tiny training case's 64·256·256 1.2×, its
-// 256·256·64 (a weight's gradient) 1.6× (BenchmarkWorkers, BenchmarkFork). The tests
-// lower it (and gemmWake) to exercise the parallel driver on small matrices.
-var gemmGrain = 1 << 20
+// 256·256·64 (a weight's gradient) 1.6× (BenchmarkWorkers, BenchmarkFork). On the
+// 16-core host the weight's gradient took 17 µs on 8 goroutines (512K each) and 32 on
+// the 4 that 1M a goroutine gave it. The tests lower it (and gemmWake) to exercise the
+// parallel driver on small matrices.
+var gemmGrain = 1 << 19
 
 // gemmWake is the work from which a product wakes the pool's sleeping workers to run
 // it; a smaller one runs on the calling goroutine and the workers awake, and within a
-// burst of forks rouses the others for the products that follow. A product's tasks
-// wait for each other, so a worker woken late (60-165 µs on the 2-core dev machine)
-// delays the whole product: waking one made 128³ and 256³ slower than one thread,
-// 384³ 1.15-1.4× and 512³ 1.4-1.5× faster (BenchmarkForkAsleep).
+// burst of forks rouses the others for the products that follow. Waking a worker
+// costs the forking goroutine 17-20 µs, and the worker comes 60-165 µs later (2-core
+// dev machine): when a product's tasks still waited for each other, waking one made
+// 128³ and 256³ slower than one thread, 384³ 1.15-1.4× and 512³ 1.4-1.5× faster
+// (BenchmarkForkAsleep).
 var gemmWake = 32 << 20
 
 // gemmWorkers is how many goroutines a product of work multiply-adds runs on: as many

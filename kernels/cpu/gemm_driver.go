@@ -51,15 +51,18 @@ const gemmMinRows = 96
 // the goroutines gemmWorkers gives it, by blocks of C. Every element of C sums its
 // products in k order, one kc slice after the other, however the blocks are spread.
 //
-// C's tiles are cut into a grid of tasks, one per worker for the whole product
-// (gemmGrid): rows of A's panels by columns of B's. Each task packs its own columns of
-// B, one kc slice after the other, and runs its rows of A against them in mc-row
-// chunks that stay in its L2, which it packs too; no task waits for another. Sharing
-// the packing (each task packing a part, the others waiting for it) costs less
-// packing but couples the tasks: on 2 cores it made 128³ to 256³ products 15-35 %
-// slower and 512³ 3-6 % slower than each task packing its own (docs/benchmarks.md).
-// Where a task's share of an nc-wide block of B would not stay in its L2 (gemmShareB),
-// the blocks are narrowed until it does.
+// C's tiles are cut into a grid of tasks (gemmGrid): rows of A's panels by columns of
+// B's, gemmPerWorker tasks a worker, which the workers claim as they come
+// (parallelTasks). Each task packs its own columns of B, one kc slice after the other,
+// and runs its rows of A against them in mc-row chunks that stay in its L2, which it
+// packs too; no task waits for another, so a goroutine that comes late, or loses its
+// thread for a while (to the garbage collector's workers or another process), holds
+// up no other: the others take the tasks it has not claimed. Sharing the packing (each
+// task packing a part, the others waiting for it) costs less packing but couples the
+// tasks: on 2 cores it made 128³ to 256³ products 15-35 % slower and 512³ 3-6 % slower
+// than each task packing its own (docs/benchmarks.md). Where a task's share of an
+// nc-wide block of B would not stay in its L2 (gemmShareB), the blocks are narrowed
+// until it does.
 func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32, c []float32, ldc int, parallel bool) {
 	if m == 0 || n == 0 {
 		return
@@ -94,7 +97,7 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 	defer g.shares.Put(s)
 	*s = gemmShare{g: g, m: m, n: n, k: k, ldc: ldc, alpha: alpha, a: a, b: b, c: c, set: set, nc: nc, rb: rb, cb: cb}
 	defer func() { *s = gemmShare{} }()
-	concurrently(rb*cb, s.work)
+	parallelTasks(rb*cb, workers, m*n*k >= gemmWake, s.work)
 }
 
 // gemmShare is what run's tasks share for one product: the operands and the grid,
@@ -137,17 +140,12 @@ func (s *gemmShare) work(t int) {
 		}
 		for pc := 0; pc < s.k; pc += g.kc {
 			kc := min(g.kc, s.k-pc)
-			for jp := q0; jp < q1; jp++ {
-				g.packB(bPack[(jp-q0)*kc*g.nr:], s.b, pc, kc, jc+jp*g.nr, min(g.nr, nc-jp*g.nr))
-			}
+			g.packB(bPack, s.b, pc, kc, jc+q0*g.nr, min(q1*g.nr, nc)-q0*g.nr)
 			for s0 := p0; s0 < p1; s0 += per {
 				s1 := min(s0+per, p1)
 				ic := s0 * g.mr
 				mc := min(s1*g.mr, s.m) - ic
-				for ip := s0; ip < s1; ip++ {
-					row := ip * g.mr
-					g.packA(aPack[(ip-s0)*kc*g.mr:], s.a, pc, kc, row, min(g.mr, s.m-row))
-				}
+				g.packA(aPack, s.a, pc, kc, ic, mc)
 				g.tiles(kc, aPack, s1-s0, mc, bPack, 0, q1-q0, min(q1*g.nr, nc)-q0*g.nr, s.c, ic*s.ldc+jc+q0*g.nr, s.ldc, s.alpha, s.set && pc == 0)
 			}
 		}
@@ -172,15 +170,31 @@ var gemmShareB = 3 << 16
 // a task's gemmShareB) against one from L2, over the cost of a tile, for gemmGrid.
 const gemmFarB = 0.25
 
-// gemmGrid cuts a kc slice of panels of A by nPanels of B into rb·cb ≤ workers tasks,
-// rb rows of A's panels by cb columns of B's: the cut whose largest task does the
-// least, counting the panels of A and of B it packs (a B panel weighing wide times an
-// A panel) and its tiles past the fit panels of B that stay in its L2. One worker
-// takes the whole slice.
+// gemmPerWorker is how many of a product's tasks there are for each worker that runs
+// them (gemmGrid): with more tasks than workers, the ones that start on time take the
+// tasks of one that does not. On the 16-core host one, two and three tasks a worker
+// ran the 1024 and deep products within that host's drift of each other (nt, tn, tt
+// and deep 640-890 GFLOP/s in one call); two is the one that call measured with the
+// other changes of branch cpu16b, and it is no slower at 2 threads on the development
+// machine.
+const gemmPerWorker = 2
+
+// gemmGrid cuts a kc slice of panels of A by nPanels of B into rb·cb tasks for
+// workers, rb rows of A's panels by cb columns of B's: at most workers, or a multiple of
+// workers up to gemmPerWorker·workers (a whole number of tasks each), the cut whose
+// largest task does the least, counting the panels of A and of B it packs (a B panel
+// weighing wide times an A panel) and its tiles past the fit panels of B that stay in
+// its L2. One worker takes the whole slice as one task.
 func gemmGrid(panels, nPanels, fit int, wide float64, workers int) (rb, cb int) {
 	rb, cb = 1, 1
+	if workers <= 1 {
+		return rb, cb
+	}
 	best := -1.0
-	for t := 1; t <= workers; t++ {
+	for t := 1; t <= gemmPerWorker*workers; t++ {
+		if t > workers && t%workers != 0 {
+			continue
+		}
 		for c := 1; c <= min(t, nPanels); c++ {
 			r := t / c
 			if r*c != t || r > panels {
@@ -244,9 +258,7 @@ func (g *gemmKernel) runColumns(m, n, k int, alpha float32, a, b matView, beta f
 				for s := range slices {
 					pc := p0 + s*g.kc
 					kc := min(g.kc, k-pc)
-					for jp := jc; jp < jn; jp++ {
-						g.packB(bPack[(jp-jc)*kc*g.nr:], b, pc, kc, jp*g.nr, min(g.nr, n-jp*g.nr))
-					}
+					g.packB(bPack, b, pc, kc, jc*g.nr, nc)
 					g.tiles(kc, aPack[s*block:], mPanels, m, bPack, 0, jn-jc, nc, c, jc*g.nr, ldc, alpha, set && pc == 0)
 				}
 			}
@@ -265,16 +277,49 @@ func rounded(tasks, workers int) int {
 // lower it to cross groups.
 var gemmGroup = 1 << 20
 
-// packA packs rows [x0, x0+rows) of A's kc-long slice at pc as one panel: A's steps
-// are its columns, element (p, x) being A(x, p).
+// packA packs rows [x0, x0+rows) of A's kc-long slice at pc as consecutive mr-row
+// panels: A's steps are its columns, element (p, x) being A(x, p).
 func (g *gemmKernel) packA(dst []float32, a matView, pc, kc, x0, rows int) {
-	packPanel(dst, a, a.cs, a.rs, pc, kc, x0, rows, g.mr)
+	packPanels(dst, a, a.cs, a.rs, pc, kc, x0, rows, g.mr)
 }
 
-// packB packs columns [x0, x0+cols) of B's kc-long slice at pc as one panel: B's steps
-// are its rows, element (p, x) being B(p, x).
+// packB packs columns [x0, x0+cols) of B's kc-long slice at pc as consecutive nr-
+// column panels: B's steps are its rows, element (p, x) being B(p, x).
 func (g *gemmKernel) packB(dst []float32, b matView, pc, kc, x0, cols int) {
-	packPanel(dst, b, b.rs, b.cs, pc, kc, x0, cols, g.nr)
+	packPanels(dst, b, b.rs, b.cs, pc, kc, x0, cols, g.nr)
+}
+
+// packRows is how many steps packPanels copies from one panel before it goes on to
+// the next, where a step's floats are contiguous (copyRows): each step's run across
+// the panels is read in order, so the hardware prefetcher follows it, where a panel
+// at a time reads one or two cache lines of each step, a page apart (a 1024-wide
+// operand). On one core of the development machine, packing 1024×1024 row-major B in
+// the runs of 8 panels a task packs at 16 threads went from 18.4 to 20.7 GB/s, and A
+// stored transposed in runs of 19 panels from 12.7 to 15.1 (8 and 4 steps: the same).
+const packRows = 16
+
+// packPanels packs ⌈cols/w⌉ consecutive w-wide panels of src (packPanel's element
+// (p, x) for x < cols), panel i at dst[i·kc·w:].
+func packPanels(dst []float32, src matView, sp, sx, p0, kc, x0, cols, w int) {
+	panels := (cols + w - 1) / w
+	if src.o.dt == dtype.F32 && sx == 1 && copyRows != nil && w <= 32 && kc > 0 && panels > 1 {
+		s := src.o.f32s()
+		base := src.off + p0*sp + x0
+		if last := cols - (panels-1)*w; last < w {
+			clear(dst[(panels-1)*kc*w : panels*kc*w])
+		}
+		for q := 0; q < kc; q += packRows {
+			rows := min(packRows, kc-q)
+			for i := range panels {
+				n := min(w, cols-i*w)
+				copyRows(&dst[i*kc*w+q*w], w, &s[base+q*sp+i*w], sp, rows, 1<<n-1)
+			}
+		}
+		return
+	}
+	for i := range panels {
+		packPanel(dst[i*kc*w:], src, sp, sx, p0, kc, x0+i*w, min(w, cols-i*w), w)
+	}
 }
 
 // tiles adds alpha·A·B into the rows×cols block of C at cOff (sets it to that, with

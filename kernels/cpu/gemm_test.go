@@ -295,20 +295,20 @@ func gridBlocksBits(t *testing.T, r *rand.Rand, kern, small *gemmKernel) {
 	}
 }
 
-// gemmGrid on the AVX-512 kernel's blocking (14×32 tiles, kc 384): two workers split a
-// 1024-wide B between them rather than each running all of it against half of A (1.5
-// MiB a slice, past gemmShareB), and at 256 too (19 panels of A by 4 of B each, against
-// 10 by 8 split the other way); 16 workers keep a 4×4 grid.
+// gemmGrid on the AVX-512 kernel's blocking (14×32 tiles, kc 384), gemmPerWorker
+// tasks a worker: two workers cut 256 and 1024 into 2×2 tasks and 2048 into 1×4 (each
+// task's share of B under gemmShareB), 16 workers 1024 and 2048 into 4×8; one worker
+// runs one task.
 func TestGemmGrid(t *testing.T) {
 	grid := func(n, workers int) [2]int {
 		rb, cb := gemmGrid((n+13)/14, (n+31)/32, max(1, gemmShareB/(min(n, 384)*32)), 32.0/14, workers)
 		return [2]int{rb, cb}
 	}
-	assert.Equal(t, [2]int{1, 2}, grid(256, 2))
-	assert.Equal(t, [2]int{1, 2}, grid(1024, 2))
-	assert.Equal(t, [2]int{1, 2}, grid(2048, 2))
-	assert.Equal(t, [2]int{4, 4}, grid(1024, 16))
-	assert.Equal(t, [2]int{4, 4}, grid(2048, 16))
+	assert.Equal(t, [2]int{2, 2}, grid(256, 2))
+	assert.Equal(t, [2]int{2, 2}, grid(1024, 2))
+	assert.Equal(t, [2]int{1, 4}, grid(2048, 2))
+	assert.Equal(t, [2]int{4, 8}, grid(1024, 16))
+	assert.Equal(t, [2]int{4, 8}, grid(2048, 16))
 	assert.Equal(t, [2]int{1, 1}, grid(1024, 1))
 }
 
@@ -367,8 +367,46 @@ func TestPackPanelVectorMoves(t *testing.T) {
 	}
 }
 
+// packPanels writes what packPanel writes panel by panel: several panels at once
+// (copied a row block at a time where the steps' floats are contiguous), a last panel
+// partly filled, depths across packRows, and nothing past the panels.
+func TestPackPanelsAsPanelByPanel(t *testing.T) {
+	r := rand.New(rand.NewPCG(46, 47))
+	const ld = 211
+	src := make([]float32, 140*ld)
+	for i := range src {
+		src[i] = float32(r.NormFloat64())
+	}
+	for _, runs := range []bool{true, false} {
+		sp, sx := 1, ld
+		if !runs {
+			sp, sx = ld, 1
+		}
+		for _, w := range []int{14, 16, 32} {
+			for _, cols := range []int{1, w - 1, w, w + 1, 3*w - 5, 4 * w} {
+				for _, kc := range []int{1, packRows - 1, packRows, packRows + 3, 3*packRows + 5} {
+					panels := (cols + w - 1) / w
+					want, got := make([]float32, panels*kc*w+3), make([]float32, panels*kc*w+3)
+					for i := range want {
+						want[i], got[i] = float32(math.NaN()), float32(math.NaN())
+					}
+					for i := range panels {
+						packPanel(want[i*kc*w:], f32View(src, 1, ld), sp, sx, 4, kc, 3+i*w, min(w, cols-i*w), w)
+					}
+					packPanels(got, f32View(src, 1, ld), sp, sx, 4, kc, 3, cols, w)
+					for i := range want {
+						if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
+							t.Fatalf("runs along p %v, w %d, cols %d, kc %d: at %d %v, want %v", runs, w, cols, kc, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // On a kernel blocked small (several chunks a kc slice, several kc slices, several nc
-// blocks), 16 workers in a grid of 3 rows by 5 columns, and 8 and 12 workers, give the
+// blocks), 16 workers in a grid of gemmPerWorker·16 tasks, and 8 and 12 workers, give the
 // bits of 1 worker in every transposition, in every kernel.
 func TestSgemmGridBits(t *testing.T) {
 	r := rand.New(rand.NewPCG(52, 53))
@@ -378,7 +416,7 @@ func TestSgemmGridBits(t *testing.T) {
 		small := newGemmKernel(kern.name, kern.mr, kern.nr, 48, 2*kern.mr, 5*kern.nr, kern.micro, kern.store)
 		m, n, k := 18*kern.mr-2, 10*kern.nr+3, 157
 		rb, cb := gemmGrid(18, 5, max(1, gemmShareB/(48*kern.nr)), float64(kern.nr)/float64(kern.mr), 16)
-		require.Equal(t, [2]int{3, 5}, [2]int{rb, cb}, "%s: the grid at 16 workers", kern.name)
+		require.Equal(t, gemmPerWorker*16, rb*cb, "%s: the grid's tasks at 16 workers", kern.name)
 		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
 			g := randGemmCase(r, m, n, k)
 			g.transA, g.transB, g.lda, g.ldb = tr[0], tr[1], k, n

@@ -148,13 +148,15 @@ func (it *iter) walkRuns(lo, hi, most int, fn func(offs, inner [maxOperands]int,
 }
 
 // grain is the fewest elements an elementwise kernel hands to one goroutine, and the
-// kernels over rows and the reductions scale it by their row lengths: at 2 threads
-// with the worker awake, Add and the sum over all ran slower on two pieces of 32K
-// elements than on one thread (the sum over the batch 7 % faster), and Add, the sum
-// over all and the sum over the batch 1.05-1.7× faster on two of 64K (BenchmarkFork,
-// docs/benchmarks.md). BenchmarkWorkers lowers it to run a kernel on a given number of
-// goroutines.
-var grain = 1 << 16
+// kernels over rows and the reductions scale it by their row lengths. On the 16-core
+// host (BenchmarkWorkers at GOMAXPROCS 16) the tiny training case's 200K-element SGD
+// step took 11 µs on 8 goroutines and 30 µs on the 3 a grain of 64K gave it, a 64K
+// Add 4.4 µs on 4 and 7.7 on 1; 16K (with gemmGrain 512K) trained the tiny case
+// 1.47× faster there than 64K (sublet-bench tiny-sgd, docs/benchmarks.md, branch
+// cpu16b), and no slower at 2 threads on the development machine. A 16K Add stays on
+// one goroutine (2.3 µs alone, 2.6 on 2). BenchmarkWorkers lowers it to run a kernel
+// on a given number of goroutines.
+var grain = 1 << 14
 
 // scratch holds one chunk of T per operand of an elementwise kernel.
 type scratch[T float] [maxOperands][chunk]T

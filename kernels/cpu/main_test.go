@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// The package's thresholds for products, kept for the benchmarks that time them.
-var defaultGemmGrain, defaultGemmWake = gemmGrain, gemmWake
+// The package's thresholds, kept for the benchmarks that time them.
+var defaultGrain, defaultGemmGrain, defaultGemmWake = grain, gemmGrain, gemmWake
 
 // TestMain runs the package's tests with the parallel products of small matrices: the
 // serial threshold is a tuning figure, and the tests' matrices are small.

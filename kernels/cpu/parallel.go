@@ -19,8 +19,8 @@ import (
 // How many goroutines a kernel splits over is one rule for every kernel (workers: a
 // least share of work each, at most GOMAXPROCS and the cores; BenchmarkWorkers).
 // Work too small to be worth waiting for a sleeping worker runs with the awake ones
-// only and rouses the others for the kernels that follow. Products, whose tasks wait
-// for each other, run every task on a goroutine of its own (concurrently).
+// only and rouses the others for the kernels that follow. Products hand out their
+// tasks the same way (parallelTasks): no task waits for another.
 //
 // What a fork costs (BenchmarkForkEmpty, BenchmarkForkAsleep, BenchmarkFork at 1 and
 // 2 threads, docs/benchmarks.md): about 0.2 µs with the worker awake (the pieces start
@@ -50,16 +50,21 @@ const spinPolls = 4096
 const spinYield = 50 * time.Microsecond
 
 // awaitSpin is how long a goroutine that waits for a counter spins before it sleeps
-// until the counter moves: another goroutine's piece ends microseconds later when it
-// has its core, and a sleeping goroutine takes tens of microseconds to wake.
-const awaitSpin = 50 * time.Microsecond
+// until the counter moves: a fork's last pieces end within a product's length of each
+// other, and a sleeping goroutine takes tens of microseconds to wake. On the 16-core
+// host a 1024³ product's tasks end up to hundreds of µs apart (2 ms a product): with
+// 50 µs the forking goroutine slept and woke late, and 1 ms ran the deep training
+// case's products up to 16 % faster (-1 to +16 % in the same call) and trained the
+// tiny case 13 % faster (docs/benchmarks.md, branch cpu16b). Spinning costs CPU only
+// while a fork is still running.
+const awaitSpin = time.Millisecond
 
 // wakeGrains is the least work, in grains, for which a fork wakes sleeping workers to
 // run it (1M elements of an elementwise kernel): an Add that wakes one runs slower
 // than on one thread at 64K and 256K elements, about as fast at 1M and 1.4-1.6× faster
 // at 4M (BenchmarkForkAsleep), since the worker comes 60-165 µs late. The tests lower
 // it.
-var wakeGrains = 16
+var wakeGrains = 64
 
 // burst is how soon after the previous fork a fork too small to wake the workers
 // rouses them: rousing a sleeping worker slows the rousing goroutine's own work by
@@ -156,7 +161,7 @@ func forPieces(n, p int, wake bool, fn func(lo, hi int)) {
 		}
 		return
 	}
-	j := newJob(n, p, false)
+	j := newJob(n, p)
 	j.fn = fn
 	j.fork(p-1, wake)
 }
@@ -195,22 +200,9 @@ func parallelTasks(tasks, p int, wake bool, fn func(t int)) {
 		}
 		return
 	}
-	j := newJob(tasks, tasks, false)
+	j := newJob(tasks, tasks)
 	j.task = fn
 	j.fork(p-1, wake)
-}
-
-// concurrently calls fn(t) for every t in [0, tasks), each on a goroutine of its own
-// and all at once (the calling goroutine runs one): tasks that wait for each other.
-// Tasks the pool has no free worker for get new goroutines.
-func concurrently(tasks int, fn func(t int)) {
-	if tasks == 1 {
-		fn(0)
-		return
-	}
-	j := newJob(tasks, tasks, true)
-	j.task = fn
-	j.fork(tasks-1, true)
 }
 
 // job is one fork of a kernel: p pieces, each run once by whichever of the forking
@@ -222,7 +214,6 @@ type job struct {
 	fn       func(lo, hi int) // piece i is fn(n·i/p, n·(i+1)/p) ...
 	task     func(t int)      // ... or task(i), when fn is nil
 	n, p     int
-	gang     bool         // each goroutine runs one piece: the pieces wait for each other
 	next     atomic.Int64 // the next piece to claim
 	finished atomic.Int64 // pieces run
 	refs     atomic.Int32 // the forking goroutine, and each worker or goroutine handed the job
@@ -232,30 +223,25 @@ type job struct {
 // jobs keeps forks free of allocations.
 var jobs = sync.Pool{New: func() any { return new(job) }}
 
-func newJob(n, p int, gang bool) *job {
+func newJob(n, p int) *job {
 	j := jobs.Get().(*job)
-	j.n, j.p, j.gang = n, p, gang
+	j.n, j.p = n, p
 	j.next.Store(0)
 	j.finished.Store(0)
 	j.refs.Store(1)
 	return j
 }
 
-// fork hands j to up to helpers workers, awake ones, and asleep ones too with wake
-// (to exactly helpers goroutines for a gang), runs pieces of it, and returns once every
-// piece has run.
+// fork hands j to up to helpers workers, awake ones, and asleep ones too with wake,
+// runs pieces of it, and returns once every piece has run.
 func (j *job) fork(helpers int, wake bool) {
-	hired := hire(j, helpers, wake || j.gang)
-	for ; j.gang && hired < helpers; hired++ {
-		j.refs.Add(1)
-		go j.help()
-	}
+	hire(j, helpers, wake)
 	j.work()
 	j.await(&j.finished, int64(j.p))
 	j.release()
 }
 
-// work runs the pieces that are left, one after the other (one, in a gang).
+// work runs the pieces that are left, one after the other.
 func (j *job) work() {
 	for {
 		i := int(j.next.Add(1) - 1)
@@ -269,9 +255,6 @@ func (j *job) work() {
 		}
 		if j.finished.Add(1) == int64(j.p) {
 			j.moved()
-		}
-		if j.gang {
-			return
 		}
 	}
 }
@@ -323,12 +306,11 @@ func poolNow() []*worker {
 	return nil
 }
 
-// hire hands j to up to want of the pool's workers, free ones first, and returns how
-// many took it. With wake, asleep ones take it too (woken), and new ones are started
+// hire hands j to up to want of the pool's workers, free ones first. With wake, asleep ones take it too (woken), and new ones are started
 // with it while the pool has fewer than want (which is below GOMAXPROCS). Without,
 // it rouses as many asleep ones as it lacks, and starts new ones with no job, so that
 // the forks that follow find them awake. A nil j rouses only.
-func hire(j *job, want int, wake bool) int {
+func hire(j *job, want int, wake bool) {
 	ws := poolNow()
 	hired := 0
 	for _, w := range ws {
@@ -349,7 +331,6 @@ func hire(j *job, want int, wake bool) int {
 		if wake && w.state.CompareAndSwap(asleep, taken) {
 			w.take(j)
 			w.wake <- struct{}{}
-			hired++
 			lack--
 		} else if !wake && w.state.CompareAndSwap(asleep, free) {
 			w.wake <- struct{}{}
@@ -364,11 +345,7 @@ func hire(j *job, want int, wake bool) int {
 		if ws = grow(first, want); ws == nil {
 			break
 		}
-		if first != nil {
-			hired++
-		}
 	}
-	return hired
 }
 
 // take hands j to w, which a forker has just taken.
