@@ -19,26 +19,35 @@ import (
 // wraps as Go's conversions do; anything to Bool is (x != 0), so NaN is true.
 func Copy(dst, src Operand) {
 	dst.requireWritable("copy")
-	it := newIter("copy", dst.Layout, src.Layout)
-	viaF64 := wide(dst, src)
-	parallelFor(it.size, grain, func(lo, hi int) {
-		var buf [chunk]float32
-		var buf64 [chunk]float64
-		var ibuf [chunk]int64
-		it.walk(lo, hi, func(offs, inner [maxOperands]int, n int) {
-			d, s := offs[0], offs[1]
-			ds, ss := inner[0], inner[1]
-			switch {
-			case dst.dt == src.dt:
-				copySame(dst, d, ds, src, s, ss, n)
-			case isInt(dst.dt) && isInt(src.dt):
-				storeInts(dst, d, ds, loadInts(src, s, ss, n, &ibuf))
-			case viaF64:
-				storeFloats(dst, d, ds, load(&src, s, ss, n, &buf64))
-			default:
-				storeFloats(dst, d, ds, load(&src, s, ss, n, &buf))
-			}
-		})
+	s := copyState{dst: dst, src: src, it: newIter("copy", dst.Layout, src.Layout), viaF64: wide(dst, src)}
+	forRange(s.it.size, grain, s)
+}
+
+// copyState is what each piece of a Copy reads.
+type copyState struct {
+	dst, src Operand
+	it       iter
+	viaF64   bool // an operand is F64: conversions go through float64
+}
+
+func (c copyState) run(lo, hi int) {
+	var buf [chunk]float32
+	var buf64 [chunk]float64
+	var ibuf [chunk]int64
+	dst, src := c.dst, c.src
+	c.it.walk(lo, hi, func(offs, inner [maxOperands]int, n int) {
+		d, s := offs[0], offs[1]
+		ds, ss := inner[0], inner[1]
+		switch {
+		case dst.dt == src.dt:
+			copySame(dst, d, ds, src, s, ss, n)
+		case isInt(dst.dt) && isInt(src.dt):
+			storeInts(dst, d, ds, loadInts(src, s, ss, n, &ibuf))
+		case c.viaF64:
+			storeFloats(dst, d, ds, load(&src, s, ss, n, &buf64))
+		default:
+			storeFloats(dst, d, ds, load(&src, s, ss, n, &buf))
+		}
 	})
 }
 
@@ -46,26 +55,35 @@ func Copy(dst, src Operand) {
 // float64 (rounded once to a float type; NaN to 0 for integers, x != 0 for Bool).
 func Fill(dst Operand, v float64) {
 	dst.requireWritable("fill")
-	bits := FillBits(dst.dt, v)
-	it := newIter("fill", dst.Layout)
-	parallelFor(it.size, grain, func(lo, hi int) {
-		it.walk(lo, hi, func(offs, inner [maxOperands]int, n int) {
-			o, s := offs[0], inner[0]
-			switch dst.dt {
-			case dtype.F32:
-				fillRun(dst.f32s(), o, s, n, math.Float32frombits(uint32(bits)))
-			case dtype.F64:
-				fillRun(dst.f64s(), o, s, n, math.Float64frombits(bits))
-			case dtype.F16, dtype.BF16:
-				fillRun(dst.u16s(), o, s, n, uint16(bits))
-			case dtype.I32:
-				fillRun(dst.i32s(), o, s, n, int32(bits))
-			case dtype.I64:
-				fillRun(dst.i64s(), o, s, n, int64(bits))
-			case dtype.Bool:
-				fillRun(dst.u8s(), o, s, n, uint8(bits))
-			}
-		})
+	f := fillState{dst: dst, it: newIter("fill", dst.Layout), bits: FillBits(dst.dt, v)}
+	forRange(f.it.size, grain, f)
+}
+
+// fillState is what each piece of a Fill reads.
+type fillState struct {
+	dst  Operand
+	it   iter
+	bits uint64 // FillBits of the value
+}
+
+func (f fillState) run(lo, hi int) {
+	dst, bits := f.dst, f.bits
+	f.it.walk(lo, hi, func(offs, inner [maxOperands]int, n int) {
+		o, s := offs[0], inner[0]
+		switch dst.dt {
+		case dtype.F32:
+			fillRun(dst.f32s(), o, s, n, math.Float32frombits(uint32(bits)))
+		case dtype.F64:
+			fillRun(dst.f64s(), o, s, n, math.Float64frombits(bits))
+		case dtype.F16, dtype.BF16:
+			fillRun(dst.u16s(), o, s, n, uint16(bits))
+		case dtype.I32:
+			fillRun(dst.i32s(), o, s, n, int32(bits))
+		case dtype.I64:
+			fillRun(dst.i64s(), o, s, n, int64(bits))
+		case dtype.Bool:
+			fillRun(dst.u8s(), o, s, n, uint8(bits))
+		}
 	})
 }
 

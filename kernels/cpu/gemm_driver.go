@@ -97,6 +97,12 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 	defer g.shares.Put(s)
 	*s = gemmShare{g: g, m: m, n: n, k: k, ldc: ldc, alpha: alpha, a: a, b: b, c: c, set: set, nc: nc, rb: rb, cb: cb}
 	defer func() { *s = gemmShare{} }()
+	if workers == 1 { // the method value parallelTasks takes would be allocated
+		for t := range rb * cb {
+			s.work(t)
+		}
+		return
+	}
 	parallelTasks(rb*cb, workers, m*n*k >= gemmWake, s.work)
 }
 

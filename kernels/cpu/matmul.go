@@ -46,41 +46,63 @@ func Matmul(gemm Gemm, dst, a, b Operand, alpha, beta float64) {
 			panic(fmt.Sprintf("kernels/cpu: %s: operands must be float64, float32, float16 or bfloat16, not %v", op, o.dt))
 		}
 	}
+	mm := matmulProducts{m: m, n: n, k: k, alpha: alpha, beta: beta, wide: wide(dst, a, b), g: bestGemmKernel()}
+	switch v := gemm.(type) {
+	case nil:
+	case *gemmKernel:
+		mm.g = v
+	default:
+		mm.sys = v
+	}
+	if ra == 2 && rb == 2 && rd == 2 {
+		// One product, called directly: a closure handed to the workers would capture
+		// the operands and move them to the heap at every call, which was a quarter of
+		// a small training step's garbage.
+		mm.run(matrixOf(a, a.Offset), matrixOf(b, b.Offset), matrixOf(dst, dst.Offset), workers(m*n*k, gemmGrain) > 1)
+		return
+	}
+	matmulBatches(mm, dst, a, b)
+}
+
+// matmulProducts is one Matmul call's products: their sizes, scalars and GEMM.
+type matmulProducts struct {
+	m, n, k     int
+	alpha, beta float64
+	wide        bool        // an operand is F64: gonum's Dgemm (product64)
+	g           *gemmKernel // the built-in GEMM, or the one the caller chose
+	sys         Gemm        // a system BLAS the caller chose, else nil
+}
+
+// run computes one product of the call.
+func (mm *matmulProducts) run(a, b, dst matView, parallel bool) {
+	if mm.wide {
+		product64(mm.m, mm.n, mm.k, mm.alpha, a, b, mm.beta, dst)
+		return
+	}
+	alpha, beta := float32(mm.alpha), float32(mm.beta)
+	if mm.sys != nil && systemProduct(mm.sys, mm.m, mm.n, mm.k, alpha, a, b, beta, dst) {
+		return
+	}
+	mm.g.product(mm.m, mm.n, mm.k, alpha, a, b, beta, dst, parallel)
+}
+
+// matmulBatches runs a call's products over the batch dimensions of its operands.
+func matmulBatches(mm matmulProducts, dst, a, b Operand) {
 	batchOf := func(o Operand) kernels.Layout {
 		r := len(o.Shape) - 2
 		return kernels.Layout{Shape: o.Shape[:r], Strides: o.Strides[:r], Offset: o.Offset}
 	}
-	it := newIter(op, batchOf(dst), batchOf(a), batchOf(b))
-	matrix := func(o Operand, off int) matView {
-		r := len(o.Shape)
-		return matView{o: o, off: off, rs: o.Strides[r-2], cs: o.Strides[r-1]}
-	}
-	if wide(dst, a, b) {
-		batches(m, n, k, it.size, func(i int, _ bool) {
-			offs := it.offsets(i)
-			product64(m, n, k, alpha, matrix(a, offs[1]), matrix(b, offs[2]), beta, matrix(dst, offs[0]))
-		})
-		return
-	}
-	g := bestGemmKernel()
-	var sys Gemm // a system BLAS, if gemm is one
-	switch v := gemm.(type) {
-	case nil:
-	case *gemmKernel:
-		g = v
-	default:
-		sys = v
-	}
-	alpha32, beta32 := float32(alpha), float32(beta)
-	batches(m, n, k, it.size, func(i int, parallel bool) {
+	it := newIter("matmul", batchOf(dst), batchOf(a), batchOf(b))
+	batches(mm.m, mm.n, mm.k, it.size, func(i int, parallel bool) {
 		offs := it.offsets(i)
-		av, bv := matrix(a, offs[1]), matrix(b, offs[2])
-		dv := matrix(dst, offs[0])
-		if sys != nil && systemProduct(sys, m, n, k, alpha32, av, bv, beta32, dv) {
-			return
-		}
-		g.product(m, n, k, alpha32, av, bv, beta32, dv, parallel)
+		mm.run(matrixOf(a, offs[1]), matrixOf(b, offs[2]), matrixOf(dst, offs[0]), parallel)
 	})
+}
+
+// matrixOf is the matrix of o's last two dimensions that starts at element off.
+func matrixOf(o Operand, off int) matView {
+	r := len(o.Shape)
+	return matView{o: o, off: off, rs: o.Strides[r-2], cs: o.Strides[r-1]}
 }
 
 // offsets returns every operand's element offset for element i of the walk.
