@@ -195,12 +195,10 @@ func TestSmallKernelsAllocateNothing(t *testing.T) {
 	x, w, y := F32(a, kernels.Contiguous(64, 32)), F32(b, kernels.Contiguous(32, 16)), F32(c, kernels.Contiguous(64, 16))
 	xt := F32(at, kernels.Contiguous(32, 64))
 	transposed := F32(a, kernels.Layout{Shape: []int{32, 64}, Strides: []int{1, 32}})
-	for name, f := range map[string]func(){
-		"fill":   func() { Fill(y, 0.5) },
-		"copy":   func() { Copy(xt, transposed) },
-		"matmul": func() { Matmul(nil, y, x, w, 1, 0) },
-	} {
-		assert.Zero(t, testing.AllocsPerRun(100, f), name)
+	assert.Zero(t, testing.AllocsPerRun(100, func() { Fill(y, 0.5) }), "fill")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { Copy(xt, transposed) }), "copy")
+	if !raceEnabled { // the GEMM's pooled state: sync.Pool drops items at random under the race detector
+		assert.Zero(t, testing.AllocsPerRun(100, func() { Matmul(nil, y, x, w, 1, 0) }), "matmul")
 	}
 	assert.Equal(t, a[1], at[64], "the copy moved the transpose")
 }
