@@ -572,6 +572,21 @@ __device__ __forceinline__ void map_words(const W *__restrict__ src, int n, F st
 #define ROW_CHUNKS 8
 #define ROW_CHUNKS_BLOCK4 4
 
+// REGS_FORMS instantiates a register-row family's kernels for rows of S (named SN):
+// K(S, SN, G, C, GN, V16, VN) defines one kernel, a warp (G 32) or a block (G BLOCK)
+// a row, C chunk slots a lane, rows of 16-byte words or not (V16, the _v16 names).
+// REGS16_FORMS adds, for 16-bit rows, the block4 form of up to BLOCK·ROW_CHUNKS_BLOCK4·4
+// (4096) elements: the block form's bits in fewer registers.
+#define REGS_FORMS(K, S, SN)                      \
+    K(S, SN, 32, ROW_CHUNKS, warp, false, )       \
+    K(S, SN, 32, ROW_CHUNKS, warp, true, _v16)    \
+    K(S, SN, BLOCK, ROW_CHUNKS, block, false, )   \
+    K(S, SN, BLOCK, ROW_CHUNKS, block, true, _v16)
+#define REGS16_FORMS(K, S, SN)                              \
+    REGS_FORMS(K, S, SN)                                    \
+    K(S, SN, BLOCK, ROW_CHUNKS_BLOCK4, block4, false, )     \
+    K(S, SN, BLOCK, ROW_CHUNKS_BLOCK4, block4, true, _v16)
+
 // chunk_load reads the chunk of 4 elements at position j of r into v (fill at n or
 // past), chunk_store writes the ones below n.
 template <bool V16>

@@ -170,22 +170,9 @@ __device__ __forceinline__ void layer_norm_dx_regs_k(S *dx, const S *g, const S 
         layer_norm_dx_regs_k<S, G, V16, C>(dx, g, x, mean, rstd, w, rows, n);                                                                                   \
     }
 
-#define LAYER_NORM_REGS_FORMS(S, SN)                                                                                                                            \
-    LAYER_NORM_REGS_KERNELS(S, SN, 32, ROW_CHUNKS, warp, false, )                                                                                               \
-    LAYER_NORM_REGS_KERNELS(S, SN, 32, ROW_CHUNKS, warp, true, _v16)                                                                                            \
-    LAYER_NORM_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS, block, false, )                                                                                           \
-    LAYER_NORM_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS, block, true, _v16)
-
-// 16-bit rows of up to BLOCK·ROW_CHUNKS_BLOCK4·4 (4096) also have a block form with
-// fewer slots (common.cuh): the same bits as the block form's, in fewer registers.
-#define LAYER_NORM_REGS16_FORMS(S, SN)                                                                                                                          \
-    LAYER_NORM_REGS_FORMS(S, SN)                                                                                                                                \
-    LAYER_NORM_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS_BLOCK4, block4, false, )                                                                                   \
-    LAYER_NORM_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS_BLOCK4, block4, true, _v16)
-
-LAYER_NORM_REGS_FORMS(float, f32)
-LAYER_NORM_REGS16_FORMS(f16_t, f16)
-LAYER_NORM_REGS16_FORMS(bf16_t, bf16)
+REGS_FORMS(LAYER_NORM_REGS_KERNELS, float, f32)
+REGS16_FORMS(LAYER_NORM_REGS_KERNELS, f16_t, f16)
+REGS16_FORMS(LAYER_NORM_REGS_KERNELS, bf16_t, bf16)
 
 // layer_norm_dwdb_k: thread t sums column t % n over the rows of piece t / n (rows
 // piece·c up to piece·(c+1)) in order, into dw and db (either may be null) or, with

@@ -294,22 +294,9 @@ KERNEL cross_entropy_rows_warp_f64(unsigned long long loss, int dtl, double *lse
         cross_entropy_regs_k<S, G, V16, C>(loss, dtl, lse, logits, labels, n, c, ignore, part, ticket, flag, seq);                                    \
     }
 
-#define CROSS_ENTROPY_REGS_FORMS(S, SN)                                                                                                                \
-    CROSS_ENTROPY_REGS_KERNELS(S, SN, 32, ROW_CHUNKS, warp, false, )                                                                                   \
-    CROSS_ENTROPY_REGS_KERNELS(S, SN, 32, ROW_CHUNKS, warp, true, _v16)                                                                                \
-    CROSS_ENTROPY_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS, block, false, )                                                                               \
-    CROSS_ENTROPY_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS, block, true, _v16)
-
-// 16-bit rows of up to BLOCK·ROW_CHUNKS_BLOCK4·4 (4096) also have a block form with
-// fewer slots (common.cuh): the same bits as the block form's, in fewer registers.
-#define CROSS_ENTROPY_REGS16_FORMS(S, SN)                                                                                                              \
-    CROSS_ENTROPY_REGS_FORMS(S, SN)                                                                                                                    \
-    CROSS_ENTROPY_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS_BLOCK4, block4, false, )                                                                       \
-    CROSS_ENTROPY_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS_BLOCK4, block4, true, _v16)
-
-CROSS_ENTROPY_REGS_FORMS(float, f32)
-CROSS_ENTROPY_REGS16_FORMS(f16_t, f16)
-CROSS_ENTROPY_REGS16_FORMS(bf16_t, bf16)
+REGS_FORMS(CROSS_ENTROPY_REGS_KERNELS, float, f32)
+REGS16_FORMS(CROSS_ENTROPY_REGS_KERNELS, f16_t, f16)
+REGS16_FORMS(CROSS_ENTROPY_REGS_KERNELS, bf16_t, bf16)
 
 #define MSE_KERNELS(T, TN)                                                                                                                         \
     KERNEL mse_partial_##TN(unsigned long long loss, int dtl, const T *a, const T *b, long long n, long long piece, double *part) {                   \

@@ -125,22 +125,9 @@ __device__ __forceinline__ void softmax_backward_regs_k(S *dx, const S *g, const
         softmax_backward_regs_k<S, G, V16, C>(dx, g, y, outer, n, log);                                                        \
     }
 
-#define SOFTMAX_REGS_FORMS(S, SN)                                                                                              \
-    SOFTMAX_REGS_KERNELS(S, SN, 32, ROW_CHUNKS, warp, false, )                                                                 \
-    SOFTMAX_REGS_KERNELS(S, SN, 32, ROW_CHUNKS, warp, true, _v16)                                                              \
-    SOFTMAX_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS, block, false, )                                                             \
-    SOFTMAX_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS, block, true, _v16)
-
-// 16-bit rows of up to BLOCK·ROW_CHUNKS_BLOCK4·4 (4096) also have a block form with
-// fewer slots (common.cuh): the same bits as the block form's, in fewer registers.
-#define SOFTMAX_REGS16_FORMS(S, SN)                                                                                            \
-    SOFTMAX_REGS_FORMS(S, SN)                                                                                                  \
-    SOFTMAX_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS_BLOCK4, block4, false, )                                                     \
-    SOFTMAX_REGS_KERNELS(S, SN, BLOCK, ROW_CHUNKS_BLOCK4, block4, true, _v16)
-
-SOFTMAX_REGS_FORMS(float, f32)
-SOFTMAX_REGS16_FORMS(f16_t, f16)
-SOFTMAX_REGS16_FORMS(bf16_t, bf16)
+REGS_FORMS(SOFTMAX_REGS_KERNELS, float, f32)
+REGS16_FORMS(SOFTMAX_REGS_KERNELS, f16_t, f16)
+REGS16_FORMS(SOFTMAX_REGS_KERNELS, bf16_t, bf16)
 
 // The column kernels: thread t owns column t % inner of outer index t / inner.
 template <typename S>
