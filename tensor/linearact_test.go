@@ -9,6 +9,7 @@ import (
 
 	"github.com/subletml/sublet/amp"
 	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/device/cpu"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/tensor"
 	"github.com/subletml/sublet/tensor/tensortest"
@@ -213,4 +214,25 @@ func TestLinearActivationNoGradMakesOnlyTheResult(t *testing.T) {
 		s.Close()
 		requireEmpty(t, d)
 	}
+}
+
+// A Linear and its ReLU in one op: the values of Linear then Relu, and the same two
+// nodes for backward (the result's gradient reaches the Linear through the ReLU's).
+func ExampleLinearActivation() {
+	dev, _ := cpu.New(cpu.Options{})
+	s := tensor.NewScope()
+	x := tensor.FromSlice(s, dev, dtype.F32, []float32{1, 2, -1, 0.5}, 2, 2)
+	w := tensor.FromSlice(s, dev, dtype.F32, []float32{1, 1, 1, -1, 0, 2}, 3, 2).SetRequiresGrad(true)
+	b := tensor.FromSlice(s, dev, dtype.F32, []float32{0, -1, 0.5}, 3)
+	y := tensor.LinearActivation(x, w, b, tensor.ActRelu)
+	fmt.Println(tensor.ToSlice[float32](y))
+	fmt.Println(tensor.ToSlice[float32](tensor.Linear(x, w, b).Relu()))
+	y.Sum().Backward()
+	fmt.Println(tensor.ToSlice[float32](w.Grad()))
+	s.Close()
+	w.Release()
+	// Output:
+	// [3 0 4.5 0 0 1.5]
+	// [3 0 4.5 0 0 1.5]
+	// [1 2 0 0 0 2.5]
 }
