@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/subletml/sublet/alloc"
+	"github.com/subletml/sublet/checkpoint"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/nn"
@@ -191,6 +192,41 @@ func TestSequentialFoldsLinearActivations(t *testing.T) {
 	_, wantOut, wantGrads := run(oneByOne)
 	require.Equal(t, wantOut, out)
 	require.Equal(t, wantGrads, grads)
+	m.Release()
+	requireEmpty(t, d)
+}
+
+// Checkpointed, a Sequential's folded ops are recomputed (or, as a selective policy
+// says, kept: LinearRelu's result can be, LinearGeluTanh's, which saves the GELU's
+// input, cannot) and give the plain backward's gradients.
+func TestSequentialFoldsUnderCheckpoint(t *testing.T) {
+	d := newCPU(t)
+	init := nn.Init{Device: d, Gen: tensor.NewGenerator(3)}
+	m := nn.NewSequential(nn.NewLinear(init, 5, 8, true), nn.ReLU{}, nn.NewLinear(init, 8, 8, false), nn.GELU{Tanh: true}, nn.NewLinear(init, 8, 3, true))
+	run := func(c *checkpoint.Config) [][]float32 {
+		s := tensor.NewScope()
+		x := f32(s, d, []float32{0.3, -1, 2, 0.5, -0.25, 1, 1.5, -2, 0.75, 0.1}, 2, 5).SetRequiresGrad(true)
+		var y *tensor.Tensor
+		if c == nil {
+			y = m.Forward(x)
+		} else {
+			y = c.Checkpoint(m.Forward, x)
+		}
+		y.Sum().Backward()
+		var g [][]float32
+		for _, p := range nn.Parameters(m) {
+			g = append(g, vals(p.Grad()))
+			p.ZeroGrad(true)
+		}
+		g = append(g, vals(x.Grad()))
+		s.Close()
+		return g
+	}
+	want := run(nil)
+	for _, c := range []*checkpoint.Config{{}, {Policy: checkpoint.SaveOps(tensor.OpLinearRelu)}, {Policy: checkpoint.SaveOps(tensor.OpLinearRelu, tensor.OpLinear)},
+		{Policy: func(string, []*tensor.Tensor) checkpoint.Decision { return checkpoint.Save }}} {
+		require.Equal(t, want, run(c))
+	}
 	m.Release()
 	requireEmpty(t, d)
 }
