@@ -38,9 +38,9 @@ func TestMemSnapshot(t *testing.T) {
 	for _, want := range []string{
 		"3 training steps of an MLP 512-1024-1024-10 (batch 256) on sim with memory history on\n",
 		"history: 195 events kept, 0 dropped by the ring\n",
-		"    18.1 MiB        0 B  MatMul @ " + site(t, "loss.Backward()") + "\n",             // backward: gradients and its temporaries, none left
-		"    12.1 MiB   12.1 MiB  Full @ " + site(t, "opt.Step()") + "\n",                    // Adam's state, made by its first Step
-		"     6.0 MiB    6.0 MiB  Empty @ " + site(t, "model := nn.NewMLP") + "\n",           // the parameters
+		"    18.1 MiB        0 B  MatMul @ " + site(t, "loss.Backward()") + "\n",                 // backward: gradients and its temporaries, none left
+		"    12.1 MiB   12.1 MiB  Full @ " + site(t, "opt.Step()") + "\n",                        // Adam's state, made by its first Step
+		"     6.0 MiB    6.0 MiB  Empty @ " + site(t, "model := nn.NewMLP") + "\n",               // the parameters
 		"     6.0 MiB        0 B  LinearRelu @ " + site(t, "loss := nn.CrossEntropyLoss") + "\n", // the forward pass: inputs and activations, freed by the scope
 		"after training: 19021944 bytes requested = parameters 6340648 + Adam state 12681296\n",
 	} {
