@@ -140,14 +140,11 @@ func (l linearCall) product(c *call, dst *Tensor) {
 
 type linearBackward struct{ x, w *autograd.Saved }
 
-func (r *linearBackward) backward(b *bwd) { r.grads(b, b.g) }
-
-// grads sets the gradients of the Linear's inputs from g, the gradient of x·wᵀ + bias.
-func (r *linearBackward) grads(b *bwd, g *Tensor) {
+func (r *linearBackward) backward(b *bwd) {
 	in := b.f.in
 	nOut, nIn := in[1].shape[0], in[1].shape[1]
 	rows := numel(in[0].shape[:len(in[0].shape)-1]) // not -1: nOut or nIn may be 0
-	g = g.Reshape(rows, nOut)
+	g := b.g.Reshape(rows, nOut)
 	if b.needs(0) {
 		b.set(0, g.MatMul(b.saved(r.w)).Reshape(in[0].shape...))
 	}
