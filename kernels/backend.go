@@ -225,7 +225,9 @@ type ActivationMatmul interface {
 	// when it cannot for these operands: the caller then runs Matmul, Binary (Add) and
 	// Unary. The bias is added and op applied in the product's compute type, each
 	// output rounded once to its type: an F16 or BF16 dst may differ from Unary of the
-	// rounded pre-activation by that rounding (a ReLU's never does).
+	// rounded pre-activation by that rounding (a ReLU's never does). One difference
+	// from Unary is allowed: ReLU of a NaN pre-activation may be 0 (the hardware's
+	// max, which cuBLASLt's epilogue takes), where Relu keeps the NaN.
 	MatmulActivation(op UnaryOp, dst, pre, a, b, bias Operand) bool
 }
 

@@ -123,10 +123,12 @@ func recordLinearActivation(c *call, lin linearCall, act *OpInfo, out, pre *Tens
 }
 
 // folded writes k(x·wᵀ + bias) into out, and x·wᵀ + bias into pre (nil for none), in
-// the product's pass, and reports whether the backend could.
+// the product's pass, and reports whether the backend could. In anomaly mode it does
+// not: an epilogue's ReLU may turn a NaN into 0 (kernels.ActivationMatmul), and that
+// mode is there to see where NaNs come from.
 func (l linearCall) folded(c *call, k kernels.UnaryOp, out, pre *Tensor) bool {
 	am, ok := c.k.(kernels.ActivationMatmul)
-	if !ok {
+	if !ok || c.s.m.anomaly {
 		return false
 	}
 	var preOp, biasOp kernels.Operand

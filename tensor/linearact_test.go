@@ -3,6 +3,7 @@ package tensor_test
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -235,4 +236,41 @@ func ExampleLinearActivation() {
 	// [3 0 4.5 0 0 1.5]
 	// [3 0 4.5 0 0 1.5]
 	// [1 2 0 0 0 2.5]
+}
+
+// A NaN in x makes its row of x·wᵀ + bias NaN: GELU keeps it everywhere; ReLU keeps it
+// in anomaly mode (which does not fold) and wherever the backend does not fold, and may
+// give 0 where cuBLASLt's epilogue applies it (kernels.ActivationMatmul).
+func TestLinearActivationNaN(t *testing.T) {
+	for _, dd := range dataDevices(t) {
+		for _, act := range []tensor.Activation{tensor.ActRelu, tensor.ActGeluTanh} {
+			for _, anomaly := range []bool{false, true} {
+				s := tensor.NewScope(tensor.WithAnomaly(anomaly), tensor.NoGrad())
+				xv := linearActValues(6*24, 1)
+				xv[0*24+3], xv[3*24+20] = math.NaN(), math.NaN() // rows 0 and 3
+				x := tensor.FromSlice(s, dd.Device, dtype.F64, xv, 6, 24).Cast(dtype.F32)
+				w := tensor.FromSlice(s, dd.Device, dtype.F64, linearActValues(16*24, 2), 16, 24).Cast(dtype.F32)
+				b := tensor.FromSlice(s, dd.Device, dtype.F64, linearActValues(16, 3), 16).Cast(dtype.F32)
+				got := tensor.ToSlice[float32](tensor.LinearActivation(x, w, b, act))
+				xs := tensor.ToSlice[float32](x)
+				zeros := 0
+				for i, v := range got {
+					row := xs[i/16*24 : i/16*24+24]
+					nanRow := slices.ContainsFunc(row, func(v float32) bool { return v != v })
+					switch {
+					case !nanRow:
+						require.False(t, v != v, "element %d", i)
+					case v == v && act == tensor.ActRelu && dd.Name == "cuda" && !anomaly:
+						require.Zero(t, v, "element %d: NaN or 0", i)
+						zeros++
+					default:
+						require.True(t, v != v, "%s %v anomaly %v: element %d of a NaN row is %v", dd.Name, act, anomaly, i, v)
+					}
+				}
+				t.Logf("%s %v anomaly %v: NaN rows' elements that came out 0: %d", dd.Name, act, anomaly, zeros)
+				s.Close()
+				requireEmpty(t, dd.Device)
+			}
+		}
+	}
 }

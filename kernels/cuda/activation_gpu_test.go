@@ -172,6 +172,58 @@ func TestMatmulActivationDeclines(t *testing.T) {
 	require.NoError(t, b.Check())
 }
 
+// TestMatmulActivationNaN: a row of x holding a NaN makes its row of the product NaN;
+// GELU keeps it, GELU's input (pre) keeps it, and ReLU gives NaN or 0
+// (kernels.ActivationMatmul allows either; the log says which cuBLASLt gives).
+func TestMatmulActivationNaN(t *testing.T) {
+	dev, al, b := gpu(t)
+	if _, err := cuda.BLAS(); err != nil {
+		t.Skip(err)
+	}
+	mem := gpuMemory{dev, al}
+	const rows, in, out = 16, 32, 16
+	for _, dt := range []dtype.DType{dtype.F32, dtype.F16, dtype.BF16} {
+		l := newLinearOperands(t, mem, b, dt, rows, in, out)
+		nan := l.result(1)
+		b.Fill(nan, math.NaN())
+		x35 := l.x
+		x35.Layout = kernels.Contiguous(1)
+		x35.Offset = 3*in + 5
+		b.Copy(x35, nan)
+		for _, op := range []kernels.UnaryOp{kernels.Relu, kernels.GeluTanh} {
+			got, pre := l.result(rows, out), kernels.Operand{}
+			if op == kernels.GeluTanh {
+				pre = l.result(rows, out)
+			}
+			require.True(t, b.MatmulActivation(op, got, pre, l.x, l.wt, l.bias))
+			v := l.read(got)
+			nans, zeros := 0, 0
+			for i, y := range v {
+				switch {
+				case i/out != 3:
+					require.False(t, math.IsNaN(y), "%v %v: element %d", dt, op, i)
+				case math.IsNaN(y):
+					nans++
+				case y == 0 && op == kernels.Relu:
+					zeros++
+				default:
+					require.Failf(t, "a NaN row", "%v %v: element %d is %v", dt, op, i, y)
+				}
+			}
+			t.Logf("%v %v: the NaN row gives %d NaN and %d zeros", dt, op, nans, zeros)
+			if op == kernels.GeluTanh {
+				require.Equal(t, out, nans, "%v GELU keeps NaN", dt)
+				p := l.read(pre)
+				for j := range out {
+					require.True(t, math.IsNaN(p[3*out+j]), "%v GELU's input keeps NaN", dt)
+				}
+			}
+		}
+		require.NoError(t, b.Check())
+		l.free()
+	}
+}
+
 // requireNear asserts |want−got| ≤ tol·max(1, |want|) element by element, and logs the
 // largest difference, which the GPU run's log keeps.
 func requireNear(t *testing.T, what string, want, got []float64, tol float64) {
