@@ -20,6 +20,15 @@ type ReLU struct{ stateless }
 // Forward returns max(x, 0).
 func (ReLU) Forward(x *tensor.Tensor) *tensor.Tensor { return x.Relu() }
 
+// folds implements foldable.
+func (ReLU) folds() tensor.Activation { return tensor.ActRelu }
+
+// foldable is an activation layer a Sequential runs in one op with the Linear before
+// it (tensor.LinearActivation); folds returns that op's activation, 0 for none.
+type foldable interface {
+	folds() tensor.Activation
+}
+
 // GELU is x·Φ(x) (torch.nn.GELU); Tanh selects the tanh approximation
 // (approximate="tanh").
 type GELU struct {
@@ -33,6 +42,14 @@ func (g GELU) Forward(x *tensor.Tensor) *tensor.Tensor {
 		return x.GeluTanh()
 	}
 	return x.Gelu()
+}
+
+// folds implements foldable: the tanh form folds, the erf form has no epilogue.
+func (g GELU) folds() tensor.Activation {
+	if g.Tanh {
+		return tensor.ActGeluTanh
+	}
+	return 0
 }
 
 // Tanh is tanh x. Recorded, it saves its output.

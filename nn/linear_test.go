@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/subletml/sublet/alloc"
+	"github.com/subletml/sublet/checkpoint"
+	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/nn"
 	"github.com/subletml/sublet/tensor"
@@ -144,4 +146,87 @@ func TestConstructorsReleaseWhatTheyMadeOnOOM(t *testing.T) {
 			requireEmpty(t, d)
 		})
 	}
+}
+
+// opNames is an OpHook that lists the ops a scope ran.
+type opNames struct{ ops []string }
+
+func (o *opNames) OpBegin(op string, _ device.Device) uint64 { o.ops = append(o.ops, op); return 0 }
+func (o *opNames) OpEnd(uint64)                              {}
+
+// A Sequential runs a Linear and the ReLU or GELU (tanh) after it as one op,
+// tensor.LinearActivation, and gives what running its children one by one gives:
+// the same output and gradients, bit for bit on the CPU; GELU's erf form, Tanh and a
+// Linear last stay ops of their own.
+func TestSequentialFoldsLinearActivations(t *testing.T) {
+	d := newCPU(t)
+	init := nn.Init{Device: d, Gen: tensor.NewGenerator(3)}
+	m := nn.NewSequential(nn.NewLinear(init, 5, 8, true), nn.ReLU{}, nn.NewLinear(init, 8, 8, false), nn.GELU{Tanh: true},
+		nn.NewLinear(init, 8, 8, true), nn.GELU{}, nn.NewLinear(init, 8, 8, true), nn.Tanh{}, nn.NewLinear(init, 8, 3, true))
+	// run returns the ops of the forward, its output and the parameters' gradients.
+	run := func(forward func(x *tensor.Tensor) *tensor.Tensor) (ops []string, out []float32, grads [][]float32) {
+		hook := &opNames{}
+		s := tensor.NewScope(tensor.WithOpHook(hook))
+		x := f32(s, d, []float32{0.3, -1, 2, 0.5, -0.25, 1, 1.5, -2, 0.75, 0.1}, 2, 5)
+		from := len(hook.ops)
+		y := forward(x)
+		ops = hook.ops[from:]
+		out = vals(y)
+		y.Sum().Backward()
+		for _, p := range nn.Parameters(m) {
+			grads = append(grads, vals(p.Grad()))
+			p.ZeroGrad(true)
+		}
+		s.Close()
+		return ops, out, grads
+	}
+	ops, out, grads := run(m.Forward)
+	require.Equal(t, []string{tensor.OpLinearRelu, tensor.OpLinearGeluTanh, tensor.OpLinear, tensor.OpGelu, tensor.OpLinear, tensor.OpTanh,
+		tensor.OpLinear}, ops)
+	oneByOne := func(x *tensor.Tensor) *tensor.Tensor {
+		for _, c := range m.Children {
+			x = c.Forward(x)
+		}
+		return x
+	}
+	_, wantOut, wantGrads := run(oneByOne)
+	require.Equal(t, wantOut, out)
+	require.Equal(t, wantGrads, grads)
+	m.Release()
+	requireEmpty(t, d)
+}
+
+// Checkpointed, a Sequential's folded ops are recomputed (or, as a selective policy
+// says, kept: LinearRelu's result can be, LinearGeluTanh's, which saves the GELU's
+// input, cannot) and give the plain backward's gradients.
+func TestSequentialFoldsUnderCheckpoint(t *testing.T) {
+	d := newCPU(t)
+	init := nn.Init{Device: d, Gen: tensor.NewGenerator(3)}
+	m := nn.NewSequential(nn.NewLinear(init, 5, 8, true), nn.ReLU{}, nn.NewLinear(init, 8, 8, false), nn.GELU{Tanh: true}, nn.NewLinear(init, 8, 3, true))
+	run := func(c *checkpoint.Config) [][]float32 {
+		s := tensor.NewScope()
+		x := f32(s, d, []float32{0.3, -1, 2, 0.5, -0.25, 1, 1.5, -2, 0.75, 0.1}, 2, 5).SetRequiresGrad(true)
+		var y *tensor.Tensor
+		if c == nil {
+			y = m.Forward(x)
+		} else {
+			y = c.Checkpoint(m.Forward, x)
+		}
+		y.Sum().Backward()
+		var g [][]float32
+		for _, p := range nn.Parameters(m) {
+			g = append(g, vals(p.Grad()))
+			p.ZeroGrad(true)
+		}
+		g = append(g, vals(x.Grad()))
+		s.Close()
+		return g
+	}
+	want := run(nil)
+	for _, c := range []*checkpoint.Config{{}, {Policy: checkpoint.SaveOps(tensor.OpLinearRelu)}, {Policy: checkpoint.SaveOps(tensor.OpLinearRelu, tensor.OpLinear)},
+		{Policy: func(string, []*tensor.Tensor) checkpoint.Decision { return checkpoint.Save }}} {
+		require.Equal(t, want, run(c))
+	}
+	m.Release()
+	requireEmpty(t, d)
 }

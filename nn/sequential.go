@@ -9,7 +9,10 @@ import (
 
 // Sequential runs its children one after the other (torch.nn.Sequential), each in a
 // child scope (tensor.Layer), releasing each intermediate result once the next child
-// has consumed it: only what the graph saved outlives a layer.
+// has consumed it: only what the graph saved outlives a layer. A *Linear followed by
+// ReLU or GELU{Tanh: true} runs as one layer, one op (tensor.LinearActivation): the
+// same values, saved tensors and gradients as the two, the activation folded into the
+// product where the backend can (cuBLASLt's epilogue on cuda).
 type Sequential struct {
 	Children []Module
 }
@@ -23,8 +26,15 @@ func NewSequential(children ...Module) *Sequential {
 // where an op on x puts it (each child's scope opens there).
 func (s *Sequential) Forward(x *tensor.Tensor) *tensor.Tensor {
 	return tensor.Layer(x, func(h *tensor.Tensor) *tensor.Tensor {
-		for _, c := range s.Children {
-			next := tensor.Layer(h, c.Forward)
+		for i := 0; i < len(s.Children); i++ {
+			f := s.Children[i].Forward
+			if l, ok := s.Children[i].(*Linear); ok && i+1 < len(s.Children) {
+				if a, ok := s.Children[i+1].(foldable); ok && a.folds() != 0 {
+					f = func(x *tensor.Tensor) *tensor.Tensor { return l.ForwardActivation(x, a.folds()) }
+					i++
+				}
+			}
+			next := tensor.Layer(h, f)
 			h.Release()
 			h = next
 		}

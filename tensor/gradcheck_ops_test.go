@@ -100,7 +100,7 @@ func TestGradcheckCoversEveryOp(t *testing.T) {
 // made on d.
 func allChecks(t *testing.T, d device.Device) []gc {
 	return slices.Concat(elementwiseChecks(), reductionAndViewChecks(), productChecks(), lossAndLayerChecks(d),
-		conversionChecks(newSim(t, 64<<20, true)), bceChecks(d), addcChecks(), compareChecks())
+		conversionChecks(newSim(t, 64<<20, true)), bceChecks(d), addcChecks(), compareChecks(), linearActivationChecks())
 }
 
 func positive(r *rand.Rand) float64 { return 0.3 + r.Float64() }
@@ -198,6 +198,25 @@ func productChecks() []gc {
 		{name: "Linear", op: tensor.OpLinear, shapes: [][]int{{4, 3}, {2, 3}, {2}}, f: func(_ *tensor.Scope, x []in) in { return tensor.Linear(x[0], x[1], x[2]) }},
 		{name: "LinearNoBias3D", op: tensor.OpLinear, shapes: [][]int{{2, 2, 3}, {4, 3}}, f: func(_ *tensor.Scope, x []in) in { return tensor.Linear(x[0], x[1], nil) }},
 		{name: "LinearStridedInput", op: tensor.OpLinear, shapes: [][]int{{3, 4}, {2, 3}}, f: func(_ *tensor.Scope, x []in) in { return tensor.Linear(x[0].T(), x[1], nil) }},
+	}
+}
+
+func TestGradcheckLinearActivation(t *testing.T) { runChecks(t, newCPU(t), linearActivationChecks()) }
+
+func linearActivationChecks() []gc {
+	return []gc{
+		{name: "LinearRelu", op: tensor.OpLinearRelu, shapes: [][]int{{4, 3}, {3, 3}, {3}}, f: func(_ *tensor.Scope, x []in) in {
+			return tensor.LinearActivation(x[0], x[1], x[2], tensor.ActRelu)
+		}},
+		{name: "LinearReluNoBias3D", op: tensor.OpLinearRelu, shapes: [][]int{{2, 2, 3}, {4, 3}}, f: func(_ *tensor.Scope, x []in) in {
+			return tensor.LinearActivation(x[0], x[1], nil, tensor.ActRelu)
+		}},
+		{name: "LinearGeluTanh", op: tensor.OpLinearGeluTanh, shapes: [][]int{{4, 3}, {5, 3}, {5}}, f: func(_ *tensor.Scope, x []in) in {
+			return tensor.LinearActivation(x[0], x[1], x[2], tensor.ActGeluTanh)
+		}},
+		{name: "LinearGeluTanhStridedInput", op: tensor.OpLinearGeluTanh, shapes: [][]int{{3, 4}, {2, 3}}, f: func(_ *tensor.Scope, x []in) in {
+			return tensor.LinearActivation(x[0].T(), x[1], nil, tensor.ActGeluTanh)
+		}},
 	}
 }
 

@@ -61,45 +61,81 @@ func (r *matmulBackward) backward(b *bwd) {
 // (nil for none): the result is [..., out], of the type the three promote to. It saves x when w needs a gradient and w
 // when x does (the weight's storage is the parameter's: no extra memory).
 func Linear(x, w, bias *Tensor) *Tensor {
+	c, lin := beginLinear(OpLinear, x, w, bias)
+	out := c.alloc(lin.dt, lin.shape)
+	if c.recording() { // before computing, as it saves only inputs
+		r := &linearBackward{}
+		c.record(r, out)
+		r.x, r.w = c.saveCross(lin.x, lin.w)
+	}
+	lin.place(c)
+	lin.product(c, out)
+	return c.done(out)
+}
+
+// linearCall is a Linear-shaped op's inputs once begun (after autocast), the kernels'
+// views of them and the result's type and shape.
+type linearCall struct {
+	x, w, bias *Tensor // bias nil for none
+	x2         *Tensor // x as [rows, in] (place)
+	wt         *Tensor // w read transposed: [in, out] (place)
+	dt         dtype.DType
+	shape      []int // [..., out]
+}
+
+// beginLinear starts op, a Linear-shaped op, on x [..., in], a weight w [out, in] and
+// a bias [out] (nil for none), and checks them.
+func beginLinear(op string, x, w, bias *Tensor) (*call, linearCall) {
 	in := []*Tensor{x, w}
 	if bias != nil {
 		in = append(in, bias)
 	}
-	c := begin(OpLinear, in...)
+	c := begin(op, in...)
 	c.floatOnly()
-	x, w = c.in[0], c.in[1]
-	if len(w.shape) != 2 || len(x.shape) < 1 || x.shape[len(x.shape)-1] != w.shape[1] {
-		c.bad(ErrShape, "Linear needs x [..., in] and a weight [out, in]")
+	l := linearCall{x: c.in[0], w: c.in[1]}
+	if len(l.w.shape) != 2 || len(l.x.shape) < 1 || l.x.shape[len(l.x.shape)-1] != l.w.shape[1] {
+		c.bad(ErrShape, "%s needs x [..., in] and a weight [out, in]", op)
 	}
-	nOut, nIn := w.shape[0], w.shape[1]
-	dt := dtype.Promote(x.dt, w.dt)
+	nOut := l.w.shape[0]
+	l.dt = dtype.Promote(l.x.dt, l.w.dt)
 	if bias != nil {
-		bias = c.in[2]
-		if !sameShape(bias.shape, []int{nOut}) {
+		l.bias = c.in[2]
+		if !sameShape(l.bias.shape, []int{nOut}) {
 			c.bad(ErrShape, "the bias must be [%d]", nOut)
 		}
-		dt = dtype.Promote(dt, bias.dt)
+		l.dt = dtype.Promote(l.dt, l.bias.dt)
 	}
-	shape := append(slices.Clone(x.shape[:len(x.shape)-1]), nOut)
-	out := c.alloc(dt, shape)
-	if c.recording() { // before computing, as it saves only inputs
-		r := &linearBackward{}
-		c.record(r, out)
-		r.x, r.w = c.saveCross(x, w)
+	l.shape = append(slices.Clone(l.x.shape[:len(l.x.shape)-1]), nOut)
+	return c, l
+}
+
+// place sets the kernels' views x2 and wt: after the op allocated its results, as x2
+// may be a copy of x, which an OpCache must not take for the result.
+func (l *linearCall) place(c *call) {
+	nOut, nIn := l.w.shape[0], l.w.shape[1]
+	l.x2 = c.placed(l.x, []int{numel(l.x.shape[:len(l.x.shape)-1]), nIn})
+	l.wt = c.internalView(l.w, []int{nIn, nOut}, []int{l.w.strides[1], l.w.strides[0]}, l.w.offset)
+}
+
+// rows is the kernels' [rows, out] view of t, a contiguous result of the op.
+func (l linearCall) rows(c *call, t *Tensor) *Tensor {
+	sh := []int{l.x2.shape[0], l.w.shape[0]}
+	return c.internalView(t, sh, rowMajor(sh), t.offset)
+}
+
+// product writes x·wᵀ + bias into dst, a contiguous result of the op: in one pass
+// where the backend folds the bias into its product (kernels.BiasMatmul), with Matmul
+// and Binary otherwise.
+func (l linearCall) product(c *call, dst *Tensor) {
+	d2 := l.rows(c, dst).operand()
+	if bm, ok := c.k.(kernels.BiasMatmul); ok && l.bias != nil && bm.MatmulBias(d2, l.x2.operand(), l.wt.operand(), l.bias.operand()) {
+		return
 	}
-	rows := numel(x.shape[:len(x.shape)-1])
-	x2 := c.placed(x, []int{rows, nIn})
-	wt := c.internalView(w, []int{nIn, nOut}, []int{w.strides[1], w.strides[0]}, w.offset)
-	o2 := c.internalView(out, []int{rows, nOut}, rowMajor([]int{rows, nOut}), 0)
-	if bm, ok := c.k.(kernels.BiasMatmul); ok && bias != nil && bm.MatmulBias(o2.operand(), x2.operand(), wt.operand(), bias.operand()) {
-		return c.done(out)
+	c.k.Matmul(d2, l.x2.operand(), l.wt.operand())
+	if l.bias != nil {
+		o := dst.operand()
+		c.k.Binary(kernels.Add, o, o, l.bias.operand())
 	}
-	c.k.Matmul(o2.operand(), x2.operand(), wt.operand())
-	if bias != nil {
-		o := out.operand()
-		c.k.Binary(kernels.Add, o, o, bias.operand())
-	}
-	return c.done(out)
 }
 
 type linearBackward struct{ x, w *autograd.Saved }

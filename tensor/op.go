@@ -396,12 +396,17 @@ func (c *call) recording() bool {
 
 // record makes the op's node with backward rule r and makes out its output: it
 // requires grad and holds the node's reference.
-func (c *call) record(r rule, out *Tensor) {
-	edges := append(c.edgeBuf[:0], make([]autograd.Edge, len(c.in))...)
-	f := &function{name: c.op, r: r, hook: c.s.m.hook}
-	f.in = append(f.inBuf[:0], make([]meta, len(c.in))...)
+func (c *call) record(r rule, out *Tensor) { c.recordNode(c.op, c.in, r, out, 3) }
+
+// recordNode is record of a node called name over the inputs in, for an op that
+// records its result as several ops' nodes would (LinearActivation); the saves that
+// follow go to it. skip is CaptureSite's count from here to the op's caller.
+func (c *call) recordNode(name string, in []*Tensor, r rule, out *Tensor, skip int) {
+	edges := append(c.edgeBuf[:0], make([]autograd.Edge, len(in))...)
+	f := &function{name: name, r: r, hook: c.s.m.hook}
+	f.in = append(f.inBuf[:0], make([]meta, len(in))...)
 	metas := f.in
-	for i, t := range c.in {
+	for i, t := range in {
 		metas[i] = meta{shape: t.shape, dt: t.dt}
 		if !t.requiresGrad {
 			continue
@@ -412,9 +417,9 @@ func (c *call) record(r rule, out *Tensor) {
 		}
 		edges[i] = e
 	}
-	spec := autograd.NodeSpec{Name: c.op, Seq: c.s.clock.Next(), Inputs: edges, Outputs: 1, Fn: f}
+	spec := autograd.NodeSpec{Name: name, Seq: c.s.clock.Next(), Inputs: edges, Outputs: 1, Fn: f}
 	if c.s.m.anomaly {
-		spec.Site = autograd.CaptureSite(2)
+		spec.Site = autograd.CaptureSite(skip)
 	}
 	n, err := autograd.NewNode(spec)
 	if err != nil {

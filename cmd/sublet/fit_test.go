@@ -62,7 +62,7 @@ func TestFitOnAnH200(t *testing.T) {
 	assert.Contains(t, out, "on a simulated device of 139.80 GiB (150109880320 bytes)")
 	best := largestFit(t, out)
 	assert.Greater(t, best, 1<<20, "more than a million samples of 1024 floats")
-	assert.Equal(t, 1743872, best)
+	assert.Equal(t, 1742208, best)
 	assert.Contains(t, out, "reserved of 139.80 GiB")
 }
 
@@ -80,7 +80,10 @@ func TestFitMemorySavers(t *testing.T) {
 		require.NoError(t, err, name)
 		best[name] = b
 	}
-	assert.Equal(t, map[string]int{"plain": 27648, "checkpoint": 34816, "amp": 52224, "both": 65536, "expandable": 28893}, best)
+	// Outside checkpoint.Sequential a Linear and its ReLU are one op
+	// (tensor.LinearActivation), which makes no pre-activation for the backward to find
+	// cached: which batches fit depends on those blocks, not only on the peak allocated.
+	assert.Equal(t, map[string]int{"plain": 26873, "checkpoint": 34816, "amp": 51200, "both": 65536, "expandable": 28560}, best)
 	assert.Greater(t, best["checkpoint"], best["plain"])
 	assert.Greater(t, best["amp"], best["plain"])
 	assert.Greater(t, best["both"], best["amp"])

@@ -18,7 +18,7 @@
 //
 //	go run ./examples/customdevice
 //	go run ./examples/customdevice -budget 600 -batch 4096
-//	go run ./examples/customdevice -device cpu -sizes 64,256,10 -batch 512
+//	go run ./examples/customdevice -device cpu -sizes 64,384,10 -batch 512
 package main
 
 import (

@@ -60,7 +60,10 @@ func TestWarmUpMakesTrainingAllocationFree(t *testing.T) {
 	assert.Equal(t, int64(464*mibs), measured)
 	assert.Equal(t, summary{0, 23, 0, 5, 1170 * mibs}, rows["none"], "new segments whenever a batch outgrows the cache")
 	assert.Equal(t, summary{1, 0, 0, 0, 1062 * mibs}, rows["preallocate 1024 MiB (a guess)"], "a guess large enough: no allocation, twice the memory")
-	assert.Equal(t, summary{1, 9, 0, 4, 786 * mibs}, rows["preallocate 256 MiB (a guess)"], "a guess too small")
+	// What a guess too small costs depends on every block the steps ask for: a Linear
+	// and its ReLU are one op, which makes no pre-activation for later requests to
+	// reuse, so the guess splits differently (11 allocations, 918 MiB).
+	assert.Equal(t, summary{1, 11, 0, 4, 918 * mibs}, rows["preallocate 256 MiB (a guess)"], "a guess too small")
 	assert.Equal(t, summary{6, 8, 0, 4, 782 * mibs}, rows["forward+backward only"], "Adam's state, made at the first step, takes the activations' blocks")
 	assert.Equal(t, summary{8, 0, 0, 0, 502 * mibs}, rows["warm-up pass"])
 	assert.Equal(t, summary{1, 0, 0, 0, 502 * mibs}, rows["reserve the measured 464.00 MiB"], "one block of the measured size does as well")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -22,7 +23,11 @@ import (
 // or for a product it does not suit, MatmulBias reports false and the op runs as before.
 // The same way a Linear's backward gets its bias gradient from the weight gradient's
 // product (CUBLASLT_EPILOGUE_BGRADB: the sum over the batch of the output's gradient,
-// which that product reads anyway), where it would run a reduction of its own.
+// which that product reads anyway), where it would run a reduction of its own. And a
+// Linear's ReLU or GELU (tanh) goes into the epilogue too (MatmulActivation:
+// CUBLASLT_EPILOGUE_RELU_BIAS, GELU_BIAS, and GELU_AUX_BIAS, which also writes GELU's
+// input, the tensor GELU's backward reads), where Unary would read the Linear's output
+// back and write the activation's.
 
 // ltLib is the process's cuBLASLt: loaded on first use, immutable after.
 type ltLib struct {
@@ -78,8 +83,8 @@ func loadLt() (*ltLib, error) {
 // ltPlan is one product shape's descriptors and the algorithm cuBLASLt's heuristic
 // chose for it: made on the shape's first product, kept until Release.
 type ltPlan struct {
-	// mu is held from setting the bias pointer to the end of cublasLtMatmul: the
-	// descriptor is shared by every product of the shape.
+	// mu is held from setting the bias and auxiliary pointers to the end of
+	// cublasLtMatmul: the descriptor is shared by every product of the shape.
 	mu               sync.Mutex
 	desc, la, lb, ld uintptr // immutable once made
 	algo             [cublasLtSizeofAlgo]byte
@@ -95,7 +100,7 @@ type ltKey struct {
 	dt            dtype.DType
 	tf32          bool
 	ws            int64
-	epi           int32 // cublasLtEpilogueBias or cublasLtEpilogueBGradB
+	epi           int32 // a cublasLtEpilogue_t (ltEpilogue.epi)
 }
 
 // blasLt is a Backend's cuBLASLt handle and plans.
@@ -143,49 +148,110 @@ const ltAlign = 256
 // writing nothing, for anything else or when cuBLASLt is missing or finds no
 // algorithm.
 func (b *Backend) MatmulBias(dst, x, y, bias kernels.Operand) bool {
-	return b.ltMatmul(dst, x, y, bias, cublasLtEpilogueBias)
+	return b.ltMatmul(dst, x, y, ltEpilogue{epi: cublasLtEpilogueBias, vec: bias})
 }
 
 // MatmulBiasGrad implements kernels.BiasGradMatmul with cuBLASLt's BGRADB epilogue, on
 // the operands MatmulBias takes: in the column-major product cuBLASLt sees, x is the B
 // operand and its sum over k (the rows of dst) is what BGRADB writes into dbias.
 func (b *Backend) MatmulBiasGrad(dst, dbias, x, y kernels.Operand) bool {
-	return b.ltMatmul(dst, x, y, dbias, cublasLtEpilogueBGradB)
+	return b.ltMatmul(dst, x, y, ltEpilogue{epi: cublasLtEpilogueBGradB, vec: dbias})
 }
 
-// ltMatmul runs dst = x·y through cublasLtMatmul with the epilogue epi on the vector
-// vec: the bias added to each row of dst (cublasLtEpilogueBias, vec [n]), or the sum of
-// x over k written into vec (cublasLtEpilogueBGradB, vec [m]). It reports false,
+// MatmulActivation implements kernels.ActivationMatmul on the operands MatmulBias
+// takes (the bias optional): ReLU through CUBLASLT_EPILOGUE_RELU(_BIAS), GELU through
+// CUBLASLT_EPILOGUE_GELU(_BIAS), whose GELU is the tanh approximation (cuBLAS's
+// documentation), kernels.GeluTanh, and with pre through GELU_AUX(_BIAS), which writes
+// the activation's input into pre beside dst. cuBLASLt wants that matrix's leading
+// dimension (n) a multiple of 8: for other widths it reports false.
+func (b *Backend) MatmulActivation(op kernels.UnaryOp, dst, pre, x, y, bias kernels.Operand) bool {
+	var e ltEpilogue
+	switch {
+	case op == kernels.Relu && pre.Absent():
+		e.epi = cublasLtEpilogueRelu
+	case op == kernels.GeluTanh && pre.Absent():
+		e.epi = cublasLtEpilogueGelu
+	case op == kernels.GeluTanh:
+		e.epi, e.aux = cublasLtEpilogueGeluAux, pre
+	default:
+		return false // the epilogues have no other activation, nor ReLU's input (only a bit mask)
+	}
+	if !bias.Absent() {
+		e.epi |= cublasLtEpilogueBias
+		e.vec = bias
+	}
+	return b.ltMatmul(dst, x, y, e)
+}
+
+// ltEpilogue is what a product's epilogue does (a cublasLtEpilogue_t) and the operands
+// it reads or writes besides the product's.
+type ltEpilogue struct {
+	epi int32
+	// vec is the bias added to each row of dst ([n], read; epi has the BIAS bit) or
+	// the sum of x over k (BGRADB, [m], written); absent for neither.
+	vec kernels.Operand
+	// aux is GELU's input written beside dst (epi has the AUX bit): dst's shape, type
+	// and layout; absent otherwise.
+	aux kernels.Operand
+}
+
+// The epilogues beside BIAS and BGRADB (cublasLt.h's cublasLtEpilogue_t, and the
+// attributes of the auxiliary matrix): written here until src/zconst_gen.cu prints
+// them with the others into zconst.go.
+const (
+	cublasLtEpilogueRelu    = 2
+	cublasLtEpilogueGelu    = 32
+	cublasLtEpilogueGeluAux = 32 | 128 // GELU, and its input written to the aux pointer
+	cublasLtDescAuxPointer  = 11       // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER
+	cublasLtDescAuxLD       = 12       // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, int64
+	cublasLtAuxBit          = 128
+)
+
+// ltMatmul runs dst = x·y through cublasLtMatmul with the epilogue e. It reports false,
 // writing nothing, where cuBLASLt cannot take the operands.
-func (b *Backend) ltMatmul(dst, x, y, vec kernels.Operand, epi int32) bool {
+func (b *Backend) ltMatmul(dst, x, y kernels.Operand, e ltEpilogue) bool {
 	const op = "matmul"
-	if len(dst.Shape) != 2 || len(x.Shape) != 2 || len(y.Shape) != 2 || len(vec.Shape) != 1 {
+	if len(dst.Shape) != 2 || len(x.Shape) != 2 || len(y.Shape) != 2 {
 		return false
 	}
 	dt := dst.DType
-	if (dt != dtype.F32 && !dt.Is16()) || x.DType != dt || y.DType != dt || vec.DType != dt {
+	if (dt != dtype.F32 && !dt.Is16()) || x.DType != dt || y.DType != dt {
 		return false
 	}
 	m, k, n := x.Shape[0], x.Shape[1], y.Shape[1]
-	vecLen := n
-	if epi == cublasLtEpilogueBGradB {
-		vecLen = m
-	}
-	if y.Shape[0] != k || dst.Shape[0] != m || dst.Shape[1] != n || vec.Shape[0] != vecLen || vec.Strides[0] != 1 {
+	if y.Shape[0] != k || dst.Shape[0] != m || dst.Shape[1] != n {
 		return false
 	}
 	if m < 2 || n < 2 || k < 2 { // cuBLASLt's epilogues want real matrices, as PyTorch's addmm asks
 		return false
 	}
+	if e.vec.Absent() != (e.epi&(cublasLtEpilogueBias|cublasLtEpilogueBGradB) == 0) || e.aux.Absent() != (e.epi&cublasLtAuxBit == 0) {
+		return false
+	}
+	if !e.vec.Absent() {
+		vecLen := n
+		if e.epi == cublasLtEpilogueBGradB {
+			vecLen = m
+		}
+		if len(e.vec.Shape) != 1 || e.vec.DType != dt || e.vec.Shape[0] != vecLen || e.vec.Strides[0] != 1 {
+			return false
+		}
+		checkOperand(op, e.vec)
+	}
+	if !e.aux.Absent() {
+		if e.aux.DType != dt || !slices.Equal(e.aux.Shape, dst.Shape) || !slices.Equal(e.aux.Strides, dst.Strides) || n%8 != 0 {
+			return false
+		}
+		checkOperand(op, e.aux)
+	}
 	checkOperand(op, dst)
 	checkOperand(op, x)
 	checkOperand(op, y)
-	checkOperand(op, vec)
 	ta, lda, okA := blasLayout(m, k, int64(x.Strides[0]), int64(x.Strides[1]))
 	tb, ldb, okB := blasLayout(k, n, int64(y.Strides[0]), int64(y.Strides[1]))
 	tc, ldc, okC := blasLayout(m, n, int64(dst.Strides[0]), int64(dst.Strides[1]))
-	pa, pb, pc, pvec := addr(x), addr(y), addr(dst), addr(vec)
-	if !okA || !okB || !okC || tc || (pa|pb|pc|pvec)%ltAlign != 0 {
+	pa, pb, pc, pvec, paux := addr(x), addr(y), addr(dst), addr(e.vec), addr(e.aux)
+	if !okA || !okB || !okC || tc || (pa|pb|pc|pvec|paux)%ltAlign != 0 {
 		return false
 	}
 	lt := b.lt()
@@ -206,8 +272,8 @@ func (b *Backend) ltMatmul(dst, x, y, vec kernels.Operand, epi int32) bool {
 	ws, wsBytes := b.blas.workspace(h, s)
 	// Row-major dst = x·y is column-major dstᵀ = yᵀ·xᵀ: cuBLASLt's A is y, its B is x;
 	// a bias runs along its rows, the columns of dst, and BGRADB sums its B (x) over k.
-	key := ltKey{m: n, n: m, k: k, ta: tb, tb: ta, lda: ldb, ldb: lda, ldc: ldc, dt: dt, tf32: dt == dtype.F32 && b.tf32.Load(), ws: wsBytes, epi: epi}
-	p, err := lt.plan(b, key, pvec)
+	key := ltKey{m: n, n: m, k: k, ta: tb, tb: ta, lda: ldb, ldb: lda, ldc: ldc, dt: dt, tf32: dt == dtype.F32 && b.tf32.Load(), ws: wsBytes, epi: e.epi}
+	p, err := lt.plan(b, key, pvec, paux)
 	if err != nil {
 		b.fault(err)
 		return true
@@ -217,8 +283,7 @@ func (b *Backend) ltMatmul(dst, x, y, vec kernels.Operand, epi int32) bool {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := b.blas.call(lt.lib.descSet, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", p.desc, cublasLtDescBiasPointer,
-		uintptr(unsafe.Pointer(&pvec)), unsafe.Sizeof(pvec)); err != nil {
+	if err := p.setPointers(b, lt, key, pvec, paux); err != nil {
 		b.fault(err)
 		return true
 	}
@@ -228,21 +293,39 @@ func (b *Backend) ltMatmul(dst, x, y, vec kernels.Operand, epi int32) bool {
 		uintptr(unsafe.Pointer(&betaZero)), uintptr(pc), p.ld, uintptr(pc), p.ld,
 		uintptr(unsafe.Pointer(&p.algo[0])), uintptr(ws), uintptr(wsBytes), uintptr(s))
 	if err != nil {
-		b.fault(fmt.Errorf("%w (m=%d n=%d k=%d, %v, epilogue %d)", err, m, n, k, dt, epi))
+		b.fault(fmt.Errorf("%w (m=%d n=%d k=%d, %v, epilogue %d)", err, m, n, k, dt, e.epi))
 	}
 	return true
 }
 
-// plan returns key's plan, making it on first use (vec: the epilogue's vector, whose
-// alignment the heuristic reads).
-func (lt *blasLt) plan(b *Backend, key ltKey, vec uint64) (*ltPlan, error) {
+// setPointers sets the descriptor's bias and auxiliary pointers, those key's epilogue
+// reads (the heuristic reads their alignment when the plan is made; each product sets
+// its own), under p.mu or while the plan is made.
+func (p *ltPlan) setPointers(b *Backend, lt *blasLt, key ltKey, vec, aux uint64) error {
+	set := func(attr uintptr, name string, v uint64) error {
+		return b.blas.call(lt.lib.descSet, name, p.desc, attr, uintptr(unsafe.Pointer(&v)), unsafe.Sizeof(v))
+	}
+	if key.epi&(cublasLtEpilogueBias|cublasLtEpilogueBGradB) != 0 {
+		if err := set(cublasLtDescBiasPointer, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", vec); err != nil {
+			return err
+		}
+	}
+	if key.epi&cublasLtAuxBit != 0 {
+		return set(cublasLtDescAuxPointer, "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_POINTER)", aux)
+	}
+	return nil
+}
+
+// plan returns key's plan, making it on first use (vec and aux: the epilogue's vector
+// and matrix, whose alignment the heuristic reads).
+func (lt *blasLt) plan(b *Backend, key ltKey, vec, aux uint64) (*ltPlan, error) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	if p, ok := lt.plans[key]; ok {
 		return p, nil
 	}
 	p := &ltPlan{}
-	err := lt.makePlan(b, key, p, vec)
+	err := lt.makePlan(b, key, p, vec, aux)
 	if err != nil {
 		lt.destroyPlan(b, p)
 		return nil, err
@@ -252,7 +335,7 @@ func (lt *blasLt) plan(b *Backend, key ltKey, vec uint64) (*ltPlan, error) {
 }
 
 // makePlan creates p's descriptors for key and asks the heuristic for one algorithm.
-func (lt *blasLt) makePlan(b *Backend, key ltKey, p *ltPlan, vec uint64) error {
+func (lt *blasLt) makePlan(b *Backend, key ltKey, p *ltPlan, vec, aux uint64) error {
 	l, call := lt.lib, b.blas.call
 	compute := uintptr(cublasCompute32F)
 	if key.tf32 {
@@ -272,12 +355,22 @@ func (lt *blasLt) makePlan(b *Backend, key ltKey, p *ltPlan, vec uint64) error {
 		opB = cublasOpT
 	}
 	ty := blasType(key.dt)
-	if err := errors.Join(set(cublasLtDescTransA, opA), set(cublasLtDescTransB, opB),
-		set(cublasLtDescEpilogue, key.epi), set(cublasLtDescBiasDataType, int32(ty))); err != nil {
+	if err := errors.Join(set(cublasLtDescTransA, opA), set(cublasLtDescTransB, opB), set(cublasLtDescEpilogue, key.epi)); err != nil {
 		return err
 	}
-	if err := call(l.descSet, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", p.desc, cublasLtDescBiasPointer,
-		uintptr(unsafe.Pointer(&vec)), unsafe.Sizeof(vec)); err != nil {
+	if key.epi&(cublasLtEpilogueBias|cublasLtEpilogueBGradB) != 0 {
+		if err := set(cublasLtDescBiasDataType, int32(ty)); err != nil {
+			return err
+		}
+	}
+	if key.epi&cublasLtAuxBit != 0 { // the auxiliary matrix is laid out as the output
+		ld := key.ldc
+		if err := call(l.descSet, "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_LD)", p.desc, cublasLtDescAuxLD,
+			uintptr(unsafe.Pointer(&ld)), unsafe.Sizeof(ld)); err != nil {
+			return err
+		}
+	}
+	if err := p.setPointers(b, lt, key, vec, aux); err != nil {
 		return err
 	}
 	// Layouts of the column-major operands: A is m×k (k×m transposed), B k×n (n×k).

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/subletml/sublet/device"
+	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
 	"github.com/subletml/sublet/kernels/cpu"
 	"github.com/subletml/sublet/kernels/kernelstest"
@@ -135,6 +136,25 @@ func (s *standIn) MaxBackward(dx, g, idx kernels.Operand) {
 	s.cpu.MaxBackward(s.h(dx), s.h(g), s.h(idx))
 }
 func (s *standIn) Matmul(dst, a, b kernels.Operand) { s.cpu.Matmul(s.h(dst), s.h(a), s.h(b)) }
+
+// MatmulActivation folds where kernels/cuda's cuBLASLt epilogues take the call (not
+// F64, nor ReLU's input, GELU's input only for n a multiple of 8), with kernels/cpu's
+// Matmul, Binary and Unary, so that the suite's case runs both its legs in CI.
+func (s *standIn) MatmulActivation(op kernels.UnaryOp, dst, pre, a, b, bias kernels.Operand) bool {
+	if dst.DType == dtype.F64 || (!pre.Absent() && (op == kernels.Relu || dst.Shape[1]%8 != 0)) {
+		return false
+	}
+	z := dst
+	if !pre.Absent() {
+		z = pre
+	}
+	s.Matmul(z, a, b)
+	if !bias.Absent() {
+		s.Binary(kernels.Add, z, z, bias)
+	}
+	s.Unary(op, dst, z)
+	return true
+}
 func (s *standIn) Softmax(dst, x kernels.Operand, outer, n, inner int) {
 	s.cpu.Softmax(s.h(dst), s.h(x), outer, n, inner)
 }

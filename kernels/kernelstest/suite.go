@@ -96,6 +96,7 @@ func Run(t *testing.T, tg Target) {
 		{"Matmul", testMatmul},
 		{"MatmulBias", testMatmulBias}, // matmul.go: where the backend folds a bias in
 		{"MatmulBiasGrad", testMatmulBiasGrad},
+		{"MatmulActivation", testMatmulActivation}, // activation.go: where the backend folds an activation in
 		{"Softmax", testSoftmax},
 		{"LayerNorm", testLayerNorm},
 		{"CrossEntropy", testCrossEntropy},
