@@ -184,11 +184,11 @@ func TestCrossEntropySameBitsAtAnyAlignment(t *testing.T) {
 	require.NoError(t, dev.Synchronize())
 }
 
-// TestCrossEntropyNonFiniteRows: the register-row forward's maximum (max.NaN) and
-// terms (ex2.approx) keep the log-sum-exp's rules: a row holding a NaN has a NaN lse,
-// one holding +Inf +Inf, one of -Inf -Inf, and a row with some -Inf the log-sum-exp of
-// the others, the same bits at offset 0 and 1, with 16-byte loads and without (F32,
-// F16, BF16; rows of 1024, a warp each, and 2048, a block).
+// TestCrossEntropyNonFiniteRows: the register-row forward takes a 16-bit row's maximum
+// on its bits when the row is whole 16-byte words and element by element otherwise;
+// either way a row holding a NaN has a NaN lse, one holding +Inf +Inf, one of -Inf
+// -Inf, and a row with some -Inf the log-sum-exp of the others, the same bits at
+// offset 0 and 1 (F32, F16, BF16; rows of 1024, a warp each, and 2048, a block).
 func TestCrossEntropyNonFiniteRows(t *testing.T) {
 	dev, al, b := gpu(t)
 	m := gpuMemory{dev, al}

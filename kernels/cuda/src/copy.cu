@@ -217,19 +217,30 @@ __device__ __forceinline__ void transpose_k(const Walk &w) {
     }
 }
 
-// transpose_words_k is transpose_k for 2- and 4-byte elements E where the tiles' edges
-// are whole 16-byte words (the host checks R, C and both strides are multiples of
-// V = 16/sizeof(E) elements and both blocks 16-byte aligned): every global load and
-// store moves a word, where transpose_k's 16-bit warps moved 64 bytes a row. A tile is
-// TC columns c of 128 bytes along r (TR elements); a warp loads 4 columns of 8 words,
-// each thread its NR words before any is stored, and stores rows of TC/V words, RL rows
-// a warp's lanes take in turn (4 rows: 128 B of each when TC·sizeof(E) >= 128; 8 for
-// 16-bit E keeps the element-wise gathers from shared memory free of bank conflicts).
-// The row pitch of smem is TR elements and one 4-byte word, so that both the stores
-// into and the gathers out of it spread over the banks. The bits move as they are.
-template <typename E, int TC, int RL>
+// unit returns 32-bit word i of x (i a constant once unrolled), read without a pointer
+// into x, so that x stays in registers.
+__device__ __forceinline__ unsigned unit(const uint4 &x, int i) { return i == 0 ? x.x : i == 1 ? x.y : i == 2 ? x.z : x.w; }
+
+// st_word stores the 16-byte word x at p, one instruction: nvcc 11.8 split a uint4
+// store of four values gathered one by one into four 4-byte stores.
+__device__ __forceinline__ void st_word(void *p, const uint4 &x) {
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(x.x), "r"(x.y), "r"(x.z), "r"(x.w) : "memory");
+}
+
+// transpose_words_k is transpose_k for 4-byte elements where the tiles' edges are
+// whole 16-byte words (the host checks R, C and both strides are multiples of V = 4
+// elements and both blocks 16-byte aligned): every global load and store moves a word.
+// A tile is TC columns c of 128 bytes along r (TR elements); a warp loads 4 columns of
+// 8 words, each thread its NR words, and stores rows of TC/V words, RL rows a warp's
+// lanes take in turn (RL = 4: 128 bytes of each row a store). A block loads its next
+// tile's words before it stores the current tile, so that its loads are in flight
+// while it stores (91.8% of a copy against 83.4% on an H100). The row pitch of smem is
+// TR elements and one 4-byte word, so that both the stores into and the gathers out of
+// it spread over the banks. The bits move as they are.
+template <int TC>
 __device__ __forceinline__ void transpose_words_k(const Walk &w, unsigned char *smem) {
-    constexpr int V = 16 / sizeof(E), TR = 128 / sizeof(E), P = TR + 4 / sizeof(E);
+    using E = unsigned;
+    constexpr int V = 4, TR = 32, P = TR + 1, RL = 4;
     constexpr int WR = TR / V, WC = TC / V, NR = TC * WR / BLOCK, NW = TR * WC / BLOCK;
     static_assert(NR * BLOCK == TC * WR && NW * BLOCK == TR * WC && BLOCK % (RL * WC) == 0, "a tile is whole rounds of the block");
     E(*tile)[P] = (E(*)[P])smem;
@@ -237,42 +248,106 @@ __device__ __forceinline__ void transpose_words_k(const Walk &w, unsigned char *
     const E *src = (const E *)w.base[1];
     E *dst = (E *)w.base[0];
     unsigned tilesR = (unsigned)((R + TR - 1) / TR), tiles = tilesR * (unsigned)((C + TC - 1) / TC);
-    for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {
+    uint4 x[NR];
+    auto load = [&](unsigned t) { // tile t's words into x, zeros past the tiles and the edges
         long long r0 = (long long)(t % tilesR) * TR, c0 = (long long)(t / tilesR) * TC;
-        uint4 x[NR];
 #pragma unroll
         for (int i = 0; i < NR; i++) {
             int k = threadIdx.x + i * BLOCK, c = k / WR, r = (k % WR) * V;
             x[i] = make_uint4(0, 0, 0, 0);
-            if (r0 + r < R && c0 + c < C) x[i] = *(const uint4 *)(src + (c0 + c) * ss + r0 + r);
+            if (t < tiles && r0 + r < R && c0 + c < C) x[i] = *(const uint4 *)(src + (c0 + c) * ss + r0 + r);
         }
+    };
+    load(blockIdx.x);
+    for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {
+        long long r0 = (long long)(t % tilesR) * TR, c0 = (long long)(t / tilesR) * TC;
 #pragma unroll
         for (int i = 0; i < NR; i++) {
             int k = threadIdx.x + i * BLOCK, c = k / WR, r = (k % WR) * V;
-            const E *e = (const E *)&x[i];
 #pragma unroll
-            for (int j = 0; j < V; j++) tile[c][r + j] = e[j];
+            for (int j = 0; j < V; j++) tile[c][r + j] = unit(x[i], j);
         }
         __syncthreads();
+        load(t + gridDim.x);
 #pragma unroll
         for (int i = 0; i < NW; i++) {
             int k = threadIdx.x + i * BLOCK, r = k % RL + k / (RL * WC) * RL, c = k / RL % WC * V;
-            uint4 o;
-            E *e = (E *)&o;
-#pragma unroll
-            for (int j = 0; j < V; j++) e[j] = tile[c + j][r];
-            if (r0 + r < R && c0 + c < C) *(uint4 *)(dst + (r0 + r) * sd + c0 + c) = o;
+            uint4 o = make_uint4(tile[c][r], tile[c + 1][r], tile[c + 2][r], tile[c + 3][r]);
+            if (r0 + r < R && c0 + c < C) st_word(dst + (r0 + r) * sd + c0 + c, o);
         }
         __syncthreads();
     }
 }
 
-// copy_transpose_words is copy_transpose for walks transpose_words_k takes, in tiles of
-// TWORDS_COLS columns: the same shared memory for 2- and 4-byte elements.
+// transpose_units_k is transpose_words_k's counterpart for 2-byte elements E (the host
+// checks the same, V = 8; scripts/gpu/mb/gkcopy.cu also runs it for 4-byte E, one
+// column a unit): the tile, TR = 128 bytes of elements r by TC columns c, is held in
+// shared memory in the output's layout, in 32-bit units of U = 4/sizeof(E) adjacent
+// columns. A thread loads the words of U adjacent columns at the same V elements r,
+// packs element j of each into one unit (a byte permute) and stores V units; an output
+// word is then 4 units, one 16-byte load from shared memory: 10 shared-memory
+// instructions for two 16-bit words where scattering and gathering them element by
+// element took 32 (on an H100, [65536,1024].T: 92.6% of a copy against 88.5%, both
+// with the prefetch; main's kernel 64%). Unit u of row r sits at u ^ 4·((r/V)%8), so
+// that both a warp's unit stores (8 rows V apart, 4 units) and the 16-byte loads of a
+// row's 8 lanes spread over the banks. A block loads its next tile's words before it
+// stores the current tile. The bits move as they are.
+template <typename E, int TC>
+__device__ __forceinline__ void transpose_units_k(const Walk &w, unsigned char *smem) {
+    constexpr int V = 16 / sizeof(E), U = 4 / sizeof(E), TR = 128 / sizeof(E);
+    constexpr int WR = TR / V, WU = TC / U, WC = TC / V, NL = WR * WU / BLOCK, NW = TR * WC / BLOCK;
+    static_assert(WR == 8 && NL * BLOCK == WR * WU && NW * BLOCK == TR * WC, "a tile is whole rounds of the block");
+    unsigned(*tile)[WU] = (unsigned(*)[WU])smem;
+    long long R = w.shape[0], C = w.shape[1], sd = w.stride[0][0], ss = w.stride[1][1];
+    const E *src = (const E *)w.base[1];
+    E *dst = (E *)w.base[0];
+    unsigned tilesR = (unsigned)((R + TR - 1) / TR), tiles = tilesR * (unsigned)((C + TC - 1) / TC);
+    uint4 x[NL][U];
+    auto load = [&](unsigned t) { // tile t's words into x, zeros past the tiles and the edges
+        long long r0 = (long long)(t % tilesR) * TR, c0 = (long long)(t / tilesR) * TC;
+#pragma unroll
+        for (int i = 0; i < NL; i++) {
+            int k = threadIdx.x + i * BLOCK, r = k % WR * V, c = k / WR * U;
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                x[i][u] = make_uint4(0, 0, 0, 0);
+                if (t < tiles && r0 + r < R && c0 + c < C) x[i][u] = *(const uint4 *)(src + (c0 + c + u) * ss + r0 + r);
+            }
+        }
+    };
+    load(blockIdx.x);
+    for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {
+        long long r0 = (long long)(t % tilesR) * TR, c0 = (long long)(t / tilesR) * TC;
+#pragma unroll
+        for (int i = 0; i < NL; i++) {
+            int k = threadIdx.x + i * BLOCK, rw = k % WR, q = k / WR;
+#pragma unroll
+            for (int j = 0; j < V; j++) {
+                unsigned v;
+                if constexpr (U == 2) v = __byte_perm(unit(x[i][0], j / 2), unit(x[i][1], j / 2), j % 2 ? 0x7632 : 0x5410);
+                else v = unit(x[i][0], j);
+                tile[rw * V + j][q ^ (rw << 2)] = v;
+            }
+        }
+        __syncthreads();
+        load(t + gridDim.x);
+#pragma unroll
+        for (int i = 0; i < NW; i++) {
+            int k = threadIdx.x + i * BLOCK, g = k % WC, r = k / WC;
+            uint4 o = *(const uint4 *)&tile[r][4 * (g ^ (r / V % 8))];
+            if (r0 + r < R && c0 + g * V < C) *(uint4 *)(dst + (r0 + r) * sd + c0 + g * V) = o;
+        }
+        __syncthreads();
+    }
+}
+
+// copy_transpose_words is copy_transpose for walks whose tiles' edges are whole 16-byte
+// words, in tiles of TWORDS_COLS columns: the same shared memory for 2- and 4-byte
+// elements.
 KERNEL copy_transpose_words(Walk w) {
     __shared__ uint4 smem[TWORDS_COLS * (128 + 4) / 16];
-    if (elem_size(w.dtype[0]) == 2) transpose_words_k<unsigned short, TWORDS_COLS, 8>(w, (unsigned char *)smem);
-    else transpose_words_k<unsigned int, TWORDS_COLS, 4>(w, (unsigned char *)smem);
+    if (elem_size(w.dtype[0]) == 2) transpose_units_k<unsigned short, TWORDS_COLS>(w, (unsigned char *)smem);
+    else transpose_words_k<TWORDS_COLS>(w, (unsigned char *)smem);
 }
 
 KERNEL copy_transpose(Walk w) {

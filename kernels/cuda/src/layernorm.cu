@@ -76,13 +76,23 @@ __device__ __forceinline__ void layer_norm_dx_k(S *dx, const S *g, const S *x, c
 // layer_norm_dx_k's math on a row read once (twice for dx: g and x), the lanes' sums
 // over row_load's order. w and b are read in the same chunks, and the results are
 // stored two chunks at a time (pair_store) as they are done.
+//
+// The forward's row is a layer_norm_row: reg_row<S, C>, or for BF16 rows of a warp
+// reg_row_each (common.cuh: fewer registers, the same values).
+template <typename S, int G, int C> struct layer_norm_row {
+    using type = reg_row<S, C>;
+};
+template <> struct layer_norm_row<bf16_t, 32, ROW_CHUNKS> {
+    using type = reg_row_each;
+};
+
 template <typename S, int G, bool V16, int C = ROW_CHUNKS>
 __device__ __forceinline__ void layer_norm_regs_k(S *y, float *mean, float *rstd, const S *x, const S *w, const S *b, long long rows, long long n, float eps) {
     __shared__ double sm[BLOCK / 32];
     long long row = group_row<G>();
     int lane = group_lane<G>();
     if (row >= rows) return;
-    reg_row<S, C> v;
+    typename layer_norm_row<S, G, C>::type v;
     v.template load<G, V16>(x + row * n, n, lane);
     double s = 0;
 #pragma unroll

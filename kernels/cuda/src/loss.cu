@@ -87,6 +87,48 @@ __device__ __forceinline__ float max_nan(float a, float b) {
     return r;
 }
 
+// max2_nan is max_nan of two pairs of 16-bit elements of S (their bits, the lower
+// first), a pair an instruction (max.NaN.{f16,bf16}x2): the maximum of a 16-bit row
+// without converting it; neg_inf2 is the pair -Inf, -Inf.
+template <typename S> __device__ __forceinline__ unsigned int max2_nan(unsigned int a, unsigned int b);
+template <> __device__ __forceinline__ unsigned int max2_nan<f16_t>(unsigned int a, unsigned int b) {
+    unsigned int r;
+    asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+template <> __device__ __forceinline__ unsigned int max2_nan<bf16_t>(unsigned int a, unsigned int b) {
+    unsigned int r;
+    asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+template <typename S> __device__ __forceinline__ unsigned int neg_inf2();
+template <> __device__ __forceinline__ unsigned int neg_inf2<f16_t>() { return 0xfc00fc00u; }
+template <> __device__ __forceinline__ unsigned int neg_inf2<bf16_t>() { return 0xff80ff80u; }
+
+// row_max is the largest element of a lane's register row v (positions below n), NaN
+// if one is. A 16-bit row whose chunks are whole (V16) takes it on its bits, a pair an
+// instruction: the maximum is exact in either form, so the same but for the sign of a
+// zero maximum, which no log-sum-exp can tell (x - ±0 and ±0 + log(sum) are the same).
+template <int G, bool V16, int C, typename S> __device__ __forceinline__ float row_max(const reg_row<S, C> &v, long long n, int lane) {
+    if constexpr (V16 && sizeof(S) == 2) {
+        unsigned int m = neg_inf2<S>();
+#pragma unroll
+        for (int i = 0; i < C; i++) {
+            if (!row_in<G, V16>(4 * i, n, lane)) break;
+            m = max2_nan<S>(m, max2_nan<S>(v.bits[i].x, v.bits[i].y));
+        }
+        return max_nan(from_bits<S>((unsigned short)(m & 0xffffu)), from_bits<S>((unsigned short)(m >> 16)));
+    } else {
+        float mx = NEG_INF;
+#pragma unroll
+        for (int k = 0; k < 4 * C; k++) {
+            if (!row_in<G, V16>(k, n, lane)) break;
+            mx = max_nan(mx, v.at(k));
+        }
+        return mx;
+    }
+}
+
 // lse_term is exp(d), d = x - max (at most 0, or NaN), a term of a row's log-sum-exp:
 // 2^(d·log2 e) by the SFU's ex2.approx.ftz in one instruction, where expf takes about
 // eight, which kept the 16-bit register-row forward at half the rate of a copy. Its
@@ -101,7 +143,7 @@ __device__ __forceinline__ float lse_term(float d) {
 
 // cross_entropy_regs_k keeps each row in registers (float32, F16 and BF16 rows of up to
 // G·C·4 elements, C chunk slots a lane: common.cuh's reg_row): read once, 16 bytes a
-// load with V16. Each lane sums its terms (lse_term) in float, in row_load's order, at
+// load with V16; the maximum is row_max's. Each lane sums its terms (lse_term) in float, in row_load's order, at
 // most 4·C of them, each at most 1, and the group sums the lanes' sums in double: a
 // conversion to double a lane, not an element. The lse is deterministic and within
 // the tolerance of the float64 formula, but not its bits nor those of the kernels
@@ -114,13 +156,7 @@ __device__ __forceinline__ void cross_entropy_regs_k(unsigned long long loss, in
     cross_entropy_k<S, G>(loss, dtl, lse, logits, labels, n, c, ignore, part, ticket, flag, seq, [&](const S *xr, int lane, double *sm) {
         reg_row<S, C> v;
         v.template load<G, V16>(xr, c, lane);
-        float mx = NEG_INF;
-#pragma unroll
-        for (int k = 0; k < 4 * C; k++) {
-            if (!row_in<G, V16>(k, c, lane)) break;
-            mx = max_nan(mx, v.at(k));
-        }
-        mx = group_max<G>(mx, smx);
+        float mx = group_max<G>(row_max<G, V16>(v, c, lane), smx);
         return lse_of<G>(mx, sm, [&] {
             float s = 0;
 #pragma unroll

@@ -3,33 +3,31 @@
 // in F32, F16 and BF16, beside a device-to-device cudaMemcpy of the same bytes.
 //
 // It includes the real kernel sources of kernels/cuda/src and launches them as
-// kernels/cuda's copy.go does (grid min(tiles, 32 per SM), BLOCK threads): "main" is
-// copy_transpose_words where copy.go picks it (16-byte words, no prefetch; 16-bit rows
-// stored 8 at a time, gathered element by element) and copy_transpose elsewhere,
-// "main-gen" the same from the committed kernels/cuda/gen/copy.fatbin (nvcc 11.8's
-// SASS, what the library embeds; only where that file is in the tree), and the
-// candidate not yet integrated, "candidate": branch copy2's e7abcbc kernel, which no
-// GPU ran inside the library: F32 through transpose_words_k with the next tile loaded
-// before the current one is stored and each 16-byte word stored with one instruction
-// (nvcc 11.8 split a uint4 gathered element by element into four 4-byte stores), 16
-// bits through transpose_units_k, the tile held in shared memory in the output's layout
-// as 32-bit units of two columns, gathered as 16-byte words (the harness's "pairs",
-// 92.6% of a copy on an H100 with nvcc 13, against 88.5% for the prefetch with
-// element-wise gathers and 64% for main); and "units F32", transpose_units_k for F32
-// (one column a unit), not measured yet. The losers of branch copy2's run on an H100
-// (transposes in registers without shared memory, evict-first loads and stores, a grid
-// of one wave, 16-bit rows 4 at a time: figures in docs/benchmarks.md) are in git
-// history (a6d40f9). Every variant's output is compared with main's bit for bit, and
-// main's with a transpose on the host. Times: cudaEvents around each launch, L2
-// flushed before each, 3 warm-ups, median of 21; % is of a cudaMemcpy device to
-// device moving the same bytes (read + write), timed the same way. The backward pass
-// makes transposes dense where a matrix was multiplied as its transpose through
-// MatMul (w.T(), attention's k.T()): the gradient arrives as a transposed view, which
-// AccumulateGrad's Clone copies; the training cases' weight shapes (1024², 784×256,
-// 256², 10×256 and their transposes) are timed for main and the candidate. (nn.Linear's
-// backward reads its transposes in place: no copy.) Odd shapes (partial tiles,
-// offsets, alignments the word tiles refuse, grids of several rounds) are checked for
-// correctness only.
+// kernels/cuda's copy.go does (grid min(tiles, 32 per SM), BLOCK threads): "branch" is
+// kernels/cuda's copy_transpose_words (branch copy2's, in the library since the H100
+// run of 2026-12-06 19:46 UTC) where copy.go picks it (16-byte words; F32: transpose_words_k,
+// a block loading its next tile before it stores the current one, rows stored 4 at a
+// time; 16 bits: transpose_units_k, the tile held in shared memory in the output's
+// layout as 32-bit units of two columns, gathered as 16-byte words), "branch-gen" the
+// same from the committed kernels/cuda/gen/copy.fatbin (nvcc 11.8's SASS, what the
+// library embeds; only where that file is in the tree), "main" a copy of the
+// copy_transpose_words before it (no prefetch; 16-bit rows 8 at a time, gathered element by
+// element) launched as main's copy.go launches it, and one candidate not measured yet:
+// "units" runs transpose_units_k for F32 (one column a unit: 5 shared-memory
+// instructions a word where transpose_words_k takes 8). The losers of this branch's
+// first run on an H100 (transposes in registers without shared memory, evict-first
+// loads and stores, a grid of one wave, 16-bit rows 4 at a time without the prefetch:
+// figures in docs/benchmarks.md) are in git history (a6d40f9). Every variant's output is compared
+// with main's bit for bit, and main's with a transpose on the host. Times: cudaEvents
+// around each launch, L2 flushed before each, 3 warm-ups, median of 21; % is of a
+// cudaMemcpy device to device moving the same bytes (read + write), timed the same way.
+// The backward pass makes transposes dense where a matrix was multiplied as its
+// transpose through MatMul (w.T(), attention's k.T()): the gradient arrives as a
+// transposed view, which AccumulateGrad's Clone copies; the training cases' weight
+// shapes (1024², 784×256, 256², 10×256 and their transposes) are timed for main and
+// branch. (nn.Linear's backward reads its transposes in place: no copy.) Odd shapes
+// (partial tiles, offsets, alignments the word tiles refuse, grids of several rounds)
+// are checked for correctness only.
 //
 // Build and run from the repository root (GPU machine):
 //   nvcc -O3 -fmad=false -std=c++17 -arch=sm_90 -Xptxas -v -o /tmp/gkcopy scripts/gpu/mb/gkcopy.cu \
@@ -55,32 +53,11 @@
         }                                                                                       \
     } while (0)
 
-// ---- the candidate (branch copy2 at e7abcbc: kernels/cuda/src/copy.cu) ----------------
+// ---- main's kernel (kernels/cuda/src/copy.cu's transpose_words_k before this branch) ----
 
-// unit returns 32-bit word i of x (i a constant once unrolled), read without a pointer
-// into x, so that x stays in registers.
-__device__ __forceinline__ unsigned unit(const uint4 &x, int i) { return i == 0 ? x.x : i == 1 ? x.y : i == 2 ? x.z : x.w; }
-
-// st_word stores the 16-byte word x at p, one instruction: nvcc 11.8 split a uint4
-// store of four values gathered one by one into four 4-byte stores.
-__device__ __forceinline__ void st_word(void *p, const uint4 &x) {
-    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(x.x), "r"(x.y), "r"(x.z), "r"(x.w) : "memory");
-}
-
-// transpose_words_k is transpose_k for 4-byte elements where the tiles' edges are
-// whole 16-byte words (the host checks R, C and both strides are multiples of V = 4
-// elements and both blocks 16-byte aligned): every global load and store moves a word.
-// A tile is TC columns c of 128 bytes along r (TR elements); a warp loads 4 columns of
-// 8 words, each thread its NR words, and stores rows of TC/V words, RL rows a warp's
-// lanes take in turn (RL = 4: 128 bytes of each row a store). A block loads its next
-// tile's words before it stores the current tile, so that its loads are in flight
-// while it stores (91.8% of a copy against 83.4% on an H100). The row pitch of smem is
-// TR elements and one 4-byte word, so that both the stores into and the gathers out of
-// it spread over the banks. The bits move as they are.
-template <int TC>
-__device__ __forceinline__ void transpose_words_k(const Walk &w, unsigned char *smem) {
-    using E = unsigned;
-    constexpr int V = 4, TR = 32, P = TR + 1, RL = 4;
+template <typename E, int TC, int RL>
+__device__ __forceinline__ void main_words_k(const Walk &w, unsigned char *smem) {
+    constexpr int V = 16 / sizeof(E), TR = 128 / sizeof(E), P = TR + 4 / sizeof(E);
     constexpr int WR = TR / V, WC = TC / V, NR = TC * WR / BLOCK, NW = TR * WC / BLOCK;
     static_assert(NR * BLOCK == TC * WR && NW * BLOCK == TR * WC && BLOCK % (RL * WC) == 0, "a tile is whole rounds of the block");
     E(*tile)[P] = (E(*)[P])smem;
@@ -88,106 +65,44 @@ __device__ __forceinline__ void transpose_words_k(const Walk &w, unsigned char *
     const E *src = (const E *)w.base[1];
     E *dst = (E *)w.base[0];
     unsigned tilesR = (unsigned)((R + TR - 1) / TR), tiles = tilesR * (unsigned)((C + TC - 1) / TC);
-    uint4 x[NR];
-    auto load = [&](unsigned t) { // tile t's words into x, zeros past the tiles and the edges
+    for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {
         long long r0 = (long long)(t % tilesR) * TR, c0 = (long long)(t / tilesR) * TC;
+        uint4 x[NR];
 #pragma unroll
         for (int i = 0; i < NR; i++) {
             int k = threadIdx.x + i * BLOCK, c = k / WR, r = (k % WR) * V;
             x[i] = make_uint4(0, 0, 0, 0);
-            if (t < tiles && r0 + r < R && c0 + c < C) x[i] = *(const uint4 *)(src + (c0 + c) * ss + r0 + r);
+            if (r0 + r < R && c0 + c < C) x[i] = *(const uint4 *)(src + (c0 + c) * ss + r0 + r);
         }
-    };
-    load(blockIdx.x);
-    for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {
-        long long r0 = (long long)(t % tilesR) * TR, c0 = (long long)(t / tilesR) * TC;
 #pragma unroll
         for (int i = 0; i < NR; i++) {
             int k = threadIdx.x + i * BLOCK, c = k / WR, r = (k % WR) * V;
+            const E *e = (const E *)&x[i];
 #pragma unroll
-            for (int j = 0; j < V; j++) tile[c][r + j] = unit(x[i], j);
+            for (int j = 0; j < V; j++) tile[c][r + j] = e[j];
         }
         __syncthreads();
-        load(t + gridDim.x);
 #pragma unroll
         for (int i = 0; i < NW; i++) {
             int k = threadIdx.x + i * BLOCK, r = k % RL + k / (RL * WC) * RL, c = k / RL % WC * V;
-            uint4 o = make_uint4(tile[c][r], tile[c + 1][r], tile[c + 2][r], tile[c + 3][r]);
-            if (r0 + r < R && c0 + c < C) st_word(dst + (r0 + r) * sd + c0 + c, o);
+            uint4 o;
+            E *e = (E *)&o;
+#pragma unroll
+            for (int j = 0; j < V; j++) e[j] = tile[c + j][r];
+            if (r0 + r < R && c0 + c < C) *(uint4 *)(dst + (r0 + r) * sd + c0 + c) = o;
         }
         __syncthreads();
     }
 }
 
-// transpose_units_k is transpose_words_k's counterpart for 2-byte elements E (the host
-// checks the same, V = 8; scripts/gpu/mb/gkcopy.cu also runs it for 4-byte E, one
-// column a unit): the tile, TR = 128 bytes of elements r by TC columns c, is held in
-// shared memory in the output's layout, in 32-bit units of U = 4/sizeof(E) adjacent
-// columns. A thread loads the words of U adjacent columns at the same V elements r,
-// packs element j of each into one unit (a byte permute) and stores V units; an output
-// word is then 4 units, one 16-byte load from shared memory: 10 shared-memory
-// instructions for two 16-bit words where scattering and gathering them element by
-// element took 32 (on an H100, [65536,1024].T: 92.6% of a copy against 88.5%, both
-// with the prefetch; main's kernel 64%). Unit u of row r sits at u ^ 4·((r/V)%8), so
-// that both a warp's unit stores (8 rows V apart, 4 units) and the 16-byte loads of a
-// row's 8 lanes spread over the banks. A block loads its next tile's words before it
-// stores the current tile. The bits move as they are.
-template <typename E, int TC>
-__device__ __forceinline__ void transpose_units_k(const Walk &w, unsigned char *smem) {
-    constexpr int V = 16 / sizeof(E), U = 4 / sizeof(E), TR = 128 / sizeof(E);
-    constexpr int WR = TR / V, WU = TC / U, WC = TC / V, NL = WR * WU / BLOCK, NW = TR * WC / BLOCK;
-    static_assert(WR == 8 && NL * BLOCK == WR * WU && NW * BLOCK == TR * WC, "a tile is whole rounds of the block");
-    unsigned(*tile)[WU] = (unsigned(*)[WU])smem;
-    long long R = w.shape[0], C = w.shape[1], sd = w.stride[0][0], ss = w.stride[1][1];
-    const E *src = (const E *)w.base[1];
-    E *dst = (E *)w.base[0];
-    unsigned tilesR = (unsigned)((R + TR - 1) / TR), tiles = tilesR * (unsigned)((C + TC - 1) / TC);
-    uint4 x[NL][U];
-    auto load = [&](unsigned t) { // tile t's words into x, zeros past the tiles and the edges
-        long long r0 = (long long)(t % tilesR) * TR, c0 = (long long)(t / tilesR) * TC;
-#pragma unroll
-        for (int i = 0; i < NL; i++) {
-            int k = threadIdx.x + i * BLOCK, r = k % WR * V, c = k / WR * U;
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                x[i][u] = make_uint4(0, 0, 0, 0);
-                if (t < tiles && r0 + r < R && c0 + c < C) x[i][u] = *(const uint4 *)(src + (c0 + c + u) * ss + r0 + r);
-            }
-        }
-    };
-    load(blockIdx.x);
-    for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {
-        long long r0 = (long long)(t % tilesR) * TR, c0 = (long long)(t / tilesR) * TC;
-#pragma unroll
-        for (int i = 0; i < NL; i++) {
-            int k = threadIdx.x + i * BLOCK, rw = k % WR, q = k / WR;
-#pragma unroll
-            for (int j = 0; j < V; j++) {
-                unsigned v;
-                if constexpr (U == 2) v = __byte_perm(unit(x[i][0], j / 2), unit(x[i][1], j / 2), j % 2 ? 0x7632 : 0x5410);
-                else v = unit(x[i][0], j);
-                tile[rw * V + j][q ^ (rw << 2)] = v;
-            }
-        }
-        __syncthreads();
-        load(t + gridDim.x);
-#pragma unroll
-        for (int i = 0; i < NW; i++) {
-            int k = threadIdx.x + i * BLOCK, g = k % WC, r = k / WC;
-            uint4 o = *(const uint4 *)&tile[r][4 * (g ^ (r / V % 8))];
-            if (r0 + r < R && c0 + g * V < C) *(uint4 *)(dst + (r0 + r) * sd + c0 + g * V) = o;
-        }
-        __syncthreads();
-    }
-}
-
-// cand_transpose_words is the candidate's copy_transpose_words: the same tiles, shared
-// memory and grid as main's.
-__global__ void __launch_bounds__(BLOCK) cand_transpose_words(Walk w) {
+// main_copy_transpose_words is main's copy_transpose_words.
+__global__ void __launch_bounds__(BLOCK) main_copy_transpose_words(Walk w) {
     __shared__ uint4 smem[TWORDS_COLS * (128 + 4) / 16];
-    if (elem_size(w.dtype[0]) == 2) transpose_units_k<unsigned short, TWORDS_COLS>(w, (unsigned char *)smem);
-    else transpose_words_k<TWORDS_COLS>(w, (unsigned char *)smem);
+    if (elem_size(w.dtype[0]) == 2) main_words_k<unsigned short, TWORDS_COLS, 8>(w, (unsigned char *)smem);
+    else main_words_k<unsigned int, TWORDS_COLS, 4>(w, (unsigned char *)smem);
 }
+
+// ---- candidate: transpose_units_k for F32 ------------------------------------------------
 
 __global__ void __launch_bounds__(BLOCK) units_f32(Walk w) {
     __shared__ uint4 smem[TWORDS_COLS * (128 + 4) / 16];
@@ -279,15 +194,15 @@ static unsigned gridTiles(const Walk &w, long long rows, long long cols, unsigne
     return (unsigned)std::min(tiles, (long long)cap);
 }
 
-// mainLaunch launches what copy.go launches for w.
-static void mainLaunch(Walk w) {
+// branch launches what copy.go launches for w.
+static void branch(Walk w) {
     if (wordsOK(w)) copy_transpose_words<<<gridTiles(w, 128 / esize(w.dtype[0]), TWORDS_COLS, 32 * sms), BLOCK>>>(w);
     else copy_transpose<<<gridTiles(w, TILE, TILE, 32 * sms), BLOCK>>>(w);
 }
 
-// candLaunch launches the candidate where copy.go would, main's kernel elsewhere.
-static void candLaunch(Walk w) {
-    if (wordsOK(w)) cand_transpose_words<<<gridTiles(w, 128 / esize(w.dtype[0]), TWORDS_COLS, 32 * sms), BLOCK>>>(w);
+// mainLaunch launches what main's copy.go launches for w.
+static void mainLaunch(Walk w) {
+    if (wordsOK(w)) main_copy_transpose_words<<<gridTiles(w, 128 / esize(w.dtype[0]), TWORDS_COLS, 32 * sms), BLOCK>>>(w);
     else copy_transpose<<<gridTiles(w, TILE, TILE, 32 * sms), BLOCK>>>(w);
 }
 
@@ -354,11 +269,11 @@ int main() {
     CK(cudaMalloc(&src, MAXN * 4 + 256));
     CK(cudaMalloc(&dst, MAXN * 4 + 256));
     CUfunction genWords = genFn("copy_transpose_words"), genScalar = genFn("copy_transpose");
-    if (!genWords || !genScalar) printf("# kernels/cuda/gen/copy.fatbin not loaded: no main-gen rows\n");
+    if (!genWords || !genScalar) printf("# kernels/cuda/gen/copy.fatbin not loaded: no branch-gen rows\n");
 
     // The source matrices m = [rows, cols]; Copy(dense, m.T()): R = cols, C = rows.
     // Timed: ops_compare's [65536, 1024], [8192, 8192] (64M elements) and [4096, 4096]
-    // with every variant; the training cases' weight shapes for main and the candidate.
+    // with the candidate; the training cases' weight shapes for main and branch.
     struct Shape {
         long long rows, cols;
         bool candidates;
@@ -395,14 +310,14 @@ int main() {
                 fflush(stdout);
             };
             run("main", [&] { mainLaunch(w); });
-            if (genWords && wordsOK(w)) run("main-gen", [&] { genLaunch(genWords, gridTiles(w, 128 / e, TWORDS_COLS, 32 * sms), w); });
-            run("candidate", [&] { candLaunch(w); });
-            if (s.candidates && e == 4) run("units F32", [&] { unitsLaunch(w); });
+            run("branch", [&] { branch(w); });
+            if (genWords && wordsOK(w)) run("branch-gen", [&] { genLaunch(genWords, gridTiles(w, 128 / e, TWORDS_COLS, 32 * sms), w); });
+            if (s.candidates && e == 4) run("units", [&] { unitsLaunch(w); });
         }
     }
 
-    // Odd shapes, correctness only: what copy.go launches (main), the committed
-    // fatbin's kernel and the candidates against a host transpose; offsets in
+    // Odd shapes, correctness only: what copy.go launches (branch), the committed
+    // fatbin's kernel and the candidate against a host transpose; offsets in
     // elements from 16-byte aligned blocks; ld > R is a column slice of a wider source;
     // the last two have more tiles than the grid's 32 blocks an SM (blocks prefetch
     // across rounds, the last partial).
@@ -419,14 +334,13 @@ int main() {
             std::vector<unsigned char> hs = fillBits(src, sb);
             std::vector<unsigned char> want = hostTranspose(std::vector<unsigned char>(hs.begin() + o.offS * e, hs.end()), e, o.R, o.C, o.ld);
             Walk w = transposed((char *)dst + o.offD * e, (char *)src + o.offS * e, dt, o.R, o.C, o.ld);
-            std::vector<std::pair<std::string, std::function<void()>>> impls = {{"main", [&] { mainLaunch(w); }},
-                                                                                 {"candidate", [&] { candLaunch(w); }}};
+            std::vector<std::pair<std::string, std::function<void()>>> impls = {{"branch", [&] { branch(w); }}};
             if (genWords)
-                impls.push_back({"main-gen", [&] {
+                impls.push_back({"branch-gen", [&] {
                                      if (wordsOK(w)) genLaunch(genWords, gridTiles(w, 128 / e, TWORDS_COLS, 32 * sms), w);
                                      else genLaunch(genScalar, gridTiles(w, TILE, TILE, 32 * sms), w);
                                  }});
-            if (wordsOK(w) && e == 4) impls.push_back({"units F32", [&] { unitsLaunch(w); }});
+            if (wordsOK(w) && e == 4) impls.push_back({"units", [&] { unitsLaunch(w); }});
             for (auto &impl : impls) {
                 CK(cudaMemset(dst, 0, db));
                 impl.second();
