@@ -213,22 +213,23 @@ type BiasGradMatmul interface {
 	MatmulBiasGrad(dst, dbias, a, b Operand) bool
 }
 
-// ActivationMatmul is implemented by a Backend that can apply a Linear's activation in
-// its product's pass (the CUDA backend, through cuBLASLt's RELU_BIAS and GELU_AUX_BIAS
-// epilogues): a Linear followed by ReLU or GELU then writes its output once, where
-// Matmul, Binary and Unary write the product, read it back and write it twice more.
+// ActivationMatmul is implemented by a Backend that can apply a Linear's ReLU in its
+// product's pass (the CUDA backend, through cuBLASLt's RELU_BIAS epilogue): a Linear
+// followed by ReLU then writes its output once, where Matmul, Binary and Unary write
+// the product, read it back and write it twice more. It takes no other activation:
+// GELU's epilogue measured slower than the product followed by Unary (kernels/cuda's
+// MatmulActivation has the figures).
 type ActivationMatmul interface {
 	// MatmulActivation writes op(a·b + bias) into dst (a [m, k], b [k, n], dst [m, n],
-	// the optional bias [n] added to every row) for op Relu or GeluTanh, and a·b + bias
-	// into pre (optional; dst's shape, type and layout) for a backward that reads the
-	// activation's input, and reports true; or reports false without writing anything
-	// when it cannot for these operands: the caller then runs Matmul, Binary (Add) and
-	// Unary. The bias is added and op applied in the product's compute type, each
-	// output rounded once to its type: an F16 or BF16 dst may differ from Unary of the
-	// rounded pre-activation by that rounding (a ReLU's never does). One difference
-	// from Unary is allowed: ReLU of a NaN pre-activation may be 0 (the hardware's
-	// max, which cuBLASLt's epilogue takes), where Relu keeps the NaN.
-	MatmulActivation(op UnaryOp, dst, pre, a, b, bias Operand) bool
+	// the optional bias [n] added to every row) for op Relu and reports true; or
+	// reports false without writing anything for another op or when it cannot for
+	// these operands: the caller then runs Matmul, Binary (Add) and Unary. The bias is
+	// added and the ReLU applied in the product's compute type before the one rounding
+	// to dst's type; as ReLU commutes with that rounding, dst is Relu of the rounded
+	// a·b + bias. One difference from Unary is allowed: ReLU of a NaN pre-activation
+	// may be 0 (the hardware's max, which cuBLASLt's epilogue takes), where Relu keeps
+	// the NaN.
+	MatmulActivation(op UnaryOp, dst, a, b, bias Operand) bool
 }
 
 // Async is implemented by a Backend whose kernels run asynchronously on their device

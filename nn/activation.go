@@ -24,7 +24,7 @@ func (ReLU) Forward(x *tensor.Tensor) *tensor.Tensor { return x.Relu() }
 func (ReLU) folds() tensor.Activation { return tensor.ActRelu }
 
 // foldable is an activation layer a Sequential runs in one op with the Linear before
-// it (tensor.LinearActivation); folds returns that op's activation, 0 for none.
+// it (tensor.LinearActivation); folds returns that op's activation.
 type foldable interface {
 	folds() tensor.Activation
 }
@@ -42,14 +42,6 @@ func (g GELU) Forward(x *tensor.Tensor) *tensor.Tensor {
 		return x.GeluTanh()
 	}
 	return x.Gelu()
-}
-
-// folds implements foldable: the tanh form folds, the erf form has no epilogue.
-func (g GELU) folds() tensor.Activation {
-	if g.Tanh {
-		return tensor.ActGeluTanh
-	}
-	return 0
 }
 
 // Tanh is tanh x. Recorded, it saves its output.

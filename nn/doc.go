@@ -71,9 +71,9 @@
 //     graph, not in a scope. After a recorded forward the allocator holds the
 //     parameters, the saved activations and what the caller holds; under NoGrad it
 //     holds, at its peak, the parameters, the caller's tensors and one layer's input
-//     and output. A Linear and the ReLU or GELU{Tanh: true} after it run as one layer
-//     and one op (tensor.LinearActivation, the activation in the product's epilogue on
-//     cuda), which saves what the two saved and never holds the product before a ReLU.
+//     and output. A Linear and the ReLU after it run as one layer and one op
+//     (tensor.LinearActivation, the ReLU in the product's epilogue on cuda), which
+//     saves what the two saved and never holds the product before the ReLU.
 //   - Losses (CrossEntropyLoss, MSELoss, BCELoss, BCEWithLogitsLoss, behind the Loss
 //     interface) take a prediction and a target owned by scopes; the loss belongs where
 //     an op on them puts it.

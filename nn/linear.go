@@ -34,10 +34,9 @@ func (l *Linear) Forward(x *tensor.Tensor) *tensor.Tensor {
 }
 
 // ForwardActivation returns act(x·Wᵀ + b), Forward followed by ReLU (act
-// tensor.ActRelu) or GELU{Tanh: true} (tensor.ActGeluTanh), in one op
-// (tensor.LinearActivation), which folds the activation into the product where the
-// backend can. Recorded, it saves what the two layers would: x and the activation's
-// tensor.
+// tensor.ActRelu), in one op (tensor.LinearActivation), which folds the activation
+// into the product where the backend can. Recorded, it saves what the two layers
+// would: x and the ReLU's output.
 func (l *Linear) ForwardActivation(x *tensor.Tensor, act tensor.Activation) *tensor.Tensor {
 	return tensor.LinearActivation(x, l.Weight, l.Bias, act)
 }

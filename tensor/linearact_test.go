@@ -16,7 +16,7 @@ import (
 	"github.com/subletml/sublet/tensor/tensortest"
 )
 
-// linearActRun is one forward and backward of a Linear and its activation, fused
+// linearActRun is one forward and backward of a Linear and its ReLU, fused
 // (tensor.LinearActivation) or as the two ops, each in a layer's child scope as
 // nn.Sequential runs them.
 type linearActRun struct {
@@ -40,7 +40,7 @@ func (c linearActCase) String() string {
 var linearActCases = []linearActCase{
 	{[]int{6}, 24, 16, true},
 	{[]int{2, 3}, 24, 16, false},
-	{[]int{5}, 7, 3, true}, // widths cuBLASLt's GELU input does not take (not a multiple of 8)
+	{[]int{5}, 7, 3, true}, // odd widths
 }
 
 // values returns n values in about [-1, 1], fixed by seed.
@@ -52,7 +52,7 @@ func linearActValues(n, seed int) []float64 {
 	return v
 }
 
-func runLinearAct(t *testing.T, d device.Device, dt dtype.DType, c linearActCase, act tensor.Activation, fused bool, wrap func(*tensor.Scope) *tensor.Scope) linearActRun {
+func runLinearAct(t *testing.T, d device.Device, dt dtype.DType, c linearActCase, fused bool, wrap func(*tensor.Scope) *tensor.Scope) linearActRun {
 	t.Helper()
 	s := tensor.NewScope()
 	defer s.Close()
@@ -75,13 +75,9 @@ func runLinearAct(t *testing.T, d device.Device, dt dtype.DType, c linearActCase
 	}
 	y := tensor.Layer(fwd.Bind(x), func(h *tensor.Tensor) *tensor.Tensor {
 		if fused {
-			return tensor.LinearActivation(h, w, b, act)
+			return tensor.LinearActivation(h, w, b, tensor.ActRelu)
 		}
-		z := tensor.Linear(h, w, b)
-		if act == tensor.ActRelu {
-			return z.Relu()
-		}
-		return z.GeluTanh()
+		return tensor.Linear(h, w, b).Relu()
 	})
 	if fwd != s {
 		fwd.Keep(y)
@@ -103,26 +99,23 @@ func runLinearAct(t *testing.T, d device.Device, dt dtype.DType, c linearActCase
 	return r
 }
 
-// LinearActivation computes what Linear then Relu (GeluTanh) compute, with the same
-// gradients, keeps the same bytes after the forward and peaks no higher in the
-// backward: bit for bit where the backend folds nothing (cpu, sim), within the
-// products' rounding on cuda, where cuBLASLt's epilogue applies the activation.
+// LinearActivation computes what Linear then Relu compute, with the same gradients,
+// keeps the same bytes after the forward and peaks no higher in the backward: bit for
+// bit where the backend folds nothing (cpu, sim), within the products' rounding on
+// cuda, where cuBLASLt's epilogue applies the ReLU.
 func TestLinearActivationMatchesTheTwoOps(t *testing.T) {
 	for _, dd := range dataDevices(t) {
-		for _, act := range []tensor.Activation{tensor.ActRelu, tensor.ActGeluTanh} {
-			for _, dt := range []dtype.DType{dtype.F32, dtype.F16, dtype.BF16, dtype.F64} {
-				for _, c := range linearActCases {
-					name := fmt.Sprintf("%s/%v/%v/%v", dd.Name, act, dt, c)
-					t.Run(name, func(t *testing.T) {
-						two := runLinearAct(t, dd.Device, dt, c, act, false, nil)
-						one := runLinearAct(t, dd.Device, dt, c, act, true, nil)
-						requireLinearActClose(t, dd.Name, dt, two, one)
-						require.Equal(t, two.kept, one.kept, "after the forward: the result and the same saved tensors")
-						require.LessOrEqual(t, one.fwdPeak, two.fwdPeak)
-						require.Equal(t, two.bwdPeak, one.bwdPeak, "the backward runs the two ops' rules")
-						requireEmpty(t, dd.Device)
-					})
-				}
+		for _, dt := range []dtype.DType{dtype.F32, dtype.F16, dtype.BF16, dtype.F64} {
+			for _, c := range linearActCases {
+				t.Run(fmt.Sprintf("%s/%v/%v", dd.Name, dt, c), func(t *testing.T) {
+					two := runLinearAct(t, dd.Device, dt, c, false, nil)
+					one := runLinearAct(t, dd.Device, dt, c, true, nil)
+					requireLinearActClose(t, dd.Name, dt, two, one)
+					require.Equal(t, two.kept, one.kept, "after the forward: the result and the same saved tensors")
+					require.LessOrEqual(t, one.fwdPeak, two.fwdPeak)
+					require.Equal(t, two.bwdPeak, one.bwdPeak, "the backward runs the two ops' rules")
+					requireEmpty(t, dd.Device)
+				})
 			}
 		}
 	}
@@ -149,26 +142,24 @@ func requireLinearActClose(t *testing.T, dev string, dt dtype.DType, want, got l
 }
 
 // Under autocast the fused op is a Linear for the policy: F16 (BF16) inputs, result and
-// saved tensors, as Linear then the activation, on every data device.
+// saved tensors, as Linear then Relu, on every data device.
 func TestLinearActivationUnderAutocast(t *testing.T) {
 	for _, dd := range dataDevices(t) {
 		for _, low := range []dtype.DType{dtype.F16, dtype.BF16} {
-			for _, act := range []tensor.Activation{tensor.ActRelu, tensor.ActGeluTanh} {
-				t.Run(fmt.Sprintf("%s/%v/%v", dd.Name, low, act), func(t *testing.T) {
-					wrap := func(s *tensor.Scope) *tensor.Scope {
-						ac, err := amp.Autocast(s, low)
-						require.NoError(t, err)
-						return ac
-					}
-					c := linearActCases[0]
-					two := runLinearAct(t, dd.Device, dtype.F32, c, act, false, wrap)
-					one := runLinearAct(t, dd.Device, dtype.F32, c, act, true, wrap)
-					requireLinearActClose(t, dd.Name, low, two, one)
-					require.Equal(t, two.kept, one.kept)
-					require.Equal(t, two.bwdPeak, one.bwdPeak)
-					requireEmpty(t, dd.Device)
-				})
-			}
+			t.Run(fmt.Sprintf("%s/%v", dd.Name, low), func(t *testing.T) {
+				wrap := func(s *tensor.Scope) *tensor.Scope {
+					ac, err := amp.Autocast(s, low)
+					require.NoError(t, err)
+					return ac
+				}
+				c := linearActCases[0]
+				two := runLinearAct(t, dd.Device, dtype.F32, c, false, wrap)
+				one := runLinearAct(t, dd.Device, dtype.F32, c, true, wrap)
+				requireLinearActClose(t, dd.Name, low, two, one)
+				require.Equal(t, two.kept, one.kept)
+				require.Equal(t, two.bwdPeak, one.bwdPeak)
+				requireEmpty(t, dd.Device)
+			})
 		}
 	}
 }
@@ -180,7 +171,7 @@ func TestLinearActivationResultType(t *testing.T) {
 	require.NoError(t, err)
 	x := ac.Ones(d, dtype.F32, 2, 3)
 	w := ac.Ones(d, dtype.F32, 4, 3)
-	require.Equal(t, dtype.BF16, tensor.LinearActivation(x, w, nil, tensor.ActGeluTanh).DType())
+	require.Equal(t, dtype.BF16, tensor.LinearActivation(x, w, nil, tensor.ActRelu).DType())
 	ac.Close()
 	s.Close()
 	requireEmpty(t, d)
@@ -192,29 +183,32 @@ func TestLinearActivationErrors(t *testing.T) {
 	s := tensor.NewScope()
 	x, w := s.Ones(d, dtype.F32, 2, 3), s.Ones(d, dtype.F32, 4, 3)
 	requireOpError(t, "LinearActivation", tensor.ErrShape, func() { tensor.LinearActivation(x, w, nil, 0) })
+	requireOpError(t, "LinearActivation", tensor.ErrShape, func() { tensor.LinearActivation(x, w, nil, tensor.ActRelu+1) })
 	requireOpError(t, tensor.OpLinearRelu, tensor.ErrShape, func() { tensor.LinearActivation(x, w.T(), nil, tensor.ActRelu) })
-	requireOpError(t, tensor.OpLinearGeluTanh, tensor.ErrShape, func() {
-		tensor.LinearActivation(x, w, s.Ones(d, dtype.F32, 3), tensor.ActGeluTanh)
+	requireOpError(t, tensor.OpLinearRelu, tensor.ErrShape, func() {
+		tensor.LinearActivation(x, w, s.Ones(d, dtype.F32, 3), tensor.ActRelu)
 	})
 	s.Close()
 	requireEmpty(t, d)
 }
 
-// Without recording the GELU's input is never made: the forward holds x, the result
-// and nothing else at its peak, as a ReLU's does.
+// The ReLU is applied in place of the product: the forward makes the result and
+// nothing else, where Linear then Relu hold the product and the result at their peak.
 func TestLinearActivationNoGradMakesOnlyTheResult(t *testing.T) {
-	for _, act := range []tensor.Activation{tensor.ActRelu, tensor.ActGeluTanh} {
-		d := newCPU(t)
-		s := tensor.NewScope(tensor.NoGrad())
-		x, w := s.Ones(d, dtype.F32, 8, 16), s.Ones(d, dtype.F32, 32, 16)
-		base := requested(t, d)
-		allocator(t, d).ResetPeakStats()
-		y := tensor.LinearActivation(x, w, nil, act)
-		require.Equal(t, y.Bytes(), tensortest.PeakRequested(t, d)-base, "%v", act)
-		require.False(t, y.RequiresGrad())
-		s.Close()
-		requireEmpty(t, d)
-	}
+	d := newCPU(t)
+	s := tensor.NewScope(tensor.NoGrad())
+	x, w := s.Ones(d, dtype.F32, 8, 16), s.Ones(d, dtype.F32, 32, 16)
+	base := requested(t, d)
+	allocator(t, d).ResetPeakStats()
+	y := tensor.LinearActivation(x, w, nil, tensor.ActRelu)
+	require.Equal(t, y.Bytes(), tensortest.PeakRequested(t, d)-base)
+	require.Equal(t, int64(8*32*4), y.Bytes())
+	require.False(t, y.RequiresGrad())
+	allocator(t, d).ResetPeakStats()
+	two := tensor.Linear(x, w, nil).Relu()
+	require.Equal(t, 2*two.Bytes(), tensortest.PeakRequested(t, d)-base-y.Bytes(), "the two ops: the product and the result")
+	s.Close()
+	requireEmpty(t, d)
 }
 
 // A Linear and its ReLU in one op: the values of Linear then Relu, and the same two
@@ -238,39 +232,37 @@ func ExampleLinearActivation() {
 	// [1 2 0 0 0 2.5]
 }
 
-// A NaN in x makes its row of x·wᵀ + bias NaN: GELU keeps it everywhere; ReLU keeps it
-// in anomaly mode (which does not fold) and wherever the backend does not fold, and may
-// give 0 where cuBLASLt's epilogue applies it (kernels.ActivationMatmul).
+// A NaN in x makes its row of x·wᵀ + bias NaN: ReLU keeps it in anomaly mode (which
+// does not fold) and wherever the backend does not fold, and may give 0 where
+// cuBLASLt's epilogue applies it (kernels.ActivationMatmul).
 func TestLinearActivationNaN(t *testing.T) {
 	for _, dd := range dataDevices(t) {
-		for _, act := range []tensor.Activation{tensor.ActRelu, tensor.ActGeluTanh} {
-			for _, anomaly := range []bool{false, true} {
-				s := tensor.NewScope(tensor.WithAnomaly(anomaly), tensor.NoGrad())
-				xv := linearActValues(6*24, 1)
-				xv[0*24+3], xv[3*24+20] = math.NaN(), math.NaN() // rows 0 and 3
-				x := tensor.FromSlice(s, dd.Device, dtype.F64, xv, 6, 24).Cast(dtype.F32)
-				w := tensor.FromSlice(s, dd.Device, dtype.F64, linearActValues(16*24, 2), 16, 24).Cast(dtype.F32)
-				b := tensor.FromSlice(s, dd.Device, dtype.F64, linearActValues(16, 3), 16).Cast(dtype.F32)
-				got := tensor.ToSlice[float32](tensor.LinearActivation(x, w, b, act))
-				xs := tensor.ToSlice[float32](x)
-				zeros := 0
-				for i, v := range got {
-					row := xs[i/16*24 : i/16*24+24]
-					nanRow := slices.ContainsFunc(row, func(v float32) bool { return v != v })
-					switch {
-					case !nanRow:
-						require.False(t, v != v, "element %d", i)
-					case v == v && act == tensor.ActRelu && dd.Name == "cuda" && !anomaly:
-						require.Zero(t, v, "element %d: NaN or 0", i)
-						zeros++
-					default:
-						require.True(t, v != v, "%s %v anomaly %v: element %d of a NaN row is %v", dd.Name, act, anomaly, i, v)
-					}
+		for _, anomaly := range []bool{false, true} {
+			s := tensor.NewScope(tensor.WithAnomaly(anomaly), tensor.NoGrad())
+			xv := linearActValues(6*24, 1)
+			xv[0*24+3], xv[3*24+20] = math.NaN(), math.NaN() // rows 0 and 3
+			x := tensor.FromSlice(s, dd.Device, dtype.F64, xv, 6, 24).Cast(dtype.F32)
+			w := tensor.FromSlice(s, dd.Device, dtype.F64, linearActValues(16*24, 2), 16, 24).Cast(dtype.F32)
+			b := tensor.FromSlice(s, dd.Device, dtype.F64, linearActValues(16, 3), 16).Cast(dtype.F32)
+			got := tensor.ToSlice[float32](tensor.LinearActivation(x, w, b, tensor.ActRelu))
+			xs := tensor.ToSlice[float32](x)
+			zeros := 0
+			for i, v := range got {
+				row := xs[i/16*24 : i/16*24+24]
+				nanRow := slices.ContainsFunc(row, func(v float32) bool { return v != v })
+				switch {
+				case !nanRow:
+					require.False(t, v != v, "element %d", i)
+				case v == v && dd.Name == "cuda" && !anomaly:
+					require.Zero(t, v, "element %d: NaN or 0", i)
+					zeros++
+				default:
+					require.True(t, v != v, "%s anomaly %v: element %d of a NaN row is %v", dd.Name, anomaly, i, v)
 				}
-				t.Logf("%s %v anomaly %v: NaN rows' elements that came out 0: %d", dd.Name, act, anomaly, zeros)
-				s.Close()
-				requireEmpty(t, dd.Device)
 			}
+			t.Logf("%s anomaly %v: NaN rows' elements that came out 0: %d", dd.Name, anomaly, zeros)
+			s.Close()
+			requireEmpty(t, dd.Device)
 		}
 	}
 }

@@ -110,7 +110,7 @@ var opTable = []*OpInfo{
 	{Name: OpSumTo, MinInputs: 1, MaxInputs: 1, Saves: "nothing", Autocast: AutocastF32Out},
 	{Name: OpMatMul, MinInputs: 2, MaxInputs: 2, Saves: "a when b wants a gradient, b when a does", Autocast: AutocastLower},
 	{Name: OpLinear, MinInputs: 2, MaxInputs: 3, Saves: "x when the weight wants a gradient, the weight when x does", Autocast: AutocastLower},
-	opLinearRelu, opLinearGeluTanh,
+	opLinearRelu,
 	{Name: OpSoftmax, MinInputs: 1, MaxInputs: 1, Saves: "its output", Autocast: AutocastF32Out},
 	{Name: OpLogSoftmax, MinInputs: 1, MaxInputs: 1, Saves: "its output", Autocast: AutocastF32Out},
 	{Name: OpCrossEntropy, MinInputs: 2, MaxInputs: 2, Saves: "the logits, the labels and one log-sum-exp per row", Autocast: AutocastF32, SavesExtra: true},

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -24,10 +23,10 @@ import (
 // The same way a Linear's backward gets its bias gradient from the weight gradient's
 // product (CUBLASLT_EPILOGUE_BGRADB: the sum over the batch of the output's gradient,
 // which that product reads anyway), where it would run a reduction of its own. And a
-// Linear's ReLU or GELU (tanh) goes into the epilogue too (MatmulActivation:
-// CUBLASLT_EPILOGUE_RELU_BIAS, GELU_BIAS, and GELU_AUX_BIAS, which also writes GELU's
-// input, the tensor GELU's backward reads), where Unary would read the Linear's output
-// back and write the activation's.
+// Linear's ReLU goes into the epilogue too (MatmulActivation:
+// CUBLASLT_EPILOGUE_RELU_BIAS), where Unary would read the Linear's output back and
+// write the activation's; GELU's epilogues measured slower than the product followed by
+// the gelu-tanh kernel and are not used (MatmulActivation says by how much).
 
 // ltLib is the process's cuBLASLt: loaded on first use, immutable after.
 type ltLib struct {
@@ -83,8 +82,8 @@ func loadLt() (*ltLib, error) {
 // ltPlan is one product shape's descriptors and the algorithm cuBLASLt's heuristic
 // chose for it: made on the shape's first product, kept until Release.
 type ltPlan struct {
-	// mu is held from setting the bias and auxiliary pointers to the end of
-	// cublasLtMatmul: the descriptor is shared by every product of the shape.
+	// mu is held from setting the bias pointer to the end of cublasLtMatmul: the
+	// descriptor is shared by every product of the shape.
 	mu               sync.Mutex
 	desc, la, lb, ld uintptr // immutable once made
 	algo             [cublasLtSizeofAlgo]byte
@@ -100,7 +99,7 @@ type ltKey struct {
 	dt            dtype.DType
 	tf32          bool
 	ws            int64
-	epi           int32 // a cublasLtEpilogue_t (ltEpilogue.epi)
+	epi           int32 // a cublasLtEpilogue_t: BIAS, BGRADB, RELU or RELU_BIAS
 }
 
 // blasLt is a Backend's cuBLASLt handle and plans.
@@ -148,68 +147,53 @@ const ltAlign = 256
 // writing nothing, for anything else or when cuBLASLt is missing or finds no
 // algorithm.
 func (b *Backend) MatmulBias(dst, x, y, bias kernels.Operand) bool {
-	return b.ltMatmul(dst, x, y, ltEpilogue{epi: cublasLtEpilogueBias, vec: bias})
+	return b.ltMatmul(dst, x, y, bias, cublasLtEpilogueBias)
 }
 
 // MatmulBiasGrad implements kernels.BiasGradMatmul with cuBLASLt's BGRADB epilogue, on
 // the operands MatmulBias takes: in the column-major product cuBLASLt sees, x is the B
 // operand and its sum over k (the rows of dst) is what BGRADB writes into dbias.
 func (b *Backend) MatmulBiasGrad(dst, dbias, x, y kernels.Operand) bool {
-	return b.ltMatmul(dst, x, y, ltEpilogue{epi: cublasLtEpilogueBGradB, vec: dbias})
+	return b.ltMatmul(dst, x, y, dbias, cublasLtEpilogueBGradB)
 }
 
 // MatmulActivation implements kernels.ActivationMatmul on the operands MatmulBias
-// takes (the bias optional): ReLU through CUBLASLT_EPILOGUE_RELU(_BIAS), GELU through
-// CUBLASLT_EPILOGUE_GELU(_BIAS), whose GELU is the tanh approximation (cuBLAS's
-// documentation), kernels.GeluTanh, and with pre through GELU_AUX(_BIAS), which writes
-// the activation's input into pre beside dst. cuBLASLt wants that matrix's leading
-// dimension (n) a multiple of 8: for other widths it reports false.
-func (b *Backend) MatmulActivation(op kernels.UnaryOp, dst, pre, x, y, bias kernels.Operand) bool {
-	var e ltEpilogue
-	switch {
-	case op == kernels.Relu && pre.Absent():
-		e.epi = cublasLtEpilogueRelu
-	case op == kernels.GeluTanh && pre.Absent():
-		e.epi = cublasLtEpilogueGelu
-	case op == kernels.GeluTanh:
-		e.epi, e.aux = cublasLtEpilogueGeluAux, pre
-	default:
-		return false // the epilogues have no other activation, nor ReLU's input (only a bit mask)
+// takes (the bias optional) for ReLU, through CUBLASLT_EPILOGUE_RELU_BIAS
+// (CUBLASLT_EPILOGUE_RELU without a bias); any other op it declines.
+//
+// GELU is not folded, though cuBLASLt has its tanh form (GELU_BIAS, and GELU_AUX_BIAS,
+// which also writes GELU's input for the backward): on an H100 80GB HBM3 (driver
+// 580.159.04, 2026-12-06 19:51 UTC, `kernels_cuda.test -test.run '^$' -test.bench
+// BenchmarkLinearActivation -test.benchtime 30x`, the benchmark as merged in ca9b450,
+// which had GELU's lines: 4096×4096×4096 with a bias, GELU's input kept as in
+// training) the epilogue took, in ns a call, F32 2776773 against
+// 2763680 for the product followed by the gelu-tanh kernel, F16 212985 against 204703,
+// BF16 207882 against 195229: 0.5%, 4% and 6.5% slower. ReLU's in the same run: F32
+// 2725193 against 2756226, F16 183035 against 202232, BF16 174119 against 198062 (1%,
+// 10% and 14% faster).
+func (b *Backend) MatmulActivation(op kernels.UnaryOp, dst, x, y, bias kernels.Operand) bool {
+	if op != kernels.Relu {
+		return false
 	}
-	if !bias.Absent() {
-		e.epi |= cublasLtEpilogueBias
-		e.vec = bias
+	if bias.Absent() {
+		return b.ltMatmul(dst, x, y, bias, cublasLtEpilogueRelu)
 	}
-	return b.ltMatmul(dst, x, y, e)
+	return b.ltMatmul(dst, x, y, bias, cublasLtEpilogueReluBias)
 }
 
-// ltEpilogue is what a product's epilogue does (a cublasLtEpilogue_t) and the operands
-// it reads or writes besides the product's.
-type ltEpilogue struct {
-	epi int32
-	// vec is the bias added to each row of dst ([n], read; epi has the BIAS bit) or
-	// the sum of x over k (BGRADB, [m], written); absent for neither.
-	vec kernels.Operand
-	// aux is GELU's input written beside dst (epi has the AUX bit): dst's shape, type
-	// and layout; absent otherwise.
-	aux kernels.Operand
-}
-
-// The epilogues beside BIAS and BGRADB (cublasLt.h's cublasLtEpilogue_t, and the
-// attributes of the auxiliary matrix): written here until src/zconst_gen.cu prints
-// them with the others into zconst.go.
+// The ReLU epilogues (cublasLt.h's cublasLtEpilogue_t): written here until
+// src/zconst_gen.cu prints them with the others into zconst.go.
 const (
-	cublasLtEpilogueRelu    = 2
-	cublasLtEpilogueGelu    = 32
-	cublasLtEpilogueGeluAux = 32 | 128 // GELU, and its input written to the aux pointer
-	cublasLtDescAuxPointer  = 11       // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER
-	cublasLtDescAuxLD       = 12       // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, int64
-	cublasLtAuxBit          = 128
+	cublasLtEpilogueRelu     = 2
+	cublasLtEpilogueReluBias = cublasLtEpilogueRelu | cublasLtEpilogueBias
 )
 
-// ltMatmul runs dst = x·y through cublasLtMatmul with the epilogue e. It reports false,
-// writing nothing, where cuBLASLt cannot take the operands.
-func (b *Backend) ltMatmul(dst, x, y kernels.Operand, e ltEpilogue) bool {
+// ltMatmul runs dst = x·y through cublasLtMatmul with the epilogue epi and its vector
+// vec: the bias added to each row of dst (epi has the BIAS bit, vec [n]), the sum of x
+// over k written into vec (cublasLtEpilogueBGradB, vec [m]), or absent for an epilogue
+// with neither (cublasLtEpilogueRelu). It reports false, writing nothing, where
+// cuBLASLt cannot take the operands.
+func (b *Backend) ltMatmul(dst, x, y, vec kernels.Operand, epi int32) bool {
 	const op = "matmul"
 	if len(dst.Shape) != 2 || len(x.Shape) != 2 || len(y.Shape) != 2 {
 		return false
@@ -225,33 +209,29 @@ func (b *Backend) ltMatmul(dst, x, y kernels.Operand, e ltEpilogue) bool {
 	if m < 2 || n < 2 || k < 2 { // cuBLASLt's epilogues want real matrices, as PyTorch's addmm asks
 		return false
 	}
-	if e.vec.Absent() != (e.epi&(cublasLtEpilogueBias|cublasLtEpilogueBGradB) == 0) || e.aux.Absent() != (e.epi&cublasLtAuxBit == 0) {
+	if vec.Absent() == hasVector(epi) {
 		return false
 	}
-	if !e.vec.Absent() {
+	if !vec.Absent() {
 		vecLen := n
-		if e.epi == cublasLtEpilogueBGradB {
+		if epi == cublasLtEpilogueBGradB {
 			vecLen = m
 		}
-		if len(e.vec.Shape) != 1 || e.vec.DType != dt || e.vec.Shape[0] != vecLen || e.vec.Strides[0] != 1 {
+		if len(vec.Shape) != 1 || vec.DType != dt || vec.Shape[0] != vecLen || vec.Strides[0] != 1 {
 			return false
 		}
-		checkOperand(op, e.vec)
-	}
-	if !e.aux.Absent() {
-		if e.aux.DType != dt || !slices.Equal(e.aux.Shape, dst.Shape) || !slices.Equal(e.aux.Strides, dst.Strides) || n%8 != 0 {
-			return false
-		}
-		checkOperand(op, e.aux)
 	}
 	checkOperand(op, dst)
 	checkOperand(op, x)
 	checkOperand(op, y)
+	if !vec.Absent() {
+		checkOperand(op, vec)
+	}
 	ta, lda, okA := blasLayout(m, k, int64(x.Strides[0]), int64(x.Strides[1]))
 	tb, ldb, okB := blasLayout(k, n, int64(y.Strides[0]), int64(y.Strides[1]))
 	tc, ldc, okC := blasLayout(m, n, int64(dst.Strides[0]), int64(dst.Strides[1]))
-	pa, pb, pc, pvec, paux := addr(x), addr(y), addr(dst), addr(e.vec), addr(e.aux)
-	if !okA || !okB || !okC || tc || (pa|pb|pc|pvec|paux)%ltAlign != 0 {
+	pa, pb, pc, pvec := addr(x), addr(y), addr(dst), addr(vec)
+	if !okA || !okB || !okC || tc || (pa|pb|pc|pvec)%ltAlign != 0 {
 		return false
 	}
 	lt := b.lt()
@@ -272,8 +252,8 @@ func (b *Backend) ltMatmul(dst, x, y kernels.Operand, e ltEpilogue) bool {
 	ws, wsBytes := b.blas.workspace(h, s)
 	// Row-major dst = x·y is column-major dstᵀ = yᵀ·xᵀ: cuBLASLt's A is y, its B is x;
 	// a bias runs along its rows, the columns of dst, and BGRADB sums its B (x) over k.
-	key := ltKey{m: n, n: m, k: k, ta: tb, tb: ta, lda: ldb, ldb: lda, ldc: ldc, dt: dt, tf32: dt == dtype.F32 && b.tf32.Load(), ws: wsBytes, epi: e.epi}
-	p, err := lt.plan(b, key, pvec, paux)
+	key := ltKey{m: n, n: m, k: k, ta: tb, tb: ta, lda: ldb, ldb: lda, ldc: ldc, dt: dt, tf32: dt == dtype.F32 && b.tf32.Load(), ws: wsBytes, epi: epi}
+	p, err := lt.plan(b, key, pvec)
 	if err != nil {
 		b.fault(err)
 		return true
@@ -283,7 +263,7 @@ func (b *Backend) ltMatmul(dst, x, y kernels.Operand, e ltEpilogue) bool {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.setPointers(b, lt, key, pvec, paux); err != nil {
+	if err := p.setVector(b, lt, key, pvec); err != nil {
 		b.fault(err)
 		return true
 	}
@@ -293,39 +273,36 @@ func (b *Backend) ltMatmul(dst, x, y kernels.Operand, e ltEpilogue) bool {
 		uintptr(unsafe.Pointer(&betaZero)), uintptr(pc), p.ld, uintptr(pc), p.ld,
 		uintptr(unsafe.Pointer(&p.algo[0])), uintptr(ws), uintptr(wsBytes), uintptr(s))
 	if err != nil {
-		b.fault(fmt.Errorf("%w (m=%d n=%d k=%d, %v, epilogue %d)", err, m, n, k, dt, e.epi))
+		b.fault(fmt.Errorf("%w (m=%d n=%d k=%d, %v, epilogue %d)", err, m, n, k, dt, epi))
 	}
 	return true
 }
 
-// setPointers sets the descriptor's bias and auxiliary pointers, those key's epilogue
-// reads (the heuristic reads their alignment when the plan is made; each product sets
+// hasVector reports whether the epilogue epi reads or writes a vector: the bias
+// (BIAS, RELU_BIAS) or the bias gradient (BGRADB).
+func hasVector(epi int32) bool { return epi&(cublasLtEpilogueBias|cublasLtEpilogueBGradB) != 0 }
+
+// setVector sets the descriptor's bias pointer to vec where key's epilogue has a
+// vector (the heuristic reads its alignment when the plan is made; each product sets
 // its own), under p.mu or while the plan is made.
-func (p *ltPlan) setPointers(b *Backend, lt *blasLt, key ltKey, vec, aux uint64) error {
-	set := func(attr uintptr, name string, v uint64) error {
-		return b.blas.call(lt.lib.descSet, name, p.desc, attr, uintptr(unsafe.Pointer(&v)), unsafe.Sizeof(v))
+func (p *ltPlan) setVector(b *Backend, lt *blasLt, key ltKey, vec uint64) error {
+	if !hasVector(key.epi) {
+		return nil
 	}
-	if key.epi&(cublasLtEpilogueBias|cublasLtEpilogueBGradB) != 0 {
-		if err := set(cublasLtDescBiasPointer, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", vec); err != nil {
-			return err
-		}
-	}
-	if key.epi&cublasLtAuxBit != 0 {
-		return set(cublasLtDescAuxPointer, "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_POINTER)", aux)
-	}
-	return nil
+	return b.blas.call(lt.lib.descSet, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", p.desc, cublasLtDescBiasPointer,
+		uintptr(unsafe.Pointer(&vec)), unsafe.Sizeof(vec))
 }
 
-// plan returns key's plan, making it on first use (vec and aux: the epilogue's vector
-// and matrix, whose alignment the heuristic reads).
-func (lt *blasLt) plan(b *Backend, key ltKey, vec, aux uint64) (*ltPlan, error) {
+// plan returns key's plan, making it on first use (vec: the epilogue's vector, whose
+// alignment the heuristic reads; 0 for none).
+func (lt *blasLt) plan(b *Backend, key ltKey, vec uint64) (*ltPlan, error) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	if p, ok := lt.plans[key]; ok {
 		return p, nil
 	}
 	p := &ltPlan{}
-	err := lt.makePlan(b, key, p, vec, aux)
+	err := lt.makePlan(b, key, p, vec)
 	if err != nil {
 		lt.destroyPlan(b, p)
 		return nil, err
@@ -335,7 +312,7 @@ func (lt *blasLt) plan(b *Backend, key ltKey, vec, aux uint64) (*ltPlan, error) 
 }
 
 // makePlan creates p's descriptors for key and asks the heuristic for one algorithm.
-func (lt *blasLt) makePlan(b *Backend, key ltKey, p *ltPlan, vec, aux uint64) error {
+func (lt *blasLt) makePlan(b *Backend, key ltKey, p *ltPlan, vec uint64) error {
 	l, call := lt.lib, b.blas.call
 	compute := uintptr(cublasCompute32F)
 	if key.tf32 {
@@ -358,19 +335,12 @@ func (lt *blasLt) makePlan(b *Backend, key ltKey, p *ltPlan, vec, aux uint64) er
 	if err := errors.Join(set(cublasLtDescTransA, opA), set(cublasLtDescTransB, opB), set(cublasLtDescEpilogue, key.epi)); err != nil {
 		return err
 	}
-	if key.epi&(cublasLtEpilogueBias|cublasLtEpilogueBGradB) != 0 {
+	if hasVector(key.epi) {
 		if err := set(cublasLtDescBiasDataType, int32(ty)); err != nil {
 			return err
 		}
 	}
-	if key.epi&cublasLtAuxBit != 0 { // the auxiliary matrix is laid out as the output
-		ld := key.ldc
-		if err := call(l.descSet, "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_LD)", p.desc, cublasLtDescAuxLD,
-			uintptr(unsafe.Pointer(&ld)), unsafe.Sizeof(ld)); err != nil {
-			return err
-		}
-	}
-	if err := p.setPointers(b, lt, key, vec, aux); err != nil {
+	if err := p.setVector(b, lt, key, vec); err != nil {
 		return err
 	}
 	// Layouts of the column-major operands: A is m×k (k×m transposed), B k×n (n×k).
