@@ -174,6 +174,7 @@ func TestTrainPeaksOnSimEqualThoseWithData(t *testing.T) {
 			assert.GreaterOrEqual(t, r.N, int64(3))
 			peaks, cpu, ok := strings.Cut(r.Note, "; cpu ")
 			assert.True(t, ok && strings.Contains(cpu, " ms per step"), "the note gives the CPU time per step: %s", r.Note)
+			assert.Regexp(t, `; go heap \d+ allocations \d+ B per step, \d+ GC cycles`, r.Note, "the note gives the Go heap's garbage per step")
 			assert.True(t, strings.HasSuffix(r.Note, "; batch resident"), "the note says where the batch was: %s", r.Note)
 			if dev == "sim-backed" { // host memory: the CPU kernels compute, and the note names their GEMM
 				g, err := tensor.HostGemm()

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -252,6 +253,8 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 		step, name = replay, c.name+"-graph"
 	}
 	a.ResetPeakStats()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
 	cpu0, cpuOK := processCPU()
 	start := time.Now()
 	n := int64(0)
@@ -263,12 +266,17 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 	}
 	el := time.Since(start)
 	cpu1, _ := processCPU()
+	runtime.ReadMemStats(&m1)
 	st := a.Stats()
 	note := fmt.Sprintf("peak allocated %d reserved %d; %d parameters", st.AllocatedBytes[alloc.StatAll].Peak,
 		st.ReservedBytes[alloc.StatAll].Peak, nn.ParameterBytes(model)/4)
 	if cpuOK {
 		note += fmt.Sprintf("; cpu %.4g ms per step", float64(cpu1-cpu0)/float64(n)/1e6)
 	}
+	// The Go heap's share: what each step leaves for the garbage collector, and the
+	// collections that cost (at GOMAXPROCS 16 a quarter of the Ps mark while one runs).
+	note += fmt.Sprintf("; go heap %d allocations %d B per step, %d GC cycles",
+		(m1.Mallocs-m0.Mallocs)/uint64(n), (m1.TotalAlloc-m0.TotalAlloc)/uint64(n), m1.NumGC-m0.NumGC)
 	if g, ok := hostGemm(dev); ok {
 		note += "; gemm " + g
 	}
