@@ -92,9 +92,11 @@ type Node struct {
 	postHooks []PostHook   // guarded by mu; nil once freed
 
 	// Room for the usual few inputs and saved values, so that recording an op
-	// allocates neither.
-	inBuf    [2]Edge
-	savedBuf [2]*Saved
+	// allocates neither. savedRoom holds the first Saves' handles (written under
+	// mu by Save, each once).
+	inBuf     [2]Edge
+	savedBuf  [2]*Saved
+	savedRoom [2]Saved
 }
 
 // NewNode records a node. It takes a reference on every producer in
