@@ -56,12 +56,7 @@ var sites [1 << siteBits]atomic.Pointer[site]
 // in the table. Handles compare sites by value, never by address, so a stack stored
 // twice (two goroutines, or a slot taken over in between) reports as one.
 func intern(pcs *site) *site {
-	h := uint64(0)
-	for _, pc := range pcs {
-		h = (h ^ uint64(pc)) * 0x100000001b3 // FNV-1a over words
-	}
-	// The top bits of a Fibonacci hash depend on all of h's.
-	slot := &sites[(h*0x9e3779b97f4a7c15)>>(64-siteBits)]
+	slot := &sites[(wordHash(pcs[:], 0)*0x9e3779b97f4a7c15)>>(64-siteBits)]
 	if p := slot.Load(); p != nil && *p == *pcs {
 		return p
 	}

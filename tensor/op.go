@@ -215,18 +215,20 @@ func (c *call) cast(t *Tensor, dt dtype.DType) *Tensor {
 
 // alloc makes a contiguous result of dt and shape (which the call then owns) in the
 // result scope. A lack of memory releases what the op made so far and panics with an
-// *Error wrapping the *alloc.OOMError.
+// *Error wrapping the *alloc.OOMError. shape is only read (the result takes the
+// shared copy layoutOf gives), so a caller may build it on its stack.
 func (c *call) alloc(dt dtype.DType, shape []int) *Tensor {
 	n, ok := bytesOf(dt, shape)
 	if !ok {
-		c.bad(ErrShape, "a %v result of shape %v would take more than 2^63 bytes", dt, shape)
+		c.bad(ErrShape, "a %v result of shape %v would take more than 2^63 bytes", dt, slices.Clone(shape))
 	}
 	st, err := newStorage(c.dev, c.knownAllocator(), n, c.op, c.s.m.lifetime)
 	if err != nil {
 		c.abort()
-		fail(c.op, err, c.in, "allocating %v %v (%d bytes)", shape, dt, n)
+		fail(c.op, err, c.in, "allocating %v %v (%d bytes)", slices.Clone(shape), dt, n)
 	}
-	t := c.handle(st, true, dt, shape, c.rowMajor(shape), 0)
+	l := layoutOf(shape)
+	t := c.handle(st, true, dt, l.shape, l.strides, 0)
 	c.made = append(c.made, t)
 	c.fromCache(t)
 	return t
@@ -241,17 +243,6 @@ func (c *call) knownAllocator() Allocator {
 		}
 	}
 	return nil
-}
-
-// rowMajor returns the row-major strides of shape: an input's when it has them (the
-// slices of a handle never change, so handles share them), else new ones.
-func (c *call) rowMajor(shape []int) []int {
-	for _, t := range c.in {
-		if isRowMajor(shape, t.shape, t.strides) {
-			return slices.Clip(t.strides)
-		}
-	}
-	return rowMajor(shape)
 }
 
 // handle makes a handle of the op's results in its scope (newHandle) with the op's

@@ -36,8 +36,12 @@ func (t *Tensor) MeanKeep(axes ...int) *Tensor { return meanOp(t, axes, true) }
 
 // reduced returns the shape of a reduction of shape over axes with the reduced axes
 // kept as 1 (keep) and dropped (drop), and how many elements each output sums.
+// Both shapes are layoutOf's, shared.
 func (c *call) reduced(shape, axes []int) (keep, drop []int, count int) {
-	on := make([]bool, len(shape))
+	var onRoom [smallRank]bool
+	var keepRoom, dropRoom [smallRank]int
+	on := append(onRoom[:0], make([]bool, len(shape))...)
+	k, d := keepRoom[:0], dropRoom[:0]
 	if len(axes) == 0 {
 		for i := range on {
 			on[i] = true
@@ -51,16 +55,16 @@ func (c *call) reduced(shape, axes []int) (keep, drop []int, count int) {
 		on[i] = true
 	}
 	count = 1
-	for i, d := range shape {
+	for i, n := range shape {
 		if on[i] {
-			keep = append(keep, 1)
-			count *= d
+			k = append(k, 1)
+			count *= n
 			continue
 		}
-		keep = append(keep, d)
-		drop = append(drop, d)
+		k = append(k, n)
+		d = append(d, n)
 	}
-	return keep, drop, count
+	return layoutOf(k).shape, layoutOf(d).shape, count
 }
 
 func sumOp(op string, t *Tensor, dt dtype.DType, axes []int, keepDims bool) *Tensor {
