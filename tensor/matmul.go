@@ -2,7 +2,6 @@ package tensor
 
 import (
 	"github.com/subletml/sublet/dtype"
-	"slices"
 
 	"github.com/subletml/sublet/autograd"
 	"github.com/subletml/sublet/kernels"
@@ -61,7 +60,8 @@ func (r *matmulBackward) backward(b *bwd) {
 // (nil for none): the result is [..., out], of the type the three promote to. It saves x when w needs a gradient and w
 // when x does (the weight's storage is the parameter's: no extra memory).
 func Linear(x, w, bias *Tensor) *Tensor {
-	in := []*Tensor{x, w}
+	var room [3]*Tensor
+	in := append(room[:0], x, w)
 	if bias != nil {
 		in = append(in, bias)
 	}
@@ -80,7 +80,8 @@ func Linear(x, w, bias *Tensor) *Tensor {
 		}
 		dt = dtype.Promote(dt, bias.dt)
 	}
-	shape := append(slices.Clone(x.shape[:len(x.shape)-1]), nOut)
+	var shapeRoom [smallRank]int
+	shape := append(append(shapeRoom[:0], x.shape[:len(x.shape)-1]...), nOut)
 	out := c.alloc(dt, shape)
 	if c.recording() { // before computing, as it saves only inputs
 		r := &linearBackward{}
@@ -90,7 +91,7 @@ func Linear(x, w, bias *Tensor) *Tensor {
 	rows := numel(x.shape[:len(x.shape)-1])
 	x2 := c.placed(x, []int{rows, nIn})
 	wt := c.internalView(w, []int{nIn, nOut}, []int{w.strides[1], w.strides[0]}, w.offset)
-	o2 := c.internalView(out, []int{rows, nOut}, rowMajor([]int{rows, nOut}), 0)
+	o2 := c.placed(out, []int{rows, nOut})
 	if bm, ok := c.k.(kernels.BiasMatmul); ok && bias != nil && bm.MatmulBias(o2.operand(), x2.operand(), wt.operand(), bias.operand()) {
 		return c.done(out)
 	}
@@ -108,13 +109,26 @@ func (r *linearBackward) backward(b *bwd) {
 	in := b.f.in
 	nOut, nIn := in[1].shape[0], in[1].shape[1]
 	rows := numel(in[0].shape[:len(in[0].shape)-1]) // not -1: nOut or nIn may be 0
-	g := b.g.Reshape(rows, nOut)
+	// Batches of more than one dimension go through [rows, …] matrices; a batch of
+	// rows is one already, and the rule makes no view of it.
+	flat := len(in[0].shape) == 2
+	g := b.g
+	if !flat {
+		g = g.Reshape(rows, nOut)
+	}
 	if b.needs(0) {
-		b.set(0, g.MatMul(b.saved(r.w)).Reshape(in[0].shape...))
+		dx := g.MatMul(b.saved(r.w))
+		if !flat {
+			dx = dx.Reshape(in[0].shape...)
+		}
+		b.set(0, dx)
 	}
 	wantB := len(in) > 2 && b.needs(2)
 	if b.needs(1) {
-		x := b.saved(r.x).Reshape(rows, nIn)
+		x := b.saved(r.x)
+		if !flat {
+			x = x.Reshape(rows, nIn)
+		}
 		if wantB {
 			if dw, db := linearGrads(g, x); dw != nil {
 				b.set(1, dw)
@@ -160,9 +174,12 @@ func linearGrads(g, x *Tensor) (dw, db *Tensor) {
 
 // internalView is the kernels' view of an operand t, never seen outside the op: a
 // handle over t's storage that holds no reference and is never released or tracked (t,
-// which the op holds, keeps the storage; the view shares t's handle).
+// which the op holds, keeps the storage; the view shares t's handle). shape and
+// strides are only read (the view takes sharedOf's copies): a caller builds them on
+// its stack.
 func (c *call) internalView(t *Tensor, shape, strides []int, offset int) *Tensor {
-	return &Tensor{shape: shape, strides: strides, offset: offset, dt: t.dt, st: t.st, h: t.h}
+	l := sharedOf(shape, strides)
+	return &Tensor{shape: l.shape, strides: l.strides, offset: offset, dt: t.dt, st: t.st, h: t.h}
 }
 
 // placed returns t's elements as a tensor of shape (same count): an internal view of t
