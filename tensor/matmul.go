@@ -109,11 +109,12 @@ func (r *linearBackward) backward(b *bwd) {
 	in := b.f.in
 	nOut, nIn := in[1].shape[0], in[1].shape[1]
 	rows := numel(in[0].shape[:len(in[0].shape)-1]) // not -1: nOut or nIn may be 0
-	// Batches of more than one dimension go through [rows, …] matrices; a batch of
-	// rows is one already, and the rule makes no view of it.
+	// Batches of more than one dimension go through contiguous [rows, …] matrices
+	// (Reshape copies a gradient that is not: a broadcast one); a batch of rows is
+	// one already, and the rule makes no view of it.
 	flat := len(in[0].shape) == 2
 	g := b.g
-	if !flat {
+	if !flat || !g.IsContiguous() {
 		g = g.Reshape(rows, nOut)
 	}
 	if b.needs(0) {
@@ -126,7 +127,7 @@ func (r *linearBackward) backward(b *bwd) {
 	wantB := len(in) > 2 && b.needs(2)
 	if b.needs(1) {
 		x := b.saved(r.x)
-		if !flat {
+		if !flat || !x.IsContiguous() {
 			x = x.Reshape(rows, nIn)
 		}
 		if wantB {
