@@ -527,18 +527,23 @@ type packed struct {
 type bwd struct {
 	ctx *autograd.Ctx
 	f   *function
-	s   *Scope
+	s   *Scope    // &root.s
 	g   *Tensor   // the gradient of the op's output
 	out []*Tensor // per forward input: unowned handles for the engine
-	// Room for out of the usual few inputs.
-	outBuf [3]*Tensor
+	// Room for out and the values returned of the usual few inputs, and the run's
+	// scope: a run allocates its bwd alone.
+	outBuf  [3]*Tensor
+	valsBuf [3]autograd.Value
+	root    internalRoot
 }
 
 // Backward runs the rule in a fresh no-grad scope and closes it: every temporary of the
 // rule is released before the engine goes on. A *Error the rule panics with (out of
 // memory) becomes the returned error.
 func (f *function) Backward(ctx *autograd.Ctx, grads []autograd.Value) ([]autograd.Value, error) {
-	b := &bwd{ctx: ctx, f: f, s: newInternalScope()}
+	b := &bwd{ctx: ctx, f: f}
+	b.root.init()
+	b.s = &b.root.s
 	b.s.m.hook = f.hook
 	b.out = append(b.outBuf[:0], make([]*Tensor, len(f.in))...)
 	err := Try(func() {
@@ -546,7 +551,7 @@ func (f *function) Backward(ctx *autograd.Ctx, grads []autograd.Value) ([]autogr
 		b.g = b.s.Bind(grads[0].(*Tensor)) // one output, so its gradient arrived
 		f.r.backward(b)
 	})
-	vals := make([]autograd.Value, len(b.out))
+	vals := append(b.valsBuf[:0], make([]autograd.Value, len(b.out))...)
 	for i, t := range b.out {
 		if t == nil {
 			continue

@@ -170,9 +170,22 @@ func NewScope(opts ...Option) *Scope {
 // newInternalScope makes a root no-grad scope for the package's own temporaries; the
 // caller closes it before returning, also when it panics.
 func newInternalScope() *Scope {
-	s := &Scope{m: modes{grad: false}, clock: new(autograd.Clock), internal: true}
-	s.owner, s.owned = s, s.ownedBuf[:0]
-	return s
+	r := new(internalRoot)
+	r.init()
+	return &r.s
+}
+
+// internalRoot is an internal root scope and its clock in one allocation (a backward
+// rule's run embeds one too).
+type internalRoot struct {
+	s     Scope
+	clock autograd.Clock
+}
+
+// init makes r's scope a root no-grad internal scope with r's clock.
+func (r *internalRoot) init() {
+	r.s = Scope{m: modes{grad: false}, clock: &r.clock, internal: true}
+	r.s.owner, r.s.owned = &r.s, r.s.ownedBuf[:0]
 }
 
 // Child makes a scope nested in s with s's modes, then opts, that owns what is made in
