@@ -172,10 +172,12 @@ func (t *Tensor) layout() kernels.Layout {
 }
 
 // placedAs is the operand of the contiguous t seen with shape, the same elements in the
-// same order (a reduction's result with its reduced axes kept as 1).
+// same order (a reduction's result with its reduced axes kept as 1). shape is only
+// read (the operand takes layoutOf's copy).
 func (t *Tensor) placedAs(shape []int) kernels.Operand {
+	l := layoutOf(shape)
 	o := t.operand()
-	o.Layout = kernels.Layout{Shape: shape, Strides: rowMajor(shape), Offset: t.offset}
+	o.Layout = kernels.Layout{Shape: l.shape, Strides: l.strides, Offset: t.offset}
 	return o
 }
 

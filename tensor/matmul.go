@@ -90,12 +90,12 @@ func Linear(x, w, bias *Tensor) *Tensor {
 	}
 	rows := numel(x.shape[:len(x.shape)-1])
 	x2 := c.placed(x, []int{rows, nIn})
-	wt := c.internalView(w, []int{nIn, nOut}, []int{w.strides[1], w.strides[0]}, w.offset)
+	wt := viewOperand(w, []int{nIn, nOut}, []int{w.strides[1], w.strides[0]}, w.offset)
 	o2 := c.placed(out, []int{rows, nOut})
-	if bm, ok := c.k.(kernels.BiasMatmul); ok && bias != nil && bm.MatmulBias(o2.operand(), x2.operand(), wt.operand(), bias.operand()) {
+	if bm, ok := c.k.(kernels.BiasMatmul); ok && bias != nil && bm.MatmulBias(o2, x2, wt, bias.operand()) {
 		return c.done(out)
 	}
-	c.k.Matmul(o2.operand(), x2.operand(), wt.operand())
+	c.k.Matmul(o2, x2, wt)
 	if bias != nil {
 		o := out.operand()
 		c.k.Binary(kernels.Add, o, o, bias.operand())
@@ -164,8 +164,8 @@ func linearGrads(g, x *Tensor) (dw, db *Tensor) {
 	}
 	rows, nOut, nIn := g.shape[0], g.shape[1], x.shape[1]
 	dw, db = c.alloc(g.dt, []int{nOut, nIn}), c.alloc(g.dt, []int{nOut})
-	gt := c.internalView(g, []int{nOut, rows}, []int{1, nOut}, g.offset)
-	if !bm.MatmulBiasGrad(dw.operand(), db.operand(), gt.operand(), x.operand()) {
+	gt := viewOperand(g, []int{nOut, rows}, []int{1, nOut}, g.offset)
+	if !bm.MatmulBiasGrad(dw.operand(), db.operand(), gt, x.operand()) {
 		c.abort()
 		return nil, nil
 	}
@@ -173,23 +173,22 @@ func linearGrads(g, x *Tensor) (dw, db *Tensor) {
 	return dw, db
 }
 
-// internalView is the kernels' view of an operand t, never seen outside the op: a
-// handle over t's storage that holds no reference and is never released or tracked (t,
-// which the op holds, keeps the storage; the view shares t's handle). shape and
-// strides are only read (the view takes sharedOf's copies): a caller builds them on
-// its stack.
-func (c *call) internalView(t *Tensor, shape, strides []int, offset int) *Tensor {
+// viewOperand is t's storage seen with shape, strides and offset: a kernel operand
+// never seen outside the op (t, which the op holds, keeps the storage). shape and
+// strides are only read (the operand takes sharedOf's copies): a caller builds them
+// on its stack.
+func viewOperand(t *Tensor, shape, strides []int, offset int) kernels.Operand {
 	l := sharedOf(shape, strides)
-	return &Tensor{shape: l.shape, strides: l.strides, offset: offset, dt: t.dt, st: t.st, h: t.h}
+	o := t.operand()
+	o.Layout = kernels.Layout{Shape: l.shape, Strides: l.strides, Offset: offset}
+	return o
 }
 
-// placed returns t's elements as a tensor of shape (same count): an internal view of t
-// when it is contiguous, of a contiguous copy in the call's rowType (released with the
-// op) otherwise.
-func (c *call) placed(t *Tensor, shape []int) *Tensor {
-	if t.IsContiguous() {
-		return c.internalView(t, shape, rowMajor(shape), t.offset)
+// placed returns t's elements as an operand of shape (same count): t's own when it is
+// contiguous, else a contiguous copy's in the call's rowType (released with the op).
+func (c *call) placed(t *Tensor, shape []int) kernels.Operand {
+	if !t.IsContiguous() {
+		t = c.dense(t)
 	}
-	d := c.dense(t)
-	return c.internalView(d, shape, rowMajor(shape), d.offset)
+	return t.placedAs(shape)
 }
