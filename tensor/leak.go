@@ -22,7 +22,8 @@ type site [siteDepth]uintptr
 // handle is the part of a Tensor the leak report needs. It is a separate object so
 // that the cleanup watching the Tensor, or the ledger of the scope owning it (of the
 // node that saved it), can read it without keeping the Tensor (or the scope, or the
-// node) reachable.
+// node) reachable; a handle that none of them reads comes in one allocation with its
+// Tensor (withHandle) until one does (ownHandle).
 type handle struct {
 	released atomic.Bool // set once by Release (or the owning scope's Close)
 	st       *Storage    // the storage under the handle; set at creation
@@ -72,6 +73,7 @@ func intern(pcs *site) *site {
 // is reachable from its scope, so both are found together). A handle without a site
 // records where it is handed out.
 func watch(t *Tensor) {
+	t.ownHandle()
 	if t.h.at == nil {
 		t.h.at = here()
 	}

@@ -475,8 +475,11 @@ func (s *Scope) adopt(t *Tensor) {
 		}
 		panic(&Error{Op: "adopt", Msg: "the scope the result belongs to is closed", Err: ErrScope})
 	}
-	if s.tree != nil && s.ledger == nil {
-		s.ledger = s.tree.open()
+	if s.tree != nil {
+		t.ownHandle() // the ledger reads it
+		if s.ledger == nil {
+			s.ledger = s.tree.open()
+		}
 	}
 	if len(s.owned) == cap(s.owned) && s.room == nil {
 		s.takeRoom()

@@ -45,6 +45,10 @@ type Tensor struct {
 	place *Scope
 
 	dt dtype.DType
+	// sharedAlloc says h was allocated with the Tensor (withHandle): nothing but the
+	// Tensor reads it. watch and adopt move such a handle out (ownHandle) before a
+	// cleanup or a ledger reads it. Written only by the goroutine using the handle.
+	sharedAlloc bool
 	// requiresGrad says gradients flow to this handle: a leaf that asked for them, or
 	// the output of a recorded op. Set at creation (SetRequiresGrad changes it on a
 	// leaf before it is used).
@@ -193,11 +197,20 @@ func newHandle(s *Scope, st *Storage, fresh bool, dt dtype.DType, shape, strides
 	} else if s != nil && s.m.inference {
 		st.inference = true
 	}
+	var t *Tensor
 	h := st.spare
-	if fresh && h != nil {
+	switch {
+	case fresh && h != nil:
 		st.spare = nil
-	} else {
-		h = new(handle)
+		t = new(Tensor)
+	case s == nil || s.internal:
+		// No ledger reads the handle (an internal scope keeps none; an unowned
+		// handle is shared for a node to save, or for the engine): one allocation.
+		w := new(withHandle)
+		t, h = &w.t, &w.h
+		t.sharedAlloc = true
+	default:
+		t, h = new(Tensor), new(handle)
 	}
 	h.st, h.at = st, at
 	if at == nil && s != nil && !s.internal {
@@ -205,11 +218,30 @@ func newHandle(s *Scope, st *Storage, fresh bool, dt dtype.DType, shape, strides
 		callers(pcs[:])
 		h.at = intern(&pcs)
 	}
-	t := &Tensor{shape: shape, strides: strides, offset: offset, dt: dt, st: st, h: h}
+	t.shape, t.strides, t.offset, t.dt, t.st, t.h = shape, strides, offset, dt, st, h
 	if s != nil {
 		s.adopt(t)
 	}
 	return t
+}
+
+// withHandle is a Tensor and its handle in one allocation, for a handle that no
+// ledger or cleanup reads apart from the Tensor (newHandle).
+type withHandle struct {
+	t Tensor
+	h handle
+}
+
+// ownHandle gives t a handle allocated apart from it, if it shares t's allocation, so
+// that a ledger or a cleanup can read the handle without keeping t reachable (a
+// cleanup whose argument lies inside its object never runs).
+func (t *Tensor) ownHandle() {
+	if !t.sharedAlloc {
+		return
+	}
+	h := &handle{st: t.h.st, at: t.h.at}
+	h.released.Store(t.h.released.Load())
+	t.h, t.sharedAlloc = h, false
 }
 
 // share makes a handle over t's data with no graph and no owner, created at the site
