@@ -50,7 +50,24 @@ type SGDGroup struct {
 // 0 (a group that starts using momentum later gets its buffers then).
 type SGD struct {
 	groups []SGDConfig
+	// lists are Step's per-group lists, kept empty between steps so that a step
+	// grows none; used by Step alone.
+	lists []sgdList
 	params
+}
+
+// sgdList is one group's multi-tensor step.
+type sgdList struct {
+	p, g, buf []*tensor.Tensor
+	first     []bool
+}
+
+// empty clears l for the next step, keeping its room and no tensor.
+func (l *sgdList) empty() {
+	for _, ts := range [][]*tensor.Tensor{l.p, l.g, l.buf} {
+		clear(ts)
+	}
+	l.p, l.g, l.buf, l.first = l.p[:0], l.g[:0], l.buf[:0], l.first[:0]
 }
 
 // NewSGD returns an SGD optimizer over params, all in one group, or an error naming a
@@ -132,11 +149,15 @@ func (o *SGD) Step() {
 		return 0
 	}
 	// One multi-tensor step per group: a launch per group on a GPU.
-	type list struct {
-		p, g, buf []*tensor.Tensor
-		first     []bool
+	if len(o.lists) < len(ks) {
+		o.lists = append(o.lists, make([]sgdList, len(ks)-len(o.lists))...)
 	}
-	lists := make([]list, len(ks))
+	lists := o.lists[:len(ks)]
+	defer func() {
+		for i := range lists {
+			lists[i].empty()
+		}
+	}()
 	o.each(buffers, func(_, g int, p, grad *tensor.Tensor, st []*tensor.Tensor, first bool) {
 		l := &lists[g]
 		l.p, l.g, l.first = append(l.p, p), append(l.g, grad), append(l.first, first)
@@ -144,8 +165,8 @@ func (o *SGD) Step() {
 			l.buf = append(l.buf, st[0])
 		}
 	})
-	for g, l := range lists {
-		if len(l.p) > 0 {
+	for g := range lists {
+		if l := &lists[g]; len(l.p) > 0 {
 			tensor.StepSGDMulti(ks[g], l.p, l.g, l.buf, l.first)
 		}
 	}
