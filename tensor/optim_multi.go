@@ -1,6 +1,8 @@
 package tensor
 
 import (
+	"sync"
+
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
@@ -26,9 +28,10 @@ func StepSGDMulti(c kernels.SGD, p, g, buf []*Tensor, first []bool) {
 	}
 	for _, idx := range byDevice(op, p) {
 		var k kernels.Backend
-		ps, gs, bs, fs := make([]kernels.Operand, len(idx)), make([]kernels.Operand, len(idx)), []kernels.Operand(nil), make([]bool, len(idx))
+		sc := multiScratch.Get().(*operandLists)
+		ps, gs, bs, fs := sc.list(0, len(idx)), sc.list(1, len(idx)), []kernels.Operand(nil), append(sc.flags[:0], make([]bool, len(idx))...)
 		if mom {
-			bs = make([]kernels.Operand, len(idx))
+			bs = sc.list(2, len(idx))
 		}
 		for j, i := range idx {
 			var b *Tensor
@@ -42,6 +45,8 @@ func StepSGDMulti(c kernels.SGD, p, g, buf []*Tensor, first []bool) {
 			ps[j], gs[j], fs[j] = p[i].operand(), g[i].operand(), first[i]
 		}
 		k.SGDMulti(c, ps, gs, bs, fs)
+		sc.flags = fs
+		sc.recycle()
 		if mom {
 			for _, i := range idx {
 				buf[i].st.BumpVersion()
@@ -56,8 +61,9 @@ func StepAdamMulti(c kernels.Adam, steps []int, p, g, m, v []*Tensor) {
 	checkLists(op, p, len(steps), len(g), len(m), len(v))
 	for _, idx := range byDevice(op, p) {
 		var k kernels.Backend
-		ps, gs, ms, vs, ss := make([]kernels.Operand, len(idx)), make([]kernels.Operand, len(idx)),
-			make([]kernels.Operand, len(idx)), make([]kernels.Operand, len(idx)), make([]int, len(idx))
+		sc := multiScratch.Get().(*operandLists)
+		ps, gs, ms, vs, ss := sc.list(0, len(idx)), sc.list(1, len(idx)), sc.list(2, len(idx)), sc.list(3, len(idx)),
+			append(sc.ints[:0], make([]int, len(idx))...)
 		for j, i := range idx {
 			if steps[i] < 1 {
 				fail(op, ErrShape, []*Tensor{p[i]}, "step %d of parameter %d: steps are numbered from 1", steps[i], i)
@@ -67,6 +73,8 @@ func StepAdamMulti(c kernels.Adam, steps []int, p, g, m, v []*Tensor) {
 			ps[j], gs[j], ms[j], vs[j], ss[j] = p[i].operand(), g[i].operand(), m[i].operand(), v[i].operand(), steps[i]
 		}
 		k.AdamMulti(c, ss, ps, gs, ms, vs)
+		sc.ints = ss
+		sc.recycle()
 		for _, i := range idx {
 			m[i].st.BumpVersion()
 			v[i].st.BumpVersion()
@@ -154,6 +162,34 @@ func UnscaleMulti(g []*Tensor, inv float64, found *Tensor) {
 		t.st.BumpVersion()
 	}
 	found.st.BumpVersion()
+}
+
+// operandLists are the lists a multi-tensor step hands its kernels (which read them
+// only during the call), kept from step to step in multiScratch so that a training
+// loop's optimizer step allocates none. A failed step's lists are left to the
+// garbage collector.
+type operandLists struct {
+	ops   [4][]kernels.Operand
+	ints  []int
+	flags []bool
+}
+
+var multiScratch = sync.Pool{New: func() any { return new(operandLists) }}
+
+// list returns list i with room for n operands, zero.
+func (l *operandLists) list(i, n int) []kernels.Operand {
+	l.ops[i] = append(l.ops[i][:0], make([]kernels.Operand, n)...)
+	return l.ops[i]
+}
+
+// recycle empties l, keeping its room and no memory's address, and gives it back.
+func (l *operandLists) recycle() {
+	for i := range l.ops {
+		clear(l.ops[i])
+		l.ops[i] = l.ops[i][:0]
+	}
+	l.ints, l.flags = l.ints[:0], l.flags[:0]
+	multiScratch.Put(l)
 }
 
 // checkLists fails, naming op, unless each of lens is len(p): one entry per parameter.
