@@ -89,13 +89,13 @@ var ambiguous = new(Scope)
 
 // modes are the scope properties ops follow. They never change after the scope is made.
 type modes struct {
-	grad      bool                // record the graph (false: no_grad)
-	inference bool                // inference mode: no graph, results are inference tensors
 	gen       *Generator          // where random ops draw; nil: none set
 	hooks     autograd.SavedHooks // pack/unpack of what nodes save; nil: none
-	anomaly   bool                // record op sites; backward checks for NaN/Inf
 	autocast  Autocast            // casts op inputs; nil: none
 	hook      OpHook              // told of every op's start and end; nil: none
+	grad      bool                // record the graph (false: no_grad)
+	inference bool                // inference mode: no graph, results are inference tensors
+	anomaly   bool                // record op sites; backward checks for NaN/Inf
 	lifetime  alloc.Lifetime      // the allocator's placement hint for what ops make
 }
 
