@@ -56,3 +56,52 @@ func countingAllocs(t *testing.T, n int) (device.Device, *tensor.Scope, *tensor.
 	s := tensor.NewScope(tensor.NoGrad())
 	return d, s, s.Ones(d, dtype.F32, n)
 }
+
+// A view or a reduction allocates its handle and nothing for its shape and strides:
+// ops take the shared copies of the layouts a loop makes again and again. A view's
+// handle is a Tensor and its leak-report record; a reduction's result is a Tensor and
+// its storage with its record.
+func TestViewAllocations(t *testing.T) {
+	d, s, x := countingAllocs(t, 32)
+	m := x.Reshape(4, 8)
+	for name, op := range map[string]func(){
+		"Reshape": func() { m.Reshape(8, 4).Release() },
+		"T":       func() { m.T().Release() },
+		"Sum(0)":  func() { m.Sum(0).Release() },
+	} {
+		op() // the first run stores the call stack and the layout
+		require.Equal(t, 2.0, testing.AllocsPerRun(100, op), "%s: heap objects per op", name)
+	}
+	s.Close()
+	requireEmpty(t, d)
+}
+
+// A training step of a linear layer (Linear, Sum, Backward, the gradient dropped)
+// allocates a fixed 38 objects, pinned so that a change adding garbage to every step
+// shows. A memory profile gives: 14 handles (9 Tensors, 5 leak-report records; a
+// handle no ledger reads comes in one allocation with its Tensor), 5 storages, 2
+// nodes with their rules and functions, 2 backward-rule runs (each one object: its
+// scope, clock and returned gradients), the leak report's ledger and cleanup of what
+// the nodes saved and of the gradient, the step scope, the seed's internal scope, and
+// a few of Sum's and Expand's own. The engine's state, the Saved handles and the
+// shapes and strides allocate nothing.
+func TestLinearStepAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's sync.Pool drops records at random")
+	}
+	d := newCPU(t)
+	data := tensor.NewScope()
+	x := data.Ones(d, dtype.F32, 2, 4)
+	w := data.Ones(d, dtype.F32, 3, 4).AsParameter()
+	step := func() {
+		s := data.Child()
+		tensor.Linear(x, w, nil).Sum().Backward()
+		s.Close()
+		w.ZeroGrad(true)
+	}
+	step() // the first run stores the call stacks and layouts
+	require.Equal(t, 38.0, testing.AllocsPerRun(100, step), "heap objects per step")
+	data.Close()
+	w.Release()
+	requireEmpty(t, d)
+}

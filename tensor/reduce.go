@@ -50,7 +50,7 @@ func (c *call) reduced(shape, axes []int) (keep, drop []int, count int) {
 	for _, a := range axes {
 		i, ok := axis(a, len(shape))
 		if !ok || on[i] {
-			c.bad(ErrShape, "axes %v of a rank-%d tensor: out of range or repeated", axes, len(shape))
+			c.bad(ErrShape, "axes %v of a rank-%d tensor: out of range or repeated", slices.Clone(axes), len(shape))
 		}
 		on[i] = true
 	}
