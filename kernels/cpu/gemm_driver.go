@@ -128,11 +128,11 @@ func (s *gemmShare) work(t int) {
 	panels := (s.m + g.mr - 1) / g.mr
 	p0, p1 := panels*i/s.rb, panels*(i+1)/s.rb
 	per := g.mc / g.mr // A's panels in a chunk
-	ap := g.aBufs.Get().(*[]float32)
-	defer g.aBufs.Put(ap)
+	ap := g.aBufs.get()
+	defer g.aBufs.put(ap)
 	aPack := *ap
-	bp := g.columns.Get().(*[]float32)
-	defer g.columns.Put(bp)
+	bp := g.columns.get()
+	defer g.columns.put(bp)
 	if need := ((min(s.nc, s.n)+g.nr-1)/g.nr + s.cb - 1) / s.cb * g.kc * g.nr; cap(*bp) < need {
 		*bp = make([]float32, need)
 	}
@@ -225,8 +225,8 @@ func (g *gemmKernel) runColumns(m, n, k int, alpha float32, a, b matView, beta f
 	mPanels := (m + g.mr - 1) / g.mr
 	block := mPanels * g.mr * g.kc // floats of A packed per kc slice
 	group := max(1, gemmGroup/block)
-	ap := g.groups.Get().(*[]float32)
-	defer g.groups.Put(ap)
+	ap := g.groups.get()
+	defer g.groups.put(ap)
 	if need := min(group, (k+g.kc-1)/g.kc) * block; cap(*ap) < need {
 		*ap = make([]float32, need)
 	}
@@ -252,8 +252,8 @@ func (g *gemmKernel) runColumns(m, n, k int, alpha float32, a, b matView, beta f
 			}
 			// Room for the task's panels only (up to nc columns): a pool buffer of
 			// kc·nc floats per worker would multiply the packing's memory by them.
-			bp := g.columns.Get().(*[]float32)
-			defer g.columns.Put(bp)
+			bp := g.columns.get()
+			defer g.columns.put(bp)
 			if need := min(j1-j0, g.nc/g.nr) * g.kc * g.nr; cap(*bp) < need {
 				*bp = make([]float32, need)
 			}
