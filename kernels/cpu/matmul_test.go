@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/subletml/sublet/kernels"
@@ -201,4 +202,22 @@ func TestSmallKernelsAllocateNothing(t *testing.T) {
 		assert.Zero(t, testing.AllocsPerRun(100, func() { Matmul(nil, y, x, w, 1, 0) }), "matmul")
 	}
 	assert.Equal(t, a[1], at[64], "the copy moved the transpose")
+}
+
+// The GEMM keeps its packing buffers through garbage collections: a parallel product
+// after two collections allocates less than one buffer of packed A (a sync.Pool would
+// have dropped them all, and each product after a collection allocated them again).
+func TestGemmPackingBuffersOutliveCollections(t *testing.T) {
+	const m, n, k = 256, 256, 256
+	a, b, c := make([]float32, m*k), make([]float32, k*n), make([]float32, m*n)
+	g := bestGemmKernel()
+	product := func() { g.Sgemm(false, false, m, n, k, 1, a, k, b, n, 0, c, n) }
+	product()
+	runtime.GC()
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	product()
+	runtime.ReadMemStats(&after)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(g.mc*g.kc*4), "bytes a product allocates after two collections")
 }
