@@ -106,7 +106,8 @@ func binaryGrad(k kernels.BinaryOp, wrt kernels.Arg, g, a, b *Tensor) *Tensor {
 // gradKernel makes a tensor of g's shape, of the type g and ins promote to, and fills
 // it with f on the op's kernels.
 func gradKernel(op string, g *Tensor, ins []*Tensor, f func(k kernels.Backend, dst kernels.Operand)) *Tensor {
-	c := begin(op, append([]*Tensor{g}, ins...)...)
+	var room [4]*Tensor
+	c := begin(op, append(append(room[:0], g), ins...)...)
 	dt := g.dt
 	for _, t := range ins {
 		dt = dtype.Promote(dt, t.dt)
