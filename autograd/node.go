@@ -71,9 +71,8 @@ type NodeSpec struct {
 
 // Node is one recorded op or one leaf accumulator.
 type Node struct {
-	// Set by NewNode and never changed.
+	// Set by NewNode and never changed (kind is with the small fields below).
 	name    string
-	kind    Kind
 	seq     uint64
 	site    Site
 	inputs  []Edge
@@ -81,20 +80,21 @@ type Node struct {
 
 	// refs counts the references (see the package doc); the node is freed
 	// when it drops to zero and never comes back. Changed only by CAS.
-	refs atomic.Int32
+	refs   atomic.Int32
+	nsaved int32 // guarded by mu; Saves so far (numbers them)
 
 	mu        sync.Mutex
+	kind      Kind         // set by NewNode, never changed
+	released  bool         // guarded by mu; backward consumed the node
 	fn        Function     // guarded by mu; nil once freed
 	saved     []*Saved     // guarded by mu; nil once released or freed
-	nsaved    int          // guarded by mu; Saves so far (numbers them)
-	released  bool         // guarded by mu; backward consumed the node
 	gradHooks [][]GradHook // guarded by mu; per output slot; nil until the first, and once freed
 	postHooks []PostHook   // guarded by mu; nil once freed
 
-	// Room for the usual few inputs and saved values, so that recording an op
-	// allocates neither. savedRoom holds the first Saves' handles (written under
+	// Room for the usual few inputs (three: a linear layer's) and saved values,
+	// so that recording an op allocates neither. savedRoom holds the first Saves' handles (written under
 	// mu by Save, each once).
-	inBuf     [2]Edge
+	inBuf     [3]Edge
 	savedBuf  [2]*Saved
 	savedRoom [2]Saved
 }

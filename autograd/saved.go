@@ -70,12 +70,12 @@ func (n *Node) Save(v Value, hooks SavedHooks) (*Saved, error) {
 		return nil, err
 	}
 	var s *Saved
-	if n.nsaved < len(n.savedRoom) {
+	if int(n.nsaved) < len(n.savedRoom) {
 		s = &n.savedRoom[n.nsaved]
 	} else {
 		s = new(Saved)
 	}
-	*s = Saved{node: n, hooks: hooks, v: v, version: version, checked: checked, index: int32(n.nsaved)}
+	*s = Saved{node: n, hooks: hooks, v: v, version: version, checked: checked, index: n.nsaved}
 	n.nsaved++
 	if n.saved == nil {
 		n.saved = n.savedBuf[:0]
