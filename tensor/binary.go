@@ -53,8 +53,7 @@ func binaryOp(op *OpInfo, a, b *Tensor) *Tensor {
 	}
 	out := c.alloc(dt, shape)
 	if c.recording() { // before computing, as it saves only inputs
-		r := &binaryBackward{k: k}
-		c.record(r, out)
+		r := recordRule(c, binaryBackward{k: k}, out)
 		// Save only what the wanted gradients read (PyTorch's choice): Mul's gradient
 		// for a reads b and the other way round, Div's for a reads b only.
 		switch k {

@@ -110,7 +110,7 @@ func (t *Tensor) To(dev device.Device) *Tensor {
 		c.bad(err, "copying %d bytes from %s to %s", n, src.st.dev.Name(), dev.Name())
 	}
 	if c.recording() {
-		c.record(toBackward{x.st.dev}, out)
+		recordRule(c, toBackward{x.st.dev}, out)
 	}
 	return c.done(out)
 }

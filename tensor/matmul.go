@@ -26,8 +26,7 @@ func (a *Tensor) MatMul(b *Tensor) *Tensor {
 	}
 	out := c.alloc(dtype.Promote(x.dt, y.dt), append(batch, m, n))
 	if c.recording() { // before computing, as it saves only inputs
-		r := &matmulBackward{}
-		c.record(r, out)
+		r := recordRule(c, matmulBackward{}, out)
 		r.a, r.b = c.saveCross(x, y)
 	}
 	c.k.Matmul(out.operand(), x.operand(), y.operand())
@@ -84,8 +83,7 @@ func Linear(x, w, bias *Tensor) *Tensor {
 	shape := append(append(shapeRoom[:0], x.shape[:len(x.shape)-1]...), nOut)
 	out := c.alloc(dt, shape)
 	if c.recording() { // before computing, as it saves only inputs
-		r := &linearBackward{}
-		c.record(r, out)
+		r := recordRule(c, linearBackward{}, out)
 		r.x, r.w = c.saveCross(x, w)
 	}
 	rows := numel(x.shape[:len(x.shape)-1])

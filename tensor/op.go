@@ -386,10 +386,31 @@ func (c *call) recording() bool {
 }
 
 // record makes the op's node with backward rule r and makes out its output: it
-// requires grad and holds the node's reference.
-func (c *call) record(r rule, out *Tensor) {
+// requires grad and holds the node's reference. An op that makes its rule there
+// calls recordRule instead.
+func (c *call) record(r rule, out *Tensor) { c.recordIn(new(function), r, out) }
+
+// recordRule is record with the rule r, stored with the op's function in one
+// allocation; it returns the stored rule, which the op fills in (what it saves).
+func recordRule[R any, P interface {
+	*R
+	rule
+}](c *call, r R, out *Tensor) P {
+	w := &withRule[R]{r: r}
+	c.recordIn(&w.f, P(&w.r), out)
+	return &w.r
+}
+
+// withRule is a function and its rule in one allocation (recordRule).
+type withRule[R any] struct {
+	f function
+	r R
+}
+
+// recordIn is record with the function f, zero, to fill in.
+func (c *call) recordIn(f *function, r rule, out *Tensor) {
 	edges := append(c.edgeBuf[:0], make([]autograd.Edge, len(c.in))...)
-	f := &function{name: c.op, r: r, hook: c.s.m.hook}
+	*f = function{name: c.op, r: r, hook: c.s.m.hook}
 	f.in = append(f.inBuf[:0], make([]meta, len(c.in))...)
 	metas := f.in
 	for i, t := range c.in {

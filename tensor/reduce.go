@@ -104,7 +104,7 @@ func (c *call) reduce(x *Tensor, dt dtype.DType, axes []int, keepDims, mean bool
 		if mean {
 			scale = 1 / float64(count)
 		}
-		c.record(&sumBackward{keep: keep, scale: scale}, out)
+		recordRule(c, sumBackward{keep: keep, scale: scale}, out)
 	}
 	return c.done(out)
 }
@@ -143,8 +143,7 @@ func (t *Tensor) Norm() *Tensor {
 	c.k.Unary(kernels.Sqrt, o, o)
 	c.flush(out, buf)
 	if c.recording() {
-		r := &normBackward{}
-		c.record(r, out)
+		r := recordRule(c, normBackward{}, out)
 		r.x, r.y = c.save(x), c.save(out)
 	}
 	return c.done(out)
@@ -231,8 +230,7 @@ func maxOp(t *Tensor, ax int, keepDims bool) *Tensor {
 	c.floatOnly()
 	idx, out, keep := c.argmax(ax, true, keepDims)
 	if c.recording() {
-		r := &maxBackward{keep: keep}
-		c.record(r, out)
+		r := recordRule(c, maxBackward{keep: keep}, out)
 		r.idx = c.save(idx)
 	}
 	c.temp(idx)

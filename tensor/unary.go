@@ -43,8 +43,7 @@ func unaryOp(op *OpInfo, t *Tensor) *Tensor {
 	out := c.alloc(x.dt, x.shape)
 	c.k.Unary(k, out.operand(), x.operand())
 	if c.recording() {
-		r := &unaryBackward{k: k}
-		c.record(r, out)
+		r := recordRule(c, unaryBackward{k: k}, out)
 		// Each op saves what its derivative reads: the output for exp, tanh, sigmoid,
 		// relu and sqrt, the input for the others, nothing for neg.
 		switch {

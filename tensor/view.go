@@ -132,7 +132,7 @@ func permute(op string, t *Tensor, dims []int) *Tensor {
 	l := sharedOf(shape, strides)
 	out := c.view(x, l.shape, l.strides, x.offset)
 	if c.recording() {
-		c.record(permuteBackward{slices.Clone(inv)}, out)
+		recordRule(c, permuteBackward{slices.Clone(inv)}, out)
 	}
 	return c.done(out)
 }
