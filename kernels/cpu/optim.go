@@ -28,14 +28,23 @@ func SGDStep[T float](c kernels.SGD, p, g, buf []T, first bool) {
 			k.flags |= sgdNesterov
 		}
 	}
-	v := optimVector[T]()
-	parallelFor(len(p), grain, func(lo, hi int) {
-		var b []T
-		if k.flags&sgdMomentum != 0 {
-			b = buf[lo:hi]
-		}
-		k.run(v, p[lo:hi], g[lo:hi], b)
-	})
+	forRange(len(p), grain, sgdPieces[T]{k: &k, v: optimVector[T](), p: p, g: g, buf: buf})
+}
+
+// sgdPieces is SGDStep's state for forRange (only k, which the vector loop reads
+// through a pointer, is on the heap).
+type sgdPieces[T float] struct {
+	k         *sgdConsts[T]
+	v         optimVec
+	p, g, buf []T
+}
+
+func (s sgdPieces[T]) run(lo, hi int) {
+	var b []T
+	if s.k.flags&sgdMomentum != 0 {
+		b = s.buf[lo:hi]
+	}
+	s.k.run(s.v, s.p[lo:hi], s.g[lo:hi], b)
 }
 
 // sgdConsts are SGDStep's hyper-parameters in T as its vector loops read them
@@ -108,10 +117,18 @@ func AdamStep[T float](c kernels.Adam, step int, p, g, m, v []T) {
 	} else if k.wd != 0 {
 		k.flags |= adamWD
 	}
-	vec := optimVector[T]()
-	parallelFor(len(p), grain, func(lo, hi int) {
-		k.run(vec, p[lo:hi], g[lo:hi], m[lo:hi], v[lo:hi])
-	})
+	forRange(len(p), grain, adamPieces[T]{k: &k, vec: optimVector[T](), p: p, g: g, m: m, v: v})
+}
+
+// adamPieces is AdamStep's state for forRange, as sgdPieces.
+type adamPieces[T float] struct {
+	k          *adamConsts[T]
+	vec        optimVec
+	p, g, m, v []T
+}
+
+func (s adamPieces[T]) run(lo, hi int) {
+	s.k.run(s.vec, s.p[lo:hi], s.g[lo:hi], s.m[lo:hi], s.v[lo:hi])
 }
 
 // adamConsts are AdamStep's hyper-parameters in T as its vector loops read them
