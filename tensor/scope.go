@@ -58,6 +58,7 @@ type Scope struct {
 	mu       sync.Mutex
 	owned    []*Tensor // guarded by mu; a handle's pos is its index here
 	children []*Scope  // guarded by mu; open children
+	childBuf [1]*Scope // room for children (a step's layer, a layer's region); guarded by mu
 	onClose  []func()  // guarded by mu
 	// closing is set once by Close, under mu; ops read it without the lock to route
 	// past a region that closed.
@@ -226,6 +227,9 @@ func (s *Scope) child(owns, aside bool, opts []Option) *Scope {
 	defer s.mu.Unlock()
 	if s.closing.Load() {
 		panic(&Error{Op: "Child", Msg: "the parent scope is closed", Err: ErrScope})
+	}
+	if s.children == nil {
+		s.children = s.childBuf[:0]
 	}
 	s.children = append(s.children, c)
 	s.reroute()
