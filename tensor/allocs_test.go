@@ -7,6 +7,7 @@ import (
 
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/kernels"
 	"github.com/subletml/sublet/tensor"
 )
 
@@ -103,5 +104,19 @@ func TestLinearStepAllocations(t *testing.T) {
 	require.Equal(t, 36.0, testing.AllocsPerRun(100, step), "heap objects per step")
 	data.Close()
 	w.Release()
+	requireEmpty(t, d)
+}
+
+// A fused optimizer step over several parameters allocates only what the kernels do
+// (each small SGD step its constants): its lists of operands and of devices are the
+// last step's.
+func TestFusedStepAllocations(t *testing.T) {
+	d, s, x := countingAllocs(t, 8)
+	p, g, buf := []*tensor.Tensor{x, x.Clone()}, []*tensor.Tensor{x.Clone(), x.Clone()}, []*tensor.Tensor{x.Clone(), x.Clone()}
+	c := kernels.SGD{LR: 0.1, Momentum: 0.9}
+	step := func() { tensor.StepSGDMulti(c, p, g, buf, []bool{false, false}) }
+	step()
+	require.Equal(t, 2.0, testing.AllocsPerRun(100, step), "heap objects per step of two parameters")
+	s.Close()
 	requireEmpty(t, d)
 }

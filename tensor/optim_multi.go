@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/subletml/sublet/device"
@@ -26,9 +27,9 @@ func StepSGDMulti(c kernels.SGD, p, g, buf []*Tensor, first []bool) {
 	} else if buf != nil {
 		fail(op, ErrShape, p, "a momentum buffer goes with a non-zero Momentum (%g), and only then", c.Momentum)
 	}
-	for _, idx := range byDevice(op, p) {
+	sc := multiScratch.Get().(*operandLists)
+	for _, idx := range sc.byDevice(op, p) {
 		var k kernels.Backend
-		sc := multiScratch.Get().(*operandLists)
 		ps, gs, bs, fs := sc.list(0, len(idx)), sc.list(1, len(idx)), []kernels.Operand(nil), append(sc.flags[:0], make([]bool, len(idx))...)
 		if mom {
 			bs = sc.list(2, len(idx))
@@ -46,22 +47,22 @@ func StepSGDMulti(c kernels.SGD, p, g, buf []*Tensor, first []bool) {
 		}
 		k.SGDMulti(c, ps, gs, bs, fs)
 		sc.flags = fs
-		sc.recycle()
 		if mom {
 			for _, i := range idx {
 				buf[i].st.BumpVersion()
 			}
 		}
 	}
+	sc.recycle()
 }
 
 // StepAdamMulti runs StepAdam(c, steps[i], p[i], g[i], m[i], v[i]) for every i.
 func StepAdamMulti(c kernels.Adam, steps []int, p, g, m, v []*Tensor) {
 	const op = "StepAdamMulti"
 	checkLists(op, p, len(steps), len(g), len(m), len(v))
-	for _, idx := range byDevice(op, p) {
+	sc := multiScratch.Get().(*operandLists)
+	for _, idx := range sc.byDevice(op, p) {
 		var k kernels.Backend
-		sc := multiScratch.Get().(*operandLists)
 		ps, gs, ms, vs, ss := sc.list(0, len(idx)), sc.list(1, len(idx)), sc.list(2, len(idx)), sc.list(3, len(idx)),
 			append(sc.ints[:0], make([]int, len(idx))...)
 		for j, i := range idx {
@@ -74,12 +75,12 @@ func StepAdamMulti(c kernels.Adam, steps []int, p, g, m, v []*Tensor) {
 		}
 		k.AdamMulti(c, ss, ps, gs, ms, vs)
 		sc.ints = ss
-		sc.recycle()
 		for _, i := range idx {
 			m[i].st.BumpVersion()
 			v[i].st.BumpVersion()
 		}
 	}
+	sc.recycle()
 }
 
 // StepAdamMultiCapturable runs StepAdam on every parameter with the learning rate and
@@ -172,6 +173,8 @@ type operandLists struct {
 	ops   [4][]kernels.Operand
 	ints  []int
 	flags []bool
+	devs  []device.Device // byDevice's
+	idx   [][]int         // byDevice's
 }
 
 var multiScratch = sync.Pool{New: func() any { return new(operandLists) }}
@@ -188,7 +191,8 @@ func (l *operandLists) recycle() {
 		clear(l.ops[i])
 		l.ops[i] = l.ops[i][:0]
 	}
-	l.ints, l.flags = l.ints[:0], l.flags[:0]
+	clear(l.devs)
+	l.ints, l.flags, l.devs = l.ints[:0], l.flags[:0], l.devs[:0]
 	multiScratch.Put(l)
 }
 
@@ -196,16 +200,16 @@ func (l *operandLists) recycle() {
 func checkLists(op string, p []*Tensor, lens ...int) {
 	for _, l := range lens {
 		if l != len(p) {
-			fail(op, ErrShape, nil, "lists of %v entries for %d parameters; pass one entry per parameter in each", lens, len(p))
+			fail(op, ErrShape, nil, "lists of %v entries for %d parameters; pass one entry per parameter in each", slices.Clone(lens), len(p))
 		}
 	}
 }
 
 // byDevice returns, for op, the positions of p's tensors grouped by device, the devices in the
-// order they first appear.
-func byDevice(op string, p []*Tensor) [][]int {
-	var devs []device.Device
-	var idx [][]int
+// order they first appear, in l's room.
+func (l *operandLists) byDevice(op string, p []*Tensor) [][]int {
+	devs, idx := l.devs[:0], l.idx[:0]
+	defer func() { l.devs, l.idx = devs, idx }()
 	for i, t := range p {
 		if t == nil {
 			fail(op, ErrShape, nil, "parameter %d is nil", i)
@@ -216,7 +220,11 @@ func byDevice(op string, p []*Tensor) [][]int {
 			j++
 		}
 		if j == len(devs) {
-			devs, idx = append(devs, t.st.dev), append(idx, nil)
+			var room []int
+			if j < cap(idx) {
+				room = idx[:j+1][j][:0] // the room the list in this place had last time
+			}
+			devs, idx = append(devs, t.st.dev), append(idx, room)
 		}
 		idx[j] = append(idx[j], i)
 	}
