@@ -17,7 +17,7 @@ type gradCell struct {
 	dt    dtype.DType
 
 	mu   sync.Mutex
-	grad *Tensor        // guarded by mu; an unowned handle, nil until a backward reaches it
+	grad *Tensor        // guarded by mu; an unowned handle, nil until a backward reaches it; reported leaked with its owner's (handle.cell)
 	acc  *autograd.Node // guarded by mu; a leaf's accumulator, made on first use; the cell holds one reference
 	dead bool           // guarded by mu; the owner was released: gradients are dropped
 }
@@ -66,9 +66,11 @@ func (c *gradCell) add(g *Tensor, steal bool) {
 		c.grad = nil // released by its user: as if set to none
 	}
 	if c.grad == nil {
+		// The gradient is reported leaked with the handle that owns the cell
+		// (reportLeak), not watched on its own: it is unreachable exactly when the cell
+		// is.
 		if steal && g.soleOwner() && g.dt == c.dt && sameShape(g.shape, c.shape) {
 			c.grad = g.share(nil)
-			watch(c.grad)
 			return
 		}
 		s := newInternalScope()
@@ -79,7 +81,8 @@ func (c *gradCell) add(g *Tensor, steal bool) {
 		} else {
 			x = x.Cast(c.dt) // a copy already
 		}
-		c.grad = s.Keep(x)
+		c.grad = s.handOver(x)
+		c.grad.h.at = here()
 		return
 	}
 	addInPlace("AccumulateGrad", c.grad, g)
@@ -129,10 +132,11 @@ func (t *Tensor) SetRequiresGrad(on bool) *Tensor {
 			fail("SetRequiresGrad", ErrGrad, []*Tensor{t}, "a bound handle cannot change its leaf; use the leaf's own handle")
 		}
 		t.cell.kill()
-		t.cell, t.ownsCell, t.requiresGrad = nil, false, false
+		t.cell, t.ownsCell, t.requiresGrad, t.h.cell = nil, false, false, nil
 		return t
 	}
 	t.cell, t.ownsCell, t.requiresGrad = newCell(t), true, true
+	t.h.cell = t.cell
 	return t
 }
 
@@ -205,7 +209,7 @@ func (t *Tensor) RetainGrad() {
 	}); err != nil {
 		fail("RetainGrad", gradErr(err), []*Tensor{t}, "")
 	}
-	t.cell, t.ownsCell = c, true
+	t.cell, t.ownsCell, t.h.cell = c, true, c
 }
 
 // RegisterHook adds f to the hooks that see t's gradient (summed over its uses) during

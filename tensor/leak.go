@@ -32,6 +32,10 @@ type handle struct {
 	// one (in an internal scope, or shared for the engine) when it is handed to the
 	// program.
 	at *site
+	// cell is the gradient cell the handle owns (Tensor.ownsCell), nil for none:
+	// its gradient, which no cleanup watches, is reported leaked with the handle.
+	// Written with the Tensor's cell.
+	cell *gradCell
 }
 
 // here returns the call stack from here's caller outwards (the package's frames at its
@@ -199,6 +203,14 @@ func reportLeak(h *handle) {
 	if h.released.Load() {
 		return
 	}
+	if c := h.cell; c != nil {
+		c.mu.Lock()
+		g := c.grad
+		c.mu.Unlock()
+		if g != nil {
+			reportLeak(g.h)
+		}
+	}
 	leaks.mu.Lock()
 	defer leaks.mu.Unlock()
 	if leaks.bySite == nil {
@@ -221,7 +233,8 @@ func reportLeak(h *handle) {
 // Leaks returns the handles found leaked so far, by allocation site, most bytes first.
 // A handle is found when the garbage collector collects it unreleased: a handle no scope
 // owns when it is unreachable, one a scope owns when that scope is unreachable and was
-// never closed. Run runtime.GC (twice: cleanups run after the cycle that found them)
+// never closed, a gradient with the handle that owns it (its leaf's, or the one that
+// retained it). Run runtime.GC (twice: cleanups run after the cycle that found them)
 // before asking.
 //
 // Leaks also reports growth (Growing set), the memory a training loop loses when it

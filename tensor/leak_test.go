@@ -142,3 +142,104 @@ func TestLeaksReportedWithAllocationSite(t *testing.T) {
 		require.Equal(t, "cpu", l.Device, c.name)
 	}
 }
+
+//go:noinline
+func leakParameterWithGrad(d device.Device) {
+	s := tensor.NewScope()
+	p := s.Ones(d, dtype.F32, 6).AsParameter()
+	x := s.Bind(p)
+	x.Mul(x).Sum().Backward() // p's gradient, 2p: the leaf owns it
+	s.Close()
+}
+
+// A parameter dropped unreleased leaks its gradient with it: both are reported, the
+// gradient at the backward that made it.
+func TestLeakedParameterReportsItsGradient(t *testing.T) {
+	d := newCPU(t)
+	const fn = "tensor_test.leakParameterWithGrad (tensor/leak_test.go:"
+	// Leaks accumulates over the process: count what this run adds.
+	counts := func() (param, grad int) {
+		for _, l := range tensor.Leaks() {
+			switch {
+			case strings.HasPrefix(strings.TrimSpace(l.Site), fn):
+				param += l.Count
+				require.Equal(t, int64(24*l.Count), l.Bytes, "the parameter")
+			case strings.Contains(l.Site, fn):
+				grad += l.Count
+				require.Equal(t, int64(24*l.Count), l.Bytes, "its gradient")
+				require.Contains(t, l.Site, "Backward", "the gradient's site is the backward")
+			}
+		}
+		return param, grad
+	}
+	param0, grad0 := counts()
+	leakParameterWithGrad(d)
+	require.Equal(t, int64(48), requested(t, d), "a leak is reported, never freed")
+	t.Cleanup(func() {
+		a := allocator(t, d)
+		for _, seg := range a.Snapshot() {
+			for _, b := range seg.Blocks {
+				if b.State == alloc.ActiveAllocated {
+					require.NoError(t, a.Free(b.Address))
+				}
+			}
+		}
+	})
+	for range 50 {
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+		if p, g := counts(); p > param0 && g > grad0 {
+			break
+		}
+	}
+	param, grad := counts()
+	require.Equal(t, param0+1, param, "the parameter; leaks: %+v", tensor.Leaks())
+	require.Equal(t, grad0+1, grad, "its gradient; leaks: %+v", tensor.Leaks())
+}
+
+//go:noinline
+func leakRetained(d device.Device) {
+	s := tensor.NewScope() // dropped unclosed
+	x := s.Ones(d, dtype.F32, 4).SetRequiresGrad(true)
+	y := x.Mul(x)
+	y.RetainGrad()
+	y.Sum().Backward()
+}
+
+// A scope dropped unclosed leaks the gradients its handles own (a leaf's, a retained
+// one) with them: every handle and gradient is reported.
+func TestLeakedScopeReportsTheGradientsItsHandlesOwn(t *testing.T) {
+	d := newCPU(t)
+	const fn = "tensor_test.leakRetained (tensor/leak_test.go:"
+	counts := func() (n int, bytes int64) {
+		for _, l := range tensor.Leaks() {
+			if strings.Contains(l.Site, fn) {
+				n, bytes = n+l.Count, bytes+l.Bytes
+			}
+		}
+		return n, bytes
+	}
+	n0, bytes0 := counts()
+	leakRetained(d)
+	t.Cleanup(func() {
+		a := allocator(t, d)
+		for _, seg := range a.Snapshot() {
+			for _, b := range seg.Blocks {
+				if b.State == alloc.ActiveAllocated {
+					require.NoError(t, a.Free(b.Address))
+				}
+			}
+		}
+	})
+	// x, y and the sum (16, 16 and 4 bytes), x's gradient and y's retained one (16 each).
+	for range 50 {
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+		if n, _ := counts(); n >= n0+5 {
+			break
+		}
+	}
+	n, bytes := counts()
+	require.Equal(t, n0+5, n, "handles; leaks: %+v", tensor.Leaks())
+	require.Equal(t, bytes0+68, bytes, "bytes; leaks: %+v", tensor.Leaks())
+}

@@ -239,7 +239,7 @@ func (t *Tensor) ownHandle() {
 	if !t.sharedAlloc {
 		return
 	}
-	h := &handle{st: t.h.st, at: t.h.at}
+	h := &handle{st: t.h.st, at: t.h.at, cell: t.h.cell}
 	h.released.Store(t.h.released.Load())
 	t.h, t.sharedAlloc = h, false
 }
