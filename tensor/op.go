@@ -548,30 +548,39 @@ type packed struct {
 type bwd struct {
 	ctx *autograd.Ctx
 	f   *function
-	s   *Scope    // &root.s
+	s   *Scope    // the run's scope, an internal root from ruleRoots
 	g   *Tensor   // the gradient of the op's output
 	out []*Tensor // per forward input: unowned handles for the engine
-	// Room for out and the values returned of the usual few inputs, and the run's
-	// scope: a run allocates its bwd alone.
+	// Room for out and the values returned of the usual few inputs: a run allocates
+	// its bwd alone.
 	outBuf  [3]*Tensor
 	valsBuf [3]autograd.Value
-	root    internalRoot
 }
+
+// ruleRoots holds the scopes of backward rules' runs, closed: a rule's scope is done
+// with when its run returns (what it handed over left it), so the next run takes it.
+var ruleRoots = sync.Pool{New: func() any { return new(internalRoot) }}
 
 // Backward runs the rule in a fresh no-grad scope and closes it: every temporary of the
 // rule is released before the engine goes on. A *Error the rule panics with (out of
 // memory) becomes the returned error.
 func (f *function) Backward(ctx *autograd.Ctx, grads []autograd.Value) ([]autograd.Value, error) {
-	b := &bwd{ctx: ctx, f: f}
-	b.root.init()
-	b.s = &b.root.s
+	root := ruleRoots.Get().(*internalRoot)
+	root.init()
+	b := &bwd{ctx: ctx, f: f, s: &root.s}
 	b.s.m.hook = f.hook
 	b.out = append(b.outBuf[:0], make([]*Tensor, len(f.in))...)
+	// One output, so its gradient arrived: the engine's handle, placed in the rule's
+	// scope while the rule runs (ops on it run there), owned by the engine.
+	b.g = grads[0].(*Tensor)
+	b.g.place = b.s
 	err := Try(func() {
 		defer b.s.Close()
-		b.g = b.s.Bind(grads[0].(*Tensor)) // one output, so its gradient arrived
+		defer func() { b.g.place = nil }()
 		f.r.backward(b)
 	})
+	// Nothing of the rule's is in its scope now (released, or handed over in out).
+	ruleRoots.Put(root)
 	vals := append(b.valsBuf[:0], make([]autograd.Value, len(b.out))...)
 	for i, t := range b.out {
 		if t == nil {

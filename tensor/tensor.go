@@ -41,7 +41,8 @@ type Tensor struct {
 	pos   int
 	// place is where the handle was made or bound: its scope, or a region (With) of
 	// it, whose modes the ops on the handle follow while it is open. Written with
-	// scope.
+	// scope; for the incoming gradient of a backward rule, which the engine owns,
+	// the rule's scope while the rule runs.
 	place *Scope
 
 	dt dtype.DType
