@@ -98,8 +98,10 @@ type ledger struct {
 // ledgerRoom is a ledger's inline room: a node saves one or two handles.
 const ledgerRoom = 2
 
-func newLedger() *ledger {
-	l := &ledger{}
+func newLedger() *ledger { return new(ledger).init() }
+
+// init makes l, zero, an empty ledger, and returns it.
+func (l *ledger) init() *ledger {
 	l.hs = l.buf[:0]
 	return l
 }

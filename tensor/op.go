@@ -447,11 +447,17 @@ func (c *call) save(t *Tensor) *autograd.Saved {
 	if at == nil { // recording in an internal scope (a hook's EnableGrad child)
 		at = here()
 	}
-	v := t.share(at)
+	var v *Tensor
 	f := c.fn
 	if f.saved == nil {
-		f.saved = newLedger()
+		// The first saved handle and the ledger in one allocation: nothing in it leads
+		// back to f, so the cleanup still runs.
+		first := new(firstSaved)
+		v = first.w.init(nil, t.st, false, t.dt, t.shape, t.strides, t.offset, at)
+		f.saved = first.l.init()
 		runtime.AddCleanup(f, reportLedger, f.saved)
+	} else {
+		v = t.share(at)
 	}
 	f.saved.hs = append(f.saved.hs, v.h)
 	sv, err := c.node.Save(v, c.s.m.hooks)
@@ -462,6 +468,13 @@ func (c *call) save(t *Tensor) *autograd.Saved {
 		f.packed = append(f.packed, packed{sv, meta{t.shape, t.dt}})
 	}
 	return sv
+}
+
+// firstSaved is a node's first saved handle and the ledger of its saved handles
+// (call.save).
+type firstSaved struct {
+	w withHandle
+	l ledger
 }
 
 // saveCross saves, for a product of a and b, what the wanted gradients read: a when

@@ -193,11 +193,6 @@ func (t *Tensor) live(op string) {
 // handle, for a handle a scope owns; none in an internal scope, nor for an unowned
 // one, which watch gives one).
 func newHandle(s *Scope, st *Storage, fresh bool, dt dtype.DType, shape, strides []int, offset int, at *site) *Tensor {
-	if !fresh {
-		st.retain()
-	} else if s != nil && s.m.inference {
-		st.inference = true
-	}
 	var t *Tensor
 	h := st.spare
 	switch {
@@ -207,19 +202,29 @@ func newHandle(s *Scope, st *Storage, fresh bool, dt dtype.DType, shape, strides
 	case s == nil || s.internal:
 		// No ledger reads the handle (an internal scope keeps none; an unowned
 		// handle is shared for a node to save, or for the engine): one allocation.
-		w := new(withHandle)
-		t, h = &w.t, &w.h
-		t.sharedAlloc = true
+		return new(withHandle).init(s, st, fresh, dt, shape, strides, offset, at)
 	default:
 		t, h = new(Tensor), new(handle)
 	}
+	t.h = h
+	return t.init(s, st, fresh, dt, shape, strides, offset, at)
+}
+
+// init makes t, zero but for its handle t.h, the handle newHandle describes.
+func (t *Tensor) init(s *Scope, st *Storage, fresh bool, dt dtype.DType, shape, strides []int, offset int, at *site) *Tensor {
+	if !fresh {
+		st.retain()
+	} else if s != nil && s.m.inference {
+		st.inference = true
+	}
+	h := t.h
 	h.st, h.at = st, at
 	if at == nil && s != nil && !s.internal {
 		var pcs site
 		callers(pcs[:])
 		h.at = intern(&pcs)
 	}
-	t.shape, t.strides, t.offset, t.dt, t.st, t.h = shape, strides, offset, dt, st, h
+	t.shape, t.strides, t.offset, t.dt, t.st = shape, strides, offset, dt, st
 	if s != nil {
 		s.adopt(t)
 	}
@@ -231,6 +236,12 @@ func newHandle(s *Scope, st *Storage, fresh bool, dt dtype.DType, shape, strides
 type withHandle struct {
 	t Tensor
 	h handle
+}
+
+// init is Tensor.init for w's Tensor with w's handle.
+func (w *withHandle) init(s *Scope, st *Storage, fresh bool, dt dtype.DType, shape, strides []int, offset int, at *site) *Tensor {
+	w.t.h, w.t.sharedAlloc = &w.h, true
+	return w.t.init(s, st, fresh, dt, shape, strides, offset, at)
 }
 
 // ownHandle gives t a handle allocated apart from it, if it shares t's allocation, so
