@@ -175,7 +175,7 @@ func (r *bceBackward) backward(b *bwd) {
 		pw = b.saved(r.pw)
 		ins = append(ins, pw)
 	}
-	name := b.f.name + " backward"
+	name := backwardName(b.f.name)
 	for i, wrt := range []kernels.Arg{kernels.ArgA, kernels.ArgB} {
 		if !b.needs(i) {
 			continue
