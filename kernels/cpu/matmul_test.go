@@ -182,9 +182,10 @@ func TestMatmulHalfLargeParallel(t *testing.T) {
 }
 
 // A training step's small kernels allocate nothing on the calling goroutine: a Fill, a
-// Copy of a transposed view and a product of two matrices once put their operands on
-// the heap through the closure handed to the workers (a quarter of the bytes a small
-// MLP step allocated), now only work that forks copies its state (forRange).
+// Copy of a transposed view, a product of two matrices and the cross-entropy loss and
+// its gradient once put their operands on the heap through the closure handed to the
+// workers (a quarter of the bytes a small MLP step allocated), now only work that
+// forks copies its state (forRange).
 func TestSmallKernelsAllocateNothing(t *testing.T) {
 	a, b, c, at := make([]float32, 64*32), make([]float32, 32*16), make([]float32, 64*16), make([]float32, 32*64)
 	for i := range a {
@@ -202,6 +203,16 @@ func TestSmallKernelsAllocateNothing(t *testing.T) {
 		assert.Zero(t, testing.AllocsPerRun(100, func() { Matmul(nil, y, x, w, 1, 0) }), "matmul")
 	}
 	assert.Equal(t, a[1], at[64], "the copy moved the transpose")
+	// A loss over a batch of 64 rows of 16 classes, and its gradient.
+	labels, lse := make([]int64, 64), make([]float32, 65)
+	for i := range labels {
+		labels[i] = int64(i % 16)
+	}
+	assert.Zero(t, testing.AllocsPerRun(100, func() {
+		_, err := CrossEntropy(lse, c, labels, 64, 16, NoIgnore)
+		require.NoError(t, err)
+	}), "cross entropy")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { CrossEntropyBackward(a[:64*16], c, lse, labels, 64, 16, NoIgnore, 1) }), "its backward")
 }
 
 // The GEMM keeps its packing buffers through garbage collections: a parallel product
