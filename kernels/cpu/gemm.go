@@ -54,12 +54,13 @@ type gemmKernel struct {
 	micro      func(k int, a, b, c *float32, ldc int, alpha float32)
 	// store sets C = alpha·Ap·Bp without reading C (nil: no such kernel; C is then
 	// cleared first): the first kc slice of a product with beta 0.
-	store    func(k int, a, b, c *float32, ldc int, alpha float32)
-	aBufs    packBuffers // mc·kc floats: a task's chunk of packed A
-	groups   packBuffers // runColumns' packed A, grown as needed
-	columns  packBuffers // a task's packed B (run's and runColumns'), grown as needed
-	tileBufs sync.Pool   // *[]float32 of mr·nr floats for partial tiles
-	shares   sync.Pool   // *gemmShare of run's products
+	store        func(k int, a, b, c *float32, ldc int, alpha float32)
+	aBufs        packBuffers // mc·kc floats: a task's chunk of packed A
+	groups       packBuffers // runColumns' packed A, grown as needed
+	columns      packBuffers // a task's packed B (run's and runColumns'), grown as needed
+	tileBufs     sync.Pool   // *[]float32 of mr·nr floats for partial tiles
+	shares       sync.Pool   // *gemmShare of run's products
+	columnShares sync.Pool   // *columnShare of runColumns' products
 }
 
 // packBuffers keeps the packing buffers of a gemmKernel's tasks from one product to
@@ -100,7 +101,8 @@ func newGemmKernel(name string, mr, nr, kc, mc, nc int, micro, store func(k int,
 	g := &gemmKernel{name: name, mr: mr, nr: nr, kc: kc, mc: mc, nc: nc, micro: micro, store: store}
 	g.aBufs.size = mc * kc
 	g.tileBufs.New = func() any { s := make([]float32, mr*nr); return &s }
-	g.shares.New = func() any { return new(gemmShare) }
+	g.shares.New = func() any { return newGemmShare() }
+	g.columnShares.New = func() any { return newColumnShare() }
 	return g
 }
 

@@ -232,3 +232,29 @@ func TestGemmPackingBuffersOutliveCollections(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(g.mc*g.kc*4), "bytes a product allocates after two collections")
 }
+
+// A product on several goroutines allocates nothing once warm, by either driver: the
+// tasks' shared state and the functions the workers run are pooled, made once.
+// (testing.AllocsPerRun would run it on one thread.)
+func TestParallelProductAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops the GEMM's pooled state at random under the race detector")
+	}
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("one thread: no parallel product")
+	}
+	g := bestGemmKernel()
+	for _, m := range []int{8, 256} { // runColumns (a few rows), run
+		const n, k, runs = 256, 256, 50
+		a, b, c := make([]float32, m*k), make([]float32, k*n), make([]float32, m*n)
+		product := func() { g.Sgemm(false, false, m, n, k, 1, a, k, b, n, 0, c, n) }
+		product()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range runs {
+			product()
+		}
+		runtime.ReadMemStats(&after)
+		assert.Less(t, float64(after.Mallocs-before.Mallocs)/runs, 0.5, "heap objects per product of %d rows", m)
+	}
+}
