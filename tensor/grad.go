@@ -128,15 +128,14 @@ func (t *Tensor) SetRequiresGrad(on bool) *Tensor {
 		return t
 	}
 	if !on {
-		if !t.ownsCell {
+		if !t.h.ownsCell {
 			fail("SetRequiresGrad", ErrGrad, []*Tensor{t}, "a bound handle cannot change its leaf; use the leaf's own handle")
 		}
-		t.cell.kill()
-		t.cell, t.ownsCell, t.requiresGrad, t.h.cell = nil, false, false, nil
+		t.h.cell.kill()
+		t.h.cell, t.h.ownsCell, t.requiresGrad = nil, false, false
 		return t
 	}
-	t.cell, t.ownsCell, t.requiresGrad = newCell(t), true, true
-	t.h.cell = t.cell
+	t.h.cell, t.h.ownsCell, t.requiresGrad = newCell(t), true, true
 	return t
 }
 
@@ -159,30 +158,30 @@ func (t *Tensor) AsParameter() *Tensor {
 // release; later backwards add into it in place. Releasing it is ZeroGrad(true).
 func (t *Tensor) Grad() *Tensor {
 	t.live("Grad")
-	if t.cell == nil {
+	if t.h.cell == nil {
 		return nil
 	}
-	t.cell.mu.Lock()
-	defer t.cell.mu.Unlock()
-	if t.cell.grad != nil && t.cell.grad.Released() {
-		t.cell.grad = nil
+	t.h.cell.mu.Lock()
+	defer t.h.cell.mu.Unlock()
+	if t.h.cell.grad != nil && t.h.cell.grad.Released() {
+		t.h.cell.grad = nil
 	}
-	return t.cell.grad
+	return t.h.cell.grad
 }
 
 // ZeroGrad drops the gradient (setToNone: its memory returns to the allocator and the
 // next backward steals a fresh one) or sets it to zero in place.
 func (t *Tensor) ZeroGrad(setToNone bool) {
 	t.live("ZeroGrad")
-	if t.cell == nil {
+	if t.h.cell == nil {
 		return
 	}
-	t.cell.mu.Lock()
-	g := t.cell.grad
+	t.h.cell.mu.Lock()
+	g := t.h.cell.grad
 	if setToNone {
-		t.cell.grad = nil
+		t.h.cell.grad = nil
 	}
-	t.cell.mu.Unlock()
+	t.h.cell.mu.Unlock()
 	if g == nil {
 		return
 	}
@@ -200,7 +199,7 @@ func (t *Tensor) RetainGrad() {
 	if !t.requiresGrad {
 		fail("RetainGrad", ErrGrad, []*Tensor{t}, "the tensor does not require grad")
 	}
-	if t.cell != nil {
+	if t.h.cell != nil {
 		return
 	}
 	c := newCell(t)
@@ -209,7 +208,7 @@ func (t *Tensor) RetainGrad() {
 	}); err != nil {
 		fail("RetainGrad", gradErr(err), []*Tensor{t}, "")
 	}
-	t.cell, t.ownsCell, t.h.cell = c, true, c
+	t.h.cell, t.h.ownsCell = c, true
 }
 
 // RegisterHook adds f to the hooks that see t's gradient (summed over its uses) during
@@ -255,10 +254,10 @@ func (t *Tensor) RegisterHook(f func(s *Scope, g *Tensor) *Tensor) {
 // right there.
 func (t *Tensor) RegisterPostAccumulateHook(f func()) {
 	t.live("RegisterPostAccumulateHook")
-	if t.node != nil || t.cell == nil {
+	if t.node != nil || t.h.cell == nil {
 		fail("RegisterPostAccumulateHook", ErrGrad, []*Tensor{t}, "only a leaf that requires grad has an accumulator")
 	}
-	acc, err := t.cell.accumulator()
+	acc, err := t.h.cell.accumulator()
 	if err == nil {
 		err = acc.AddPostHook(func(*autograd.Node) error { return Try(f) })
 	}

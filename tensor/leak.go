@@ -26,15 +26,18 @@ type site [siteDepth]uintptr
 // Tensor (withHandle) until one does (ownHandle).
 type handle struct {
 	released atomic.Bool // set once by Release (or the owning scope's Close)
+	ownsCell bool        // the handle releases cell (see cell)
 	st       *Storage    // the storage under the handle; set at creation
 	// at is where the handle was created (interned: shared by every handle made at
 	// the same call stack); set at creation, or by watch for a handle made without
 	// one (in an internal scope, or shared for the engine) when it is handed to the
 	// program.
 	at *site
-	// cell is the gradient cell the handle owns (Tensor.ownsCell), nil for none:
-	// its gradient, which no cleanup watches, is reported leaked with the handle.
-	// Written with the Tensor's cell.
+	// cell holds the gradient of a leaf that requires grad (shared with the handles
+	// Bind makes of it) or the retained gradient of a non-leaf (RetainGrad), nil for
+	// none. The handle that owns it (ownsCell) releases it, and its gradient, which no
+	// cleanup watches, is reported leaked with that handle. cell and ownsCell are
+	// written by the goroutine using the Tensor (SetRequiresGrad, RetainGrad).
 	cell *gradCell
 }
 
@@ -205,7 +208,7 @@ func reportLeak(h *handle) {
 	if h.released.Load() {
 		return
 	}
-	if c := h.cell; c != nil {
+	if c := h.cell; c != nil && h.ownsCell {
 		c.mu.Lock()
 		g := c.grad
 		c.mu.Unlock()

@@ -512,8 +512,8 @@ func (t *Tensor) edge() (autograd.Edge, error) {
 	if t.node != nil {
 		return autograd.Edge{Node: t.node}, nil
 	}
-	if t.cell != nil {
-		n, err := t.cell.accumulator()
+	if t.h.cell != nil {
+		n, err := t.h.cell.accumulator()
 		return autograd.Edge{Node: n}, err
 	}
 	return autograd.Edge{}, nil

@@ -445,7 +445,7 @@ func (s *Scope) Bind(t *Tensor) *Tensor {
 		fail("Bind", ErrScope, []*Tensor{t}, "%s is closed; bind into a scope that is open", s.describe())
 	}
 	b := newHandle(s, t.st, false, t.dt, t.shape, t.strides, t.offset, nil)
-	b.requiresGrad, b.cell = t.requiresGrad, t.cell
+	b.requiresGrad, b.h.cell = t.requiresGrad, t.h.cell
 	if t.node != nil {
 		if err := t.node.Retain(); err != nil {
 			b.Release()

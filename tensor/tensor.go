@@ -27,10 +27,8 @@ type Tensor struct {
 	// made without recording; the handle holds one reference to it. Every op has one
 	// output: the handle is the node's output slot 0.
 	node *autograd.Node
-	// cell holds the gradient of a leaf that requires grad (shared with the handles
-	// Bind makes of it) or the retained gradient of a non-leaf (RetainGrad). ownsCell
-	// says this handle releases it.
-	cell *gradCell
+	// The gradient cell, of a leaf that requires grad or of a non-leaf that retains
+	// its gradient, is h.cell.
 
 	// scope owns the handle (nil: the caller or a module owns it). adopt and forget
 	// write it under the scope's mu, called only by the goroutine using the handle,
@@ -54,7 +52,6 @@ type Tensor struct {
 	// the output of a recorded op. Set at creation (SetRequiresGrad changes it on a
 	// leaf before it is used).
 	requiresGrad bool
-	ownsCell     bool
 	// born is the scope's step count when it adopted the handle (Scope.steps), for the
 	// growth report; guarded by the scope's mu.
 	born uint32
@@ -164,8 +161,8 @@ func (t *Tensor) drop() {
 			panic(fmt.Sprintf("tensor: internal error: releasing the node of %v: %v", t, err))
 		}
 	}
-	if t.ownsCell {
-		t.cell.kill()
+	if t.h.ownsCell {
+		t.h.cell.kill()
 	}
 	t.st.release()
 }
@@ -251,7 +248,7 @@ func (t *Tensor) ownHandle() {
 	if !t.sharedAlloc {
 		return
 	}
-	h := &handle{st: t.h.st, at: t.h.at, cell: t.h.cell}
+	h := &handle{st: t.h.st, at: t.h.at, cell: t.h.cell, ownsCell: t.h.ownsCell}
 	h.released.Store(t.h.released.Load())
 	t.h, t.sharedAlloc = h, false
 }
