@@ -568,6 +568,9 @@ type bwd struct {
 	// its bwd alone.
 	outBuf  [3]*Tensor
 	valsBuf [3]autograd.Value
+	// lent is the first saved tensor lend gives the rule; lentUsed says it is.
+	lent     Tensor
+	lentUsed bool
 }
 
 // ruleRoots holds the scopes of backward rules' runs, closed: a rule's scope is done
@@ -614,8 +617,8 @@ func (f *function) Backward(ctx *autograd.Ctx, grads []autograd.Value) ([]autogr
 // needs reports whether forward input i wants a gradient.
 func (b *bwd) needs(i int) bool { return b.ctx.NeedsGrad(i) }
 
-// saved returns a saved tensor, bound into the rule's scope (nil for nil: a tensor the
-// op did not save, as no wanted gradient reads it).
+// saved returns a saved tensor, lent to the rule (nil for nil: a tensor the op did not
+// save, as no wanted gradient reads it).
 func (b *bwd) saved(sv *autograd.Saved) *Tensor {
 	if sv == nil {
 		return nil
@@ -634,7 +637,24 @@ func (b *bwd) saved(sv *autograd.Saved) *Tensor {
 				"give back the shape and type it packed", t.shape, t.dt, p.shape, p.dt), Err: ErrGrad})
 		}
 	}
-	return b.s.Bind(t)
+	return b.lend(t)
+}
+
+// lend returns a handle the rule reads t through, t being a saved tensor (the node's,
+// or one an unpack hook gave the run), which holds its storage until the rule
+// returns: a copy of t placed in the rule's scope (ops on it run there) that holds no
+// reference, shares t's handle (t's release is its own) and that nothing releases.
+// The rule never releases it; what it returns of it, set binds. The first lives in
+// b (a rule reads one saved tensor or more).
+func (b *bwd) lend(t *Tensor) *Tensor {
+	t.live(b.f.name)
+	l := &b.lent
+	if b.lentUsed {
+		l = new(Tensor)
+	}
+	b.lentUsed = true
+	*l = Tensor{shape: t.shape, strides: t.strides, offset: t.offset, st: t.st, h: t.h, dt: t.dt, place: b.s}
+	return l
 }
 
 // set makes g the gradient of forward input i, if that input wants one. g may have the
