@@ -70,9 +70,11 @@ func rootOf(op string, i int, t *Tensor, grad *Tensor) autograd.Root {
 		if t.Numel() != 1 {
 			fail(op, ErrShape, []*Tensor{t}, "grad can be implicitly created only for scalar outputs; output %d has %d elements, give its gradient", i, t.Numel())
 		}
-		s := newInternalScope()
-		seed = s.handOver(s.Full(t.st.dev, t.dt, 1, t.shape...))
-		s.Close()
+		r := internalRoots.Get().(*internalRoot)
+		r.init()
+		seed = r.s.handOver(r.s.Full(t.st.dev, t.dt, 1, t.shape...))
+		r.s.Close()
+		internalRoots.Put(r)
 	} else {
 		grad.live(op)
 		if grad.dt != t.dt || !sameShape(grad.shape, t.shape) || grad.st.dev != t.st.dev {

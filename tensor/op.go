@@ -561,7 +561,7 @@ type packed struct {
 type bwd struct {
 	ctx *autograd.Ctx
 	f   *function
-	s   *Scope    // the run's scope, an internal root from ruleRoots
+	s   *Scope    // the run's scope, an internal root from internalRoots
 	g   *Tensor   // the gradient of the op's output
 	out []*Tensor // per forward input: unowned handles for the engine
 	// Room for out and the values returned of the usual few inputs: a run allocates
@@ -573,15 +573,16 @@ type bwd struct {
 	lentUsed bool
 }
 
-// ruleRoots holds the scopes of backward rules' runs, closed: a rule's scope is done
-// with when its run returns (what it handed over left it), so the next run takes it.
-var ruleRoots = sync.Pool{New: func() any { return new(internalRoot) }}
+// internalRoots holds closed internal root scopes whose handles the program never
+// sees (a backward rule's run's, a backward's seed's): such a scope is done with once
+// closed (what it handed over left it), so the next takes it.
+var internalRoots = sync.Pool{New: func() any { return new(internalRoot) }}
 
 // Backward runs the rule in a fresh no-grad scope and closes it: every temporary of the
 // rule is released before the engine goes on. A *Error the rule panics with (out of
 // memory) becomes the returned error.
 func (f *function) Backward(ctx *autograd.Ctx, grads []autograd.Value) ([]autograd.Value, error) {
-	root := ruleRoots.Get().(*internalRoot)
+	root := internalRoots.Get().(*internalRoot)
 	root.init()
 	b := &bwd{ctx: ctx, f: f, s: &root.s}
 	b.s.m.hook = f.hook
@@ -596,7 +597,7 @@ func (f *function) Backward(ctx *autograd.Ctx, grads []autograd.Value) ([]autogr
 		f.r.backward(b)
 	})
 	// Nothing of the rule's is in its scope now (released, or handed over in out).
-	ruleRoots.Put(root)
+	internalRoots.Put(root)
 	vals := append(b.valsBuf[:0], make([]autograd.Value, len(b.out))...)
 	for i, t := range b.out {
 		if t == nil {

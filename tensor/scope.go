@@ -176,8 +176,8 @@ func newInternalScope() *Scope {
 	return &r.s
 }
 
-// internalRoot is an internal root scope and its clock in one allocation (backward
-// rules' runs take theirs from ruleRoots).
+// internalRoot is an internal root scope and its clock in one allocation (some are
+// recycled: internalRoots).
 type internalRoot struct {
 	s     Scope
 	clock autograd.Clock
