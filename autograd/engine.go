@@ -98,7 +98,7 @@ func (b *backward) recycle() {
 // gradsOf returns the gradient slots of task i.
 func (b *backward) gradsOf(i int32) []Value {
 	t := &b.tasks[i]
-	end := t.grad + int32(t.node.outputs)
+	end := t.grad + t.node.outputs
 	return b.grads[t.grad:end:end]
 }
 
@@ -161,7 +161,7 @@ func checkRoot(i int, r Root) error {
 		return fmt.Errorf("autograd: Backward: root %d does not require grad and has no node", i)
 	case r.Grad == nil:
 		return fmt.Errorf("autograd: Backward: root %d (%s): nil gradient; seed it (ones for a scalar loss)", i, r.Edge.Node)
-	case r.Edge.Slot < 0 || r.Edge.Slot >= r.Edge.Node.outputs:
+	case r.Edge.Slot < 0 || r.Edge.Slot >= int(r.Edge.Node.outputs):
 		return fmt.Errorf("autograd: Backward: root %d: slot %d of %s, which has %d outputs",
 			i, r.Edge.Slot, r.Edge.Node, r.Edge.Node.outputs)
 	}
@@ -468,11 +468,14 @@ func (n *Node) begin(runs bool) (Function, [][]GradHook, []PostHook, error) {
 	if err := n.runnableLocked(); err != nil && runs {
 		return nil, nil, nil, err
 	}
-	var gradHooks [][]GradHook
-	if n.gradHooks != nil {
-		gradHooks = append(gradHooks, n.gradHooks...)
+	if n.hooks == nil {
+		return n.fn, nil, nil, nil
 	}
-	return n.fn, gradHooks, n.postHooks, nil
+	var gradHooks [][]GradHook
+	if n.hooks.grad != nil {
+		gradHooks = append(gradHooks, n.hooks.grad...)
+	}
+	return n.fn, gradHooks, n.hooks.post, nil
 }
 
 func (b *backward) checkFinite(n *Node, outs []Value) error {

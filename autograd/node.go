@@ -71,25 +71,25 @@ type NodeSpec struct {
 
 // Node is one recorded op or one leaf accumulator.
 type Node struct {
-	// Set by NewNode and never changed (kind is with the small fields below).
-	name    string
-	seq     uint64
-	site    Site
-	inputs  []Edge
-	outputs int
+	// Set by NewNode and never changed (kind and outputs are with the small fields
+	// below).
+	name   string
+	seq    uint64
+	site   Site
+	inputs []Edge
 
 	// refs counts the references (see the package doc); the node is freed
 	// when it drops to zero and never comes back. Changed only by CAS.
 	refs   atomic.Int32
 	nsaved int32 // guarded by mu; Saves so far (numbers them)
 
-	mu        sync.Mutex
-	kind      Kind         // set by NewNode, never changed
-	released  bool         // guarded by mu; backward consumed the node
-	fn        Function     // guarded by mu; nil once freed
-	saved     []*Saved     // guarded by mu; nil once released or freed
-	gradHooks [][]GradHook // guarded by mu; per output slot; nil until the first, and once freed
-	postHooks []PostHook   // guarded by mu; nil once freed
+	mu       sync.Mutex
+	kind     Kind       // set by NewNode, never changed
+	released bool       // guarded by mu; backward consumed the node
+	outputs  int32      // set by NewNode, never changed
+	fn       Function   // guarded by mu; nil once freed
+	saved    []*Saved   // guarded by mu; nil once released or freed
+	hooks    *nodeHooks // guarded by mu; nil until the first hook, and once freed
 
 	// Room for the usual few inputs (three: a linear layer's) and saved values,
 	// so that recording an op allocates neither. savedRoom holds the first Saves' handles (written under
@@ -111,7 +111,7 @@ func NewNode(spec NodeSpec) (*Node, error) {
 		kind:    spec.Kind,
 		seq:     spec.Seq,
 		site:    spec.Site,
-		outputs: spec.Outputs,
+		outputs: int32(spec.Outputs),
 		fn:      spec.Fn,
 	}
 	n.inputs = append(n.inBuf[:0], spec.Inputs...)
@@ -150,7 +150,7 @@ func (s *NodeSpec) check() error {
 			len(s.Inputs), s.Outputs)
 	}
 	for i, e := range s.Inputs {
-		if e.Node != nil && (e.Slot < 0 || e.Slot >= e.Node.outputs) {
+		if e.Node != nil && (e.Slot < 0 || e.Slot >= int(e.Node.outputs)) {
 			return bad("input %d: slot %d of %s, which has %d outputs", i, e.Slot, e.Node, e.Node.outputs)
 		}
 	}
@@ -176,7 +176,7 @@ func (n *Node) NumInputs() int { return len(n.inputs) }
 func (n *Node) Input(i int) Edge { return n.inputs[i] }
 
 // NumOutputs returns the number of output slots.
-func (n *Node) NumOutputs() int { return n.outputs }
+func (n *Node) NumOutputs() int { return int(n.outputs) }
 
 // String names the node in errors: op name and sequence number.
 func (n *Node) String() string { return fmt.Sprintf("%s#%d", n.name, n.seq) }
@@ -266,6 +266,6 @@ func (n *Node) free() []*Saved {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	saved := n.saved
-	n.saved, n.fn, n.gradHooks, n.postHooks = nil, nil, nil, nil
+	n.saved, n.fn, n.hooks = nil, nil, nil
 	return saved
 }
