@@ -91,9 +91,9 @@ type Node struct {
 	saved    []*Saved   // guarded by mu; nil once released or freed
 	hooks    *nodeHooks // guarded by mu; nil until the first hook, and once freed
 
-	// Room for the usual few inputs (three: a linear layer's) and saved values,
-	// so that recording an op allocates neither. savedRoom holds the first Saves' handles (written under
-	// mu by Save, each once).
+	// Room for the usual few inputs (three: a linear layer's) and saved values, so
+	// that recording an op allocates neither. savedRoom holds the first Saves'
+	// handles (written under mu by Save, each once).
 	inBuf     [3]Edge
 	savedBuf  [2]*Saved
 	savedRoom [2]Saved
