@@ -32,22 +32,21 @@ type Scope struct {
 	// owner owns what is made in the scope: the scope itself, or for a region (With)
 	// its parent's owner.
 	owner *Scope
-	depth int
-	m     modes
-	clock *autograd.Clock // shared by a root and its descendants
+	depth int32
 	// aside marks a scope made by Aside: ops never route into it.
 	aside bool
+	// internal marks the package's own scopes (a backward rule's, a gradient sum's),
+	// which are always closed before the call that made them returns: the leak report
+	// need not watch them. Their children inherit it.
+	internal bool
+	m        modes
+	clock    *autograd.Clock // shared by a root and its descendants
 	// at is where the scope was made (nil in internal scopes), for the errors and
 	// reports that name it.
 	at *site
 	// tree is the leak report's view of the scope's root and its descendants, shared
 	// by them; nil in internal scopes.
 	tree *tree
-
-	// internal marks the package's own scopes (a backward rule's, a gradient sum's),
-	// which are always closed before the call that made them returns: the leak report
-	// need not watch them. Their children inherit it. Set at creation.
-	internal bool
 
 	// next is where an op that would run in this scope runs instead: its only open
 	// child that is not aside, nil when it has none, or ambiguous when it has several.
@@ -59,15 +58,15 @@ type Scope struct {
 	owned    []*Tensor // guarded by mu; a handle's pos is its index here
 	children []*Scope  // guarded by mu; open children
 	childBuf [1]*Scope // room for children (a step's layer, a layer's region); guarded by mu
-	onClose  []func()  // guarded by mu
+	onClose  *[]func() // guarded by mu; nil until the first (few scopes have any)
 	// closing is set once by Close, under mu; ops read it without the lock to route
 	// past a region that closed.
-	closing  atomic.Bool
-	ownedBuf [4]*Tensor // room for owned; guarded by mu
+	closing atomic.Bool
 	// steps counts the steps the scope saw end: Backwards from a tensor it or one of
 	// its descendants owns. A handle's born is the count when the scope adopted it;
 	// the growth report compares the last two steps. Guarded by mu.
-	steps uint32
+	steps    uint32
+	ownedBuf [4]*Tensor // room for owned; guarded by mu
 	// ledger holds the handles of owned for the leak report, which reads it (through
 	// tree) if the scope is found unreachable and unclosed. Guarded by mu; taken when
 	// the scope first owns a handle, given back when it closes; nil in internal scopes.
@@ -338,7 +337,10 @@ func (s *Scope) OnClose(f func()) {
 	if s.closing.Load() {
 		panic(&Error{Op: "OnClose", Msg: "the scope is closed", Err: ErrScope})
 	}
-	s.onClose = append(s.onClose, f)
+	if s.onClose == nil {
+		s.onClose = new([]func())
+	}
+	*s.onClose = append(*s.onClose, f)
 }
 
 // Close closes the open children (newest first), runs the OnClose callbacks, then
@@ -353,7 +355,11 @@ func (s *Scope) Close() {
 		return
 	}
 	s.closing.Store(true)
-	kids, hooks := s.children, s.onClose
+	kids := s.children
+	var hooks []func()
+	if s.onClose != nil {
+		hooks = *s.onClose
+	}
 	s.children, s.onClose = nil, nil
 	s.next.Store(nil)
 	s.mu.Unlock()
