@@ -82,6 +82,9 @@ func sharedOf(shape, strides []int) *sharedLayout {
 	p := &sharedLayout{shape: both[:n:n], strides: both[n:]}
 	copy(p.shape, shape)
 	copy(p.strides, strides)
+	if n == 0 {
+		p.shape = nil // a scalar's shape is nil, as the ops made it before the table
+	}
 	slot.Store(p)
 	return p
 }
