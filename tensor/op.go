@@ -568,9 +568,8 @@ type bwd struct {
 	// its bwd alone.
 	outBuf  [3]*Tensor
 	valsBuf [3]autograd.Value
-	// lent is the first saved tensor lend gives the rule; lentUsed says it is.
-	lent     Tensor
-	lentUsed bool
+	// lent is the first saved tensor lend gives the rule (zero until then).
+	lent Tensor
 }
 
 // internalRoots holds closed internal root scopes whose handles the program never
@@ -650,10 +649,9 @@ func (b *bwd) saved(sv *autograd.Saved) *Tensor {
 func (b *bwd) lend(t *Tensor) *Tensor {
 	t.live(b.f.name)
 	l := &b.lent
-	if b.lentUsed {
+	if l.st != nil { // lent already
 		l = new(Tensor)
 	}
-	b.lentUsed = true
 	*l = Tensor{shape: t.shape, strides: t.strides, offset: t.offset, st: t.st, h: t.h, dt: t.dt, place: b.s}
 	return l
 }
