@@ -498,7 +498,7 @@ func (b *backward) checkFinite(n *Node, outs []Value) error {
 }
 
 func nodeError(n *Node, err error) error {
-	if len(n.site) == 0 {
+	if n.site == nil {
 		return fmt.Errorf("autograd: backward of %s: %w", n, err)
 	}
 	return fmt.Errorf("autograd: backward of %s: %w%s", n, err, createdAt(n))

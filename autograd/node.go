@@ -75,7 +75,7 @@ type Node struct {
 	// below).
 	name   string
 	seq    uint64
-	site   Site
+	site   *Site // nil without one (outside anomaly mode)
 	inputs []Edge
 
 	// refs counts the references (see the package doc); the node is freed
@@ -110,9 +110,12 @@ func NewNode(spec NodeSpec) (*Node, error) {
 		name:    spec.Name,
 		kind:    spec.Kind,
 		seq:     spec.Seq,
-		site:    spec.Site,
 		outputs: int32(spec.Outputs),
 		fn:      spec.Fn,
+	}
+	if len(spec.Site) > 0 {
+		site := spec.Site
+		n.site = &site
 	}
 	n.inputs = append(n.inBuf[:0], spec.Inputs...)
 	n.refs.Store(1)
@@ -167,7 +170,12 @@ func (n *Node) Kind() Kind { return n.kind }
 func (n *Node) Seq() uint64 { return n.seq }
 
 // Site returns where the node was created (empty unless recorded).
-func (n *Node) Site() Site { return n.site }
+func (n *Node) Site() Site {
+	if n.site == nil {
+		return nil
+	}
+	return *n.site
+}
 
 // NumInputs returns the number of forward inputs (input edges).
 func (n *Node) NumInputs() int { return len(n.inputs) }
