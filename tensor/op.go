@@ -465,7 +465,10 @@ func (c *call) save(t *Tensor) *autograd.Saved {
 		c.bad(gradErr(err), "saving a tensor for backward")
 	}
 	if c.s.m.hooks != nil {
-		f.packed = append(f.packed, packed{sv, meta{t.shape, t.dt}})
+		if f.packed == nil {
+			f.packed = new([]packed)
+		}
+		*f.packed = append(*f.packed, packed{sv, meta{t.shape, t.dt}})
 	}
 	return sv
 }
@@ -544,9 +547,9 @@ type function struct {
 	saved *ledger
 	// packed is what each tensor saved through saved-tensor hooks was, which its
 	// Unpack must give back: the rules read the bytes as that shape and type. nil
-	// without hooks (the node then stores the tensor itself); written while the op
-	// records.
-	packed []packed
+	// without hooks (the node then stores the tensor itself: most functions have
+	// none, and keep no room for them); written while the op records.
+	packed *[]packed
 	inBuf  [3]meta // room for in
 }
 
@@ -614,6 +617,14 @@ func (f *function) Backward(ctx *autograd.Ctx, grads []autograd.Value) ([]autogr
 	return vals, nil
 }
 
+// packed is the function's tensors saved through hooks (none without hooks).
+func (b *bwd) packed() []packed {
+	if b.f.packed == nil {
+		return nil
+	}
+	return *b.f.packed
+}
+
 // needs reports whether forward input i wants a gradient.
 func (b *bwd) needs(i int) bool { return b.ctx.NeedsGrad(i) }
 
@@ -631,7 +642,7 @@ func (b *bwd) saved(sv *autograd.Saved) *Tensor {
 	if !ok {
 		panic(&Error{Op: b.f.name, Msg: fmt.Sprintf("backward: an unpack hook returned %T; return a *tensor.Tensor", v), Err: ErrGrad})
 	}
-	for _, p := range b.f.packed {
+	for _, p := range b.packed() {
 		if p.sv == sv && (p.dt != t.dt || !sameShape(p.shape, t.shape)) {
 			panic(&Error{Op: b.f.name, Msg: fmt.Sprintf("backward: an unpack hook returned %v %v for a tensor saved as %v %v; "+
 				"give back the shape and type it packed", t.shape, t.dt, p.shape, p.dt), Err: ErrGrad})
