@@ -39,8 +39,10 @@ type Scope struct {
 	// which are always closed before the call that made them returns: the leak report
 	// need not watch them. Their children inherit it.
 	internal bool
-	m        modes
-	clock    *autograd.Clock // shared by a root and its descendants
+	// m are the scope's modes, which never change once it is made: its parent's,
+	// shared, when it sets none of its own.
+	m     *modes
+	clock *autograd.Clock // shared by a root and its descendants
 	// at is where the scope was made (nil in internal scopes), for the errors and
 	// reports that name it.
 	at *site
@@ -157,13 +159,14 @@ func WithOpHook(h OpHook) Option { return func(m *modes) { m.hook = h } }
 // NewScope makes a root scope: grad recording on, no generator, no saved hooks, no
 // anomaly mode, no autocast, then opts.
 func NewScope(opts ...Option) *Scope {
-	s := &Scope{m: modes{grad: true}, clock: new(autograd.Clock), tree: new(tree)}
+	m := &modes{grad: true}
+	for _, o := range opts {
+		o(m)
+	}
+	s := &Scope{m: m, clock: new(autograd.Clock), tree: new(tree)}
 	s.owner, s.owned = s, s.ownedBuf[:0]
 	s.at = here()
 	runtime.AddCleanup(s, reportTree, s.tree)
-	for _, o := range opts {
-		o(&s.m)
-	}
 	return s
 }
 
@@ -175,16 +178,18 @@ func newInternalScope() *Scope {
 	return &r.s
 }
 
-// internalRoot is an internal root scope and its clock in one allocation (some are
-// recycled: internalRoots).
+// internalRoot is an internal root scope, its modes and its clock in one allocation
+// (some are recycled: internalRoots).
 type internalRoot struct {
 	s     Scope
+	m     modes
 	clock autograd.Clock
 }
 
-// init makes r's scope a root no-grad internal scope with r's clock.
+// init makes r's scope a root no-grad internal scope with r's modes and clock.
 func (r *internalRoot) init() {
-	r.s = Scope{m: modes{grad: false}, clock: &r.clock, internal: true}
+	r.m = modes{grad: false}
+	r.s = Scope{m: &r.m, clock: &r.clock, internal: true}
 	r.s.owner, r.s.owned = &r.s, r.s.ownedBuf[:0]
 }
 
@@ -219,8 +224,14 @@ func (s *Scope) child(owns, aside bool, opts []Option) *Scope {
 	if !c.internal {
 		c.at = here()
 	}
-	for _, o := range opts {
-		o(&c.m)
+	// An internal scope's modes are its own (a recycled root's change), and so are
+	// those of a scope given options.
+	if len(opts) > 0 || s.internal {
+		m := *s.m
+		for _, o := range opts {
+			o(&m)
+		}
+		c.m = &m
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
