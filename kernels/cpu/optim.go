@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"sync"
 	"unsafe"
 
 	"github.com/subletml/sublet/kernels"
@@ -28,11 +29,37 @@ func SGDStep[T float](c kernels.SGD, p, g, buf []T, first bool) {
 			k.flags |= sgdNesterov
 		}
 	}
-	forRange(len(p), grain, sgdPieces[T]{k: &k, v: optimVector[T](), p: p, g: g, buf: buf})
+	pool := poolFor[T](&sgdConstPools)
+	kp := onHeap(pool, k)
+	forRange(len(p), grain, sgdPieces[T]{k: kp, v: optimVector[T](), p: p, g: g, buf: buf})
+	pool.Put(kp)
 }
 
-// sgdPieces is SGDStep's state for forRange (only k, which the vector loop reads
-// through a pointer, is on the heap).
+// The vector loops read a step's constants through a pointer, so they live on the
+// heap: in objects taken from these pools (by is32[T]) for the step, not allocated
+// per step.
+var sgdConstPools, adamConstPools [2]sync.Pool
+
+// poolFor is the pool of pools for T.
+func poolFor[T float](pools *[2]sync.Pool) *sync.Pool {
+	if is32[T]() {
+		return &pools[0]
+	}
+	return &pools[1]
+}
+
+// onHeap returns a copy of k in an object from p, which the caller puts back once the
+// step is done.
+func onHeap[C any](p *sync.Pool, k C) *C {
+	h, _ := p.Get().(*C)
+	if h == nil {
+		h = new(C)
+	}
+	*h = k
+	return h
+}
+
+// sgdPieces is SGDStep's state for forRange.
 type sgdPieces[T float] struct {
 	k         *sgdConsts[T]
 	v         optimVec
@@ -117,7 +144,10 @@ func AdamStep[T float](c kernels.Adam, step int, p, g, m, v []T) {
 	} else if k.wd != 0 {
 		k.flags |= adamWD
 	}
-	forRange(len(p), grain, adamPieces[T]{k: &k, vec: optimVector[T](), p: p, g: g, m: m, v: v})
+	pool := poolFor[T](&adamConstPools)
+	kp := onHeap(pool, k)
+	forRange(len(p), grain, adamPieces[T]{k: kp, vec: optimVector[T](), p: p, g: g, m: m, v: v})
+	pool.Put(kp)
 }
 
 // adamPieces is AdamStep's state for forRange, as sgdPieces.
