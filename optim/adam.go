@@ -94,6 +94,7 @@ type Adam struct {
 
 // adamList is one group's multi-tensor step.
 type adamList struct {
+	k          kernels.Adam
 	steps      []int // the host's counts, or a Capturable group's slots
 	p, g, m, v []*tensor.Tensor
 }
@@ -298,16 +299,15 @@ func (o *Adam) SetLR(i int, lr float64) {
 // recorded by tensor.CaptureGraph once every parameter that steps has its state (a step
 // taken eagerly before); another group's fails the capture with tensor.ErrCapture.
 func (o *Adam) Step() {
-	ks := make([]kernels.Adam, len(o.groups))
-	for i, c := range o.groups {
-		ks[i] = kernels.Adam{LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay, Decoupled: o.decoupled}
-	}
 	o.checkStateBeforeCapture()
 	// One multi-tensor step per group: a launch per group on a GPU.
-	if len(o.lists) < len(ks) {
-		o.lists = append(o.lists, make([]adamList, len(ks)-len(o.lists))...)
+	if len(o.lists) < len(o.groups) {
+		o.lists = append(o.lists, make([]adamList, len(o.groups)-len(o.lists))...)
 	}
-	lists := o.lists[:len(ks)]
+	lists := o.lists[:len(o.groups)]
+	for i, c := range o.groups {
+		lists[i].k = kernels.Adam{LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay, Decoupled: o.decoupled}
+	}
 	defer func() {
 		for i := range lists {
 			lists[i].empty()
@@ -328,9 +328,9 @@ func (o *Adam) Step() {
 		case len(l.p) == 0:
 		case o.groups[g].Capturable:
 			d := o.deviceState(g, l.p[0].Device())
-			tensor.StepAdamMultiCapturable(ks[g], d.lr, d.steps, l.steps, l.p, l.g, l.m, l.v)
+			tensor.StepAdamMultiCapturable(l.k, d.lr, d.steps, l.steps, l.p, l.g, l.m, l.v)
 		default:
-			tensor.StepAdamMulti(ks[g], l.steps, l.p, l.g, l.m, l.v)
+			tensor.StepAdamMulti(l.k, l.steps, l.p, l.g, l.m, l.v)
 		}
 	}
 }

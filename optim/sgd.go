@@ -58,6 +58,7 @@ type SGD struct {
 
 // sgdList is one group's multi-tensor step.
 type sgdList struct {
+	k         kernels.SGD
 	p, g, buf []*tensor.Tensor
 	first     []bool
 }
@@ -137,22 +138,21 @@ func (o *SGD) SetLR(i int, lr float64) { o.groups[i].LR = checkLR("SGD.SetLR", i
 
 // Step updates every parameter that has a gradient.
 func (o *SGD) Step() {
-	ks := make([]kernels.SGD, len(o.groups))
+	// One multi-tensor step per group: a launch per group on a GPU.
+	if len(o.lists) < len(o.groups) {
+		o.lists = append(o.lists, make([]sgdList, len(o.groups)-len(o.lists))...)
+	}
+	lists := o.lists[:len(o.groups)]
 	for i, c := range o.groups {
-		ks[i] = kernels.SGD{LR: c.LR, Momentum: c.Momentum, Dampening: c.Dampening, WeightDecay: c.WeightDecay,
+		lists[i].k = kernels.SGD{LR: c.LR, Momentum: c.Momentum, Dampening: c.Dampening, WeightDecay: c.WeightDecay,
 			Nesterov: c.Nesterov}
 	}
 	buffers := func(g int) int {
-		if ks[g].Momentum != 0 {
+		if lists[g].k.Momentum != 0 {
 			return 1
 		}
 		return 0
 	}
-	// One multi-tensor step per group: a launch per group on a GPU.
-	if len(o.lists) < len(ks) {
-		o.lists = append(o.lists, make([]sgdList, len(ks)-len(o.lists))...)
-	}
-	lists := o.lists[:len(ks)]
 	defer func() {
 		for i := range lists {
 			lists[i].empty()
@@ -167,7 +167,7 @@ func (o *SGD) Step() {
 	})
 	for g := range lists {
 		if l := &lists[g]; len(l.p) > 0 {
-			tensor.StepSGDMulti(ks[g], l.p, l.g, l.buf, l.first)
+			tensor.StepSGDMulti(l.k, l.p, l.g, l.buf, l.first)
 		}
 	}
 }

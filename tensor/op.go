@@ -39,8 +39,9 @@ type call struct {
 	// told of it.
 	cached           *Tensor
 	answered, partOf bool
-	// Room for the usual few inputs, results and node inputs without allocating.
-	inBuf   [3]*Tensor
+	// Room for the usual few inputs (four: a loss's backward), results and node
+	// inputs without allocating.
+	inBuf   [4]*Tensor
 	madeBuf [2]*Tensor
 	edgeBuf [3]autograd.Edge
 }
