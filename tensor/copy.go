@@ -99,7 +99,7 @@ func (t *Tensor) To(dev device.Device) *Tensor {
 		k.Copy(src.operand(), x.operand())
 	}
 	n := src.Bytes()
-	st, err := newStorage(dev, nil, n, c.op, c.s.m.lifetime)
+	st, err := newStorage(dev, nil, n, c.op, c.s.m.lifetime, nil)
 	if err != nil {
 		c.abort()
 		fail(OpTo, err, c.in, "allocating %d bytes on %s", n, dev.Name())

@@ -223,16 +223,39 @@ func (c *call) alloc(dt dtype.DType, shape []int) *Tensor {
 	if !ok {
 		c.bad(ErrShape, "a %v result of shape %v would take more than 2^63 bytes", dt, slices.Clone(shape))
 	}
-	st, err := newStorage(c.dev, c.knownAllocator(), n, c.op, c.s.m.lifetime)
+	var rb *resultBlock
+	var blk *block
+	if c.s.engine {
+		rb = new(resultBlock)
+		blk = &rb.blk
+	}
+	st, err := newStorage(c.dev, c.knownAllocator(), n, c.op, c.s.m.lifetime, blk)
 	if err != nil {
 		c.abort()
 		fail(c.op, err, c.in, "allocating %v %v (%d bytes)", slices.Clone(shape), dt, n)
 	}
 	l := layoutOf(shape)
-	t := c.handle(st, true, dt, l.shape, l.strides, 0)
+	var t *Tensor
+	if rb != nil {
+		st.spare = nil
+		rb.t.h, rb.t.sharedAlloc, rb.t.inBlock = &rb.blk.h, true, true
+		t = rb.t.init(c.s, st, true, dt, l.shape, l.strides, 0, c.at)
+	} else {
+		t = c.handle(st, true, dt, l.shape, l.strides, 0)
+	}
 	c.made = append(c.made, t)
 	c.fromCache(t)
 	return t
+}
+
+// resultBlock is a result of an op in a scope whose results go only to the autograd
+// engine (Scope.engine): its storage, its handle and its Tensor in one allocation.
+// The Tensor lives as long as the storage (a view or a saved handle keeps it), and no
+// ledger or cleanup may ever read its handle (ownHandle refuses): they would keep
+// the Tensor reachable through the storage.
+type resultBlock struct {
+	blk block
+	t   Tensor
 }
 
 // knownAllocator is the allocator of an input's storage on the op's device, nil where
@@ -586,7 +609,7 @@ var internalRoots = sync.Pool{New: func() any { return new(internalRoot) }}
 // memory) becomes the returned error.
 func (f *function) Backward(ctx *autograd.Ctx, grads []autograd.Value) ([]autograd.Value, error) {
 	root := internalRoots.Get().(*internalRoot)
-	root.init()
+	root.init(true)
 	b := &bwd{ctx: ctx, f: f, s: &root.s}
 	b.s.m.hook = f.hook
 	b.out = append(b.outBuf[:0], make([]*Tensor, len(f.in))...)

@@ -39,6 +39,10 @@ type Scope struct {
 	// which are always closed before the call that made them returns: the leak report
 	// need not watch them. Their children inherit it.
 	internal bool
+	// engine marks an internal root whose results go only to the autograd engine,
+	// never to the program (a rule's run, a backward's seed): each comes in one
+	// allocation with its storage (resultBlock). Not inherited.
+	engine bool
 	// m are the scope's modes, which never change once it is made: its parent's,
 	// shared, when it sets none of its own.
 	m     *modes
@@ -174,7 +178,7 @@ func NewScope(opts ...Option) *Scope {
 // caller closes it before returning, also when it panics.
 func newInternalScope() *Scope {
 	r := new(internalRoot)
-	r.init()
+	r.init(false)
 	return &r.s
 }
 
@@ -186,10 +190,11 @@ type internalRoot struct {
 	clock autograd.Clock
 }
 
-// init makes r's scope a root no-grad internal scope with r's modes and clock.
-func (r *internalRoot) init() {
+// init makes r's scope a root no-grad internal scope with r's modes and clock, whose
+// results go only to the autograd engine when engine is set.
+func (r *internalRoot) init(engine bool) {
 	r.m = modes{grad: false}
-	r.s = Scope{m: &r.m, clock: &r.clock, internal: true}
+	r.s = Scope{m: &r.m, clock: &r.clock, internal: true, engine: engine}
 	r.s.owner, r.s.owned = &r.s, r.s.ownedBuf[:0]
 }
 

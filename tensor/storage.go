@@ -138,8 +138,9 @@ func allocatorOf(dev device.Device, known Allocator) (Allocator, error) {
 // newStorage allocates size bytes on dev's allocator for op, holding one reference;
 // known is the allocator of a storage on dev, or nil (allocatorOf). The caching
 // allocator's memory history keeps op with the block; lt is its placement hint
-// (WithLifetime).
-func newStorage(dev device.Device, known Allocator, size int64, op string, lt alloc.Lifetime) (*Storage, error) {
+// (WithLifetime). The storage and its first handle are in blk, zero, or in a new
+// block (nil).
+func newStorage(dev device.Device, known Allocator, size int64, op string, lt alloc.Lifetime, blk *block) (*Storage, error) {
 	al, err := allocatorOf(dev, known)
 	if err != nil {
 		return nil, err
@@ -158,7 +159,10 @@ func newStorage(dev device.Device, known Allocator, size int64, op string, lt al
 			return nil, err
 		}
 	}
-	blk := &block{st: Storage{dev: dev, al: al, ptr: p, size: size, res: dev.Residency()}}
+	if blk == nil {
+		blk = new(block)
+	}
+	blk.st = Storage{dev: dev, al: al, ptr: p, size: size, res: dev.Residency()}
 	s := &blk.st
 	s.spare = &blk.h
 	if s.res == device.Host {

@@ -48,6 +48,9 @@ type Tensor struct {
 	// Tensor reads it. watch and adopt move such a handle out (ownHandle) before a
 	// cleanup or a ledger reads it. Written only by the goroutine using the handle.
 	sharedAlloc bool
+	// inBlock says the Tensor was allocated with its storage (resultBlock): it must
+	// never be watched nor owned by a scope with a ledger. Set at creation.
+	inBlock bool
 	// requiresGrad says gradients flow to this handle: a leaf that asked for them, or
 	// the output of a recorded op. Set at creation (SetRequiresGrad changes it on a
 	// leaf before it is used).
@@ -247,6 +250,9 @@ func (w *withHandle) init(s *Scope, st *Storage, fresh bool, dt dtype.DType, sha
 func (t *Tensor) ownHandle() {
 	if !t.sharedAlloc {
 		return
+	}
+	if t.inBlock {
+		panic(fmt.Sprintf("tensor: internal error: %v, a result for the autograd engine, handed to the program", t.shape))
 	}
 	h := &handle{st: t.h.st, at: t.h.at, cell: t.h.cell, ownsCell: t.h.ownsCell}
 	h.released.Store(t.h.released.Load())

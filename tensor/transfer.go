@@ -87,7 +87,7 @@ func store(t *Tensor, k kernels.Backend, src func() cpu.Operand) error {
 	if t.IsContiguous() {
 		return t.st.dev.CopyToDevice(t.st.ptr+device.Ptr(int64(t.offset)*size), b, 0)
 	}
-	tmp, err := newStorage(t.st.dev, t.st.al, t.Bytes(), "store", alloc.LifetimeTemporary)
+	tmp, err := newStorage(t.st.dev, t.st.al, t.Bytes(), "store", alloc.LifetimeTemporary, nil)
 	if err != nil {
 		return err
 	}
