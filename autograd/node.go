@@ -43,7 +43,9 @@ type Function interface {
 	// none arrived; at least one is non-nil) and returns one per input (nil
 	// where there is none; Ctx.NeedsGrad says which are wanted). grads stay
 	// the engine's and are released when Backward returns, so a gradient
-	// passed through unchanged is returned as a new reference. The returned
+	// passed through unchanged is returned as a new reference; a Function may
+	// instead take one by setting its entry to nil, and then owns it (a leaf's
+	// accumulator keeps the first gradient it is given so). The returned
 	// values become the engine's, also when an error is returned.
 	Backward(c *Ctx, grads []Value) ([]Value, error)
 }

@@ -53,14 +53,15 @@ func (c *gradCell) kill() {
 	}
 }
 
-// add folds g (borrowed) into the cell: the first gradient is stolen (when steal is set,
-// nothing else holds its storage and it is laid out as the leaf is) or copied; later
-// ones are added in place, so the gradient keeps its identity.
-func (c *gradCell) add(g *Tensor, steal bool) {
+// add folds g (borrowed) into the cell: the first gradient is taken (when steal is set,
+// nothing else holds its storage and it is laid out as the leaf is: took is then set
+// and the cell owns g) or copied; later ones are added in place, so the gradient
+// keeps its identity.
+func (c *gradCell) add(g *Tensor, steal bool) (took bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.dead {
-		return
+		return false
 	}
 	if c.grad != nil && c.grad.Released() {
 		c.grad = nil // released by its user: as if set to none
@@ -70,8 +71,9 @@ func (c *gradCell) add(g *Tensor, steal bool) {
 		// (reportLeak), not watched on its own: it is unreachable exactly when the cell
 		// is.
 		if steal && g.soleOwner() && g.dt == c.dt && sameShape(g.shape, c.shape) {
-			c.grad = g.share(nil)
-			return
+			c.grad = g
+			g.h.at = here()
+			return true
 		}
 		s := newInternalScope()
 		defer s.Close()
@@ -83,9 +85,10 @@ func (c *gradCell) add(g *Tensor, steal bool) {
 		}
 		c.grad = s.handOver(x)
 		c.grad.h.at = here()
-		return
+		return false
 	}
 	addInPlace("AccumulateGrad", c.grad, g)
+	return false
 }
 
 // addInPlace adds src into dst elementwise (src broadcasts to dst).
@@ -106,7 +109,11 @@ type accumulate struct{ c *gradCell }
 
 // Backward folds the leaf's incoming gradient into its cell.
 func (a accumulate) Backward(_ *autograd.Ctx, grads []autograd.Value) ([]autograd.Value, error) {
-	return nil, Try(func() { a.c.add(grads[0].(*Tensor), true) })
+	return nil, Try(func() {
+		if a.c.add(grads[0].(*Tensor), true) {
+			grads[0] = nil // the cell took it
+		}
+	})
 }
 
 // SetRequiresGrad makes a leaf require gradients (or not): backward then accumulates
