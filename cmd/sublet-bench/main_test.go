@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/pprof/profile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -208,6 +210,29 @@ func TestTrainStepsTimesExactlyThatMany(t *testing.T) {
 
 	code, _, _ = runBench("-run", "train", "-steps", "-1")
 	assert.Equal(t, 2, code)
+}
+
+// -memprofile writes the run's allocations as a profile pprof reads, with the train
+// step's sites in it.
+func TestMemProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.pprof")
+	defer func(r int) { runtime.MemProfileRate = r }(runtime.MemProfileRate)
+	code, _, errs := runBench("-device", "sim", "-run", "train", "-cases", "tiny-sgd", "-steps", "3", "-memprofile", path)
+	require.Equal(t, 0, code, errs)
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	p, err := profile.Parse(f)
+	require.NoError(t, err)
+	found := false
+	for _, s := range p.Sample {
+		for _, l := range s.Location {
+			for _, line := range l.Line {
+				found = found || strings.HasSuffix(line.Function.Name, "tensor.Linear")
+			}
+		}
+	}
+	assert.True(t, found, "tensor.Linear's allocations are in the profile")
 }
 
 // TestTrainUploadAndProfile: -upload each-step copies the batch in every step (the

@@ -149,7 +149,9 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 		layers[i] = m
 	}
 	hasData := dev.Residency() != device.Meta
-	data := tensor.NewScope() // the resident batch, for the whole case
+	// The resident batch, for the whole case; its generator is every step's (a step
+	// scope that sets no mode of its own shares its parent's, allocating none).
+	data := tensor.NewScope(tensor.WithGenerator(gen))
 	defer data.Close()
 	var xr, lr *tensor.Tensor
 	if b.upload == "resident" {
@@ -181,7 +183,7 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 	}
 	// step runs one training step; hook, when not nil, profiles its ops and phases.
 	step := func(hook *profiler.Profiler) error {
-		opts := []tensor.Option{tensor.WithGenerator(gen)}
+		var opts []tensor.Option
 		if hook != nil {
 			opts = append(opts, tensor.WithOpHook(hook))
 		}
@@ -205,10 +207,11 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 				if fs, stepErr = amp.Autocast(s, c.autocast); stepErr != nil {
 					return
 				}
-				xt = fs.Bind(xt)
+				xt, lt = fs.Bind(xt), fs.Bind(lt)
 			}
 			end := region("forward")
-			loss := nn.CrossEntropyLoss{}.Loss(forward(xt), fs.Bind(lt))
+			// The loss runs where the logits are (the step scope, or the region).
+			loss := nn.CrossEntropyLoss{}.Loss(forward(xt), lt)
 			if fs != s {
 				loss = fs.Keep(loss)
 				fs.Close()
