@@ -107,17 +107,7 @@ func TestLeaksReportedWithAllocationSite(t *testing.T) {
 	noLeak(d)
 	// The graph's saved output shares the output's storage: 20 bytes live for 40.
 	require.Equal(t, int64(60+16+28+16+20), requested(t, d), "a leak is reported, never freed")
-	t.Cleanup(func() {
-		// The leaked blocks are the test's own; hand them back so the device can go.
-		a := allocator(t, d)
-		for _, seg := range a.Snapshot() {
-			for _, b := range seg.Blocks {
-				if b.State == alloc.ActiveAllocated {
-					require.NoError(t, a.Free(b.Address))
-				}
-			}
-		}
-	})
+	freeLeakedAtCleanup(t, d)
 
 	var found map[string]tensor.Leak
 	done := func() bool {
@@ -128,13 +118,7 @@ func TestLeaksReportedWithAllocationSite(t *testing.T) {
 		}
 		return true
 	}
-	for range 50 {
-		runtime.GC()
-		time.Sleep(time.Millisecond)
-		if found = byCase(); done() {
-			break
-		}
-	}
+	awaitCleanups(func() bool { found = byCase(); return done() })
 	for _, c := range cases {
 		l := found[c.name]
 		require.Equal(t, before[c.name].Count+c.count, l.Count, "%s; leaks: %+v", c.name, tensor.Leaks())
@@ -175,23 +159,8 @@ func TestLeakedParameterReportsItsGradient(t *testing.T) {
 	param0, grad0 := counts()
 	leakParameterWithGrad(d)
 	require.Equal(t, int64(48), requested(t, d), "a leak is reported, never freed")
-	t.Cleanup(func() {
-		a := allocator(t, d)
-		for _, seg := range a.Snapshot() {
-			for _, b := range seg.Blocks {
-				if b.State == alloc.ActiveAllocated {
-					require.NoError(t, a.Free(b.Address))
-				}
-			}
-		}
-	})
-	for range 50 {
-		runtime.GC()
-		time.Sleep(time.Millisecond)
-		if p, g := counts(); p > param0 && g > grad0 {
-			break
-		}
-	}
+	freeLeakedAtCleanup(t, d)
+	awaitCleanups(func() bool { p, g := counts(); return p > param0 && g > grad0 })
 	param, grad := counts()
 	require.Equal(t, param0+1, param, "the parameter; leaks: %+v", tensor.Leaks())
 	require.Equal(t, grad0+1, grad, "its gradient; leaks: %+v", tensor.Leaks())
@@ -221,6 +190,17 @@ func TestLeakedScopeReportsTheGradientsItsHandlesOwn(t *testing.T) {
 	}
 	n0, bytes0 := counts()
 	leakRetained(d)
+	freeLeakedAtCleanup(t, d)
+	// x, y and the sum (16, 16 and 4 bytes), x's gradient and y's retained one (16 each).
+	awaitCleanups(func() bool { n, _ := counts(); return n >= n0+5 })
+	n, bytes := counts()
+	require.Equal(t, n0+5, n, "handles; leaks: %+v", tensor.Leaks())
+	require.Equal(t, bytes0+68, bytes, "bytes; leaks: %+v", tensor.Leaks())
+}
+
+// freeLeakedAtCleanup hands the blocks still allocated on d back when t ends: leaked
+// blocks are the test's own, and the device must be able to go.
+func freeLeakedAtCleanup(t *testing.T, d device.Device) {
 	t.Cleanup(func() {
 		a := allocator(t, d)
 		for _, seg := range a.Snapshot() {
@@ -231,15 +211,16 @@ func TestLeakedScopeReportsTheGradientsItsHandlesOwn(t *testing.T) {
 			}
 		}
 	})
-	// x, y and the sum (16, 16 and 4 bytes), x's gradient and y's retained one (16 each).
+}
+
+// awaitCleanups collects garbage until done says the cleanups it waits for ran, 50
+// times at most (cleanups run after the cycle that found their objects).
+func awaitCleanups(done func() bool) {
 	for range 50 {
 		runtime.GC()
 		time.Sleep(time.Millisecond)
-		if n, _ := counts(); n >= n0+5 {
-			break
+		if done() {
+			return
 		}
 	}
-	n, bytes := counts()
-	require.Equal(t, n0+5, n, "handles; leaks: %+v", tensor.Leaks())
-	require.Equal(t, bytes0+68, bytes, "bytes; leaks: %+v", tensor.Leaks())
 }
