@@ -260,8 +260,8 @@ func (t *Tensor) ownHandle() {
 }
 
 // share makes a handle over t's data with no graph and no owner, created at the site
-// at (nil: none yet): what gradients travel as (the engine owns them, or watch them)
-// and what nodes save (the rule's ledger reports them).
+// at (nil: here): a seed gradient the engine owns, what nodes save (the rule's ledger
+// reports them), a gradient Grad hands to a scope.
 func (t *Tensor) share(at *site) *Tensor {
 	if at == nil {
 		at = here()
