@@ -91,7 +91,8 @@ func (b *backward) recycle() {
 	clear(b.retained)
 	b.opts = Options{}
 	b.tasks, b.grads, b.ready, b.retained = b.tasks[:0], b.grads[:0], b.ready[:0], b.retained[:0]
-	b.ctx = Ctx{unpacked: b.ctx.unpacked[:0]}
+	clear(b.ctx.outs)
+	b.ctx = Ctx{unpacked: b.ctx.unpacked[:0], outs: b.ctx.outs[:0]}
 	engines.Put(b)
 }
 

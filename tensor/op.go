@@ -588,29 +588,35 @@ type packed struct {
 type bwd struct {
 	ctx *autograd.Ctx
 	f   *function
-	s   *Scope    // the run's scope, an internal root from internalRoots
+	s   *Scope    // the run's scope: &root.s
 	g   *Tensor   // the gradient of the op's output
 	out []*Tensor // per forward input: unowned handles for the engine
-	// Room for out and the values returned of the usual few inputs: a run allocates
-	// its bwd alone.
-	outBuf  [3]*Tensor
-	valsBuf [3]autograd.Value
-	// lent is the first saved tensor lend gives the rule (zero until then).
-	lent Tensor
+	// Room for out of the usual few inputs.
+	outBuf [3]*Tensor
+	root   internalRoot
+	// lent holds the copies lend gives the rule; its room is kept from run to run.
+	lent []Tensor
 }
 
+// bwds holds the records of finished runs of backward rules: a run holds nothing of
+// its record once it returned (its scope closed, its gradients handed to the engine
+// through the engine's own room, Ctx.Outputs), so the next run takes it, and a rule's
+// run allocates nothing of its own.
+var bwds = sync.Pool{New: func() any { return &bwd{lent: make([]Tensor, 0, 4)} }}
+
 // internalRoots holds closed internal root scopes whose handles the program never
-// sees (a backward rule's run's, a backward's seed's): such a scope is done with once
-// closed (what it handed over left it), so the next takes it.
+// sees (a backward's seed's): such a scope is done with once closed (what it handed
+// over left it), so the next takes it.
 var internalRoots = sync.Pool{New: func() any { return new(internalRoot) }}
 
 // Backward runs the rule in a fresh no-grad scope and closes it: every temporary of the
 // rule is released before the engine goes on. A *Error the rule panics with (out of
 // memory) becomes the returned error.
 func (f *function) Backward(ctx *autograd.Ctx, grads []autograd.Value) ([]autograd.Value, error) {
-	root := internalRoots.Get().(*internalRoot)
-	root.init(true)
-	b := &bwd{ctx: ctx, f: f, s: &root.s}
+	b := bwds.Get().(*bwd)
+	b.ctx, b.f = ctx, f
+	b.root.init(true)
+	b.s = &b.root.s
 	b.s.m.hook = f.hook
 	b.out = append(b.outBuf[:0], make([]*Tensor, len(f.in))...)
 	// One output, so its gradient arrived: the engine's handle, placed in the rule's
@@ -622,9 +628,7 @@ func (f *function) Backward(ctx *autograd.Ctx, grads []autograd.Value) ([]autogr
 		defer func() { b.g.place = nil }()
 		f.r.backward(b)
 	})
-	// Nothing of the rule's is in its scope now (released, or handed over in out).
-	internalRoots.Put(root)
-	vals := append(b.valsBuf[:0], make([]autograd.Value, len(b.out))...)
+	vals := ctx.Outputs(len(b.out))
 	for i, t := range b.out {
 		if t == nil {
 			continue
@@ -635,6 +639,11 @@ func (f *function) Backward(ctx *autograd.Ctx, grads []autograd.Value) ([]autogr
 		}
 		vals[i] = t
 	}
+	// Nothing of the run is in its scope now (released, or handed over in vals), and
+	// nothing holds what it lent: the next run takes it all.
+	clear(b.lent)
+	*b = bwd{lent: b.lent[:0]}
+	bwds.Put(b)
 	if err != nil {
 		return nil, err
 	}
@@ -679,16 +688,12 @@ func (b *bwd) saved(sv *autograd.Saved) *Tensor {
 // or one an unpack hook gave the run), which holds its storage until the rule
 // returns: a copy of t placed in the rule's scope (ops on it run there) that holds no
 // reference, shares t's handle (t's release is its own) and that nothing releases.
-// The rule never releases it; what it returns of it, set binds. The first lives in
-// b (a rule reads one saved tensor or more).
+// The rule never releases it; what it returns of it, set binds. It lives in b.lent
+// (a copy made before lent grew stays where it is).
 func (b *bwd) lend(t *Tensor) *Tensor {
 	t.live(b.f.name)
-	l := &b.lent
-	if l.st != nil { // lent already
-		l = new(Tensor)
-	}
-	*l = Tensor{shape: t.shape, strides: t.strides, offset: t.offset, st: t.st, h: t.h, dt: t.dt, place: b.s}
-	return l
+	b.lent = append(b.lent, Tensor{shape: t.shape, strides: t.strides, offset: t.offset, st: t.st, h: t.h, dt: t.dt, place: b.s})
+	return &b.lent[len(b.lent)-1]
 }
 
 // set makes g the gradient of forward input i, if that input wants one. g may have the
