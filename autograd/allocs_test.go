@@ -36,23 +36,6 @@ func TestRecordingAllocatesOnlyTheNode(t *testing.T) {
 	require.NoError(t, leaf.Release())
 }
 
-// pass is a Function that returns one none per input, in the engine's room.
-type pass struct{ inputs int }
-
-func (p pass) Backward(c *autograd.Ctx, _ []autograd.Value) ([]autograd.Value, error) {
-	outs := c.Outputs(p.inputs)
-	for i := range outs {
-		outs[i] = none{}
-	}
-	return outs, nil
-}
-
-// noneSum is gradient arithmetic over none values.
-type noneSum struct{}
-
-func (noneSum) Add(a, b autograd.Value) (autograd.Value, error) { return a, nil }
-
-func (noneSum) HasNonFinite(autograd.Value) (bool, error) { return false, nil }
 
 // A backward through a graph the engine saw before allocates nothing: its map, tasks,
 // gradient slots, ready queue and walk stack are a finished backward's, and the
@@ -64,14 +47,12 @@ func TestBackwardAllocatesNothingOnceWarm(t *testing.T) {
 	}
 	leaf, err := autograd.NewNode(autograd.NodeSpec{Name: "leaf", Kind: autograd.KindAccumulate, Outputs: 1, Fn: none{}})
 	require.NoError(t, err)
-	one := pass{1}
-	a, err := autograd.NewNode(autograd.NodeSpec{Name: "a", Seq: 1, Inputs: []autograd.Edge{{Node: leaf}}, Outputs: 1, Fn: one})
+	a, err := autograd.NewNode(autograd.NodeSpec{Name: "a", Seq: 1, Inputs: []autograd.Edge{{Node: leaf}}, Outputs: 1, Fn: passFn{}})
 	require.NoError(t, err)
-	two := pass{2}
-	b, err := autograd.NewNode(autograd.NodeSpec{Name: "b", Seq: 2, Inputs: []autograd.Edge{{Node: a}, {Node: leaf}}, Outputs: 1, Fn: two})
+	b, err := autograd.NewNode(autograd.NodeSpec{Name: "b", Seq: 2, Inputs: []autograd.Edge{{Node: a}, {Node: leaf}}, Outputs: 1, Fn: passFn{}})
 	require.NoError(t, err)
 	roots := []autograd.Root{{Edge: autograd.Edge{Node: b}, Grad: none{}}}
-	opts := autograd.Options{Arith: noneSum{}}
+	opts := autograd.Options{Arith: freeArith{}}
 	n := testing.AllocsPerRun(100, func() { require.NoError(t, autograd.Backward(roots, opts)) })
 	require.Zero(t, n, "heap objects per backward")
 	for _, x := range []*autograd.Node{b, a, leaf} {
