@@ -36,7 +36,6 @@ func TestRecordingAllocatesOnlyTheNode(t *testing.T) {
 	require.NoError(t, leaf.Release())
 }
 
-
 // A backward through a graph the engine saw before allocates nothing: its map, tasks,
 // gradient slots, ready queue and walk stack are a finished backward's, and the
 // Functions return their gradients in its room (Ctx.Outputs): a training loop's
