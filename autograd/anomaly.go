@@ -86,8 +86,8 @@ func ordinal(i int) string {
 
 // createdAt tells where n was created, or how to find out.
 func createdAt(n *Node) string {
-	if len(n.site) == 0 {
+	if n.site == nil {
 		return "; record creation sites (anomaly mode during the forward) to see where the op was created"
 	}
-	return fmt.Sprintf("; %s was created at:\n%s", n, n.site)
+	return fmt.Sprintf("; %s was created at:\n%s", n, *n.site)
 }

@@ -14,8 +14,9 @@ func (free) Release() {}
 
 type passFn struct{}
 
+// Backward returns one free per input, in the engine's room (Ctx.Outputs).
 func (passFn) Backward(c *autograd.Ctx, _ []autograd.Value) ([]autograd.Value, error) {
-	out := make([]autograd.Value, c.Node().NumInputs())
+	out := c.Outputs(c.Node().NumInputs())
 	for i := range out {
 		out[i] = free{}
 	}

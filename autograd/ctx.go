@@ -6,11 +6,24 @@ package autograd
 type Ctx struct {
 	node     *Node
 	unpacked []unpacked // what Saved.Get unpacked in this run; released after it
+	outs     []Value    // Outputs' room, the next run's once the engine took them
 }
 
 type unpacked struct {
 	s *Saved
 	v Value
+}
+
+// Outputs returns n nil Values for the Function to fill and return as its gradients,
+// in room the engine reuses: a Function that returns them allocates no slice. Once
+// returned they are the engine's, as any result, and the room is the next run's.
+func (c *Ctx) Outputs(n int) []Value {
+	if cap(c.outs) < n {
+		c.outs = make([]Value, n)
+	}
+	c.outs = c.outs[:n]
+	clear(c.outs)
+	return c.outs
 }
 
 // Node returns the node being run.

@@ -54,7 +54,8 @@
 // Gradients flowing through the engine are Values the engine owns. Every
 // intermediate gradient is released (or consumed by Arith.Add) as soon as it
 // has been used: a node's incoming gradients right after its Function
-// returns. After Backward returns, the engine holds no Value: only what the
+// returns, unless the Function took one (set its entry to nil: a leaf's
+// accumulator keeps the first gradient it gets so). After Backward returns, the engine holds no Value: only what the
 // accumulate nodes kept (the leaves' .grad) and what hooks kept remain.
 //
 // Saved-tensor hooks (SavedHooks) transform what a node saves: Pack at save

@@ -3,6 +3,7 @@ package autograd
 import (
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // Root seeds a backward: the gradient of output Edge.Slot of Edge.Node.
@@ -49,11 +50,12 @@ type Options struct {
 // released when. On error the nodes already run stay consumed; the others
 // keep their saved values and every gradient the engine held is released.
 func Backward(roots []Root, opts Options) (err error) {
-	b := &backward{opts: opts, index: make(map[*Node]int32)}
-	defer func() { releaseAll(b.grads) }() // b.grads as it is at the end, not now
-	retained, err := b.start(roots)
+	b := engines.Get().(*backward)
+	b.opts = opts
+	defer b.recycle()
+	err = b.start(roots)
 	defer func() {
-		for _, n := range retained {
+		for _, n := range b.retained {
 			err = errors.Join(err, n.Release())
 		}
 	}()
@@ -63,27 +65,48 @@ func Backward(roots []Root, opts Options) (err error) {
 	return err
 }
 
-// backward is the state of one Backward call; one goroutine uses it.
+// backward is the state of one Backward call; one goroutine uses it. Its map and
+// slices are kept from call to call (engines), so that a training loop's backward
+// grows none of them.
 type backward struct {
-	opts  Options
-	index map[*Node]int32 // task of each reachable node
-	tasks []task          // in discovery order
-	grads []Value         // the gradients buffered for every task's slots
-	ready []int32         // heap of the tasks ready to run (see push)
-	ctx   Ctx             // reused by every run
+	opts     Options
+	index    map[*Node]int32 // task of each reachable node
+	tasks    []task          // in discovery order
+	grads    []Value         // the gradients buffered for every task's slots
+	ready    []int32         // heap of the tasks ready to run (see push)
+	stack    []*Node         // discover's nodes still to walk
+	retained []*Node         // the roots' nodes, held for the call (start)
+	ctx      Ctx             // reused by every run
+}
+
+// engines holds the states of finished backwards, emptied, with the room they grew.
+var engines = sync.Pool{New: func() any { return &backward{index: make(map[*Node]int32)} }}
+
+// recycle releases the gradients b still holds (those of an unfinished backward),
+// empties b and gives it back to engines.
+func (b *backward) recycle() {
+	releaseAll(b.grads)
+	clear(b.index)
+	clear(b.tasks)
+	clear(b.retained)
+	b.opts = Options{}
+	b.tasks, b.grads, b.ready, b.retained = b.tasks[:0], b.grads[:0], b.ready[:0], b.retained[:0]
+	clear(b.ctx.outs)
+	b.ctx = Ctx{unpacked: b.ctx.unpacked[:0], outs: b.ctx.outs[:0]}
+	engines.Put(b)
 }
 
 // gradsOf returns the gradient slots of task i.
 func (b *backward) gradsOf(i int32) []Value {
 	t := &b.tasks[i]
-	end := t.grad + int32(t.node.outputs)
+	end := t.grad + t.node.outputs
 	return b.grads[t.grad:end:end]
 }
 
-// start checks the roots, retains their nodes (returned, for release at the
-// end), counts dependencies, seeds the gradients and queues the first nodes.
+// start checks the roots, retains their nodes (in b.retained, for release at
+// the end), counts dependencies, seeds the gradients and queues the first nodes.
 // It owns the seeds: on error each is released.
-func (b *backward) start(roots []Root) (retained []*Node, err error) {
+func (b *backward) start(roots []Root) (err error) {
 	seeded := 0
 	defer func() {
 		for _, r := range roots[seeded:] {
@@ -93,25 +116,25 @@ func (b *backward) start(roots []Root) (retained []*Node, err error) {
 		}
 	}()
 	if b.opts.Arith == nil {
-		return nil, errors.New("autograd: Backward: nil Options.Arith; the tensor package supplies gradient arithmetic")
+		return errors.New("autograd: Backward: nil Options.Arith; the tensor package supplies gradient arithmetic")
 	}
 	if len(roots) == 0 {
-		return nil, errors.New("autograd: Backward: no roots")
+		return errors.New("autograd: Backward: no roots")
 	}
 	for i, r := range roots {
 		if err := checkRoot(i, r); err != nil {
-			return retained, err
+			return err
 		}
 		if err := r.Edge.Node.retain(); err != nil {
-			return retained, fmt.Errorf("autograd: Backward: root %d: %w", i, err)
+			return fmt.Errorf("autograd: Backward: root %d: %w", i, err)
 		}
-		retained = append(retained, r.Edge.Node)
+		b.retained = append(b.retained, r.Edge.Node)
 	}
 	if err := b.discover(roots); err != nil {
-		return retained, err
+		return err
 	}
 	if err := b.restrict(); err != nil {
-		return retained, err
+		return err
 	}
 	for _, r := range roots {
 		seeded++
@@ -121,7 +144,7 @@ func (b *backward) start(roots []Root) (retained []*Node, err error) {
 			continue
 		}
 		if err := b.deliver(i, r.Edge.Slot, r.Grad); err != nil {
-			return retained, err
+			return err
 		}
 	}
 	for _, r := range roots {
@@ -130,7 +153,7 @@ func (b *backward) start(roots []Root) (retained []*Node, err error) {
 			b.push(i)
 		}
 	}
-	return retained, nil
+	return nil
 }
 
 func checkRoot(i int, r Root) error {
@@ -139,7 +162,7 @@ func checkRoot(i int, r Root) error {
 		return fmt.Errorf("autograd: Backward: root %d does not require grad and has no node", i)
 	case r.Grad == nil:
 		return fmt.Errorf("autograd: Backward: root %d (%s): nil gradient; seed it (ones for a scalar loss)", i, r.Edge.Node)
-	case r.Edge.Slot < 0 || r.Edge.Slot >= r.Edge.Node.outputs:
+	case r.Edge.Slot < 0 || r.Edge.Slot >= int(r.Edge.Node.outputs):
 		return fmt.Errorf("autograd: Backward: root %d: slot %d of %s, which has %d outputs",
 			i, r.Edge.Slot, r.Edge.Node, r.Edge.Node.outputs)
 	}
@@ -149,7 +172,8 @@ func checkRoot(i int, r Root) error {
 // discover walks every node reachable from the roots, counting the edges
 // into each.
 func (b *backward) discover(roots []Root) error {
-	var stack []*Node
+	stack := b.stack[:0]
+	defer func() { b.stack = stack[:0] }()
 	visit := func(n *Node) (int32, error) {
 		if i, ok := b.index[n]; ok {
 			return i, nil
@@ -168,6 +192,7 @@ func (b *backward) discover(roots []Root) error {
 	}
 	for len(stack) > 0 {
 		n := stack[len(stack)-1]
+		stack[len(stack)-1] = nil // b.stack keeps no node past the call
 		stack = stack[:len(stack)-1]
 		for _, e := range n.inputs {
 			if e.Node == nil {
@@ -444,11 +469,14 @@ func (n *Node) begin(runs bool) (Function, [][]GradHook, []PostHook, error) {
 	if err := n.runnableLocked(); err != nil && runs {
 		return nil, nil, nil, err
 	}
-	var gradHooks [][]GradHook
-	if n.gradHooks != nil {
-		gradHooks = append(gradHooks, n.gradHooks...)
+	if n.hooks == nil {
+		return n.fn, nil, nil, nil
 	}
-	return n.fn, gradHooks, n.postHooks, nil
+	var gradHooks [][]GradHook
+	if n.hooks.grad != nil {
+		gradHooks = append(gradHooks, n.hooks.grad...)
+	}
+	return n.fn, gradHooks, n.hooks.post, nil
 }
 
 func (b *backward) checkFinite(n *Node, outs []Value) error {
@@ -471,7 +499,7 @@ func (b *backward) checkFinite(n *Node, outs []Value) error {
 }
 
 func nodeError(n *Node, err error) error {
-	if len(n.site) == 0 {
+	if n.site == nil {
 		return fmt.Errorf("autograd: backward of %s: %w", n, err)
 	}
 	return fmt.Errorf("autograd: backward of %s: %w%s", n, err, createdAt(n))

@@ -292,3 +292,26 @@ func TestFailureReleasesGradientsWaitingForOtherNodes(t *testing.T) {
 	assert.Zero(t, w.count("grad"), "Exp's buffered gradient is released")
 	require.NoError(t, bad.Release())
 }
+
+// taker is a leaf's accumulator that takes the gradient it is given.
+type taker struct{ got autograd.Value }
+
+func (k *taker) Backward(_ *autograd.Ctx, grads []autograd.Value) ([]autograd.Value, error) {
+	k.got, grads[0] = grads[0], nil
+	return nil, nil
+}
+
+// A Function that takes a gradient (its entry set to nil) owns it: the engine does
+// not release it.
+func TestFunctionTakesItsGradient(t *testing.T) {
+	w := newWorld()
+	k := &taker{}
+	leaf, err := autograd.NewNode(autograd.NodeSpec{Name: "AccumulateGrad", Kind: autograd.KindAccumulate, Outputs: 1, Fn: k})
+	require.NoError(t, err)
+	roots := []autograd.Root{{Edge: autograd.Edge{Node: leaf}, Grad: w.newVal("grad", "seed", 1)}}
+	require.NoError(t, autograd.Backward(roots, autograd.Options{Arith: freeArith{}}))
+	require.Equal(t, 1, w.count("grad"), "the taken gradient is alive")
+	k.got.Release()
+	require.NoError(t, leaf.Release())
+	w.requireEmpty(t)
+}

@@ -18,7 +18,7 @@ type PostHook func(n *Node) error
 // AddGradHook adds h to the hooks of output slot; hooks run in the order
 // they were added.
 func (n *Node) AddGradHook(slot int, h GradHook) error {
-	if slot < 0 || slot >= n.outputs {
+	if slot < 0 || slot >= int(n.outputs) {
 		return fmt.Errorf("autograd: AddGradHook on %s: slot %d, node has %d outputs", n, slot, n.outputs)
 	}
 	n.mu.Lock()
@@ -26,10 +26,13 @@ func (n *Node) AddGradHook(slot int, h GradHook) error {
 	if n.fn == nil {
 		return fmt.Errorf("autograd: %w", freed(n, "AddGradHook"))
 	}
-	if n.gradHooks == nil {
-		n.gradHooks = make([][]GradHook, n.outputs)
+	if n.hooks == nil {
+		n.hooks = new(nodeHooks)
 	}
-	n.gradHooks[slot] = append(n.gradHooks[slot], h)
+	if n.hooks.grad == nil {
+		n.hooks.grad = make([][]GradHook, n.outputs)
+	}
+	n.hooks.grad[slot] = append(n.hooks.grad[slot], h)
 	return nil
 }
 
@@ -40,8 +43,17 @@ func (n *Node) AddPostHook(h PostHook) error {
 	if n.fn == nil {
 		return fmt.Errorf("autograd: %w", freed(n, "AddPostHook"))
 	}
-	n.postHooks = append(n.postHooks, h)
+	if n.hooks == nil {
+		n.hooks = new(nodeHooks)
+	}
+	n.hooks.post = append(n.hooks.post, h)
 	return nil
+}
+
+// nodeHooks are a node's hooks, apart from it: most nodes have none.
+type nodeHooks struct {
+	grad [][]GradHook // per output slot; nil until the first
+	post []PostHook
 }
 
 // runGradHooks passes g through the hooks of slot and returns what the

@@ -43,7 +43,9 @@ type Function interface {
 	// none arrived; at least one is non-nil) and returns one per input (nil
 	// where there is none; Ctx.NeedsGrad says which are wanted). grads stay
 	// the engine's and are released when Backward returns, so a gradient
-	// passed through unchanged is returned as a new reference. The returned
+	// passed through unchanged is returned as a new reference; a Function may
+	// instead take one by setting its entry to nil, and then owns it (a leaf's
+	// accumulator keeps the first gradient it is given so). The returned
 	// values become the engine's, also when an error is returned.
 	Backward(c *Ctx, grads []Value) ([]Value, error)
 }
@@ -71,30 +73,32 @@ type NodeSpec struct {
 
 // Node is one recorded op or one leaf accumulator.
 type Node struct {
-	// Set by NewNode and never changed.
-	name    string
-	kind    Kind
-	seq     uint64
-	site    Site
-	inputs  []Edge
-	outputs int
+	// Set by NewNode and never changed (kind and outputs are with the small fields
+	// below).
+	name   string
+	seq    uint64
+	site   *Site // nil without one (outside anomaly mode)
+	inputs []Edge
 
 	// refs counts the references (see the package doc); the node is freed
 	// when it drops to zero and never comes back. Changed only by CAS.
-	refs atomic.Int32
+	refs   atomic.Int32
+	nsaved int32 // guarded by mu; Saves so far (numbers them)
 
-	mu        sync.Mutex
-	fn        Function     // guarded by mu; nil once freed
-	saved     []*Saved     // guarded by mu; nil once released or freed
-	nsaved    int          // guarded by mu; Saves so far (numbers them)
-	released  bool         // guarded by mu; backward consumed the node
-	gradHooks [][]GradHook // guarded by mu; per output slot; nil until the first, and once freed
-	postHooks []PostHook   // guarded by mu; nil once freed
+	mu       sync.Mutex
+	kind     Kind       // set by NewNode, never changed
+	released bool       // guarded by mu; backward consumed the node
+	outputs  int32      // set by NewNode, never changed
+	fn       Function   // guarded by mu; nil once freed
+	saved    []*Saved   // guarded by mu; nil once released or freed
+	hooks    *nodeHooks // guarded by mu; nil until the first hook, and once freed
 
-	// Room for the usual few inputs and saved values, so that recording an op
-	// allocates neither.
-	inBuf    [2]Edge
-	savedBuf [2]*Saved
+	// Room for the usual few inputs (three: a linear layer's) and saved values, so
+	// that recording an op allocates neither. savedRoom holds the first Saves'
+	// handles (written under mu by Save, each once).
+	inBuf     [3]Edge
+	savedBuf  [2]*Saved
+	savedRoom [2]Saved
 }
 
 // NewNode records a node. It takes a reference on every producer in
@@ -108,9 +112,12 @@ func NewNode(spec NodeSpec) (*Node, error) {
 		name:    spec.Name,
 		kind:    spec.Kind,
 		seq:     spec.Seq,
-		site:    spec.Site,
-		outputs: spec.Outputs,
+		outputs: int32(spec.Outputs),
 		fn:      spec.Fn,
+	}
+	if len(spec.Site) > 0 {
+		site := spec.Site
+		n.site = &site
 	}
 	n.inputs = append(n.inBuf[:0], spec.Inputs...)
 	n.refs.Store(1)
@@ -148,7 +155,7 @@ func (s *NodeSpec) check() error {
 			len(s.Inputs), s.Outputs)
 	}
 	for i, e := range s.Inputs {
-		if e.Node != nil && (e.Slot < 0 || e.Slot >= e.Node.outputs) {
+		if e.Node != nil && (e.Slot < 0 || e.Slot >= int(e.Node.outputs)) {
 			return bad("input %d: slot %d of %s, which has %d outputs", i, e.Slot, e.Node, e.Node.outputs)
 		}
 	}
@@ -165,7 +172,12 @@ func (n *Node) Kind() Kind { return n.kind }
 func (n *Node) Seq() uint64 { return n.seq }
 
 // Site returns where the node was created (empty unless recorded).
-func (n *Node) Site() Site { return n.site }
+func (n *Node) Site() Site {
+	if n.site == nil {
+		return nil
+	}
+	return *n.site
+}
 
 // NumInputs returns the number of forward inputs (input edges).
 func (n *Node) NumInputs() int { return len(n.inputs) }
@@ -174,7 +186,7 @@ func (n *Node) NumInputs() int { return len(n.inputs) }
 func (n *Node) Input(i int) Edge { return n.inputs[i] }
 
 // NumOutputs returns the number of output slots.
-func (n *Node) NumOutputs() int { return n.outputs }
+func (n *Node) NumOutputs() int { return int(n.outputs) }
 
 // String names the node in errors: op name and sequence number.
 func (n *Node) String() string { return fmt.Sprintf("%s#%d", n.name, n.seq) }
@@ -264,6 +276,6 @@ func (n *Node) free() []*Saved {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	saved := n.saved
-	n.saved, n.fn, n.gradHooks, n.postHooks = nil, nil, nil, nil
+	n.saved, n.fn, n.hooks = nil, nil, nil
 	return saved
 }

@@ -25,14 +25,14 @@ type SavedHooks interface {
 // hooks if it was saved under a pair.
 type Saved struct {
 	node    *Node      // owner; set by Save, never changed
-	index   int        // the how-manyth Save on node; set by Save, never changed
 	hooks   SavedHooks // set by Save, never changed; nil: v is the value itself
 	version uint64     // set by Save, never changed; v's version when saved
+	index   int32      // the how-manyth Save on node; set by Save, never changed
 	checked bool       // set by Save, never changed; v is Versioned and hooks nil
 
+	released bool // guarded by mu
 	mu       sync.Mutex
 	v        Value // guarded by mu; the value or the packed object; nil once released
-	released bool  // guarded by mu
 }
 
 // Save keeps v for the node's backward and returns its handle. Save owns v
@@ -58,9 +58,10 @@ func (n *Node) Save(v Value, hooks SavedHooks) (*Saved, error) {
 		}
 		v = p
 	}
-	s := &Saved{node: n, hooks: hooks, v: v}
-	if vv, ok := v.(Versioned); ok && hooks == nil {
-		s.version, s.checked = vv.Version(), true
+	var version uint64
+	vv, checked := v.(Versioned)
+	if checked = checked && hooks == nil; checked {
+		version = vv.Version()
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -68,7 +69,13 @@ func (n *Node) Save(v Value, hooks SavedHooks) (*Saved, error) {
 		v.Release()
 		return nil, err
 	}
-	s.index = n.nsaved
+	var s *Saved
+	if int(n.nsaved) < len(n.savedRoom) {
+		s = &n.savedRoom[n.nsaved]
+	} else {
+		s = new(Saved)
+	}
+	*s = Saved{node: n, hooks: hooks, v: v, version: version, checked: checked, index: n.nsaved}
 	n.nsaved++
 	if n.saved == nil {
 		n.saved = n.savedBuf[:0]

@@ -86,7 +86,25 @@ type Adam struct {
 	// device tensors' while they exist (these are then stale).
 	steps []int
 	onDev []adamDevice // per group; zero until a Capturable group's first Step
+	// lists are Step's per-group lists, kept empty between steps so that a step
+	// grows none; used by Step alone.
+	lists []adamList
 	params
+}
+
+// adamList is one group's multi-tensor step.
+type adamList struct {
+	k          kernels.Adam
+	steps      []int // the host's counts, or a Capturable group's slots
+	p, g, m, v []*tensor.Tensor
+}
+
+// empty clears l for the next step, keeping its room and no tensor.
+func (l *adamList) empty() {
+	for _, ts := range [][]*tensor.Tensor{l.p, l.g, l.m, l.v} {
+		clear(ts)
+	}
+	l.steps, l.p, l.g, l.m, l.v = l.steps[:0], l.p[:0], l.g[:0], l.m[:0], l.v[:0]
 }
 
 // adamDevice is a Capturable group's learning rate (one F64 element) and its
@@ -281,17 +299,20 @@ func (o *Adam) SetLR(i int, lr float64) {
 // recorded by tensor.CaptureGraph once every parameter that steps has its state (a step
 // taken eagerly before); another group's fails the capture with tensor.ErrCapture.
 func (o *Adam) Step() {
-	ks := make([]kernels.Adam, len(o.groups))
-	for i, c := range o.groups {
-		ks[i] = kernels.Adam{LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay, Decoupled: o.decoupled}
-	}
 	o.checkStateBeforeCapture()
 	// One multi-tensor step per group: a launch per group on a GPU.
-	type list struct {
-		steps      []int // the host's counts, or a Capturable group's slots
-		p, g, m, v []*tensor.Tensor
+	if len(o.lists) < len(o.groups) {
+		o.lists = append(o.lists, make([]adamList, len(o.groups)-len(o.lists))...)
 	}
-	lists := make([]list, len(ks))
+	lists := o.lists[:len(o.groups)]
+	for i, c := range o.groups {
+		lists[i].k = kernels.Adam{LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay, Decoupled: o.decoupled}
+	}
+	defer func() {
+		for i := range lists {
+			lists[i].empty()
+		}
+	}()
 	o.each(func(int) int { return 2 }, func(i, g int, p, grad *tensor.Tensor, st []*tensor.Tensor, _ bool) {
 		n := o.index(i)
 		if !o.groups[g].Capturable {
@@ -301,14 +322,15 @@ func (o *Adam) Step() {
 		l := &lists[g]
 		l.steps, l.p, l.g, l.m, l.v = append(l.steps, n), append(l.p, p), append(l.g, grad), append(l.m, st[0]), append(l.v, st[1])
 	})
-	for g, l := range lists {
+	for g := range lists {
+		l := &lists[g]
 		switch {
 		case len(l.p) == 0:
 		case o.groups[g].Capturable:
 			d := o.deviceState(g, l.p[0].Device())
-			tensor.StepAdamMultiCapturable(ks[g], d.lr, d.steps, l.steps, l.p, l.g, l.m, l.v)
+			tensor.StepAdamMultiCapturable(l.k, d.lr, d.steps, l.steps, l.p, l.g, l.m, l.v)
 		default:
-			tensor.StepAdamMulti(ks[g], l.steps, l.p, l.g, l.m, l.v)
+			tensor.StepAdamMulti(l.k, l.steps, l.p, l.g, l.m, l.v)
 		}
 	}
 }

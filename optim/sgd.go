@@ -50,7 +50,25 @@ type SGDGroup struct {
 // 0 (a group that starts using momentum later gets its buffers then).
 type SGD struct {
 	groups []SGDConfig
+	// lists are Step's per-group lists, kept empty between steps so that a step
+	// grows none; used by Step alone.
+	lists []sgdList
 	params
+}
+
+// sgdList is one group's multi-tensor step.
+type sgdList struct {
+	k         kernels.SGD
+	p, g, buf []*tensor.Tensor
+	first     []bool
+}
+
+// empty clears l for the next step, keeping its room and no tensor.
+func (l *sgdList) empty() {
+	for _, ts := range [][]*tensor.Tensor{l.p, l.g, l.buf} {
+		clear(ts)
+	}
+	l.p, l.g, l.buf, l.first = l.p[:0], l.g[:0], l.buf[:0], l.first[:0]
 }
 
 // NewSGD returns an SGD optimizer over params, all in one group, or an error naming a
@@ -120,23 +138,26 @@ func (o *SGD) SetLR(i int, lr float64) { o.groups[i].LR = checkLR("SGD.SetLR", i
 
 // Step updates every parameter that has a gradient.
 func (o *SGD) Step() {
-	ks := make([]kernels.SGD, len(o.groups))
+	// One multi-tensor step per group: a launch per group on a GPU.
+	if len(o.lists) < len(o.groups) {
+		o.lists = append(o.lists, make([]sgdList, len(o.groups)-len(o.lists))...)
+	}
+	lists := o.lists[:len(o.groups)]
 	for i, c := range o.groups {
-		ks[i] = kernels.SGD{LR: c.LR, Momentum: c.Momentum, Dampening: c.Dampening, WeightDecay: c.WeightDecay,
+		lists[i].k = kernels.SGD{LR: c.LR, Momentum: c.Momentum, Dampening: c.Dampening, WeightDecay: c.WeightDecay,
 			Nesterov: c.Nesterov}
 	}
 	buffers := func(g int) int {
-		if ks[g].Momentum != 0 {
+		if lists[g].k.Momentum != 0 {
 			return 1
 		}
 		return 0
 	}
-	// One multi-tensor step per group: a launch per group on a GPU.
-	type list struct {
-		p, g, buf []*tensor.Tensor
-		first     []bool
-	}
-	lists := make([]list, len(ks))
+	defer func() {
+		for i := range lists {
+			lists[i].empty()
+		}
+	}()
 	o.each(buffers, func(_, g int, p, grad *tensor.Tensor, st []*tensor.Tensor, first bool) {
 		l := &lists[g]
 		l.p, l.g, l.first = append(l.p, p), append(l.g, grad), append(l.first, first)
@@ -144,9 +165,9 @@ func (o *SGD) Step() {
 			l.buf = append(l.buf, st[0])
 		}
 	})
-	for g, l := range lists {
-		if len(l.p) > 0 {
-			tensor.StepSGDMulti(ks[g], l.p, l.g, l.buf, l.first)
+	for g := range lists {
+		if l := &lists[g]; len(l.p) > 0 {
+			tensor.StepSGDMulti(l.k, l.p, l.g, l.buf, l.first)
 		}
 	}
 }

@@ -44,8 +44,7 @@ func addcOp(op *OpInfo, t, a, b *Tensor, value float64) *Tensor {
 	}
 	out := c.alloc(dt, shape)
 	if c.recording() { // before computing, as it saves only inputs
-		r := &addcBackward{k: op.binary, value: value}
-		c.record(r, out)
+		r := recordRule(c, addcBackward{k: op.binary, value: value}, out)
 		if op.binary == kernels.Mul {
 			r.a, r.b = c.saveCross(p, q)
 		} else {

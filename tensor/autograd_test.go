@@ -179,6 +179,10 @@ func TestAnomalyNamesTheOpAndWhereItWasCreated(t *testing.T) {
 	require.True(t, errors.As(err, &an), "got %v", err)
 	require.Equal(t, tensor.OpSqrt, an.Node.Name())
 	require.Contains(t, err.Error(), "autograd_test.go")
+	site := an.Node.Site()
+	require.GreaterOrEqual(t, len(site), 2)
+	require.Equal(t, "tensor.(*Tensor).Sqrt", site[0].Function, "the site starts at the op the program called: %v", site)
+	require.Contains(t, site[1].Function, "TestAnomalyNamesTheOpAndWhereItWasCreated", "then its caller: %v", site)
 	s.Close()
 
 	quiet := tensor.NewScope()

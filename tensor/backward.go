@@ -70,9 +70,11 @@ func rootOf(op string, i int, t *Tensor, grad *Tensor) autograd.Root {
 		if t.Numel() != 1 {
 			fail(op, ErrShape, []*Tensor{t}, "grad can be implicitly created only for scalar outputs; output %d has %d elements, give its gradient", i, t.Numel())
 		}
-		s := newInternalScope()
-		seed = s.handOver(s.Full(t.st.dev, t.dt, 1, t.shape...))
-		s.Close()
+		r := internalRoots.Get().(*internalRoot)
+		r.init(true)
+		seed = r.s.handOver(r.s.Full(t.st.dev, t.dt, 1, t.shape...))
+		r.s.Close()
+		internalRoots.Put(r)
 	} else {
 		grad.live(op)
 		if grad.dt != t.dt || !sameShape(grad.shape, t.shape) || grad.st.dev != t.st.dev {
@@ -177,22 +179,22 @@ func Grad(outputs, inputs []*Tensor, o GradOptions) []*Tensor {
 	if err != nil {
 		fail(op, gradErr(err), outputs, "")
 	}
-	// The gradients are the call's until s owns them: a failure below (an unused
-	// input, no memory for zeros) releases them all, those s took included.
+	// The engine's gradients are the call's: s owns handles of its own to them (an
+	// engine value may share its allocation with its storage, which no scope may own),
+	// and a failure below (an unused input, no memory for zeros) releases those too.
 	out := make([]*Tensor, len(inputs))
-	taken := make([]bool, len(vs))
 	handed := false
 	defer func() {
+		for _, v := range vs {
+			if v != nil {
+				v.Release()
+			}
+		}
 		if handed {
 			return
 		}
 		for _, t := range out {
 			t.Release()
-		}
-		for k, v := range vs {
-			if v != nil && !taken[k] {
-				v.Release()
-			}
 		}
 	}()
 	for i, x := range inputs {
@@ -206,11 +208,8 @@ func Grad(outputs, inputs []*Tensor, o GradOptions) []*Tensor {
 		case vs[k] == nil && o.MaterializeGrads:
 			out[i] = s.Zeros(x.st.dev, x.dt, x.shape...)
 		case vs[k] == nil:
-		case taken[k]: // the same input again: another handle to its gradient
+		default: // the same input again gets another handle to its gradient
 			out[i] = vs[k].(*Tensor).share(nil)
-			s.adopt(out[i])
-		default:
-			out[i], taken[k] = vs[k].(*Tensor), true
 			s.adopt(out[i])
 		}
 	}

@@ -146,8 +146,7 @@ func bce(op *OpInfo, x, y, pw *Tensor) *Tensor {
 		if pw != nil && pw.requiresGrad {
 			c.bad(ErrGrad, "the positive weight requires grad; the op computes no gradient for it (Detach it)")
 		}
-		r := &bceBackward{logits: logits}
-		c.record(r, out)
+		r := recordRule(c, bceBackward{logits: logits}, out)
 		r.x, r.y = c.save(x), c.save(y)
 		if pw != nil {
 			r.pw = c.save(pw)
@@ -176,7 +175,7 @@ func (r *bceBackward) backward(b *bwd) {
 		pw = b.saved(r.pw)
 		ins = append(ins, pw)
 	}
-	name := b.f.name + " backward"
+	name := backwardName(b.f.name)
 	for i, wrt := range []kernels.Arg{kernels.ArgA, kernels.ArgB} {
 		if !b.needs(i) {
 			continue

@@ -53,8 +53,7 @@ func binaryOp(op *OpInfo, a, b *Tensor) *Tensor {
 	}
 	out := c.alloc(dt, shape)
 	if c.recording() { // before computing, as it saves only inputs
-		r := &binaryBackward{k: k}
-		c.record(r, out)
+		r := recordRule(c, binaryBackward{k: k}, out)
 		// Save only what the wanted gradients read (PyTorch's choice): Mul's gradient
 		// for a reads b and the other way round, Div's for a reads b only.
 		switch k {
@@ -92,21 +91,45 @@ func (r *binaryBackward) backward(b *bwd) {
 // binaryGrad computes g·∂k(a,b)/∂wrt in g's shape. a or b may be nil where the
 // derivative does not read it.
 func binaryGrad(k kernels.BinaryOp, wrt kernels.Arg, g, a, b *Tensor) *Tensor {
-	var ins []*Tensor
-	for _, t := range []*Tensor{a, b} {
+	var room [2]*Tensor
+	ins := room[:0]
+	for _, t := range [...]*Tensor{a, b} {
 		if t != nil {
 			ins = append(ins, t)
 		}
 	}
-	return gradKernel(k.String()+" backward", g, ins, func(kb kernels.Backend, dst kernels.Operand) {
+	return gradKernel(backwardName(k.String()), g, ins, func(kb kernels.Backend, dst kernels.Operand) {
 		kb.BinaryBackward(k, wrt, dst, g.operand(), a.operand(), b.operand())
 	})
 }
 
+// backwardName is the name of op's backward ("relu backward"): an elementwise op's
+// from a table made once, so that its backward rule builds no string each time.
+func backwardName(op string) string {
+	if name, ok := backwardNames[op]; ok {
+		return name
+	}
+	return op + " backward"
+}
+
+// backwardNames maps the names of the elementwise ops to their backward's. Made at
+// start, never changed.
+var backwardNames = func() map[string]string {
+	m := map[string]string{}
+	for k := kernels.UnaryOp(1); k.Valid(); k++ {
+		m[k.String()] = k.String() + " backward"
+	}
+	for k := kernels.BinaryOp(1); k.Valid(); k++ {
+		m[k.String()] = k.String() + " backward"
+	}
+	return m
+}()
+
 // gradKernel makes a tensor of g's shape, of the type g and ins promote to, and fills
 // it with f on the op's kernels.
 func gradKernel(op string, g *Tensor, ins []*Tensor, f func(k kernels.Backend, dst kernels.Operand)) *Tensor {
-	c := begin(op, append([]*Tensor{g}, ins...)...)
+	var room [4]*Tensor
+	c := begin(op, append(append(room[:0], g), ins...)...)
 	dt := g.dt
 	for _, t := range ins {
 		dt = dtype.Promote(dt, t.dt)

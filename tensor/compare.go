@@ -112,8 +112,7 @@ func Where(cond, a, b *Tensor) *Tensor {
 	out := c.alloc(dtype.Promote(x.dt, y.dt), shape)
 	c.k.Where(out.operand(), m.operand(), x.operand(), y.operand())
 	if c.recording() {
-		r := &whereBackward{}
-		c.record(r, out)
+		r := recordRule(c, whereBackward{}, out)
 		r.cond = c.save(m)
 	}
 	return c.done(out)
@@ -140,8 +139,7 @@ func (t *Tensor) MaskedFill(mask *Tensor, v float64) *Tensor {
 	out := c.alloc(x.dt, x.shape)
 	c.k.Where(out.operand(), m.operand(), kernels.Scalar(v), x.operand())
 	if c.recording() {
-		r := &whereBackward{filled: true}
-		c.record(r, out)
+		r := recordRule(c, whereBackward{filled: true}, out)
 		r.cond = c.save(m)
 	}
 	return c.done(out)

@@ -43,7 +43,7 @@ func Concat(ax int, ts ...*Tensor) *Tensor {
 		off += sizes[i]
 	}
 	if c.recording() {
-		c.record(&concatBackward{axis: a, sizes: sizes}, out)
+		recordRule(c, concatBackward{axis: a, sizes: sizes}, out)
 	}
 	return c.done(out)
 }
@@ -99,7 +99,7 @@ func Stack(ax int, ts ...*Tensor) *Tensor {
 		c.k.Copy(dst, t.operand())
 	}
 	if c.recording() {
-		c.record(&stackBackward{axis: a, n: len(c.in)}, out)
+		recordRule(c, stackBackward{axis: a, n: len(c.in)}, out)
 	}
 	return c.done(out)
 }

@@ -99,7 +99,7 @@ func (t *Tensor) To(dev device.Device) *Tensor {
 		k.Copy(src.operand(), x.operand())
 	}
 	n := src.Bytes()
-	st, err := newStorage(dev, nil, n, c.op, c.s.m.lifetime)
+	st, err := newStorage(dev, nil, n, c.op, c.s.m.lifetime, nil)
 	if err != nil {
 		c.abort()
 		fail(OpTo, err, c.in, "allocating %d bytes on %s", n, dev.Name())
@@ -110,7 +110,7 @@ func (t *Tensor) To(dev device.Device) *Tensor {
 		c.bad(err, "copying %d bytes from %s to %s", n, src.st.dev.Name(), dev.Name())
 	}
 	if c.recording() {
-		c.record(toBackward{x.st.dev}, out)
+		recordRule(c, toBackward{x.st.dev}, out)
 	}
 	return c.done(out)
 }

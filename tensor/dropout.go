@@ -30,8 +30,7 @@ func (t *Tensor) Dropout(p float64) *Tensor {
 	c.k.DropoutMask(mask.operand(), p, gen.Uint64())
 	c.k.Dropout(out.operand(), x.operand(), mask.operand(), p)
 	if c.recording() {
-		r := &dropoutBackward{p: p}
-		c.record(r, out)
+		r := recordRule(c, dropoutBackward{p: p}, out)
 		r.mask = c.save(mask)
 	}
 	c.temp(mask)

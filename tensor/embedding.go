@@ -27,8 +27,7 @@ func Embedding(w, idx *Tensor) *Tensor {
 	}
 	c.flush(out, buf)
 	if c.recording() {
-		r := &embeddingBackward{}
-		c.record(r, out)
+		r := recordRule(c, embeddingBackward{}, out)
 		r.idx = c.save(idx)
 	}
 	return c.done(out)

@@ -17,7 +17,7 @@ type gradCell struct {
 	dt    dtype.DType
 
 	mu   sync.Mutex
-	grad *Tensor        // guarded by mu; an unowned handle, nil until a backward reaches it
+	grad *Tensor        // guarded by mu; an unowned handle, nil until a backward reaches it; reported leaked with its owner's (handle.cell)
 	acc  *autograd.Node // guarded by mu; a leaf's accumulator, made on first use; the cell holds one reference
 	dead bool           // guarded by mu; the owner was released: gradients are dropped
 }
@@ -53,23 +53,27 @@ func (c *gradCell) kill() {
 	}
 }
 
-// add folds g (borrowed) into the cell: the first gradient is stolen (when steal is set,
-// nothing else holds its storage and it is laid out as the leaf is) or copied; later
-// ones are added in place, so the gradient keeps its identity.
-func (c *gradCell) add(g *Tensor, steal bool) {
+// add folds g (borrowed) into the cell: the first gradient is taken (when steal is set,
+// nothing else holds its storage and it is laid out as the leaf is: took is then set
+// and the cell owns g) or copied; later ones are added in place, so the gradient
+// keeps its identity.
+func (c *gradCell) add(g *Tensor, steal bool) (took bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.dead {
-		return
+		return false
 	}
 	if c.grad != nil && c.grad.Released() {
 		c.grad = nil // released by its user: as if set to none
 	}
 	if c.grad == nil {
+		// The gradient is reported leaked with the handle that owns the cell
+		// (reportLeak), not watched on its own: it is unreachable exactly when the cell
+		// is.
 		if steal && g.soleOwner() && g.dt == c.dt && sameShape(g.shape, c.shape) {
-			c.grad = g.share(nil)
-			watch(c.grad)
-			return
+			c.grad = g
+			g.h.at = here()
+			return true
 		}
 		s := newInternalScope()
 		defer s.Close()
@@ -79,10 +83,12 @@ func (c *gradCell) add(g *Tensor, steal bool) {
 		} else {
 			x = x.Cast(c.dt) // a copy already
 		}
-		c.grad = s.Keep(x)
-		return
+		c.grad = s.handOver(x)
+		c.grad.h.at = here()
+		return false
 	}
 	addInPlace("AccumulateGrad", c.grad, g)
+	return false
 }
 
 // addInPlace adds src into dst elementwise (src broadcasts to dst).
@@ -103,7 +109,11 @@ type accumulate struct{ c *gradCell }
 
 // Backward folds the leaf's incoming gradient into its cell.
 func (a accumulate) Backward(_ *autograd.Ctx, grads []autograd.Value) ([]autograd.Value, error) {
-	return nil, Try(func() { a.c.add(grads[0].(*Tensor), true) })
+	return nil, Try(func() {
+		if a.c.add(grads[0].(*Tensor), true) {
+			grads[0] = nil // the cell took it
+		}
+	})
 }
 
 // SetRequiresGrad makes a leaf require gradients (or not): backward then accumulates
@@ -125,14 +135,14 @@ func (t *Tensor) SetRequiresGrad(on bool) *Tensor {
 		return t
 	}
 	if !on {
-		if !t.ownsCell {
+		if !t.h.ownsCell {
 			fail("SetRequiresGrad", ErrGrad, []*Tensor{t}, "a bound handle cannot change its leaf; use the leaf's own handle")
 		}
-		t.cell.kill()
-		t.cell, t.ownsCell, t.requiresGrad = nil, false, false
+		t.h.cell.kill()
+		t.h.cell, t.h.ownsCell, t.requiresGrad = nil, false, false
 		return t
 	}
-	t.cell, t.ownsCell, t.requiresGrad = newCell(t), true, true
+	t.h.cell, t.h.ownsCell, t.requiresGrad = newCell(t), true, true
 	return t
 }
 
@@ -155,30 +165,30 @@ func (t *Tensor) AsParameter() *Tensor {
 // release; later backwards add into it in place. Releasing it is ZeroGrad(true).
 func (t *Tensor) Grad() *Tensor {
 	t.live("Grad")
-	if t.cell == nil {
+	if t.h.cell == nil {
 		return nil
 	}
-	t.cell.mu.Lock()
-	defer t.cell.mu.Unlock()
-	if t.cell.grad != nil && t.cell.grad.Released() {
-		t.cell.grad = nil
+	t.h.cell.mu.Lock()
+	defer t.h.cell.mu.Unlock()
+	if t.h.cell.grad != nil && t.h.cell.grad.Released() {
+		t.h.cell.grad = nil
 	}
-	return t.cell.grad
+	return t.h.cell.grad
 }
 
 // ZeroGrad drops the gradient (setToNone: its memory returns to the allocator and the
 // next backward steals a fresh one) or sets it to zero in place.
 func (t *Tensor) ZeroGrad(setToNone bool) {
 	t.live("ZeroGrad")
-	if t.cell == nil {
+	if t.h.cell == nil {
 		return
 	}
-	t.cell.mu.Lock()
-	g := t.cell.grad
+	t.h.cell.mu.Lock()
+	g := t.h.cell.grad
 	if setToNone {
-		t.cell.grad = nil
+		t.h.cell.grad = nil
 	}
-	t.cell.mu.Unlock()
+	t.h.cell.mu.Unlock()
 	if g == nil {
 		return
 	}
@@ -196,7 +206,7 @@ func (t *Tensor) RetainGrad() {
 	if !t.requiresGrad {
 		fail("RetainGrad", ErrGrad, []*Tensor{t}, "the tensor does not require grad")
 	}
-	if t.cell != nil {
+	if t.h.cell != nil {
 		return
 	}
 	c := newCell(t)
@@ -205,7 +215,7 @@ func (t *Tensor) RetainGrad() {
 	}); err != nil {
 		fail("RetainGrad", gradErr(err), []*Tensor{t}, "")
 	}
-	t.cell, t.ownsCell = c, true
+	t.h.cell, t.h.ownsCell = c, true
 }
 
 // RegisterHook adds f to the hooks that see t's gradient (summed over its uses) during
@@ -251,10 +261,10 @@ func (t *Tensor) RegisterHook(f func(s *Scope, g *Tensor) *Tensor) {
 // right there.
 func (t *Tensor) RegisterPostAccumulateHook(f func()) {
 	t.live("RegisterPostAccumulateHook")
-	if t.node != nil || t.cell == nil {
+	if t.node != nil || t.h.cell == nil {
 		fail("RegisterPostAccumulateHook", ErrGrad, []*Tensor{t}, "only a leaf that requires grad has an accumulator")
 	}
-	acc, err := t.cell.accumulator()
+	acc, err := t.h.cell.accumulator()
 	if err == nil {
 		err = acc.AddPostHook(func(*autograd.Node) error { return Try(f) })
 	}

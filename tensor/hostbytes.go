@@ -39,7 +39,7 @@ func (t *Tensor) CopyToHost(dst []byte) (async bool) {
 	}
 	off := int64(t.offset) * int64(t.dt.Size())
 	if t.st.res == device.Host {
-		copy(dst, t.st.host[off:off+n])
+		copy(dst, t.st.host()[off:off+n])
 		return false
 	}
 	var err error
@@ -71,7 +71,7 @@ func FromBytes(s *Scope, dev device.Device, dt dtype.DType, src []byte, shape ..
 		return c.done(t)
 	}
 	if t.st.res == device.Host {
-		copy(t.st.host[:n], src)
+		copy(t.st.host()[:n], src)
 		return c.done(t)
 	}
 	err := uploadBytes(dev, t.st.ptr, src)
@@ -104,7 +104,7 @@ func (t *Tensor) SetBytes(src []byte) {
 	}
 	off := int64(t.offset) * int64(t.dt.Size())
 	if t.st.res == device.Host {
-		copy(t.st.host[off:off+n], src)
+		copy(t.st.host()[off:off+n], src)
 		return
 	}
 	err := uploadBytes(t.st.dev, t.st.ptr+device.Ptr(off), src)

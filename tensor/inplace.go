@@ -15,7 +15,8 @@ import (
 // returns the kernels of t's device.
 func (t *Tensor) inPlace(op string, others ...*Tensor) kernels.Backend {
 	t.live(op)
-	all := append([]*Tensor{t}, others...)
+	var room [4]*Tensor
+	all := append(append(room[:0], t), others...)
 	if t.node != nil {
 		fail(op, ErrGrad, all, "an in-place op on the output of %s would break its gradient; work on a Detach()ed handle or a copy", t.node.Name())
 	}

@@ -3,6 +3,7 @@ package tensor
 import (
 	"math"
 	"slices"
+	"sync/atomic"
 
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
@@ -33,31 +34,68 @@ func bytesOf(dt dtype.DType, shape []int) (n int64, ok bool) {
 	return n, true
 }
 
-// rowMajor returns the contiguous strides of shape.
-func rowMajor(shape []int) []int {
-	st := make([]int, len(shape))
+// rowMajor returns the contiguous strides of shape, shared and never to be written
+// (layoutOf).
+func rowMajor(shape []int) []int { return layoutOf(shape).strides }
+
+// smallRank is the rank up to which an op builds a shape or strides on its stack
+// before sharedOf gives the shared copy.
+const smallRank = 8
+
+// sharedLayout is a shape and strides shared by every handle that takes them: never
+// written, and clipped, so that an append copies.
+type sharedLayout struct{ shape, strides []int }
+
+// layoutBits sizes the table sharedOf keeps, 1<<layoutBits slots: more than the
+// distinct layouts of a model's step.
+const layoutBits = 10
+
+// layouts is sharedOf's table: layouts[i] is the last layout made whose hash picks
+// slot i, nil before the first. A layout is never changed once stored, so readers
+// need no lock; a slot another layout took over is replaced, not chained.
+var layouts [1 << layoutBits]atomic.Pointer[sharedLayout]
+
+// layoutOf is sharedOf shape and its row-major strides. shape is only read.
+func layoutOf(shape []int) *sharedLayout {
+	var room [smallRank]int
+	strides := append(room[:0], shape...)
 	s := 1
 	for i := len(shape) - 1; i >= 0; i-- {
-		st[i] = s
+		strides[i] = s
 		s *= shape[i]
 	}
-	return st
+	return sharedOf(shape, strides)
 }
 
-// isRowMajor reports whether a tensor of shape and strides has exactly the row-major
-// strides of want (the shape want, not only the same elements dense).
-func isRowMajor(want, shape, strides []int) bool {
-	if !sameShape(want, shape) {
-		return false
+// sharedOf returns shape and strides (of one length) as slices that stay unchanged:
+// the table's when the pair was seen before (a training loop makes the same layouts
+// every step, and its ops then allocate no shape or strides), else new ones, stored in
+// the table. shape and strides are only read.
+func sharedOf(shape, strides []int) *sharedLayout {
+	h := wordHash(strides, wordHash(shape, uint64(len(shape))))
+	slot := &layouts[(h*0x9e3779b97f4a7c15)>>(64-layoutBits)]
+	if p := slot.Load(); p != nil && slices.Equal(p.shape, shape) && slices.Equal(p.strides, strides) {
+		return p
 	}
-	s := 1
-	for i := len(shape) - 1; i >= 0; i-- {
-		if strides[i] != s {
-			return false
-		}
-		s *= shape[i]
+	n := len(shape)
+	both := make([]int, 2*n)
+	p := &sharedLayout{shape: both[:n:n], strides: both[n:]}
+	copy(p.shape, shape)
+	copy(p.strides, strides)
+	if n == 0 {
+		p.shape = nil // a scalar's shape is nil, as the ops made it before the table
 	}
-	return true
+	slot.Store(p)
+	return p
+}
+
+// wordHash continues the hash h over ws (FNV-1a over words). A table picks a slot by
+// the top bits of h·0x9e3779b97f4a7c15 (a Fibonacci hash), which depend on all of h's.
+func wordHash[W ~int | ~uintptr](ws []W, h uint64) uint64 {
+	for _, w := range ws {
+		h = (h ^ uint64(w)) * 0x100000001b3
+	}
+	return h
 }
 
 // contiguous reports whether shape and strides place the elements row-major and dense.
@@ -137,10 +175,12 @@ func (t *Tensor) layout() kernels.Layout {
 }
 
 // placedAs is the operand of the contiguous t seen with shape, the same elements in the
-// same order (a reduction's result with its reduced axes kept as 1).
+// same order (a reduction's result with its reduced axes kept as 1). shape is only
+// read (the operand takes layoutOf's copy).
 func (t *Tensor) placedAs(shape []int) kernels.Operand {
+	l := layoutOf(shape)
 	o := t.operand()
-	o.Layout = kernels.Layout{Shape: shape, Strides: rowMajor(shape), Offset: t.offset}
+	o.Layout = kernels.Layout{Shape: l.shape, Strides: l.strides, Offset: t.offset}
 	return o
 }
 

@@ -22,15 +22,23 @@ type site [siteDepth]uintptr
 // handle is the part of a Tensor the leak report needs. It is a separate object so
 // that the cleanup watching the Tensor, or the ledger of the scope owning it (of the
 // node that saved it), can read it without keeping the Tensor (or the scope, or the
-// node) reachable.
+// node) reachable; a handle that none of them reads comes in one allocation with its
+// Tensor (withHandle) until one does (ownHandle).
 type handle struct {
 	released atomic.Bool // set once by Release (or the owning scope's Close)
+	ownsCell bool        // the handle releases cell (see cell)
 	st       *Storage    // the storage under the handle; set at creation
 	// at is where the handle was created (interned: shared by every handle made at
 	// the same call stack); set at creation, or by watch for a handle made without
 	// one (in an internal scope, or shared for the engine) when it is handed to the
 	// program.
 	at *site
+	// cell holds the gradient of a leaf that requires grad (shared with the handles
+	// Bind makes of it) or the retained gradient of a non-leaf (RetainGrad), nil for
+	// none. The handle that owns it (ownsCell) releases it, and its gradient, which no
+	// cleanup watches, is reported leaked with that handle. cell and ownsCell are
+	// written by the goroutine using the Tensor (SetRequiresGrad, RetainGrad).
+	cell *gradCell
 }
 
 // here returns the call stack from here's caller outwards (the package's frames at its
@@ -56,12 +64,7 @@ var sites [1 << siteBits]atomic.Pointer[site]
 // in the table. Handles compare sites by value, never by address, so a stack stored
 // twice (two goroutines, or a slot taken over in between) reports as one.
 func intern(pcs *site) *site {
-	h := uint64(0)
-	for _, pc := range pcs {
-		h = (h ^ uint64(pc)) * 0x100000001b3 // FNV-1a over words
-	}
-	// The top bits of a Fibonacci hash depend on all of h's.
-	slot := &sites[(h*0x9e3779b97f4a7c15)>>(64-siteBits)]
+	slot := &sites[(wordHash(pcs[:], 0)*0x9e3779b97f4a7c15)>>(64-siteBits)]
 	if p := slot.Load(); p != nil && *p == *pcs {
 		return p
 	}
@@ -77,6 +80,7 @@ func intern(pcs *site) *site {
 // is reachable from its scope, so both are found together). A handle without a site
 // records where it is handed out.
 func watch(t *Tensor) {
+	t.ownHandle()
 	if t.h.at == nil {
 		t.h.at = here()
 	}
@@ -97,8 +101,10 @@ type ledger struct {
 // ledgerRoom is a ledger's inline room: a node saves one or two handles.
 const ledgerRoom = 2
 
-func newLedger() *ledger {
-	l := &ledger{}
+func newLedger() *ledger { return new(ledger).init() }
+
+// init makes l, zero, an empty ledger, and returns it.
+func (l *ledger) init() *ledger {
 	l.hs = l.buf[:0]
 	return l
 }
@@ -202,6 +208,14 @@ func reportLeak(h *handle) {
 	if h.released.Load() {
 		return
 	}
+	if c := h.cell; c != nil && h.ownsCell {
+		c.mu.Lock()
+		g := c.grad
+		c.mu.Unlock()
+		if g != nil {
+			reportLeak(g.h)
+		}
+	}
 	leaks.mu.Lock()
 	defer leaks.mu.Unlock()
 	if leaks.bySite == nil {
@@ -224,7 +238,8 @@ func reportLeak(h *handle) {
 // Leaks returns the handles found leaked so far, by allocation site, most bytes first.
 // A handle is found when the garbage collector collects it unreleased: a handle no scope
 // owns when it is unreachable, one a scope owns when that scope is unreachable and was
-// never closed. Run runtime.GC (twice: cleanups run after the cycle that found them)
+// never closed, a gradient with the handle that owns it (its leaf's, or the one that
+// retained it). Run runtime.GC (twice: cleanups run after the cycle that found them)
 // before asking.
 //
 // Leaks also reports growth (Growing set), the memory a training loop loses when it

@@ -52,7 +52,8 @@ var opLinearRelu = &OpInfo{Name: OpLinearRelu, MinInputs: 2, MaxInputs: 3,
 func LinearActivation(x, w, bias *Tensor, act Activation) *Tensor {
 	row, un := act.rows("LinearActivation")
 	c, lin := beginLinear(row.Name, x, w, bias)
-	out := c.alloc(lin.dt, lin.shape)
+	var shapeRoom [smallRank]int
+	out := c.alloc(lin.dt, lin.shapeInto(shapeRoom[:0]))
 	lin.place(c)
 	if !lin.folded(c, un.unary, out) {
 		lin.product(c, out)
@@ -69,7 +70,7 @@ func LinearActivation(x, w, bias *Tensor, act Activation) *Tensor {
 // activation act would have: the Linear's node, whose output is a handle standing for
 // the product that was never kept, then the activation's node over it, which saves out.
 func recordLinearActivation(c *call, lin linearCall, act *OpInfo, out *Tensor) {
-	z := &Tensor{shape: lin.shape, dt: lin.dt} // no storage: only its node is read
+	z := &Tensor{shape: out.shape, dt: lin.dt} // no storage: only its node is read
 	defer func() {                             // the handle's reference: the activation's node holds its own
 		if n := z.node; n != nil {
 			z.node = nil
@@ -79,10 +80,10 @@ func recordLinearActivation(c *call, lin linearCall, act *OpInfo, out *Tensor) {
 		}
 	}()
 	lr := &linearBackward{}
-	c.recordNode(OpLinear, c.in, lr, z, 3)
+	c.recordIn(new(function), OpLinear, c.in, lr, z, 3)
 	lr.x, lr.w = c.saveCross(lin.x, lin.w)
 	ar := &unaryBackward{k: act.unary}
-	c.recordNode(act.Name, []*Tensor{z}, ar, out, 3)
+	c.recordIn(new(function), act.Name, []*Tensor{z}, ar, out, 3)
 	ar.saved = c.save(out)
 }
 
@@ -99,5 +100,5 @@ func (l linearCall) folded(c *call, k kernels.UnaryOp, out *Tensor) bool {
 	if l.bias != nil {
 		biasOp = l.bias.operand()
 	}
-	return am.MatmulActivation(k, l.rows(c, out).operand(), l.x2.operand(), l.wt.operand(), biasOp)
+	return am.MatmulActivation(k, l.rows(c, out), l.x2, l.wt, biasOp)
 }

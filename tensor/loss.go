@@ -32,8 +32,7 @@ func CrossEntropy(logits, labels *Tensor) *Tensor {
 		c.bad(indexError{err}, "a label is not a class index of the logits' %d classes", k)
 	}
 	if c.recording() {
-		r := &crossEntropyBackward{n: n, k: k}
-		c.record(r, out)
+		r := recordRule(c, crossEntropyBackward{n: n, k: k}, out)
 		r.x, r.labels, r.lse = c.save(x), c.save(l), c.save(lse)
 	}
 	c.temp(lse)
@@ -80,8 +79,7 @@ func MSE(a, b *Tensor) *Tensor {
 	out := c.alloc(dtype.Promote(x.dt, y.dt), nil)
 	c.k.MSE(out.operand(), c.dense(x).operand(), c.dense(y).operand())
 	if c.recording() {
-		r := &mseBackward{}
-		c.record(r, out)
+		r := recordRule(c, mseBackward{}, out)
 		r.a, r.b = c.save(x), c.save(y)
 	}
 	return c.done(out)

@@ -2,7 +2,6 @@ package tensor
 
 import (
 	"github.com/subletml/sublet/dtype"
-	"slices"
 
 	"github.com/subletml/sublet/autograd"
 	"github.com/subletml/sublet/kernels"
@@ -27,8 +26,7 @@ func (a *Tensor) MatMul(b *Tensor) *Tensor {
 	}
 	out := c.alloc(dtype.Promote(x.dt, y.dt), append(batch, m, n))
 	if c.recording() { // before computing, as it saves only inputs
-		r := &matmulBackward{}
-		c.record(r, out)
+		r := recordRule(c, matmulBackward{}, out)
 		r.a, r.b = c.saveCross(x, y)
 	}
 	c.k.Matmul(out.operand(), x.operand(), y.operand())
@@ -62,10 +60,10 @@ func (r *matmulBackward) backward(b *bwd) {
 // when x does (the weight's storage is the parameter's: no extra memory).
 func Linear(x, w, bias *Tensor) *Tensor {
 	c, lin := beginLinear(OpLinear, x, w, bias)
-	out := c.alloc(lin.dt, lin.shape)
+	var shapeRoom [smallRank]int
+	out := c.alloc(lin.dt, lin.shapeInto(shapeRoom[:0]))
 	if c.recording() { // before computing, as it saves only inputs
-		r := &linearBackward{}
-		c.record(r, out)
+		r := recordRule(c, linearBackward{}, out)
 		r.x, r.w = c.saveCross(lin.x, lin.w)
 	}
 	lin.place(c)
@@ -74,19 +72,19 @@ func Linear(x, w, bias *Tensor) *Tensor {
 }
 
 // linearCall is a Linear-shaped op's inputs once begun (after autocast), the kernels'
-// views of them and the result's type and shape.
+// views of them and the result's type.
 type linearCall struct {
-	x, w, bias *Tensor // bias nil for none
-	x2         *Tensor // x as [rows, in] (place)
-	wt         *Tensor // w read transposed: [in, out] (place)
+	x, w, bias *Tensor         // bias nil for none
+	x2         kernels.Operand // x as [rows, in] (place)
+	wt         kernels.Operand // w read transposed: [in, out] (place)
 	dt         dtype.DType
-	shape      []int // [..., out]
 }
 
 // beginLinear starts op, a Linear-shaped op, on x [..., in], a weight w [out, in] and
 // a bias [out] (nil for none), and checks them.
 func beginLinear(op string, x, w, bias *Tensor) (*call, linearCall) {
-	in := []*Tensor{x, w}
+	var room [3]*Tensor
+	in := append(room[:0], x, w)
 	if bias != nil {
 		in = append(in, bias)
 	}
@@ -105,8 +103,13 @@ func beginLinear(op string, x, w, bias *Tensor) (*call, linearCall) {
 		}
 		l.dt = dtype.Promote(l.dt, l.bias.dt)
 	}
-	l.shape = append(slices.Clone(l.x.shape[:len(l.x.shape)-1]), nOut)
 	return c, l
+}
+
+// shapeInto appends the result's shape, [..., out], to buf (a caller's stack array:
+// alloc takes a shared copy).
+func (l linearCall) shapeInto(buf []int) []int {
+	return append(append(buf, l.x.shape[:len(l.x.shape)-1]...), l.w.shape[0])
 }
 
 // place sets the kernels' views x2 and wt: after the op allocated its results, as x2
@@ -114,24 +117,23 @@ func beginLinear(op string, x, w, bias *Tensor) (*call, linearCall) {
 func (l *linearCall) place(c *call) {
 	nOut, nIn := l.w.shape[0], l.w.shape[1]
 	l.x2 = c.placed(l.x, []int{numel(l.x.shape[:len(l.x.shape)-1]), nIn})
-	l.wt = c.internalView(l.w, []int{nIn, nOut}, []int{l.w.strides[1], l.w.strides[0]}, l.w.offset)
+	l.wt = viewOperand(l.w, []int{nIn, nOut}, []int{l.w.strides[1], l.w.strides[0]}, l.w.offset)
 }
 
 // rows is the kernels' [rows, out] view of t, a contiguous result of the op.
-func (l linearCall) rows(c *call, t *Tensor) *Tensor {
-	sh := []int{l.x2.shape[0], l.w.shape[0]}
-	return c.internalView(t, sh, rowMajor(sh), t.offset)
+func (l linearCall) rows(c *call, t *Tensor) kernels.Operand {
+	return c.placed(t, []int{l.x2.Shape[0], l.w.shape[0]})
 }
 
 // product writes x·wᵀ + bias into dst, a contiguous result of the op: in one pass
 // where the backend folds the bias into its product (kernels.BiasMatmul), with Matmul
 // and Binary otherwise.
 func (l linearCall) product(c *call, dst *Tensor) {
-	d2 := l.rows(c, dst).operand()
-	if bm, ok := c.k.(kernels.BiasMatmul); ok && l.bias != nil && bm.MatmulBias(d2, l.x2.operand(), l.wt.operand(), l.bias.operand()) {
+	d2 := l.rows(c, dst)
+	if bm, ok := c.k.(kernels.BiasMatmul); ok && l.bias != nil && bm.MatmulBias(d2, l.x2, l.wt, l.bias.operand()) {
 		return
 	}
-	c.k.Matmul(d2, l.x2.operand(), l.wt.operand())
+	c.k.Matmul(d2, l.x2, l.wt)
 	if l.bias != nil {
 		o := dst.operand()
 		c.k.Binary(kernels.Add, o, o, l.bias.operand())
@@ -144,13 +146,27 @@ func (r *linearBackward) backward(b *bwd) {
 	in := b.f.in
 	nOut, nIn := in[1].shape[0], in[1].shape[1]
 	rows := numel(in[0].shape[:len(in[0].shape)-1]) // not -1: nOut or nIn may be 0
-	g := b.g.Reshape(rows, nOut)
+	// Batches of more than one dimension go through contiguous [rows, …] matrices
+	// (Reshape copies a gradient that is not: a broadcast one); a batch of rows is
+	// one already, and the rule makes no view of it.
+	flat := len(in[0].shape) == 2
+	g := b.g
+	if !flat || !g.IsContiguous() {
+		g = g.Reshape(rows, nOut)
+	}
 	if b.needs(0) {
-		b.set(0, g.MatMul(b.saved(r.w)).Reshape(in[0].shape...))
+		dx := g.MatMul(b.saved(r.w))
+		if !flat {
+			dx = dx.Reshape(in[0].shape...)
+		}
+		b.set(0, dx)
 	}
 	wantB := len(in) > 2 && b.needs(2)
 	if b.needs(1) {
-		x := b.saved(r.x).Reshape(rows, nIn)
+		x := b.saved(r.x)
+		if !flat || !x.IsContiguous() {
+			x = x.Reshape(rows, nIn)
+		}
 		if wantB {
 			if dw, db := linearGrads(g, x); dw != nil {
 				b.set(1, dw)
@@ -185,8 +201,8 @@ func linearGrads(g, x *Tensor) (dw, db *Tensor) {
 	}
 	rows, nOut, nIn := g.shape[0], g.shape[1], x.shape[1]
 	dw, db = c.alloc(g.dt, []int{nOut, nIn}), c.alloc(g.dt, []int{nOut})
-	gt := c.internalView(g, []int{nOut, rows}, []int{1, nOut}, g.offset)
-	if !bm.MatmulBiasGrad(dw.operand(), db.operand(), gt.operand(), x.operand()) {
+	gt := viewOperand(g, []int{nOut, rows}, []int{1, nOut}, g.offset)
+	if !bm.MatmulBiasGrad(dw.operand(), db.operand(), gt, x.operand()) {
 		c.abort()
 		return nil, nil
 	}
@@ -194,20 +210,22 @@ func linearGrads(g, x *Tensor) (dw, db *Tensor) {
 	return dw, db
 }
 
-// internalView is the kernels' view of an operand t, never seen outside the op: a
-// handle over t's storage that holds no reference and is never released or tracked (t,
-// which the op holds, keeps the storage; the view shares t's handle).
-func (c *call) internalView(t *Tensor, shape, strides []int, offset int) *Tensor {
-	return &Tensor{shape: shape, strides: strides, offset: offset, dt: t.dt, st: t.st, h: t.h}
+// viewOperand is t's storage seen with shape, strides and offset: a kernel operand
+// never seen outside the op (t, which the op holds, keeps the storage). shape and
+// strides are only read (the operand takes sharedOf's copies): a caller builds them
+// on its stack.
+func viewOperand(t *Tensor, shape, strides []int, offset int) kernels.Operand {
+	l := sharedOf(shape, strides)
+	o := t.operand()
+	o.Layout = kernels.Layout{Shape: l.shape, Strides: l.strides, Offset: offset}
+	return o
 }
 
-// placed returns t's elements as a tensor of shape (same count): an internal view of t
-// when it is contiguous, of a contiguous copy in the call's rowType (released with the
-// op) otherwise.
-func (c *call) placed(t *Tensor, shape []int) *Tensor {
-	if t.IsContiguous() {
-		return c.internalView(t, shape, rowMajor(shape), t.offset)
+// placed returns t's elements as an operand of shape (same count): t's own when it is
+// contiguous, else a contiguous copy's in the call's rowType (released with the op).
+func (c *call) placed(t *Tensor, shape []int) kernels.Operand {
+	if !t.IsContiguous() {
+		t = c.dense(t)
 	}
-	d := c.dense(t)
-	return c.internalView(d, shape, rowMajor(shape), d.offset)
+	return t.placedAs(shape)
 }

@@ -51,8 +51,7 @@ func LayerNorm(x, w, b *Tensor, eps float64) *Tensor {
 		c.denseAs(b, st).operand(), rows, n, eps)
 	c.flush(out, buf)
 	if c.recording() {
-		r := &layerNormBackward{rows: rows, n: n, hasW: w != nil, hasB: b != nil}
-		c.record(r, out)
+		r := recordRule(c, layerNormBackward{rows: rows, n: n, hasW: w != nil, hasB: b != nil}, out)
 		r.x, r.mean, r.rstd = c.save(x), c.save(mean), c.save(rstd)
 		if w != nil {
 			r.w = c.save(w)

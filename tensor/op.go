@@ -39,8 +39,9 @@ type call struct {
 	// told of it.
 	cached           *Tensor
 	answered, partOf bool
-	// Room for the usual few inputs, results and node inputs without allocating.
-	inBuf   [3]*Tensor
+	// Room for the usual few inputs (four: a loss's backward), results and node
+	// inputs without allocating.
+	inBuf   [4]*Tensor
 	madeBuf [2]*Tensor
 	edgeBuf [3]autograd.Edge
 }
@@ -215,21 +216,46 @@ func (c *call) cast(t *Tensor, dt dtype.DType) *Tensor {
 
 // alloc makes a contiguous result of dt and shape (which the call then owns) in the
 // result scope. A lack of memory releases what the op made so far and panics with an
-// *Error wrapping the *alloc.OOMError.
+// *Error wrapping the *alloc.OOMError. shape is only read (the result takes the
+// shared copy layoutOf gives), so a caller may build it on its stack.
 func (c *call) alloc(dt dtype.DType, shape []int) *Tensor {
 	n, ok := bytesOf(dt, shape)
 	if !ok {
-		c.bad(ErrShape, "a %v result of shape %v would take more than 2^63 bytes", dt, shape)
+		c.bad(ErrShape, "a %v result of shape %v would take more than 2^63 bytes", dt, slices.Clone(shape))
 	}
-	st, err := newStorage(c.dev, c.knownAllocator(), n, c.op, c.s.m.lifetime)
+	var rb *resultBlock
+	var blk *block
+	if c.s.engine {
+		rb = new(resultBlock)
+		blk = &rb.blk
+	}
+	st, err := newStorage(c.dev, c.knownAllocator(), n, c.op, c.s.m.lifetime, blk)
 	if err != nil {
 		c.abort()
-		fail(c.op, err, c.in, "allocating %v %v (%d bytes)", shape, dt, n)
+		fail(c.op, err, c.in, "allocating %v %v (%d bytes)", slices.Clone(shape), dt, n)
 	}
-	t := c.handle(st, true, dt, shape, c.rowMajor(shape), 0)
+	l := layoutOf(shape)
+	var t *Tensor
+	if rb != nil {
+		st.spare = nil
+		rb.t.h, rb.t.sharedAlloc, rb.t.inBlock = &rb.blk.h, true, true
+		t = rb.t.init(c.s, st, true, dt, l.shape, l.strides, 0, c.at)
+	} else {
+		t = c.handle(st, true, dt, l.shape, l.strides, 0)
+	}
 	c.made = append(c.made, t)
 	c.fromCache(t)
 	return t
+}
+
+// resultBlock is a result of an op in a scope whose results go only to the autograd
+// engine (Scope.engine): its storage, its handle and its Tensor in one allocation.
+// The Tensor lives as long as the storage (a view or a saved handle keeps it), and no
+// ledger or cleanup may ever read its handle (ownHandle refuses): they would keep
+// the Tensor reachable through the storage.
+type resultBlock struct {
+	blk block
+	t   Tensor
 }
 
 // knownAllocator is the allocator of an input's storage on the op's device, nil where
@@ -241,17 +267,6 @@ func (c *call) knownAllocator() Allocator {
 		}
 	}
 	return nil
-}
-
-// rowMajor returns the row-major strides of shape: an input's when it has them (the
-// slices of a handle never change, so handles share them), else new ones.
-func (c *call) rowMajor(shape []int) []int {
-	for _, t := range c.in {
-		if isRowMajor(shape, t.shape, t.strides) {
-			return slices.Clip(t.strides)
-		}
-	}
-	return rowMajor(shape)
 }
 
 // handle makes a handle of the op's results in its scope (newHandle) with the op's
@@ -395,15 +410,34 @@ func (c *call) recording() bool {
 }
 
 // record makes the op's node with backward rule r and makes out its output: it
-// requires grad and holds the node's reference.
-func (c *call) record(r rule, out *Tensor) { c.recordNode(c.op, c.in, r, out, 3) }
+// requires grad and holds the node's reference. An op that makes its rule there
+// calls recordRule instead.
+func (c *call) record(r rule, out *Tensor) { c.recordIn(new(function), c.op, c.in, r, out, 3) }
 
-// recordNode is record of a node called name over the inputs in, for an op that
-// records its result as several ops' nodes would (LinearActivation); the saves that
-// follow go to it. skip is CaptureSite's count from here to the op's caller.
-func (c *call) recordNode(name string, in []*Tensor, r rule, out *Tensor, skip int) {
+// recordRule is record with the rule r, stored with the op's function in one
+// allocation; it returns the stored rule, which the op fills in (what it saves).
+func recordRule[R any, P interface {
+	*R
+	rule
+}](c *call, r R, out *Tensor) P {
+	w := &withRule[R]{r: r}
+	c.recordIn(&w.f, c.op, c.in, P(&w.r), out, 3)
+	return &w.r
+}
+
+// withRule is a function and its rule in one allocation (recordRule).
+type withRule[R any] struct {
+	f function
+	r R
+}
+
+// recordIn is record with the function f, zero, to fill in, for a node called name
+// over the inputs in: an op that records its result as several ops' nodes would
+// (LinearActivation) names each, and the saves that follow go to the last. skip is
+// CaptureSite's count from here to the op's caller.
+func (c *call) recordIn(f *function, name string, in []*Tensor, r rule, out *Tensor, skip int) {
 	edges := append(c.edgeBuf[:0], make([]autograd.Edge, len(in))...)
-	f := &function{name: name, r: r, hook: c.s.m.hook}
+	*f = function{name: name, r: r, hook: c.s.m.hook}
 	f.in = append(f.inBuf[:0], make([]meta, len(in))...)
 	metas := f.in
 	for i, t := range in {
@@ -440,11 +474,17 @@ func (c *call) save(t *Tensor) *autograd.Saved {
 	if at == nil { // recording in an internal scope (a hook's EnableGrad child)
 		at = here()
 	}
-	v := t.share(at)
+	var v *Tensor
 	f := c.fn
 	if f.saved == nil {
-		f.saved = newLedger()
+		// The first saved handle and the ledger in one allocation: nothing in it leads
+		// back to f, so the cleanup still runs.
+		first := new(firstSaved)
+		v = first.w.init(nil, t.st, false, t.dt, t.shape, t.strides, t.offset, at)
+		f.saved = first.l.init()
 		runtime.AddCleanup(f, reportLedger, f.saved)
+	} else {
+		v = t.share(at)
 	}
 	f.saved.hs = append(f.saved.hs, v.h)
 	sv, err := c.node.Save(v, c.s.m.hooks)
@@ -452,9 +492,19 @@ func (c *call) save(t *Tensor) *autograd.Saved {
 		c.bad(gradErr(err), "saving a tensor for backward")
 	}
 	if c.s.m.hooks != nil {
-		f.packed = append(f.packed, packed{sv, meta{t.shape, t.dt}})
+		if f.packed == nil {
+			f.packed = new([]packed)
+		}
+		*f.packed = append(*f.packed, packed{sv, meta{t.shape, t.dt}})
 	}
 	return sv
+}
+
+// firstSaved is a node's first saved handle and the ledger of its saved handles
+// (call.save).
+type firstSaved struct {
+	w withHandle
+	l ledger
 }
 
 // saveCross saves, for a product of a and b, what the wanted gradients read: a when
@@ -492,8 +542,8 @@ func (t *Tensor) edge() (autograd.Edge, error) {
 	if t.node != nil {
 		return autograd.Edge{Node: t.node}, nil
 	}
-	if t.cell != nil {
-		n, err := t.cell.accumulator()
+	if t.h.cell != nil {
+		n, err := t.h.cell.accumulator()
 		return autograd.Edge{Node: n}, err
 	}
 	return autograd.Edge{}, nil
@@ -524,9 +574,9 @@ type function struct {
 	saved *ledger
 	// packed is what each tensor saved through saved-tensor hooks was, which its
 	// Unpack must give back: the rules read the bytes as that shape and type. nil
-	// without hooks (the node then stores the tensor itself); written while the op
-	// records.
-	packed []packed
+	// without hooks (the node then stores the tensor itself: most functions have
+	// none, and keep no room for them); written while the op records.
+	packed *[]packed
 	inBuf  [3]meta // room for in
 }
 
@@ -541,26 +591,47 @@ type packed struct {
 type bwd struct {
 	ctx *autograd.Ctx
 	f   *function
-	s   *Scope
+	s   *Scope    // the run's scope: &root.s
 	g   *Tensor   // the gradient of the op's output
 	out []*Tensor // per forward input: unowned handles for the engine
 	// Room for out of the usual few inputs.
 	outBuf [3]*Tensor
+	root   internalRoot
+	// lent holds the copies lend gives the rule; its room is kept from run to run.
+	lent []Tensor
 }
+
+// bwds holds the records of finished runs of backward rules: a run holds nothing of
+// its record once it returned (its scope closed, its gradients handed to the engine
+// through the engine's own room, Ctx.Outputs), so the next run takes it, and a rule's
+// run allocates nothing of its own.
+var bwds = sync.Pool{New: func() any { return &bwd{lent: make([]Tensor, 0, 4)} }}
+
+// internalRoots holds closed internal root scopes whose handles the program never
+// sees (a backward's seed's): such a scope is done with once closed (what it handed
+// over left it), so the next takes it.
+var internalRoots = sync.Pool{New: func() any { return new(internalRoot) }}
 
 // Backward runs the rule in a fresh no-grad scope and closes it: every temporary of the
 // rule is released before the engine goes on. A *Error the rule panics with (out of
 // memory) becomes the returned error.
 func (f *function) Backward(ctx *autograd.Ctx, grads []autograd.Value) ([]autograd.Value, error) {
-	b := &bwd{ctx: ctx, f: f, s: newInternalScope()}
+	b := bwds.Get().(*bwd)
+	b.ctx, b.f = ctx, f
+	b.root.init(true)
+	b.s = &b.root.s
 	b.s.m.hook = f.hook
 	b.out = append(b.outBuf[:0], make([]*Tensor, len(f.in))...)
+	// One output, so its gradient arrived: the engine's handle, placed in the rule's
+	// scope while the rule runs (ops on it run there), owned by the engine.
+	b.g = grads[0].(*Tensor)
+	b.g.place = b.s
 	err := Try(func() {
 		defer b.s.Close()
-		b.g = b.s.Bind(grads[0].(*Tensor)) // one output, so its gradient arrived
+		defer func() { b.g.place = nil }()
 		f.r.backward(b)
 	})
-	vals := make([]autograd.Value, len(b.out))
+	vals := ctx.Outputs(len(b.out))
 	for i, t := range b.out {
 		if t == nil {
 			continue
@@ -571,17 +642,30 @@ func (f *function) Backward(ctx *autograd.Ctx, grads []autograd.Value) ([]autogr
 		}
 		vals[i] = t
 	}
+	// Nothing of the run is in its scope now (released, or handed over in vals), and
+	// nothing holds what it lent: the next run takes it all.
+	clear(b.lent)
+	*b = bwd{lent: b.lent[:0]}
+	bwds.Put(b)
 	if err != nil {
 		return nil, err
 	}
 	return vals, nil
 }
 
+// packed is the function's tensors saved through hooks (none without hooks).
+func (b *bwd) packed() []packed {
+	if b.f.packed == nil {
+		return nil
+	}
+	return *b.f.packed
+}
+
 // needs reports whether forward input i wants a gradient.
 func (b *bwd) needs(i int) bool { return b.ctx.NeedsGrad(i) }
 
-// saved returns a saved tensor, bound into the rule's scope (nil for nil: a tensor the
-// op did not save, as no wanted gradient reads it).
+// saved returns a saved tensor, lent to the rule (nil for nil: a tensor the op did not
+// save, as no wanted gradient reads it).
 func (b *bwd) saved(sv *autograd.Saved) *Tensor {
 	if sv == nil {
 		return nil
@@ -594,13 +678,25 @@ func (b *bwd) saved(sv *autograd.Saved) *Tensor {
 	if !ok {
 		panic(&Error{Op: b.f.name, Msg: fmt.Sprintf("backward: an unpack hook returned %T; return a *tensor.Tensor", v), Err: ErrGrad})
 	}
-	for _, p := range b.f.packed {
+	for _, p := range b.packed() {
 		if p.sv == sv && (p.dt != t.dt || !sameShape(p.shape, t.shape)) {
 			panic(&Error{Op: b.f.name, Msg: fmt.Sprintf("backward: an unpack hook returned %v %v for a tensor saved as %v %v; "+
 				"give back the shape and type it packed", t.shape, t.dt, p.shape, p.dt), Err: ErrGrad})
 		}
 	}
-	return b.s.Bind(t)
+	return b.lend(t)
+}
+
+// lend returns a handle the rule reads t through, t being a saved tensor (the node's,
+// or one an unpack hook gave the run), which holds its storage until the rule
+// returns: a copy of t placed in the rule's scope (ops on it run there) that holds no
+// reference, shares t's handle (t's release is its own) and that nothing releases.
+// The rule never releases it; what it returns of it, set binds. It lives in b.lent
+// (a copy made before lent grew stays where it is).
+func (b *bwd) lend(t *Tensor) *Tensor {
+	t.live(b.f.name)
+	b.lent = append(b.lent, Tensor{shape: t.shape, strides: t.strides, offset: t.offset, st: t.st, h: t.h, dt: t.dt, place: b.s})
+	return &b.lent[len(b.lent)-1]
 }
 
 // set makes g the gradient of forward input i, if that input wants one. g may have the

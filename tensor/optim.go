@@ -65,7 +65,8 @@ func Unscale(g *Tensor, inv float64, found *Tensor) {
 // updating checks the tensors of a fused step (p first; nil ones left out) and returns
 // the kernels of p's device; p's version is bumped.
 func updating(op string, p *Tensor, others ...*Tensor) kernels.Backend {
-	all := []*Tensor{p}
+	var room [4]*Tensor
+	all := append(room[:0], p)
 	for _, t := range others {
 		if t != nil {
 			all = append(all, t)

@@ -1,6 +1,9 @@
 package tensor
 
 import (
+	"slices"
+	"sync"
+
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
@@ -24,11 +27,12 @@ func StepSGDMulti(c kernels.SGD, p, g, buf []*Tensor, first []bool) {
 	} else if buf != nil {
 		fail(op, ErrShape, p, "a momentum buffer goes with a non-zero Momentum (%g), and only then", c.Momentum)
 	}
-	for _, idx := range byDevice(op, p) {
+	sc := multiScratch.Get().(*operandLists)
+	for _, idx := range sc.byDevice(op, p) {
 		var k kernels.Backend
-		ps, gs, bs, fs := make([]kernels.Operand, len(idx)), make([]kernels.Operand, len(idx)), []kernels.Operand(nil), make([]bool, len(idx))
+		ps, gs, bs, fs := sc.list(0, len(idx)), sc.list(1, len(idx)), []kernels.Operand(nil), append(sc.flags[:0], make([]bool, len(idx))...)
 		if mom {
-			bs = make([]kernels.Operand, len(idx))
+			bs = sc.list(2, len(idx))
 		}
 		for j, i := range idx {
 			var b *Tensor
@@ -42,22 +46,25 @@ func StepSGDMulti(c kernels.SGD, p, g, buf []*Tensor, first []bool) {
 			ps[j], gs[j], fs[j] = p[i].operand(), g[i].operand(), first[i]
 		}
 		k.SGDMulti(c, ps, gs, bs, fs)
+		sc.flags = fs
 		if mom {
 			for _, i := range idx {
 				buf[i].st.BumpVersion()
 			}
 		}
 	}
+	sc.recycle()
 }
 
 // StepAdamMulti runs StepAdam(c, steps[i], p[i], g[i], m[i], v[i]) for every i.
 func StepAdamMulti(c kernels.Adam, steps []int, p, g, m, v []*Tensor) {
 	const op = "StepAdamMulti"
 	checkLists(op, p, len(steps), len(g), len(m), len(v))
-	for _, idx := range byDevice(op, p) {
+	sc := multiScratch.Get().(*operandLists)
+	for _, idx := range sc.byDevice(op, p) {
 		var k kernels.Backend
-		ps, gs, ms, vs, ss := make([]kernels.Operand, len(idx)), make([]kernels.Operand, len(idx)),
-			make([]kernels.Operand, len(idx)), make([]kernels.Operand, len(idx)), make([]int, len(idx))
+		ps, gs, ms, vs, ss := sc.list(0, len(idx)), sc.list(1, len(idx)), sc.list(2, len(idx)), sc.list(3, len(idx)),
+			append(sc.ints[:0], make([]int, len(idx))...)
 		for j, i := range idx {
 			if steps[i] < 1 {
 				fail(op, ErrShape, []*Tensor{p[i]}, "step %d of parameter %d: steps are numbered from 1", steps[i], i)
@@ -67,11 +74,13 @@ func StepAdamMulti(c kernels.Adam, steps []int, p, g, m, v []*Tensor) {
 			ps[j], gs[j], ms[j], vs[j], ss[j] = p[i].operand(), g[i].operand(), m[i].operand(), v[i].operand(), steps[i]
 		}
 		k.AdamMulti(c, ss, ps, gs, ms, vs)
+		sc.ints = ss
 		for _, i := range idx {
 			m[i].st.BumpVersion()
 			v[i].st.BumpVersion()
 		}
 	}
+	sc.recycle()
 }
 
 // StepAdamMultiCapturable runs StepAdam on every parameter with the learning rate and
@@ -156,20 +165,51 @@ func UnscaleMulti(g []*Tensor, inv float64, found *Tensor) {
 	found.st.BumpVersion()
 }
 
+// operandLists are the lists a multi-tensor step hands its kernels (which read them
+// only during the call), kept from step to step in multiScratch so that a training
+// loop's optimizer step allocates none. A failed step's lists are left to the
+// garbage collector.
+type operandLists struct {
+	ops   [4][]kernels.Operand
+	ints  []int
+	flags []bool
+	devs  []device.Device // byDevice's
+	idx   [][]int         // byDevice's
+}
+
+var multiScratch = sync.Pool{New: func() any { return new(operandLists) }}
+
+// list returns list i with room for n operands, zero.
+func (l *operandLists) list(i, n int) []kernels.Operand {
+	l.ops[i] = append(l.ops[i][:0], make([]kernels.Operand, n)...)
+	return l.ops[i]
+}
+
+// recycle empties l, keeping its room and no memory's address, and gives it back.
+func (l *operandLists) recycle() {
+	for i := range l.ops {
+		clear(l.ops[i])
+		l.ops[i] = l.ops[i][:0]
+	}
+	clear(l.devs)
+	l.ints, l.flags, l.devs = l.ints[:0], l.flags[:0], l.devs[:0]
+	multiScratch.Put(l)
+}
+
 // checkLists fails, naming op, unless each of lens is len(p): one entry per parameter.
 func checkLists(op string, p []*Tensor, lens ...int) {
 	for _, l := range lens {
 		if l != len(p) {
-			fail(op, ErrShape, nil, "lists of %v entries for %d parameters; pass one entry per parameter in each", lens, len(p))
+			fail(op, ErrShape, nil, "lists of %v entries for %d parameters; pass one entry per parameter in each", slices.Clone(lens), len(p))
 		}
 	}
 }
 
 // byDevice returns, for op, the positions of p's tensors grouped by device, the devices in the
-// order they first appear.
-func byDevice(op string, p []*Tensor) [][]int {
-	var devs []device.Device
-	var idx [][]int
+// order they first appear, in l's room.
+func (l *operandLists) byDevice(op string, p []*Tensor) [][]int {
+	devs, idx := l.devs[:0], l.idx[:0]
+	defer func() { l.devs, l.idx = devs, idx }()
 	for i, t := range p {
 		if t == nil {
 			fail(op, ErrShape, nil, "parameter %d is nil", i)
@@ -180,7 +220,11 @@ func byDevice(op string, p []*Tensor) [][]int {
 			j++
 		}
 		if j == len(devs) {
-			devs, idx = append(devs, t.st.dev), append(idx, nil)
+			var room []int
+			if j < cap(idx) {
+				room = idx[:j+1][j][:0] // the room the list in this place had last time
+			}
+			devs, idx = append(devs, t.st.dev), append(idx, room)
 		}
 		idx[j] = append(idx[j], i)
 	}

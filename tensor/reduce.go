@@ -36,8 +36,12 @@ func (t *Tensor) MeanKeep(axes ...int) *Tensor { return meanOp(t, axes, true) }
 
 // reduced returns the shape of a reduction of shape over axes with the reduced axes
 // kept as 1 (keep) and dropped (drop), and how many elements each output sums.
+// Both shapes are layoutOf's, shared.
 func (c *call) reduced(shape, axes []int) (keep, drop []int, count int) {
-	on := make([]bool, len(shape))
+	var onRoom [smallRank]bool
+	var keepRoom, dropRoom [smallRank]int
+	on := append(onRoom[:0], make([]bool, len(shape))...)
+	k, d := keepRoom[:0], dropRoom[:0]
 	if len(axes) == 0 {
 		for i := range on {
 			on[i] = true
@@ -46,21 +50,21 @@ func (c *call) reduced(shape, axes []int) (keep, drop []int, count int) {
 	for _, a := range axes {
 		i, ok := axis(a, len(shape))
 		if !ok || on[i] {
-			c.bad(ErrShape, "axes %v of a rank-%d tensor: out of range or repeated", axes, len(shape))
+			c.bad(ErrShape, "axes %v of a rank-%d tensor: out of range or repeated", slices.Clone(axes), len(shape))
 		}
 		on[i] = true
 	}
 	count = 1
-	for i, d := range shape {
+	for i, n := range shape {
 		if on[i] {
-			keep = append(keep, 1)
-			count *= d
+			k = append(k, 1)
+			count *= n
 			continue
 		}
-		keep = append(keep, d)
-		drop = append(drop, d)
+		k = append(k, n)
+		d = append(d, n)
 	}
-	return keep, drop, count
+	return layoutOf(k).shape, layoutOf(d).shape, count
 }
 
 func sumOp(op string, t *Tensor, dt dtype.DType, axes []int, keepDims bool) *Tensor {
@@ -100,7 +104,7 @@ func (c *call) reduce(x *Tensor, dt dtype.DType, axes []int, keepDims, mean bool
 		if mean {
 			scale = 1 / float64(count)
 		}
-		c.record(&sumBackward{keep: keep, scale: scale}, out)
+		recordRule(c, sumBackward{keep: keep, scale: scale}, out)
 	}
 	return c.done(out)
 }
@@ -139,8 +143,7 @@ func (t *Tensor) Norm() *Tensor {
 	c.k.Unary(kernels.Sqrt, o, o)
 	c.flush(out, buf)
 	if c.recording() {
-		r := &normBackward{}
-		c.record(r, out)
+		r := recordRule(c, normBackward{}, out)
 		r.x, r.y = c.save(x), c.save(out)
 	}
 	return c.done(out)
@@ -227,8 +230,7 @@ func maxOp(t *Tensor, ax int, keepDims bool) *Tensor {
 	c.floatOnly()
 	idx, out, keep := c.argmax(ax, true, keepDims)
 	if c.recording() {
-		r := &maxBackward{keep: keep}
-		c.record(r, out)
+		r := recordRule(c, maxBackward{keep: keep}, out)
 		r.idx = c.save(idx)
 	}
 	c.temp(idx)

@@ -56,3 +56,17 @@ func TestNormGradientAndEdges(t *testing.T) {
 	s.Close()
 	requireEmpty(t, d)
 }
+
+// A scalar's shape is nil, and its strides empty, whichever op made it (the ops take
+// their layouts from a shared table, which keeps it so).
+func TestScalarLayout(t *testing.T) {
+	d := newCPU(t)
+	s := tensor.NewScope()
+	x := s.Ones(d, dtype.F32, 2, 3)
+	for name, y := range map[string]*tensor.Tensor{"Sum": x.Sum(), "Reshape": x.Sum(0).Sum().Reshape(), "Mean": x.Mean()} {
+		require.Nil(t, y.Shape(), name)
+		require.Equal(t, []int{}, y.Strides(), name)
+	}
+	s.Close()
+	requireEmpty(t, d)
+}

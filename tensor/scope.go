@@ -32,22 +32,27 @@ type Scope struct {
 	// owner owns what is made in the scope: the scope itself, or for a region (With)
 	// its parent's owner.
 	owner *Scope
-	depth int
-	m     modes
-	clock *autograd.Clock // shared by a root and its descendants
+	depth int32
 	// aside marks a scope made by Aside: ops never route into it.
 	aside bool
+	// internal marks the package's own scopes (a backward rule's, a gradient sum's),
+	// which are always closed before the call that made them returns: the leak report
+	// need not watch them. Their children inherit it.
+	internal bool
+	// engine marks an internal root whose results go only to the autograd engine,
+	// never to the program (a rule's run, a backward's seed): each comes in one
+	// allocation with its storage (resultBlock). Not inherited.
+	engine bool
+	// m are the scope's modes, which never change once it is made: its parent's,
+	// shared, when it sets none of its own.
+	m     *modes
+	clock *autograd.Clock // shared by a root and its descendants
 	// at is where the scope was made (nil in internal scopes), for the errors and
 	// reports that name it.
 	at *site
 	// tree is the leak report's view of the scope's root and its descendants, shared
 	// by them; nil in internal scopes.
 	tree *tree
-
-	// internal marks the package's own scopes (a backward rule's, a gradient sum's),
-	// which are always closed before the call that made them returns: the leak report
-	// need not watch them. Their children inherit it. Set at creation.
-	internal bool
 
 	// next is where an op that would run in this scope runs instead: its only open
 	// child that is not aside, nil when it has none, or ambiguous when it has several.
@@ -58,15 +63,16 @@ type Scope struct {
 	mu       sync.Mutex
 	owned    []*Tensor // guarded by mu; a handle's pos is its index here
 	children []*Scope  // guarded by mu; open children
-	onClose  []func()  // guarded by mu
+	childBuf [1]*Scope // room for children (a step's layer, a layer's region); guarded by mu
+	onClose  *[]func() // guarded by mu; nil until the first (few scopes have any)
 	// closing is set once by Close, under mu; ops read it without the lock to route
 	// past a region that closed.
-	closing  atomic.Bool
-	ownedBuf [4]*Tensor // room for owned; guarded by mu
+	closing atomic.Bool
 	// steps counts the steps the scope saw end: Backwards from a tensor it or one of
 	// its descendants owns. A handle's born is the count when the scope adopted it;
 	// the growth report compares the last two steps. Guarded by mu.
-	steps uint32
+	steps    uint32
+	ownedBuf [4]*Tensor // room for owned; guarded by mu
 	// ledger holds the handles of owned for the leak report, which reads it (through
 	// tree) if the scope is found unreachable and unclosed. Guarded by mu; taken when
 	// the scope first owns a handle, given back when it closes; nil in internal scopes.
@@ -89,13 +95,13 @@ var ambiguous = new(Scope)
 
 // modes are the scope properties ops follow. They never change after the scope is made.
 type modes struct {
-	grad      bool                // record the graph (false: no_grad)
-	inference bool                // inference mode: no graph, results are inference tensors
 	gen       *Generator          // where random ops draw; nil: none set
 	hooks     autograd.SavedHooks // pack/unpack of what nodes save; nil: none
-	anomaly   bool                // record op sites; backward checks for NaN/Inf
 	autocast  Autocast            // casts op inputs; nil: none
 	hook      OpHook              // told of every op's start and end; nil: none
+	grad      bool                // record the graph (false: no_grad)
+	inference bool                // inference mode: no graph, results are inference tensors
+	anomaly   bool                // record op sites; backward checks for NaN/Inf
 	lifetime  alloc.Lifetime      // the allocator's placement hint for what ops make
 }
 
@@ -157,22 +163,39 @@ func WithOpHook(h OpHook) Option { return func(m *modes) { m.hook = h } }
 // NewScope makes a root scope: grad recording on, no generator, no saved hooks, no
 // anomaly mode, no autocast, then opts.
 func NewScope(opts ...Option) *Scope {
-	s := &Scope{m: modes{grad: true}, clock: new(autograd.Clock), tree: new(tree)}
+	m := &modes{grad: true}
+	for _, o := range opts {
+		o(m)
+	}
+	s := &Scope{m: m, clock: new(autograd.Clock), tree: new(tree)}
 	s.owner, s.owned = s, s.ownedBuf[:0]
 	s.at = here()
 	runtime.AddCleanup(s, reportTree, s.tree)
-	for _, o := range opts {
-		o(&s.m)
-	}
 	return s
 }
 
 // newInternalScope makes a root no-grad scope for the package's own temporaries; the
 // caller closes it before returning, also when it panics.
 func newInternalScope() *Scope {
-	s := &Scope{m: modes{grad: false}, clock: new(autograd.Clock), internal: true}
-	s.owner, s.owned = s, s.ownedBuf[:0]
-	return s
+	r := new(internalRoot)
+	r.init(false)
+	return &r.s
+}
+
+// internalRoot is an internal root scope, its modes and its clock in one allocation
+// (some are recycled: internalRoots).
+type internalRoot struct {
+	s     Scope
+	m     modes
+	clock autograd.Clock
+}
+
+// init makes r's scope a root no-grad internal scope with r's modes and clock, whose
+// results go only to the autograd engine when engine is set.
+func (r *internalRoot) init(engine bool) {
+	r.m = modes{grad: false}
+	r.s = Scope{m: &r.m, clock: &r.clock, internal: true, engine: engine}
+	r.s.owner, r.s.owned = &r.s, r.s.ownedBuf[:0]
 }
 
 // Child makes a scope nested in s with s's modes, then opts, that owns what is made in
@@ -206,13 +229,22 @@ func (s *Scope) child(owns, aside bool, opts []Option) *Scope {
 	if !c.internal {
 		c.at = here()
 	}
-	for _, o := range opts {
-		o(&c.m)
+	// An internal scope's modes are its own (a recycled root's change), and so are
+	// those of a scope given options.
+	if len(opts) > 0 || s.internal {
+		m := *s.m
+		for _, o := range opts {
+			o(&m)
+		}
+		c.m = &m
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing.Load() {
 		panic(&Error{Op: "Child", Msg: "the parent scope is closed", Err: ErrScope})
+	}
+	if s.children == nil {
+		s.children = s.childBuf[:0]
 	}
 	s.children = append(s.children, c)
 	s.reroute()
@@ -321,7 +353,10 @@ func (s *Scope) OnClose(f func()) {
 	if s.closing.Load() {
 		panic(&Error{Op: "OnClose", Msg: "the scope is closed", Err: ErrScope})
 	}
-	s.onClose = append(s.onClose, f)
+	if s.onClose == nil {
+		s.onClose = new([]func())
+	}
+	*s.onClose = append(*s.onClose, f)
 }
 
 // Close closes the open children (newest first), runs the OnClose callbacks, then
@@ -336,7 +371,11 @@ func (s *Scope) Close() {
 		return
 	}
 	s.closing.Store(true)
-	kids, hooks := s.children, s.onClose
+	kids := s.children
+	var hooks []func()
+	if s.onClose != nil {
+		hooks = *s.onClose
+	}
 	s.children, s.onClose = nil, nil
 	s.next.Store(nil)
 	s.mu.Unlock()
@@ -428,7 +467,7 @@ func (s *Scope) Bind(t *Tensor) *Tensor {
 		fail("Bind", ErrScope, []*Tensor{t}, "%s is closed; bind into a scope that is open", s.describe())
 	}
 	b := newHandle(s, t.st, false, t.dt, t.shape, t.strides, t.offset, nil)
-	b.requiresGrad, b.cell = t.requiresGrad, t.cell
+	b.requiresGrad, b.h.cell = t.requiresGrad, t.h.cell
 	if t.node != nil {
 		if err := t.node.Retain(); err != nil {
 			b.Release()
@@ -462,8 +501,11 @@ func (s *Scope) adopt(t *Tensor) {
 		}
 		panic(&Error{Op: "adopt", Msg: "the scope the result belongs to is closed", Err: ErrScope})
 	}
-	if s.tree != nil && s.ledger == nil {
-		s.ledger = s.tree.open()
+	if s.tree != nil {
+		t.ownHandle() // the ledger reads it
+		if s.ledger == nil {
+			s.ledger = s.tree.open()
+		}
 	}
 	if len(s.owned) == cap(s.owned) && s.room == nil {
 		s.takeRoom()

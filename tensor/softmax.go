@@ -59,8 +59,7 @@ func softmaxOp(op string, t *Tensor, dt dtype.DType, ax int) *Tensor {
 	}
 	c.flush(out, buf)
 	if c.recording() {
-		r := &softmaxBackward{log: op == OpLogSoftmax, outer: outer, n: n, inner: inner}
-		c.record(r, out)
+		r := recordRule(c, softmaxBackward{log: op == OpLogSoftmax, outer: outer, n: n, inner: inner}, out)
 		r.y = c.save(out)
 	}
 	return c.done(out)

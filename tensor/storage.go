@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/subletml/sublet/alloc"
 	"github.com/subletml/sublet/device"
@@ -40,9 +41,10 @@ type Storage struct {
 	al   Allocator
 	ptr  device.Ptr
 	size int64
-	// host aliases the block where the CPU addresses it (res == device.Host): the CPU
-	// kernels compute there. nil otherwise. A block of 0 bytes has a non-nil empty host.
-	host []byte
+	// base is where the CPU addresses the block (res == device.Host; nil otherwise,
+	// and once freed): the CPU kernels compute in host(), size bytes from it. A block
+	// of 0 bytes has a base too (&noBytes), so that its host() is not nil.
+	base unsafe.Pointer
 
 	// version counts in-place writes (BumpVersion); a saved tensor records it and
 	// backward fails if it changed (autograd.ErrModifiedInPlace). Changed atomically.
@@ -91,7 +93,18 @@ func (s *Storage) Version() uint64 { return s.version.Load() }
 
 // Host returns the block's bytes where the CPU addresses them (Residency device.Host),
 // nil otherwise. Writing through it is an in-place write: call BumpVersion.
-func (s *Storage) Host() []byte { return s.host }
+func (s *Storage) Host() []byte { return s.host() }
+
+// host is the block's bytes where the CPU addresses them, nil otherwise.
+func (s *Storage) host() []byte {
+	if s.base == nil {
+		return nil
+	}
+	return unsafe.Slice((*byte)(s.base), s.size)
+}
+
+// noBytes is the base of the host blocks of 0 bytes, aligned for every element type.
+var noBytes uint64
 
 // BumpVersion records an in-place write (made by an op, or outside the tensor
 // package's ops), so that backward refuses a saved tensor that changed. An inference
@@ -104,7 +117,7 @@ func (s *Storage) BumpVersion() {
 
 // mem is the block as the kernels see it.
 func (s *Storage) mem() kernels.Mem {
-	return kernels.Mem{Host: s.host, Ptr: s.ptr, Size: s.size, Stream: streamOf(s.dev)}
+	return kernels.Mem{Host: s.host(), Ptr: s.ptr, Size: s.size, Stream: streamOf(s.dev)}
 }
 
 // allocatorOf is the allocator dev's tensors use: its own (AllocatorSource) or its
@@ -125,8 +138,9 @@ func allocatorOf(dev device.Device, known Allocator) (Allocator, error) {
 // newStorage allocates size bytes on dev's allocator for op, holding one reference;
 // known is the allocator of a storage on dev, or nil (allocatorOf). The caching
 // allocator's memory history keeps op with the block; lt is its placement hint
-// (WithLifetime).
-func newStorage(dev device.Device, known Allocator, size int64, op string, lt alloc.Lifetime) (*Storage, error) {
+// (WithLifetime). The storage and its first handle are in blk, zero, or in a new
+// block (nil).
+func newStorage(dev device.Device, known Allocator, size int64, op string, lt alloc.Lifetime, blk *block) (*Storage, error) {
 	al, err := allocatorOf(dev, known)
 	if err != nil {
 		return nil, err
@@ -145,24 +159,27 @@ func newStorage(dev device.Device, known Allocator, size int64, op string, lt al
 			return nil, err
 		}
 	}
-	blk := &block{st: Storage{dev: dev, al: al, ptr: p, size: size, res: dev.Residency()}}
+	if blk == nil {
+		blk = new(block)
+	}
+	blk.st = Storage{dev: dev, al: al, ptr: p, size: size, res: dev.Residency()}
 	s := &blk.st
 	s.spare = &blk.h
 	if s.res == device.Host {
 		hm, isHost := dev.(device.HostMemory)
 		switch {
 		case size == 0:
-			s.host = []byte{}
+			s.base = unsafe.Pointer(&noBytes)
 		case !isHost:
 			err := fmt.Errorf("tensor: %s reports host residency but does not implement device.HostMemory (a wrapper must forward Bytes)", dev.Name())
 			return nil, errors.Join(err, al.Free(p))
 		default:
 			b, ok := hm.Bytes(p, size)
-			if !ok {
+			if !ok || int64(len(b)) < size {
 				err := fmt.Errorf("tensor: %s keeps data but gave no host bytes for its block of %d bytes at %#x", dev.Name(), size, p)
 				return nil, errors.Join(err, al.Free(p))
 			}
-			s.host = b
+			s.base = unsafe.Pointer(unsafe.SliceData(b))
 		}
 	}
 	s.refs.Store(1)
@@ -183,7 +200,7 @@ func (s *Storage) release() {
 	case n < 0:
 		panic(fmt.Sprintf("tensor: internal error: storage at %#x on %s released more often than retained", s.ptr, s.dev.Name()))
 	}
-	s.host = nil
+	s.base = nil
 	if s.size == 0 {
 		return
 	}

@@ -27,10 +27,8 @@ type Tensor struct {
 	// made without recording; the handle holds one reference to it. Every op has one
 	// output: the handle is the node's output slot 0.
 	node *autograd.Node
-	// cell holds the gradient of a leaf that requires grad (shared with the handles
-	// Bind makes of it) or the retained gradient of a non-leaf (RetainGrad). ownsCell
-	// says this handle releases it.
-	cell *gradCell
+	// The gradient cell, of a leaf that requires grad or of a non-leaf that retains
+	// its gradient, is h.cell.
 
 	// scope owns the handle (nil: the caller or a module owns it). adopt and forget
 	// write it under the scope's mu, called only by the goroutine using the handle,
@@ -41,15 +39,22 @@ type Tensor struct {
 	pos   int
 	// place is where the handle was made or bound: its scope, or a region (With) of
 	// it, whose modes the ops on the handle follow while it is open. Written with
-	// scope.
+	// scope; for the incoming gradient of a backward rule, which the engine owns,
+	// the rule's scope while the rule runs.
 	place *Scope
 
 	dt dtype.DType
+	// sharedAlloc says h was allocated with the Tensor (withHandle): nothing but the
+	// Tensor reads it. watch and adopt move such a handle out (ownHandle) before a
+	// cleanup or a ledger reads it. Written only by the goroutine using the handle.
+	sharedAlloc bool
+	// inBlock says the Tensor was allocated with its storage (resultBlock): it must
+	// never be watched nor owned by a scope with a ledger. Set at creation.
+	inBlock bool
 	// requiresGrad says gradients flow to this handle: a leaf that asked for them, or
 	// the output of a recorded op. Set at creation (SetRequiresGrad changes it on a
 	// leaf before it is used).
 	requiresGrad bool
-	ownsCell     bool
 	// born is the scope's step count when it adopted the handle (Scope.steps), for the
 	// growth report; guarded by the scope's mu.
 	born uint32
@@ -159,8 +164,8 @@ func (t *Tensor) drop() {
 			panic(fmt.Sprintf("tensor: internal error: releasing the node of %v: %v", t, err))
 		}
 	}
-	if t.ownsCell {
-		t.cell.kill()
+	if t.h.ownsCell {
+		t.h.cell.kill()
 	}
 	t.st.release()
 }
@@ -188,33 +193,75 @@ func (t *Tensor) live(op string) {
 // handle, for a handle a scope owns; none in an internal scope, nor for an unowned
 // one, which watch gives one).
 func newHandle(s *Scope, st *Storage, fresh bool, dt dtype.DType, shape, strides []int, offset int, at *site) *Tensor {
+	var t *Tensor
+	h := st.spare
+	switch {
+	case fresh && h != nil:
+		st.spare = nil
+		t = new(Tensor)
+	case s == nil || s.internal:
+		// No ledger reads the handle (an internal scope keeps none; an unowned
+		// handle is shared for a node to save, or for the engine): one allocation.
+		return new(withHandle).init(s, st, fresh, dt, shape, strides, offset, at)
+	default:
+		t, h = new(Tensor), new(handle)
+	}
+	t.h = h
+	return t.init(s, st, fresh, dt, shape, strides, offset, at)
+}
+
+// init makes t, zero but for its handle t.h, the handle newHandle describes.
+func (t *Tensor) init(s *Scope, st *Storage, fresh bool, dt dtype.DType, shape, strides []int, offset int, at *site) *Tensor {
 	if !fresh {
 		st.retain()
 	} else if s != nil && s.m.inference {
 		st.inference = true
 	}
-	h := st.spare
-	if fresh && h != nil {
-		st.spare = nil
-	} else {
-		h = new(handle)
-	}
+	h := t.h
 	h.st, h.at = st, at
 	if at == nil && s != nil && !s.internal {
 		var pcs site
 		callers(pcs[:])
 		h.at = intern(&pcs)
 	}
-	t := &Tensor{shape: shape, strides: strides, offset: offset, dt: dt, st: st, h: h}
+	t.shape, t.strides, t.offset, t.dt, t.st = shape, strides, offset, dt, st
 	if s != nil {
 		s.adopt(t)
 	}
 	return t
 }
 
+// withHandle is a Tensor and its handle in one allocation, for a handle that no
+// ledger or cleanup reads apart from the Tensor (newHandle).
+type withHandle struct {
+	t Tensor
+	h handle
+}
+
+// init is Tensor.init for w's Tensor with w's handle.
+func (w *withHandle) init(s *Scope, st *Storage, fresh bool, dt dtype.DType, shape, strides []int, offset int, at *site) *Tensor {
+	w.t.h, w.t.sharedAlloc = &w.h, true
+	return w.t.init(s, st, fresh, dt, shape, strides, offset, at)
+}
+
+// ownHandle gives t a handle allocated apart from it, if it shares t's allocation, so
+// that a ledger or a cleanup can read the handle without keeping t reachable (a
+// cleanup whose argument lies inside its object never runs).
+func (t *Tensor) ownHandle() {
+	if !t.sharedAlloc {
+		return
+	}
+	if t.inBlock {
+		panic(fmt.Sprintf("tensor: internal error: %v, a result for the autograd engine, handed to the program", t.shape))
+	}
+	h := &handle{st: t.h.st, at: t.h.at, cell: t.h.cell, ownsCell: t.h.ownsCell}
+	h.released.Store(t.h.released.Load())
+	t.h, t.sharedAlloc = h, false
+}
+
 // share makes a handle over t's data with no graph and no owner, created at the site
-// at (nil: none yet): what gradients travel as (the engine owns them, or watch them)
-// and what nodes save (the rule's ledger reports them).
+// at (nil: here): a seed gradient the engine owns, what nodes save (the rule's ledger
+// reports them), a gradient Grad hands to a scope.
 func (t *Tensor) share(at *site) *Tensor {
 	if at == nil {
 		at = here()

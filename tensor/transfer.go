@@ -27,9 +27,9 @@ func copyBytes(dst *Storage, dstOff int64, src *Storage, srcOff, n int64) error 
 	case device.Meta:
 		return fmt.Errorf("%w: copying from %s, which keeps no data, to %s", ErrNoData, src.dev.Name(), dst.dev.Name())
 	case device.Host:
-		b := src.host[srcOff : srcOff+n]
+		b := src.host()[srcOff : srcOff+n]
 		if dst.res == device.Host {
-			copy(dst.host[dstOff:dstOff+n], b)
+			copy(dst.host()[dstOff:dstOff+n], b)
 			return nil
 		}
 		return dst.dev.CopyToDevice(dst.ptr+device.Ptr(dstOff), b, 0)
@@ -38,7 +38,7 @@ func copyBytes(dst *Storage, dstOff int64, src *Storage, srcOff, n int64) error 
 		return err
 	}
 	if dst.res == device.Host {
-		return src.dev.CopyToHost(dst.host[dstOff:dstOff+n], src.ptr+device.Ptr(srcOff), 0)
+		return src.dev.CopyToHost(dst.host()[dstOff:dstOff+n], src.ptr+device.Ptr(srcOff), 0)
 	}
 	if dst.dev == src.dev {
 		return dst.dev.CopyOnDevice(dst.ptr+device.Ptr(dstOff), src.ptr+device.Ptr(srcOff), n, 0)
@@ -78,7 +78,7 @@ func store(t *Tensor, k kernels.Backend, src func() cpu.Operand) error {
 	case device.Meta:
 		return nil
 	case device.Host:
-		cpu.Copy(cpu.FromBytes(t.dt, t.st.host, t.layout()), src())
+		cpu.Copy(cpu.FromBytes(t.dt, t.st.host(), t.layout()), src())
 		return nil
 	}
 	b := alignedBytes(t.Bytes())
@@ -87,7 +87,7 @@ func store(t *Tensor, k kernels.Backend, src func() cpu.Operand) error {
 	if t.IsContiguous() {
 		return t.st.dev.CopyToDevice(t.st.ptr+device.Ptr(int64(t.offset)*size), b, 0)
 	}
-	tmp, err := newStorage(t.st.dev, t.st.al, t.Bytes(), "store", alloc.LifetimeTemporary)
+	tmp, err := newStorage(t.st.dev, t.st.al, t.Bytes(), "store", alloc.LifetimeTemporary, nil)
 	if err != nil {
 		return err
 	}
@@ -109,7 +109,7 @@ func (t *Tensor) hostBytes(op string) (b []byte, offset int) {
 		fail(op, err, []*Tensor{t}, "")
 	}
 	if t.st.res == device.Host {
-		return t.st.host, t.offset
+		return t.st.host(), t.offset
 	}
 	if err := asyncErrors(t.st.dev); err != nil {
 		fail(op, err, []*Tensor{t}, "an earlier op on %s failed", t.st.dev.Name())

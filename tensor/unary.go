@@ -43,8 +43,7 @@ func unaryOp(op *OpInfo, t *Tensor) *Tensor {
 	out := c.alloc(x.dt, x.shape)
 	c.k.Unary(k, out.operand(), x.operand())
 	if c.recording() {
-		r := &unaryBackward{k: k}
-		c.record(r, out)
+		r := recordRule(c, unaryBackward{k: k}, out)
 		// Each op saves what its derivative reads: the output for exp, tanh, sigmoid,
 		// relu and sqrt, the input for the others, nothing for neg.
 		switch {
@@ -65,13 +64,14 @@ type unaryBackward struct {
 
 func (r *unaryBackward) backward(b *bwd) {
 	g := b.g
-	var ins []*Tensor
+	var room [1]*Tensor
+	ins := room[:0]
 	var sv *Tensor
 	if r.saved != nil {
 		sv = b.saved(r.saved)
 		ins = append(ins, sv)
 	}
-	b.set(0, gradKernel(r.k.String()+" backward", g, ins, func(k kernels.Backend, dst kernels.Operand) {
+	b.set(0, gradKernel(backwardName(r.k.String()), g, ins, func(k kernels.Backend, dst kernels.Operand) {
 		k.UnaryBackward(r.k, dst, g.operand(), sv.operand())
 	}))
 }

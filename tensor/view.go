@@ -27,30 +27,32 @@ type reshapeBackward struct{}
 
 func (reshapeBackward) backward(b *bwd) { b.set(0, b.g.Reshape(b.f.in[0].shape...)) }
 
-// resolve returns shape with one -1 replaced so that it holds n elements.
-func (c *call) resolve(n int, shape []int) []int {
-	out := slices.Clone(shape)
+// resolve returns shape with one -1 replaced so that it holds n elements, and its
+// row-major strides (layoutOf's, shared). shape is only read.
+func (c *call) resolve(n int, shape []int) *sharedLayout {
+	var room [smallRank]int
+	out := append(room[:0], shape...)
 	free, known := -1, 1
 	for i, d := range out {
 		switch {
 		case d == -1 && free < 0:
 			free = i
 		case d < 0:
-			c.bad(ErrShape, "shape %v: one -1 at most, no other negative size", shape)
+			c.bad(ErrShape, "shape %v: one -1 at most, no other negative size", slices.Clone(shape))
 		default:
 			known *= d
 		}
 	}
 	if free >= 0 {
 		if known == 0 || n%known != 0 {
-			c.bad(ErrShape, "shape %v cannot hold %d elements", shape, n)
+			c.bad(ErrShape, "shape %v cannot hold %d elements", slices.Clone(shape), n)
 		}
 		out[free] = n / known
 	}
 	if numel(out) != n {
-		c.bad(ErrShape, "shape %v holds %d elements, the tensor has %d", shape, numel(out), n)
+		c.bad(ErrShape, "shape %v holds %d elements, the tensor has %d", slices.Clone(shape), numel(out), n)
 	}
-	return out
+	return layoutOf(out)
 }
 
 // View returns t with a new shape of the same element count (one size may be -1). t
@@ -60,8 +62,8 @@ func (t *Tensor) View(shape ...int) *Tensor {
 		if !x.IsContiguous() {
 			c.bad(ErrShape, "View needs a contiguous tensor (strides %v); use Reshape, which copies", x.strides)
 		}
-		sh := c.resolve(x.Numel(), shape)
-		return sh, rowMajor(sh), x.offset
+		l := c.resolve(x.Numel(), shape)
+		return l.shape, l.strides, x.offset
 	}, reshapeBackward{})
 }
 
@@ -75,8 +77,8 @@ func (t *Tensor) Reshape(shape ...int) *Tensor {
 		t = tmp
 	}
 	return viewOp(OpReshape, t, func(c *call, x *Tensor) ([]int, []int, int) {
-		sh := c.resolve(x.Numel(), shape)
-		return sh, rowMajor(sh), x.offset
+		l := c.resolve(x.Numel(), shape)
+		return l.shape, l.strides, x.offset
 	}, reshapeBackward{})
 }
 
@@ -84,9 +86,10 @@ func (t *Tensor) Reshape(shape ...int) *Tensor {
 func (t *Tensor) Transpose(d0, d1 int) *Tensor {
 	t.live(OpTranspose)
 	rank := len(t.shape)
-	perm := make([]int, rank)
-	for i := range perm {
-		perm[i] = i
+	var room [smallRank]int
+	perm := room[:0]
+	for i := range rank {
+		perm = append(perm, i)
 	}
 	a, okA := axis(d0, rank)
 	b, okB := axis(d1, rank)
@@ -103,26 +106,35 @@ func (t *Tensor) T() *Tensor { return t.Transpose(-2, -1) }
 // Permute reorders the dimensions: dimension i of the result is dimension dims[i] of t.
 func (t *Tensor) Permute(dims ...int) *Tensor { return permute(OpPermute, t, dims) }
 
+// permute is a view op (viewOp's steps) whose shape and strides are built on the
+// stack and shared (sharedOf), and whose rule is made only when it records: a
+// transpose in a backward rule allocates its handle alone. dims is only read.
 func permute(op string, t *Tensor, dims []int) *Tensor {
-	perm := slices.Clone(dims)
-	inv := make([]int, len(perm))
-	return viewOp(op, t, func(c *call, x *Tensor) ([]int, []int, int) {
-		if len(perm) != len(x.shape) {
-			c.bad(ErrShape, "permutation %v of a rank-%d tensor", dims, len(x.shape))
+	c := beginView(op, t)
+	x := c.in[0]
+	rank := len(x.shape)
+	if len(dims) != rank {
+		c.bad(ErrShape, "permutation %v of a rank-%d tensor", slices.Clone(dims), rank)
+	}
+	var shapeRoom, stridesRoom, invRoom [smallRank]int
+	var seenRoom [smallRank]bool
+	shape, strides := append(shapeRoom[:0], x.shape...), append(stridesRoom[:0], x.strides...)
+	inv, seen := append(invRoom[:0], x.shape...), append(seenRoom[:0], make([]bool, rank)...)
+	for i, d := range dims {
+		a, ok := axis(d, rank)
+		if !ok || seen[a] {
+			c.bad(ErrShape, "%v is not a permutation of the %d dimensions", slices.Clone(dims), rank)
 		}
-		seen := make([]bool, len(perm))
-		shape, strides := make([]int, len(perm)), make([]int, len(perm))
-		for i, d := range perm {
-			a, ok := axis(d, len(perm))
-			if !ok || seen[a] {
-				c.bad(ErrShape, "%v is not a permutation of the %d dimensions", dims, len(perm))
-			}
-			seen[a] = true
-			inv[a] = i
-			shape[i], strides[i] = x.shape[a], x.strides[a]
-		}
-		return shape, strides, x.offset
-	}, permuteBackward{inv})
+		seen[a] = true
+		inv[a] = i
+		shape[i], strides[i] = x.shape[a], x.strides[a]
+	}
+	l := sharedOf(shape, strides)
+	out := c.view(x, l.shape, l.strides, x.offset)
+	if c.recording() {
+		recordRule(c, permuteBackward{slices.Clone(inv)}, out)
+	}
+	return c.done(out)
 }
 
 type permuteBackward struct{ inv []int }

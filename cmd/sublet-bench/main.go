@@ -33,7 +33,7 @@
 //
 //	sublet-bench [-device sim,cuda:0] [-run pair,churn,...] [-time 1s] [-compute 2.26ms] [-cases cpu] [-steps N]
 //	             [-upload resident|each-step] [-graph] [-profile DIR] [-json FILE] [-jsonl FILE] [-opsize N]
-//	             [-cpuprofile FILE] [-trace FILE]
+//	             [-cpuprofile FILE] [-memprofile FILE] [-trace FILE]
 //
 // Each experiment ends by freeing everything and checking that the allocator holds
 // nothing after EmptyCache; a leak or any error makes the exit status 1. Results go to
@@ -141,10 +141,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	jsonPath := fs.String("json", "", "also write the results as a JSON array to this file")
 	jsonlPath := fs.String("jsonl", "", "also write the results as JSON lines, one per figure, to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
+	memProfile := fs.String("memprofile", "", "write a profile of the whole run's heap allocations to this file, every allocation sampled "+
+		"(go tool pprof -sample_index=alloc_objects reads it; the sampling slows the run: time nothing with it)")
 	opSize := fs.Int("opsize", 1<<26, "ops: elements of the ops over a large tensor (all but the products and add-1k; on a GPU the products take a quarter of it, 4096² at most), a multiple of 65536")
 	tracePath := fs.String("trace", "", "write an execution trace of the whole run to this file (go tool trace reads it: where goroutines waited, how busy each thread was)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sublet-bench [-device LIST] [-run LIST] [-time D] [-compute D] [-cases LIST] [-steps N] [-upload resident|each-step] [-graph] [-profile DIR] [-json FILE] [-jsonl FILE] [-opsize N] [-cpuprofile FILE] [-trace FILE]")
+		fmt.Fprintln(stderr, "usage: sublet-bench [-device LIST] [-run LIST] [-time D] [-compute D] [-cases LIST] [-steps N] [-upload resident|each-step] [-graph] [-profile DIR] [-json FILE] [-jsonl FILE] [-opsize N] [-cpuprofile FILE] [-memprofile FILE] [-trace FILE]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -194,6 +196,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer func() {
 			r.stop()
 			f.Close()
+		}()
+	}
+	if *memProfile != "" {
+		f, err := os.Create(*memProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "sublet-bench: -memprofile: %v\n", err)
+			return 2
+		}
+		runtime.MemProfileRate = 1
+		defer func() {
+			runtime.GC() // the profile is as of the last collection: this one has it all
+			if err := errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close()); err != nil {
+				fmt.Fprintf(stderr, "sublet-bench: -memprofile: %v\n", err)
+			}
 		}()
 	}
 	b := &bench{per: *per, compute: *compute, train: train, steps: *steps, upload: *upload, graph: *graph, profile: *profile, opSize: *opSize, out: stdout}

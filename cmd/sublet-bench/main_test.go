@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/pprof/profile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -174,6 +176,7 @@ func TestTrainPeaksOnSimEqualThoseWithData(t *testing.T) {
 			assert.GreaterOrEqual(t, r.N, int64(3))
 			peaks, cpu, ok := strings.Cut(r.Note, "; cpu ")
 			assert.True(t, ok && strings.Contains(cpu, " ms per step"), "the note gives the CPU time per step: %s", r.Note)
+			assert.Regexp(t, `; go heap \d+ allocations \d+ B per step, \d+ GC cycles`, r.Note, "the note gives the Go heap's garbage per step")
 			assert.True(t, strings.HasSuffix(r.Note, "; batch resident"), "the note says where the batch was: %s", r.Note)
 			if dev == "sim-backed" { // host memory: the CPU kernels compute, and the note names their GEMM
 				g, err := tensor.HostGemm()
@@ -207,6 +210,29 @@ func TestTrainStepsTimesExactlyThatMany(t *testing.T) {
 
 	code, _, _ = runBench("-run", "train", "-steps", "-1")
 	assert.Equal(t, 2, code)
+}
+
+// -memprofile writes the run's allocations as a profile pprof reads, with the train
+// step's sites in it.
+func TestMemProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.pprof")
+	defer func(r int) { runtime.MemProfileRate = r }(runtime.MemProfileRate)
+	code, _, errs := runBench("-device", "sim", "-run", "train", "-cases", "tiny-sgd", "-steps", "3", "-memprofile", path)
+	require.Equal(t, 0, code, errs)
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	p, err := profile.Parse(f)
+	require.NoError(t, err)
+	found := false
+	for _, s := range p.Sample {
+		for _, l := range s.Location {
+			for _, line := range l.Line {
+				found = found || strings.HasSuffix(line.Function.Name, "tensor.Linear")
+			}
+		}
+	}
+	assert.True(t, found, "tensor.Linear's allocations are in the profile")
 }
 
 // TestTrainUploadAndProfile: -upload each-step copies the batch in every step (the

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -148,7 +149,9 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 		layers[i] = m
 	}
 	hasData := dev.Residency() != device.Meta
-	data := tensor.NewScope() // the resident batch, for the whole case
+	// The resident batch, for the whole case; its generator is every step's (a step
+	// scope that sets no mode of its own shares its parent's, allocating none).
+	data := tensor.NewScope(tensor.WithGenerator(gen))
 	defer data.Close()
 	var xr, lr *tensor.Tensor
 	if b.upload == "resident" {
@@ -180,7 +183,7 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 	}
 	// step runs one training step; hook, when not nil, profiles its ops and phases.
 	step := func(hook *profiler.Profiler) error {
-		opts := []tensor.Option{tensor.WithGenerator(gen)}
+		var opts []tensor.Option
 		if hook != nil {
 			opts = append(opts, tensor.WithOpHook(hook))
 		}
@@ -204,10 +207,11 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 				if fs, stepErr = amp.Autocast(s, c.autocast); stepErr != nil {
 					return
 				}
-				xt = fs.Bind(xt)
+				xt, lt = fs.Bind(xt), fs.Bind(lt)
 			}
 			end := region("forward")
-			loss := nn.CrossEntropyLoss{}.Loss(forward(xt), fs.Bind(lt))
+			// The loss runs where the logits are (the step scope, or the region).
+			loss := nn.CrossEntropyLoss{}.Loss(forward(xt), lt)
 			if fs != s {
 				loss = fs.Keep(loss)
 				fs.Close()
@@ -252,6 +256,8 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 		step, name = replay, c.name+"-graph"
 	}
 	a.ResetPeakStats()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
 	cpu0, cpuOK := processCPU()
 	start := time.Now()
 	n := int64(0)
@@ -263,12 +269,17 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 	}
 	el := time.Since(start)
 	cpu1, _ := processCPU()
+	runtime.ReadMemStats(&m1)
 	st := a.Stats()
 	note := fmt.Sprintf("peak allocated %d reserved %d; %d parameters", st.AllocatedBytes[alloc.StatAll].Peak,
 		st.ReservedBytes[alloc.StatAll].Peak, nn.ParameterBytes(model)/4)
 	if cpuOK {
 		note += fmt.Sprintf("; cpu %.4g ms per step", float64(cpu1-cpu0)/float64(n)/1e6)
 	}
+	// The Go heap's share: what each step leaves for the garbage collector, and the
+	// collections that cost (at GOMAXPROCS 16 a quarter of the Ps mark while one runs).
+	note += fmt.Sprintf("; go heap %d allocations %d B per step, %d GC cycles",
+		(m1.Mallocs-m0.Mallocs)/uint64(n), (m1.TotalAlloc-m0.TotalAlloc)/uint64(n), m1.NumGC-m0.NumGC)
 	if g, ok := hostGemm(dev); ok {
 		note += "; gemm " + g
 	}

@@ -54,21 +54,55 @@ type gemmKernel struct {
 	micro      func(k int, a, b, c *float32, ldc int, alpha float32)
 	// store sets C = alpha·Ap·Bp without reading C (nil: no such kernel; C is then
 	// cleared first): the first kc slice of a product with beta 0.
-	store    func(k int, a, b, c *float32, ldc int, alpha float32)
-	aBufs    sync.Pool // *[]float32 of mc·kc floats: a task's chunk of packed A
-	groups   sync.Pool // *[]float32 of runColumns' packed A, grown as needed
-	columns  sync.Pool // *[]float32 of a task's packed B (run's and runColumns'), grown as needed
-	tileBufs sync.Pool // *[]float32 of mr·nr floats for partial tiles
-	shares   sync.Pool // *gemmShare of run's products
+	store        func(k int, a, b, c *float32, ldc int, alpha float32)
+	aBufs        packBuffers // mc·kc floats: a task's chunk of packed A
+	groups       packBuffers // runColumns' packed A, grown as needed
+	columns      packBuffers // a task's packed B (run's and runColumns'), grown as needed
+	tileBufs     sync.Pool   // *[]float32 of mr·nr floats for partial tiles
+	shares       sync.Pool   // *gemmShare of run's products
+	columnShares sync.Pool   // *columnShare of runColumns' products
+}
+
+// packBuffers keeps the packing buffers of a gemmKernel's tasks from one product to
+// the next. A sync.Pool would not: the garbage collector empties it, and at 16 threads
+// the buffers it dropped every other collection (hundreds of KB each, allocated
+// again, some grown again) were most of a small training step's garbage, each bringing
+// the next collection closer. It holds as many buffers as tasks ever ran at once (the
+// workers and the calling goroutines), no more.
+type packBuffers struct {
+	mu   sync.Mutex
+	free []*[]float32 // guarded by mu
+	size int          // floats of a new buffer (0: its user grows it); set at creation
+}
+
+// get returns a buffer, a kept one if there is any.
+func (p *packBuffers) get() *[]float32 {
+	p.mu.Lock()
+	if n := len(p.free); n > 0 {
+		b := p.free[n-1]
+		p.free[n-1] = nil
+		p.free = p.free[:n-1]
+		p.mu.Unlock()
+		return b
+	}
+	p.mu.Unlock()
+	b := make([]float32, p.size)
+	return &b
+}
+
+// put keeps b for a later get.
+func (p *packBuffers) put(b *[]float32) {
+	p.mu.Lock()
+	p.free = append(p.free, b)
+	p.mu.Unlock()
 }
 
 func newGemmKernel(name string, mr, nr, kc, mc, nc int, micro, store func(k int, a, b, c *float32, ldc int, alpha float32)) *gemmKernel {
 	g := &gemmKernel{name: name, mr: mr, nr: nr, kc: kc, mc: mc, nc: nc, micro: micro, store: store}
-	g.aBufs.New = func() any { s := make([]float32, mc*kc); return &s }
-	g.groups.New = func() any { return new([]float32) }
-	g.columns.New = func() any { return new([]float32) }
+	g.aBufs.size = mc * kc
 	g.tileBufs.New = func() any { s := make([]float32, mr*nr); return &s }
-	g.shares.New = func() any { return new(gemmShare) }
+	g.shares.New = func() any { return newGemmShare() }
+	g.columnShares.New = func() any { return newColumnShare() }
 	return g
 }
 

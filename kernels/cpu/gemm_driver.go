@@ -95,20 +95,27 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 	}
 	s := g.shares.Get().(*gemmShare)
 	defer g.shares.Put(s)
-	*s = gemmShare{g: g, m: m, n: n, k: k, ldc: ldc, alpha: alpha, a: a, b: b, c: c, set: set, nc: nc, rb: rb, cb: cb}
-	defer func() { *s = gemmShare{} }()
-	if workers == 1 { // the method value parallelTasks takes would be allocated
-		for t := range rb * cb {
-			s.work(t)
-		}
-		return
-	}
-	parallelTasks(rb*cb, workers, m*n*k >= gemmWake, s.work)
+	s.gemmProduct = gemmProduct{g: g, m: m, n: n, k: k, ldc: ldc, alpha: alpha, a: a, b: b, c: c, set: set, nc: nc, rb: rb, cb: cb}
+	defer func() { s.gemmProduct = gemmProduct{} }()
+	parallelTasks(rb*cb, workers, m*n*k >= gemmWake, s.task)
 }
 
-// gemmShare is what run's tasks share for one product: the operands and the grid,
-// written by run before the tasks start.
+// gemmShare is what run's tasks share for one product, from g.shares: the product,
+// written by run before the tasks start, and work as the function parallelTasks
+// takes, made once per gemmShare (a method value made per product is allocated).
 type gemmShare struct {
+	gemmProduct
+	task func(t int) // work
+}
+
+func newGemmShare() *gemmShare {
+	s := new(gemmShare)
+	s.task = s.work
+	return s
+}
+
+// gemmProduct is one product of run: the operands and the grid.
+type gemmProduct struct {
 	g            *gemmKernel
 	m, n, k, ldc int
 	alpha        float32
@@ -128,11 +135,11 @@ func (s *gemmShare) work(t int) {
 	panels := (s.m + g.mr - 1) / g.mr
 	p0, p1 := panels*i/s.rb, panels*(i+1)/s.rb
 	per := g.mc / g.mr // A's panels in a chunk
-	ap := g.aBufs.Get().(*[]float32)
-	defer g.aBufs.Put(ap)
+	ap := g.aBufs.get()
+	defer g.aBufs.put(ap)
 	aPack := *ap
-	bp := g.columns.Get().(*[]float32)
-	defer g.columns.Put(bp)
+	bp := g.columns.get()
+	defer g.columns.put(bp)
 	if need := ((min(s.nc, s.n)+g.nr-1)/g.nr + s.cb - 1) / s.cb * g.kc * g.nr; cap(*bp) < need {
 		*bp = make([]float32, need)
 	}
@@ -225,50 +232,95 @@ func (g *gemmKernel) runColumns(m, n, k int, alpha float32, a, b matView, beta f
 	mPanels := (m + g.mr - 1) / g.mr
 	block := mPanels * g.mr * g.kc // floats of A packed per kc slice
 	group := max(1, gemmGroup/block)
-	ap := g.groups.Get().(*[]float32)
-	defer g.groups.Put(ap)
+	ap := g.groups.get()
+	defer g.groups.put(ap)
 	if need := min(group, (k+g.kc-1)/g.kc) * block; cap(*ap) < need {
 		*ap = make([]float32, need)
 	}
-	aPack := (*ap)[:cap(*ap)]
 	nPanels := (n + g.nr - 1) / g.nr
 	tasks := min(nPanels, 2*workers)
 	workers = rounded(tasks, workers)
-	set := beta == 0 && g.store != nil // the first kc slice sets C
-	for p0 := 0; p0 < k; p0 += group * g.kc {
-		slices := min(group, (k-p0+g.kc-1)/g.kc)
-		parallelFor(slices*mPanels, 8, func(lo, hi int) {
-			for u := lo; u < hi; u++ {
-				s, ip := u/mPanels, u%mPanels
-				pc := p0 + s*g.kc
-				kc := min(g.kc, k-pc)
-				g.packA(aPack[s*block+ip*kc*g.mr:], a, pc, kc, ip*g.mr, min(g.mr, m-ip*g.mr))
-			}
-		})
-		parallelTasks(tasks, workers, m*n*k >= gemmWake, func(t int) {
-			j0, j1 := nPanels*t/tasks, nPanels*(t+1)/tasks
-			if p0 == 0 && !set {
-				scaleC(m, beta, c, ldc, j0*g.nr, min(j1*g.nr, n), false)
-			}
-			// Room for the task's panels only (up to nc columns): a pool buffer of
-			// kc·nc floats per worker would multiply the packing's memory by them.
-			bp := g.columns.Get().(*[]float32)
-			defer g.columns.Put(bp)
-			if need := min(j1-j0, g.nc/g.nr) * g.kc * g.nr; cap(*bp) < need {
-				*bp = make([]float32, need)
-			}
-			bPack := (*bp)[:cap(*bp)]
-			for jc := j0; jc < j1; jc += g.nc / g.nr {
-				jn := min(j1, jc+g.nc/g.nr)
-				nc := min(jn*g.nr, n) - jc*g.nr
-				for s := range slices {
-					pc := p0 + s*g.kc
-					kc := min(g.kc, k-pc)
-					g.packB(bPack, b, pc, kc, jc*g.nr, nc)
-					g.tiles(kc, aPack[s*block:], mPanels, m, bPack, 0, jn-jc, nc, c, jc*g.nr, ldc, alpha, set && pc == 0)
-				}
-			}
-		})
+	s := g.columnShares.Get().(*columnShare)
+	defer g.columnShares.Put(s)
+	s.columnProduct = columnProduct{g: g, m: m, n: n, k: k, alpha: alpha, a: a, b: b, beta: beta, c: c, ldc: ldc,
+		mPanels: mPanels, block: block, nPanels: nPanels, tasks: tasks, aPack: (*ap)[:cap(*ap)],
+		set: beta == 0 && g.store != nil} // the first kc slice sets C
+	defer func() { s.columnProduct = columnProduct{} }()
+	for s.p0 = 0; s.p0 < k; s.p0 += group * g.kc {
+		s.slices = min(group, (k-s.p0+g.kc-1)/g.kc)
+		parallelFor(s.slices*mPanels, 8, s.pack)
+		parallelTasks(tasks, workers, m*n*k >= gemmWake, s.task)
+	}
+}
+
+// columnShare is what runColumns' pieces share, from g.columnShares: the product and
+// the group of kc slices at p0, written by runColumns before each parallel step, and
+// packA and columns as the functions parallelFor and parallelTasks take, made once
+// per columnShare.
+type columnShare struct {
+	columnProduct
+	pack func(lo, hi int) // packA
+	task func(t int)      // columns
+}
+
+func newColumnShare() *columnShare {
+	s := new(columnShare)
+	s.pack, s.task = s.packA, s.columns
+	return s
+}
+
+// columnProduct is one product of runColumns and the group of slices it is at.
+type columnProduct struct {
+	g              *gemmKernel
+	m, n, k        int
+	alpha, beta    float32
+	a, b           matView
+	c              []float32
+	ldc            int
+	mPanels, block int // A's panels; floats of A packed per kc slice
+	nPanels, tasks int // B's panels, shared among tasks
+	aPack          []float32
+	set            bool // the first kc slice sets C
+	p0, slices     int  // the group: slices kc slices from p0
+}
+
+// packA packs A's panels [lo, hi) of the group (panel u is panel u%mPanels of slice
+// u/mPanels).
+func (s *columnShare) packA(lo, hi int) {
+	g := s.g
+	for u := lo; u < hi; u++ {
+		sl, ip := u/s.mPanels, u%s.mPanels
+		pc := s.p0 + sl*g.kc
+		kc := min(g.kc, s.k-pc)
+		g.packA(s.aPack[sl*s.block+ip*kc*g.mr:], s.a, pc, kc, ip*g.mr, min(g.mr, s.m-ip*g.mr))
+	}
+}
+
+// columns runs task t of the group: its range of B's panels, which it packs, and the
+// columns of C under them, which it scales by beta first.
+func (s *columnShare) columns(t int) {
+	g := s.g
+	j0, j1 := s.nPanels*t/s.tasks, s.nPanels*(t+1)/s.tasks
+	if s.p0 == 0 && !s.set {
+		scaleC(s.m, s.beta, s.c, s.ldc, j0*g.nr, min(j1*g.nr, s.n), false)
+	}
+	// Room for the task's panels only (up to nc columns): a buffer of kc·nc floats
+	// per worker would multiply the packing's memory by them.
+	bp := g.columns.get()
+	defer g.columns.put(bp)
+	if need := min(j1-j0, g.nc/g.nr) * g.kc * g.nr; cap(*bp) < need {
+		*bp = make([]float32, need)
+	}
+	bPack := (*bp)[:cap(*bp)]
+	for jc := j0; jc < j1; jc += g.nc / g.nr {
+		jn := min(j1, jc+g.nc/g.nr)
+		nc := min(jn*g.nr, s.n) - jc*g.nr
+		for sl := range s.slices {
+			pc := s.p0 + sl*g.kc
+			kc := min(g.kc, s.k-pc)
+			g.packB(bPack, s.b, pc, kc, jc*g.nr, nc)
+			g.tiles(kc, s.aPack[sl*s.block:], s.mPanels, s.m, bPack, 0, jn-jc, nc, s.c, jc*g.nr, s.ldc, s.alpha, s.set && pc == 0)
+		}
 	}
 }
 

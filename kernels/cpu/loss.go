@@ -18,12 +18,20 @@ func CrossEntropy[T float](lse, logits []T, labels []int64, n, c int, ignore int
 	if err := checkCrossEntropy(op, lse, labels, n, c, ignore); err != nil {
 		return 0, err
 	}
-	parallelFor(n, max(1, grain/max(c, 1)), func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			lse[i] = logSumExp(logits[i*c : (i+1)*c])
-		}
-	})
+	forRange(n, max(1, grain/max(c, 1)), lseRows[T]{lse: lse, logits: logits, c: c})
 	return T(crossEntropyMean(lse, labels, ignore, func(i int, l int64) float64 { return float64(logits[i*c+int(l)]) })), nil
+}
+
+// lseRows is CrossEntropy's pass over rows for forRange: each row's log-sum-exp.
+type lseRows[T float] struct {
+	lse, logits []T
+	c           int
+}
+
+func (r lseRows[T]) run(lo, hi int) {
+	for i := lo; i < hi; i++ {
+		r.lse[i] = logSumExp(r.logits[i*r.c : (i+1)*r.c])
+	}
 }
 
 // checkCrossEntropy checks the lengths of lse (n+1) and labels (n), and the labels.
@@ -59,16 +67,28 @@ func CrossEntropyBackward[T float](dlogits, logits, lse []T, labels []int64, n, 
 	const op = "cross_entropy backward"
 	checkCrossEntropyBackward(op, len(dlogits), len(logits), len(lse), len(labels), n, c)
 	scale := T(g) / lse[n]
-	parallelFor(n, max(1, grain/max(c, 1)), func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			out := dlogits[i*c : (i+1)*c]
-			if labels[i] == ignore {
-				clear(out)
-				continue
-			}
-			crossEntropyGradRow(out, logits[i*c:(i+1)*c], lse[i], scale, labels[i])
+	forRange(n, max(1, grain/max(c, 1)), gradRows[T]{dlogits: dlogits, logits: logits, lse: lse, labels: labels, c: c, ignore: ignore, scale: scale})
+}
+
+// gradRows is CrossEntropyBackward's pass over rows for forRange.
+type gradRows[T float] struct {
+	dlogits, logits, lse []T
+	labels               []int64
+	c                    int
+	ignore               int64
+	scale                T
+}
+
+func (r gradRows[T]) run(lo, hi int) {
+	c := r.c
+	for i := lo; i < hi; i++ {
+		out := r.dlogits[i*c : (i+1)*c]
+		if r.labels[i] == r.ignore {
+			clear(out)
+			continue
 		}
-	})
+		crossEntropyGradRow(out, r.logits[i*c:(i+1)*c], r.lse[i], r.scale, r.labels[i])
+	}
 }
 
 // checkCrossEntropyBackward checks CrossEntropyBackward's lengths.

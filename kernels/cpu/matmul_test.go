@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/subletml/sublet/kernels"
@@ -181,9 +182,10 @@ func TestMatmulHalfLargeParallel(t *testing.T) {
 }
 
 // A training step's small kernels allocate nothing on the calling goroutine: a Fill, a
-// Copy of a transposed view and a product of two matrices once put their operands on
-// the heap through the closure handed to the workers (a quarter of the bytes a small
-// MLP step allocated), now only work that forks copies its state (forRange).
+// Copy of a transposed view, a product of two matrices and the cross-entropy loss and
+// its gradient once put their operands on the heap through the closure handed to the
+// workers (a quarter of the bytes a small MLP step allocated), now only work that
+// forks copies its state (forRange).
 func TestSmallKernelsAllocateNothing(t *testing.T) {
 	a, b, c, at := make([]float32, 64*32), make([]float32, 32*16), make([]float32, 64*16), make([]float32, 32*64)
 	for i := range a {
@@ -201,4 +203,51 @@ func TestSmallKernelsAllocateNothing(t *testing.T) {
 		assert.Zero(t, testing.AllocsPerRun(100, func() { Matmul(nil, y, x, w, 1, 0) }), "matmul")
 	}
 	assert.Equal(t, a[1], at[64], "the copy moved the transpose")
+	// A loss over a batch of 64 rows of 16 classes, and its gradient.
+	labels, lse := make([]int64, 64), make([]float32, 65)
+	for i := range labels {
+		labels[i] = int64(i % 16)
+	}
+	assert.Zero(t, testing.AllocsPerRun(100, func() {
+		_, err := CrossEntropy(lse, c, labels, 64, 16, NoIgnore)
+		require.NoError(t, err)
+	}), "cross entropy")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { CrossEntropyBackward(a[:64*16], c, lse, labels, 64, 16, NoIgnore, 1) }), "its backward")
+}
+
+// The GEMM keeps its packing buffers through garbage collections: a parallel product
+// after two collections allocates less than one buffer of packed A (a sync.Pool would
+// have dropped them all, and each product after a collection allocated them again).
+func TestGemmPackingBuffersOutliveCollections(t *testing.T) {
+	const m, n, k = 256, 256, 256
+	a, b, c := make([]float32, m*k), make([]float32, k*n), make([]float32, m*n)
+	g := bestGemmKernel()
+	product := func() { g.Sgemm(false, false, m, n, k, 1, a, k, b, n, 0, c, n) }
+	product()
+	runtime.GC()
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	product()
+	runtime.ReadMemStats(&after)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(g.mc*g.kc*4), "bytes a product allocates after two collections")
+}
+
+// A product on several goroutines allocates nothing once warm, by either driver: the
+// tasks' shared state and the functions the workers run are pooled, made once.
+// (testing.AllocsPerRun would run it on one thread.)
+func TestParallelProductAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops the GEMM's pooled state at random under the race detector")
+	}
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("one thread: no parallel product")
+	}
+	g := bestGemmKernel()
+	for _, m := range []int{8, 256} { // runColumns (a few rows), run
+		const n, k, runs = 256, 256, 50
+		a, b, c := make([]float32, m*k), make([]float32, k*n), make([]float32, m*n)
+		product := func() { g.Sgemm(false, false, m, n, k, 1, a, k, b, n, 0, c, n) }
+		assert.Less(t, float64(mallocs(product, 1, runs))/runs, 0.5, "heap objects per product of %d rows", m)
+	}
 }

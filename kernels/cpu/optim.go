@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"sync"
 	"unsafe"
 
 	"github.com/subletml/sublet/kernels"
@@ -28,14 +29,49 @@ func SGDStep[T float](c kernels.SGD, p, g, buf []T, first bool) {
 			k.flags |= sgdNesterov
 		}
 	}
-	v := optimVector[T]()
-	parallelFor(len(p), grain, func(lo, hi int) {
-		var b []T
-		if k.flags&sgdMomentum != 0 {
-			b = buf[lo:hi]
-		}
-		k.run(v, p[lo:hi], g[lo:hi], b)
-	})
+	pool := poolFor[T](&sgdConstPools)
+	kp := onHeap(pool, k)
+	forRange(len(p), grain, sgdPieces[T]{k: kp, v: optimVector[T](), p: p, g: g, buf: buf})
+	pool.Put(kp)
+}
+
+// The vector loops read a step's constants through a pointer, so they live on the
+// heap: in objects taken from these pools (by is32[T]) for the step, not allocated
+// per step.
+var sgdConstPools, adamConstPools [2]sync.Pool
+
+// poolFor is the pool of pools for T.
+func poolFor[T float](pools *[2]sync.Pool) *sync.Pool {
+	if is32[T]() {
+		return &pools[0]
+	}
+	return &pools[1]
+}
+
+// onHeap returns a copy of k in an object from p, which the caller puts back once the
+// step is done.
+func onHeap[C any](p *sync.Pool, k C) *C {
+	h, _ := p.Get().(*C)
+	if h == nil {
+		h = new(C)
+	}
+	*h = k
+	return h
+}
+
+// sgdPieces is SGDStep's state for forRange.
+type sgdPieces[T float] struct {
+	k         *sgdConsts[T]
+	v         optimVec
+	p, g, buf []T
+}
+
+func (s sgdPieces[T]) run(lo, hi int) {
+	var b []T
+	if s.k.flags&sgdMomentum != 0 {
+		b = s.buf[lo:hi]
+	}
+	s.k.run(s.v, s.p[lo:hi], s.g[lo:hi], b)
 }
 
 // sgdConsts are SGDStep's hyper-parameters in T as its vector loops read them
@@ -108,10 +144,21 @@ func AdamStep[T float](c kernels.Adam, step int, p, g, m, v []T) {
 	} else if k.wd != 0 {
 		k.flags |= adamWD
 	}
-	vec := optimVector[T]()
-	parallelFor(len(p), grain, func(lo, hi int) {
-		k.run(vec, p[lo:hi], g[lo:hi], m[lo:hi], v[lo:hi])
-	})
+	pool := poolFor[T](&adamConstPools)
+	kp := onHeap(pool, k)
+	forRange(len(p), grain, adamPieces[T]{k: kp, vec: optimVector[T](), p: p, g: g, m: m, v: v})
+	pool.Put(kp)
+}
+
+// adamPieces is AdamStep's state for forRange, as sgdPieces.
+type adamPieces[T float] struct {
+	k          *adamConsts[T]
+	vec        optimVec
+	p, g, m, v []T
+}
+
+func (s adamPieces[T]) run(lo, hi int) {
+	s.k.run(s.vec, s.p[lo:hi], s.g[lo:hi], s.m[lo:hi], s.v[lo:hi])
 }
 
 // adamConsts are AdamStep's hyper-parameters in T as its vector loops read them

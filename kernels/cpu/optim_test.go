@@ -187,3 +187,17 @@ func testOptimVectors[T float](t *testing.T) {
 		same(want[i], got, "AdamStep on one thread and on all")
 	}
 }
+
+// A step small enough to stay on the calling goroutine allocates nothing: no closure
+// over its operands, and its constants, which the vector loops read through a
+// pointer, come from a pool.
+func TestSmallOptimizerStepsAllocateNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops the constants at random under the race detector")
+	}
+	p, g, m, v := make([]float32, 100), make([]float32, 100), make([]float32, 100), make([]float32, 100)
+	sgd := kernels.SGD{LR: 0.1, Momentum: 0.9}
+	require.Zero(t, testing.AllocsPerRun(100, func() { SGDStep(sgd, p, g, m, false) }), "SGDStep")
+	adam := kernels.Adam{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
+	require.Zero(t, testing.AllocsPerRun(100, func() { AdamStep(adam, 1, p, g, m, v) }), "AdamStep")
+}

@@ -174,7 +174,7 @@ type ranged interface{ run(lo, hi int) }
 // on the calling goroutine (forks) allocates nothing, where a closure handed to
 // parallelFor is always allocated, with what it captures (and a function value in
 // generic code carries its dictionary). Pieces on other goroutines copy s from one
-// copy on the heap.
+// copy on the heap, which the job holds.
 func forRange[S ranged](n, grain int, s S) {
 	p, wake := forks(n, grain)
 	if p <= 1 {
@@ -183,10 +183,15 @@ func forRange[S ranged](n, grain int, s S) {
 		}
 		return
 	}
-	h := new(S)
-	*h = s
-	forPieces(n, p, wake, func(lo, hi int) { (*h).run(lo, hi) })
+	j := newJob(n, p)
+	j.pieces = &onHeapRanged[S]{s}
+	j.fork(p-1, wake)
 }
+
+// onHeapRanged is a forRange state on the heap, for the job that runs its pieces.
+type onHeapRanged[S ranged] struct{ s S }
+
+func (h *onHeapRanged[S]) run(lo, hi int) { h.s.run(lo, hi) }
 
 // parallelTasks calls fn(t) once for every t in [0, tasks), run by the calling
 // goroutine and up to p-1 free workers (asleep ones too, woken, with wake), each
@@ -212,7 +217,8 @@ func parallelTasks(tasks, p int, wake bool, fn func(t int)) {
 // fields.
 type job struct {
 	fn       func(lo, hi int) // piece i is fn(n·i/p, n·(i+1)/p) ...
-	task     func(t int)      // ... or task(i), when fn is nil
+	pieces   ranged           // ... or pieces.run(n·i/p, n·(i+1)/p) (forRange's) ...
+	task     func(t int)      // ... or task(i), when fn and pieces are nil
 	n, p     int
 	next     atomic.Int64 // the next piece to claim
 	finished atomic.Int64 // pieces run
@@ -248,9 +254,12 @@ func (j *job) work() {
 		if i >= j.p {
 			return
 		}
-		if j.fn != nil {
+		switch {
+		case j.fn != nil:
 			j.fn(j.n*i/j.p, j.n*(i+1)/j.p)
-		} else {
+		case j.pieces != nil:
+			j.pieces.run(j.n*i/j.p, j.n*(i+1)/j.p)
+		default:
 			j.task(i)
 		}
 		if j.finished.Add(1) == int64(j.p) {
@@ -268,7 +277,7 @@ func (j *job) help() {
 // release lets go of j; the last one to hold it puts it back in jobs.
 func (j *job) release() {
 	if j.refs.Add(-1) == 0 {
-		j.fn, j.task = nil, nil
+		j.fn, j.pieces, j.task = nil, nil, nil
 		jobs.Put(j)
 	}
 }

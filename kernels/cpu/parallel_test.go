@@ -110,18 +110,8 @@ func TestForkAllocatesNothing(t *testing.T) {
 		t.Skip("sync.Pool drops items at random under the race detector")
 	}
 	const rounds = 10000
-	allocs := func(f func()) uint64 {
-		for range 1000 { // the jobs that circulate at once, and the pool's first worker
-			f()
-		}
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		for range rounds {
-			f()
-		}
-		runtime.ReadMemStats(&after)
-		return after.Mallocs - before.Mallocs
-	}
+	// 1000 runs first: the jobs that circulate at once, and the pool's first worker.
+	allocs := func(f func()) uint64 { return mallocs(f, 1000, rounds) }
 	withProcs(t, 2, func() {
 		var sum atomic.Int64
 		fn := func(lo, hi int) { sum.Add(int64(hi - lo)) }
@@ -130,6 +120,21 @@ func TestForkAllocatesNothing(t *testing.T) {
 		assert.Less(t, allocs(func() { parallelTasks(4, 4, true, task) }), uint64(rounds/500), "parallelTasks, %d forks", rounds)
 		assert.Equal(t, int64(11000*wakeGrains*grain+11000*6), sum.Load())
 	})
+}
+
+// mallocs is the process's heap allocations while f runs rounds times, after warm
+// runs: testing.AllocsPerRun runs at GOMAXPROCS 1, where nothing forks.
+func mallocs(f func(), warm, rounds int) uint64 {
+	for range warm {
+		f()
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range rounds {
+		f()
+	}
+	runtime.ReadMemStats(&after)
+	return after.Mallocs - before.Mallocs
 }
 
 // BenchmarkForkEmpty is the cost of a fork itself: two pieces that do nothing, back
