@@ -34,7 +34,7 @@
 //     -L/usr/local/cuda/lib64/stubs -lcuda 2>/tmp/gkcopy.ptxas && /tmp/gkcopy
 #include "../../../kernels/cuda/src/copy.cu"
 
-#include <cuda.h>
+#include "harness.cuh"
 
 #include <algorithm>
 #include <cstdio>
@@ -43,15 +43,6 @@
 #include <functional>
 #include <string>
 #include <vector>
-
-#define CK(x)                                                                                   \
-    do {                                                                                        \
-        cudaError_t e_ = (x);                                                                   \
-        if (e_ != cudaSuccess) {                                                                \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                            \
-        }                                                                                       \
-    } while (0)
 
 // ---- main's kernel (kernels/cuda/src/copy.cu's transpose_words_k before this branch) ----
 
@@ -135,25 +126,6 @@ static float timeUs(const std::function<void()> &launch) {
 
 // ---- the committed fatbin, launched through the driver ---------------------------------
 
-static CUfunction genFn(const char *name) {
-    static CUmodule mod;
-    static bool tried;
-    if (!tried) {
-        tried = true;
-        FILE *fp = fopen("kernels/cuda/gen/copy.fatbin", "rb");
-        if (!fp) return nullptr;
-        std::vector<char> b;
-        char tmp[1 << 16];
-        size_t n;
-        while ((n = fread(tmp, 1, sizeof tmp, fp)) > 0) b.insert(b.end(), tmp, tmp + n);
-        fclose(fp);
-        if (cuModuleLoadData(&mod, b.data()) != CUDA_SUCCESS) mod = nullptr;
-    }
-    CUfunction f;
-    if (!mod || cuModuleGetFunction(&f, mod, name) != CUDA_SUCCESS) return nullptr;
-    return f;
-}
-
 static void genLaunch(CUfunction f, unsigned grid, Walk &w) {
     void *a[] = {&w};
     if (cuLaunchKernel(f, grid, 1, 1, BLOCK, 1, 1, 0, 0, a, nullptr) != CUDA_SUCCESS) {
@@ -210,12 +182,6 @@ static void unitsLaunch(Walk w) { units_f32<<<gridTiles(w, 32, TWORDS_COLS, 32 *
 
 // ---- inputs and checks ------------------------------------------------------------------
 
-static unsigned long long rng = 0x9e3779b97f4a7c15ull;
-static unsigned int next32() {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (unsigned int)(rng >> 16);
-}
-
 // fillBits writes n elements of size e of arbitrary bit patterns (NaN payloads included:
 // a copy moves bits).
 static std::vector<unsigned char> fillBits(void *d, size_t bytes) {
@@ -268,7 +234,8 @@ int main() {
     void *src, *dst;
     CK(cudaMalloc(&src, MAXN * 4 + 256));
     CK(cudaMalloc(&dst, MAXN * 4 + 256));
-    CUfunction genWords = genFn("copy_transpose_words"), genScalar = genFn("copy_transpose");
+    const char *fatbin = "kernels/cuda/gen/copy.fatbin";
+    CUfunction genWords = fatbinFn(fatbin, "copy_transpose_words"), genScalar = fatbinFn(fatbin, "copy_transpose");
     if (!genWords || !genScalar) printf("# kernels/cuda/gen/copy.fatbin not loaded: no branch-gen rows\n");
 
     // The source matrices m = [rows, cols]; Copy(dense, m.T()): R = cols, C = rows.
