@@ -10,6 +10,25 @@
 
 __device__ __forceinline__ bool label_ok(long long l, long long c) { return l >= 0 && l < c; }
 
+// cross_entropy_finish is cross_entropy_k's end, from lane 0's sum and count of its
+// rows: the block's part, the ticket, and in the last block the mean and the count.
+template <typename T>
+__device__ __forceinline__ void cross_entropy_finish(double sum, double count, double *sm, unsigned long long loss, int dtl, T *lse, long long n, double *part,
+                                                     unsigned int *ticket) {
+    sum = group_sum<BLOCK>(sum, sm);
+    count = group_sum<BLOCK>(count, sm);
+    if (threadIdx.x == 0) part[2 * blockIdx.x] = sum, part[2 * blockIdx.x + 1] = count;
+    if (!last_block(ticket)) return;
+    sum = 0, count = 0;
+    for (long long b = threadIdx.x; b < gridDim.x; b += BLOCK) sum += __ldcg(part + 2 * b), count += __ldcg(part + 2 * b + 1);
+    sum = group_sum<BLOCK>(sum, sm);
+    count = group_sum<BLOCK>(count, sm);
+    if (threadIdx.x == 0) {
+        st<T>(loss, dtl, 0, (T)(sum / count)); // NaN when every row is ignored
+        lse[n] = (T)count;
+    }
+}
+
 // cross_entropy_k is the whole forward in one launch. Groups of G threads take the
 // rows group_row, + gridDim.x·BLOCK/G, ...: each writes lse[row] = log Σ exp(row)
 // (stably; row_lse, below, computes it) and reports a bad label. Each block then
@@ -37,18 +56,7 @@ __device__ __forceinline__ void cross_entropy_k(unsigned long long loss, int dtl
         count += 1;
         if (label_ok(l, c)) sum += (double)v - (double)row_get(xr, l);
     }
-    sum = group_sum<BLOCK>(sum, sm);
-    count = group_sum<BLOCK>(count, sm);
-    if (threadIdx.x == 0) part[2 * blockIdx.x] = sum, part[2 * blockIdx.x + 1] = count;
-    if (!last_block(ticket)) return;
-    sum = 0, count = 0;
-    for (long long b = threadIdx.x; b < gridDim.x; b += BLOCK) sum += __ldcg(part + 2 * b), count += __ldcg(part + 2 * b + 1);
-    sum = group_sum<BLOCK>(sum, sm);
-    count = group_sum<BLOCK>(count, sm);
-    if (threadIdx.x == 0) {
-        st<T>(loss, dtl, 0, (T)(sum / count)); // NaN when every row is ignored
-        lse[n] = (T)count;
-    }
+    cross_entropy_finish(sum, count, sm, loss, dtl, lse, n, part, ticket);
 }
 
 // lse_of is a row's log-sum-exp from its maximum mx over the group and its lanes' sums

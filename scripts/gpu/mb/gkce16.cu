@@ -182,24 +182,6 @@ __device__ __forceinline__ void c_start(reg_row<S> &v, long long &l, long long r
     v.template load<32, true>(logits + row * c, c, lane);
 }
 
-// c_finish is cross_entropy_k's end, as there: the block's part, the ticket, the last
-// block's mean and count.
-__device__ __forceinline__ void c_finish(double sum, double count, double *sm, unsigned long long loss, int dtl, float *lse, long long n, double *part,
-                                         unsigned int *ticket) {
-    sum = group_sum<BLOCK>(sum, sm);
-    count = group_sum<BLOCK>(count, sm);
-    if (threadIdx.x == 0) part[2 * blockIdx.x] = sum, part[2 * blockIdx.x + 1] = count;
-    if (!last_block(ticket)) return;
-    sum = 0, count = 0;
-    for (long long b = threadIdx.x; b < gridDim.x; b += BLOCK) sum += __ldcg(part + 2 * b), count += __ldcg(part + 2 * b + 1);
-    sum = group_sum<BLOCK>(sum, sm);
-    count = group_sum<BLOCK>(count, sm);
-    if (threadIdx.x == 0) {
-        st<float>(loss, dtl, 0, (float)(sum / count));
-        lse[n] = (float)count;
-    }
-}
-
 // c_ce is cross_entropy_regs_k's warp form over 16-byte words (G 32, V16, ROW_CHUNKS
 // slots) with c_row's options, and R rows of a warp loaded before either is reduced
 // (the warp's rows row, row + stride, ... in main's order, so its sums and bits),
@@ -222,7 +204,7 @@ __global__ void __launch_bounds__(BLOCK, MINB) c_ce(unsigned long long loss, int
         for (int r = 0; r < R; r++)
             if (row0 + r * stride < n) c_row<S, FF, PQ, LREG>(v[r], l[r], row0 + r * stride, lane, lse, logits, c, ignore, sum, count);
     }
-    c_finish(sum, count, sm, loss, dtl, lse, n, part, ticket);
+    cross_entropy_finish(sum, count, sm, loss, dtl, lse, n, part, ticket);
 }
 
 // c_ce_pf is c_ce (R 1) with the warp's next row loaded before the current one is
@@ -243,7 +225,7 @@ __global__ void __launch_bounds__(BLOCK, MINB) c_ce_pf(unsigned long long loss, 
         if (row + stride < n) c_start(next, lnext, row + stride, lane, logits, labels, c, ignore, flag, seq);
         c_row<S, FF, PQ, LREG>(v, l, row, lane, lse, logits, c, ignore, sum, count);
     }
-    c_finish(sum, count, sm, loss, dtl, lse, n, part, ticket);
+    cross_entropy_finish(sum, count, sm, loss, dtl, lse, n, part, ticket);
 }
 
 // ceil_rows reads the rows as main does (reg_row, a warp a row, the same grid) and
