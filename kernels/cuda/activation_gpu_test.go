@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -104,10 +103,7 @@ func unfused(b *cuda.Backend, dst, x, wt, bias kernels.Operand) {
 // epilogue, with and without a bias, in F32, F16 and BF16, is folded (one launch) and
 // gives the unfused kernels' values within the products' own differences.
 func TestMatmulActivationMatchesUnfused(t *testing.T) {
-	dev, al, b := gpu(t)
-	if _, err := cuda.BLAS(); err != nil {
-		t.Skip(err)
-	}
+	dev, al, b := gpuBLAS(t)
 	mem := gpuMemory{dev, al}
 	const rows, in, out = 96, 256, 128
 	for _, dt := range []dtype.DType{dtype.F32, dtype.F16, dtype.BF16} {
@@ -136,10 +132,7 @@ func TestMatmulActivationMatchesUnfused(t *testing.T) {
 // whose epilogue measured slower, and tanh, which has none) are declined with nothing
 // written; the unfused kernels then run, as package tensor runs them.
 func TestMatmulActivationDeclines(t *testing.T) {
-	dev, al, b := gpu(t)
-	if _, err := cuda.BLAS(); err != nil {
-		t.Skip(err)
-	}
+	dev, al, b := gpuBLAS(t)
 	mem := gpuMemory{dev, al}
 	l := newLinearOperands(t, mem, b, dtype.F32, 16, 32, 16)
 	got := l.result(l.rows, l.out)
@@ -157,10 +150,7 @@ func TestMatmulActivationDeclines(t *testing.T) {
 // ReLU gives NaN or 0 (kernels.ActivationMatmul allows either; the log says which
 // cuBLASLt gives), every other row no NaN.
 func TestMatmulActivationNaN(t *testing.T) {
-	dev, al, b := gpu(t)
-	if _, err := cuda.BLAS(); err != nil {
-		t.Skip(err)
-	}
+	dev, al, b := gpuBLAS(t)
 	mem := gpuMemory{dev, al}
 	const rows, in, out = 16, 32, 16
 	for _, dt := range []dtype.DType{dtype.F32, dtype.F16, dtype.BF16} {
@@ -213,10 +203,7 @@ func requireNear(t *testing.T, what string, want, got []float64, tol float64) {
 // the product. (GELU's epilogue, measured the same way, was slower than the product
 // followed by the gelu-tanh kernel, and is not used: MatmulActivation's comment.)
 func BenchmarkLinearActivation(bm *testing.B) {
-	dev, al, b := gpu(bm)
-	if _, err := cuda.BLAS(); err != nil {
-		bm.Skip(err)
-	}
+	dev, al, b := gpuBLAS(bm)
 	mem := gpuMemory{dev, al}
 	const n = 4096
 	for _, dt := range []dtype.DType{dtype.F32, dtype.F16, dtype.BF16} {
@@ -235,15 +222,8 @@ func BenchmarkLinearActivation(bm *testing.B) {
 		}
 		for _, c := range cases {
 			bm.Run(fmt.Sprintf("%v/relu/%s", dt, c.name), func(bm *testing.B) {
-				c.f()
-				require.NoError(bm, dev.Synchronize())
-				bm.ResetTimer()
-				start := time.Now()
-				for range bm.N { // not bm.Loop: the wait below must be inside the timing
-					c.f()
-				}
-				require.NoError(bm, dev.Synchronize())
-				bm.ReportMetric(2*float64(n)*n*n*float64(bm.N)/float64(time.Since(start).Nanoseconds()), "GFLOP/s")
+				took := timeOnDevice(bm, dev, c.f)
+				bm.ReportMetric(2*float64(n)*n*n*float64(bm.N)/float64(took.Nanoseconds()), "GFLOP/s")
 			})
 		}
 		require.NoError(bm, b.Check())

@@ -50,6 +50,16 @@ func gpu(t testing.TB) (*cudadev.Device, *alloc.Allocator, *cuda.Backend) {
 	return dev, al, b
 }
 
+// gpuBLAS is gpu for a test of the products: it skips where cuBLAS cannot be loaded.
+func gpuBLAS(t testing.TB) (*cudadev.Device, *alloc.Allocator, *cuda.Backend) {
+	t.Helper()
+	dev, al, b := gpu(t)
+	if _, err := cuda.BLAS(); err != nil {
+		t.Skip(err)
+	}
+	return dev, al, b
+}
+
 // gpuMemory is kernelstest.Memory on the GPU: blocks from the caching allocator,
 // copies through the driver (CopyToHost waits for the stream).
 type gpuMemory struct {
@@ -106,10 +116,7 @@ func TestKernelsLoadWithoutSpills(t *testing.T) {
 // TestWorkspaceInAllocatorStats: the first product takes a cuBLAS workspace of
 // PyTorch's size from the caching allocator; Held names it; Release gives it back.
 func TestWorkspaceInAllocatorStats(t *testing.T) {
-	dev, al, b := gpu(t)
-	if _, err := cuda.BLAS(); err != nil {
-		t.Skip(err)
-	}
+	dev, al, b := gpuBLAS(t)
 	mem := gpuMemory{dev, al}
 	op := func(shape ...int) kernels.Operand {
 		l := kernels.Contiguous(shape...)
@@ -318,6 +325,21 @@ func TestTensorFloat64MatchesCPU(t *testing.T) {
 	assert.Equal(t, tensor.BackendHeld(dev), al.Stats().RequestedBytes[alloc.StatAll].Current, "nothing but the kernels' own memory")
 }
 
+// timeOnDevice runs f once to warm up, then bm.N times with the device's wait inside
+// the timing (so not bm.Loop, which stops the timer before the wait could run), and
+// reports how long the bm.N runs took.
+func timeOnDevice(bm *testing.B, dev *cudadev.Device, f func()) time.Duration {
+	f()
+	require.NoError(bm, dev.Synchronize())
+	bm.ResetTimer()
+	start := time.Now()
+	for range bm.N {
+		f()
+	}
+	require.NoError(bm, dev.Synchronize())
+	return time.Since(start)
+}
+
 // BenchmarkKernelBandwidth times the kernels a training step spends its elementwise
 // and reduction time in, on the device: each b.N launches, then one wait, so the
 // figure (MB/s from SetBytes: every byte read and written once) is the kernel's, not
@@ -394,14 +416,8 @@ func BenchmarkKernelBandwidth(bm *testing.B) {
 			kernelCase{"CrossEntropyBackwardRows1024", 2 * n * es, func() { b.CrossEntropyBackward(out, x, lse, labels, one, nrows, rowLen, -100) }})
 		for _, c := range cases {
 			bm.Run(dt.String()+"/"+c.name, func(bm *testing.B) {
-				c.f()
-				require.NoError(bm, dev.Synchronize())
 				bm.SetBytes(c.bytes)
-				bm.ResetTimer()
-				for range bm.N { // not bm.Loop: the wait below must be inside the timing
-					c.f()
-				}
-				require.NoError(bm, dev.Synchronize())
+				timeOnDevice(bm, dev, c.f)
 			})
 		}
 		require.NoError(bm, b.Check())
@@ -420,10 +436,7 @@ func BenchmarkKernelBandwidth(bm *testing.B) {
 // declines. The tiny ones are too short for the host to keep the device busy (a call
 // costs the host 6-12 µs): their device time is a step's, scripts/gpu/probe/tinygraph.
 func BenchmarkProducts(bm *testing.B) {
-	dev, al, b := gpu(bm)
-	if _, err := cuda.BLAS(); err != nil {
-		bm.Skip(err)
-	}
+	dev, al, b := gpuBLAS(bm)
 	mem := gpuMemory{dev, al}
 	for _, dt := range []dtype.DType{dtype.F32, dtype.F16, dtype.BF16} {
 		var live []kernels.Operand
@@ -476,15 +489,8 @@ func BenchmarkProducts(bm *testing.B) {
 		}
 		for _, pc := range cases {
 			bm.Run(dt.String()+"/"+pc.name, func(bm *testing.B) {
-				pc.f()
-				require.NoError(bm, dev.Synchronize())
-				bm.ResetTimer()
-				start := time.Now()
-				for range bm.N { // not bm.Loop: the wait below must be inside the timing
-					pc.f()
-				}
-				require.NoError(bm, dev.Synchronize())
-				bm.ReportMetric(2*float64(pc.m)*float64(pc.k)*float64(pc.n)*float64(bm.N)/float64(time.Since(start).Nanoseconds()), "GFLOP/s")
+				took := timeOnDevice(bm, dev, pc.f)
+				bm.ReportMetric(2*float64(pc.m)*float64(pc.k)*float64(pc.n)*float64(bm.N)/float64(took.Nanoseconds()), "GFLOP/s")
 			})
 		}
 		require.NoError(bm, b.Check())

@@ -284,28 +284,6 @@ struct CEArgs {
 };
 
 static int sms;
-static cudaEvent_t ev0, ev1;
-static void *flushBuf;
-static const size_t FLUSH = 256u << 20; // > L2 (50 MB on H100)
-
-static float timeUs(const std::function<void()> &f) {
-    for (int k = 0; k < 3; k++) f();
-    CK(cudaDeviceSynchronize());
-    std::vector<float> t;
-    for (int k = 0; k < 21; k++) {
-        CK(cudaMemsetAsync(flushBuf, k, FLUSH));
-        CK(cudaEventRecord(ev0));
-        f();
-        CK(cudaEventRecord(ev1));
-        CK(cudaEventSynchronize(ev1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, ev0, ev1));
-        t.push_back(ms * 1000);
-    }
-    CK(cudaGetLastError());
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-}
 
 static double copyGBs(size_t bytes) {
     static std::map<size_t, double> memo;
@@ -464,9 +442,6 @@ int main() {
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("# gkce16 (ce16): %s, %d SMs; columns: family shape variant us GB/s %%copy bits|maxulp [host check] [registers]\n", prop.name, sms);
-    CK(cudaEventCreate(&ev0));
-    CK(cudaEventCreate(&ev1));
-    CK(cudaMalloc(&flushBuf, FLUSH));
     CK(cudaFree(0));
     const long long rows = 65536, c = 1024, N = rows * c;
     void *xBuf, *lseBuf, *lossBuf, *labBuf, *partBuf, *sink;

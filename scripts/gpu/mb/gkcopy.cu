@@ -100,29 +100,7 @@ __global__ void __launch_bounds__(BLOCK) units_f32(Walk w) {
     transpose_units_k<unsigned int, TWORDS_COLS>(w, (unsigned char *)smem);
 }
 
-// ---- timing --------------------------------------------------------------------------
-
-static int sms;
-static cudaEvent_t ev0, ev1;
-static void *flushBuf;
-static const size_t FLUSH = 256 << 20;
-
-static float timeUs(const std::function<void()> &launch) {
-    std::vector<float> t;
-    for (int i = 0; i < 24; i++) {
-        CK(cudaMemsetAsync(flushBuf, i, FLUSH));
-        CK(cudaEventRecord(ev0));
-        launch();
-        CK(cudaEventRecord(ev1));
-        CK(cudaEventSynchronize(ev1));
-        CK(cudaGetLastError());
-        float ms;
-        CK(cudaEventElapsedTime(&ms, ev0, ev1));
-        if (i >= 3) t.push_back(ms * 1000);
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-}
+static int sms; // the card's SMs, for the grids
 
 // ---- the committed fatbin, launched through the driver ---------------------------------
 
@@ -227,9 +205,6 @@ int main() {
     CK(cudaDriverGetVersion(&drv));
     printf("# gkcopy: %s, %d SMs, L2 %d MB, driver API %d; median of 21, L2 flushed\n", prop.name, sms, prop.l2CacheSize >> 20, drv);
     printf("# family shape variant us GB/s %%copy bits\n");
-    CK(cudaEventCreate(&ev0));
-    CK(cudaEventCreate(&ev1));
-    CK(cudaMalloc(&flushBuf, FLUSH));
     const long long MAXN = 64LL << 20;
     void *src, *dst;
     CK(cudaMalloc(&src, MAXN * 4 + 256));

@@ -1,6 +1,6 @@
 // harness.cuh: what the microbenchmarks of scripts/gpu/mb share: CK (a runtime call
-// that fails ends the program, naming it), next32 (their inputs' xorshift generator) and
-// fatbinFn (a kernel of a committed kernels/cuda/gen fatbin: nvcc 11.8's SASS, what the
+// that fails ends the program, naming it), next32 (their inputs' xorshift generator),
+// timeUs (a launch's time with the L2 flushed) and fatbinFn (a kernel of a committed kernels/cuda/gen fatbin: nvcc 11.8's SASS, what the
 // library embeds, timed beside the same source built by the harness's nvcc). Paths are
 // relative to the repository root, where the harnesses run.
 #pragma once
@@ -9,7 +9,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -48,4 +50,32 @@ static CUfunction fatbinFn(const char *path, const char *name) {
     CUfunction f;
     if (!mods[path] || cuModuleGetFunction(&f, mods[path], name) != CUDA_SUCCESS) return nullptr;
     return f;
+}
+
+// timeUs is the median, in µs, of 21 runs of launch timed by cudaEvents, each after a
+// 256 MB memset that leaves none of its inputs in the L2 (50 MB on an H100), the 3
+// before them untimed warm-ups.
+static float timeUs(const std::function<void()> &launch) {
+    static const size_t FLUSH = 256u << 20;
+    static void *flush;
+    static cudaEvent_t ev0, ev1;
+    if (!flush) {
+        CK(cudaMalloc(&flush, FLUSH));
+        CK(cudaEventCreate(&ev0));
+        CK(cudaEventCreate(&ev1));
+    }
+    std::vector<float> t;
+    for (int i = 0; i < 24; i++) {
+        CK(cudaMemsetAsync(flush, i, FLUSH));
+        CK(cudaEventRecord(ev0));
+        launch();
+        CK(cudaEventRecord(ev1));
+        CK(cudaEventSynchronize(ev1));
+        CK(cudaGetLastError());
+        float ms;
+        CK(cudaEventElapsedTime(&ms, ev0, ev1));
+        if (i >= 3) t.push_back(ms * 1000);
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
 }
