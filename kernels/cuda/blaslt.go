@@ -181,13 +181,6 @@ func (b *Backend) MatmulActivation(op kernels.UnaryOp, dst, x, y, bias kernels.O
 	return b.ltMatmul(dst, x, y, bias, cublasLtEpilogueReluBias)
 }
 
-// The ReLU epilogues (cublasLt.h's cublasLtEpilogue_t): written here until
-// src/zconst_gen.cu prints them with the others into zconst.go.
-const (
-	cublasLtEpilogueRelu     = 2
-	cublasLtEpilogueReluBias = cublasLtEpilogueRelu | cublasLtEpilogueBias
-)
-
 // ltMatmul runs dst = x·y through cublasLtMatmul with the epilogue epi and its vector
 // vec: the bias added to each row of dst (epi has the BIAS bit, vec [n]), the sum of x
 // over k written into vec (cublasLtEpilogueBGradB, vec [m]), or absent for an epilogue

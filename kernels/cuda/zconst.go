@@ -16,7 +16,7 @@ const cudaR64F = 1
 const cudaR16F = 2
 const cudaR16BF = 14
 
-// cuBLASLt (cublasLt.h): the attributes of a product with a bias, or a bias gradient, in its epilogue.
+// cuBLASLt (cublasLt.h): the attributes of a product with a bias, a bias gradient or a ReLU in its epilogue.
 const cublasLtDescTransA = 3
 const cublasLtDescTransB = 4
 const cublasLtDescEpilogue = 7
@@ -24,6 +24,8 @@ const cublasLtDescBiasPointer = 8
 const cublasLtDescBiasDataType = 26
 const cublasLtEpilogueBias = 4
 const cublasLtEpilogueBGradB = 512
+const cublasLtEpilogueRelu = 2
+const cublasLtEpilogueReluBias = 6
 const cublasLtPrefMaxWorkspaceBytes = 1
 const cublasLtSizeofAlgo = 64
 const cublasLtSizeofHeuristicResult = 96

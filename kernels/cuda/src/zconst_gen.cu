@@ -33,7 +33,7 @@ int main() {
     C("cudaR16F", CUDA_R_16F);
     C("cudaR16BF", CUDA_R_16BF);
     printf("\n");
-    printf("// cuBLASLt (cublasLt.h): the attributes of a product with a bias, or a bias gradient, in its epilogue.\n");
+    printf("// cuBLASLt (cublasLt.h): the attributes of a product with a bias, a bias gradient or a ReLU in its epilogue.\n");
     C("cublasLtDescTransA", CUBLASLT_MATMUL_DESC_TRANSA);
     C("cublasLtDescTransB", CUBLASLT_MATMUL_DESC_TRANSB);
     C("cublasLtDescEpilogue", CUBLASLT_MATMUL_DESC_EPILOGUE);
@@ -41,6 +41,8 @@ int main() {
     C("cublasLtDescBiasDataType", CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE);
     C("cublasLtEpilogueBias", CUBLASLT_EPILOGUE_BIAS);
     C("cublasLtEpilogueBGradB", CUBLASLT_EPILOGUE_BGRADB);
+    C("cublasLtEpilogueRelu", CUBLASLT_EPILOGUE_RELU);
+    C("cublasLtEpilogueReluBias", CUBLASLT_EPILOGUE_RELU_BIAS);
     C("cublasLtPrefMaxWorkspaceBytes", CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES);
     C("cublasLtSizeofAlgo", sizeof(cublasLtMatmulAlgo_t));
     C("cublasLtSizeofHeuristicResult", sizeof(cublasLtMatmulHeuristicResult_t));
