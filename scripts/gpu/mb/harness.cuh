@@ -1,8 +1,9 @@
 // harness.cuh: what the microbenchmarks of scripts/gpu/mb share: CK (a runtime call
 // that fails ends the program, naming it), next32 (their inputs' xorshift generator),
-// timeUs (a launch's time with the L2 flushed) and fatbinFn (a kernel of a committed kernels/cuda/gen fatbin: nvcc 11.8's SASS, what the
-// library embeds, timed beside the same source built by the harness's nvcc). Paths are
-// relative to the repository root, where the harnesses run.
+// timeUs (a launch's time with the L2 flushed) and fatbinFn (a kernel of a committed
+// kernels/cuda/gen fatbin: nvcc 11.8's SASS, what the library embeds, timed beside the
+// same source built by the harness's nvcc). Paths are relative to the repository root,
+// where the harnesses run.
 #pragma once
 
 #include <cuda.h>
