@@ -103,6 +103,12 @@
 #define CW_X 32
 #define CW_Y (BLOCK / CW_X)
 #define CW_U 8
+// CW_F is how many partials of a column sum_cols' last block loads before adding them
+// (in piece order either way): the combination runs on the few blocks that finish last
+// while the other SMs idle, so it waits for memory as few times as it can. 32 against 8
+// took 16-bit column sums of 64M elements on an H100 from 2568-2592 to 2598-2610 GB/s
+// (docs/benchmarks.md, 2026-12-07).
+#define CW_F 32
 
 // TILE is the side of copy.cu's copy_transpose tiles, in elements.
 #define TILE 32

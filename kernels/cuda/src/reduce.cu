@@ -692,12 +692,12 @@ __device__ __forceinline__ void sum_cols_k(const Reduction &r, int mode, double 
         Acc a = acc_zero();
         const double *q = part + col;
         long long i = 0;
-        for (; i + 8 <= r.pieces; i += 8) { // 8 loads in flight, added in piece order
-            double v[8];
+        for (; i + CW_F <= r.pieces; i += CW_F) { // CW_F loads in flight, added in piece order
+            double v[CW_F];
 #pragma unroll
-            for (int j = 0; j < 8; j++) v[j] = __ldcg(q + (i + j) * r.nOut);
+            for (int j = 0; j < CW_F; j++) v[j] = __ldcg(q + (i + j) * r.nOut);
 #pragma unroll
-            for (int j = 0; j < 8; j++) a.sum += v[j];
+            for (int j = 0; j < CW_F; j++) a.sum += v[j];
         }
         for (; i < r.pieces; i++) a.sum += __ldcg(q + i * r.nOut);
         finish_out<float>(r, mode, nullptr, col, a);
