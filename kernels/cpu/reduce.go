@@ -12,14 +12,16 @@ import (
 // shape broadcasts to src's (numpy rules), and src is summed over the dimensions where
 // dst has size 1 or is missing. A sum over axes with keepdim is a dst with 1s there;
 // the backward of a broadcast (reducing a gradient to an operand's shape) is a dst of
-// the operand's shape. Sums accumulate in float64, in pieces of a fixed size added in
-// order. Within a piece, where the outputs' elements are interleaved (the sum over a
-// leading axis: a bias's gradient, the sum over the batch of [batch, width]) each
-// output's elements are added in row-major order into one running sum; where each
-// output's elements come in contiguous runs (the sum of a whole tensor, or over its
-// last axis), element i of a run goes into running sum i mod 16 and the sixteen are
-// added up in a fixed order at the end of the piece (vec.go). The bits depend on the
-// shapes only, not on GOMAXPROCS or the CPU. An empty reduction gives 0. dst must not overlap src. An I64 dst takes
+// the operand's shape. Sums accumulate in float64, in pieces added in order, their
+// sizes set by the shapes alone. Where the outputs' elements are interleaved (the sum
+// over a leading axis: a bias's gradient, the sum over the batch of [batch, width]) a
+// piece is a band of rows (reduceBand elements in all, at least reduceRows rows and at
+// most reducePiece; reducePiece rows for more than reduceBand/reduceRows outputs), in which each output's elements are added in row-major order into
+// one running sum; where each output's elements come in contiguous runs (the sum of a
+// whole tensor, or over its last axis), a piece is reducePiece elements, element i of a
+// run goes into running sum i mod 16 and the sixteen are added up in a fixed order at
+// the end of the piece (vec.go). The bits depend on the shapes only, not on GOMAXPROCS
+// or the CPU. An empty reduction gives 0. dst must not overlap src. An I64 dst takes
 // the exact sum of an integer or Bool src (PyTorch's sum of a Bool or integer tensor),
 // wrapping as int64 arithmetic does.
 func Sum(dst, src Operand) {
@@ -61,8 +63,24 @@ func Max(dst Operand, idx []int64, src Operand) {
 }
 
 // reducePiece is how many reduced elements one task folds before its partial result is
-// combined with the others of the same output.
+// combined with the others of the same output, where each output's elements come in
+// contiguous runs.
 const reducePiece = 1 << 15
+
+// Where the outputs sit closer together than their reduced elements (a sum over a
+// leading axis: a bias's gradient) and are at most reduceBand/reduceRows of them, a
+// piece is a band of rows, reduceBand elements in all: a task then folds whole rows,
+// which it reads in order. Pieces of reducePiece rows, cut over the outputs, gave each
+// of 16 tasks a 256-byte slice of every row of a [65536, 1024] float32 sum, a page
+// apart, which the hardware prefetcher does not follow (79 % of Add's bandwidth on the
+// 16-core host). Wider outputs already give each task a long run of every row, and
+// their bands would be short: the partials, 8 bytes an output a piece, would cost more
+// than they save (a [64, 256, 1024] sum over its middle axis, 65536 outputs, in bands
+// of 64 rows ran 25 % slower).
+const (
+	reduceBand = 1 << 20
+	reduceRows = 256
+)
 
 // reduction is the walk of a reduce kernel: kept enumerates the outputs (operand 0 is
 // dst, 1 is src), red the reduced elements of one output (operand 0 is src, offsets
@@ -70,6 +88,7 @@ const reducePiece = 1 << 15
 type reduction struct {
 	kept, red  iter
 	nOut, nRed int
+	piece      int // reduced elements of each output in a piece but the last
 	pieces     int // pieces each output's reduced elements are cut into
 }
 
@@ -101,7 +120,11 @@ func newReduction(op string, dst, src kernels.Layout) reduction {
 		red:  mergedIter(1, nr, &rs, &rst, [maxOperands]int{}),
 	}
 	red.nOut, red.nRed = red.kept.size, red.red.size
-	red.pieces = max(1, (red.nRed+reducePiece-1)/reducePiece)
+	red.piece = reducePiece
+	if k, rr := &red.kept, &red.red; red.nOut > 1 && red.nOut <= reduceBand/reduceRows && k.st[1][k.rank-1] < rr.st[0][rr.rank-1] {
+		red.piece = min(reducePiece, reduceBand/red.nOut)
+	}
+	red.pieces = max(1, (red.nRed+red.piece-1)/red.piece)
 	return red
 }
 
@@ -233,12 +256,21 @@ func (f *fold[T]) maxRows(n int, x []T, ld, rows, r int) {
 }
 
 // partials holds each output's result per piece when the reduced elements are cut
-// into several pieces; output o's piece c is at o·pieces+c.
+// into several pieces; output o's piece c is at c·nOut+o, so that the task that folds
+// a piece writes its outputs' partials side by side, where tasks writing the pieces
+// of one output next to each other shared cache lines (a [64, 256, 1024] sum over its
+// middle axis in bands of 64 rows ran at a quarter of its speed).
 type partials[T float] struct {
 	sum []float64
 	max []T
 	arg []int64
 }
+
+// sumParts keeps the buffers of sums' partials from one reduction to the next: a
+// fresh one of megabytes (a sum over the leading axis of [16384, 1024] float32 in
+// bands has 2 MiB of them) costs a page fault per page on its first writes, which made
+// that sum as slow as its reads.
+var sumParts = sync.Pool{New: func() any { return new([]float64) }}
 
 // reducing is what each piece of a reduction reads (forRange).
 type reducing[T float] struct {
@@ -267,12 +299,17 @@ func reduceIn[T float](op string, dst Operand, idx []int64, src Operand, mean bo
 			s.part.max = make([]T, rd.nOut*rd.pieces)
 			s.part.arg = make([]int64, rd.nOut*rd.pieces)
 		} else {
-			s.part.sum = make([]float64, rd.nOut*rd.pieces)
+			bp := sumParts.Get().(*[]float64)
+			defer sumParts.Put(bp)
+			if n := rd.nOut * rd.pieces; cap(*bp) < n {
+				*bp = make([]float64, n)
+			}
+			s.part.sum = (*bp)[:rd.nOut*rd.pieces] // every partial is written before it is read
 		}
 	}
 	// Segments are (piece, output) pairs, piece-major, so a range of segments is a few
 	// ranges of consecutive outputs.
-	segLen := max(1, min(rd.nRed, reducePiece))
+	segLen := max(1, min(rd.nRed, rd.piece))
 	forRange(rd.nOut*rd.pieces, max(1, grain/segLen), s)
 	if rd.pieces > 1 {
 		forRange(rd.nOut, max(1, grain/rd.pieces), combining[T]{s})
@@ -290,14 +327,17 @@ func (s combining[T]) run(lo, hi int) {
 	o := lo
 	rd.kept.walkRuns(lo, hi, foldOut, func(offs, inner [maxOperands]int, n int) {
 		f.reset(n)
-		for j := range n {
-			for c := range rd.pieces {
-				p := (o+j)*rd.pieces + c
-				switch {
-				case !s.isMax:
-					f.sum[j] += s.part.sum[p]
-				case better(s.part.max[p], f.max[j], f.arg[j]):
-					f.max[j], f.arg[j] = s.part.max[p], s.part.arg[p]
+		for c := range rd.pieces {
+			p := c*rd.nOut + o
+			if !s.isMax {
+				for j, v := range s.part.sum[p : p+n] {
+					f.sum[j] += v
+				}
+				continue
+			}
+			for j := range n {
+				if better(s.part.max[p+j], f.max[j], f.arg[j]) {
+					f.max[j], f.arg[j] = s.part.max[p+j], s.part.arg[p+j]
 				}
 			}
 		}
@@ -338,8 +378,8 @@ func (s reducing[T]) run(lo, hi int) {
 	redInner := ri.st[0][ri.rank-1]
 	dense := src.dt == native[T]()
 	for c := lo / rd.nOut; c*rd.nOut < hi; c++ {
-		r0 := c * reducePiece
-		r1 := min(r0+reducePiece, rd.nRed)
+		r0 := c * rd.piece
+		r1 := min(r0+rd.piece, rd.nRed)
 		o := max(lo-c*rd.nOut, 0)
 		rd.kept.walkRuns(o, min(hi-c*rd.nOut, rd.nOut), foldOut, func(offs, inner [maxOperands]int, n int) {
 			base, sk := offs[1], inner[1]
@@ -414,7 +454,7 @@ func (s reducing[T]) run(lo, hi int) {
 				s.finish(f, o, n, offs[0], inner[0])
 			} else {
 				for j := range n {
-					p := (o+j)*rd.pieces + c
+					p := c*rd.nOut + o + j
 					if s.isMax {
 						s.part.max[p], s.part.arg[p] = f.max[j], f.arg[j]
 					} else {

@@ -193,6 +193,14 @@ func TestMaxBackward(t *testing.T) {
 	}
 }
 
+// floatOperand is x as an F32 or F64 operand of layout l.
+func floatOperand[T float](x []T, l kernels.Layout) Operand {
+	if v, ok := any(x).([]float32); ok {
+		return F32(v, l)
+	}
+	return F64(any(x).([]float64), l)
+}
+
 // testSumOrder checks Sum and SumSquares over the last axis, bit for bit, against the
 // order Sum's doc gives: pieces of reducePiece elements added in order, each piece's
 // element i into running sum i mod 16, the sixteen added up as combineLanes does.
@@ -200,12 +208,7 @@ func TestMaxBackward(t *testing.T) {
 // in one piece and in several.
 func testSumOrder[T float](t *testing.T) {
 	r := rand.New(rand.NewPCG(36, 37))
-	op := func(x []T, l kernels.Layout) Operand {
-		if v, ok := any(x).([]float32); ok {
-			return F32(v, l)
-		}
-		return F64(any(x).([]float64), l)
-	}
+	op := floatOperand[T]
 	for _, shape := range [][2]int{{5, 1024}, {4, 48}, {3, 40}, {1, 2*reducePiece + 32}, {3, reducePiece + 1001}} {
 		rows, n := shape[0], shape[1]
 		x := randFloats[T](r, rows*n, 1e3)
@@ -235,3 +238,36 @@ func testSumOrder[T float](t *testing.T) {
 }
 
 func TestSumOrder(t *testing.T) { bothTypes(t, testSumOrder[float32], testSumOrder[float64]) }
+
+// testSumColumnsOrder checks Sum over the leading axis, bit for bit, against the order
+// Sum's doc gives for outputs interleaved with their elements: bands of rows (about
+// reduceBand elements, at least reduceRows rows, at most reducePiece; reducePiece rows
+// past reduceBand/reduceRows outputs) added in order, each band's column in row order.
+// The shapes cut the rows into one band, several, and several with a short last one,
+// at widths a fold takes at once and wider.
+func testSumColumnsOrder[T float](t *testing.T) {
+	r := rand.New(rand.NewPCG(38, 39))
+	for _, c := range []struct{ rows, cols, band int }{
+		{1000, 1024, 1024}, {4*1024 + 8, 1024, 1024}, {3000, 3000, 349}, {700, 4096, reduceRows}, {300, 8192, reducePiece},
+		{70000, 40, reduceBand / 40},
+	} {
+		x := randFloats[T](r, c.rows*c.cols, 1e3)
+		got := make([]T, c.cols)
+		Sum(floatOperand(got, kernels.Contiguous(c.cols)), floatOperand(x, kernels.Contiguous(c.rows, c.cols)))
+		for j := range c.cols {
+			var total float64
+			for p := 0; p < c.rows; p += min(c.band, reducePiece) {
+				var s float64
+				for i := p; i < min(p+min(c.band, reducePiece), c.rows); i++ {
+					s += float64(x[i*c.cols+j])
+				}
+				total += s
+			}
+			require.Equal(t, bitsOf(T(total)), bitsOf(got[j]), "[%d, %d] column %d", c.rows, c.cols, j)
+		}
+	}
+}
+
+func TestSumColumnsOrder(t *testing.T) {
+	bothTypes(t, testSumColumnsOrder[float32], testSumColumnsOrder[float64])
+}
