@@ -190,7 +190,7 @@ const gemmFarB = 0.25
 // and deep 640-890 GFLOP/s in one call); two is the one that call measured with the
 // other changes of branch cpu16b, and it is no slower at 2 threads on the development
 // machine.
-var gemmPerWorker = 2
+const gemmPerWorker = 2
 
 // gemmGrid cuts a kc slice of panels of A by nPanels of B into rb·cb tasks for
 // workers, rb rows of A's panels by cb columns of B's: at most workers, or a multiple of
