@@ -63,7 +63,9 @@ __global__ void __launch_bounds__(BLOCK) timed_cols(Reduction r, int mode, doubl
 }
 
 // cols2_k is a candidate: sum_cols_k's reading and block tree (copied from
-// kernels/cuda/src/reduce.cu as of this file's commit) with a two-level combination.
+// kernels/cuda/src/reduce.cu as of this file's commit, not shared: moving them into a
+// function of their own changed the library's SASS, one kernel from 68 registers to 60,
+// which only a card can judge) with a two-level combination.
 // Pieces go in chunks of CH consecutive ones per column group; the last block of a
 // chunk to finish adds the chunk's partials in piece order into a level-1 partial
 // (lvl1[j * nOut + col]), and the last chunk of a group to finish adds the group's
