@@ -58,10 +58,10 @@
 //   - Kernels never allocate outputs: the caller passes every output. A kernel
 //     allocates at most small bounded scratch (iteration state; GEMM packing buffers,
 //     kept from product to product, at most one set per task that ever ran at once;
-//     output blocks and sums' partials from sync.Pools, 8 bytes per output and
-//     piece of a reduction (32768 elements, or a band of at least 256 rows); three
-//     256×256 float64 blocks for a float64 product whose operands are not F64 with a
-//     unit stride).
+//     output blocks and reductions' partials from sync.Pools, 8 to 16 bytes per
+//     output and piece of a reduction (32768 elements, or a band of at least 256
+//     rows); three 256×256 float64 blocks for a float64 product whose operands are
+//     not F64 with a unit stride).
 //   - Results are deterministic: the same inputs give the same bits on every run and
 //     for every GOMAXPROCS. Reductions accumulate in float64 in an order that depends
 //     only on the shapes (Sum says which), in pieces whose bounds depend only on the

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/subletml/sublet/dtype"
@@ -266,11 +267,39 @@ type partials[T float] struct {
 	arg []int64
 }
 
-// sumParts keeps the buffers of sums' partials from one reduction to the next: a
-// fresh one of megabytes (a sum over the leading axis of [16384, 1024] float32 in
-// bands has 2 MiB of them) costs a page fault per page on its first writes, which made
-// that sum as slow as its reads.
-var sumParts = sync.Pool{New: func() any { return new([]float64) }}
+// partPools keep the buffers of partials from one reduction to the next: a fresh one
+// of megabytes (a sum over the leading axis of [16384, 1024] float32 in bands has 2 MiB
+// of them) costs a page fault per page on its first writes, which made that sum as
+// slow as its reads. Every partial is written before it is read.
+var partPools = [2]sync.Pool{
+	{New: func() any { return new(partials[float32]) }},
+	{New: func() any { return new(partials[float64]) }},
+}
+
+// getPartials returns pooled partials of n outputs' pieces: sums, or maxima and their
+// positions.
+func getPartials[T float](n int, isMax bool) *partials[T] {
+	var p *partials[T]
+	if is32[T]() {
+		p = partPools[0].Get().(*partials[T])
+	} else {
+		p = partPools[1].Get().(*partials[T])
+	}
+	if isMax {
+		p.max, p.arg = slices.Grow(p.max[:0], n)[:n], slices.Grow(p.arg[:0], n)[:n]
+	} else {
+		p.sum = slices.Grow(p.sum[:0], n)[:n]
+	}
+	return p
+}
+
+func putPartials[T float](p *partials[T]) {
+	if is32[T]() {
+		partPools[0].Put(p)
+	} else {
+		partPools[1].Put(p)
+	}
+}
 
 // reducing is what each piece of a reduction reads (forRange).
 type reducing[T float] struct {
@@ -295,17 +324,9 @@ func reduceIn[T float](op string, dst Operand, idx []int64, src Operand, mean bo
 		s.scale = 1 / float64(rd.nRed)
 	}
 	if rd.pieces > 1 {
-		if s.isMax {
-			s.part.max = make([]T, rd.nOut*rd.pieces)
-			s.part.arg = make([]int64, rd.nOut*rd.pieces)
-		} else {
-			bp := sumParts.Get().(*[]float64)
-			defer sumParts.Put(bp)
-			if n := rd.nOut * rd.pieces; cap(*bp) < n {
-				*bp = make([]float64, n)
-			}
-			s.part.sum = (*bp)[:rd.nOut*rd.pieces] // every partial is written before it is read
-		}
+		p := getPartials[T](rd.nOut*rd.pieces, s.isMax)
+		defer putPartials(p)
+		s.part = *p
 	}
 	// Segments are (piece, output) pairs, piece-major, so a range of segments is a few
 	// ranges of consecutive outputs.
