@@ -9,22 +9,23 @@ import (
 	"github.com/subletml/sublet/kernels"
 )
 
-// Sum writes into dst the sum of src over every dimension that dst reduces: dst's
-// shape broadcasts to src's (numpy rules), and src is summed over the dimensions where
-// dst has size 1 or is missing. A sum over axes with keepdim is a dst with 1s there;
-// the backward of a broadcast (reducing a gradient to an operand's shape) is a dst of
-// the operand's shape. Sums accumulate in float64, in pieces added in order, their
-// sizes set by the shapes alone. Where the outputs' elements are interleaved (the sum
-// over a leading axis: a bias's gradient, the sum over the batch of [batch, width]) a
-// piece is a band of rows (reduceBand elements in all, at least reduceRows rows and at
-// most reducePiece; reducePiece rows for more than reduceBand/reduceRows outputs), in which each output's elements are added in row-major order into
-// one running sum; where each output's elements come in contiguous runs (the sum of a
-// whole tensor, or over its last axis), a piece is reducePiece elements, element i of a
-// run goes into running sum i mod 16 and the sixteen are added up in a fixed order at
-// the end of the piece (vec.go). The bits depend on the shapes only, not on GOMAXPROCS
-// or the CPU. An empty reduction gives 0. dst must not overlap src. An I64 dst takes
-// the exact sum of an integer or Bool src (PyTorch's sum of a Bool or integer tensor),
-// wrapping as int64 arithmetic does.
+// Sum writes into dst the sum of src over every dimension that dst reduces: dst's shape
+// broadcasts to src's (numpy rules), and src is summed over the dimensions where dst
+// has size 1 or is missing. A sum over axes with keepdim is a dst with 1s there; the
+// backward of a broadcast (reducing a gradient to an operand's shape) is a dst of the
+// operand's shape. Sums accumulate in float64, in pieces added in order, their sizes
+// set by the shapes alone. Where the outputs' elements are interleaved (the sum over a
+// leading axis: a bias's gradient, the sum over the batch of [batch, width]) a piece is
+// a band of rows (reduceBand elements in all, at least reduceRows rows and at most
+// reducePiece; reducePiece rows for more than reduceBand/reduceRows outputs), in which
+// each output's elements are added in row-major order into one running sum; where each
+// output's elements come in contiguous runs (the sum of a whole tensor, or over its
+// last axis), a piece is reducePiece elements, element i of a run goes into running sum
+// i mod 16 and the sixteen are added up in a fixed order at the end of the piece
+// (vec.go). The bits depend on the shapes only, not on GOMAXPROCS or the CPU. An empty
+// reduction gives 0. dst must not overlap src. An I64 dst takes the exact sum of an
+// integer or Bool src (PyTorch's sum of a Bool or integer tensor), wrapping as int64
+// arithmetic does.
 func Sum(dst, src Operand) {
 	if dst.dt == dtype.I64 {
 		sumInts(dst, src)
