@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"sync"
 	"unsafe"
 
 	"github.com/chewxy/math32"
@@ -20,6 +21,14 @@ type float interface{ float32 | float64 }
 func is32[T float]() bool {
 	var z T
 	return unsafe.Sizeof(z) == 4
+}
+
+// poolFor is the pool of pools for T: pools[0] for float32, pools[1] for float64.
+func poolFor[T float](pools *[2]sync.Pool) *sync.Pool {
+	if is32[T]() {
+		return &pools[0]
+	}
+	return &pools[1]
 }
 
 // native is the DType of T.

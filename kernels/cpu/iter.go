@@ -166,14 +166,6 @@ var scratchPools = [2]sync.Pool{
 	{New: func() any { return new(scratch[float64]) }},
 }
 
-// scratchPool is the pool of scratch[T].
-func scratchPool[T float]() *sync.Pool {
-	if is32[T]() {
-		return &scratchPools[0]
-	}
-	return &scratchPools[1]
-}
-
 // eltKernel computes one run of an elementwise kernel: out from in[k], the run of
 // input k as T (converted if need be), of any length. Its value holds the kernel's constants; value
 // receivers and no function values keep an op on the calling goroutine free of
@@ -253,7 +245,7 @@ func (s eltDense[T, K]) run(lo, hi int) {
 // run computes the elements [lo, hi).
 func (s eltState[T, K]) run(lo, hi int) {
 	var in eltIns[T]
-	pool := scratchPool[T]()
+	pool := poolFor[T](&scratchPools)
 	buf := pool.Get().(*scratch[T])
 	defer pool.Put(buf)
 	s.it.walk(lo, hi, func(offs, inner [maxOperands]int, n int) {

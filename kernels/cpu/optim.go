@@ -40,14 +40,6 @@ func SGDStep[T float](c kernels.SGD, p, g, buf []T, first bool) {
 // per step.
 var sgdConstPools, adamConstPools [2]sync.Pool
 
-// poolFor is the pool of pools for T.
-func poolFor[T float](pools *[2]sync.Pool) *sync.Pool {
-	if is32[T]() {
-		return &pools[0]
-	}
-	return &pools[1]
-}
-
 // onHeap returns a copy of k in an object from p, which the caller puts back once the
 // step is done.
 func onHeap[C any](p *sync.Pool, k C) *C {

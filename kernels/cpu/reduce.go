@@ -155,23 +155,12 @@ var foldPools = [2]sync.Pool{
 }
 
 func getFold[T float](isMax bool) *fold[T] {
-	var f *fold[T]
-	if is32[T]() {
-		f = foldPools[0].Get().(*fold[T])
-	} else {
-		f = foldPools[1].Get().(*fold[T])
-	}
+	f := poolFor[T](&foldPools).Get().(*fold[T])
 	f.isMax = isMax
 	return f
 }
 
-func putFold[T float](f *fold[T]) {
-	if is32[T]() {
-		foldPools[0].Put(f)
-	} else {
-		foldPools[1].Put(f)
-	}
-}
+func putFold[T float](f *fold[T]) { poolFor[T](&foldPools).Put(f) }
 
 func (f *fold[T]) reset(n int) {
 	if !f.isMax {
@@ -280,12 +269,7 @@ var partPools = [2]sync.Pool{
 // getPartials returns pooled partials of n outputs' pieces: sums, or maxima and their
 // positions.
 func getPartials[T float](n int, isMax bool) *partials[T] {
-	var p *partials[T]
-	if is32[T]() {
-		p = partPools[0].Get().(*partials[T])
-	} else {
-		p = partPools[1].Get().(*partials[T])
-	}
+	p := poolFor[T](&partPools).Get().(*partials[T])
 	if isMax {
 		p.max, p.arg = slices.Grow(p.max[:0], n)[:n], slices.Grow(p.arg[:0], n)[:n]
 	} else {
@@ -294,13 +278,7 @@ func getPartials[T float](n int, isMax bool) *partials[T] {
 	return p
 }
 
-func putPartials[T float](p *partials[T]) {
-	if is32[T]() {
-		partPools[0].Put(p)
-	} else {
-		partPools[1].Put(p)
-	}
-}
+func putPartials[T float](p *partials[T]) { poolFor[T](&partPools).Put(p) }
 
 // reducing is what each piece of a reduction reads (forRange).
 type reducing[T float] struct {
