@@ -110,17 +110,20 @@ func SequentialWith[S Stack](c Config, stack S, k int, x *tensor.Tensor) *tensor
 	})
 }
 
-// forward runs layers on x, each in a child scope, releasing each intermediate result
-// once the next layer consumed it. The result belongs where an op on x puts it; x is
-// untouched.
+// forward runs layers on x, each in a child scope (a Linear and the ReLU after it in
+// one, as one op: nn.Fold, as nn.Sequential runs them), releasing each intermediate
+// result once the next layer consumed it. The result belongs where an op on x puts it;
+// x is untouched.
 func forward(layers []Layer, x *tensor.Tensor) *tensor.Tensor {
 	h := x
-	for _, l := range layers {
-		next := tensor.Layer(h, l.Forward)
+	for i := 0; i < len(layers); {
+		f, n := nn.Fold(layers[i:])
+		next := tensor.Layer(h, f)
 		if h != x {
 			h.Release()
 		}
 		h = next
+		i += n
 	}
 	return h
 }

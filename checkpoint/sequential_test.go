@@ -375,3 +375,45 @@ func TestSequentialOfAnNNSequential(t *testing.T) {
 	m.Release()
 	tensortest.RequireEmpty(t, d)
 }
+
+// opNames is an OpHook that lists the ops a scope ran.
+type opNames struct{ ops []string }
+
+func (o *opNames) OpBegin(op string, _ device.Device) uint64 { o.ops = append(o.ops, op); return 0 }
+func (o *opNames) OpEnd(uint64)                              {}
+
+// TestSequentialFoldsLinearReLU: Sequential runs a Linear and the ReLU after it as one
+// op (tensor.LinearActivation), as nn.Sequential does, in the forward and in each
+// segment's recompute, and the gradients are the plain run's bit for bit. Run layer by
+// layer, a checkpointed MLP cost a separate ReLU pass and the product's own output
+// for each hidden layer, twice.
+func TestSequentialFoldsLinearReLU(t *testing.T) {
+	for _, d := range tensortest.DataDevices(t) {
+		m := nn.NewMLP(nn.Init{Device: d.Device, Gen: tensor.NewGenerator(7)}, nn.MLPConfig{Sizes: []int{8, 16, 16, 16, 16, 4}})
+		run := func(k int) (ops []string, g [][]float32) {
+			hook := &opNames{}
+			s := tensor.NewScope(tensor.WithOpHook(hook), tensor.WithGenerator(tensor.NewGenerator(2)))
+			x := input(s, d.Device, 4, 8)
+			forward(m, checkpoint.Config{}, k, x).Sum().Backward()
+			g = append(grads(m), tensor.ToSlice[float32](x.Grad()))
+			for _, p := range nn.Parameters(m) {
+				p.ZeroGrad(true)
+			}
+			s.Close()
+			return hook.ops, g
+		}
+		_, want := run(0)
+		// The MLP's 9 layers are Linear, ReLU, ... Linear: 2 and 4 segments end on a
+		// ReLU, so every pair folds; 3 and 9 cut pairs apart, whose ReLUs run alone.
+		for _, k := range []int{2, 4, 3, 9} {
+			ops, got := run(k)
+			require.Equal(t, want, got, "%s k=%d: gradients", d.Name, k)
+			if k == 2 || k == 4 {
+				assert.NotContains(t, ops, tensor.OpRelu, "%s k=%d: a ReLU ran as an op of its own", d.Name, k)
+				assert.Contains(t, ops, tensor.OpLinearRelu, "%s k=%d", d.Name, k)
+			}
+		}
+		m.Release()
+		tensortest.RequireEmpty(t, d.Device)
+	}
+}

@@ -27,20 +27,33 @@ func NewSequential(children ...Module) *Sequential {
 // where an op on x puts it (each child's scope opens there).
 func (s *Sequential) Forward(x *tensor.Tensor) *tensor.Tensor {
 	return tensor.Layer(x, func(h *tensor.Tensor) *tensor.Tensor {
-		for i := 0; i < len(s.Children); i++ {
-			f := s.Children[i].Forward
-			if l, ok := s.Children[i].(*Linear); ok && i+1 < len(s.Children) {
-				if a, ok := s.Children[i+1].(foldable); ok {
-					f = func(x *tensor.Tensor) *tensor.Tensor { return l.ForwardActivation(x, a.folds()) }
-					i++
-				}
-			}
+		for i := 0; i < len(s.Children); {
+			f, n := Fold(s.Children[i:])
 			next := tensor.Layer(h, f)
 			h.Release()
 			h = next
+			i += n
 		}
 		return h
 	})
+}
+
+// Fold returns the forward of the first of layers (each a *Linear, an activation or
+// anything else with a Forward method) and how many layers it runs: a *Linear followed
+// by ReLU is one op (tensor.LinearActivation, 2 layers), as Sequential runs them; any
+// other layer is its own Forward (1). Anything that runs a stack of layers runs them
+// this way (checkpoint's Sequential does), so that a stack computes the same ops
+// whichever runs it. It panics when layers is empty.
+func Fold[L interface {
+	Forward(*tensor.Tensor) *tensor.Tensor
+}](layers []L) (forward func(*tensor.Tensor) *tensor.Tensor, n int) {
+	if l, ok := any(layers[0]).(*Linear); ok && len(layers) > 1 {
+		if a, ok := any(layers[1]).(foldable); ok {
+			act := a.folds()
+			return func(x *tensor.Tensor) *tensor.Tensor { return l.ForwardActivation(x, act) }, 2
+		}
+	}
+	return layers[0].Forward, 1
 }
 
 // NamedParameters returns the children's parameters, prefixed by the child's index.
