@@ -40,7 +40,7 @@ var opLinearRelu = &OpInfo{Name: OpLinearRelu, MinInputs: 2, MaxInputs: 3,
 
 // LinearActivation returns act(x·wᵀ + bias) as Linear followed by Relu (act ActRelu)
 // returns it, in one op: where the backend folds the activation into the product
-// (kernels.ActivationMatmul: cuBLASLt's epilogue on cuda) the result is written once,
+// (kernels.ActivationMatmul: cuBLASLt's epilogue on cuda, the GEMM's blocks while in the caches on cpu) the result is written once,
 // in the product's pass, instead of the Linear's result being written, read back and
 // the activation's written. Elsewhere it runs the two ops' kernels, with the same
 // bits. nn.Sequential (and so nn.NewMLP) calls it for a Linear followed by ReLU.

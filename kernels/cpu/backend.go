@@ -2,6 +2,8 @@ package cpu
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 	"unsafe"
 
 	"github.com/subletml/sublet/dtype"
@@ -182,6 +184,61 @@ func (b *Backend) Matmul(dst, x, y kernels.Operand) {
 		return
 	}
 	Matmul(b.gemm, d, operand(x), operand(y), 1, 0)
+}
+
+// MatmulBias implements kernels.BiasMatmul on the built-in GEMM: the bias is added to
+// each block of the product once its last slice of k is in, while the block is in the
+// caches (gemmEpilogue), where Binary would read and write the whole product again. A
+// float32 output has the bits of Matmul then Binary's Add; a 16-bit one is rounded
+// once, after the bias. It declines float64 and a system BLAS (SUBLET_BLAS), whose
+// products the epilogue does not see.
+func (b *Backend) MatmulBias(dst, x, y, bias kernels.Operand) bool {
+	return b.matmulEpilogue(dst, x, y, bias, false)
+}
+
+// MatmulActivation implements kernels.ActivationMatmul for ReLU as MatmulBias does,
+// the ReLU Unary's (a NaN stays a NaN) after the bias.
+func (b *Backend) MatmulActivation(op kernels.UnaryOp, dst, x, y, bias kernels.Operand) bool {
+	return op == kernels.Relu && b.matmulEpilogue(dst, x, y, bias, true)
+}
+
+// biasBufs holds the float32 copies of 16-bit biases for matmulEpilogue.
+var biasBufs = sync.Pool{New: func() any { return new([]float32) }}
+
+// matmulEpilogue runs a 2-D product with a bias (optional) and a ReLU (with relu) in
+// the GEMM's epilogue and reports true, or reports false, writing nothing, where the
+// epilogue cannot run.
+func (b *Backend) matmulEpilogue(dst, x, y, bias kernels.Operand, relu bool) bool {
+	if _, builtin := b.gemm.(*gemmKernel); b.gemm != nil && !builtin {
+		return false
+	}
+	for _, o := range []kernels.Operand{dst, x, y, bias} {
+		if o.DType == dtype.F64 || !o.Absent() && !o.DType.IsFloat() {
+			return false
+		}
+	}
+	if len(dst.Shape) != 2 || len(x.Shape) != 2 || len(y.Shape) != 2 || dst.Size() == 0 || x.Shape[1] == 0 {
+		return false
+	}
+	n := dst.Shape[1]
+	ep := gemmEpilogue{relu: relu}
+	if !bias.Absent() {
+		if len(bias.Shape) != 1 || bias.Shape[0] != n {
+			return false
+		}
+		bo := operand(bias)
+		if bias.DType == dtype.F32 && (bias.Strides[0] == 1 || n == 1) {
+			ep.bias = bo.f32s()[bias.Offset : bias.Offset+n]
+		} else {
+			buf := biasBufs.Get().(*[]float32)
+			defer biasBufs.Put(buf)
+			*buf = slices.Grow((*buf)[:0], n)[:n]
+			readBlock(*buf, matView{o: bo, off: bias.Offset, cs: bias.Strides[0]}, 0, 0, 1, n, 1)
+			ep.bias = *buf
+		}
+	}
+	matmul(b.gemm, operand(dst), operand(x), operand(y), 1, 0, ep)
+	return true
 }
 
 // The row kernels compute in the type of their first input, F32 or F64 (floats checks

@@ -179,7 +179,7 @@ func (g *gemmKernel) Name() string { return "builtin-" + g.name }
 func (g *gemmKernel) Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	CheckSgemm(transA, transB, m, n, k, lda, ldb, ldc, len(a), len(b), len(c))
 	av, bv := sgemmViews(transA, transB, a, lda, b, ldb)
-	g.run(m, n, k, alpha, av, bv, beta, c, ldc, true)
+	g.run(m, n, k, alpha, av, bv, beta, c, ldc, true, gemmEpilogue{})
 }
 
 // SgemmBatched is the package's SgemmBatched on this micro-kernel.
@@ -192,7 +192,7 @@ func (g *gemmKernel) SgemmBatched(transA, transB bool, m, n, k int, alpha float3
 	batches(m, n, k, batch, func(i int, parallel bool) {
 		ai, bi := av, bv
 		ai.off, bi.off = i*strideA, i*strideB
-		g.run(m, n, k, alpha, ai, bi, beta, c[i*strideC:], ldc, parallel)
+		g.run(m, n, k, alpha, ai, bi, beta, c[i*strideC:], ldc, parallel, gemmEpilogue{})
 	})
 }
 

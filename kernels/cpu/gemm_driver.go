@@ -4,6 +4,7 @@ import (
 	"unsafe"
 
 	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/kernels"
 )
 
 // matView is a strided matrix the GEMM driver packs from: element (i, j) is element
@@ -63,7 +64,7 @@ const gemmMinRows = 96
 // than each task packing its own (docs/benchmarks.md). Where a task's share of an
 // nc-wide block of B would not stay in its L2 (gemmShareB), the blocks are narrowed
 // until it does.
-func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32, c []float32, ldc int, parallel bool) {
+func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32, c []float32, ldc int, parallel bool, ep gemmEpilogue) {
 	if m == 0 || n == 0 {
 		return
 	}
@@ -73,10 +74,11 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 	}
 	if k == 0 || alpha == 0 {
 		scaleC(m, beta, c, ldc, 0, n, parallel)
+		ep.apply(c, ldc, 0, m, 0, n)
 		return
 	}
 	if workers > 1 && m < gemmMinRows {
-		g.runColumns(m, n, k, alpha, a, b, beta, c, ldc, workers)
+		g.runColumns(m, n, k, alpha, a, b, beta, c, ldc, workers, ep)
 		return
 	}
 	set := beta == 0 && g.store != nil // the first kc slice sets C
@@ -95,7 +97,7 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 	}
 	s := g.shares.Get().(*gemmShare)
 	defer g.shares.Put(s)
-	s.gemmProduct = gemmProduct{g: g, m: m, n: n, k: k, ldc: ldc, alpha: alpha, a: a, b: b, c: c, set: set, nc: nc, rb: rb, cb: cb}
+	s.gemmProduct = gemmProduct{g: g, m: m, n: n, k: k, ldc: ldc, alpha: alpha, a: a, b: b, c: c, set: set, nc: nc, rb: rb, cb: cb, ep: ep}
 	defer func() { s.gemmProduct = gemmProduct{} }()
 	parallelTasks(rb*cb, workers, m*n*k >= gemmWake, s.task)
 }
@@ -124,6 +126,7 @@ type gemmProduct struct {
 	set          bool
 	nc           int // width of the blocks of B, at most g.nc
 	rb, cb       int
+	ep           gemmEpilogue
 }
 
 // work runs task t of the grid over every kc slice of every nc-wide block, in order:
@@ -160,6 +163,9 @@ func (s *gemmShare) work(t int) {
 				mc := min(s1*g.mr, s.m) - ic
 				g.packA(aPack, s.a, pc, kc, ic, mc)
 				g.tiles(kc, aPack, s1-s0, mc, bPack, 0, q1-q0, min(q1*g.nr, nc)-q0*g.nr, s.c, ic*s.ldc+jc+q0*g.nr, s.ldc, s.alpha, s.set && pc == 0)
+				if pc+kc == s.k {
+					s.ep.apply(s.c, s.ldc, ic, ic+mc, jc+q0*g.nr, jc+min(q1*g.nr, nc))
+				}
 			}
 		}
 	}
@@ -228,7 +234,7 @@ func gemmGrid(panels, nPanels, fit int, wide float64, workers int) (rb, cb int) 
 // and each task owns a range of B's panels, which it packs, and the columns of C under
 // them, which it scales by beta and accumulates into, so a group of slices is one
 // parallel step. Each element of C still sums its kc slices in order.
-func (g *gemmKernel) runColumns(m, n, k int, alpha float32, a, b matView, beta float32, c []float32, ldc, workers int) {
+func (g *gemmKernel) runColumns(m, n, k int, alpha float32, a, b matView, beta float32, c []float32, ldc, workers int, ep gemmEpilogue) {
 	mPanels := (m + g.mr - 1) / g.mr
 	block := mPanels * g.mr * g.kc // floats of A packed per kc slice
 	group := max(1, gemmGroup/block)
@@ -244,7 +250,7 @@ func (g *gemmKernel) runColumns(m, n, k int, alpha float32, a, b matView, beta f
 	defer g.columnShares.Put(s)
 	s.columnProduct = columnProduct{g: g, m: m, n: n, k: k, alpha: alpha, a: a, b: b, beta: beta, c: c, ldc: ldc,
 		mPanels: mPanels, block: block, nPanels: nPanels, tasks: tasks, aPack: (*ap)[:cap(*ap)],
-		set: beta == 0 && g.store != nil} // the first kc slice sets C
+		set: beta == 0 && g.store != nil, ep: ep} // the first kc slice sets C
 	defer func() { s.columnProduct = columnProduct{} }()
 	for s.p0 = 0; s.p0 < k; s.p0 += group * g.kc {
 		s.slices = min(group, (k-s.p0+g.kc-1)/g.kc)
@@ -281,7 +287,8 @@ type columnProduct struct {
 	nPanels, tasks int // B's panels, shared among tasks
 	aPack          []float32
 	set            bool // the first kc slice sets C
-	p0, slices     int  // the group: slices kc slices from p0
+	ep             gemmEpilogue
+	p0, slices     int // the group: slices kc slices from p0
 }
 
 // packA packs A's panels [lo, hi) of the group (panel u is panel u%mPanels of slice
@@ -320,6 +327,9 @@ func (s *columnShare) columns(t int) {
 			kc := min(g.kc, s.k-pc)
 			g.packB(bPack, s.b, pc, kc, jc*g.nr, nc)
 			g.tiles(kc, s.aPack[sl*s.block:], s.mPanels, s.m, bPack, 0, jn-jc, nc, s.c, jc*g.nr, s.ldc, s.alpha, s.set && pc == 0)
+			if pc+kc == s.k {
+				s.ep.apply(s.c, s.ldc, 0, s.m, jc*g.nr, jc*g.nr+nc)
+			}
 		}
 	}
 }
@@ -378,6 +388,45 @@ func packPanels(dst []float32, src matView, sp, sx, p0, kc, x0, cols, w int) {
 	for i := range panels {
 		packPanel(dst[i*kc*w:], src, sp, sx, p0, kc, x0+i*w, min(w, cols-i*w), w)
 	}
+}
+
+// gemmEpilogue is what a product does to each block of C once the block's last kc
+// slice is in, while the block is still in the caches: add a bias to every row, then
+// take the ReLU: Binary's Add and Unary's Relu, with their vector loops, over each row
+// of the block, so the bits are those of the product followed by the two ops over the
+// whole of C, which would read and write it twice more. The zero value does nothing.
+type gemmEpilogue struct {
+	bias []float32 // bias[j] is added to column j; nil for none
+	relu bool
+}
+
+// apply runs the epilogue on rows [r0, r1) and columns [c0, c1) of c.
+func (e gemmEpilogue) apply(c []float32, ldc, r0, r1, c0, c1 int) {
+	if e.bias == nil && !e.relu {
+		return
+	}
+	for i := r0; i < r1; i++ {
+		row := c[i*ldc+c0 : i*ldc+c1]
+		if e.bias != nil {
+			b := e.bias[c0:c1]
+			for j := binaryVector(kernels.Add, row, row, b); j < len(row); j++ {
+				row[j] += b[j]
+			}
+		}
+		if e.relu {
+			for j := reluVector(row, row); j < len(row); j++ {
+				row[j] = max(row[j], 0)
+			}
+		}
+	}
+}
+
+// from is the epilogue of the block of C that starts at column j0.
+func (e gemmEpilogue) from(j0 int) gemmEpilogue {
+	if e.bias != nil {
+		e.bias = e.bias[j0:]
+	}
+	return e
 }
 
 // tiles adds alpha·A·B into the rows×cols block of C at cOff (sets it to that, with

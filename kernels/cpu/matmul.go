@@ -31,6 +31,12 @@ import (
 // converts float16 and bfloat16 while packing and writes such outputs through float32
 // blocks of bounded size.
 func Matmul(gemm Gemm, dst, a, b Operand, alpha, beta float64) {
+	matmul(gemm, dst, a, b, alpha, beta, gemmEpilogue{})
+}
+
+// matmul is Matmul with an epilogue on each block of the built-in GEMM's output (the
+// caller sees that no system BLAS and no float64 run the product).
+func matmul(gemm Gemm, dst, a, b Operand, alpha, beta float64, ep gemmEpilogue) {
 	const op = "matmul"
 	ra, rb, rd := len(a.Shape), len(b.Shape), len(dst.Shape)
 	if ra < 2 || rb < 2 || rd < 2 {
@@ -46,7 +52,7 @@ func Matmul(gemm Gemm, dst, a, b Operand, alpha, beta float64) {
 			panic(fmt.Sprintf("kernels/cpu: %s: operands must be float64, float32, float16 or bfloat16, not %v", op, o.dt))
 		}
 	}
-	mm := matmulProducts{m: m, n: n, k: k, alpha: alpha, beta: beta, wide: wide(dst, a, b), g: bestGemmKernel()}
+	mm := matmulProducts{m: m, n: n, k: k, alpha: alpha, beta: beta, wide: wide(dst, a, b), g: bestGemmKernel(), ep: ep}
 	switch v := gemm.(type) {
 	case nil:
 	case *gemmKernel:
@@ -71,6 +77,7 @@ type matmulProducts struct {
 	wide        bool        // an operand is F64: gonum's Dgemm (product64)
 	g           *gemmKernel // the built-in GEMM, or the one the caller chose
 	sys         Gemm        // a system BLAS the caller chose, else nil
+	ep          gemmEpilogue
 }
 
 // run computes one product of the call.
@@ -83,7 +90,7 @@ func (mm *matmulProducts) run(a, b, dst matView, parallel bool) {
 	if mm.sys != nil && systemProduct(mm.sys, mm.m, mm.n, mm.k, alpha, a, b, beta, dst) {
 		return
 	}
-	mm.g.product(mm.m, mm.n, mm.k, alpha, a, b, beta, dst, parallel)
+	mm.g.product(mm.m, mm.n, mm.k, alpha, a, b, beta, dst, parallel, mm.ep)
 }
 
 // matmulBatches runs a call's products over the batch dimensions of its operands.
@@ -163,10 +170,11 @@ var outBlocks = sync.Pool{New: func() any { s := make([]float32, outRows*outCols
 
 // product runs one built-in product into dst: directly when dst is row-major
 // float32, else through float32 blocks of outRows×outCols that are loaded (scaled by
-// beta), accumulated and stored back in dst's type.
-func (g *gemmKernel) product(m, n, k int, alpha float32, a, b matView, beta float32, dst matView, parallel bool) {
+// beta), accumulated and stored back in dst's type; ep runs on each block before it is
+// stored, so a 16-bit dst is rounded once.
+func (g *gemmKernel) product(m, n, k int, alpha float32, a, b matView, beta float32, dst matView, parallel bool, ep gemmEpilogue) {
 	if dst.o.dt == dtype.F32 && (dst.cs == 1 || n == 1) {
-		g.run(m, n, k, alpha, a, b, beta, dst.o.f32s()[dst.off:], dst.rs, parallel)
+		g.run(m, n, k, alpha, a, b, beta, dst.o.f32s()[dst.off:], dst.rs, parallel, ep)
 		return
 	}
 	bp := outBlocks.Get().(*[]float32)
@@ -180,7 +188,7 @@ func (g *gemmKernel) product(m, n, k int, alpha float32, a, b matView, beta floa
 			ab, bb := a, b
 			ab.off += i0 * a.rs
 			bb.off += j0 * b.cs
-			g.run(rows, cols, k, alpha, ab, bb, 1, block, cols, parallel)
+			g.run(rows, cols, k, alpha, ab, bb, 1, block, cols, parallel, ep.from(j0))
 			writeBlock(dst, i0, j0, rows, cols, block)
 		}
 	}

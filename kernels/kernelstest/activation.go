@@ -65,7 +65,7 @@ func (s *suite) matmulActivation(t *testing.T, name string, op kernels.UnaryOp, 
 	}
 	tl.abs = max(tl.abs, tl.rel*(mag+1))
 	var folded bool
-	// The suite runs the call on kernels/cpu too, which folds nothing.
+	// The suite runs the call on kernels/cpu too, there through Matmul, Binary and Unary: the reference.
 	s.result(t, name, []*buf{dense(dt, m, n), a, b, bias}, 0, want, tl, func(be kernels.Backend, o []kernels.Operand) {
 		if am, ok := be.(kernels.ActivationMatmul); ok && be == s.tg.Backend {
 			if folded = am.MatmulActivation(op, o[0], o[1], o[2], o[3]); folded {

@@ -128,7 +128,7 @@ func testMatmulBias(t *testing.T, s *suite) {
 			tl.abs = max(tl.abs, tl.rel*(mag+1))
 			var folded bool
 			name := fmt.Sprintf("%v transposed %v", dt, tr)
-			// The suite runs the call on kernels/cpu too, which has no MatmulBias.
+			// The suite runs the call on kernels/cpu too, there through Matmul and Binary: the reference.
 			s.result(t, name, []*buf{dense(dt, m, n), a, b, bias}, 0, want, tl, func(be kernels.Backend, o []kernels.Operand) {
 				if bm, ok := be.(kernels.BiasMatmul); ok && be == s.tg.Backend {
 					folded = bm.MatmulBias(o[0], o[1], o[2], o[3])
