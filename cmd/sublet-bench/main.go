@@ -137,7 +137,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	steps := fs.Int64("steps", 0, "train: time exactly this many steps of each case instead of -time (0: -time)")
 	upload := fs.String("upload", "resident", "train: the batch on the device before the timing (resident), or copied from host memory every step (each-step)")
 	graph := fs.Bool("graph", false, "train: capture one step as a CUDA graph after the warm-up and time its replays (a GPU; the cases without autocast: a GradScaler's step reads its inf check on the host; Adam is made Capturable, as PyTorch's capturable=True); the case's name gets -graph")
-	profile := fs.String("profile", "", "train: a folder for each case's profile of 3 steps after its timing (CASE.txt, the per-op table with device times on a GPU; CASE.json, a Perfetto trace)")
+	profile := fs.String("profile", "", "train: a folder (made if missing) for each case's profile of 3 steps after its timing (CASE.txt, the per-op table with device times on a GPU; CASE.json, a Perfetto trace)")
 	jsonPath := fs.String("json", "", "also write the results as a JSON array to this file")
 	jsonlPath := fs.String("jsonl", "", "also write the results as JSON lines, one per figure, to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")

@@ -237,9 +237,10 @@ func TestMemProfile(t *testing.T) {
 
 // TestTrainUploadAndProfile: -upload each-step copies the batch in every step (the
 // same peaks plus the batch's own blocks), -profile writes each case's per-op table
-// with the step's phases and a Perfetto trace, and a bad -upload is a usage error.
+// with the step's phases and a Perfetto trace (into a folder it makes), and a bad
+// -upload is a usage error.
 func TestTrainUploadAndProfile(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "new", "profiles")
 	code, out, errs := runBench("-device", "sim-backed", "-run", "train", "-cases", "tiny-adam", "-steps", "3", "-upload", "each-step", "-profile", dir)
 	require.Equal(t, 0, code, errs)
 	assert.Contains(t, out, "; batch each-step; 0 kernels per step")

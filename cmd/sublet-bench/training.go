@@ -295,9 +295,10 @@ func trainOne(b *bench, dev device.Device, c trainCase) (r Result, err error) {
 }
 
 // profileSteps profiles profiledSteps steps (ops, the forward, backward and optimizer
-// phases, their device time where the device times events) and writes dir/name.txt,
-// the per-op table by self device time (by self CPU time without one), and
-// dir/name.json, the Perfetto trace; it returns the kernels launched per step.
+// phases, their device time where the device times events) and writes, in dir (made
+// if missing), name.txt, the per-op table by self device time (by self CPU time
+// without one), and name.json, the Perfetto trace; it returns the kernels launched per
+// step.
 func profileSteps(dir, name string, a *alloc.Allocator, dev device.Device, step func(*profiler.Profiler) error) (int64, error) {
 	p, err := profiler.Start(profiler.Options{DeviceTime: true}, a)
 	if err != nil {
@@ -326,6 +327,9 @@ func profileSteps(dir, name string, a *alloc.Allocator, dev device.Device, step 
 	var table bytes.Buffer
 	fmt.Fprintf(&table, "%s on %s: %d steps profiled; %d kernels per step\n", name, dev.Name(), profiledSteps, kernels/profiledSteps)
 	if err := p.Table(&table, sortBy, 0, false); err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, err
 	}
 	if err := os.WriteFile(filepath.Join(dir, name+".txt"), table.Bytes(), 0o644); err != nil {
