@@ -54,9 +54,9 @@ var copyRows = func() func(dst *float32, ldd int, src *float32, lds int, rows in
 // is the pure-Go one every machine has.
 //
 // The AVX-512 kernel packs A in chunks of 8 panels (112 rows): on the 16-core host (an
-// Emerald Rapids Xeon, 2 MiB of L2 a core) the 1024 products at 16 threads ran 4-5 %
+// Emerald Rapids Xeon, 2 MiB of L2 a core) the 1024 products at 16 threads ran 6-8 %
 // faster than with chunks of 12 (168 rows) in both of two alternating rounds (nn
-// 978-999 against 933, tn 937-941 against 834-905 GFLOP/s) and deep-sgd 7.31-7.34
+// 978-999 against 929-982, tn 937-941 against 834-906 GFLOP/s) and deep-sgd 7.31-7.34
 // steps/s against 6.77-7.05; at 1 and 2 threads on the development machine the two
 // were within its noise (docs/benchmarks.md, "Twelfth session").
 func gemmKernels() []*gemmKernel {
