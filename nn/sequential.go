@@ -10,10 +10,11 @@ import (
 // Sequential runs its children one after the other (torch.nn.Sequential), each in a
 // child scope (tensor.Layer), releasing each intermediate result once the next child
 // has consumed it: only what the graph saved outlives a layer. A *Linear followed by
-// ReLU runs as one layer, one op (tensor.LinearActivation): the same values, saved
-// tensors and gradients as the two, the ReLU folded into the product where the backend
-// can (cuBLASLt's epilogue on cuda, the built-in GEMM's blocks on cpu). GELU is not folded (cuBLASLt's GELU epilogue
-// measured slower than the two ops: kernels/cuda's MatmulActivation).
+// ReLU runs as one layer, one op (tensor.LinearActivation, through Fold): the same
+// values, saved tensors and gradients as the two, the ReLU folded into the product
+// where the backend can (cuBLASLt's epilogue on cuda, the built-in GEMM's blocks on
+// cpu). GELU is not folded (cuBLASLt's GELU epilogue measured slower than the two ops:
+// kernels/cuda's MatmulActivation).
 type Sequential struct {
 	Children []Module
 }

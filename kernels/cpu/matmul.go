@@ -34,8 +34,9 @@ func Matmul(gemm Gemm, dst, a, b Operand, alpha, beta float64) {
 	matmul(gemm, dst, a, b, alpha, beta, gemmEpilogue{})
 }
 
-// matmul is Matmul with an epilogue on each block of the built-in GEMM's output (the
-// caller sees that no system BLAS and no float64 run the product).
+// matmul is Matmul with ep run on each block of the built-in GEMM's output. Products
+// that run elsewhere (a float64 operand: product64; a system BLAS) never see ep: a
+// caller with an epilogue leaves those out (Backend.matmulEpilogue declines them).
 func matmul(gemm Gemm, dst, a, b Operand, alpha, beta float64, ep gemmEpilogue) {
 	const op = "matmul"
 	ra, rb, rd := len(a.Shape), len(b.Shape), len(dst.Shape)
