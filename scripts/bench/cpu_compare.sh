@@ -16,6 +16,9 @@
 #            scripts/bench/torch_train.py --cases cpu, alternating, TIME seconds a case
 #   ops      sublet-bench -run ops and scripts/bench/torch_ops.py (products, reductions,
 #            elementwise ops over 64M float32, the host cost of a small op)
+# train and ops run ROUNDS times (default 1), each round every thread count, so that a
+# host whose speed drifts moves both sides alike; with several rounds the tables give
+# each side's median and its range over the rounds, and the ratio of the medians.
 #   bench    BenchmarkSgemmTransposes (built-in GEMM beside the system BLAS) and
 #            BenchmarkBandwidth of kernels/cpu, BenchmarkSmallOp of tensor,
 #            BenchmarkCheckpointOverhead of checkpoint (go test -bench output)
@@ -28,7 +31,8 @@
 # and $OUT/cpu.tar.gz (cpu/: every run's JSON lines and text, tables.md, profile/), two
 # files, since the device tool brings back 8 files at most; the folder itself is written
 # under WORK (.cpubench/work).
-# Environment: THREADS, TIME (default 2), PARTS (default "train ops bench profile").
+# Environment: THREADS, TIME (default 2), ROUNDS (default 1), PARTS (default "train ops
+# bench profile").
 set -uo pipefail
 
 if [[ ${1:-} == build ]]; then
@@ -51,6 +55,7 @@ fi
 OUT=${OUT:-.cpubench/out}
 THREADS=${THREADS:-"16 2"}
 TIME=${TIME:-2}
+ROUNDS=${ROUNDS:-1}
 PARTS=${PARTS:-"train ops bench profile"}
 PY=${PYTHON:-python3}
 BIN=.cpubench/bin
@@ -77,24 +82,31 @@ for d in site.getsitepackages() + [site.getusersitepackages()]:
 fi
 echo "cpu_compare.sh: system BLAS: ${blas:-none}; threads: $THREADS; $(nproc) cores; $(grep -m1 'model name' /proc/cpuinfo)" | tee "$dir/machine.txt"
 
+# Round r's files end in -rR; the tables read every round's.
+for r in $(seq 1 "$ROUNDS"); do
+	for t in $THREADS; do
+		export GOMAXPROCS=$t OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t
+		if has train; then
+			$BIN/sublet-bench -device cpu -run train -cases cpu -time "${TIME}s" -jsonl "$dir/sublet-train-$t-r$r.jsonl" 2>&1 |
+				tee "$dir/sublet-train-$t-r$r.txt"
+			if [[ -n $blas ]]; then
+				SUBLET_BLAS=$blas $BIN/sublet-bench -device cpu -run train -cases cpu -time "${TIME}s" \
+					-jsonl "$dir/sublet-blas-train-$t-r$r.jsonl" 2>&1 | tee "$dir/sublet-blas-train-$t-r$r.txt"
+			fi
+			PYTHONUNBUFFERED=1 "$PY" scripts/bench/torch_train.py --threads "$t" --cases cpu --time "$TIME" \
+				--jsonl "$dir/torch-train-$t-r$r.jsonl" 2>&1 | tee "$dir/torch-train-$t-r$r.txt"
+		fi
+		if has ops; then
+			$BIN/sublet-bench -device cpu -run ops -time "${TIME}s" -jsonl "$dir/sublet-ops-$t-r$r.jsonl" 2>&1 |
+				tee "$dir/sublet-ops-$t-r$r.txt"
+			PYTHONUNBUFFERED=1 "$PY" scripts/bench/torch_ops.py --threads "$t" --time "$TIME" \
+				--jsonl "$dir/torch-ops-$t-r$r.jsonl" 2>&1 | tee "$dir/torch-ops-$t-r$r.txt"
+		fi
+	done
+done
+
 for t in $THREADS; do
 	export GOMAXPROCS=$t OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t
-	if has train; then
-		$BIN/sublet-bench -device cpu -run train -cases cpu -time "${TIME}s" -jsonl "$dir/sublet-train-$t.jsonl" 2>&1 |
-			tee "$dir/sublet-train-$t.txt"
-		if [[ -n $blas ]]; then
-			SUBLET_BLAS=$blas $BIN/sublet-bench -device cpu -run train -cases cpu -time "${TIME}s" \
-				-jsonl "$dir/sublet-train-$t-blas.jsonl" 2>&1 | tee "$dir/sublet-train-$t-blas.txt"
-		fi
-		PYTHONUNBUFFERED=1 "$PY" scripts/bench/torch_train.py --threads "$t" --cases cpu --time "$TIME" \
-			--jsonl "$dir/torch-train-$t.jsonl" 2>&1 | tee "$dir/torch-train-$t.txt"
-	fi
-	if has ops; then
-		$BIN/sublet-bench -device cpu -run ops -time "${TIME}s" -jsonl "$dir/sublet-ops-$t.jsonl" 2>&1 |
-			tee "$dir/sublet-ops-$t.txt"
-		PYTHONUNBUFFERED=1 "$PY" scripts/bench/torch_ops.py --threads "$t" --time "$TIME" \
-			--jsonl "$dir/torch-ops-$t.jsonl" 2>&1 | tee "$dir/torch-ops-$t.txt"
-	fi
 	if has bench; then
 		(cd kernels/cpu && SUBLET_BLAS=${blas:-builtin} "../../$BIN/kernels_cpu.test" -test.run '^$' \
 			-test.bench 'SgemmTransposes|Bandwidth' -test.benchtime 1s -test.cpu "$t") 2>&1 | tee "$dir/kernels-$t.txt"
@@ -117,47 +129,61 @@ done
 unset GOMAXPROCS OPENBLAS_NUM_THREADS OMP_NUM_THREADS
 
 "$PY" - "$dir" $THREADS <<'PY' | tee "$dir/tables.md"
-import glob, json, os, re, sys
+import glob, json, os, re, statistics, sys
 d, threads = sys.argv[1], sys.argv[2:]
 
-def load(name):
-    p = os.path.join(d, name)
+def load(prefix):
+    """Every round's records of prefix (e.g. sublet-train-16), by case, in round order."""
     out = {}
-    if os.path.exists(p):
+    for p in sorted(glob.glob(os.path.join(d, prefix + "-r*.jsonl")), key=lambda p: int(p.rsplit("-r", 1)[1][:-6])):
         for line in open(p):
             r = json.loads(line)
-            out[r["case"]] = r
+            out.setdefault(r["case"], []).append(r)
     return out
 
-def peak(r, key):
-    m = re.search(key + r" (\d+)", r["note"]) if r else None
+def med(rs):
+    return statistics.median(r["value"] for r in rs)
+
+def fig(rs):
+    """The median, and with several rounds their range."""
+    v = [r["value"] for r in rs]
+    if len(v) == 1:
+        return "%.4g" % v[0]
+    return "%.4g (%.4g-%.4g)" % (statistics.median(v), min(v), max(v))
+
+def peak(rs, key):
+    m = re.search(key + r" (\d+)", rs[-1]["note"]) if rs else None
     return int(m.group(1)) if m else None
 
+rounds = max([len(v) for t in threads for v in load("torch-train-%s" % t).values()] +
+             [len(v) for t in threads for v in load("torch-ops-%s" % t).values()] + [1])
 print(open(os.path.join(d, "machine.txt")).read().strip() + "\n")
+if rounds > 1:
+    print("Each figure: the median of %d rounds, the rounds' range in parentheses; ratios of the medians.\n" % rounds)
 print("## Training, steps/s (sublet / PyTorch)\n")
 print("| case | threads | PyTorch | sublet | sublet / PyTorch | sublet, system BLAS | its ratio | sublet peak allocated | PyTorch peak RSS |")
 print("|---|---|---|---|---|---|---|---|---|")
 for t in threads:
-    s, b, p = load("sublet-train-%s.jsonl" % t), load("sublet-train-%s-blas.jsonl" % t), load("torch-train-%s.jsonl" % t)
+    s, b, p = load("sublet-train-%s" % t), load("sublet-blas-train-%s" % t), load("torch-train-%s" % t)
     for case in p:
-        sv, bv, pv = s.get(case), b.get(case), p[case]["value"]
-        row = [case, t, "%.4g" % pv]
-        row += ["%.4g" % sv["value"], "%.2f" % (sv["value"] / pv)] if sv else ["", ""]
-        row += ["%.4g" % bv["value"], "%.2f" % (bv["value"] / pv)] if bv else ["", ""]
-        row += [str(peak(sv, "peak allocated") or ""), str(peak(p[case], "peak rss") or "")]
+        sv, bv, pv = s.get(case), b.get(case), p[case]
+        row = [case, t, fig(pv)]
+        row += [fig(sv), "%.2f" % (med(sv) / med(pv))] if sv else ["", ""]
+        row += [fig(bv), "%.2f" % (med(bv) / med(pv))] if bv else ["", ""]
+        row += [str(peak(sv, "peak allocated") or ""), str(peak(pv, "peak rss") or "")]
         print("| " + " | ".join(row) + " |")
 
 print("\n## Single ops (sublet / PyTorch; for µs/op, PyTorch / sublet)\n")
 print("| op | unit | threads | PyTorch | sublet | ratio |")
 print("|---|---|---|---|---|---|")
 for t in threads:
-    s, p = load("sublet-ops-%s.jsonl" % t), load("torch-ops-%s.jsonl" % t)
+    s, p = load("sublet-ops-%s" % t), load("torch-ops-%s" % t)
     for case, pr in p.items():
         sr = s.get(case)
         if not sr:
             continue
-        ratio = pr["value"] / sr["value"] if pr["unit"] == "µs/op" else sr["value"] / pr["value"]
-        print("| %s | %s | %s | %.4g | %.4g | %.2f |" % (case, pr["unit"], t, pr["value"], sr["value"], ratio))
+        ratio = med(pr) / med(sr) if pr[0]["unit"] == "µs/op" else med(sr) / med(pr)
+        print("| %s | %s | %s | %s | %s | %.2f |" % (case, pr[0]["unit"], t, fig(pr), fig(sr), ratio))
 
 print("\n## go test benchmarks\n")
 for t in threads:
