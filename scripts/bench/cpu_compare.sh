@@ -19,9 +19,11 @@
 # train and ops run ROUNDS times (default 1), each round every thread count, so that a
 # host whose speed drifts moves both sides alike; with several rounds the tables give
 # each side's median and its range over the rounds, and the ratio of the medians.
-#   bench    BenchmarkSgemmTransposes (built-in GEMM beside the system BLAS) and
-#            BenchmarkBandwidth of kernels/cpu, BenchmarkSmallOp of tensor,
-#            BenchmarkCheckpointOverhead of checkpoint (go test -bench output)
+#   bench    BenchmarkSgemmTransposes (built-in GEMM beside the system BLAS),
+#            BenchmarkSgemmTraining (the training cases' products), BenchmarkGemmMicro
+#            and BenchmarkGemmTiles (the micro-kernel alone and as the driver runs it on
+#            one core) and BenchmarkBandwidth of kernels/cpu, BenchmarkSmallOp of
+#            tensor, BenchmarkCheckpointOverhead of checkpoint (go test -bench output)
 #   profile  both sides' per-op tables of each training case (sublet-bench -profile,
 #            torch_train.py --profile) and a CPU profile of sublet on each case
 #            (CASE-T.pprof, for `go tool pprof .cpubench/bin/sublet-bench FILE`)
@@ -109,7 +111,7 @@ for t in $THREADS; do
 	export GOMAXPROCS=$t OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t
 	if has bench; then
 		(cd kernels/cpu && SUBLET_BLAS=${blas:-builtin} "../../$BIN/kernels_cpu.test" -test.run '^$' \
-			-test.bench 'SgemmTransposes|Bandwidth' -test.benchtime 1s -test.cpu "$t") 2>&1 | tee "$dir/kernels-$t.txt"
+			-test.bench 'SgemmTransposes|SgemmTraining|GemmMicro|GemmTiles|Bandwidth' -test.benchtime 1s -test.cpu "$t") 2>&1 | tee "$dir/kernels-$t.txt"
 		(cd tensor && "../$BIN/tensor.test" -test.run '^$' -test.bench 'SmallOp' -test.benchtime 300000x \
 			-test.count 3 -test.cpu "$t") 2>&1 | tee "$dir/tensor-$t.txt"
 		(cd checkpoint && "../$BIN/checkpoint.test" -test.run '^$' -test.bench CheckpointOverhead \
