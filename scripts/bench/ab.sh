@@ -22,8 +22,14 @@
 # then prints, per case, every round's figure of each build and the ratio of each
 # build's median to the base's. Output: $OUT/ab.txt (that table) and $OUT/ab.tar.gz
 # (every run's text and JSON lines, the tests' logs, the machine), two files.
-# Environment: ROUNDS, DEVICE, RUN, TIME, ARGS, THREADS, CASES (a regular expression:
-# only the cases it matches in the table), OUT (.ab/out), PYTHON.
+# With VARIANTS (space-separated VAR=VALUE settings, e.g. "SUBLET_GEMMV=kc=256
+# SUBLET_GEMMV=guided=50"), each build also runs once a round under each setting, a
+# column of its own (NAME[VAR=VALUE]) after the build's plain one: settings a measurement
+# branch reads from its environment, alternated as builds are. (Every build runs under
+# every setting: when the branch's plain run is main's behaviour, build the branch
+# alone.)
+# Environment: ROUNDS, DEVICE, RUN, TIME, ARGS, THREADS, VARIANTS, CASES (a regular
+# expression: only the cases it matches in the table), OUT (.ab/out), PYTHON.
 set -uo pipefail
 
 if [[ ${1:-} == build ]]; then
@@ -88,20 +94,32 @@ while read -r name hash tests; do
 	echo "$name $tests tests: exit status $?, $(grep -c '^--- PASS' "$dir/$name-tests.txt") passed, $(grep -c '^--- FAIL' "$dir/$name-tests.txt") failed, $(grep -c '^--- SKIP' "$dir/$name-tests.txt") skipped" |
 		tee -a "$dir/machine.txt"
 done <.ab/revs.txt
-for round in $(seq "$ROUNDS"); do
-	for name in "${names[@]}"; do
-		env ${THREADS:+GOMAXPROCS=$THREADS} ".ab/$name-bench" -device "$DEVICE" -run "$RUN" -time "$TIME" ${ARGS:-} \
-			-jsonl "$dir/$name-$round.jsonl" >"$dir/$name-$round.txt" 2>&1 || echo "ab.sh: $name round $round: exit status $?" | tee -a "$dir/machine.txt"
+# Columns: each build, then each build under each of VARIANTS; column i's files are
+# $dir/col$i-ROUND.*, its label in labels.
+read -r -a variants <<<"${VARIANTS:-}"
+cols=() labels=() settings=()
+for name in "${names[@]}"; do
+	cols+=("$name") labels+=("$name") settings+=("")
+	for v in "${variants[@]}"; do
+		cols+=("$name") labels+=("$name[$v]") settings+=("$v")
 	done
 done
-"$PY" - "$dir" "$ROUNDS" "${CASES:-.}" "${names[@]}" <<'PY' | tee "$OUT/ab.txt"
+[[ ${#variants[@]} -gt 0 ]] && echo "variants: ${variants[*]}" | tee -a "$dir/machine.txt"
+for round in $(seq "$ROUNDS"); do
+	for i in "${!cols[@]}"; do
+		name=${cols[$i]}
+		env ${THREADS:+GOMAXPROCS=$THREADS} ${settings[$i]:+"${settings[$i]}"} ".ab/$name-bench" -device "$DEVICE" -run "$RUN" -time "$TIME" ${ARGS:-} \
+			-jsonl "$dir/col$i-$round.jsonl" >"$dir/col$i-$round.txt" 2>&1 || echo "ab.sh: ${labels[$i]} round $round: exit status $?" | tee -a "$dir/machine.txt"
+	done
+done
+"$PY" - "$dir" "$ROUNDS" "${CASES:-.}" "${labels[@]}" <<'PY' | tee "$OUT/ab.txt"
 import json, os, re, statistics, sys
 d, rounds, pat, names = sys.argv[1], int(sys.argv[2]), re.compile(sys.argv[3]), sys.argv[4:]
 print(open(os.path.join(d, "machine.txt")).read().strip() + "\n")
 fig, units, order = {}, {}, []
-for n in names:
+for i, n in enumerate(names):
     for r in range(1, rounds + 1):
-        p = os.path.join(d, f"{n}-{r}.jsonl")
+        p = os.path.join(d, f"col{i}-{r}.jsonl")
         if not os.path.exists(p):
             continue
         for line in open(p):
