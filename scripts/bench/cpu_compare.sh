@@ -16,9 +16,6 @@
 #            scripts/bench/torch_train.py --cases cpu, alternating, TIME seconds a case
 #   ops      sublet-bench -run ops and scripts/bench/torch_ops.py (products, reductions,
 #            elementwise ops over 64M float32, the host cost of a small op)
-# train and ops run ROUNDS times (default 1), each round every thread count, so that a
-# host whose speed drifts moves both sides alike; with several rounds the tables give
-# each side's median and its range over the rounds, and the ratio of the medians.
 #   bench    BenchmarkSgemmTransposes (built-in GEMM beside the system BLAS),
 #            BenchmarkSgemmTraining (the training cases' products), BenchmarkGemmMicro
 #            and BenchmarkGemmTiles (the micro-kernel alone and as the driver runs it on
@@ -27,6 +24,9 @@
 #   profile  both sides' per-op tables of each training case (sublet-bench -profile,
 #            torch_train.py --profile) and a CPU profile of sublet on each case
 #            (CASE-T.pprof, for `go tool pprof .cpubench/bin/sublet-bench FILE`)
+# train and ops run ROUNDS times (default 1), each round every thread count, so that a
+# host whose speed drifts moves both sides alike; with several rounds the tables give
+# each side's median and its range over the rounds, and the ratio of the medians.
 # The system BLAS is SUBLET_BLAS when set, else a libopenblas the loader finds, else the
 # OpenBLAS that SciPy's or NumPy's wheels carry; none found, only the built-in GEMM runs.
 # Output (OUT defaults to .cpubench/out): $OUT/tables.md (both sides and their ratios)
@@ -130,9 +130,9 @@ for t in $THREADS; do
 done
 unset GOMAXPROCS OPENBLAS_NUM_THREADS OMP_NUM_THREADS
 
-"$PY" - "$dir" $THREADS <<'PY' | tee "$dir/tables.md"
+"$PY" - "$dir" "$ROUNDS" $THREADS <<'PY' | tee "$dir/tables.md"
 import glob, json, os, re, statistics, sys
-d, threads = sys.argv[1], sys.argv[2:]
+d, rounds, threads = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 
 def load(prefix):
     """Every round's records of prefix (e.g. sublet-train-16), by case, in round order."""
@@ -157,8 +157,6 @@ def peak(rs, key):
     m = re.search(key + r" (\d+)", rs[-1]["note"]) if rs else None
     return int(m.group(1)) if m else None
 
-rounds = max([len(v) for t in threads for v in load("torch-train-%s" % t).values()] +
-             [len(v) for t in threads for v in load("torch-ops-%s" % t).values()] + [1])
 print(open(os.path.join(d, "machine.txt")).read().strip() + "\n")
 if rounds > 1:
     print("Each figure: the median of %d rounds, the rounds' range in parentheses; ratios of the medians.\n" % rounds)
