@@ -111,6 +111,54 @@ func BenchmarkSgemmTransposes(b *testing.B) {
 	}
 }
 
+// coldSets is how many operand sets BenchmarkSgemmCold rotates through: 48 of the deep
+// layer's three 4 MiB matrices are 576 MiB, past the 300 MiB L3 of the 16-core host.
+const coldSets = 48
+
+// BenchmarkSgemmCold measures the deep training case's products (1024 wide, batch 1024:
+// fwd x·Wᵀ, dx g·W, dw gᵀ·x) with their operands coming from memory, as in a training
+// step, where each layer's product finds its activations and weights evicted by the
+// other layers': each product runs on the next of coldSets operand sets. It runs the
+// built-in GEMM and the system BLAS that SUBLET_BLAS names where it loads (default:
+// openblas), so that the two can be set against each other, and against
+// BenchmarkSgemmTraining's products on cached operands, in one run. Names are
+// GEMM/product; cpu-ns/op is the process's CPU time per product.
+func BenchmarkSgemmCold(b *testing.B) {
+	const n = 1024
+	gemms := []cpu.Gemm{cpu.Builtin()}
+	if lib, ok := systemBLAS(b); ok {
+		gemms = append(gemms, lib)
+	}
+	type set struct{ a, bm, c []float32 }
+	var sets []set
+	for _, g := range gemms {
+		for _, p := range []struct {
+			name           string
+			transA, transB bool
+		}{{"fwd", false, true}, {"dx", false, false}, {"dw", true, false}} {
+			b.Run(filepath.Base(g.Name())+"/"+p.name, func(b *testing.B) {
+				if sets == nil {
+					r := rand.New(rand.NewPCG(5, 6))
+					sets = make([]set, coldSets)
+					for i := range sets {
+						sets[i] = set{make([]float32, n*n), make([]float32, n*n), make([]float32, n*n)}
+						for j := range sets[i].a {
+							sets[i].a[j], sets[i].bm[j], sets[i].c[j] = r.Float32(), r.Float32(), 0
+						}
+					}
+				}
+				i := 0
+				cpu.ReportCPU(b, func() {
+					s := sets[i%len(sets)]
+					i++
+					g.Sgemm(p.transA, p.transB, n, n, n, 1, s.a, n, s.bm, n, 0, s.c, n)
+				})
+				b.ReportMetric(2*n*n*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
+
 // BenchmarkMatmulF16 measures Matmul on float16 operands and output (converted while
 // packing, accumulated in float32).
 func BenchmarkMatmulF16(b *testing.B) {

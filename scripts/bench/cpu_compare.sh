@@ -17,7 +17,8 @@
 #   ops      sublet-bench -run ops and scripts/bench/torch_ops.py (products, reductions,
 #            elementwise ops over 64M float32, the host cost of a small op)
 #   bench    BenchmarkSgemmTransposes (built-in GEMM beside the system BLAS),
-#            BenchmarkSgemmTraining (the training cases' products), BenchmarkGemmMicro
+#            BenchmarkSgemmTraining (the training cases' products), BenchmarkSgemmCold
+#            (the deep case's products on operands from memory, both GEMMs), BenchmarkGemmMicro
 #            and BenchmarkGemmTiles (the micro-kernel alone and as the driver runs it on
 #            one core) and BenchmarkBandwidth of kernels/cpu, BenchmarkSmallOp of
 #            tensor, BenchmarkCheckpointOverhead of checkpoint (go test -bench output)
@@ -111,7 +112,7 @@ for t in $THREADS; do
 	export GOMAXPROCS=$t OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t
 	if has bench; then
 		(cd kernels/cpu && SUBLET_BLAS=${blas:-builtin} "../../$BIN/kernels_cpu.test" -test.run '^$' \
-			-test.bench 'SgemmTransposes|SgemmTraining|GemmMicro|GemmTiles|Bandwidth' -test.benchtime 1s -test.cpu "$t") 2>&1 | tee "$dir/kernels-$t.txt"
+			-test.bench 'SgemmTransposes|SgemmTraining|SgemmCold|GemmMicro|GemmTiles|Bandwidth' -test.benchtime 1s -test.cpu "$t") 2>&1 | tee "$dir/kernels-$t.txt"
 		(cd tensor && "../$BIN/tensor.test" -test.run '^$' -test.bench 'SmallOp' -test.benchtime 300000x \
 			-test.count 3 -test.cpu "$t") 2>&1 | tee "$dir/tensor-$t.txt"
 		(cd checkpoint && "../$BIN/checkpoint.test" -test.run '^$' -test.bench CheckpointOverhead \
