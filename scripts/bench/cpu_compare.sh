@@ -12,8 +12,9 @@
 #
 # The run unpacks them if need be and, for each thread count T of THREADS (default
 # "16 2"), with GOMAXPROCS=T for sublet and torch.set_num_threads(T) for PyTorch:
-#   train    sublet-bench -run train -cases cpu (built-in GEMM, then the system BLAS),
-#            scripts/bench/torch_train.py --cases cpu, alternating, TIME seconds a case
+#   train    for each case of CASES: sublet-bench -run train -cases CASE (built-in GEMM,
+#            then the system BLAS), scripts/bench/torch_train.py --cases CASE, TIME
+#            seconds each
 #   ops      sublet-bench -run ops and scripts/bench/torch_ops.py (products, reductions,
 #            elementwise ops over 64M float32, the host cost of a small op)
 #   bench    BenchmarkSgemmTransposes (built-in GEMM beside the system BLAS),
@@ -26,8 +27,10 @@
 #            torch_train.py --profile) and a CPU profile of sublet on each case
 #            (CASE-T.pprof, for `go tool pprof .cpubench/bin/sublet-bench FILE`)
 # train and ops run ROUNDS times (default 1), each round every thread count, so that a
-# host whose speed drifts moves both sides alike; with several rounds the tables give
-# each side's median and its range over the rounds, and the ratio of the medians.
+# host whose speed drifts moves both sides alike; train runs case by case (CASES), each
+# case's sides one after the other. With several rounds the tables give each side's
+# median and its range over the rounds, the ratio of the medians, and for training the
+# median and range of the rounds' own ratios (each round's sides seconds apart).
 # The system BLAS is SUBLET_BLAS when set, else a libopenblas the loader finds, else the
 # OpenBLAS that SciPy's or NumPy's wheels carry; none found, only the built-in GEMM runs.
 # Output (OUT defaults to .cpubench/out): $OUT/tables.md (both sides and their ratios)
@@ -35,7 +38,7 @@
 # files, since the device tool brings back 8 files at most; the folder itself is written
 # under WORK (.cpubench/work).
 # Environment: THREADS, TIME (default 2), ROUNDS (default 1), PARTS (default "train ops
-# bench profile").
+# bench profile"), CASES (default "tiny-sgd wide-adam deep-sgd deep-sgd-ckpt4").
 set -uo pipefail
 
 if [[ ${1:-} == build ]]; then
@@ -59,6 +62,7 @@ OUT=${OUT:-.cpubench/out}
 THREADS=${THREADS:-"16 2"}
 TIME=${TIME:-2}
 ROUNDS=${ROUNDS:-1}
+CASES=${CASES:-"tiny-sgd wide-adam deep-sgd deep-sgd-ckpt4"}
 PARTS=${PARTS:-"train ops bench profile"}
 PY=${PYTHON:-python3}
 BIN=.cpubench/bin
@@ -90,14 +94,21 @@ for r in $(seq 1 "$ROUNDS"); do
 	for t in $THREADS; do
 		export GOMAXPROCS=$t OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t
 		if has train; then
-			$BIN/sublet-bench -device cpu -run train -cases cpu -time "${TIME}s" -jsonl "$dir/sublet-train-$t-r$r.jsonl" 2>&1 |
-				tee "$dir/sublet-train-$t-r$r.txt"
-			if [[ -n $blas ]]; then
-				SUBLET_BLAS=$blas $BIN/sublet-bench -device cpu -run train -cases cpu -time "${TIME}s" \
-					-jsonl "$dir/sublet-blas-train-$t-r$r.jsonl" 2>&1 | tee "$dir/sublet-blas-train-$t-r$r.txt"
-			fi
-			PYTHONUNBUFFERED=1 "$PY" scripts/bench/torch_train.py --threads "$t" --cases cpu --time "$TIME" \
-				--jsonl "$dir/torch-train-$t-r$r.jsonl" 2>&1 | tee "$dir/torch-train-$t-r$r.txt"
+			# Case by case, the sides seconds apart: this host's speed swings within a minute.
+			for c in $CASES; do
+				$BIN/sublet-bench -device cpu -run train -cases "$c" -time "${TIME}s" -jsonl "$dir/case.jsonl" 2>&1 |
+					tee -a "$dir/sublet-train-$t-r$r.txt"
+				cat "$dir/case.jsonl" >>"$dir/sublet-train-$t-r$r.jsonl"
+				if [[ -n $blas ]]; then
+					SUBLET_BLAS=$blas $BIN/sublet-bench -device cpu -run train -cases "$c" -time "${TIME}s" \
+						-jsonl "$dir/case.jsonl" 2>&1 | tee -a "$dir/sublet-blas-train-$t-r$r.txt"
+					cat "$dir/case.jsonl" >>"$dir/sublet-blas-train-$t-r$r.jsonl"
+				fi
+				PYTHONUNBUFFERED=1 "$PY" scripts/bench/torch_train.py --threads "$t" --cases "$c" --time "$TIME" \
+					--jsonl "$dir/case.jsonl" 2>&1 | tee -a "$dir/torch-train-$t-r$r.txt"
+				cat "$dir/case.jsonl" >>"$dir/torch-train-$t-r$r.jsonl"
+			done
+			rm -f "$dir/case.jsonl"
 		fi
 		if has ops; then
 			$BIN/sublet-bench -device cpu -run ops -time "${TIME}s" -jsonl "$dir/sublet-ops-$t-r$r.jsonl" 2>&1 |
@@ -154,6 +165,13 @@ def fig(rs):
         return "%.4g" % v[0]
     return "%.4g (%.4g-%.4g)" % (statistics.median(v), min(v), max(v))
 
+def paired(a, b):
+    """The median of the rounds' own ratios a/b, with their range: "" unless every round has both."""
+    if not a or not b or len(a) != len(b) or len(a) < 2:
+        return ""
+    q = [x["value"] / y["value"] for x, y in zip(a, b)]
+    return "%.2f (%.2f-%.2f)" % (statistics.median(q), min(q), max(q))
+
 def peak(rs, key):
     m = re.search(key + r" (\d+)", rs[-1]["note"]) if rs else None
     return int(m.group(1)) if m else None
@@ -162,14 +180,14 @@ print(open(os.path.join(d, "machine.txt")).read().strip() + "\n")
 if rounds > 1:
     print("Each figure: the median of %d rounds, the rounds' range in parentheses; ratios of the medians.\n" % rounds)
 print("## Training, steps/s (sublet / PyTorch)\n")
-print("| case | threads | PyTorch | sublet | sublet / PyTorch | sublet, system BLAS | its ratio | sublet peak allocated | PyTorch peak RSS |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| case | threads | PyTorch | sublet | sublet / PyTorch | rounds' ratios | sublet, system BLAS | its ratio | sublet peak allocated | PyTorch peak RSS |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for t in threads:
     s, b, p = load("sublet-train-%s" % t), load("sublet-blas-train-%s" % t), load("torch-train-%s" % t)
     for case in p:
         sv, bv, pv = s.get(case), b.get(case), p[case]
         row = [case, t, fig(pv)]
-        row += [fig(sv), "%.2f" % (med(sv) / med(pv))] if sv else ["", ""]
+        row += [fig(sv), "%.2f" % (med(sv) / med(pv)), paired(sv, pv)] if sv else ["", "", ""]
         row += [fig(bv), "%.2f" % (med(bv) / med(pv))] if bv else ["", ""]
         row += [str(peak(sv, "peak allocated") or ""), str(peak(pv, "peak rss") or "")]
         print("| " + " | ".join(row) + " |")
