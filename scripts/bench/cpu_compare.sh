@@ -25,7 +25,9 @@
 #            tensor, BenchmarkCheckpointOverhead of checkpoint (go test -bench output)
 #   profile  both sides' per-op tables of each training case (sublet-bench -profile,
 #            torch_train.py --profile) and a CPU profile of sublet on each case
-#            (CASE-T.pprof, for `go tool pprof .cpubench/bin/sublet-bench FILE`)
+#            (CASE-T.pprof, for `go tool pprof .cpubench/bin/sublet-bench FILE`), and an
+#            execution trace of deep-sgd (deep-sgd-T.trace: `go tool trace -pprof=sched
+#            FILE` gives the time goroutines waited for a thread)
 # train and ops run ROUNDS times (default 1), each round every thread count, so that a
 # host whose speed drifts moves both sides alike; train runs case by case (CASES), each
 # case's sides one after the other. With several rounds the tables give each side's
@@ -138,6 +140,8 @@ for t in $THREADS; do
 			$BIN/sublet-bench -device cpu -run train -cases "$c" -time 3s -cpuprofile "$dir/profile/$c-$t.pprof" \
 				>>"$dir/profile/$t/pprof.txt" 2>&1
 		done
+		$BIN/sublet-bench -device cpu -run train -cases deep-sgd -time 3s -trace "$dir/profile/deep-sgd-$t.trace" \
+			>>"$dir/profile/$t/pprof.txt" 2>&1
 	fi
 done
 unset GOMAXPROCS OPENBLAS_NUM_THREADS OMP_NUM_THREADS
