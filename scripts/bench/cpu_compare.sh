@@ -35,6 +35,8 @@
 # median and range of the rounds' own ratios (each round's sides seconds apart).
 # The system BLAS is SUBLET_BLAS when set, else a libopenblas the loader finds, else the
 # OpenBLAS that SciPy's or NumPy's wheels carry; none found, only the built-in GEMM runs.
+# Each round's share of the host's CPU time that the hypervisor stole, and the cgroup's
+# throttling, head the tables (from /proc/stat and cpu.stat at each round's start).
 # Output (OUT defaults to .cpubench/out): $OUT/tables.md (both sides and their ratios)
 # and $OUT/cpu.tar.gz (cpu/: every run's JSON lines and text, tables.md, profile/), two
 # files, since the device tool brings back 8 files at most; the folder itself is written
@@ -91,8 +93,16 @@ for d in site.getsitepackages() + [site.getusersitepackages()]:
 fi
 echo "cpu_compare.sh: system BLAS: ${blas:-none}; threads: $THREADS; $(nproc) cores; $(grep -m1 'model name' /proc/cpuinfo)" | tee "$dir/machine.txt"
 
+# The host's CPU counters (/proc/stat's first line, the cgroup's cpu.stat) at the
+# start of each round and at the end: the tables give each round's steal and
+# throttling, to tell a slow round the hypervisor or a quota took from one the code lost.
+snap() {
+	echo "$1 $(date +%s.%N) $(head -1 /proc/stat) | $(tr '\n' ' ' </sys/fs/cgroup/cpu.stat 2>/dev/null)" >>"$dir/host.txt"
+}
+
 # Round r's files end in -rR; the tables read every round's.
 for r in $(seq 1 "$ROUNDS"); do
+	snap "round$r"
 	for t in $THREADS; do
 		export GOMAXPROCS=$t OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t
 		if has train; then
@@ -145,6 +155,7 @@ for t in $THREADS; do
 	fi
 done
 unset GOMAXPROCS OPENBLAS_NUM_THREADS OMP_NUM_THREADS
+snap end
 
 "$PY" - "$dir" "$ROUNDS" $THREADS <<'PY' | tee "$dir/tables.md"
 import glob, json, os, re, statistics, sys
@@ -181,6 +192,29 @@ def peak(rs, key):
     return int(m.group(1)) if m else None
 
 print(open(os.path.join(d, "machine.txt")).read().strip() + "\n")
+
+def host():
+    """Each round's share of CPU time stolen by the hypervisor and the cgroup's throttling, from host.txt."""
+    snaps = []
+    for line in open(os.path.join(d, "host.txt")):
+        stat, _, cg = line.partition(" | ")
+        f = stat.split()
+        ticks = [int(x) for x in f[3:]]  # after the label, the time and "cpu"
+        c = dict(zip(cg.split()[::2], (int(x) for x in cg.split()[1::2])))
+        snaps.append((f[0], float(f[1]), ticks, c))
+    for (name, t0, a, ca), (_, t1, b, cb) in zip(snaps, snaps[1:]):
+        total = sum(b) - sum(a)
+        steal = (b[7] - a[7]) if len(a) > 7 else 0
+        busy = total - (b[3] - a[3]) - (b[4] - a[4])
+        line = "%s: %.0f s, CPU busy %.1f %%, steal %.2f %%" % (name, t1 - t0, 100 * busy / max(total, 1), 100 * steal / max(total, 1))
+        if "nr_throttled" in ca and "nr_throttled" in cb:
+            line += ", throttled %d times for %.2f s" % (cb["nr_throttled"] - ca["nr_throttled"], (cb.get("throttled_usec", 0) - ca.get("throttled_usec", 0)) / 1e6)
+        print("- " + line)
+    print()
+
+if os.path.exists(os.path.join(d, "host.txt")):
+    print("The host's counters over each round (the whole machine's CPUs):\n")
+    host()
 if rounds > 1:
     print("Each figure: the median of %d rounds, the rounds' range in parentheses; ratios of the medians.\n" % rounds)
 print("## Training, steps/s (sublet / PyTorch)\n")
