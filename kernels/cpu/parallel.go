@@ -34,9 +34,17 @@ import (
 // time per step (1.4 ms where the kernels without a pool took 1.1).
 const workerSpin = 200 * time.Microsecond
 
-// spinPolls is how many times a spinning goroutine looks between readings of the clock
-// (a few µs): a fork's pieces are picked up and their end seen within a few hundred ns.
-const spinPolls = 4096
+// spinPolls is how many times a spinning goroutine looks before its first reading of
+// the clock (a few µs), back to back: a fork's pieces are picked up and their end seen
+// within a few hundred ns. Past that, the wait is for work that takes longer (a
+// product's last tasks), and the goroutine relaxes after each look, relaxPolls looks
+// between readings of the clock (a few µs again: relax takes 16 ns on the development
+// machine's Zen 5, about 140 cycles on recent Intel cores). Relaxing from the first
+// look made an empty fork 5-7 % slower there (622-659 ns against 591-618).
+const (
+	spinPolls  = 4096
+	relaxPolls = 64
+)
 
 // spinYield is how long a spinning goroutine goes between yields to the scheduler: a
 // yield lets a goroutine queued on its thread run (one its own work has woken sits
@@ -433,10 +441,13 @@ func (w *worker) next() *job {
 func spin(d time.Duration, done func() bool) bool {
 	start := time.Now()
 	yielded := time.Duration(0)
-	for {
-		for range spinPolls {
+	for polls, relaxing := spinPolls, false; ; polls, relaxing = relaxPolls, true {
+		for range polls {
 			if done() {
 				return true
+			}
+			if relaxing {
+				relax()
 			}
 		}
 		t := time.Since(start)
