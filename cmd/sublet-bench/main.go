@@ -116,7 +116,10 @@ type bench struct {
 	// few steps after its timing: a table per op and a Perfetto trace.
 	profile string
 	// opSize is how many elements the ops experiment's large ops take.
-	opSize  int
+	opSize int
+	// ops are the names of the ops experiment's cases to time, in this order; nil for
+	// every case of the device.
+	ops     []string
 	out     io.Writer
 	results []Result
 }
@@ -144,9 +147,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	memProfile := fs.String("memprofile", "", "write a profile of the whole run's heap allocations to this file, every allocation sampled "+
 		"(go tool pprof -sample_index=alloc_objects reads it; the sampling slows the run: time nothing with it)")
 	opSize := fs.Int("opsize", 1<<26, "ops: elements of the ops over a large tensor (all but the products and add-1k; on a GPU the products take a quarter of it, 4096² at most), a multiple of 65536")
+	ops := fs.String("ops", "", "ops: comma-separated cases to time, in this order (default every case of the device; scripts/bench/torch_ops.py --list names them)")
 	tracePath := fs.String("trace", "", "write an execution trace of the whole run to this file (go tool trace reads it: where goroutines waited, how busy each thread was)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sublet-bench [-device LIST] [-run LIST] [-time D] [-compute D] [-cases LIST] [-steps N] [-upload resident|each-step] [-graph] [-profile DIR] [-json FILE] [-jsonl FILE] [-opsize N] [-cpuprofile FILE] [-memprofile FILE] [-trace FILE]")
+		fmt.Fprintln(stderr, "usage: sublet-bench [-device LIST] [-run LIST] [-time D] [-compute D] [-cases LIST] [-steps N] [-upload resident|each-step] [-graph] [-profile DIR] [-json FILE] [-jsonl FILE] [-opsize N] [-ops LIST] [-cpuprofile FILE] [-memprofile FILE] [-trace FILE]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -213,6 +217,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}()
 	}
 	b := &bench{per: *per, compute: *compute, train: train, steps: *steps, upload: *upload, graph: *graph, profile: *profile, opSize: *opSize, out: stdout}
+	if *ops != "" {
+		b.ops = strings.Split(*ops, ",")
+	}
 	fmt.Fprintf(stdout, "# sublet-bench %s GOMAXPROCS=%d %s/%s %s, %s per figure, emptycache compute %s per step\n",
 		time.Now().UTC().Format(time.RFC3339), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version(), *per, *compute)
 	failed := false

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/subletml/sublet/alloc"
@@ -85,6 +86,32 @@ func runOps(b *bench, dev device.Device) error {
 	return errors.Join(timeOps(b, dev, cases), drain(a)) // every scope is closed, also after a failed case
 }
 
+// pickOps returns the cases that names names, in that order (all of them for no names),
+// or an error naming what is not among them.
+func pickOps(cases []opCase, names []string) ([]opCase, error) {
+	if len(names) == 0 {
+		return cases, nil
+	}
+	var picked []opCase
+	var unknown []string
+	for _, n := range names {
+		i := slices.IndexFunc(cases, func(c opCase) bool { return c.name == n })
+		if i < 0 {
+			unknown = append(unknown, n)
+			continue
+		}
+		picked = append(picked, cases[i])
+	}
+	if len(unknown) > 0 {
+		all := make([]string, len(cases))
+		for i, c := range cases {
+			all[i] = c.name
+		}
+		return nil, fmt.Errorf("-ops: no case %s on this device (cases: %s)", strings.Join(unknown, ", "), strings.Join(all, ", "))
+	}
+	return picked, nil
+}
+
 // minDeviceRun is how long a timed run of an op lasts at least on a device that
 // computes asynchronously: its repetitions then hide the host's launches and the
 // synchronisation that ends the run.
@@ -100,6 +127,9 @@ func timeOps(b *bench, dev device.Device, build func(*tensor.Scope, device.Devic
 	cases, err := tensor.TryValue(func() []opCase { return build(data, dev, b.opSize) })
 	if err != nil {
 		return fmt.Errorf("setting up the ops: %w", err)
+	}
+	if cases, err = pickOps(cases, b.ops); err != nil {
+		return err
 	}
 	host := dev.Residency() == device.Host
 	var errs []error

@@ -67,6 +67,27 @@ func TestOps(t *testing.T) {
 	assert.Equal(t, 2, code, "-opsize must be a multiple of 65536")
 }
 
+// TestOpsPicked: -ops times only the cases it names, in its order; a name the device
+// has no case for fails the run, naming the cases there are, and leaves nothing
+// allocated.
+func TestOpsPicked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ops.jsonl")
+	code, _, errs := runBench("-device", "cpu", "-run", "ops", "-opsize", "65536", "-time", "1ms", "-ops", "add-1k,matmul-nt-1024", "-jsonl", path)
+	require.Equal(t, 0, code, errs)
+	var names []string
+	for _, r := range readResults(t, path) {
+		names = append(names, r.Case)
+	}
+	assert.Equal(t, []string{"add-1k", "matmul-nt-1024"}, names)
+
+	code, _, errs = runBench("-device", "cpu", "-run", "ops", "-opsize", "65536", "-time", "1ms", "-ops", "add-1k,matmul-xx-1024")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "-ops: no case matmul-xx-1024 on this device (cases: matmul-nn-1024,")
+	cpu, err := named.Open("cpu")
+	require.NoError(t, err)
+	requireEmpty(t, cpu)
+}
+
 // TestOpsOnADeviceWithoutData: on sim (a device whose memory the host does not address,
 // as a GPU's) ops runs the GPU cases, timed in repetitions closed by a synchronisation,
 // and leaves the allocator empty.

@@ -42,7 +42,10 @@
 # files, since the device tool brings back 8 files at most; the folder itself is written
 # under WORK (.cpubench/work).
 # Environment: THREADS, TIME (default 2), ROUNDS (default 1), PARTS (default "train ops
-# bench profile"), CASES (default "tiny-sgd wide-adam deep-sgd deep-sgd-ckpt4").
+# bench profile"), CASES (default "tiny-sgd wide-adam deep-sgd deep-sgd-ckpt4"), OPS
+# (space-separated op names, e.g. "matmul-nn-1024 matmul-nt-1024": the ops part runs
+# only these, op by op, each op's sides one after the other; default every op, one side
+# then the other).
 set -uo pipefail
 
 if [[ ${1:-} == build ]]; then
@@ -123,10 +126,20 @@ for r in $(seq 1 "$ROUNDS"); do
 			rm -f "$dir/case.jsonl"
 		fi
 		if has ops; then
-			$BIN/sublet-bench -device cpu -run ops -time "${TIME}s" -jsonl "$dir/sublet-ops-$t-r$r.jsonl" 2>&1 |
-				tee "$dir/sublet-ops-$t-r$r.txt"
-			PYTHONUNBUFFERED=1 "$PY" scripts/bench/torch_ops.py --threads "$t" --time "$TIME" \
-				--jsonl "$dir/torch-ops-$t-r$r.jsonl" 2>&1 | tee "$dir/torch-ops-$t-r$r.txt"
+			# Every op on one side then on the other, or with OPS op by op, each op's
+			# sides seconds apart (each run sets up every op's inputs: a second or two).
+			for o in ${OPS:-all}; do
+				pick=()
+				[[ $o == all ]] || pick=(-ops "$o")
+				$BIN/sublet-bench -device cpu -run ops "${pick[@]}" -time "${TIME}s" -jsonl "$dir/case.jsonl" 2>&1 |
+					tee -a "$dir/sublet-ops-$t-r$r.txt"
+				cat "$dir/case.jsonl" >>"$dir/sublet-ops-$t-r$r.jsonl"
+				[[ $o == all ]] || pick=(--cases "$o")
+				PYTHONUNBUFFERED=1 "$PY" scripts/bench/torch_ops.py --threads "$t" --time "$TIME" "${pick[@]}" \
+					--jsonl "$dir/case.jsonl" 2>&1 | tee -a "$dir/torch-ops-$t-r$r.txt"
+				cat "$dir/case.jsonl" >>"$dir/torch-ops-$t-r$r.jsonl"
+			done
+			rm -f "$dir/case.jsonl"
 		fi
 	done
 done
@@ -231,16 +244,18 @@ for t in threads:
         print("| " + " | ".join(row) + " |")
 
 print("\n## Single ops (sublet / PyTorch; for µs/op, PyTorch / sublet)\n")
-print("| op | unit | threads | PyTorch | sublet | ratio |")
-print("|---|---|---|---|---|---|")
+print("| op | unit | threads | PyTorch | sublet | ratio | rounds' ratios |")
+print("|---|---|---|---|---|---|---|")
 for t in threads:
     s, p = load("sublet-ops-%s" % t), load("torch-ops-%s" % t)
     for case, pr in p.items():
         sr = s.get(case)
         if not sr:
             continue
-        ratio = med(pr) / med(sr) if pr[0]["unit"] == "µs/op" else med(sr) / med(pr)
-        print("| %s | %s | %s | %s | %s | %.2f |" % (case, pr[0]["unit"], t, fig(pr), fig(sr), ratio))
+        per = pr[0]["unit"] == "µs/op"
+        ratio = med(pr) / med(sr) if per else med(sr) / med(pr)
+        rounds = paired(pr, sr) if per else paired(sr, pr)
+        print("| %s | %s | %s | %s | %s | %.2f | %s |" % (case, pr[0]["unit"], t, fig(pr), fig(sr), ratio, rounds))
 
 print("\n## go test benchmarks\n")
 for t in threads:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch side of `sublet-bench -run ops`: the same single ops, the same JSON lines.
 
-    python3 scripts/bench/torch_ops.py [--device cpu|cuda] [--threads N] [--time SECONDS] [--jsonl FILE]
+    python3 scripts/bench/torch_ops.py [--device cpu|cuda] [--threads N] [--time SECONDS] [--cases NAME,...] [--jsonl FILE]
     python3 scripts/bench/torch_ops.py --list [--device cpu|cuda]
 
 --device cpu (the default): products of 1024x1024 float32 matrices (nn, nt, tn) in
@@ -30,6 +30,8 @@ dropped at once, then torch.cuda.synchronize(); after one run that warms up, R d
 from 1 until a run lasts 1 ms, and runs are timed for --time seconds (at least 3); the
 figure is R times the work over the median run, as sublet-bench times a GPU.
 
+--cases times only the cases named (sublet-bench's -ops), in the order given.
+
 A line per case on stdout: {"experiment": "ops", "device": "cpu" or "cuda:0", "case":
 ..., "value": ..., "unit": ..., "n": runs, "note": ...}. --list prints each case's name,
 unit and work (GFLOP, GB or ops a run) as JSON lines without loading PyTorch.
@@ -51,6 +53,7 @@ def parse_args():
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads; 0 keeps PyTorch's default")
     ap.add_argument("--time", type=float, default=1.0)
     ap.add_argument("--jsonl")
+    ap.add_argument("--cases", help="comma-separated case names: only these, in this order (default every case)")
     ap.add_argument("--list", action="store_true", help="print the cases (name, unit, work) and exit")
     return ap.parse_args()
 
@@ -183,7 +186,17 @@ def time_cuda(torch, fn, per):
 
 def main():
     a = parse_args()
-    cases = gpu_cases if a.device == "cuda" else cpu_cases
+    every = gpu_cases if a.device == "cuda" else cpu_cases
+    names = [c[0] for c in every(None)]
+    wanted = a.cases.split(",") if a.cases else names
+    unknown = [n for n in wanted if n not in names]
+    if unknown:
+        sys.exit("torch_ops.py: unknown case(s) %s for --device %s (cases: %s)" % (", ".join(unknown), a.device, ", ".join(names)))
+
+    def cases(t):
+        by = {c[0]: c for c in every(t)}
+        return [by[n] for n in wanted]
+
     if a.list:
         for name, unit, work, _ in cases(None):
             print(json.dumps({"case": name, "unit": unit, "work": work}, ensure_ascii=False))
