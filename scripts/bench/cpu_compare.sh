@@ -216,7 +216,7 @@ def host():
         c = dict(zip(cg.split()[::2], (int(x) for x in cg.split()[1::2])))
         snaps.append((f[0], float(f[1]), ticks, c))
     for (name, t0, a, ca), (_, t1, b, cb) in zip(snaps, snaps[1:]):
-        total = sum(b) - sum(a)
+        total = sum(b[:8]) - sum(a[:8])  # guest time is counted in user's already
         steal = (b[7] - a[7]) if len(a) > 7 else 0
         busy = total - (b[3] - a[3]) - (b[4] - a[4])
         line = "%s: %.0f s, CPU busy %.1f %%, steal %.2f %%" % (name, t1 - t0, 100 * busy / max(total, 1), 100 * steal / max(total, 1))
