@@ -29,11 +29,12 @@
 //	            bias add, mul, relu and its backward, gelu, the sums, max, softmax,
 //	            log-softmax, cross entropy, layer norm, transpose), four casts,
 //	            products of 4096², each run R repetitions then a synchronisation;
-//	            scripts/bench/torch_ops.py [--device cuda] runs the same ops in PyTorch
+//	            -ops times only the cases named; scripts/bench/torch_ops.py
+//	            [--device cuda] [--cases ...] runs the same ops in PyTorch
 //
 //	sublet-bench [-device sim,cuda:0] [-run pair,churn,...] [-time 1s] [-compute 2.26ms] [-cases cpu] [-steps N]
 //	             [-upload resident|each-step] [-graph] [-profile DIR] [-json FILE] [-jsonl FILE] [-opsize N]
-//	             [-cpuprofile FILE] [-memprofile FILE] [-trace FILE]
+//	             [-ops LIST] [-cpuprofile FILE] [-memprofile FILE] [-trace FILE]
 //
 // Each experiment ends by freeing everything and checking that the allocator holds
 // nothing after EmptyCache; a leak or any error makes the exit status 1. Results go to
