@@ -45,7 +45,9 @@
 # bench profile"), CASES (default "tiny-sgd wide-adam deep-sgd deep-sgd-ckpt4"), OPS
 # (space-separated op names, e.g. "matmul-nn-1024 matmul-nt-1024": the ops part runs
 # only these, op by op, each op's sides one after the other; default every op, one side
-# then the other).
+# then the other), PIN (when set, the train and ops parts run both sides under
+# `taskset -c 0-(T-1)`: the same T CPUs for both, where the scheduler would otherwise
+# place and move each side's threads its own way; the tables' header says so).
 set -uo pipefail
 
 if [[ ${1:-} == build ]]; then
@@ -94,7 +96,11 @@ for d in site.getsitepackages() + [site.getusersitepackages()]:
         for f in sorted(glob.glob(d + "/" + pat)):
             print(f); sys.exit()' 2>/dev/null)
 fi
-echo "cpu_compare.sh: system BLAS: ${blas:-none}; threads: $THREADS; $(nproc) cores; $(grep -m1 'model name' /proc/cpuinfo)" | tee "$dir/machine.txt"
+if [[ -n ${PIN:-} ]] && ! command -v taskset >/dev/null; then
+	echo "cpu_compare.sh: PIN needs taskset (util-linux)" >&2
+	exit 2
+fi
+echo "cpu_compare.sh: system BLAS: ${blas:-none}; threads: $THREADS${PIN:+, each side pinned to CPUs 0-(T-1)}; $(nproc) cores; $(grep -m1 'model name' /proc/cpuinfo)" | tee "$dir/machine.txt"
 
 # The host's CPU counters (/proc/stat's first line, the cgroup's cpu.stat) at the
 # start of each round and at the end: the tables give each round's steal and
@@ -108,18 +114,20 @@ for r in $(seq 1 "$ROUNDS"); do
 	snap "round$r"
 	for t in $THREADS; do
 		export GOMAXPROCS=$t OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t
+		on=()
+		[[ -n ${PIN:-} ]] && on=(taskset -c "0-$((t - 1))")
 		if has train; then
 			# Case by case, the sides seconds apart: this host's speed swings within a minute.
 			for c in $CASES; do
-				$BIN/sublet-bench -device cpu -run train -cases "$c" -time "${TIME}s" -jsonl "$dir/case.jsonl" 2>&1 |
+				"${on[@]}" $BIN/sublet-bench -device cpu -run train -cases "$c" -time "${TIME}s" -jsonl "$dir/case.jsonl" 2>&1 |
 					tee -a "$dir/sublet-train-$t-r$r.txt"
 				cat "$dir/case.jsonl" >>"$dir/sublet-train-$t-r$r.jsonl"
 				if [[ -n $blas ]]; then
-					SUBLET_BLAS=$blas $BIN/sublet-bench -device cpu -run train -cases "$c" -time "${TIME}s" \
+					SUBLET_BLAS=$blas "${on[@]}" $BIN/sublet-bench -device cpu -run train -cases "$c" -time "${TIME}s" \
 						-jsonl "$dir/case.jsonl" 2>&1 | tee -a "$dir/sublet-blas-train-$t-r$r.txt"
 					cat "$dir/case.jsonl" >>"$dir/sublet-blas-train-$t-r$r.jsonl"
 				fi
-				PYTHONUNBUFFERED=1 "$PY" scripts/bench/torch_train.py --threads "$t" --cases "$c" --time "$TIME" \
+				PYTHONUNBUFFERED=1 "${on[@]}" "$PY" scripts/bench/torch_train.py --threads "$t" --cases "$c" --time "$TIME" \
 					--jsonl "$dir/case.jsonl" 2>&1 | tee -a "$dir/torch-train-$t-r$r.txt"
 				cat "$dir/case.jsonl" >>"$dir/torch-train-$t-r$r.jsonl"
 			done
@@ -131,11 +139,11 @@ for r in $(seq 1 "$ROUNDS"); do
 			for o in ${OPS:-all}; do
 				pick=()
 				[[ $o == all ]] || pick=(-ops "$o")
-				$BIN/sublet-bench -device cpu -run ops "${pick[@]}" -time "${TIME}s" -jsonl "$dir/case.jsonl" 2>&1 |
+				"${on[@]}" $BIN/sublet-bench -device cpu -run ops "${pick[@]}" -time "${TIME}s" -jsonl "$dir/case.jsonl" 2>&1 |
 					tee -a "$dir/sublet-ops-$t-r$r.txt"
 				cat "$dir/case.jsonl" >>"$dir/sublet-ops-$t-r$r.jsonl"
 				[[ $o == all ]] || pick=(--cases "$o")
-				PYTHONUNBUFFERED=1 "$PY" scripts/bench/torch_ops.py --threads "$t" --time "$TIME" "${pick[@]}" \
+				PYTHONUNBUFFERED=1 "${on[@]}" "$PY" scripts/bench/torch_ops.py --threads "$t" --time "$TIME" "${pick[@]}" \
 					--jsonl "$dir/case.jsonl" 2>&1 | tee -a "$dir/torch-ops-$t-r$r.txt"
 				cat "$dir/case.jsonl" >>"$dir/torch-ops-$t-r$r.jsonl"
 			done
