@@ -87,27 +87,22 @@ func runOps(b *bench, dev device.Device) error {
 }
 
 // pickOps returns the cases that names names, in that order (all of them for no names),
-// or an error naming what is not among them.
+// or an error naming the first that is not among them, as -cases does.
 func pickOps(cases []opCase, names []string) ([]opCase, error) {
 	if len(names) == 0 {
 		return cases, nil
 	}
-	var picked []opCase
-	var unknown []string
+	picked := make([]opCase, 0, len(names))
 	for _, n := range names {
 		i := slices.IndexFunc(cases, func(c opCase) bool { return c.name == n })
 		if i < 0 {
-			unknown = append(unknown, n)
-			continue
+			all := make([]string, len(cases))
+			for j, c := range cases {
+				all[j] = c.name
+			}
+			return nil, fmt.Errorf("-ops: no case %s on this device (cases: %s)", n, strings.Join(all, ", "))
 		}
 		picked = append(picked, cases[i])
-	}
-	if len(unknown) > 0 {
-		all := make([]string, len(cases))
-		for i, c := range cases {
-			all[i] = c.name
-		}
-		return nil, fmt.Errorf("-ops: no case %s on this device (cases: %s)", strings.Join(unknown, ", "), strings.Join(all, ", "))
 	}
 	return picked, nil
 }

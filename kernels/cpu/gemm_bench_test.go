@@ -143,7 +143,7 @@ func BenchmarkSgemmCold(b *testing.B) {
 					for i := range sets {
 						sets[i] = set{make([]float32, n*n), make([]float32, n*n), make([]float32, n*n)}
 						for j := range sets[i].a {
-							sets[i].a[j], sets[i].bm[j], sets[i].c[j] = r.Float32(), r.Float32(), 0
+							sets[i].a[j], sets[i].bm[j] = r.Float32(), r.Float32()
 						}
 					}
 				}

@@ -109,6 +109,17 @@ snap() {
 	echo "$1 $(date +%s.%N) $(head -1 /proc/stat) | $(tr '\n' ' ' </sys/fs/cgroup/cpu.stat 2>/dev/null)" >>"$dir/host.txt"
 }
 
+# side NAME CMD... runs CMD (pinned with PIN), which writes its JSON lines to
+# $dir/case.jsonl, and appends its output and its lines to NAME's files: one side's run
+# of one case or op, within a round. A run that writes no lines adds none.
+side() {
+	local name=$1
+	shift
+	rm -f "$dir/case.jsonl"
+	"${on[@]}" "$@" 2>&1 | tee -a "$dir/$name.txt"
+	[[ ! -f $dir/case.jsonl ]] || cat "$dir/case.jsonl" >>"$dir/$name.jsonl"
+}
+
 # Round r's files end in -rR; the tables read every round's.
 for r in $(seq 1 "$ROUNDS"); do
 	snap "round$r"
@@ -119,38 +130,29 @@ for r in $(seq 1 "$ROUNDS"); do
 		if has train; then
 			# Case by case, the sides seconds apart: this host's speed swings within a minute.
 			for c in $CASES; do
-				"${on[@]}" $BIN/sublet-bench -device cpu -run train -cases "$c" -time "${TIME}s" -jsonl "$dir/case.jsonl" 2>&1 |
-					tee -a "$dir/sublet-train-$t-r$r.txt"
-				cat "$dir/case.jsonl" >>"$dir/sublet-train-$t-r$r.jsonl"
+				side "sublet-train-$t-r$r" $BIN/sublet-bench -device cpu -run train -cases "$c" -time "${TIME}s" -jsonl "$dir/case.jsonl"
 				if [[ -n $blas ]]; then
-					SUBLET_BLAS=$blas "${on[@]}" $BIN/sublet-bench -device cpu -run train -cases "$c" -time "${TIME}s" \
-						-jsonl "$dir/case.jsonl" 2>&1 | tee -a "$dir/sublet-blas-train-$t-r$r.txt"
-					cat "$dir/case.jsonl" >>"$dir/sublet-blas-train-$t-r$r.jsonl"
+					side "sublet-blas-train-$t-r$r" env SUBLET_BLAS="$blas" $BIN/sublet-bench -device cpu -run train -cases "$c" \
+						-time "${TIME}s" -jsonl "$dir/case.jsonl"
 				fi
-				PYTHONUNBUFFERED=1 "${on[@]}" "$PY" scripts/bench/torch_train.py --threads "$t" --cases "$c" --time "$TIME" \
-					--jsonl "$dir/case.jsonl" 2>&1 | tee -a "$dir/torch-train-$t-r$r.txt"
-				cat "$dir/case.jsonl" >>"$dir/torch-train-$t-r$r.jsonl"
+				side "torch-train-$t-r$r" env PYTHONUNBUFFERED=1 "$PY" scripts/bench/torch_train.py --threads "$t" --cases "$c" \
+					--time "$TIME" --jsonl "$dir/case.jsonl"
 			done
-			rm -f "$dir/case.jsonl"
 		fi
 		if has ops; then
 			# Every op on one side then on the other, or with OPS op by op, each op's
 			# sides seconds apart (each run sets up every op's inputs: a second or two).
 			for o in ${OPS:-all}; do
-				pick=()
-				[[ $o == all ]] || pick=(-ops "$o")
-				"${on[@]}" $BIN/sublet-bench -device cpu -run ops "${pick[@]}" -time "${TIME}s" -jsonl "$dir/case.jsonl" 2>&1 |
-					tee -a "$dir/sublet-ops-$t-r$r.txt"
-				cat "$dir/case.jsonl" >>"$dir/sublet-ops-$t-r$r.jsonl"
-				[[ $o == all ]] || pick=(--cases "$o")
-				PYTHONUNBUFFERED=1 "${on[@]}" "$PY" scripts/bench/torch_ops.py --threads "$t" --time "$TIME" "${pick[@]}" \
-					--jsonl "$dir/case.jsonl" 2>&1 | tee -a "$dir/torch-ops-$t-r$r.txt"
-				cat "$dir/case.jsonl" >>"$dir/torch-ops-$t-r$r.jsonl"
+				ours=() theirs=()
+				[[ $o == all ]] || ours=(-ops "$o") theirs=(--cases "$o")
+				side "sublet-ops-$t-r$r" $BIN/sublet-bench -device cpu -run ops "${ours[@]}" -time "${TIME}s" -jsonl "$dir/case.jsonl"
+				side "torch-ops-$t-r$r" env PYTHONUNBUFFERED=1 "$PY" scripts/bench/torch_ops.py --threads "$t" --time "$TIME" \
+					"${theirs[@]}" --jsonl "$dir/case.jsonl"
 			done
-			rm -f "$dir/case.jsonl"
 		fi
 	done
 done
+rm -f "$dir/case.jsonl"
 
 for t in $THREADS; do
 	export GOMAXPROCS=$t OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t
