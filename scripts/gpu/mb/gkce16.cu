@@ -67,6 +67,11 @@
 //                     takes a share of the SFU's work; deterministic  [H2]
 //   cand-mix          label-reg + ffma + poly-1of4 (46 registers; -lb6: 40);
 //                     cand-mix-2rows-lb4 and cand-mix-prefetch-lb4 add 2rows / prefetch
+//   cand-l2pf-D       the warp's row D grid strides ahead asked of L2 (prefetch.global.L2,
+//                     a 128-byte line a lane, no register held) before it loads the
+//                     current one, so that memory stays busy while warps compute; the same
+//                     bits; -ffma with cand-ffma's term  [H3]
+//   ceiling-read-rows-l2pf  ceiling-read-rows with the next row asked of L2 first  [H3]
 //   ceiling-read-rows main's load pattern and grid, no arithmetic (an xor of the bits a
 //                     row, lane 0 writes it): what this row form could reach
 //   ceiling-read-flat a grid-stride read of the same bytes, 4 16-byte loads in flight a
@@ -226,6 +231,54 @@ __global__ void __launch_bounds__(BLOCK, MINB) c_ce_pf(unsigned long long loss, 
         c_row<S, FF, PQ, LREG>(v, l, row, lane, lse, logits, c, ignore, sum, count);
     }
     cross_entropy_finish(sum, count, sm, loss, dtl, lse, n, part, ticket);
+}
+
+// c_l2_prefetch asks L2 for row `row` of the logits (c elements of S; nothing past n
+// rows): lane i < c·sizeof(S)/128 one 128-byte line each, no registers held and no
+// wait, so the line comes from memory while the warp computes on the row before it.
+template <typename S> __device__ __forceinline__ void c_l2_prefetch(const S *logits, long long row, long long n, long long c, int lane) {
+    if (row >= n || (long long)lane * 128 >= c * (long long)sizeof(S)) return;
+    asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)(logits + row * c) + lane * 128));
+}
+
+// c_ce_l2 is c_ce (R 1) with the warp's row D grid strides ahead asked of L2
+// (c_l2_prefetch) before it loads the current one: the same rows, order and bits.
+template <typename S, int D, bool FF, int MINB>
+__global__ void __launch_bounds__(BLOCK, MINB) c_ce_l2(unsigned long long loss, int dtl, float *lse, const S *logits, const long long *labels, long long n,
+                                                       long long c, long long ignore, double *part, unsigned int *ticket, ErrorFlag *flag, unsigned int seq) {
+    __shared__ double sm[BLOCK / 32];
+    int lane = group_lane<32>();
+    long long stride = (long long)gridDim.x * (BLOCK / 32);
+    double sum = 0, count = 0;
+    long long row0 = group_row<32>();
+    for (int d = 1; d < D; d++) c_l2_prefetch(logits, row0 + d * stride, n, c, lane);
+    for (long long row = row0; row < n; row += stride) {
+        c_l2_prefetch(logits, row + D * stride, n, c, lane);
+        reg_row<S> v;
+        long long l;
+        c_start(v, l, row, lane, logits, labels, c, ignore, flag, seq);
+        c_row<S, FF, 0, false>(v, l, row, lane, lse, logits, c, ignore, sum, count);
+    }
+    cross_entropy_finish(sum, count, sm, loss, dtl, lse, n, part, ticket);
+}
+
+// ceil_rows_l2 is ceil_rows with the next row asked of L2 first.
+template <typename S>
+__global__ void __launch_bounds__(BLOCK) ceil_rows_l2(unsigned long long, int, float *lse, const S *logits, const long long *, long long n, long long c,
+                                                      long long, double *, unsigned int *, ErrorFlag *, unsigned int) {
+    int lane = group_lane<32>();
+    long long stride = (long long)gridDim.x * (BLOCK / 32);
+    for (long long row = group_row<32>(); row < n; row += stride) {
+        c_l2_prefetch(logits, row + stride, n, c, lane);
+        reg_row<S> v;
+        v.template load<32, true>(logits + row * c, c, lane);
+        unsigned int x = 0;
+#pragma unroll
+        for (int i = 0; i < ROW_CHUNKS; i++) x ^= v.bits[i].x ^ v.bits[i].y;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) x ^= __shfl_xor_sync(0xffffffffu, x, o);
+        if (lane == 0) lse[row] = __uint_as_float(x);
+    }
 }
 
 // ceil_rows reads the rows as main does (reg_row, a warp a row, the same grid) and
@@ -434,6 +487,11 @@ template <typename S> static std::vector<Cand> cands() {
         {"cand-mix-lb6", (const void *)c_ce<S, 1, true, 1, true, 6>, true},
         {"cand-mix-2rows-lb4", (const void *)c_ce<S, 2, true, 1, true, 4>, true},
         {"cand-mix-prefetch-lb4", (const void *)c_ce_pf<S, true, 1, true, 4>, true},
+        {"cand-l2pf-1", (const void *)c_ce_l2<S, 1, false, 0>, false},
+        {"cand-l2pf-2", (const void *)c_ce_l2<S, 2, false, 0>, false},
+        {"cand-l2pf-3", (const void *)c_ce_l2<S, 3, false, 0>, false},
+        {"cand-l2pf-1-ffma", (const void *)c_ce_l2<S, 1, true, 0>, true},
+        {"cand-l2pf-2-ffma", (const void *)c_ce_l2<S, 2, true, 0>, true},
     };
 }
 
@@ -542,6 +600,8 @@ int main() {
         for (const Cand &k : dt == DT_F16 ? cands<f16_t>() : cands<bf16_t>()) run(f, k.name, k.changes, true, resources(k.k), launch(k.k, ceGrid));
         const void *cr = dt == DT_F16 ? (const void *)ceil_rows<f16_t> : (const void *)ceil_rows<bf16_t>;
         run(f, "ceiling-read-rows", false, false, resources(cr), launch(cr, ceGrid));
+        const void *cr2 = dt == DT_F16 ? (const void *)ceil_rows_l2<f16_t> : (const void *)ceil_rows_l2<bf16_t>;
+        run(f, "ceiling-read-rows-l2pf", false, false, resources(cr2), launch(cr2, ceGrid));
         int fb = 0;
         CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fb, (const void *)ceil_flat, BLOCK, 0));
         run(f, "ceiling-read-flat", false, false, resources((const void *)ceil_flat),
