@@ -262,32 +262,16 @@ __global__ void __launch_bounds__(BLOCK, MINB) c_ce_l2(unsigned long long loss, 
     cross_entropy_finish(sum, count, sm, loss, dtl, lse, n, part, ticket);
 }
 
-// ceil_rows_l2 is ceil_rows with the next row asked of L2 first.
-template <typename S>
-__global__ void __launch_bounds__(BLOCK) ceil_rows_l2(unsigned long long, int, float *lse, const S *logits, const long long *, long long n, long long c,
-                                                      long long, double *, unsigned int *, ErrorFlag *, unsigned int) {
-    int lane = group_lane<32>();
-    long long stride = (long long)gridDim.x * (BLOCK / 32);
-    for (long long row = group_row<32>(); row < n; row += stride) {
-        c_l2_prefetch(logits, row + stride, n, c, lane);
-        reg_row<S> v;
-        v.template load<32, true>(logits + row * c, c, lane);
-        unsigned int x = 0;
-#pragma unroll
-        for (int i = 0; i < ROW_CHUNKS; i++) x ^= v.bits[i].x ^ v.bits[i].y;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) x ^= __shfl_xor_sync(0xffffffffu, x, o);
-        if (lane == 0) lse[row] = __uint_as_float(x);
-    }
-}
-
 // ceil_rows reads the rows as main does (reg_row, a warp a row, the same grid) and
-// does no arithmetic but an xor of each row's bits, which lane 0 writes into lse.
-template <typename S>
+// does no arithmetic but an xor of each row's bits, which lane 0 writes into lse; with
+// L2PF it asks L2 for the warp's next row first (c_l2_prefetch).
+template <typename S, bool L2PF>
 __global__ void __launch_bounds__(BLOCK) ceil_rows(unsigned long long, int, float *lse, const S *logits, const long long *, long long n, long long c,
                                                    long long, double *, unsigned int *, ErrorFlag *, unsigned int) {
     int lane = group_lane<32>();
-    for (long long row = group_row<32>(); row < n; row += (long long)gridDim.x * (BLOCK / 32)) {
+    long long stride = (long long)gridDim.x * (BLOCK / 32);
+    for (long long row = group_row<32>(); row < n; row += stride) {
+        if (L2PF) c_l2_prefetch(logits, row + stride, n, c, lane);
         reg_row<S> v;
         v.template load<32, true>(logits + row * c, c, lane);
         unsigned int x = 0;
@@ -361,18 +345,6 @@ static std::vector<unsigned char> fetch(const void *d, size_t bytes) {
 static long long ord16(unsigned short h) { return (h & 0x8000) ? -(long long)(h & 0x7fff) : (long long)h; }
 static long long ord32(unsigned int u) { return (u & 0x80000000u) ? -(long long)(u & 0x7fffffffu) : (long long)u; }
 
-// resources says a kernel's registers and how many of its blocks an SM holds.
-static std::string resources(const void *fn) {
-    if (!fn) return "";
-    cudaFuncAttributes a;
-    int b = 0;
-    CK(cudaFuncGetAttributes(&a, fn));
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, fn, BLOCK, 0));
-    char s[64];
-    snprintf(s, sizeof s, "regs=%d,blocks/SM=%d", a.numRegs, b);
-    return s;
-}
-
 // Family is the forward at one shape and type: main's outputs (the first variant run),
 // the bytes it reads, the outputs (lse, the loss) and their element sizes, and the host
 // check of a variant's outputs.
@@ -441,26 +413,6 @@ static std::string genResources(CUfunction f) {
 
 // ---- inputs ---------------------------------------------------------------------------
 
-static unsigned short toBits(int dt, float f) {
-    if (dt == DT_F16) {
-        __half h = __float2half_rn(f);
-        return *(unsigned short *)&h;
-    }
-    unsigned int u;
-    memcpy(&u, &f, 4);
-    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-static float host16(int dt, unsigned short h) {
-    if (dt == DT_F16) {
-        __half x;
-        memcpy(&x, &h, 2);
-        return __half2float(x);
-    }
-    unsigned int u = (unsigned int)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 static const char *dtName(int dt) { return dt == DT_F32 ? "f32" : dt == DT_F16 ? "f16" : "bf16"; }
 
 // Cand is a candidate kernel of c_ce's signature; cands lists a 16-bit type's, in the
@@ -598,9 +550,9 @@ int main() {
         for (unsigned g : {4096u, rg}) run(f, "cand-grid-" + std::to_string(g), true, true, "", launch(mainK, g));
         run(f, "cand-grid-1round=" + std::to_string(bps * sms), true, true, "", launch(mainK, (unsigned)(bps * sms)));
         for (const Cand &k : dt == DT_F16 ? cands<f16_t>() : cands<bf16_t>()) run(f, k.name, k.changes, true, resources(k.k), launch(k.k, ceGrid));
-        const void *cr = dt == DT_F16 ? (const void *)ceil_rows<f16_t> : (const void *)ceil_rows<bf16_t>;
+        const void *cr = dt == DT_F16 ? (const void *)ceil_rows<f16_t, false> : (const void *)ceil_rows<bf16_t, false>;
         run(f, "ceiling-read-rows", false, false, resources(cr), launch(cr, ceGrid));
-        const void *cr2 = dt == DT_F16 ? (const void *)ceil_rows_l2<f16_t> : (const void *)ceil_rows_l2<bf16_t>;
+        const void *cr2 = dt == DT_F16 ? (const void *)ceil_rows<f16_t, true> : (const void *)ceil_rows<bf16_t, true>;
         run(f, "ceiling-read-rows-l2pf", false, false, resources(cr2), launch(cr2, ceGrid));
         int fb = 0;
         CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fb, (const void *)ceil_flat, BLOCK, 0));

@@ -2,16 +2,20 @@
 // that fails ends the program, naming it), next32 (their inputs' xorshift generator),
 // timeUs (a launch's time with the L2 flushed) and fatbinFn (a kernel of a committed
 // kernels/cuda/gen fatbin: nvcc 11.8's SASS, what the library embeds, timed beside the
-// same source built by the harness's nvcc). Paths are relative to the repository root,
-// where the harnesses run.
+// same source built by the harness's nvcc), resources (a kernel's registers and blocks
+// an SM), and toBits / host16 (a float rounded to F16 or BF16 bits, and back). Paths are
+// relative to the repository root, where the harnesses run. A harness includes it after
+// the kernels/cuda sources it measures: it uses their common.cuh's BLOCK and DT_F16.
 #pragma once
 
 #include <cuda.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdio>
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <string>
@@ -79,4 +83,42 @@ static float timeUs(const std::function<void()> &launch) {
     }
     std::sort(t.begin(), t.end());
     return t[t.size() / 2];
+}
+
+// resources says a kernel's registers and how many of its blocks of BLOCK threads an SM
+// holds ("" for no kernel).
+static std::string resources(const void *fn) {
+    if (!fn) return "";
+    cudaFuncAttributes a;
+    int b = 0;
+    CK(cudaFuncGetAttributes(&a, fn));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, fn, BLOCK, 0));
+    char s[64];
+    snprintf(s, sizeof s, "regs=%d,blocks/SM=%d", a.numRegs, b);
+    return s;
+}
+
+// toBits is f rounded to nearest even as F16 (dt DT_F16) or BF16 (else) bits; host16
+// is the float value of such bits.
+static unsigned short toBits(int dt, float f) {
+    if (dt == DT_F16) {
+        __half h = __float2half_rn(f);
+        unsigned short u;
+        memcpy(&u, &h, 2);
+        return u;
+    }
+    unsigned int u;
+    memcpy(&u, &f, 4);
+    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static float host16(int dt, unsigned short h) {
+    if (dt == DT_F16) {
+        __half x;
+        memcpy(&x, &h, 2);
+        return __half2float(x);
+    }
+    unsigned int u = (unsigned int)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
 }
