@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 )
 
@@ -97,4 +98,42 @@ func BenchmarkGemmTiles(b *testing.B) {
 		g.tiles(g.kc, ap, mp, mp*g.mr, bp, 0, np, n, c, 0, n, 1, false)
 	}
 	b.ReportMetric(2*float64(mp*g.mr*n*g.kc)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+// BenchmarkGemmCores runs BenchmarkGemmMicro's kernel (its own kc, both panels in L1)
+// and BenchmarkGemmTiles' blocks (A in L2) on every P at once, each goroutine on its own
+// operands: the per-core rate with every core running AVX-512 (-test.cpu 16 on the
+// 16-core host) against one core's, which tells a clock that drops with the cores in
+// use from a product's packing and waiting. It reports GFLOP/s a core and in all.
+func BenchmarkGemmCores(b *testing.B) {
+	g := bestGemmKernel()
+	const n = 1024
+	mp, np := g.mc/g.mr, n/g.nr
+	for _, c := range []struct {
+		name       string
+		mPanels    int
+		nPanels    int
+		flopsPerOp int
+	}{{"micro", 1, 1, 2 * g.mr * g.nr * g.kc}, {"tiles", mp, np, 2 * mp * g.mr * n * g.kc}} {
+		b.Run(c.name, func(b *testing.B) {
+			var goroutines atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				goroutines.Add(1)
+				ap, bp := make([]float32, c.mPanels*g.mr*g.kc), make([]float32, c.nPanels*g.nr*g.kc)
+				cm := make([]float32, c.mPanels*g.mr*c.nPanels*g.nr)
+				for i := range ap {
+					ap[i] = float32(i%7) / 8
+				}
+				for i := range bp {
+					bp[i] = float32(i%5) / 8
+				}
+				for pb.Next() {
+					g.tiles(g.kc, ap, c.mPanels, c.mPanels*g.mr, bp, 0, c.nPanels, c.nPanels*g.nr, cm, 0, c.nPanels*g.nr, 1, false)
+				}
+			})
+			all := float64(c.flopsPerOp) * float64(b.N) / b.Elapsed().Seconds() / 1e9
+			b.ReportMetric(all, "GFLOP/s")
+			b.ReportMetric(all/float64(goroutines.Load()), "GFLOP/s/core")
+		})
+	}
 }
