@@ -52,9 +52,9 @@ const gemmMinRows = 96
 // the goroutines gemmWorkers gives it, by blocks of C. Every element of C sums its
 // products in k order, one kc slice after the other, however the blocks are spread.
 //
-// C's tiles are cut into a grid of tasks (gemmGrid): rows of A's panels by columns of
-// B's, gemmPerWorker tasks a worker, which the workers claim as they come
-// (parallelTasks). Each task packs its own columns of B, one kc slice after the other,
+// C's tiles are cut into a grid of tasks (gemmGrid): rows of A's panels (largest first,
+// gemmRowSplit) by columns of B's, gemmPerWorker tasks a worker, which the workers
+// claim as they come (parallelTasks), in order. Each task packs its own columns of B, one kc slice after the other,
 // and runs its rows of A against them in mc-row chunks that stay in its L2, which it
 // packs too; no task waits for another, so a goroutine that comes late, or loses its
 // thread for a while (to the garbage collector's workers or another process), holds
@@ -136,7 +136,7 @@ func (s *gemmShare) work(t int) {
 	g := s.g
 	i, j := t/s.cb, t%s.cb
 	panels := (s.m + g.mr - 1) / g.mr
-	p0, p1 := panels*i/s.rb, panels*(i+1)/s.rb
+	p0, p1 := gemmRowSplit(panels, i, s.rb), gemmRowSplit(panels, i+1, s.rb)
 	per := g.mc / g.mr // A's panels in a chunk
 	ap := g.aBufs.get()
 	defer g.aBufs.put(ap)
@@ -169,6 +169,32 @@ func (s *gemmShare) work(t int) {
 			}
 		}
 	}
+}
+
+// gemmTaper is how much more than the mean the first row block of a product's grid
+// holds, and the last less, the sizes in between falling linearly (gemmRowSplit). The
+// workers claim the tasks in order, row block after row block, so the tasks claimed
+// last, whose ends make the product's, are the smallest. On the 16-core host equal
+// tasks of a 1024³ product took 0.6 to 1.2 ms in one product and a fifth of the cores'
+// time was idle at its end, waiting for the slowest; tapering by 0.4 trained the deep
+// cases 2-4 % faster at 16 threads over seven alternating rounds (deep-sgd-ckpt4 faster
+// in every round), 0.25 and 0.6 no better (docs/benchmarks.md, "Sixteenth session on the
+// 16-core host").
+const gemmTaper = 0.4
+
+// gemmRowSplit is where row block i of rb starts among A's panels: blocks tapering by
+// gemmTaper, equal where the product has fewer than two panels a block (a tapered
+// block must not round to none).
+func gemmRowSplit(panels, i, rb int) int {
+	if rb < 2 || panels < 2*rb {
+		return panels * i / rb
+	}
+	mid := float64(rb-1) / 2
+	at := 0.0 // the weights of blocks [0, i); they sum to rb over all blocks
+	for b := range i {
+		at += 1 + gemmTaper*(mid-float64(b))/mid
+	}
+	return int(float64(panels)*at/float64(rb) + 0.5)
 }
 
 // gemmPackA weighs packing one of A's panels (mr floats per k step, read from L3)

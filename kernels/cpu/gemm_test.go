@@ -312,6 +312,38 @@ func TestGemmGrid(t *testing.T) {
 	assert.Equal(t, [2]int{1, 1}, grid(1024, 1))
 }
 
+// gemmRowSplit cuts A's panels into blocks from large to small that cover them in
+// order, none empty, equal where there are fewer than two panels a block.
+func TestGemmRowSplit(t *testing.T) {
+	blocks := func(panels, rb int) []int {
+		var sizes []int
+		for i := range rb {
+			p0, p1 := gemmRowSplit(panels, i, rb), gemmRowSplit(panels, i+1, rb)
+			sizes = append(sizes, p1-p0)
+		}
+		return sizes
+	}
+	assert.Equal(t, []int{26, 21, 16, 11}, blocks(74, 4)) // 1024 rows of 14, 16 workers
+	assert.Equal(t, []int{26, 11}, blocks(37, 2))
+	assert.Equal(t, []int{1, 1, 2}, blocks(4, 3)) // fewer than two panels a block: equal
+	assert.Equal(t, []int{9}, blocks(9, 1))
+	for panels := 1; panels <= 80; panels++ {
+		for rb := 1; rb <= min(panels, 16); rb++ {
+			sizes := blocks(panels, rb)
+			sum := 0
+			for i, n := range sizes {
+				require.Positive(t, n, "panels %d, rb %d: block %d of %v", panels, rb, i, sizes)
+				if i > 0 {
+					require.LessOrEqual(t, n, sizes[i-1]+1, "panels %d, rb %d: %v", panels, rb, sizes)
+				}
+				sum += n
+			}
+			require.Equal(t, panels, sum, "panels %d, rb %d: %v", panels, rb, sizes)
+			require.Equal(t, 0, gemmRowSplit(panels, 0, rb))
+		}
+	}
+}
+
 func TestGemmKernelName(t *testing.T) {
 	ks := gemmKernels()
 	assert.Equal(t, "builtin-"+ks[0].name, Builtin().Name())
