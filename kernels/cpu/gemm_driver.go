@@ -177,8 +177,8 @@ func (s *gemmShare) work(t int) {
 // last, whose ends make the product's, are the smallest. On the 16-core host equal
 // tasks of a 1024³ product took 0.6 to 1.2 ms in one product and a fifth of the cores'
 // time was idle at its end, waiting for the slowest; tapering by 0.4 trained the deep
-// cases 2-4 % faster at 16 threads over seven alternating rounds (deep-sgd-ckpt4 faster
-// in every round), 0.25 and 0.6 no better (docs/benchmarks.md, "Sixteenth session on the
+// cases 0-4 % faster at 16 threads over seven alternating rounds (deep-sgd-ckpt4 faster
+// in every round), 0.25 as much, 0.6 less (docs/benchmarks.md, "Sixteenth session on the
 // 16-core host").
 const gemmTaper = 0.4
 
