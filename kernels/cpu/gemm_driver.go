@@ -97,7 +97,8 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 	}
 	s := g.shares.Get().(*gemmShare)
 	defer g.shares.Put(s)
-	s.gemmProduct = gemmProduct{g: g, m: m, n: n, k: k, ldc: ldc, alpha: alpha, a: a, b: b, c: c, set: set, nc: nc, rb: rb, cb: cb, ep: ep}
+	s.gemmProduct = gemmProduct{g: g, m: m, n: n, k: k, ldc: ldc, alpha: alpha, a: a, b: b, c: c, set: set, nc: nc, rb: rb, cb: cb,
+		taper: rb*cb >= 2*workers, ep: ep}
 	defer func() { s.gemmProduct = gemmProduct{} }()
 	parallelTasks(rb*cb, workers, m*n*k >= gemmWake, s.task)
 }
@@ -126,6 +127,7 @@ type gemmProduct struct {
 	set          bool
 	nc           int // width of the blocks of B, at most g.nc
 	rb, cb       int
+	taper        bool // the row blocks taper (gemmRowSplit): two tasks or more a worker
 	ep           gemmEpilogue
 }
 
@@ -136,7 +138,7 @@ func (s *gemmShare) work(t int) {
 	g := s.g
 	i, j := t/s.cb, t%s.cb
 	panels := (s.m + g.mr - 1) / g.mr
-	p0, p1 := gemmRowSplit(panels, i, s.rb), gemmRowSplit(panels, i+1, s.rb)
+	p0, p1 := gemmRowSplit(panels, i, s.rb, s.taper), gemmRowSplit(panels, i+1, s.rb, s.taper)
 	per := g.mc / g.mr // A's panels in a chunk
 	ap := g.aBufs.get()
 	defer g.aBufs.put(ap)
@@ -183,10 +185,12 @@ func (s *gemmShare) work(t int) {
 const gemmTaper = 0.4
 
 // gemmRowSplit is where row block i of rb starts among A's panels: blocks tapering by
-// gemmTaper, equal where the product has fewer than two panels a block (a tapered
-// block must not round to none).
-func gemmRowSplit(panels, i, rb int) int {
-	if rb < 2 || panels < 2*rb {
+// gemmTaper with taper, else equal, and equal too where the product has fewer than two
+// panels a block (a tapered block must not round to none). A product tapers only where
+// its workers have two tasks each or more: with one each, every task starts at once and
+// the largest would set the product's end.
+func gemmRowSplit(panels, i, rb int, taper bool) int {
+	if !taper || rb < 2 || panels < 2*rb {
 		return panels * i / rb
 	}
 	mid := float64(rb-1) / 2

@@ -313,12 +313,14 @@ func TestGemmGrid(t *testing.T) {
 }
 
 // gemmRowSplit cuts A's panels into blocks from large to small that cover them in
-// order, none empty, equal where there are fewer than two panels a block.
+// order, none empty, equal where there are fewer than two panels a block or the product
+// does not taper.
 func TestGemmRowSplit(t *testing.T) {
+	taper := true
 	blocks := func(panels, rb int) []int {
 		var sizes []int
 		for i := range rb {
-			p0, p1 := gemmRowSplit(panels, i, rb), gemmRowSplit(panels, i+1, rb)
+			p0, p1 := gemmRowSplit(panels, i, rb, taper), gemmRowSplit(panels, i+1, rb, taper)
 			sizes = append(sizes, p1-p0)
 		}
 		return sizes
@@ -339,9 +341,11 @@ func TestGemmRowSplit(t *testing.T) {
 				sum += n
 			}
 			require.Equal(t, panels, sum, "panels %d, rb %d: %v", panels, rb, sizes)
-			require.Equal(t, 0, gemmRowSplit(panels, 0, rb))
+			require.Equal(t, 0, gemmRowSplit(panels, 0, rb, true))
 		}
 	}
+	taper = false // one task a worker: equal blocks
+	assert.Equal(t, []int{18, 19, 18, 19}, blocks(74, 4))
 }
 
 func TestGemmKernelName(t *testing.T) {
