@@ -35,6 +35,11 @@ type Config struct {
 	// are kept from the forward, and the recomputation reuses them instead of
 	// running those ops again; every other op is recomputed. See SaveOps.
 	Policy Policy
+
+	// keepResult has the frame keep the function's result for the recomputation
+	// (frame.keepResult): set by Sequential for a segment whose result the next
+	// segment's checkpoint keeps as its input.
+	keepResult bool
 }
 
 // Decision is what a Policy says of an op (PyTorch's CheckpointPolicy, whose MUST_
@@ -108,7 +113,11 @@ func (c Config) CheckpointN(fn Func, in ...*tensor.Tensor) []*tensor.Tensor {
 	}
 	f := newFrame(c, fn, s, in)
 	defer f.forwardDone()
-	return runIn(opCheckpoint, s, f, fn, in)
+	out := runIn(opCheckpoint, s, f, fn, in)
+	if c.keepResult && len(out) == 1 {
+		f.keepResult(out[0])
+	}
+	return out
 }
 
 // callScope is the scope an op on in would run in (tensor.ResultScope), where the

@@ -46,10 +46,11 @@
 //   - A recompute happens when a backward unpacks a holder that holds no recomputed
 //     tensor: in one backward, the first unpack of the frame. It regenerates the
 //     tensor of every live holder (those whose nodes a backward already consumed take
-//     none) and stops as soon as the last one is regenerated (early stop): that save
+//     none) and stops as soon as no later holder lacks a tensor (early stop): that save
 //     fails, so the op making it aborts (tensor's ops save their inputs before they
 //     compute: a segment's last Linear is not recomputed at all) and the rest of the
-//     function does not run. Its own graph, scope and temporaries are released before
+//     function does not run. (Sequential lets a segment keep its result where the
+//     next one keeps it anyway: docs/checkpoint.md.) Its own graph, scope and temporaries are released before
 //     the backward goes on: what stays are the regenerated tensors.
 //   - A regenerated tensor is handed to the backward by the unpack, which releases it
 //     when the node that read it has run, also when the graph is retained: a second

@@ -63,6 +63,10 @@ type holder struct {
 	f *frame
 	i int  // position among the forward's saves; set at creation, never changed
 	m meta // what was saved; set at creation, never changed
+	// The saved tensor's storage and offset, which tell it apart from another of the
+	// same meta (keepResult); set at creation, never changed.
+	st  *tensor.Storage
+	off int
 
 	v    *tensor.Tensor // guarded by f.mu; recomputed, waiting for its unpack; nil otherwise
 	dead bool           // guarded by f.mu; released by the graph
@@ -116,6 +120,27 @@ func newFrame(c Config, fn Func, s *tensor.Scope, in []*tensor.Tensor) *frame {
 	}
 	kept = true
 	return f
+}
+
+// keepResult makes y, the function's result, the value of the forward's last save
+// when that save is y (its storage, offset and meta): the recomputation then need not
+// regenerate it, and stops before the op that made it where that op saves its inputs
+// before it computes (tensor.LinearActivation). The frame holds y from now until the
+// backward takes it or the graph lets it go: only right where something else holds y
+// until then anyway (Sequential: the next checkpointed segment's input), or the memory
+// the checkpoint spares would grow by y.
+func (f *frame) keepResult(y *tensor.Tensor) {
+	f.mu.Lock()
+	n := len(f.holders)
+	var h *holder
+	if n > 0 {
+		h = f.holders[n-1]
+	}
+	f.mu.Unlock()
+	if h == nil || h.st != y.Storage() || h.off != y.Offset() || !h.m.equal(metaOf(y)) {
+		return
+	}
+	f.deliver(h, dataOf(y))
 }
 
 // forwardDone ends the forward: no more holders; if none is live the inputs go now.
@@ -193,14 +218,14 @@ func (f *frame) Pack(v autograd.Value) (autograd.Value, error) {
 		v.Release()
 		return nil, fmt.Errorf("checkpoint: pack: a saved value of type %T; the tensor package saves *tensor.Tensor", v)
 	}
-	m := metaOf(t)
+	m, st, off := metaOf(t), t.Storage(), t.Offset()
 	t.Release()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.forwarding {
 		return nil, fmt.Errorf("checkpoint: a tensor %v was saved through the hooks of a checkpoint whose forward is over", m)
 	}
-	h := &holder{f: f, i: len(f.holders), m: m}
+	h := &holder{f: f, i: len(f.holders), m: m, st: st, off: off}
 	f.holders = append(f.holders, h)
 	f.refs++
 	return h, nil

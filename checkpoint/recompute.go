@@ -84,7 +84,8 @@ func (f *frame) recompute() (err error) {
 			bound[i].SetRequiresGrad(true)
 		}
 	}
-	if err = r.run(bound); err == nil {
+	early, err := r.run(bound)
+	if err == nil && !early {
 		err = r.check()
 	}
 	ok = err == nil
@@ -128,29 +129,37 @@ func (f *frame) recomputeInputs() ([]*tensor.Tensor, func(), error) {
 	return ins, release, nil
 }
 
-// run calls the function, turning its stop back into a return.
-func (r *recomputation) run(in []*tensor.Tensor) (err error) {
+// run calls the function, turning its stop back into a return: early when the stop
+// was the early one (err nil) or the determinism check's.
+func (r *recomputation) run(in []*tensor.Tensor) (early bool, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			var s *stopped
 			if e, ok := p.(*tensor.Error); !ok || !errors.As(e, &s) || s.r != r {
 				panic(p)
 			}
-			err = s.err
+			early, err = true, s.err
 		}
 	}()
 	r.f.fn(in)
-	return nil
+	return false, nil
 }
 
-// check reports what the determinism check found once the run is over.
-func (r *recomputation) check() error {
-	if r.f.cfg.SkipDeterminismCheck {
+// checkMeta reports the determinism check's metadata mismatches of the saves so far:
+// all there is to check when the run stops early.
+func (r *recomputation) checkMeta() error {
+	if r.f.cfg.SkipDeterminismCheck || len(r.mismatches) == 0 {
 		return nil
 	}
-	if len(r.mismatches) > 0 {
-		return fmt.Errorf("checkpoint: %w: recomputed values for the following tensors have different metadata "+
-			"than during the forward pass.\n%s", ErrNondeterministic, strings.Join(r.mismatches, "\n"))
+	return fmt.Errorf("checkpoint: %w: recomputed values for the following tensors have different metadata "+
+		"than during the forward pass.\n%s", ErrNondeterministic, strings.Join(r.mismatches, "\n"))
+}
+
+// check reports what the determinism check found once the function has run to its
+// end.
+func (r *recomputation) check() error {
+	if err := r.checkMeta(); err != nil || r.f.cfg.SkipDeterminismCheck {
+		return err
 	}
 	if want := r.f.saves(); r.n != want {
 		return fmt.Errorf("checkpoint: %w: a different number of tensors was saved during the original forward and "+
@@ -165,6 +174,20 @@ func (f *frame) saves() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.holders)
+}
+
+// needsAfter reports whether a save after the i-th is still to be regenerated: its
+// holder is live and holds no tensor (one the frame kept from the forward, keepResult,
+// or one an earlier recomputation left, needs none; nor does one the graph released).
+func (f *frame) needsAfter(i int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, h := range f.holders[i+1:] {
+		if !h.dead && h.v == nil {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *frame) holderAt(i int) *holder {
@@ -201,8 +224,8 @@ func (r *recomputation) Pack(v autograd.Value) (autograd.Value, error) {
 		r.mismatches = append(r.mismatches, fmt.Sprintf("tensor at position %d:\nsaved metadata: %v\nrecomputed metadata: %v", i, h.m, m))
 	}
 	f.deliver(h, t)
-	if r.n == f.saves() && !f.cfg.NoEarlyStop {
-		return nil, &stopped{r: r, err: r.check()}
+	if !f.cfg.NoEarlyStop && !f.needsAfter(i) {
+		return nil, &stopped{r: r, err: r.checkMeta()}
 	}
 	return recomputed{}, nil
 }

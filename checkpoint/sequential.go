@@ -95,11 +95,16 @@ func SequentialWith[S Stack](c Config, stack S, k int, x *tensor.Tensor) *tensor
 		panic(&tensor.Error{Op: opSequential, Msg: "splitting the layers", Err: err})
 	}
 	return tensor.Layer(x, func(h *tensor.Tensor) *tensor.Tensor {
-		for _, sg := range segs {
+		for i, sg := range segs {
 			run := layers[sg.Start:sg.End]
 			var next *tensor.Tensor
 			if sg.Checkpointed {
-				next = c.Checkpoint(func(x *tensor.Tensor) *tensor.Tensor { return forward(run, x) }, h)
+				// The next checkpoint keeps this segment's result as its input until its
+				// own backward is over, and the backward comes to this segment next: its
+				// frame may keep the result too, and its recomputation spare the last op.
+				cs := c
+				cs.keepResult = segs[i+1].Checkpointed
+				next = cs.Checkpoint(func(x *tensor.Tensor) *tensor.Tensor { return forward(run, x) }, h)
 			} else {
 				next = forward(run, h)
 			}

@@ -53,6 +53,15 @@ func LinearActivation(x, w, bias *Tensor, act Activation) *Tensor {
 	row, un := act.rows("LinearActivation")
 	c, lin := beginLinear(row.Name, x, w, bias)
 	var shapeRoom [smallRank]int
+	// Recorded, the Linear's node saves x and w before the product runs, so that a
+	// checkpoint's recomputation that needs them but not the result (checkpoint's early
+	// stop, which fails the save of the last tensor it needs) ends before the product.
+	var z *Tensor
+	if c.recording() {
+		z = &Tensor{dt: lin.dt} // no storage: only its node and, once out is made, its shape are read
+		defer releaseProductNode(z)
+		recordLinear(c, lin, z)
+	}
 	out := c.alloc(lin.dt, lin.shapeInto(shapeRoom[:0]))
 	lin.place(c)
 	if !lin.folded(c, un.unary, out) {
@@ -60,31 +69,33 @@ func LinearActivation(x, w, bias *Tensor, act Activation) *Tensor {
 		o := out.operand()
 		c.k.Unary(un.unary, o, o)
 	}
-	if c.recording() { // after computing, as the activation's node saves its output
-		recordLinearActivation(c, lin, un, out)
+	if z != nil { // after computing, as the activation's node saves its output
+		z.shape = out.shape
+		ar := &unaryBackward{k: un.unary}
+		c.recordIn(new(function), un.Name, []*Tensor{z}, ar, out, 2)
+		ar.saved = c.save(out)
 	}
 	return c.done(out)
 }
 
-// recordLinearActivation records LinearActivation's result out as Linear and the
-// activation act would have: the Linear's node, whose output is a handle standing for
-// the product that was never kept, then the activation's node over it, which saves out.
-func recordLinearActivation(c *call, lin linearCall, act *OpInfo, out *Tensor) {
-	z := &Tensor{shape: out.shape, dt: lin.dt} // no storage: only its node is read
-	defer func() {                             // the handle's reference: the activation's node holds its own
-		if n := z.node; n != nil {
-			z.node = nil
-			if err := n.Release(); err != nil {
-				panic(fmt.Sprintf("tensor: internal error: releasing the node of a Linear's product: %v", err))
-			}
-		}
-	}()
+// recordLinear records the Linear's node of LinearActivation, with z, a handle that
+// stands for the product that is never kept, as its output, and saves what its
+// backward reads.
+func recordLinear(c *call, lin linearCall, z *Tensor) {
 	lr := &linearBackward{}
 	c.recordIn(new(function), OpLinear, c.in, lr, z, 3)
 	lr.x, lr.w = c.saveCross(lin.x, lin.w)
-	ar := &unaryBackward{k: act.unary}
-	c.recordIn(new(function), act.Name, []*Tensor{z}, ar, out, 3)
-	ar.saved = c.save(out)
+}
+
+// releaseProductNode drops z's reference to the Linear's node: the activation's node,
+// once recorded over z, holds its own.
+func releaseProductNode(z *Tensor) {
+	if n := z.node; n != nil {
+		z.node = nil
+		if err := n.Release(); err != nil {
+			panic(fmt.Sprintf("tensor: internal error: releasing the node of a Linear's product: %v", err))
+		}
+	}
 }
 
 // folded writes k(x·wᵀ + bias) into out in the product's pass, and reports whether
