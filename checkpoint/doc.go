@@ -50,8 +50,9 @@
 //     fails, so the op making it aborts (tensor's ops save their inputs before they
 //     compute: a segment's last Linear is not recomputed at all) and the rest of the
 //     function does not run. (Sequential lets a segment keep its result where the
-//     next one keeps it anyway: docs/checkpoint.md.) Its own graph, scope and temporaries are released before
-//     the backward goes on: what stays are the regenerated tensors.
+//     next one keeps it anyway: docs/checkpoint.md.) Its own graph, scope and
+//     temporaries are released before the backward goes on: what stays are the
+//     regenerated tensors.
 //   - A regenerated tensor is handed to the backward by the unpack, which releases it
 //     when the node that read it has run, also when the graph is retained: a second
 //     backward recomputes again. A holder the graph releases takes its tensor along.

@@ -54,16 +54,16 @@ const gemmMinRows = 96
 //
 // C's tiles are cut into a grid of tasks (gemmGrid): rows of A's panels (largest first,
 // gemmRowSplit) by columns of B's, gemmPerWorker tasks a worker, which the workers
-// claim as they come (parallelTasks), in order. Each task packs its own columns of B, one kc slice after the other,
-// and runs its rows of A against them in mc-row chunks that stay in its L2, which it
-// packs too; no task waits for another, so a goroutine that comes late, or loses its
-// thread for a while (to the garbage collector's workers or another process), holds
-// up no other: the others take the tasks it has not claimed. Sharing the packing (each
-// task packing a part, the others waiting for it) costs less packing but couples the
-// tasks: on 2 cores it made 128³ to 256³ products 15-35 % slower and 512³ 3-6 % slower
-// than each task packing its own (docs/benchmarks.md). Where a task's share of an
-// nc-wide block of B would not stay in its L2 (gemmShareB), the blocks are narrowed
-// until it does.
+// claim in order as they come (parallelTasks). Each task packs its own columns of B,
+// one kc slice after the other, and runs its rows of A against them in mc-row chunks
+// that stay in its L2, which it packs too; no task waits for another, so a goroutine
+// that comes late, or loses its thread for a while (to the garbage collector's workers
+// or another process), holds up no other: the others take the tasks it has not
+// claimed. Sharing the packing (each task packing a part, the others waiting for it)
+// costs less packing but couples the tasks: on 2 cores it made 128³ to 256³ products
+// 15-35 % slower and 512³ 3-6 % slower than each task packing its own
+// (docs/benchmarks.md). Where a task's share of an nc-wide block of B would not stay
+// in its L2 (gemmShareB), the blocks are narrowed until it does.
 func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32, c []float32, ldc int, parallel bool, ep gemmEpilogue) {
 	if m == 0 || n == 0 {
 		return
