@@ -128,8 +128,13 @@ func newFrame(c Config, fn Func, s *tensor.Scope, in []*tensor.Tensor) *frame {
 // before it computes (tensor.LinearActivation). The frame holds y from now until the
 // backward takes it or the graph lets it go: only right where something else holds y
 // until then anyway (Sequential: the next checkpointed segment's input), or the memory
-// the checkpoint spares would grow by y.
+// the checkpoint spares would grow by y. Under saved-tensor hooks of the calling scope
+// (an offload, an enclosing checkpoint) the next segment keeps its input through them,
+// off the device perhaps, so the frame keeps nothing there.
 func (f *frame) keepResult(y *tensor.Tensor) {
+	if f.outer != nil {
+		return
+	}
 	f.mu.Lock()
 	n := len(f.holders)
 	var h *holder

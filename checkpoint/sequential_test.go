@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/subletml/sublet/alloc/pinned"
 	"github.com/subletml/sublet/checkpoint"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/nn"
@@ -469,4 +470,52 @@ func TestSequentialSparesSegmentEnds(t *testing.T) {
 	assert.LessOrEqual(t, peak, wantPeak, "peak during the backward")
 	m.Release()
 	tensortest.RequireEmpty(t, d)
+}
+
+// TestSequentialKeepsNoResultUnderSaveOnCPU: under SaveOnCPU the next segment keeps its
+// input in host memory, so a segment keeps no result on the device for its
+// recomputation: after the forward the device holds what the segments checkpointed one
+// by one leave there, and the gradients are theirs.
+func TestSequentialKeepsNoResultUnderSaveOnCPU(t *testing.T) {
+	gpu := tensortest.Sim(t, 1<<30, true)
+	host, err := pinned.New(gpu)
+	require.NoError(t, err)
+	defer host.Close()
+	m := nn.NewMLP(nn.Init{Device: gpu, Gen: tensor.NewGenerator(7)}, nn.MLPConfig{Sizes: []int{8, 16, 16, 16, 16, 4}})
+	pair := func(i int) func(x *tensor.Tensor) *tensor.Tensor {
+		return nn.NewSequential(m.Children[2*i], m.Children[2*i+1]).Forward
+	}
+	oneByOne := func(x *tensor.Tensor) *tensor.Tensor {
+		h := x
+		for i := range 3 {
+			next := checkpoint.Checkpoint(pair(i), h)
+			if h != x {
+				h.Release()
+			}
+			h = next
+		}
+		y := nn.NewSequential(m.Children[6:]...).Forward(h)
+		h.Release()
+		return y
+	}
+	run := func(f func(x *tensor.Tensor) *tensor.Tensor) (onDevice int64, g [][]float32) {
+		root := newScope(3)
+		s := checkpoint.SaveOnCPU(root, host)
+		x := input(s, gpu, 4, 8)
+		loss := f(x).Sum()
+		onDevice = tensortest.Requested(t, gpu)
+		loss.Backward()
+		g = append(grads(m), tensor.ToSlice[float32](x.Grad()))
+		for _, p := range nn.Parameters(m) {
+			p.ZeroGrad(true)
+		}
+		root.Close()
+		return onDevice, g
+	}
+	wantBytes, want := run(oneByOne)
+	bytes, got := run(func(x *tensor.Tensor) *tensor.Tensor { return checkpoint.Sequential(m, 4, x) })
+	require.Equal(t, want, got, "gradients")
+	assert.Equal(t, wantBytes, bytes, "device bytes after the forward")
+	m.Release()
+	tensortest.RequireEmpty(t, gpu)
 }
