@@ -36,10 +36,10 @@ type Config struct {
 	// running those ops again; every other op is recomputed. See SaveOps.
 	Policy Policy
 
-	// keepResult has the frame keep the function's result for the recomputation
-	// (frame.keepResult): set by Sequential for a segment whose result the next
-	// segment's checkpoint keeps as its input.
-	keepResult bool
+	// frame, when not nil, is where CheckpointN leaves the call's frame: Sequential
+	// then has it keep the segment's result for the recomputation (frame.keepResult)
+	// where the next segment holds that result anyway.
+	frame **frame
 }
 
 // Decision is what a Policy says of an op (PyTorch's CheckpointPolicy, whose MUST_
@@ -113,11 +113,10 @@ func (c Config) CheckpointN(fn Func, in ...*tensor.Tensor) []*tensor.Tensor {
 	}
 	f := newFrame(c, fn, s, in)
 	defer f.forwardDone()
-	out := runIn(opCheckpoint, s, f, fn, in)
-	if c.keepResult && len(out) == 1 {
-		f.keepResult(out[0])
+	if c.frame != nil {
+		*c.frame = f
 	}
-	return out
+	return runIn(opCheckpoint, s, f, fn, in)
 }
 
 // callScope is the scope an op on in would run in (tensor.ResultScope), where the

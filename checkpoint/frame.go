@@ -127,8 +127,8 @@ func newFrame(c Config, fn Func, s *tensor.Scope, in []*tensor.Tensor) *frame {
 // regenerate it, and stops before the op that made it where that op saves its inputs
 // before it computes (tensor.LinearActivation). The frame holds y from now until the
 // backward takes it or the graph lets it go: only right where something else holds y
-// until then anyway (Sequential: the next checkpointed segment's input), or the memory
-// the checkpoint spares would grow by y. Under saved-tensor hooks of the calling scope
+// until then anyway (Sequential: heldUntilBackward), or the memory the checkpoint
+// spares would grow by y. Under saved-tensor hooks of the calling scope
 // (an offload, an enclosing checkpoint) the next segment keeps its input through them,
 // off the device perhaps, so the frame keeps nothing there.
 func (f *frame) keepResult(y *tensor.Tensor) {

@@ -95,24 +95,36 @@ func SequentialWith[S Stack](c Config, stack S, k int, x *tensor.Tensor) *tensor
 		panic(&tensor.Error{Op: opSequential, Msg: "splitting the layers", Err: err})
 	}
 	return tensor.Layer(x, func(h *tensor.Tensor) *tensor.Tensor {
-		for i, sg := range segs {
+		var made *frame // the frame of the checkpointed segment that computed h, if any
+		for _, sg := range segs {
 			run := layers[sg.Start:sg.End]
 			var next *tensor.Tensor
+			var f *frame
 			if sg.Checkpointed {
-				// The next checkpoint keeps this segment's result as its input until its
-				// own backward is over, and the backward comes to this segment next: its
-				// frame may keep the result too, and its recomputation spare the last op.
 				cs := c
-				cs.keepResult = segs[i+1].Checkpointed
+				cs.frame = &f
 				next = cs.Checkpoint(func(x *tensor.Tensor) *tensor.Tensor { return forward(run, x) }, h)
 			} else {
 				next = forward(run, h)
 			}
+			if made != nil && heldUntilBackward(h, next, sg.Checkpointed) {
+				made.keepResult(h)
+			}
 			h.Release()
-			h = next
+			h, made = next, f
 		}
 		return h
 	})
+}
+
+// heldUntilBackward reports whether the segment that took h as its input (and computed
+// next from it) holds h until its backward is over, which comes just before that of the
+// segment that computed h: as its checkpoint's input, or as a tensor one of its ops
+// saved (h's storage has other handles than h once the segment's temporaries are gone,
+// and is not the segment's result). The segment that computed h may then keep it for
+// its recomputation at no cost in memory.
+func heldUntilBackward(h, next *tensor.Tensor, checkpointed bool) bool {
+	return checkpointed || h.Storage().Refs() > 1 && next.Storage() != h.Storage()
 }
 
 // forward runs layers on x, each in a child scope (a Linear and the ReLU after it in

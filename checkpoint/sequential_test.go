@@ -2,6 +2,7 @@ package checkpoint_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -419,55 +420,71 @@ func TestSequentialFoldsLinearReLU(t *testing.T) {
 	}
 }
 
-// TestSequentialSparesSegmentEnds: a checkpointed segment followed by another keeps its
-// result (the next one's input) for its recomputation, which then stops before its
-// last op's product: in a Linear+ReLU MLP cut into segments of one folded pair, the
-// first two of three checkpointed segments recompute nothing but begin their op, where
-// the same segments checkpointed one by one recompute every pair. The backward makes
-// two allocations fewer (the two results not made again), its peak is no higher, and
-// the gradients are the same bits.
+// TestSequentialSparesSegmentEnds: a checkpointed segment whose result the next segment
+// holds until its own backward (as a checkpoint's input, or saved by its first op)
+// keeps that result for its recomputation, which then stops before its last op's
+// product. In a Linear+ReLU MLP cut into three checkpointed segments of one folded pair
+// and a plain rest, every pair is spared against the same segments checkpointed one by
+// one: three allocations fewer in the backward. With a scaling that saves nothing at
+// the head of the plain rest, the last checkpointed segment's result is not held there,
+// so that segment recomputes its pair: two fewer. The peak is never higher, and the
+// gradients are the same bits.
 func TestSequentialSparesSegmentEnds(t *testing.T) {
 	d := tensortest.CPU(t)
 	m := nn.NewMLP(nn.Init{Device: d, Gen: tensor.NewGenerator(7)}, nn.MLPConfig{Sizes: []int{8, 16, 16, 16, 16, 4}})
-	pair := func(i int) func(x *tensor.Tensor) *tensor.Tensor {
-		return nn.NewSequential(m.Children[2*i], m.Children[2*i+1]).Forward
-	}
-	oneByOne := func(x *tensor.Tensor) *tensor.Tensor {
-		h := x
-		for i := range 3 {
-			next := checkpoint.Checkpoint(pair(i), h)
-			if h != x {
-				h.Release()
+	double := checkpoint.LayerFunc(func(x *tensor.Tensor) *tensor.Tensor { return x.MulScalar(2) })
+	for _, c := range []struct {
+		name  string
+		rest  []checkpoint.Layer // the plain segment
+		fewer int64
+	}{
+		{"the rest saves its input", layersOf(nn.NewSequential(m.Children[6:]...)), 3},
+		{"the rest scales its input first", append([]checkpoint.Layer{double}, layersOf(nn.NewSequential(m.Children[6:]...))...), 2},
+	} {
+		pairs := layersOf(nn.NewSequential(m.Children[:6]...))
+		all := append(slices.Clone(pairs), c.rest...)
+		oneByOne := func(x *tensor.Tensor) *tensor.Tensor {
+			h := x
+			for i := range 3 {
+				pair := nn.NewSequential(m.Children[2*i], m.Children[2*i+1])
+				next := checkpoint.Checkpoint(pair.Forward, h)
+				if h != x {
+					h.Release()
+				}
+				h = next
 			}
-			h = next
+			for _, l := range c.rest {
+				next := l.Forward(h)
+				h.Release()
+				h = next
+			}
+			return h
 		}
-		y := nn.NewSequential(m.Children[6:]...).Forward(h)
-		h.Release()
-		return y
-	}
-	run := func(f func(x *tensor.Tensor) *tensor.Tensor) (allocs, peak int64, g [][]float32) {
-		s := newScope(3)
-		x := input(s, d, 4, 8)
-		loss := f(x).Sum()
-		a := tensortest.Allocator(t, d)
-		before := a.Stats().Allocation[0].Allocated
-		start := tensortest.Requested(t, d)
-		a.ResetPeakStats()
-		loss.Backward()
-		allocs = a.Stats().Allocation[0].Allocated - before
-		peak = tensortest.PeakRequested(t, d) - start
-		g = append(grads(m), tensor.ToSlice[float32](x.Grad()))
-		for _, p := range nn.Parameters(m) {
-			p.ZeroGrad(true)
+		run := func(f func(x *tensor.Tensor) *tensor.Tensor) (allocs, peak int64, g [][]float32) {
+			s := newScope(3)
+			x := input(s, d, 4, 8)
+			loss := f(x).Sum()
+			a := tensortest.Allocator(t, d)
+			before := a.Stats().Allocation[0].Allocated
+			start := tensortest.Requested(t, d)
+			a.ResetPeakStats()
+			loss.Backward()
+			allocs = a.Stats().Allocation[0].Allocated - before
+			peak = tensortest.PeakRequested(t, d) - start
+			g = append(grads(m), tensor.ToSlice[float32](x.Grad()))
+			for _, p := range nn.Parameters(m) {
+				p.ZeroGrad(true)
+			}
+			s.Close()
+			return allocs, peak, g
 		}
-		s.Close()
-		return allocs, peak, g
+		wantAllocs, wantPeak, want := run(oneByOne)
+		// Four segments of 9 or 10 layers: the three pairs, then the rest.
+		allocs, peak, got := run(func(x *tensor.Tensor) *tensor.Tensor { return checkpoint.Sequential(all, 4, x) })
+		require.Equal(t, want, got, "%s: gradients", c.name)
+		assert.Equal(t, wantAllocs-c.fewer, allocs, "%s: allocations in the backward", c.name)
+		assert.LessOrEqual(t, peak, wantPeak, "%s: peak during the backward", c.name)
 	}
-	wantAllocs, wantPeak, want := run(oneByOne)
-	allocs, peak, got := run(func(x *tensor.Tensor) *tensor.Tensor { return checkpoint.Sequential(m, 4, x) })
-	require.Equal(t, want, got, "gradients")
-	assert.Equal(t, wantAllocs-2, allocs, "allocations in the backward")
-	assert.LessOrEqual(t, peak, wantPeak, "peak during the backward")
 	m.Release()
 	tensortest.RequireEmpty(t, d)
 }
