@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/subletml/sublet/alloc/pinned"
+	"github.com/subletml/sublet/autograd"
 	"github.com/subletml/sublet/checkpoint"
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/nn"
@@ -535,4 +536,29 @@ func TestSequentialKeepsNoResultUnderSaveOnCPU(t *testing.T) {
 	assert.Equal(t, wantBytes, bytes, "device bytes after the forward")
 	m.Release()
 	tensortest.RequireEmpty(t, gpu)
+}
+
+// TestSequentialKeptResultWrittenInPlace: a segment's result that the plain segment's
+// first op saved and then wrote in place (through a detached handle) is not handed to
+// the recomputation unseen: the backward fails on the changed version first, as it does
+// where no segment keeps it.
+func TestSequentialKeptResultWrittenInPlace(t *testing.T) {
+	d := tensortest.CPU(t)
+	m := nn.NewMLP(nn.Init{Device: d, Gen: tensor.NewGenerator(7)}, nn.MLPConfig{Sizes: []int{8, 16, 16, 16, 16, 4}})
+	lin := m.Children[6].(*nn.Linear)
+	writes := checkpoint.LayerFunc(func(x *tensor.Tensor) *tensor.Tensor {
+		y := lin.Forward(x) // saves x, the last checkpointed segment's result
+		alias := x.Detach() // x is a ReLU's output: the graph refuses a write on it
+		alias.ClampInPlace(0, 0.5)
+		alias.Release()
+		return y
+	})
+	layers := append(layersOf(nn.NewSequential(m.Children[:6]...)), writes, m.Children[7], m.Children[8])
+	s := newScope(3)
+	loss := checkpoint.Sequential(layers, 4, input(s, d, 4, 8)).Sum()
+	err := tensor.Try(func() { loss.Backward() })
+	require.ErrorIs(t, err, autograd.ErrModifiedInPlace)
+	s.Close()
+	m.Release()
+	tensortest.RequireEmpty(t, d)
 }
