@@ -35,11 +35,6 @@ type Config struct {
 	// are kept from the forward, and the recomputation reuses them instead of
 	// running those ops again; every other op is recomputed. See SaveOps.
 	Policy Policy
-
-	// frame, when not nil, is where CheckpointN leaves the call's frame: Sequential
-	// then has it keep the segment's result for the recomputation (frame.keepResult)
-	// where the next segment holds that result anyway.
-	frame **frame
 }
 
 // Decision is what a Policy says of an op (PyTorch's CheckpointPolicy, whose MUST_
@@ -107,16 +102,20 @@ func (c Config) Checkpoint(fn func(x *tensor.Tensor) *tensor.Tensor, x *tensor.T
 // not computed in its scope; fn's own panics go through, after the frame has released
 // what it took.
 func (c Config) CheckpointN(fn Func, in ...*tensor.Tensor) []*tensor.Tensor {
+	out, _ := c.checkpoint(fn, in)
+	return out
+}
+
+// checkpoint is CheckpointN, which also returns the call's frame (nil where the scope
+// records no graph), for Sequential to have it keep the result (frame.keepResult).
+func (c Config) checkpoint(fn Func, in []*tensor.Tensor) ([]*tensor.Tensor, *frame) {
 	s := callScope(opCheckpoint, in)
 	if !s.GradEnabled() {
-		return runIn(opCheckpoint, s, nil, fn, in)
+		return runIn(opCheckpoint, s, nil, fn, in), nil
 	}
 	f := newFrame(c, fn, s, in)
 	defer f.forwardDone()
-	if c.frame != nil {
-		*c.frame = f
-	}
-	return runIn(opCheckpoint, s, f, fn, in)
+	return runIn(opCheckpoint, s, f, fn, in), f
 }
 
 // callScope is the scope an op on in would run in (tensor.ResultScope), where the

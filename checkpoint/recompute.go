@@ -26,6 +26,7 @@ var ErrExtraBackward = errors.New("trying to backward an extra time. You are onl
 // backward's) uses it.
 type recomputation struct {
 	f          *frame
+	last       int      // the last save a holder needs (lastNeeded), where the early stop comes
 	n          int      // tensors saved so far
 	ops        int      // ops asked for a kept result so far (tensor.OpCache.Result)
 	mismatches []string // determinism check failures, by position
@@ -64,7 +65,7 @@ func (f *frame) recompute() (err error) {
 			f.clear()
 		}
 	}()
-	r := &recomputation{f: f}
+	r := &recomputation{f: f, last: f.lastNeeded()}
 	opts := []tensor.Option{tensor.WithSavedHooks(r), tensor.WithAutocast(f.autocast), tensor.WithAnomaly(f.anomaly)}
 	if f.gen != nil {
 		opts = append(opts, tensor.WithGenerator(f.gen))
@@ -176,18 +177,20 @@ func (f *frame) saves() int {
 	return len(f.holders)
 }
 
-// needsAfter reports whether a save after the i-th is still to be regenerated: its
-// holder is live and holds no tensor (one the frame kept from the forward, keepResult,
-// or one an earlier recomputation left, needs none; nor does one the graph released).
-func (f *frame) needsAfter(i int) bool {
+// lastNeeded is the position of the last save still to be regenerated, -1 for none:
+// its holder is live and holds no tensor (one the frame kept from the forward,
+// keepResult, or one an earlier recomputation left, needs none; nor does one the graph
+// released). The backward waits for the recomputation, so no holder changes during it
+// but by the recomputation's own deliveries.
+func (f *frame) lastNeeded() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, h := range f.holders[i+1:] {
-		if !h.dead && h.v == nil {
-			return true
+	for i := len(f.holders) - 1; i >= 0; i-- {
+		if h := f.holders[i]; !h.dead && h.v == nil {
+			return i
 		}
 	}
-	return false
+	return -1
 }
 
 func (f *frame) holderAt(i int) *holder {
@@ -224,7 +227,7 @@ func (r *recomputation) Pack(v autograd.Value) (autograd.Value, error) {
 		r.mismatches = append(r.mismatches, fmt.Sprintf("tensor at position %d:\nsaved metadata: %v\nrecomputed metadata: %v", i, h.m, m))
 	}
 	f.deliver(h, t)
-	if !f.cfg.NoEarlyStop && !f.needsAfter(i) {
+	if !f.cfg.NoEarlyStop && i >= r.last {
 		return nil, &stopped{r: r, err: r.checkMeta()}
 	}
 	return recomputed{}, nil

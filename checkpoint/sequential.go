@@ -101,9 +101,11 @@ func SequentialWith[S Stack](c Config, stack S, k int, x *tensor.Tensor) *tensor
 			var next *tensor.Tensor
 			var f *frame
 			if sg.Checkpointed {
-				cs := c
-				cs.frame = &f
-				next = cs.Checkpoint(func(x *tensor.Tensor) *tensor.Tensor { return forward(run, x) }, h)
+				var out []*tensor.Tensor
+				out, f = c.checkpoint(func(in []*tensor.Tensor) []*tensor.Tensor {
+					return []*tensor.Tensor{forward(run, in[0])}
+				}, []*tensor.Tensor{h})
+				next = out[0]
 			} else {
 				next = forward(run, h)
 			}
