@@ -13,7 +13,9 @@ import (
 // It is a sorted sequence cut into chunks of at most chunkCap entries: searches are two
 // binary searches over contiguous memory, and an insert or removal moves at most one
 // chunk's entries. Entries copy their block's key so that searches touch no block.
-// Guarded by Allocator.mu.
+// Every chunk holds an entry but when the set is empty: then it keeps its last chunk
+// (a set that goes from one block to none and back, as a segment's one free block
+// does at each split and merge, moves no chunk). Guarded by Allocator.mu.
 type freeSet struct {
 	chunks []*freeChunk
 	// n is the number of blocks in the set.
@@ -45,7 +47,7 @@ type pos struct{ c, i int }
 // random, so branches would mispredict half the time.
 func (s *freeSet) lowerBound(size int64, addr device.Ptr) pos {
 	chunks := s.chunks
-	if len(chunks) == 0 {
+	if s.n == 0 {
 		return s.end()
 	}
 	// Find the first chunk whose last entry is not before the key.
@@ -90,12 +92,13 @@ func (s *freeSet) next(p pos) pos {
 	return pos{p.c + 1, 0}
 }
 
-// prev returns the position before p; ok is false at the first block.
+// prev returns the position before p; ok is false at the first block (and at the
+// end of an empty set).
 func (s *freeSet) prev(p pos) (q pos, ok bool) {
 	if p.i > 0 {
 		return pos{p.c, p.i - 1}, true
 	}
-	if p.c == 0 {
+	if p.c == 0 || s.n == 0 {
 		return p, false
 	}
 	return pos{p.c - 1, s.chunks[p.c-1].n - 1}, true
@@ -104,11 +107,13 @@ func (s *freeSet) prev(p pos) (q pos, ok bool) {
 // insert adds b, which must not be in the set.
 func (s *freeSet) insert(b *block) {
 	s.n++
-	if len(s.chunks) == 0 {
-		ch := s.newChunk()
+	if s.n == 1 {
+		if len(s.chunks) == 0 {
+			s.chunks = append(s.chunks, s.newChunk())
+		}
+		ch := s.chunks[0]
 		ch.e[0] = freeEntry{b.size, b.addr, b}
 		ch.n = 1
-		s.chunks = append(s.chunks, ch)
 		return
 	}
 	p := s.lowerBound(b.size, b.addr)
@@ -138,10 +143,12 @@ func (s *freeSet) insert(b *block) {
 func (s *freeSet) removeAt(p pos) {
 	s.n--
 	ch := s.chunks[p.c]
-	copy(ch.e[p.i:], ch.e[p.i+1:ch.n])
+	if p.i+1 < ch.n {
+		copy(ch.e[p.i:], ch.e[p.i+1:ch.n])
+	}
 	ch.n--
 	ch.e[ch.n] = freeEntry{}
-	if ch.n == 0 {
+	if ch.n == 0 && s.n > 0 {
 		copy(s.chunks[p.c:], s.chunks[p.c+1:])
 		s.chunks[len(s.chunks)-1] = nil
 		s.chunks = s.chunks[:len(s.chunks)-1]

@@ -71,3 +71,29 @@ func TestFreeSetMatchesSortedSlice(t *testing.T) {
 	}
 	require.Greater(t, len(s.spare), 0, "emptied chunks were kept for reuse")
 }
+
+// A set that empties keeps its last chunk: searching it finds nothing, nothing
+// precedes its end, and the next insert fills the same chunk, so that a segment's one
+// free block going out at a split and back at a merge moves no chunk.
+func TestFreeSetKeepsItsLastChunk(t *testing.T) {
+	var s freeSet
+	a, b := &block{size: 512, addr: 1 << 9}, &block{size: 1024, addr: 2 << 9}
+	s.insert(a)
+	ch := s.chunks[0]
+	for range 3 {
+		s.remove(a)
+		require.Equal(t, 0, s.n)
+		require.Equal(t, []*freeChunk{ch}, s.chunks, "the emptied chunk stays")
+		require.Empty(t, s.spare)
+		require.True(t, s.isEnd(s.lowerBound(0, 0)))
+		_, ok := s.prev(s.end())
+		require.False(t, ok, "nothing before the end of an empty set")
+		require.Empty(t, s.appendAll(nil))
+		s.insert(b)
+		s.insert(a)
+		require.Equal(t, []*freeChunk{ch}, s.chunks, "refilled in place")
+		require.Equal(t, []*block{a, b}, s.appendAll(nil))
+		require.Equal(t, a, s.at(s.lowerBound(0, 0)))
+		s.remove(b)
+	}
+}

@@ -208,8 +208,8 @@ func invariantError(a *Allocator) error {
 			n := 0
 			var last *freeEntry
 			for _, ch := range set.chunks {
-				if ch.n == 0 || ch.n > chunkCap {
-					return fmt.Errorf("free set chunk with %d entries", ch.n)
+				if (ch.n == 0 && (set.n > 0 || len(set.chunks) > 1)) || ch.n > chunkCap {
+					return fmt.Errorf("free set chunk with %d entries (%d chunks, %d blocks)", ch.n, len(set.chunks), set.n)
 				}
 				for i := 0; i < ch.n; i++ {
 					e := &ch.e[i]
