@@ -1,5 +1,7 @@
 package alloc
 
+import "github.com/subletml/sublet/device"
+
 // freeBlock is PyTorch's free_block: b, no longer allocated and with no pending stream
 // use, merges with its free neighbours and goes back to its free set.
 func (a *Allocator) freeBlock(b *block) {
@@ -28,14 +30,34 @@ func (a *Allocator) coalesce(b *block) {
 	a.freeClock++
 	b.freedAt = a.freeClock
 	var netBlocks, netBytes int64
+	// The first free neighbour b absorbs keeps its entry in the free set for b to take
+	// over (freeSet.replace): in place, where the merged key sorts there, instead of a
+	// removal and an insert.
+	var heir *block
+	var heirSize int64
+	var heirAddr device.Ptr
 	for _, c := range [2]*block{b.prev, b.next} {
-		if sub := a.tryMerge(b, c); sub > 0 {
-			netBlocks--
-			netBytes -= sub
+		if !mergeable(b, c) {
+			continue
 		}
+		switch {
+		case c.mapped && heir == nil:
+			heir, heirSize, heirAddr = c, c.size, c.addr
+		case c.mapped:
+			c.seg.ss.free[c.kind()].remove(c)
+		default:
+			a.removeUnmapped(c)
+		}
+		netBlocks--
+		netBytes -= a.absorb(b, c)
 	}
 	b.requested = 0
-	a.insertFree(b)
+	if heir != nil {
+		b.gcBase = a.freeSearches[k]
+		b.seg.ss.free[k].replace(heir, heirSize, heirAddr, b)
+	} else {
+		a.insertFree(b)
+	}
 	if b.isSplit() {
 		netBlocks++
 		netBytes += b.size
@@ -61,7 +83,7 @@ func (a *Allocator) coalesce(b *block) {
 // free (or, for unmapped dst, unmapped) with nothing pending. It returns the bytes
 // absorbed, 0 when src stays.
 func (a *Allocator) tryMerge(dst, src *block) int64 {
-	if !src.allocatable() || dst.mapped != src.mapped {
+	if !mergeable(dst, src) {
 		return 0
 	}
 	if src.mapped {
@@ -69,6 +91,16 @@ func (a *Allocator) tryMerge(dst, src *block) int64 {
 	} else {
 		a.removeUnmapped(src)
 	}
+	return a.absorb(dst, src)
+}
+
+// mergeable reports whether dst may absorb its neighbour src (tryMerge).
+func mergeable(dst, src *block) bool { return src.allocatable() && dst.mapped == src.mapped }
+
+// absorb makes dst cover its neighbour src, out of its free set already (or, for one
+// whose entry dst takes over, about to be replaced there), and drops src. It returns
+// the bytes absorbed.
+func (a *Allocator) absorb(dst, src *block) int64 {
 	if dst.prev == src {
 		dst.addr = src.addr
 		dst.prev = src.prev

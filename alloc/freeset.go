@@ -165,6 +165,27 @@ func (s *freeSet) remove(b *block) {
 	s.removeAt(p)
 }
 
+// replace puts b, at its current key, where old is, which the set holds at key
+// (size, addr) (a block b just absorbed, whose key b's no longer matches): in place
+// where b's key sorts between old's neighbours, else by a removal and an insert.
+func (s *freeSet) replace(old *block, size int64, addr device.Ptr, b *block) {
+	p := s.lowerBound(size, addr)
+	if s.isEnd(p) || s.at(p) != old {
+		panic("alloc: internal error: free block missing from its free set")
+	}
+	q, hasPrev := s.prev(p)
+	n := s.next(p)
+	if (!hasPrev || keyBefore(s.entry(q), b.size, b.addr) == 1) && (s.isEnd(n) || keyBefore(s.entry(n), b.size, b.addr) == 0) {
+		*s.entry(p) = freeEntry{b.size, b.addr, b}
+		return
+	}
+	s.removeAt(p)
+	s.insert(b)
+}
+
+// entry is the entry at p.
+func (s *freeSet) entry(p pos) *freeEntry { return &s.chunks[p.c].e[p.i] }
+
 func (s *freeSet) newChunk() *freeChunk {
 	if n := len(s.spare); n > 0 {
 		ch := s.spare[n-1]

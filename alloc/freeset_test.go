@@ -97,3 +97,29 @@ func TestFreeSetKeepsItsLastChunk(t *testing.T) {
 		s.remove(b)
 	}
 }
+
+// replace puts a block where another was, in place when its key sorts there and by a
+// removal and an insert when it does not; either way the set stays in order.
+func TestFreeSetReplace(t *testing.T) {
+	var s freeSet
+	bs := make([]*block, 5)
+	for i := range bs {
+		bs[i] = &block{size: int64(i+1) * 1024, addr: device.Ptr(i+1) << 20}
+		s.insert(bs[i])
+	}
+	ch := s.chunks[0]
+	grown := &block{size: 3*1024 + 512, addr: 1 << 9} // between bs[2] and bs[3]
+	s.replace(bs[2], bs[2].size, bs[2].addr, grown)
+	require.Equal(t, []*block{bs[0], bs[1], grown, bs[3], bs[4]}, s.appendAll(nil))
+	require.Same(t, grown, ch.e[2].b, "in place")
+
+	moved := &block{size: 9 * 1024, addr: 1 << 9} // past bs[4]
+	s.replace(bs[1], bs[1].size, bs[1].addr, moved)
+	require.Equal(t, []*block{bs[0], grown, bs[3], bs[4], moved}, s.appendAll(nil))
+	require.Equal(t, 5, s.n)
+
+	first := &block{size: 512, addr: 7 << 20} // before bs[0], replacing bs[3]
+	s.replace(bs[3], bs[3].size, bs[3].addr, first)
+	require.Equal(t, []*block{first, bs[0], grown, bs[4], moved}, s.appendAll(nil))
+	require.Panics(t, func() { s.replace(bs[3], bs[3].size, bs[3].addr, first) }, "bs[3] is gone")
+}

@@ -40,11 +40,11 @@ func streamOf(dev device.Device) device.Stream {
 
 // capturing reports whether a capture is underway on dev, and its stream. Outside any
 // capture it reads one atomic, and inlines: every operand of every op asks.
-func capturing(dev device.Device) (device.Stream, bool) {
-	if captures.underway.Load() == 0 {
-		return 0, false
+func capturing(dev device.Device) (s device.Stream, ok bool) {
+	if captures.underway.Load() != 0 {
+		s, ok = captureOn(dev)
 	}
-	return captureOn(dev)
+	return
 }
 
 // captureOn is capturing's lookup while some capture is underway.
