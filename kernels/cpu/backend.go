@@ -124,11 +124,11 @@ func (*Backend) Binary(op kernels.BinaryOp, dst, a, b kernels.Operand) {
 // has like's shape and lies inside its host bytes: the operands of Unary's and
 // Binary's common case, which run their dense kernel on these slices directly,
 // without this package's Operand, its checks and the iterator's setup (a 1k-element
-// Add on the development machine: 8.2k instructions an op before, 6.8k after,
-// BenchmarkSmallOp under callgrind). One pass over the dimensions does what
-// Layout.Check and IsContiguous would (sizes and strides not negative, the rank,
-// the elements inside the buffer), at a third of their cost. Anything else, a
-// malformed operand included, takes the general path and its checks.
+// Add on the development machine: Backend.Binary took 2.5k instructions, now 1.3k,
+// of which the vector loop is 0.5k; BenchmarkSmallOp under callgrind). One pass over
+// the dimensions does what Layout.Check and IsContiguous would (sizes and strides not
+// negative, the rank, the elements inside the buffer), at a third of their cost.
+// Anything else, a malformed operand included, takes the general path and its checks.
 func denseF32(o, like *kernels.Operand) ([]float32, bool) {
 	if o.DType != dtype.F32 || len(o.Strides) != len(o.Shape) || len(o.Shape) > kernels.MaxRank || o.Offset < 0 {
 		return nil, false
