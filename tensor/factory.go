@@ -3,6 +3,7 @@ package tensor
 import (
 	"math"
 	"slices"
+	"unsafe"
 
 	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
@@ -113,8 +114,47 @@ func (s *Scope) random(op string, dev device.Device, dt dtype.DType, shape []int
 		fail(op, ErrDType, nil, "random values need a floating dtype, not %v", dt)
 	}
 	c, t := s.newFactory(op, dev, dt, shape, false)
-	c.upload(t, func() cpu.Operand { return randomOperand(g, dt, t.shape, normal, 0, 1) })
+	c.stored(t, storeRandom(t, c.k, g, normal, 0, 1))
 	return c.done(t)
+}
+
+// randomChunk is how many float32 values storeRandom draws at a time for an F16 or
+// BF16 tensor in host memory (64 KiB).
+const randomChunk = 1 << 14
+
+// storeRandom writes values drawn from g into t (see fill), the values store would
+// write from randomOperand's, but where t is contiguous in host memory without making
+// them all first: they are drawn straight into its float32 or float64 elements, or a
+// chunk of randomChunk at a time for F16 and BF16, converted as Copy converts. A
+// 64M-element Randn on cpu made 256 MB of garbage on the Go heap before, which also
+// raised the collector's goal for the program's later small objects. Elsewhere (a GPU,
+// a strided t) it is store's full-size path.
+func storeRandom(t *Tensor, k kernels.Backend, g *Generator, normal bool, shift, scale float64) error {
+	if t.st.res != device.Host || !t.IsContiguous() {
+		return store(t, k, func() cpu.Operand { return randomOperand(g, t.dt, t.shape, normal, shift, scale) })
+	}
+	if err := notCapturing(t.st.dev, "an upload of values made on the host"); err != nil {
+		return err
+	}
+	n, size := numel(t.shape), t.dt.Size()
+	b := t.st.host()[t.offset*size : (t.offset+n)*size]
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch t.dt {
+	case dtype.F32:
+		draw(g, unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), n), normal, shift, scale)
+	case dtype.F64:
+		draw(g, unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(b))), n), normal, shift, scale)
+	default:
+		buf := make([]float32, min(n, randomChunk))
+		for i := 0; i < n; i += len(buf) {
+			v := buf[:min(len(buf), n-i)]
+			draw(g, v, normal, shift, scale)
+			l := kernels.Contiguous(len(v))
+			cpu.Copy(cpu.FromBytes(t.dt, b[i*size:(i+len(v))*size], l), cpu.F32(v, l))
+		}
+	}
+	return nil
 }
 
 // randomOperand draws the values of a tensor of dt and shape from g (see fill): in

@@ -66,6 +66,12 @@ func (g *Generator) Uint64() uint64 {
 func fill[T float32 | float64](g *Generator, dst []T, normal bool, shift, scale float64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	draw(g, dst, normal, shift, scale)
+}
+
+// draw is fill for a caller that holds g.mu: values drawn across several calls under
+// one hold are those one fill of them all would give.
+func draw[T float32 | float64](g *Generator, dst []T, normal bool, shift, scale float64) {
 	_, wide := any(dst).([]float64)
 	for i := range dst {
 		var v float64

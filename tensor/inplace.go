@@ -3,7 +3,6 @@ package tensor
 import (
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
-	"github.com/subletml/sublet/kernels/cpu"
 )
 
 // The in-place ops below write into t's storage and bump its version (a saved tensor
@@ -87,7 +86,7 @@ func (t *Tensor) fillRandom(op string, g *Generator, normal bool, shift, scale f
 	if !t.dt.IsFloat() {
 		fail(op, ErrDType, []*Tensor{t}, "random values need a floating tensor")
 	}
-	err := store(t, t.inPlace(op), func() cpu.Operand { return randomOperand(g, t.dt, t.shape, normal, shift, scale) })
+	err := storeRandom(t, t.inPlace(op), g, normal, shift, scale)
 	if err != nil {
 		fail(op, err, []*Tensor{t}, "copying %d bytes to %s", t.Bytes(), t.st.dev.Name())
 	}

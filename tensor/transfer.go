@@ -60,8 +60,11 @@ func alignedBytes(n int64) []byte {
 }
 
 // upload writes the values src makes into t, a result of the call (see store).
-func (c *call) upload(t *Tensor, src func() cpu.Operand) {
-	if err := store(t, c.k, src); err != nil {
+func (c *call) upload(t *Tensor, src func() cpu.Operand) { c.stored(t, store(t, c.k, src)) }
+
+// stored fails the call with err, an upload's into t, unless it is nil.
+func (c *call) stored(t *Tensor, err error) {
+	if err != nil {
 		c.bad(err, "copying %d bytes to %s", t.Bytes(), t.st.dev.Name())
 	}
 }

@@ -1,0 +1,66 @@
+package tensor_test
+
+import (
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/subletml/sublet/dtype"
+	"github.com/subletml/sublet/tensor"
+)
+
+// On host memory a contiguous tensor's random values are drawn straight into it (a
+// chunk at a time for F16 and BF16), where a strided one still has them made on the
+// host first and copied in. Both give the same values for one seed, at sizes that end
+// inside a chunk and past several; and a large fill makes no Go garbage of its size.
+func TestRandomValuesDrawnInPlace(t *testing.T) {
+	d := newCPU(t)
+	s := tensor.NewScope(tensor.WithGenerator(tensor.NewGenerator(7)))
+	for _, dt := range []dtype.DType{dtype.F32, dtype.F64, dtype.F16, dtype.BF16} {
+		for _, n := range []int{1, 1<<14 + 3, 2<<14 + 5} {
+			dense := s.Zeros(d, dt, n)
+			strided := s.Zeros(d, dt, n, 2).Slice(1, 1, 2) // [n, 1], n elements two apart
+			require.Equal(t, n == 1, strided.IsContiguous())
+			for _, normal := range []bool{false, true} {
+				fill := func(x *tensor.Tensor) {
+					if normal {
+						x.FillNormal(tensor.NewGenerator(9), 0.5, 2)
+					} else {
+						x.FillUniform(tensor.NewGenerator(9), -1, 3)
+					}
+				}
+				fill(dense)
+				fill(strided)
+				require.Equal(t, rawBytes(strided.Contiguous()), rawBytes(dense), "%v, %d elements, normal %v", dt, n, normal)
+			}
+			st := s.Generator().State()
+			r := s.Randn(d, dt, n)
+			s.Generator().Restore(st)
+			ref := s.Zeros(d, dt, n, 2).Slice(1, 0, 1)
+			ref.FillNormal(s.Generator(), 0, 1)
+			require.Equal(t, rawBytes(ref.Contiguous()), rawBytes(r), "Randn %v, %d elements", dt, n)
+		}
+	}
+	s.Close()
+	requireEmpty(t, d)
+
+	s = tensor.NewScope(tensor.WithGenerator(tensor.NewGenerator(1)))
+	defer func() { s.Close(); requireEmpty(t, d) }()
+	for _, dt := range []dtype.DType{dtype.F32, dtype.BF16} {
+		const n = 1 << 22 // 16 MB of float32
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		x := s.Randn(d, dt, n)
+		runtime.ReadMemStats(&after)
+		require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(256<<10), "%v: Go heap allocated by a Randn of %d elements", dt, n)
+		x.Release()
+	}
+}
+
+// rawBytes is x's elements as the bytes of its type.
+func rawBytes(x *tensor.Tensor) []byte {
+	b := make([]byte, x.Bytes())
+	x.CopyToHost(b)
+	return b
+}
