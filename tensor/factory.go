@@ -133,7 +133,7 @@ func storeRandom(t *Tensor, k kernels.Backend, g *Generator, normal bool, shift,
 	if t.st.res != device.Host || !t.IsContiguous() {
 		return store(t, k, func() cpu.Operand { return randomOperand(g, t.dt, t.shape, normal, shift, scale) })
 	}
-	if err := notCapturing(t.st.dev, "an upload of values made on the host"); err != nil {
+	if err := notCapturing(t.st.dev, hostUpload); err != nil {
 		return err
 	}
 	n, size := numel(t.shape), t.dt.Size()

@@ -59,6 +59,9 @@ func alignedBytes(n int64) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), n)
 }
 
+// hostUpload is what a capture refuses in store and storeRandom.
+const hostUpload = "an upload of values made on the host"
+
 // upload writes the values src makes into t, a result of the call (see store).
 func (c *call) upload(t *Tensor, src func() cpu.Operand) { c.stored(t, store(t, c.k, src)) }
 
@@ -74,7 +77,7 @@ func (c *call) stored(t *Tensor, err error) {
 // the values are converted to t's type on the host and copied over; a strided t there
 // is written through a contiguous temporary that k (t's kernels) copies in.
 func store(t *Tensor, k kernels.Backend, src func() cpu.Operand) error {
-	if err := notCapturing(t.st.dev, "an upload of values made on the host"); err != nil {
+	if err := notCapturing(t.st.dev, hostUpload); err != nil {
 		return err
 	}
 	switch t.st.res {
