@@ -118,29 +118,55 @@ func (s *Scope) random(op string, dev device.Device, dt dtype.DType, shape []int
 	return c.done(t)
 }
 
-// randomChunk is how many float32 values storeRandom draws at a time for an F16 or
-// BF16 tensor in host memory (64 KiB).
-const randomChunk = 1 << 14
+// randomChunk is how many float32 values drawInto draws at a time for F16 or BF16
+// elements (64 KiB), and randomUpload how many elements storeRandom uploads to a GPU at
+// a time (16 chunks: 1 MiB of float32).
+const (
+	randomChunk  = 1 << 14
+	randomUpload = 16 * randomChunk
+)
 
 // storeRandom writes values drawn from g into t (see fill), the values store would
-// write from randomOperand's, but where t is contiguous in host memory without making
-// them all first: they are drawn straight into its float32 or float64 elements, or a
-// chunk of randomChunk at a time for F16 and BF16, converted as Copy converts. A
-// 64M-element Randn on cpu made 256 MB of garbage on the Go heap before, which also
-// raised the collector's goal for the program's later small objects. Elsewhere (a GPU,
-// a strided t) it is store's full-size path.
+// write from randomOperand's, but where t is contiguous without making them all first:
+// in host memory they are drawn straight into its elements, and a GPU's are drawn into
+// one staging buffer of randomUpload elements and uploaded from it, a piece at a time
+// (CopyToDevice returns once its source may be reused). Made all at once, a 64M-element
+// Randn made 256 MB of garbage on the Go heap on cpu, and on a GPU two host copies of
+// the tensor's size, which also raised the collector's goal for the program's later
+// small objects. A strided t (and a device that keeps no data) takes store's path.
 func storeRandom(t *Tensor, k kernels.Backend, g *Generator, normal bool, shift, scale float64) error {
-	if t.st.res != device.Host || !t.IsContiguous() {
+	if t.st.res == device.Meta || !t.IsContiguous() {
 		return store(t, k, func() cpu.Operand { return randomOperand(g, t.dt, t.shape, normal, shift, scale) })
 	}
 	if err := notCapturing(t.st.dev, hostUpload); err != nil {
 		return err
 	}
 	n, size := numel(t.shape), t.dt.Size()
-	b := t.st.host()[t.offset*size : (t.offset+n)*size]
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	switch t.dt {
+	if t.st.res == device.Host {
+		drawInto(g, t.dt, t.st.host()[t.offset*size:(t.offset+n)*size], normal, shift, scale)
+		return nil
+	}
+	stage := alignedBytes(int64(min(n, randomUpload) * size))
+	at := t.st.ptr + device.Ptr(t.offset*size)
+	for i := 0; i < n; i += randomUpload {
+		b := stage[:min(randomUpload, n-i)*size]
+		drawInto(g, t.dt, b, normal, shift, scale)
+		if err := t.st.dev.CopyToDevice(at+device.Ptr(i*size), b, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drawInto draws values from g, whose mu the caller holds, into b, elements of dt
+// (float): straight into float32 or float64 elements, randomChunk at a time through
+// float32 for F16 and BF16, converted as Copy converts.
+func drawInto(g *Generator, dt dtype.DType, b []byte, normal bool, shift, scale float64) {
+	size := dt.Size()
+	n := len(b) / size
+	switch dt {
 	case dtype.F32:
 		draw(g, unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), n), normal, shift, scale)
 	case dtype.F64:
@@ -151,10 +177,9 @@ func storeRandom(t *Tensor, k kernels.Backend, g *Generator, normal bool, shift,
 			v := buf[:min(len(buf), n-i)]
 			draw(g, v, normal, shift, scale)
 			l := kernels.Contiguous(len(v))
-			cpu.Copy(cpu.FromBytes(t.dt, b[i*size:(i+len(v))*size], l), cpu.F32(v, l))
+			cpu.Copy(cpu.FromBytes(dt, b[i*size:(i+len(v))*size], l), cpu.F32(v, l))
 		}
 	}
-	return nil
 }
 
 // randomOperand draws the values of a tensor of dt and shape from g (see fill): in

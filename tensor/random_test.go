@@ -8,6 +8,7 @@ import (
 
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/tensor"
+	"github.com/subletml/sublet/tensor/tensortest"
 )
 
 // On host memory a contiguous tensor's random values are drawn straight into it (a
@@ -54,6 +55,47 @@ func TestRandomValuesDrawnInPlace(t *testing.T) {
 		x := s.Randn(d, dt, n)
 		runtime.ReadMemStats(&after)
 		require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(256<<10), "%v: Go heap allocated by a Randn of %d elements", dt, n)
+		x.Release()
+	}
+}
+
+// TestRandomValuesUploadedInPieces: on a GPU (a stand-in without kernels) a contiguous
+// tensor's random values are drawn and uploaded a piece at a time, the values the same
+// draws give on cpu (whose path TestRandomValuesDrawnInPlace holds to store's), and
+// without host copies of the tensor's size.
+func TestRandomValuesUploadedInPieces(t *testing.T) {
+	host, gpu := newCPU(t), tensortest.NewRemote(t, "cuda:0")
+	const piece = 1 << 18 // tensor's randomUpload
+	s := tensor.NewScope(tensor.WithGenerator(tensor.NewGenerator(5)))
+	for _, dt := range []dtype.DType{dtype.F32, dtype.F64, dtype.F16, dtype.BF16} {
+		for _, n := range []int{1, piece - 1, piece + 3, 2*piece + 5} {
+			st := s.Generator().State()
+			want := s.Rand(host, dt, n, 1)
+			s.Generator().Restore(st)
+			got := s.Rand(gpu, dt, n, 1)
+			require.Equal(t, rawBytes(want), rawBytes(got), "Rand %v, %d elements", dt, n)
+			st = s.Generator().State()
+			wantN := s.Randn(host, dt, n)
+			s.Generator().Restore(st)
+			gotN := s.Randn(gpu, dt, n)
+			require.Equal(t, rawBytes(wantN), rawBytes(gotN), "Randn %v, %d elements", dt, n)
+			for _, x := range []*tensor.Tensor{want, got, wantN, gotN} {
+				x.Release()
+			}
+		}
+	}
+	s.Close()
+	requireEmpty(t, host)
+
+	s = tensor.NewScope(tensor.WithGenerator(tensor.NewGenerator(1)))
+	defer func() { s.Close(); requireEmpty(t, gpu) }()
+	for _, dt := range []dtype.DType{dtype.F32, dtype.BF16} {
+		const n = 1 << 22 // 16 MB of float32
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		x := s.Randn(gpu, dt, n)
+		runtime.ReadMemStats(&after)
+		require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(2<<20), "%v: Go heap allocated by a Randn of %d elements on a GPU", dt, n)
 		x.Release()
 	}
 }
