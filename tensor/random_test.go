@@ -59,45 +59,60 @@ func TestRandomValuesDrawnInPlace(t *testing.T) {
 	}
 }
 
-// TestRandomValuesUploadedInPieces: on a GPU (a stand-in without kernels) a contiguous
-// tensor's random values are drawn and uploaded a piece at a time, the values the same
-// draws give on cpu (whose path TestRandomValuesDrawnInPlace holds to store's), and
-// without host copies of the tensor's size.
+// TestRandomValuesUploadedInPieces: on a GPU (a stand-in without kernels, and cuda:0
+// where the machine has one) a contiguous tensor's random values are drawn and
+// uploaded a piece at a time, the values the same draws give on cpu (whose path
+// TestRandomValuesDrawnInPlace holds to store's), at an offset into a storage too
+// (where the GPU has kernels to fill one in place), and without host copies of the
+// tensor's size.
 func TestRandomValuesUploadedInPieces(t *testing.T) {
-	host, gpu := newCPU(t), tensortest.NewRemote(t, "cuda:0")
-	const piece = 1 << 18 // tensor's randomUpload
-	s := tensor.NewScope(tensor.WithGenerator(tensor.NewGenerator(5)))
-	for _, dt := range []dtype.DType{dtype.F32, dtype.F64, dtype.F16, dtype.BF16} {
-		for _, n := range []int{1, piece - 1, piece + 3, 2*piece + 5} {
-			st := s.Generator().State()
-			want := s.Rand(host, dt, n, 1)
-			s.Generator().Restore(st)
-			got := s.Rand(gpu, dt, n, 1)
-			require.Equal(t, rawBytes(want), rawBytes(got), "Rand %v, %d elements", dt, n)
-			st = s.Generator().State()
-			wantN := s.Randn(host, dt, n)
-			s.Generator().Restore(st)
-			gotN := s.Randn(gpu, dt, n)
-			require.Equal(t, rawBytes(wantN), rawBytes(gotN), "Randn %v, %d elements", dt, n)
-			for _, x := range []*tensor.Tensor{want, got, wantN, gotN} {
-				x.Release()
-			}
+	gpus := []tensortest.Device{{Name: "stand-in", Device: tensortest.NewRemote(t, "cuda:0")}}
+	for _, d := range tensortest.DataDevices(t) {
+		if d.Name == "cuda" {
+			gpus = append(gpus, d)
 		}
 	}
-	s.Close()
-	requireEmpty(t, host)
-
-	s = tensor.NewScope(tensor.WithGenerator(tensor.NewGenerator(1)))
-	defer func() { s.Close(); requireEmpty(t, gpu) }()
-	for _, dt := range []dtype.DType{dtype.F32, dtype.BF16} {
-		const n = 1 << 22 // 16 MB of float32
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		x := s.Randn(gpu, dt, n)
-		runtime.ReadMemStats(&after)
-		require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(2<<20), "%v: Go heap allocated by a Randn of %d elements on a GPU", dt, n)
-		x.Release()
+	host := newCPU(t)
+	const piece = 1 << 18 // tensor's randomUpload
+	for _, gpu := range gpus {
+		s := tensor.NewScope(tensor.WithGenerator(tensor.NewGenerator(5)))
+		for _, dt := range []dtype.DType{dtype.F32, dtype.F64, dtype.F16, dtype.BF16} {
+			for _, n := range []int{1, piece - 1, piece + 3, 2*piece + 5} {
+				st := s.Generator().State()
+				want := s.Rand(host, dt, n)
+				s.Generator().Restore(st)
+				got := s.Rand(gpu.Device, dt, n)
+				require.Equal(t, rawBytes(want), rawBytes(got), "%s: Rand %v, %d elements", gpu.Name, dt, n)
+				st = s.Generator().State()
+				wantN := s.Randn(host, dt, n)
+				s.Generator().Restore(st)
+				gotN := s.Randn(gpu.Device, dt, n)
+				require.Equal(t, rawBytes(wantN), rawBytes(gotN), "%s: Randn %v, %d elements", gpu.Name, dt, n)
+				if gpu.Name == "cuda" {
+					base := s.Zeros(gpu.Device, dt, n+7)
+					s.Generator().Restore(st)
+					base.Slice(0, 7, n+7).FillNormal(s.Generator(), 0, 1)
+					require.Equal(t, append(make([]byte, 7*dt.Size()), rawBytes(wantN)...), rawBytes(base), "%s: FillNormal of %v, %d elements at offset 7", gpu.Name, dt, n)
+					base.Release()
+				}
+				for _, x := range []*tensor.Tensor{want, got, wantN, gotN} {
+					x.Release()
+				}
+			}
+		}
+		for _, dt := range []dtype.DType{dtype.F32, dtype.BF16} {
+			const n = 1 << 22 // 16 MB of float32
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			x := s.Randn(gpu.Device, dt, n)
+			runtime.ReadMemStats(&after)
+			require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(2<<20), "%s: Go heap allocated by a Randn of %v, %d elements", gpu.Name, dt, n)
+			x.Release()
+		}
+		s.Close()
+		requireEmpty(t, gpu.Device)
 	}
+	requireEmpty(t, host)
 }
 
 // rawBytes is x's elements as the bytes of its type.
