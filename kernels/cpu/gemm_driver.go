@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/subletml/sublet/dtype"
@@ -63,7 +64,9 @@ const gemmMinRows = 96
 // costs less packing but couples the tasks: on 2 cores it made 128³ to 256³ products
 // 15-35 % slower and 512³ 3-6 % slower than each task packing its own
 // (docs/benchmarks.md). Where a task's share of an nc-wide block of B would not stay
-// in its L2 (gemmShareB), the blocks are narrowed until it does.
+// in its L2 (gemmShareB), the blocks are narrowed until it does. From gemmChunkWorkers
+// workers on, a product whose column blocks' packed B fits gemmChunkB is scheduled by
+// chunks of A's rows instead (chunks).
 func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32, c []float32, ldc int, parallel bool, ep gemmEpilogue) {
 	if m == 0 || n == 0 {
 		return
@@ -85,6 +88,16 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 	if !set {
 		scaleC(m, beta, c, ldc, 0, n, parallel)
 	}
+	s := g.shares.Get().(*gemmShare)
+	defer g.shares.Put(s)
+	defer func() { s.gemmProduct = gemmProduct{} }()
+	s.gemmProduct = gemmProduct{g: g, m: m, n: n, k: k, ldc: ldc, alpha: alpha, a: a, b: b, c: c, set: set, ep: ep}
+	if cb := g.chunkBlocks(n, k, workers); cb > 0 {
+		s.cb = cb
+		s.startChunks()
+		parallelTasks(workers, workers, m*n*k >= gemmWake, s.chunkTask)
+		return
+	}
 	panels := (m + g.mr - 1) / g.mr
 	fit := max(1, gemmShareB/(min(k, g.kc)*g.nr)) // B's panels that stay in a task's L2
 	nPanels := (min(n, g.nc) + g.nr - 1) / g.nr
@@ -95,29 +108,28 @@ func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32,
 		// once per block, which costs less than re-reading B from L3.
 		nc = cb * fit * g.nr
 	}
-	s := g.shares.Get().(*gemmShare)
-	defer g.shares.Put(s)
-	s.gemmProduct = gemmProduct{g: g, m: m, n: n, k: k, ldc: ldc, alpha: alpha, a: a, b: b, c: c, set: set, nc: nc, rb: rb, cb: cb,
-		taper: rb*cb >= 2*workers, ep: ep}
-	defer func() { s.gemmProduct = gemmProduct{} }()
+	s.nc, s.rb, s.cb, s.taper = nc, rb, cb, rb*cb >= 2*workers
 	parallelTasks(rb*cb, workers, m*n*k >= gemmWake, s.task)
 }
 
 // gemmShare is what run's tasks share for one product, from g.shares: the product,
-// written by run before the tasks start, and work as the function parallelTasks
-// takes, made once per gemmShare (a method value made per product is allocated).
+// written by run before the tasks start, and the functions parallelTasks takes, made
+// once per gemmShare (a method value made per product is allocated).
 type gemmShare struct {
 	gemmProduct
-	task func(t int) // work
+	task      func(t int)    // work
+	chunkTask func(t int)    // chunks
+	next      []atomic.Int64 // chunks: the next chunk of each column block, cb of them
 }
 
 func newGemmShare() *gemmShare {
 	s := new(gemmShare)
 	s.task = s.work
+	s.chunkTask = s.chunks
 	return s
 }
 
-// gemmProduct is one product of run: the operands and the grid.
+// gemmProduct is one product of run: the operands and how it is cut.
 type gemmProduct struct {
 	g            *gemmKernel
 	m, n, k, ldc int
@@ -125,9 +137,9 @@ type gemmProduct struct {
 	a, b         matView
 	c            []float32
 	set          bool
-	nc           int // width of the blocks of B, at most g.nc
-	rb, cb       int
-	taper        bool // the row blocks taper (gemmRowSplit): two tasks or more a worker
+	nc           int  // the grid: width of the blocks of B, at most g.nc
+	rb, cb       int  // the grid's rows and columns of tasks; chunks: cb column blocks
+	taper        bool // the grid's row blocks taper (gemmRowSplit): two tasks or more a worker
 	ep           gemmEpilogue
 }
 
@@ -594,5 +606,99 @@ func packPanel(dst []float32, src matView, sp, sx, p0, kc, x0, cols, w int) {
 				}
 			}
 		}
+	}
+}
+
+// gemmChunkWorkers is the fewest workers from which run schedules a product by
+// chunks of A's rows (chunks) rather than by its grid. On the 16-core host at 16
+// threads the grid's tasks of a 1024³ product took 0.6-1.2 ms each and the cores idled
+// 10-20 % of the product waiting for the last, each task packing its own share of B;
+// by chunks the deep training cases ran 4-5 % faster in every round and the 1024
+// products 1-8 % (docs/benchmarks.md, "Eighteenth session on the 16-core host"). At 2
+// threads chunks were 3-7 % slower on the development machine (A packed twice as
+// often). The tests lower it.
+var gemmChunkWorkers = 8
+
+// gemmChunkB is the most floats of packed B (1 MiB) a chunks worker keeps: its column
+// block's panels for every kc slice. The tests lower it.
+var gemmChunkB = 1 << 18
+
+// chunkBlocks is how many column blocks chunks cuts a product of C's n columns and k
+// into: blocks of B's panels whose packing for every kc slice fits gemmChunkB, at
+// least one for every two workers. 0 where run's grid is to take the product: fewer
+// than gemmChunkWorkers workers, or not even one panel of B for every slice fits.
+func (g *gemmKernel) chunkBlocks(n, k, workers int) int {
+	w := gemmChunkB / (k * g.nr) // B's panels a block may hold
+	if workers < gemmChunkWorkers || w < 1 {
+		return 0
+	}
+	nPanels := (n + g.nr - 1) / g.nr
+	return max((nPanels+w-1)/w, min(nPanels, (workers+1)/2))
+}
+
+// startChunks sets each of the cb column blocks' next chunk to the first.
+func (s *gemmShare) startChunks() {
+	if cap(s.next) < s.cb {
+		s.next = make([]atomic.Int64, s.cb)
+	}
+	s.next = s.next[:s.cb]
+	for i := range s.next {
+		s.next[i].Store(0)
+	}
+}
+
+// chunks is worker t's share of a product scheduled by chunks of A's rows: C is cut
+// into s.cb column blocks (chunkBlocks) and each block into chunks of g.mc rows. The
+// worker starts on block t % cb and takes that block's chunks from its counter one
+// after the other, keeping the block's packed B (every kc slice) from chunk to chunk;
+// when the block has none left it moves on to the next block that has, packing that
+// block's B. So B is packed about once for every two workers, not once for each of the
+// grid's rows of tasks, and the unit of balance is a chunk (about 0.2 ms of a 1024³
+// product at 16 threads) rather than a task. A chunk runs every kc slice of its block
+// of C in order, so every element of C sums its slices in order, as the grid's tasks
+// do, and gets the same bits.
+func (s *gemmShare) chunks(t int) {
+	g := s.g
+	nPanels := (s.n + g.nr - 1) / g.nr
+	panels := (s.m + g.mr - 1) / g.mr
+	per := g.mc / g.mr // A's panels in a chunk
+	chunks := (panels + per - 1) / per
+	ap := g.aBufs.get()
+	defer g.aBufs.put(ap)
+	aPack := *ap
+	bp := g.columns.get()
+	defer g.columns.put(bp)
+	if need := s.k * ((nPanels + s.cb - 1) / s.cb) * g.nr; cap(*bp) < need {
+		*bp = make([]float32, need)
+	}
+	bPack := (*bp)[:cap(*bp)]
+	col, packed := t%s.cb, -1
+	for tries := 0; tries < s.cb; {
+		ch := int(s.next[col].Add(1) - 1)
+		if ch >= chunks {
+			col = (col + 1) % s.cb
+			tries++
+			continue
+		}
+		tries = 0
+		j0, j1 := nPanels*col/s.cb, nPanels*(col+1)/s.cb
+		jc := j0 * g.nr
+		cols := min(j1*g.nr, s.n) - jc
+		if packed != col {
+			for pc := 0; pc < s.k; pc += g.kc {
+				g.packB(bPack[pc*(j1-j0)*g.nr:], s.b, pc, min(g.kc, s.k-pc), jc, cols)
+			}
+			packed = col
+		}
+		s0 := ch * per
+		s1 := min(s0+per, panels)
+		ic := s0 * g.mr
+		mc := min(s1*g.mr, s.m) - ic
+		for pc := 0; pc < s.k; pc += g.kc {
+			kc := min(g.kc, s.k-pc)
+			g.packA(aPack, s.a, pc, kc, ic, mc)
+			g.tiles(kc, aPack, s1-s0, mc, bPack[pc*(j1-j0)*g.nr:], 0, j1-j0, cols, s.c, ic*s.ldc+jc, s.ldc, s.alpha, s.set && pc == 0)
+		}
+		s.ep.apply(s.c, s.ldc, ic, ic+mc, jc, jc+cols)
 	}
 }

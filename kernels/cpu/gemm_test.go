@@ -237,7 +237,8 @@ func TestSgemmBitsAcrossGOMAXPROCS(t *testing.T) {
 // bits of 1 worker, in every kernel.
 func TestSgemmGridBlocksBits(t *testing.T) {
 	r := rand.New(rand.NewPCG(50, 51))
-	defer func(s int) { gemmShareB = s }(gemmShareB)
+	defer func(s, w int) { gemmShareB, gemmChunkWorkers = s, w }(gemmShareB, gemmChunkWorkers)
+	gemmChunkWorkers = math.MaxInt
 	for _, kern := range gemmKernels() {
 		small := newGemmKernel(kern.name, kern.mr, kern.nr, 48, 2*kern.mr, 5*kern.nr, kern.micro, kern.store)
 		// As they are, and with B's blocks narrowed to a panel per task.
@@ -245,6 +246,28 @@ func TestSgemmGridBlocksBits(t *testing.T) {
 			gemmShareB = share
 			gridBlocksBits(t, r, kern, small)
 		}
+	}
+}
+
+// Products scheduled by chunks of A's rows (gemmShare.chunks) from 2 workers on give
+// the bits of 1 worker in the cases of TestSgemmGridBlocksBits: column blocks as many
+// as half the workers, and B's packing for every kc slice limited to the blocks of
+// one, two and three panels (more blocks than workers, workers moving from block to
+// block); a product where not even one panel fits goes to the grid.
+func TestSgemmChunksBits(t *testing.T) {
+	r := rand.New(rand.NewPCG(54, 55))
+	defer func(b, w int) { gemmChunkB, gemmChunkWorkers = b, w }(gemmChunkB, gemmChunkWorkers)
+	gemmChunkWorkers = 2
+	for _, kern := range gemmKernels() {
+		small := newGemmKernel(kern.name, kern.mr, kern.nr, 48, 2*kern.mr, 5*kern.nr, kern.micro, kern.store)
+		for _, panels := range []int{1 << 20, 1, 2, 3} {
+			gemmChunkB = panels * 300 * kern.nr // the cases' k: 49 to 300
+			gridBlocksBits(t, r, kern, small)
+		}
+		gemmChunkB = 1 << 18
+		require.Equal(t, 0, small.chunkBlocks(64, gemmChunkB/kern.nr+1, 16), "%s: a product whose one panel of B does not fit", kern.name)
+		require.Equal(t, 8, small.chunkBlocks(1024, 1024, 16), "%s: 1024 columns at 16 workers", kern.name)
+		require.Equal(t, 0, small.chunkBlocks(1024, 1024, 1), "%s: one worker", kern.name)
 	}
 }
 
@@ -443,11 +466,14 @@ func TestPackPanelsAsPanelByPanel(t *testing.T) {
 
 // On a kernel blocked small (several chunks a kc slice, several kc slices, several nc
 // blocks), 16 workers in a grid of gemmPerWorker·16 tasks, and 8 and 12 workers, give the
-// bits of 1 worker in every transposition, in every kernel.
+// bits of 1 worker in every transposition, in every kernel (the grid at every count:
+// no chunks, which TestSgemmChunksBits covers).
 func TestSgemmGridBits(t *testing.T) {
 	r := rand.New(rand.NewPCG(52, 53))
 	prev := runtime.GOMAXPROCS(0)
 	defer runtime.GOMAXPROCS(prev)
+	defer func(w int) { gemmChunkWorkers = w }(gemmChunkWorkers)
+	gemmChunkWorkers = math.MaxInt
 	for _, kern := range gemmKernels() {
 		small := newGemmKernel(kern.name, kern.mr, kern.nr, 48, 2*kern.mr, 5*kern.nr, kern.micro, kern.store)
 		m, n, k := 18*kern.mr-2, 10*kern.nr+3, 157

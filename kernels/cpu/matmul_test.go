@@ -243,11 +243,15 @@ func TestParallelProductAllocatesNothing(t *testing.T) {
 	if runtime.GOMAXPROCS(0) < 2 {
 		t.Skip("one thread: no parallel product")
 	}
+	defer func(w int) { gemmChunkWorkers = w }(gemmChunkWorkers)
 	g := bestGemmKernel()
 	for _, m := range []int{8, 256} { // runColumns (a few rows), run
-		const n, k, runs = 256, 256, 50
-		a, b, c := make([]float32, m*k), make([]float32, k*n), make([]float32, m*n)
-		product := func() { g.Sgemm(false, false, m, n, k, 1, a, k, b, n, 0, c, n) }
-		assert.Less(t, float64(mallocs(product, 1, runs))/runs, 0.5, "heap objects per product of %d rows", m)
+		for _, chunks := range []int{math.MaxInt, 2} { // run's grid, its chunks
+			gemmChunkWorkers = chunks
+			const n, k, runs = 256, 256, 50
+			a, b, c := make([]float32, m*k), make([]float32, k*n), make([]float32, m*n)
+			product := func() { g.Sgemm(false, false, m, n, k, 1, a, k, b, n, 0, c, n) }
+			assert.Less(t, float64(mallocs(product, 1, runs))/runs, 0.5, "heap objects per product of %d rows (chunks from %d workers)", m, chunks)
+		}
 	}
 }
