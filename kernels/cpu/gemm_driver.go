@@ -610,26 +610,33 @@ func packPanel(dst []float32, src matView, sp, sx, p0, kc, x0, cols, w int) {
 }
 
 // gemmChunkWorkers is the fewest workers from which run schedules a product by
-// chunks of A's rows (chunks) rather than by its grid. On the 16-core host at 16
-// threads the grid's tasks of a 1024³ product took 0.6-1.2 ms each and the cores idled
+// chunks of A's rows (chunks) rather than by its grid. On the 16-core host the grid's
+// tasks of a 1024³ product took 0.6-1.2 ms each at 16 threads and the cores idled
 // 10-20 % of the product waiting for the last, each task packing its own share of B;
-// by chunks the deep training cases ran 4-5 % faster in every round and the 1024
-// products 1-8 % (docs/benchmarks.md, "Eighteenth session on the 16-core host"). At 2
-// threads chunks were 3-7 % slower on the development machine (A packed twice as
-// often). The tests lower it.
-var gemmChunkWorkers = 8
+// by chunks the deep training case ran 4 % faster at 16 threads, 7 % at 8 and 12 % at
+// 4 (docs/benchmarks.md, "Eighteenth session on the 16-core host"). At 2 threads
+// chunks were 3-7 % slower on the development machine (A packed twice as often). The
+// tests lower it.
+var gemmChunkWorkers = 4
 
 // gemmChunkB is the most floats of packed B (1 MiB) a chunks worker keeps: its column
 // block's panels for every kc slice. The tests lower it.
 var gemmChunkB = 1 << 18
 
+// gemmChunkPanels is the fewest panels of B a column block of chunks holds: a chunk of
+// A is packed again for every block, which a block of 128 columns repays (the deep
+// case at 16 threads) and one of 64 does not (k = 4096: the wide case's products,
+// 3 % slower at 8 threads scheduled by chunks).
+const gemmChunkPanels = 4
+
 // chunkBlocks is how many column blocks chunks cuts a product of C's n columns and k
 // into: blocks of B's panels whose packing for every kc slice fits gemmChunkB, at
 // least one for every two workers. 0 where run's grid is to take the product: fewer
-// than gemmChunkWorkers workers, or not even one panel of B for every slice fits.
+// than gemmChunkWorkers workers, or fewer than gemmChunkPanels panels of B for every
+// slice fit.
 func (g *gemmKernel) chunkBlocks(n, k, workers int) int {
 	w := gemmChunkB / (k * g.nr) // B's panels a block may hold
-	if workers < gemmChunkWorkers || w < 1 {
+	if workers < gemmChunkWorkers || w < gemmChunkPanels {
 		return 0
 	}
 	nPanels := (n + g.nr - 1) / g.nr
