@@ -624,9 +624,12 @@ var gemmChunkWorkers = 4
 var gemmChunkB = 1 << 18
 
 // gemmChunkPanels is the fewest panels of B a column block of chunks holds: a chunk of
-// A is packed again for every block, which a block of 128 columns repays (the deep
-// case at 16 threads) and one of 64 does not (k = 4096: the wide case's products,
-// 3 % slower at 8 threads scheduled by chunks).
+// A is packed again for every block, and against a block of two panels (k = 4096) its
+// packing takes by estimate a quarter to a half as long as its products (112×384
+// elements moved for 2.75M multiply-adds a kc slice). With every product by chunks the
+// wide case, which has such products, ran 3 % slower at 8 threads and the deep case
+// (blocks of 4 to 8 panels) 7 % faster; the wide case with this floor was not measured
+// on the host.
 const gemmChunkPanels = 4
 
 // chunkBlocks is how many column blocks chunks cuts a product of C's n columns and k
