@@ -613,8 +613,9 @@ func packPanel(dst []float32, src matView, sp, sx, p0, kc, x0, cols, w int) {
 // chunks of A's rows (chunks) rather than by its grid. On the 16-core host the grid's
 // tasks of a 1024³ product took 0.6-1.2 ms each at 16 threads and the cores idled
 // 10-20 % of the product waiting for the last, each task packing its own share of B;
-// by chunks the deep training case ran 4 % faster at 16 threads, 7 % at 8 and 12 % at
-// 4 (docs/benchmarks.md, "Eighteenth session on the 16-core host"). At 2 threads
+// by chunks the deep training case ran 4-5 % faster at 16 threads (in two calls of
+// three), 5-7 % at 8 and 12-22 % at 4 (docs/benchmarks.md, "Eighteenth session on the
+// 16-core host"). At 2 threads
 // chunks were 3-7 % slower on the development machine (A packed twice as often). The
 // tests lower it.
 var gemmChunkWorkers = 4
