@@ -65,8 +65,9 @@ const gemmMinRows = 96
 // 15-35 % slower and 512³ 3-6 % slower than each task packing its own
 // (docs/benchmarks.md). Where a task's share of an nc-wide block of B would not stay
 // in its L2 (gemmShareB), the blocks are narrowed until it does. From gemmChunkWorkers
-// workers on, a product whose column blocks' packed B fits gemmChunkB is scheduled by
-// chunks of A's rows instead (chunks).
+// workers on, a product whose column blocks of at least gemmChunkPanels panels fit
+// gemmChunkB packed for every kc slice is scheduled by chunks of A's rows instead
+// (chunks, chunkBlocks).
 func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32, c []float32, ldc int, parallel bool, ep gemmEpilogue) {
 	if m == 0 || n == 0 {
 		return
