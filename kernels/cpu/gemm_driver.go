@@ -65,7 +65,7 @@ const gemmMinRows = 96
 // 15-35 % slower and 512³ 3-6 % slower than each task packing its own
 // (docs/benchmarks.md). Where a task's share of an nc-wide block of B would not stay
 // in its L2 (gemmShareB), the blocks are narrowed until it does. From gemmChunkWorkers
-// workers on, a product whose column blocks of at least gemmChunkPanels panels fit
+// workers on, a product whose column blocks of at least gemmChunkColumns columns fit
 // gemmChunkB packed for every kc slice is scheduled by chunks of A's rows instead
 // (chunks, chunkBlocks).
 func (g *gemmKernel) run(m, n, k int, alpha float32, a, b matView, beta float32, c []float32, ldc int, parallel bool, ep gemmEpilogue) {
@@ -625,23 +625,23 @@ var gemmChunkWorkers = 4
 // block's panels for every kc slice. The tests lower it.
 var gemmChunkB = 1 << 18
 
-// gemmChunkPanels is the fewest panels of B a column block of chunks holds: a chunk of
-// A is packed again for every block, and against a block of two panels (k = 4096) its
-// packing takes by estimate a quarter to a half as long as its products (112×384
-// elements moved for 2.75M multiply-adds a kc slice). With every product by chunks the
-// wide case, which has such products, ran 3 % slower at 8 threads and the deep case
-// (blocks of 4 to 8 panels) 7 % faster; the wide case with this floor was not measured
-// on the host.
-const gemmChunkPanels = 4
+// gemmChunkColumns is the fewest columns of C a column block of chunks holds: a chunk
+// of A is packed again for every block, and against a block of 64 columns (k = 4096
+// with the AVX-512 kernel: two panels) its packing takes by estimate a quarter to a
+// half as long as its products (112×384 elements moved for 2.75M multiply-adds a kc
+// slice). With every product by chunks the wide case, which has such products, ran 3 %
+// slower at 8 threads and the deep case (blocks of 128 to 256 columns) 7 % faster; with
+// this floor the wide case ran 0.95x at 8 threads (rounds overlapping), 1.06x at 16 and
+// 1.23x at 4. The tests lower it.
+var gemmChunkColumns = 128
 
 // chunkBlocks is how many column blocks chunks cuts a product of C's n columns and k
 // into: blocks of B's panels whose packing for every kc slice fits gemmChunkB, at
 // least one for every two workers. 0 where run's grid is to take the product: fewer
-// than gemmChunkWorkers workers, or fewer than gemmChunkPanels panels of B for every
-// slice fit.
+// than gemmChunkWorkers workers, or blocks narrower than gemmChunkColumns.
 func (g *gemmKernel) chunkBlocks(n, k, workers int) int {
 	w := gemmChunkB / (k * g.nr) // B's panels a block may hold
-	if workers < gemmChunkWorkers || w < gemmChunkPanels {
+	if workers < gemmChunkWorkers || w*g.nr < gemmChunkColumns {
 		return 0
 	}
 	nPanels := (n + g.nr - 1) / g.nr

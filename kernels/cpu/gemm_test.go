@@ -251,26 +251,33 @@ func TestSgemmGridBlocksBits(t *testing.T) {
 
 // Products scheduled by chunks of A's rows (gemmShare.chunks) from 2 workers on give
 // the bits of 1 worker in the cases of TestSgemmGridBlocksBits: column blocks as many
-// as half the workers, and B's packing for every kc slice limited to blocks of a few
-// panels (more blocks than workers, workers moving from block to block). chunkBlocks
-// leaves to the grid a product whose blocks would be narrower than gemmChunkPanels.
+// as half the workers, and (the floor on a block's width lowered to a panel) B's
+// packing for every kc slice limited to blocks of one, two and three panels: more
+// blocks than workers, workers moving from block to block. chunkBlocks leaves to the
+// grid a product whose blocks would be narrower than gemmChunkColumns.
 func TestSgemmChunksBits(t *testing.T) {
 	r := rand.New(rand.NewPCG(54, 55))
-	defer func(b, w int) { gemmChunkB, gemmChunkWorkers = b, w }(gemmChunkB, gemmChunkWorkers)
+	defer func(b, w, c int) { gemmChunkB, gemmChunkWorkers, gemmChunkColumns = b, w, c }(gemmChunkB, gemmChunkWorkers, gemmChunkColumns)
+	floor := gemmChunkColumns
 	gemmChunkWorkers = 2
 	for _, kern := range gemmKernels() {
 		small := newGemmKernel(kern.name, kern.mr, kern.nr, 48, 2*kern.mr, 5*kern.nr, kern.micro, kern.store)
-		for _, panels := range []int{1 << 20, gemmChunkPanels, gemmChunkPanels + 1} {
+		gemmChunkColumns = kern.nr
+		for _, panels := range []int{1 << 20, 1, 2, 3} {
 			gemmChunkB = panels * 300 * kern.nr // the cases' k: 49 to 300
 			gridBlocksBits(t, r, kern, small)
 		}
-		gemmChunkB = 1 << 18
-		require.Equal(t, 0, small.chunkBlocks(64, gemmChunkB/(gemmChunkPanels*kern.nr)+1, 16), "%s: a product whose blocks would hold fewer than gemmChunkPanels panels", kern.name)
+		gemmChunkB, gemmChunkColumns = 1<<18, floor
+		least := (floor + kern.nr - 1) / kern.nr // panels
+		require.Equal(t, 0, small.chunkBlocks(64, gemmChunkB/(least*kern.nr)+1, 16), "%s: a product whose blocks would be narrower than gemmChunkColumns", kern.name)
 		require.Equal(t, 0, small.chunkBlocks(1024, 1024, 1), "%s: one worker", kern.name)
 		if kern.nr == 32 {
 			require.Equal(t, 8, small.chunkBlocks(1024, 1024, 16), "%s: 1024 columns at 16 workers", kern.name)
 			require.Equal(t, 4, small.chunkBlocks(1024, 1024, 4), "%s: 1024 columns at 4 workers: blocks of 8 panels", kern.name)
 			require.Equal(t, 0, small.chunkBlocks(4096, 4096, 16), "%s: k = 4096: blocks of 2 panels", kern.name)
+		}
+		if kern.nr == 16 {
+			require.Equal(t, 0, small.chunkBlocks(4096, 4096, 16), "%s: k = 4096: blocks of 4 panels, 64 columns", kern.name)
 		}
 	}
 }
