@@ -638,7 +638,11 @@ var gemmChunkColumns = 128
 // chunkBlocks is how many column blocks chunks cuts a product of C's n columns and k
 // into: blocks of B's panels whose packing for every kc slice fits gemmChunkB, at
 // least one for every two workers. 0 where run's grid is to take the product: fewer
-// than gemmChunkWorkers workers, or blocks narrower than gemmChunkColumns.
+// than gemmChunkWorkers workers, or a block that fits gemmChunkB narrower than
+// gemmChunkColumns (k too large). A product of few columns may still get narrower
+// blocks, one for every two workers (n = 256 at 8 workers: 64 columns each); its
+// chunks then pack A again for each, as measured in the tiny case's weight gradients
+// at 16 threads (no loss).
 func (g *gemmKernel) chunkBlocks(n, k, workers int) int {
 	w := gemmChunkB / (k * g.nr) // B's panels a block may hold
 	if workers < gemmChunkWorkers || w*g.nr < gemmChunkColumns {
