@@ -205,11 +205,23 @@ func floatOperand[T float](x []T, l kernels.Layout) Operand {
 // order Sum's doc gives: pieces of reducePiece elements added in order, each piece's
 // element i into running sum i mod 16, the sixteen added up as combineLanes does.
 // The rows are of multiples of 16 (one vector loop over all the rows: sumRows) and not,
-// in one piece and in several.
+// in one piece and in several; a single row's pieces, which are folded two at a time
+// (pairs), odd and even in number, with a short last piece, at 1 to 4 workers, so that
+// the pairs fall differently.
 func testSumOrder[T float](t *testing.T) {
+	prev := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(prev)
+	for _, procs := range []int{1, 2, 3, 4} {
+		runtime.GOMAXPROCS(procs)
+		sumOrder[T](t)
+	}
+}
+
+func sumOrder[T float](t *testing.T) {
 	r := rand.New(rand.NewPCG(36, 37))
 	op := floatOperand[T]
-	for _, shape := range [][2]int{{5, 1024}, {4, 48}, {3, 40}, {1, 2*reducePiece + 32}, {3, reducePiece + 1001}} {
+	for _, shape := range [][2]int{{5, 1024}, {4, 48}, {3, 40}, {1, 2*reducePiece + 32}, {3, reducePiece + 1001},
+		{1, 5*reducePiece + 48}, {1, 4 * reducePiece}, {1, 7*reducePiece + 5}} {
 		rows, n := shape[0], shape[1]
 		x := randFloats[T](r, rows*n, 1e3)
 		for _, square := range []bool{false, true} {
@@ -231,7 +243,7 @@ func testSumOrder[T float](t *testing.T) {
 					}
 					total += combineLanes(&lanes)
 				}
-				require.Equal(t, bitsOf(T(total)), bitsOf(got[i]), "%v square=%v row %d", shape, square, i)
+				require.Equal(t, bitsOf(T(total)), bitsOf(got[i]), "%v square=%v row %d, GOMAXPROCS %d", shape, square, i, runtime.GOMAXPROCS(0))
 			}
 		}
 	}
