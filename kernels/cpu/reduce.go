@@ -420,7 +420,7 @@ func (s reducing[T]) run(lo, hi int) {
 				if s.isMax {
 					f.maxRuns(0, n, x, sk, r1-r0, r0)
 				} else {
-					sumRows(f.sum[:n], x, sk, r1-r0, s.square)
+					sumRowsPaired(f.sum[:n], x, sk, r1-r0, s.square)
 				}
 			default:
 				// Each output's elements in runs, as long as the innermost reduced

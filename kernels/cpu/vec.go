@@ -62,6 +62,16 @@ func sumRows[T float](dst []float64, x []T, ld, n int, square bool) {
 	}
 }
 
+// sumRowsPaired is sumRows with row i read beside row i + h (h = len(dst)/2), the two
+// far apart, where sumRows reads adjacent rows together: a core then reads two streams
+// (reducing.pairs says what that gains). Each row's sum has the bits sumRows gives it.
+func sumRowsPaired[T float](dst []float64, x []T, ld, n int, square bool) {
+	r := sumRowPairsVector(dst, x, ld, len(dst)/2, n, square)
+	if r < len(dst) {
+		sumRows(dst[r:], x[r*ld:], ld, n, square)
+	}
+}
+
 // narrow writes src[i] rounded to T into dst[i] (as long as dst).
 func narrow[T float](dst []T, src []float64) {
 	src = src[:len(dst)]

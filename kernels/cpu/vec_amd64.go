@@ -71,6 +71,18 @@ func sumSquaresRowsF32AVX2(dst *float64, x unsafe.Pointer, ld, rows, n int)
 func sumSquaresRowsF64AVX2(dst *float64, x unsafe.Pointer, ld, rows, n int)
 
 //go:noescape
+func sumRowPairsF32AVX2(dst *float64, x unsafe.Pointer, ld, pairs, n, far int)
+
+//go:noescape
+func sumRowPairsF64AVX2(dst *float64, x unsafe.Pointer, ld, pairs, n, far int)
+
+//go:noescape
+func sumSquaresRowPairsF32AVX2(dst *float64, x unsafe.Pointer, ld, pairs, n, far int)
+
+//go:noescape
+func sumSquaresRowPairsF64AVX2(dst *float64, x unsafe.Pointer, ld, pairs, n, far int)
+
+//go:noescape
 func narrowF32AVX2(dst *float32, src *float64, n int)
 
 //go:noescape
@@ -151,6 +163,27 @@ func lanesVector[T float](acc *[16]float64, x []T, f32, f64 func(*[16]float64, u
 		f64(acc, unsafe.Pointer(&x[0]), n)
 	}
 	return n
+}
+
+// sumRowPairsVector is sumRowsPaired's rows [0, 2h) read in pairs h rows apart (row i
+// beside row i + h) when n is a multiple of 16; it returns how many rows it did (2h or
+// none).
+func sumRowPairsVector[T float](dst []float64, x []T, ld, h, n int, square bool) int {
+	if !hasAVX2 || h == 0 || n == 0 || n%16 != 0 || len(dst) < 2*h {
+		return 0
+	}
+	_ = x[(2*h-1)*ld+n-1] // inside x
+	f := sumRowPairsF32AVX2
+	switch {
+	case is32[T]() && square:
+		f = sumSquaresRowPairsF32AVX2
+	case !is32[T]() && square:
+		f = sumSquaresRowPairsF64AVX2
+	case !is32[T]():
+		f = sumRowPairsF64AVX2
+	}
+	f(&dst[0], unsafe.Pointer(&x[0]), ld, h, n, h)
+	return 2 * h
 }
 
 // sumRowsVector is sumRows over every row when n is a multiple of 16; it returns how

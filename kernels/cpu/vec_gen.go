@@ -20,6 +20,9 @@
 //	sumSquaresRows… (the squares, as sumSquaresLanes)
 //	    dst[r] = combineLanes(acc) where acc is sumLanes' sixteen sums of x[r·ld:r·ld+n]
 //	    from zero, for every row r < rows; n a multiple of 16, at least 16
+//	sumRowPairs{F32,F64}AVX2(dst *float64, x unsafe.Pointer, ld, pairs, n, far int), and
+//	sumSquaresRowPairs…
+//	    sumRows' dst[r] for r = i and r = i + far, for every i < pairs
 //	narrowF32AVX2(dst *float32, src *float64, n int)
 //	    dst[i] = float32(src[i]); n a multiple of 16
 //	addRows{F32,F64}AVX2(acc *float64, x unsafe.Pointer, ld, rows, n int)
@@ -80,6 +83,8 @@ func main() {
 		sumLanes(t, true)
 		sumRows(t, false)
 		sumRows(t, true)
+		sumRowPairs(t, false)
+		sumRowPairs(t, true)
 		addRows(t)
 		maxLanes(t)
 		maxCols(t)
@@ -271,39 +276,9 @@ func sumRows(t typ, square bool) {
 		label(g + "rows")
 		p("CMPQ R9, $%d", group)
 		p("JLT %sdone", g)
-		p("LEAQ (SI)(R10*1), R11")
-		if group == 2 {
-			p("LEAQ (SI)(R8*1), BX")
-			p("LEAQ (BX)(R10*1), R12")
-		}
-		for i := range 4 * group {
-			p("VXORPD Y%d, Y%d, Y%d", i, i, i)
-		}
-		p("XORQ AX, AX")
-		label(g + "loop")
-		for row, base := range []string{"SI", "BX"}[:group] {
-			ahead := []string{"R11", "R12"}[row]
-			p("PREFETCHT0 (%s)(AX*1)", ahead)
-			if t.size == 8 {
-				p("PREFETCHT0 64(%s)(AX*1)", ahead)
-			}
-			for i := range 4 {
-				mem := fmt.Sprintf("%d(%s)(AX*1)", 4*t.size*i, base)
-				if square {
-					loadSquareF64(t, mem, 8+4*row+i)
-				} else {
-					loadF64(t, mem, 8+4*row+i)
-				}
-			}
-		}
-		for i := range 4 * group {
-			p("VADDPD Y%d, Y%d, Y%d", 8+i, i, i)
-		}
-		p("ADDQ $%d, AX", 16*t.size)
-		p("CMPQ AX, CX")
-		p("JLT %sloop", g)
+		rowsRound(g, t, square, group, "(SI)(R8*1)")
 		for row := range group {
-			combineLanes(4*row, 8*row)
+			combineLanes(4*row, fmt.Sprintf("%d(DI)", 8*row))
 		}
 		p("ADDQ $%d, DI", 8*group)
 		p("LEAQ (SI)(R8*%d), SI", group)
@@ -315,10 +290,83 @@ func sumRows(t typ, square bool) {
 	p("RET")
 }
 
+// sumRowPairs is sumRows over pairs of rows far apart: row i (SI) and row i + far
+// (BX), for i < pairs, their sums into dst[i] and dst[i + far], a row's arithmetic
+// that of sumRows. Adjacent rows are one stream to the hardware prefetcher; two far
+// apart are two, which a core reads faster (reducing.pairs).
+func sumRowPairs(t typ, square bool) {
+	name := "sumRowPairs" + t.name + "AVX2"
+	if square {
+		name = "sumSquaresRowPairs" + t.name + "AVX2"
+	}
+	header(name, "dst *float64, x unsafe.Pointer, ld, pairs, n, far int", "dst DI", "x SI", "ld R8", "pairs R9", "n CX", "far R13")
+	p("SHLQ $%d, R8", log2(t.size)) // bytes
+	p("SHLQ $%d, CX", log2(t.size))
+	p("MOVQ R13, DX")
+	p("SHLQ $3, DX") // dst[i + far], bytes from dst[i]
+	p("IMULQ R8, R13")
+	// The next round reads each stream's next row: R10 is one row ahead for rows of
+	// at most 4 KiB, as in sumRows.
+	p("MOVQ $%d, R10", prefetch)
+	p("CMPQ CX, $4096")
+	p("JGT %sfar", name)
+	p("MOVQ R8, R10")
+	label(name + "far")
+	label(name + "rows")
+	p("CMPQ R9, $1")
+	p("JLT %sdone", name)
+	rowsRound(name, t, square, 2, "(SI)(R13*1)")
+	combineLanes(0, "0(DI)")
+	combineLanes(4, "(DI)(DX*1)")
+	p("ADDQ $8, DI")
+	p("ADDQ R8, SI")
+	p("DECQ R9")
+	p("JMP %srows", name)
+	label(name + "done")
+	p("VZEROUPPER")
+	p("RET")
+}
+
+// rowsRound sums group rows (1 or 2) of CX bytes from SI and, for two, from second
+// (an address BX takes), each into its sixteen lanes (Y0…Y3, Y4…Y7), asking for the
+// lines R10 bytes ahead of each read.
+func rowsRound(g string, t typ, square bool, group int, second string) {
+	p("LEAQ (SI)(R10*1), R11")
+	if group == 2 {
+		p("LEAQ %s, BX", second)
+		p("LEAQ (BX)(R10*1), R12")
+	}
+	for i := range 4 * group {
+		p("VXORPD Y%d, Y%d, Y%d", i, i, i)
+	}
+	p("XORQ AX, AX")
+	label(g + "loop")
+	for row, base := range []string{"SI", "BX"}[:group] {
+		ahead := []string{"R11", "R12"}[row]
+		p("PREFETCHT0 (%s)(AX*1)", ahead)
+		if t.size == 8 {
+			p("PREFETCHT0 64(%s)(AX*1)", ahead)
+		}
+		for i := range 4 {
+			mem := fmt.Sprintf("%d(%s)(AX*1)", 4*t.size*i, base)
+			if square {
+				loadSquareF64(t, mem, 8+4*row+i)
+			} else {
+				loadF64(t, mem, 8+4*row+i)
+			}
+		}
+	}
+	for i := range 4 * group {
+		p("VADDPD Y%d, Y%d, Y%d", 8+i, i, i)
+	}
+	p("ADDQ $%d, AX", 16*t.size)
+	p("CMPQ AX, CX")
+	p("JLT %sloop", g)
+}
+
 // combineLanes adds up the sixteen lanes in Y<a>…Y<a+3> as combineLanes in vec.go does
-// (acc[i]+acc[i+8], then s[i]+s[i+4], then (s0+s2)+(s1+s3)) and stores the sum at
-// off(DI).
-func combineLanes(a, off int) {
+// (acc[i]+acc[i+8], then s[i]+s[i+4], then (s0+s2)+(s1+s3)) and stores the sum at mem.
+func combineLanes(a int, mem string) {
 	p("VADDPD Y%d, Y%d, Y%d", a+2, a, a)
 	p("VADDPD Y%d, Y%d, Y%d", a+3, a+1, a+1)
 	p("VADDPD Y%d, Y%d, Y%d", a+1, a, a)
@@ -326,7 +374,7 @@ func combineLanes(a, off int) {
 	p("VADDPD X%d, X%d, X%d", a+1, a, a)
 	p("VUNPCKHPD X%d, X%d, X%d", a, a, a+1)
 	p("VADDSD X%d, X%d, X%d", a+1, a, a)
-	p("VMOVSD X%d, %d(DI)", a, off)
+	p("VMOVSD X%d, %s", a, mem)
 }
 
 // narrow rounds float64s to float32 (a reduction's results), sixteen at a time.
