@@ -98,6 +98,12 @@ func maxLanesF32AVX2(m unsafe.Pointer, pos *int, x unsafe.Pointer, ld, rows, n i
 func maxLanesF64AVX2(m unsafe.Pointer, pos *int, x unsafe.Pointer, ld, rows, n int)
 
 //go:noescape
+func maxLanePairsF32AVX2(m unsafe.Pointer, pos *int, x unsafe.Pointer, ld, pairs, n, far int)
+
+//go:noescape
+func maxLanePairsF64AVX2(m unsafe.Pointer, pos *int, x unsafe.Pointer, ld, pairs, n, far int)
+
+//go:noescape
 func maxColsF32AVX2(m, pos unsafe.Pointer, x unsafe.Pointer, ld, rows, n, first int)
 
 //go:noescape
@@ -239,16 +245,30 @@ func addRowsVector[T float](acc []float64, x []T, ld, rows int) int {
 // maximum of its first multiple of four vectors (if it has four) and its index, as
 // fold.addMax would, into m and pos; it returns how many elements of each row it
 // scanned.
+//
+// Rows i and i + h (h = rows/2) are read together, two streams far apart where rows
+// one after the other are one (maxLanePairs; reducing.pairs says what that gains);
+// an odd last row alone.
 func maxLanesVector[T float](m []T, pos []int, x []T, ld, n int) int {
 	k, rows := n&^(4*lanesOf[T]()-1), len(m)
 	if !hasAVX2 || k == 0 || rows == 0 {
 		return 0
 	}
 	_, _ = pos[rows-1], x[(rows-1)*ld+k-1] // inside pos and x
-	if is32[T]() {
-		maxLanesF32AVX2(unsafe.Pointer(&m[0]), &pos[0], unsafe.Pointer(&x[0]), ld, rows, k)
-	} else {
-		maxLanesF64AVX2(unsafe.Pointer(&m[0]), &pos[0], unsafe.Pointer(&x[0]), ld, rows, k)
+	h, r := rows/2, rows&^1
+	if h > 0 {
+		if is32[T]() {
+			maxLanePairsF32AVX2(unsafe.Pointer(&m[0]), &pos[0], unsafe.Pointer(&x[0]), ld, h, k, h)
+		} else {
+			maxLanePairsF64AVX2(unsafe.Pointer(&m[0]), &pos[0], unsafe.Pointer(&x[0]), ld, h, k, h)
+		}
+	}
+	if r < rows {
+		if is32[T]() {
+			maxLanesF32AVX2(unsafe.Pointer(&m[r]), &pos[r], unsafe.Pointer(&x[r*ld]), ld, 1, k)
+		} else {
+			maxLanesF64AVX2(unsafe.Pointer(&m[r]), &pos[r], unsafe.Pointer(&x[r*ld]), ld, 1, k)
+		}
 	}
 	return k
 }

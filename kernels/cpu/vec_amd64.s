@@ -918,6 +918,166 @@ maxLanesF32AVX2next:
 maxLanesF32AVX2done:
 	RET
 
+// func maxLanePairsF32AVX2(m unsafe.Pointer, pos *int, x unsafe.Pointer, ld, pairs, n, far int)
+TEXT ·maxLanePairsF32AVX2(SB), NOSPLIT, $0-56
+	MOVQ m+0(FP), DI
+	MOVQ pos+8(FP), DX
+	MOVQ x+16(FP), SI
+	MOVQ ld+24(FP), R8
+	MOVQ pairs+32(FP), R9
+	MOVQ n+40(FP), CX
+	MOVQ far+48(FP), R13
+	SHLQ $2, R8
+	SHLQ $2, CX
+	MOVQ R13, R10
+	SHLQ $2, R10
+	MOVQ R13, R12
+	SHLQ $3, R12
+	IMULQ R8, R13
+	TESTQ R9, R9
+	JZ maxLanePairsF32AVX2done
+maxLanePairsF32AVX2row:
+	MOVQ $0xff800000, AX
+	VMOVQ AX, X0
+	VBROADCASTSS X0, Y0
+	VMOVAPS Y0, Y1
+	VMOVAPS Y0, Y2
+	VMOVAPS Y0, Y3
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	LEAQ (SI)(R13*1), R11
+	XORQ AX, AX
+maxLanePairsF32AVX2loop:
+	PREFETCHT0 2048(SI)(AX*1)
+	PREFETCHT0 2048(R11)(AX*1)
+	VMOVUPS 0(SI)(AX*1), Y4
+	VMOVUPS 32(SI)(AX*1), Y5
+	VMOVUPS 0(R11)(AX*1), Y6
+	VMOVUPS 32(R11)(AX*1), Y7
+	VMAXPS Y0, Y4, Y0
+	VCMPPS $3, Y4, Y4, Y8
+	VMAXPS Y1, Y5, Y1
+	VCMPPS $3, Y5, Y5, Y9
+	VMAXPS Y2, Y6, Y2
+	VCMPPS $3, Y6, Y6, Y10
+	VMAXPS Y3, Y7, Y3
+	VCMPPS $3, Y7, Y7, Y11
+	VORPS Y8, Y12, Y12
+	VORPS Y9, Y12, Y12
+	VORPS Y10, Y13, Y13
+	VORPS Y11, Y13, Y13
+	ADDQ $64, AX
+	CMPQ AX, CX
+	JLT maxLanePairsF32AVX2loop
+	VMAXPS Y3, Y2, Y2
+	VMOVMSKPS Y12, AX
+	TESTQ AX, AX
+	JNZ maxLanePairsF32AVX2anan
+	VMAXPS Y1, Y0, Y0
+	VPERM2F128 $1, Y0, Y0, Y1
+	VMAXPS Y1, Y0, Y0
+	VPERMILPS $0x4e, Y0, Y1
+	VMAXPS Y1, Y0, Y0
+	VPERMILPS $0xb1, Y0, Y1
+	VMAXPS Y1, Y0, Y0
+	XORQ AX, AX
+maxLanePairsF32AVX2amax:
+	VCMPPS $0, (SI)(AX*1), Y0, Y1
+	VMOVMSKPS Y1, BX
+	TESTQ BX, BX
+	JNZ maxLanePairsF32AVX2amaxfound
+	ADDQ $32, AX
+	JMP maxLanePairsF32AVX2amax
+maxLanePairsF32AVX2amaxfound:
+	SHRQ $2, AX
+	BSFQ BX, BX
+	ADDQ BX, AX
+	MOVQ AX, (DX)
+	VMOVSS (SI)(AX*4), X0
+	VMOVSS X0, (DI)
+	JMP maxLanePairsF32AVX2anext
+maxLanePairsF32AVX2anan:
+	VXORPS Y0, Y0, Y0
+	XORQ AX, AX
+maxLanePairsF32AVX2afirst:
+	VCMPPS $3, (SI)(AX*1), Y0, Y1
+	VMOVMSKPS Y1, BX
+	TESTQ BX, BX
+	JNZ maxLanePairsF32AVX2afirstfound
+	ADDQ $32, AX
+	JMP maxLanePairsF32AVX2afirst
+maxLanePairsF32AVX2afirstfound:
+	SHRQ $2, AX
+	BSFQ BX, BX
+	ADDQ BX, AX
+	MOVQ AX, (DX)
+	VMOVSS (SI)(AX*4), X0
+	VMOVSS X0, (DI)
+	JMP maxLanePairsF32AVX2anext
+maxLanePairsF32AVX2anext:
+	VMOVAPS Y2, Y0
+	VMOVAPS Y13, Y12
+	ADDQ R10, DI
+	ADDQ R12, DX
+	MOVQ R11, SI
+	VMOVAPS Y0, Y1
+	VMOVMSKPS Y12, AX
+	TESTQ AX, AX
+	JNZ maxLanePairsF32AVX2bnan
+	VMAXPS Y1, Y0, Y0
+	VPERM2F128 $1, Y0, Y0, Y1
+	VMAXPS Y1, Y0, Y0
+	VPERMILPS $0x4e, Y0, Y1
+	VMAXPS Y1, Y0, Y0
+	VPERMILPS $0xb1, Y0, Y1
+	VMAXPS Y1, Y0, Y0
+	XORQ AX, AX
+maxLanePairsF32AVX2bmax:
+	VCMPPS $0, (SI)(AX*1), Y0, Y1
+	VMOVMSKPS Y1, BX
+	TESTQ BX, BX
+	JNZ maxLanePairsF32AVX2bmaxfound
+	ADDQ $32, AX
+	JMP maxLanePairsF32AVX2bmax
+maxLanePairsF32AVX2bmaxfound:
+	SHRQ $2, AX
+	BSFQ BX, BX
+	ADDQ BX, AX
+	MOVQ AX, (DX)
+	VMOVSS (SI)(AX*4), X0
+	VMOVSS X0, (DI)
+	JMP maxLanePairsF32AVX2bnext
+maxLanePairsF32AVX2bnan:
+	VXORPS Y0, Y0, Y0
+	XORQ AX, AX
+maxLanePairsF32AVX2bfirst:
+	VCMPPS $3, (SI)(AX*1), Y0, Y1
+	VMOVMSKPS Y1, BX
+	TESTQ BX, BX
+	JNZ maxLanePairsF32AVX2bfirstfound
+	ADDQ $32, AX
+	JMP maxLanePairsF32AVX2bfirst
+maxLanePairsF32AVX2bfirstfound:
+	SHRQ $2, AX
+	BSFQ BX, BX
+	ADDQ BX, AX
+	MOVQ AX, (DX)
+	VMOVSS (SI)(AX*4), X0
+	VMOVSS X0, (DI)
+	JMP maxLanePairsF32AVX2bnext
+maxLanePairsF32AVX2bnext:
+	SUBQ R10, DI
+	SUBQ R12, DX
+	SUBQ R13, SI
+	ADDQ $4, DI
+	ADDQ $8, DX
+	ADDQ R8, SI
+	DECQ R9
+	JNZ maxLanePairsF32AVX2row
+	VZEROUPPER
+maxLanePairsF32AVX2done:
+	RET
+
 // func maxColsF32AVX2(m, pos unsafe.Pointer, x unsafe.Pointer, ld, rows, n, first int)
 TEXT ·maxColsF32AVX2(SB), NOSPLIT, $0-56
 	MOVQ m+0(FP), DI
@@ -1913,6 +2073,162 @@ maxLanesF64AVX2next:
 	JNZ maxLanesF64AVX2row
 	VZEROUPPER
 maxLanesF64AVX2done:
+	RET
+
+// func maxLanePairsF64AVX2(m unsafe.Pointer, pos *int, x unsafe.Pointer, ld, pairs, n, far int)
+TEXT ·maxLanePairsF64AVX2(SB), NOSPLIT, $0-56
+	MOVQ m+0(FP), DI
+	MOVQ pos+8(FP), DX
+	MOVQ x+16(FP), SI
+	MOVQ ld+24(FP), R8
+	MOVQ pairs+32(FP), R9
+	MOVQ n+40(FP), CX
+	MOVQ far+48(FP), R13
+	SHLQ $3, R8
+	SHLQ $3, CX
+	MOVQ R13, R10
+	SHLQ $3, R10
+	MOVQ R13, R12
+	SHLQ $3, R12
+	IMULQ R8, R13
+	TESTQ R9, R9
+	JZ maxLanePairsF64AVX2done
+maxLanePairsF64AVX2row:
+	MOVQ $0xfff0000000000000, AX
+	VMOVQ AX, X0
+	VBROADCASTSD X0, Y0
+	VMOVAPD Y0, Y1
+	VMOVAPD Y0, Y2
+	VMOVAPD Y0, Y3
+	VXORPD Y12, Y12, Y12
+	VXORPD Y13, Y13, Y13
+	LEAQ (SI)(R13*1), R11
+	XORQ AX, AX
+maxLanePairsF64AVX2loop:
+	PREFETCHT0 2048(SI)(AX*1)
+	PREFETCHT0 2048(R11)(AX*1)
+	VMOVUPD 0(SI)(AX*1), Y4
+	VMOVUPD 32(SI)(AX*1), Y5
+	VMOVUPD 0(R11)(AX*1), Y6
+	VMOVUPD 32(R11)(AX*1), Y7
+	VMAXPD Y0, Y4, Y0
+	VCMPPD $3, Y4, Y4, Y8
+	VMAXPD Y1, Y5, Y1
+	VCMPPD $3, Y5, Y5, Y9
+	VMAXPD Y2, Y6, Y2
+	VCMPPD $3, Y6, Y6, Y10
+	VMAXPD Y3, Y7, Y3
+	VCMPPD $3, Y7, Y7, Y11
+	VORPD Y8, Y12, Y12
+	VORPD Y9, Y12, Y12
+	VORPD Y10, Y13, Y13
+	VORPD Y11, Y13, Y13
+	ADDQ $64, AX
+	CMPQ AX, CX
+	JLT maxLanePairsF64AVX2loop
+	VMAXPD Y3, Y2, Y2
+	VMOVMSKPD Y12, AX
+	TESTQ AX, AX
+	JNZ maxLanePairsF64AVX2anan
+	VMAXPD Y1, Y0, Y0
+	VPERM2F128 $1, Y0, Y0, Y1
+	VMAXPD Y1, Y0, Y0
+	VPERMILPD $5, Y0, Y1
+	VMAXPD Y1, Y0, Y0
+	XORQ AX, AX
+maxLanePairsF64AVX2amax:
+	VCMPPD $0, (SI)(AX*1), Y0, Y1
+	VMOVMSKPD Y1, BX
+	TESTQ BX, BX
+	JNZ maxLanePairsF64AVX2amaxfound
+	ADDQ $32, AX
+	JMP maxLanePairsF64AVX2amax
+maxLanePairsF64AVX2amaxfound:
+	SHRQ $3, AX
+	BSFQ BX, BX
+	ADDQ BX, AX
+	MOVQ AX, (DX)
+	VMOVSD (SI)(AX*8), X0
+	VMOVSD X0, (DI)
+	JMP maxLanePairsF64AVX2anext
+maxLanePairsF64AVX2anan:
+	VXORPD Y0, Y0, Y0
+	XORQ AX, AX
+maxLanePairsF64AVX2afirst:
+	VCMPPD $3, (SI)(AX*1), Y0, Y1
+	VMOVMSKPD Y1, BX
+	TESTQ BX, BX
+	JNZ maxLanePairsF64AVX2afirstfound
+	ADDQ $32, AX
+	JMP maxLanePairsF64AVX2afirst
+maxLanePairsF64AVX2afirstfound:
+	SHRQ $3, AX
+	BSFQ BX, BX
+	ADDQ BX, AX
+	MOVQ AX, (DX)
+	VMOVSD (SI)(AX*8), X0
+	VMOVSD X0, (DI)
+	JMP maxLanePairsF64AVX2anext
+maxLanePairsF64AVX2anext:
+	VMOVAPD Y2, Y0
+	VMOVAPD Y13, Y12
+	ADDQ R10, DI
+	ADDQ R12, DX
+	MOVQ R11, SI
+	VMOVAPD Y0, Y1
+	VMOVMSKPD Y12, AX
+	TESTQ AX, AX
+	JNZ maxLanePairsF64AVX2bnan
+	VMAXPD Y1, Y0, Y0
+	VPERM2F128 $1, Y0, Y0, Y1
+	VMAXPD Y1, Y0, Y0
+	VPERMILPD $5, Y0, Y1
+	VMAXPD Y1, Y0, Y0
+	XORQ AX, AX
+maxLanePairsF64AVX2bmax:
+	VCMPPD $0, (SI)(AX*1), Y0, Y1
+	VMOVMSKPD Y1, BX
+	TESTQ BX, BX
+	JNZ maxLanePairsF64AVX2bmaxfound
+	ADDQ $32, AX
+	JMP maxLanePairsF64AVX2bmax
+maxLanePairsF64AVX2bmaxfound:
+	SHRQ $3, AX
+	BSFQ BX, BX
+	ADDQ BX, AX
+	MOVQ AX, (DX)
+	VMOVSD (SI)(AX*8), X0
+	VMOVSD X0, (DI)
+	JMP maxLanePairsF64AVX2bnext
+maxLanePairsF64AVX2bnan:
+	VXORPD Y0, Y0, Y0
+	XORQ AX, AX
+maxLanePairsF64AVX2bfirst:
+	VCMPPD $3, (SI)(AX*1), Y0, Y1
+	VMOVMSKPD Y1, BX
+	TESTQ BX, BX
+	JNZ maxLanePairsF64AVX2bfirstfound
+	ADDQ $32, AX
+	JMP maxLanePairsF64AVX2bfirst
+maxLanePairsF64AVX2bfirstfound:
+	SHRQ $3, AX
+	BSFQ BX, BX
+	ADDQ BX, AX
+	MOVQ AX, (DX)
+	VMOVSD (SI)(AX*8), X0
+	VMOVSD X0, (DI)
+	JMP maxLanePairsF64AVX2bnext
+maxLanePairsF64AVX2bnext:
+	SUBQ R10, DI
+	SUBQ R12, DX
+	SUBQ R13, SI
+	ADDQ $8, DI
+	ADDQ $8, DX
+	ADDQ R8, SI
+	DECQ R9
+	JNZ maxLanePairsF64AVX2row
+	VZEROUPPER
+maxLanePairsF64AVX2done:
 	RET
 
 // func maxColsF64AVX2(m, pos unsafe.Pointer, x unsafe.Pointer, ld, rows, n, first int)

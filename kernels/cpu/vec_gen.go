@@ -32,6 +32,9 @@
 //	    and pos[r]: the first NaN, or else the first of the largest, as fold.addMax
 //	    finds it; n a multiple of 4 vectors, at least 4 (the maximum's value, then the
 //	    first element equal to it)
+//	maxLanePairs{F32,F64}AVX2(m unsafe.Pointer, pos *int, x unsafe.Pointer, ld, pairs, n, far int)
+//	    maxLanes' results for rows i and i + far (into m[i], pos[i] and m[i + far],
+//	    pos[i + far]) for every i < pairs; n a multiple of 4 vectors
 //	maxCols{F32,F64}AVX2(m, pos *T, x unsafe.Pointer, ld, rows, n, first int)
 //	    for each column j < n, folds x[r·ld+j] for r < rows, in order, into the
 //	    maximum so far m[j] and its row pos[j] (first+r, a float, exact); n a multiple
@@ -87,6 +90,7 @@ func main() {
 		sumRowPairs(t, true)
 		addRows(t)
 		maxLanes(t)
+		maxLanePairs(t)
 		maxCols(t)
 	}
 	if err := os.WriteFile("vec_amd64.s", b.Bytes(), 0o644); err != nil {
@@ -534,6 +538,104 @@ func maxLanes(t typ) {
 	p("VZEROUPPER")
 	label(name + "done")
 	p("RET")
+}
+
+// maxLanePairs is maxLanes over pairs of rows far apart: row i (SI) and row i + far
+// (R11), for i < pairs, read together two vectors a row a round (Y0, Y1 and Y2, Y3 the
+// maxima; Y12 and Y13 the NaN flags), then each row finished as maxLanes finishes one,
+// row i + far's results far elements after row i's. Two rows far apart are two
+// streams to the hardware prefetcher, where maxLanes' rows one after the other are one.
+func maxLanePairs(t typ) {
+	name := "maxLanePairs" + t.name + "AVX2"
+	x := t.suf[1:]
+	vec := 32
+	header(name, "m unsafe.Pointer, pos *int, x unsafe.Pointer, ld, pairs, n, far int",
+		"m DI", "pos DX", "x SI", "ld R8", "pairs R9", "n CX", "far R13")
+	p("SHLQ $%d, R8", log2(t.size)) // bytes
+	p("SHLQ $%d, CX", log2(t.size))
+	p("MOVQ R13, R10")
+	p("SHLQ $%d, R10", log2(t.size)) // m's offset of row i + far, bytes
+	p("MOVQ R13, R12")
+	p("SHLQ $3, R12") // pos's
+	p("IMULQ R8, R13") // x's
+	p("TESTQ R9, R9")
+	p("JZ %sdone", name)
+	label(name + "row")
+	p("MOVQ $%s, AX", negInf(t))
+	p("VMOVQ AX, X0")
+	p("VBROADCASTS%s X0, Y0", x)
+	for i := 1; i < 4; i++ {
+		p("VMOVAP%s Y0, Y%d", x, i)
+	}
+	p("VXORP%s Y12, Y12, Y12", x)
+	p("VXORP%s Y13, Y13, Y13", x)
+	p("LEAQ (SI)(R13*1), R11")
+	p("XORQ AX, AX")
+	label(name + "loop")
+	p("PREFETCHT0 %d(SI)(AX*1)", prefetch)
+	p("PREFETCHT0 %d(R11)(AX*1)", prefetch)
+	for i, base := range []string{"SI", "SI", "R11", "R11"} {
+		p("VMOVUP%s %d(%s)(AX*1), Y%d", x, (i%2)*vec, base, 4+i)
+	}
+	for i := range 4 {
+		p("VMAXP%s Y%d, Y%d, Y%d", x, i, 4+i, i)
+		p("VCMPP%s $3, Y%d, Y%d, Y%d", x, 4+i, 4+i, 8+i)
+	}
+	p("VORP%s Y8, Y12, Y12", x)
+	p("VORP%s Y9, Y12, Y12", x)
+	p("VORP%s Y10, Y13, Y13", x)
+	p("VORP%s Y11, Y13, Y13", x)
+	p("ADDQ $%d, AX", 2*vec)
+	p("CMPQ AX, CX")
+	p("JLT %sloop", name)
+	p("VMAXP%s Y3, Y2, Y2", x) // row i + far's maximum so far, kept for its turn
+	finishRow(t, name+"a")
+	// Row i + far: its maximum and flags where row i's were, its outputs and row
+	// where find looks.
+	p("VMOVAP%s Y2, Y0", x)
+	p("VMOVAP%s Y13, Y12", x)
+	p("ADDQ R10, DI")
+	p("ADDQ R12, DX")
+	p("MOVQ R11, SI")
+	p("VMOVAP%s Y0, Y1", x)
+	finishRow(t, name+"b")
+	p("SUBQ R10, DI")
+	p("SUBQ R12, DX")
+	p("SUBQ R13, SI")
+	p("ADDQ $%d, DI", t.size)
+	p("ADDQ $8, DX")
+	p("ADDQ R8, SI")
+	p("DECQ R9")
+	p("JNZ %srow", name)
+	p("VZEROUPPER")
+	label(name + "done")
+	p("RET")
+}
+
+// finishRow is maxLanes' end of a row for maxLanePairs: the maximum of Y0 and Y1 across
+// their lanes, or with a flag in Y12 the first NaN, found in the row at SI (find) and
+// stored at (DI) and (DX).
+func finishRow(t typ, name string) {
+	x := t.suf[1:]
+	p("VMOVMSKP%s Y12, AX", x)
+	p("TESTQ AX, AX")
+	p("JNZ %snan", name)
+	p("VMAXP%s Y1, Y0, Y0", x)
+	p("VPERM2F128 $1, Y0, Y0, Y1")
+	p("VMAXP%s Y1, Y0, Y0", x)
+	swaps := []string{"$0x4e", "$0xb1"} // float32: the pairs of a half, then neighbours
+	if t.size == 8 {
+		swaps = []string{"$5"}
+	}
+	for _, imm := range swaps {
+		p("VPERMILP%s %s, Y0, Y1", x, imm)
+		p("VMAXP%s Y1, Y0, Y0", x)
+	}
+	find(t, name+"max", name+"next", 0) // equal
+	label(name + "nan")
+	p("VXORP%s Y0, Y0, Y0", x)
+	find(t, name+"first", name+"next", 3) // unordered
+	label(name + "next")
 }
 
 // negInf is -Inf's bits as a float of t.
