@@ -556,7 +556,7 @@ func maxLanePairs(t typ) {
 	p("MOVQ R13, R10")
 	p("SHLQ $%d, R10", log2(t.size)) // m's offset of row i + far, bytes
 	p("MOVQ R13, R12")
-	p("SHLQ $3, R12") // pos's
+	p("SHLQ $3, R12")  // pos's
 	p("IMULQ R8, R13") // x's
 	p("TESTQ R9, R9")
 	p("JZ %sdone", name)
