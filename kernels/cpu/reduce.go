@@ -472,38 +472,26 @@ func (s reducing[T]) run(lo, hi int) {
 }
 
 // pairs is run for a sum (or sum of squares) of every element of a dense source, one
-// output whose pieces are each one contiguous run: piece c of [lo, hi) is folded with
-// piece c + half, the two far apart, as two rows of one sumRows call, each its own
-// sum, so that a core reads two streams at once. One stream a core stops short of the
-// memory's bandwidth: on the 2-core development machine a sum over 64M float32 read 47
-// GB/s at 2 threads one piece at a time, 57 with two adjacent pieces as rows and 64 with
-// two far apart (add reaches 70-73). Each piece's partial has the bits it has alone
-// (sumRows' rows are summed apart, in the same order), so a sum does not depend on how
-// the pieces fall to the workers.
+// output whose pieces are each one contiguous run: the whole pieces of [lo, hi) are
+// summed as rows of sumRowsPaired, piece c beside piece c + half, each its own partial,
+// so that a core reads two streams at once, and a short last piece alone. One stream a
+// core stops short of the memory's bandwidth: on the 2-core development machine a sum
+// over 64M float32 read 47 GB/s at 2 threads one piece at a time, 57 with two adjacent
+// pieces as rows and 64 with two far apart (add reaches 70-73). Each piece's partial has
+// the bits it has alone, so a sum does not depend on how the pieces fall to the
+// workers.
 func (s reducing[T]) pairs(lo, hi int) {
 	rd := &s.rd
 	var base int
 	rd.kept.walkRuns(0, 1, 1, func(offs, _ [maxOperands]int, _ int) { base = offs[1] })
 	x := elems[T](&s.src)[base:]
-	var sum [2]float64
-	alone := func(c int) {
-		r0 := c * rd.piece
-		sumRows(sum[:1], x[r0:], 0, min(rd.piece, rd.nRed-r0), s.square)
-		s.part.sum[c] = sum[0]
+	whole := min(hi, rd.nRed/rd.piece) // pieces [lo, whole) are whole; at most one after
+	if whole > lo {
+		sumRowsPaired(s.part.sum[lo:whole], x[lo*rd.piece:], rd.piece, rd.piece, s.square)
 	}
-	half := (hi - lo + 1) / 2
-	for c := lo; c < lo+half; c++ {
-		d := c + half
-		switch {
-		case d < hi && (d+1)*rd.piece <= rd.nRed:
-			sumRows(sum[:], x[c*rd.piece:], half*rd.piece, rd.piece, s.square)
-			s.part.sum[c], s.part.sum[d] = sum[0], sum[1]
-		case d < hi:
-			alone(c)
-			alone(d)
-		default:
-			alone(c)
-		}
+	if whole < hi {
+		r0 := whole * rd.piece
+		sumRows(s.part.sum[whole:hi], x[r0:], 0, rd.nRed-r0, s.square)
 	}
 }
 
