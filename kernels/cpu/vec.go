@@ -66,7 +66,7 @@ func sumRows[T float](dst []float64, x []T, ld, n int, square bool) {
 // far apart, where sumRows reads adjacent rows together: a core then reads two streams
 // (reducing.pairs says what that gains). Each row's sum has the bits sumRows gives it.
 func sumRowsPaired[T float](dst []float64, x []T, ld, n int, square bool) {
-	r := sumRowPairsVector(dst, x, ld, len(dst)/2, n, square)
+	r := sumRowPairsVector(dst, x, ld, n, square)
 	if r < len(dst) {
 		sumRows(dst[r:], x[r*ld:], ld, n, square)
 	}

@@ -171,11 +171,12 @@ func lanesVector[T float](acc *[16]float64, x []T, f32, f64 func(*[16]float64, u
 	return n
 }
 
-// sumRowPairsVector is sumRowsPaired's rows [0, 2h) read in pairs h rows apart (row i
-// beside row i + h) when n is a multiple of 16; it returns how many rows it did (2h or
-// none).
-func sumRowPairsVector[T float](dst []float64, x []T, ld, h, n int, square bool) int {
-	if !hasAVX2 || h == 0 || n == 0 || n%16 != 0 || len(dst) < 2*h {
+// sumRowPairsVector is sumRowsPaired's rows [0, 2h) (h = len(dst)/2) read in pairs h
+// rows apart (row i beside row i + h) when n is a multiple of 16; it returns how many
+// rows it did (2h or none).
+func sumRowPairsVector[T float](dst []float64, x []T, ld, n int, square bool) int {
+	h := len(dst) / 2
+	if !hasAVX2 || h == 0 || n == 0 || n%16 != 0 {
 		return 0
 	}
 	_ = x[(2*h-1)*ld+n-1] // inside x

@@ -509,27 +509,11 @@ func maxLanes(t typ) {
 	p("ADDQ $%d, AX", 4*vec)
 	p("CMPQ AX, CX")
 	p("JLT %sloop", name)
-	p("VMOVMSKP%s Y12, AX", x)
-	p("TESTQ AX, AX")
-	p("JNZ %snan", name)
-	p("VMAXP%s Y1, Y0, Y0", x)
+	// The four maxima into Y0 and Y1 (a maximum is exact in any order, and find
+	// stores the row's own element), then the row's end.
 	p("VMAXP%s Y3, Y2, Y2", x)
-	p("VMAXP%s Y2, Y0, Y0", x)
-	p("VPERM2F128 $1, Y0, Y0, Y1")
-	p("VMAXP%s Y1, Y0, Y0", x)
-	swaps := []string{"$0x4e", "$0xb1"} // float32: the pairs of a half, then neighbours
-	if t.size == 8 {
-		swaps = []string{"$5"}
-	}
-	for _, imm := range swaps {
-		p("VPERMILP%s %s, Y0, Y1", x, imm)
-		p("VMAXP%s Y1, Y0, Y0", x)
-	}
-	find(t, name+"max", name+"next", 0) // equal
-	label(name + "nan")
-	p("VXORP%s Y0, Y0, Y0", x)
-	find(t, name+"first", name+"next", 3) // unordered
-	label(name + "next")
+	p("VMAXP%s Y2, Y1, Y1", x)
+	finishRow(t, name)
 	p("ADDQ $%d, DI", t.size)
 	p("ADDQ $8, DX")
 	p("ADDQ R8, SI")
@@ -612,8 +596,8 @@ func maxLanePairs(t typ) {
 	p("RET")
 }
 
-// finishRow is maxLanes' end of a row for maxLanePairs: the maximum of Y0 and Y1 across
-// their lanes, or with a flag in Y12 the first NaN, found in the row at SI (find) and
+// finishRow is the end of a row of maxLanes and maxLanePairs: the maximum of Y0 and Y1
+// across their lanes, or with a flag in Y12 the first NaN, found in the row at SI (find) and
 // stored at (DI) and (DX).
 func finishRow(t typ, name string) {
 	x := t.suf[1:]

@@ -14,7 +14,7 @@ func sumSquaresLanesVector[T float](acc *[16]float64, x []T) int { return 0 }
 
 func sumRowsVector[T float](dst []float64, x []T, ld, n int, square bool) int { return 0 }
 
-func sumRowPairsVector[T float](dst []float64, x []T, ld, h, n int, square bool) int { return 0 }
+func sumRowPairsVector[T float](dst []float64, x []T, ld, n int, square bool) int { return 0 }
 
 func narrowVector[T float](dst []T, src []float64) int { return 0 }
 
