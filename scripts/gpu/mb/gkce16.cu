@@ -72,6 +72,13 @@
 //                     current one, so that memory stays busy while warps compute; the same
 //                     bits; -ffma with cand-ffma's term  [H3]
 //   ceiling-read-rows-l2pf  ceiling-read-rows with the next row asked of L2 first  [H3]
+//   cand-async-D     each warp's next D rows copied into shared memory by cp.async
+//                     (no register held; 2·D KB a warp) while it computes on the current
+//                     one, which it then reads from there into main's register row: the
+//                     same rows, order and bits; -lb6 under __launch_bounds__(BLOCK, 6),
+//                     -ffma with cand-ffma's term. The carveout asks for the most shared
+//                     memory (6 blocks of 32 KB for D 2)  [H3]
+//   ceiling-read-rows-async-D  ceiling-read-rows through cand-async-D's copies  [H3]
 //   ceiling-read-rows main's load pattern and grid, no arithmetic (an xor of the bits a
 //                     row, lane 0 writes it): what this row form could reach
 //   ceiling-read-flat a grid-stride read of the same bytes, 4 16-byte loads in flight a
@@ -262,6 +269,97 @@ __global__ void __launch_bounds__(BLOCK, MINB) c_ce_l2(unsigned long long loss, 
     cross_entropy_finish(sum, count, sm, loss, dtl, lse, n, part, ticket);
 }
 
+// c_async_words is a warp buffer's 16-byte words: a row of 32·ROW_CHUNKS chunks of 4
+// 16-bit elements (1024 elements, 2 KB).
+constexpr int c_async_words = 32 * ROW_CHUNKS * 8 / 16;
+
+// c_async_issue starts copying row `row` of the logits (c elements of S; c·sizeof(S) a
+// multiple of 16 bytes and at most a warp buffer's, c_async_words) into buf, a warp's
+// buffer in shared memory, by cp.async (sm_80 on): lane i copies the 16-byte words i,
+// i + 32, ...; the copies pass no register and nobody waits for them until
+// c_async_take. Nothing is copied past n rows, but the commit group is made, so that
+// every lane's count of groups stays the same.
+template <typename S> __device__ __forceinline__ void c_async_issue(uint4 *buf, const S *logits, long long row, long long n, long long c, int lane) {
+    if (row < n) {
+        const uint4 *src = (const uint4 *)(logits + row * c) + lane;
+        int words = (int)(c * (long long)sizeof(S) / 16) - lane;
+        unsigned int dst = (unsigned int)__cvta_generic_to_shared(buf + lane);
+#pragma unroll
+        for (int i = 0; i < c_async_words / 32; i++)
+            if (32 * i < words) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + 512 * i), "l"(src + 32 * i) : "memory");
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+// c_async_take waits until at most W of the lane's commit groups are in flight (the
+// oldest ones done), then reads the row in buf into v as row_load_bits does (lane l's
+// slot i holds chunk l + 32·i, 0 bits at c or past): the same register row, so the same
+// sums and bits as main. The warp is synchronised before (every lane's copies landed)
+// and after (buf may be refilled).
+template <int W, typename S> __device__ __forceinline__ void c_async_take(reg_row<S> &v, const uint4 *buf, long long c, int lane) {
+    asm volatile("cp.async.wait_group %0;" ::"n"(W) : "memory");
+    __syncwarp();
+    const uint2 *p = (const uint2 *)buf;
+#pragma unroll
+    for (int i = 0; i < ROW_CHUNKS; i++) v.bits[i] = chunk_at<32>(lane, i) < c ? p[lane + 32 * i] : make_uint2(0, 0);
+    __syncwarp();
+}
+
+// c_ce_async is c_ce (R 1) whose rows come through shared memory: each warp keeps its
+// next D rows being copied there (c_async_issue) while it computes on the current one,
+// held in registers as main holds it, so 2·D KB a warp are in flight during the
+// arithmetic without a register for them (c_ce_pf's prefetch took 64-79 registers and
+// lost blocks). The same rows, order and bits as main. Rows of up to 1024 16-bit
+// elements (the harness's 1024), c % 8 == 0.
+template <typename S, int D, bool FF, int MINB>
+__global__ void __launch_bounds__(BLOCK, MINB) c_ce_async(unsigned long long loss, int dtl, float *lse, const S *logits, const long long *labels, long long n,
+                                                          long long c, long long ignore, double *part, unsigned int *ticket, ErrorFlag *flag, unsigned int seq) {
+    __shared__ double sm[BLOCK / 32];
+    __shared__ uint4 bufs[BLOCK / 32][D][c_async_words];
+    int lane = group_lane<32>(), w = threadIdx.x / 32;
+    long long stride = (long long)gridDim.x * (BLOCK / 32);
+    double sum = 0, count = 0;
+    long long row0 = group_row<32>();
+#pragma unroll
+    for (int d = 0; d < D; d++) c_async_issue(bufs[w][d], logits, row0 + d * stride, n, c, lane);
+    int k = 0;
+    for (long long row = row0; row < n; row += stride) {
+        long long l = labels[row];
+        if (lane == 0 && l != ignore && !label_ok(l, c)) report(flag, seq, ERR_CROSS_ENTROPY, row, l, c);
+        reg_row<S> v;
+        c_async_take<D - 1>(v, bufs[w][k], c, lane);
+        c_async_issue(bufs[w][k], logits, row + D * stride, n, c, lane);
+        k = k + 1 == D ? 0 : k + 1;
+        c_row<S, FF, 0, false>(v, l, row, lane, lse, logits, c, ignore, sum, count);
+    }
+    cross_entropy_finish(sum, count, sm, loss, dtl, lse, n, part, ticket);
+}
+
+// ceil_rows_async reads the rows as c_ce_async does and, like ceil_rows, does no
+// arithmetic but an xor of each row's bits, which lane 0 writes into lse.
+template <typename S, int D>
+__global__ void __launch_bounds__(BLOCK) ceil_rows_async(unsigned long long, int, float *lse, const S *logits, const long long *, long long n, long long c,
+                                                         long long, double *, unsigned int *, ErrorFlag *, unsigned int) {
+    __shared__ uint4 bufs[BLOCK / 32][D][c_async_words];
+    int lane = group_lane<32>(), w = threadIdx.x / 32;
+    long long stride = (long long)gridDim.x * (BLOCK / 32), row0 = group_row<32>();
+#pragma unroll
+    for (int d = 0; d < D; d++) c_async_issue(bufs[w][d], logits, row0 + d * stride, n, c, lane);
+    int k = 0;
+    for (long long row = row0; row < n; row += stride) {
+        reg_row<S> v;
+        c_async_take<D - 1>(v, bufs[w][k], c, lane);
+        c_async_issue(bufs[w][k], logits, row + D * stride, n, c, lane);
+        k = k + 1 == D ? 0 : k + 1;
+        unsigned int x = 0;
+#pragma unroll
+        for (int i = 0; i < ROW_CHUNKS; i++) x ^= v.bits[i].x ^ v.bits[i].y;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) x ^= __shfl_xor_sync(0xffffffffu, x, o);
+        if (lane == 0) lse[row] = __uint_as_float(x);
+    }
+}
+
 // ceil_rows reads the rows as main does (reg_row, a warp a row, the same grid) and
 // does no arithmetic but an xor of each row's bits, which lane 0 writes into lse; with
 // L2PF it asks L2 for the warp's next row first (c_l2_prefetch).
@@ -321,6 +419,7 @@ struct CEArgs {
 };
 
 static int sms;
+static const char *only;
 
 static double copyGBs(size_t bytes) {
     static std::map<size_t, double> memo;
@@ -444,11 +543,18 @@ template <typename S> static std::vector<Cand> cands() {
         {"cand-l2pf-3", (const void *)c_ce_l2<S, 3, false, 0>, false},
         {"cand-l2pf-1-ffma", (const void *)c_ce_l2<S, 1, true, 0>, true},
         {"cand-l2pf-2-ffma", (const void *)c_ce_l2<S, 2, true, 0>, true},
+        {"cand-async-1", (const void *)c_ce_async<S, 1, false, 0>, false},
+        {"cand-async-2", (const void *)c_ce_async<S, 2, false, 0>, false},
+        {"cand-async-1-lb6", (const void *)c_ce_async<S, 1, false, 6>, false},
+        {"cand-async-1-ffma", (const void *)c_ce_async<S, 1, true, 0>, true},
+        {"cand-async-2-ffma", (const void *)c_ce_async<S, 2, true, 0>, true},
+        {"cand-async-2-lb6", (const void *)c_ce_async<S, 2, false, 6>, false},
     };
 }
 
 int main() {
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    only = getenv("ONLY"); // run only the candidates whose name holds it (main and the ceilings always)
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("# gkce16 (ce16): %s, %d SMs; columns: family shape variant us GB/s %%copy bits|maxulp [host check] [registers]\n", prop.name, sms);
@@ -549,7 +655,17 @@ int main() {
         CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, mainK, BLOCK, 0));
         for (unsigned g : {4096u, rg}) run(f, "cand-grid-" + std::to_string(g), true, true, "", launch(mainK, g));
         run(f, "cand-grid-1round=" + std::to_string(bps * sms), true, true, "", launch(mainK, (unsigned)(bps * sms)));
-        for (const Cand &k : dt == DT_F16 ? cands<f16_t>() : cands<bf16_t>()) run(f, k.name, k.changes, true, resources(k.k), launch(k.k, ceGrid));
+        for (const Cand &k : dt == DT_F16 ? cands<f16_t>() : cands<bf16_t>())
+            if (!only || strstr(k.name, only)) {
+                if (strstr(k.name, "async")) CK(cudaFuncSetAttribute(k.k, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
+                run(f, k.name, k.changes, true, resources(k.k), launch(k.k, ceGrid));
+            }
+        for (int d : {1, 2}) {
+            const void *ca = dt == DT_F16 ? (d == 1 ? (const void *)ceil_rows_async<f16_t, 1> : (const void *)ceil_rows_async<f16_t, 2>)
+                                          : (d == 1 ? (const void *)ceil_rows_async<bf16_t, 1> : (const void *)ceil_rows_async<bf16_t, 2>);
+            CK(cudaFuncSetAttribute(ca, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
+            run(f, "ceiling-read-rows-async-" + std::to_string(d), false, false, resources(ca), launch(ca, ceGrid));
+        }
         const void *cr = dt == DT_F16 ? (const void *)ceil_rows<f16_t, false> : (const void *)ceil_rows<bf16_t, false>;
         run(f, "ceiling-read-rows", false, false, resources(cr), launch(cr, ceGrid));
         const void *cr2 = dt == DT_F16 ? (const void *)ceil_rows<f16_t, true> : (const void *)ceil_rows<bf16_t, true>;
