@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/subletml/sublet/kernels"
+	"github.com/subletml/sublet/kernels/kernelstest/ref"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -14,72 +15,6 @@ import (
 )
 
 var unaryOps = []kernels.UnaryOp{kernels.Neg, kernels.Abs, kernels.Exp, kernels.Log, kernels.Sqrt, kernels.Tanh, kernels.Sigmoid, kernels.Relu, kernels.GeluTanh, kernels.GeluErf}
-
-func refUnary(op kernels.UnaryOp, x float64) float64 {
-	switch op {
-	case kernels.Neg:
-		return -x
-	case kernels.Abs:
-		return math.Abs(x)
-	case kernels.Exp:
-		return math.Exp(x)
-	case kernels.Log:
-		return math.Log(x)
-	case kernels.Sqrt:
-		return math.Sqrt(x)
-	case kernels.Tanh:
-		return math.Tanh(x)
-	case kernels.Sigmoid:
-		return 1 / (1 + math.Exp(-x))
-	case kernels.Relu:
-		return math.Max(x, 0)
-	case kernels.GeluTanh:
-		return 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x)))
-	case kernels.GeluErf:
-		return 0.5 * x * (1 + math.Erf(x/math.Sqrt2))
-	}
-	panic(op)
-}
-
-// refUnaryGrad differentiates refUnary numerically-free: closed forms in float64.
-func refUnaryGrad(op kernels.UnaryOp, x float64) float64 {
-	switch op {
-	case kernels.Neg:
-		return -1
-	case kernels.Abs:
-		switch {
-		case x > 0:
-			return 1
-		case x < 0:
-			return -1
-		}
-		return 0
-	case kernels.Exp:
-		return math.Exp(x)
-	case kernels.Log:
-		return 1 / x
-	case kernels.Sqrt:
-		return 0.5 / math.Sqrt(x)
-	case kernels.Tanh:
-		t := math.Tanh(x)
-		return 1 - t*t
-	case kernels.Sigmoid:
-		s := 1 / (1 + math.Exp(-x))
-		return s * (1 - s)
-	case kernels.Relu:
-		if x > 0 {
-			return 1
-		}
-		return 0
-	case kernels.GeluTanh:
-		k := math.Sqrt(2 / math.Pi)
-		t := math.Tanh(k * (x + 0.044715*x*x*x))
-		return 0.5*(1+t) + 0.5*x*(1-t*t)*k*(1+3*0.044715*x*x)
-	case kernels.GeluErf:
-		return 0.5*(1+math.Erf(x/math.Sqrt2)) + x*math.Exp(-x*x/2)/math.Sqrt(2*math.Pi)
-	}
-	panic(op)
-}
 
 func domain(op kernels.UnaryOp, r *rand.Rand) func() float64 {
 	if op == kernels.Log || op == kernels.Sqrt {
@@ -101,7 +36,7 @@ func TestUnaryAgainstReference(t *testing.T) {
 		dst := randView(r, dt, shape, func() float64 { return 99 })
 		Unary(op, dst.op(), x.op())
 		forEachIndex(shape, func(idx []int) {
-			want := roundTo(dt, refUnary(op, x.get(idx)))
+			want := roundTo(dt, ref.Unary(op, x.get(idx)))
 			requireClose(t, dt, want, dst.get(idx), "%v %v->%v at %v", op, xt, dt, idx)
 		})
 
@@ -116,10 +51,11 @@ func TestUnaryAgainstReference(t *testing.T) {
 		UnaryBackward(op, dx.op(), g.op(), saved.op())
 		forEachIndex(shape, func(idx []int) {
 			xv := x.get(idx)
-			want := g.get(idx) * refUnaryGrad(op, xv)
-			if op.SavesOutput() { // the kernel sees y rounded to float32 (unless dt is F64)
-				want = g.get(idx) * refUnaryGrad(op, xv)
+			y := ref.Unary(op, xv)
+			if op.SavesOutput() { // the kernel sees y rounded to the saved tensor's type
+				y = saved.get(idx)
 			}
+			want := ref.UnaryGrad(op, g.get(idx), xv, y)
 			requireClose(t, dt, roundTo(dt, want), dx.get(idx), "%v backward %v at %v (x=%v)", op, dt, idx, xv)
 		})
 	}
@@ -162,73 +98,6 @@ func TestUnaryInPlaceAndLarge(t *testing.T) {
 
 var binaryOps = []kernels.BinaryOp{kernels.Add, kernels.Sub, kernels.Mul, kernels.Div, kernels.Pow, kernels.Maximum, kernels.Minimum}
 
-func refBinary(op kernels.BinaryOp, a, b float64) float64 {
-	switch op {
-	case kernels.Add:
-		return a + b
-	case kernels.Sub:
-		return a - b
-	case kernels.Mul:
-		return a * b
-	case kernels.Div:
-		return a / b
-	case kernels.Pow:
-		return math.Pow(a, b)
-	case kernels.Maximum:
-		return math.Max(a, b)
-	case kernels.Minimum:
-		return math.Min(a, b)
-	}
-	panic(op)
-}
-
-func refBinaryGrad(op kernels.BinaryOp, wrt kernels.Arg, a, b float64) float64 {
-	half := func(win bool, tie bool) float64 {
-		switch {
-		case tie:
-			return 0.5
-		case win:
-			return 1
-		}
-		return 0
-	}
-	switch op {
-	case kernels.Add:
-		return 1
-	case kernels.Sub:
-		if wrt == kernels.ArgA {
-			return 1
-		}
-		return -1
-	case kernels.Mul:
-		if wrt == kernels.ArgA {
-			return b
-		}
-		return a
-	case kernels.Div:
-		if wrt == kernels.ArgA {
-			return 1 / b
-		}
-		return -a / (b * b)
-	case kernels.Pow:
-		if wrt == kernels.ArgA {
-			return b * math.Pow(a, b-1)
-		}
-		return math.Pow(a, b) * math.Log(a)
-	case kernels.Maximum:
-		if wrt == kernels.ArgA {
-			return half(a > b, a == b)
-		}
-		return half(b > a, a == b)
-	case kernels.Minimum:
-		if wrt == kernels.ArgA {
-			return half(a < b, a == b)
-		}
-		return half(b < a, a == b)
-	}
-	panic(op)
-}
-
 func TestBinaryAgainstReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(12, 13))
 	for trial := range 400 {
@@ -263,7 +132,7 @@ func TestBinaryAgainstReference(t *testing.T) {
 		dst := randView(r, dt, shape, func() float64 { return 99 })
 		Binary(op, dst.op(), a.op(), b.op())
 		forEachIndex(shape, func(idx []int) {
-			want := roundTo(dt, refBinary(op, a.get(idx), b.get(idx)))
+			want := roundTo(dt, ref.Binary(op, a.get(idx), b.get(idx)))
 			requireClose(t, dt, want, dst.get(idx), "%v %v,%v->%v at %v", op, at, bt, dt, idx)
 		})
 		g := randView(r, pick(r, floatTypes), shape, func() float64 { return 2*r.Float64() - 1 })
@@ -271,7 +140,7 @@ func TestBinaryAgainstReference(t *testing.T) {
 			d := randView(r, dt, shape, func() float64 { return 99 })
 			BinaryBackward(op, wrt, d.op(), g.op(), a.op(), b.op())
 			forEachIndex(shape, func(idx []int) {
-				want := roundTo(dt, g.get(idx)*refBinaryGrad(op, wrt, a.get(idx), b.get(idx)))
+				want := roundTo(dt, ref.BinaryGrad(op, wrt, g.get(idx), a.get(idx), b.get(idx)))
 				requireClose(t, dt, want, d.get(idx), "%v backward %d at %v", op, wrt, idx)
 			})
 		}

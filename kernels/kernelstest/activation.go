@@ -8,6 +8,7 @@ import (
 
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
+	"github.com/subletml/sublet/kernels/kernelstest/ref"
 )
 
 // testMatmulActivation checks kernels.ActivationMatmul where the backend has it:
@@ -56,7 +57,7 @@ func (s *suite) matmulActivation(t *testing.T, name string, op kernels.UnaryOp, 
 	bv := bias.bcast([]int{n})
 	for i := range m {
 		for j := range n {
-			want[i*n+j] = refUnary(op, want[i*n+j]+bv[j])
+			want[i*n+j] = ref.Unary(op, want[i*n+j]+bv[j])
 		}
 	}
 	tl := within(dt, 1e-6+unaryTol(op))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
+	"github.com/subletml/sublet/kernels/kernelstest/ref"
 )
 
 // uniform returns a generator of values in [lo, hi).
@@ -67,7 +68,7 @@ func testUnary(t *testing.T, s *suite) {
 					xs := x.bcast([]int{4, 6})
 					want := make([]float64, len(xs))
 					for i, v := range xs {
-						want[i] = refUnary(op, v)
+						want[i] = ref.Unary(op, v)
 					}
 					s.result(t, fmt.Sprintf("%v %v %s into %v", op, dt, name, odt), []*buf{dst, x}, 0, want, within(odt, unaryTol(op)),
 						func(be kernels.Backend, o []kernels.Operand) { be.Unary(op, o[0], o[1]) })
@@ -77,7 +78,7 @@ func testUnary(t *testing.T, s *suite) {
 			x := input(dt, kernels.Contiguous(4, 6), s.uniform(unaryDomain(op)))
 			want := make([]float64, 24)
 			for i, v := range x.vals() {
-				want[i] = refUnary(op, v)
+				want[i] = ref.Unary(op, v)
 			}
 			tw := make([]float64, 24) // the transposed output's row-major order
 			for i := range 4 {
@@ -112,7 +113,7 @@ func testUnaryBackward(t *testing.T, s *suite) {
 				gs := g.bcast([]int{4, 6})
 				saved := x
 				if op.SavesOutput() {
-					saved = input(dt, kernels.Contiguous(4, 6), func(i int) float64 { return refUnary(op, xs[i]) })
+					saved = input(dt, kernels.Contiguous(4, 6), func(i int) float64 { return ref.Unary(op, xs[i]) })
 				}
 				ys := saved.vals()
 				want := make([]float64, 24)
@@ -122,7 +123,7 @@ func testUnaryBackward(t *testing.T, s *suite) {
 					if op.SavesOutput() {
 						x = math.NaN() // unused by these ops' derivatives
 					}
-					want[i] = refUnaryGrad(op, gs[i], x, y)
+					want[i] = ref.UnaryGrad(op, gs[i], x, y)
 				}
 				s.result(t, fmt.Sprintf("%v' %v g %s", op, dt, name), []*buf{dense(dt, 4, 6), g, saved}, 0, want, within(dt, 2*unaryTol(op)),
 					func(be kernels.Backend, o []kernels.Operand) { be.UnaryBackward(op, o[0], o[1], o[2]) })
@@ -164,7 +165,7 @@ func testBinary(t *testing.T, s *suite) {
 				as, bs := a.bcast([]int{4, 6}), b.bcast([]int{4, 6})
 				want := make([]float64, 24)
 				for i := range want {
-					want[i] = refBinary(op, as[i], bs[i])
+					want[i] = ref.Binary(op, as[i], bs[i])
 				}
 				tl := 1e-7
 				if op == kernels.Pow || op == kernels.Div {
@@ -187,7 +188,7 @@ func testBinary(t *testing.T, s *suite) {
 				if math.IsNaN(av[i]) || math.IsNaN(bv[i]) {
 					want[i] = math.NaN()
 				} else {
-					want[i] = refBinary(op, av[i], bv[i])
+					want[i] = ref.Binary(op, av[i], bv[i])
 				}
 			}
 			s.result(t, fmt.Sprintf("%v %v with NaN", op, dt), []*buf{dense(dt, 6), a, b}, 0, want, exact,
@@ -240,7 +241,7 @@ func testBinaryBackward(t *testing.T, s *suite) {
 					as, bs, gs := a.bcast([]int{4, 6}), b.bcast([]int{4, 6}), g.vals()
 					want := make([]float64, 24)
 					for i := range want {
-						want[i] = refBinaryGrad(op, wrt, gs[i], as[i], bs[i])
+						want[i] = ref.BinaryGrad(op, wrt, gs[i], as[i], bs[i])
 					}
 					if op == kernels.Add || op == kernels.Sub {
 						a, b = absent(), absent() // their derivatives read neither
@@ -256,7 +257,7 @@ func testBinaryBackward(t *testing.T, s *suite) {
 		a := input(dtype.F32, kernels.Contiguous(3), func(i int) float64 { return float64(i) })
 		b := input(dtype.F32, kernels.Contiguous(3), func(int) float64 { return 1 })
 		g := input(dtype.F32, kernels.Contiguous(3), func(int) float64 { return 4 })
-		want := []float64{refBinaryGrad(op, kernels.ArgA, 4, 0, 1), 2, refBinaryGrad(op, kernels.ArgA, 4, 2, 1)}
+		want := []float64{ref.BinaryGrad(op, kernels.ArgA, 4, 0, 1), 2, ref.BinaryGrad(op, kernels.ArgA, 4, 2, 1)}
 		s.result(t, fmt.Sprintf("%v' at a tie", op), []*buf{dense(dtype.F32, 3), g, a, b}, 0, want, exact,
 			func(be kernels.Backend, o []kernels.Operand) {
 				be.BinaryBackward(op, kernels.ArgA, o[0], o[1], o[2], o[3])

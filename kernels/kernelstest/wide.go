@@ -6,6 +6,7 @@ import (
 
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
+	"github.com/subletml/sublet/kernels/kernelstest/ref"
 )
 
 // testWide runs shapes a GPU backend moves 16 bytes at a time (whole rows of a multiple
@@ -20,7 +21,7 @@ func testWide(t *testing.T, s *suite) {
 		as, bs := a.bcast([]int{rows, cols}), b.bcast([]int{rows, cols})
 		want := make([]float64, rows*cols)
 		for i := range want {
-			want[i] = refBinary(kernels.Add, as[i], bs[i])
+			want[i] = ref.Binary(kernels.Add, as[i], bs[i])
 		}
 		s.result(t, fmt.Sprintf("add %v [%d %d] + row", dt, rows, cols), []*buf{dense(dt, rows, cols), a, b}, 0, want, within(dt, 1e-7),
 			func(be kernels.Backend, o []kernels.Operand) { be.Binary(kernels.Add, o[0], o[1], o[2]) })
@@ -28,7 +29,7 @@ func testWide(t *testing.T, s *suite) {
 		xs := x.vals()
 		want = make([]float64, len(xs))
 		for i, v := range xs {
-			want[i] = refUnary(kernels.Relu, v)
+			want[i] = ref.Unary(kernels.Relu, v)
 		}
 		s.result(t, fmt.Sprintf("relu %v [3 40]", dt), []*buf{dense(dt, 3, 40), x}, 0, want, within(dt, unaryTol(kernels.Relu)),
 			func(be kernels.Backend, o []kernels.Operand) { be.Unary(kernels.Relu, o[0], o[1]) })
