@@ -79,8 +79,13 @@ func (c *churn) drain(b *testing.B, a *Allocator) {
 	}
 }
 
-func BenchmarkChurn(b *testing.B) {
-	a, d := newAlloc(b, 0, Config{})
+// BenchmarkChurn is the churn pattern under the default policy (PyTorch's).
+func BenchmarkChurn(b *testing.B) { benchChurn(b, Config{}) }
+
+// benchChurn times the churn pattern, after 100,000 warm-up steps, on an allocator
+// configured by cfg.
+func benchChurn(b *testing.B, cfg Config) {
+	a, d := newAlloc(b, 0, cfg)
 	c := churn{x: 42}
 	for range 100_000 {
 		c.step(b, a)

@@ -32,21 +32,7 @@ func BenchmarkPlannedPair(b *testing.B) {
 
 // BenchmarkPlannedChurn is BenchmarkChurn under the planned policy: nothing repeats, so
 // it is the caching path with the detector watching and pages stitched.
-func BenchmarkPlannedChurn(b *testing.B) {
-	a, d := newAlloc(b, 0, Config{Policy: PolicyPlanned})
-	c := churn{x: 42}
-	for range 100_000 {
-		c.step(b, a)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		c.step(b, a)
-	}
-	b.StopTimer()
-	c.drain(b, a)
-	requireDrained(b, a, d)
-}
+func BenchmarkPlannedChurn(b *testing.B) { benchChurn(b, Config{Policy: PolicyPlanned}) }
 
 // BenchmarkStep times one training step's 33 allocations and frees (trainLoop) under
 // each policy, once the planned policy's plan runs; ns/alloc is per allocation and its
