@@ -21,7 +21,9 @@
 // (-lb6 40), cand-mix-2rows-lb4 64, cand-mix-prefetch-lb4 64, ceiling-read-rows 40,
 // ceiling-read-flat 30; no spills but lb8's.
 //
-// Hypotheses (not measured yet; each variant below tests one):
+// Hypotheses, each tested by variants below (all measured on the H100 and H200 by
+// 2026-12-07: docs/benchmarks.md, "16-bit cross-entropy" sections; none beat main
+// by more than a point or two but the one-round grid probe, +4):
 //  H1 the tail: the library's SASS takes 40 registers (F32 63: gen/resources.txt), so an
 //     SM holds 6 blocks of 256 (F32 4): the 2048 blocks make 2.59 rounds of the 792 an
 //     H100 holds (F32 3.88 of 528), and the last round runs 59% of the card.
