@@ -337,6 +337,17 @@ __global__ void __launch_bounds__(BLOCK, MINB) c_ce_async(unsigned long long los
     cross_entropy_finish(sum, count, sm, loss, dtl, lse, n, part, ticket);
 }
 
+// ceil_fold is the ceilings' stand-in for a row's arithmetic: the xor of the warp's
+// register row, which lane 0 writes into lse[row].
+template <typename S> __device__ __forceinline__ void ceil_fold(const reg_row<S> &v, float *lse, long long row, int lane) {
+    unsigned int x = 0;
+#pragma unroll
+    for (int i = 0; i < ROW_CHUNKS; i++) x ^= v.bits[i].x ^ v.bits[i].y;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x ^= __shfl_xor_sync(0xffffffffu, x, o);
+    if (lane == 0) lse[row] = __uint_as_float(x);
+}
+
 // ceil_rows_async reads the rows as c_ce_async does and, like ceil_rows, does no
 // arithmetic but an xor of each row's bits, which lane 0 writes into lse.
 template <typename S, int D>
@@ -353,12 +364,7 @@ __global__ void __launch_bounds__(BLOCK) ceil_rows_async(unsigned long long, int
         c_async_take<D - 1>(v, bufs[w][k], c, lane);
         c_async_issue(bufs[w][k], logits, row + D * stride, n, c, lane);
         k = k + 1 == D ? 0 : k + 1;
-        unsigned int x = 0;
-#pragma unroll
-        for (int i = 0; i < ROW_CHUNKS; i++) x ^= v.bits[i].x ^ v.bits[i].y;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) x ^= __shfl_xor_sync(0xffffffffu, x, o);
-        if (lane == 0) lse[row] = __uint_as_float(x);
+        ceil_fold(v, lse, row, lane);
     }
 }
 
@@ -374,12 +380,7 @@ __global__ void __launch_bounds__(BLOCK) ceil_rows(unsigned long long, int, floa
         if (L2PF) c_l2_prefetch(logits, row + stride, n, c, lane);
         reg_row<S> v;
         v.template load<32, true>(logits + row * c, c, lane);
-        unsigned int x = 0;
-#pragma unroll
-        for (int i = 0; i < ROW_CHUNKS; i++) x ^= v.bits[i].x ^ v.bits[i].y;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) x ^= __shfl_xor_sync(0xffffffffu, x, o);
-        if (lane == 0) lse[row] = __uint_as_float(x);
+        ceil_fold(v, lse, row, lane);
     }
 }
 
