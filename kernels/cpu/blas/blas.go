@@ -14,10 +14,19 @@
 //	                    cblas_sgemm64_, or the scipy_-prefixed names of the OpenBLAS
 //	                    builds that NumPy and SciPy wheels carry)
 //
+// Threads: a system BLAS runs its own threads. Loading one (Load, Open, FromEnv) sets
+// their number to GOMAXPROCS, the bound the built-in kernels keep to, so that one knob
+// bounds sublet's CPU work whichever GEMM runs it (as torch.set_num_threads sets
+// MKL's and OpenMP's); unless one of the libraries' own variables (OPENBLAS_NUM_THREADS,
+// GOTO_NUM_THREADS, MKL_NUM_THREADS, OMP_NUM_THREADS) is set, which the library then
+// follows. OpenBLAS (the builds whose cblas_sgemm the package loads) and MKL are set; the reference
+// libblas is single-threaded. The count is the library's, for the whole process: the
+// last load sets it. Threads reports it.
+//
 // Invariants: a *Library is immutable after Open and safe for concurrent use; its
 // libraries stay loaded for the life of the process (never dlclosed, since calls may
-// be in flight). A system BLAS runs its own threads and may sum in another order than
-// the built-in GEMM, so results can differ in the last bits between implementations.
+// be in flight). A system BLAS may sum in another order than the built-in GEMM, so
+// results can differ in the last bits between implementations.
 package blas
 
 import (
@@ -51,6 +60,31 @@ var symbols = []struct {
 	name  string
 	ilp64 bool
 }{{"cblas_sgemm", false}, {"cblas_sgemm64_", true}, {"scipy_cblas_sgemm", false}, {"scipy_cblas_sgemm64_", true}}
+
+// threadSymbols are the setter and getter of a library's thread count, tried in
+// order: OpenBLAS's, its 64-bit-integer build's, those of SciPy's and NumPy's wheels'
+// builds, MKL's. Each takes or returns a C int.
+var threadSymbols = []struct{ set, get string }{
+	{"openblas_set_num_threads", "openblas_get_num_threads"},
+	{"openblas_set_num_threads64_", "openblas_get_num_threads64_"},
+	{"scipy_openblas_set_num_threads", "scipy_openblas_get_num_threads"},
+	{"scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"},
+	{"MKL_Set_Num_Threads", "MKL_Get_Max_Threads"},
+}
+
+// threadVars are the environment variables a system BLAS reads its thread count from;
+// when one is set, loading a library leaves its count alone.
+var threadVars = []string{"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"}
+
+// threadsFromEnv reports whether the program set the libraries' thread count itself.
+func threadsFromEnv() bool {
+	for _, v := range threadVars {
+		if os.Getenv(v) != "" {
+			return true
+		}
+	}
+	return false
+}
 
 // FromEnv returns the GEMM that SUBLET_BLAS asks for (see the package doc); unset
 // means builtin. Asking for a system BLAS that cannot be loaded is an error, except

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -132,4 +133,32 @@ func TestLibraryWithoutSgemm(t *testing.T) {
 		return
 	}
 	t.Skip("no libm to load")
+}
+
+// TestThreadsFollowGOMAXPROCS: loading a system BLAS that says its thread count sets it
+// to GOMAXPROCS, and leaves it alone when the program set one of the libraries'
+// variables.
+func TestThreadsFollowGOMAXPROCS(t *testing.T) {
+	for _, v := range threadVars {
+		if os.Getenv(v) != "" {
+			t.Skipf("%s is set: the library follows it", v)
+		}
+	}
+	lib := systemBLAS(t)
+	if lib.Threads() == 0 {
+		t.Skipf("%s does not say its thread count", lib.Name())
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, n := range []int{1, min(2, runtime.NumCPU())} {
+		runtime.GOMAXPROCS(n)
+		lib = systemBLAS(t)
+		assert.Equal(t, n, lib.Threads(), "%s loaded at GOMAXPROCS=%d", lib.Name(), n)
+	}
+
+	// With the library's own variable set, a load leaves the count as it was.
+	runtime.GOMAXPROCS(1)
+	systemBLAS(t)
+	t.Setenv("OPENBLAS_NUM_THREADS", "1")
+	runtime.GOMAXPROCS(2)
+	assert.Equal(t, 1, systemBLAS(t).Threads())
 }

@@ -26,6 +26,9 @@ type Library struct {
 	// Exactly one of these is set, by the library's integer width (LP64 or ILP64).
 	sgemm32 func(layout, transA, transB int32, m, n, k int32, alpha float32, a unsafe.Pointer, lda int32, b unsafe.Pointer, ldb int32, beta float32, c unsafe.Pointer, ldc int32)
 	sgemm64 func(layout, transA, transB int32, m, n, k int64, alpha float32, a unsafe.Pointer, lda int64, b unsafe.Pointer, ldb int64, beta float32, c unsafe.Pointer, ldc int64)
+	// threads returns the library's thread count (threadSymbols' getter); nil when it
+	// exports none.
+	threads func() int32
 }
 
 func open(file string) (*Library, error) {
@@ -46,9 +49,42 @@ func open(file string) (*Library, error) {
 		} else {
 			purego.RegisterFunc(&lib.sgemm32, fn)
 		}
+		lib.bindThreads(h)
 		return lib, nil
 	}
 	return nil, fmt.Errorf("%s exports no cblas_sgemm: %w", file, errors.Join(errs...))
+}
+
+// bindThreads finds the library's thread-count functions in h and, unless the
+// program set the count through the libraries' variables, sets it to GOMAXPROCS (see
+// the package doc).
+func (l *Library) bindThreads(h uintptr) {
+	for _, s := range threadSymbols {
+		set, err := purego.Dlsym(h, s.set)
+		if err != nil {
+			continue
+		}
+		get, err := purego.Dlsym(h, s.get)
+		if err != nil {
+			continue
+		}
+		purego.RegisterFunc(&l.threads, get)
+		if !threadsFromEnv() {
+			var setThreads func(int32)
+			purego.RegisterFunc(&setThreads, set)
+			setThreads(int32(runtime.GOMAXPROCS(0)))
+		}
+		return
+	}
+}
+
+// Threads is the number of threads the library runs a product on, for the whole
+// process; 0 when it does not say (the reference libblas, single-threaded).
+func (l *Library) Threads() int {
+	if l.threads == nil {
+		return 0
+	}
+	return int(l.threads())
 }
 
 // Name is the library file Load opened.

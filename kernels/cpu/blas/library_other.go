@@ -14,3 +14,6 @@ type Library struct{ cpu.Gemm }
 func open(file string) (*Library, error) {
 	return nil, errors.New(file + ": loading libraries at run time is not supported on this platform")
 }
+
+// Threads is 0: no library is loaded on this platform.
+func (l *Library) Threads() int { return 0 }
