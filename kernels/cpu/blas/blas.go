@@ -17,11 +17,11 @@
 // Threads: a system BLAS runs its own threads. Loading one (Load, Open, FromEnv) sets
 // their number to GOMAXPROCS, the bound the built-in kernels keep to, so that one knob
 // bounds sublet's CPU work whichever GEMM runs it (as torch.set_num_threads sets
-// MKL's and OpenMP's); unless one of the libraries' own variables (OPENBLAS_NUM_THREADS,
-// GOTO_NUM_THREADS, MKL_NUM_THREADS, OMP_NUM_THREADS) is set, which the library then
-// follows. OpenBLAS (the builds whose cblas_sgemm the package loads) and MKL are set; the reference
-// libblas is single-threaded. The count is the library's, for the whole process: the
-// last load sets it. Threads reports it.
+// MKL's and OpenMP's); unless one of the libraries' own variables
+// (OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS, MKL_NUM_THREADS, OMP_NUM_THREADS) is set,
+// which the library then follows. OpenBLAS (the builds whose cblas_sgemm the package
+// loads) and MKL are set; the reference libblas is single-threaded. The count is the
+// library's, for the whole process: the last load sets it. Threads reports it.
 //
 // Invariants: a *Library is immutable after Open and safe for concurrent use; its
 // libraries stay loaded for the life of the process (never dlclosed, since calls may
