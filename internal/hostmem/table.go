@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/subletml/sublet/device"
 )
@@ -14,17 +15,21 @@ import (
 // behind it. A range without host memory (mem == nil: the simulated device without a
 // backing store) is still checked, and resolves to nil bytes.
 //
-// Lookups (Resolve) take a read lock and a binary search, so they scale with concurrent
-// readers. Mutations serialize on the table's lock; a device keeps its own lock around
-// the check-then-act sequences it needs (check a Map, charge it, then Map).
+// Lookups (Resolve, CheckMap) take no lock: they read the published list of regions,
+// which is never changed once published (an atomic load and a binary search; every
+// op's result asks, so the lookup costs no atomic read-modify-write). Mutations
+// serialize on the table's lock and publish a new list, with a new region where a
+// region's pieces change; a device keeps its own lock around the check-then-act
+// sequences it needs (check a Map, charge it, then Map).
 type Table struct {
-	mu sync.RWMutex
-	// regions is sorted by base and never overlaps. Guarded by mu.
-	regions []*region
+	mu sync.Mutex // serializes mutations
+	// regions is the published list, sorted by base, never overlapping; it and the
+	// regions in it are never changed once published. nil: none.
+	regions atomic.Pointer[[]*region]
 }
 
-// region is one Malloc allocation or one reservation. Its fields never change after
-// insertion except pieces, which is guarded by Table.mu.
+// region is one Malloc allocation or one reservation, never changed once published
+// (Map and Unmap publish a copy with the new pieces).
 type region struct {
 	base     device.Ptr
 	size     int64
@@ -40,10 +45,21 @@ type piece struct{ off, size int64 }
 
 func (r *region) end() device.Ptr { return r.base + device.Ptr(r.size) }
 
-// find returns the index of the region containing p, or -1.
-func (t *Table) find(p device.Ptr) int {
-	i := sort.Search(len(t.regions), func(i int) bool { return t.regions[i].end() > p })
-	if i < len(t.regions) && t.regions[i].base <= p {
+// list is the published list of regions.
+func (t *Table) list() []*region {
+	if p := t.regions.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// publish makes rs, a list no one else holds, the table's; t.mu is held.
+func (t *Table) publish(rs []*region) { t.regions.Store(&rs) }
+
+// find returns the index of the region of rs containing p, or -1.
+func find(rs []*region, p device.Ptr) int {
+	i := sort.Search(len(rs), func(i int) bool { return rs[i].end() > p })
+	if i < len(rs) && rs[i].base <= p {
 		return i
 	}
 	return -1
@@ -53,12 +69,13 @@ func (t *Table) find(p device.Ptr) int {
 func (t *Table) insert(r *region) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	i := sort.Search(len(t.regions), func(i int) bool { return t.regions[i].end() > r.base })
-	if i < len(t.regions) && t.regions[i].base < r.end() {
-		o := t.regions[i]
+	rs := t.list()
+	i := sort.Search(len(rs), func(i int) bool { return rs[i].end() > r.base })
+	if i < len(rs) && rs[i].base < r.end() {
+		o := rs[i]
 		return fmt.Errorf("range [%#x, +%d) overlaps the live range [%#x, +%d)", uintptr(r.base), r.size, uintptr(o.base), o.size)
 	}
-	t.regions = slices.Insert(t.regions, i, r)
+	t.publish(slices.Insert(slices.Clone(rs), i, r))
 	return nil
 }
 
@@ -78,12 +95,13 @@ func (t *Table) AddReservation(base device.Ptr, size int64, mem []byte) error {
 func (t *Table) RemoveAllocation(base device.Ptr) (size int64, mem []byte, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	i := t.find(base)
-	if i < 0 || t.regions[i].base != base || t.regions[i].reserved {
+	rs := t.list()
+	i := find(rs, base)
+	if i < 0 || rs[i].base != base || rs[i].reserved {
 		return 0, nil, fmt.Errorf("%#x is not the start of a live allocation (freed twice, or never allocated)", uintptr(base))
 	}
-	r := t.regions[i]
-	t.regions = slices.Delete(t.regions, i, i+1)
+	r := rs[i]
+	t.publish(slices.Delete(slices.Clone(rs), i, i+1))
 	return r.size, r.mem, nil
 }
 
@@ -92,11 +110,12 @@ func (t *Table) RemoveAllocation(base device.Ptr) (size int64, mem []byte, err e
 func (t *Table) RemoveReservation(base device.Ptr, size int64) (mem []byte, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	i := t.find(base)
-	if i < 0 || t.regions[i].base != base || !t.regions[i].reserved {
+	rs := t.list()
+	i := find(rs, base)
+	if i < 0 || rs[i].base != base || !rs[i].reserved {
 		return nil, fmt.Errorf("%#x is not the start of a live reservation (released twice, or never reserved)", uintptr(base))
 	}
-	r := t.regions[i]
+	r := rs[i]
 	if r.size != size {
 		return nil, fmt.Errorf("reservation at %#x has %d bytes, not %d: unreserve it with the size Reserve was given", uintptr(base), r.size, size)
 	}
@@ -104,40 +123,38 @@ func (t *Table) RemoveReservation(base device.Ptr, size int64) (mem []byte, err 
 		p := r.pieces[0]
 		return nil, fmt.Errorf("reservation at %#x still has %d mapped pieces (first [%#x, +%d)): unmap them first", uintptr(base), len(r.pieces), uintptr(base)+uintptr(p.off), p.size)
 	}
-	t.regions = slices.Delete(t.regions, i, i+1)
+	t.publish(slices.Delete(slices.Clone(rs), i, i+1))
 	return r.mem, nil
 }
 
 // CheckMap reports why [addr, addr+size) cannot be mapped: it must lie inside one
 // reservation, start and end on multiples of align, and overlap no mapped piece.
 func (t *Table) CheckMap(addr device.Ptr, size, align int64) error {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	_, _, err := t.mappable(addr, size, align)
+	_, _, err := mappable(t.list(), addr, size, align)
 	return err
 }
 
-// mappable returns the reservation and the insertion index of the new piece. Caller
-// holds mu.
-func (t *Table) mappable(addr device.Ptr, size, align int64) (*region, int, error) {
+// mappable returns the index in rs of the reservation and the insertion index of the
+// new piece in its pieces.
+func mappable(rs []*region, addr device.Ptr, size, align int64) (int, int, error) {
 	if size <= 0 || size%align != 0 || int64(addr)%align != 0 {
-		return nil, 0, fmt.Errorf("range [%#x, +%d) is not whole granules of %d bytes", uintptr(addr), size, align)
+		return 0, 0, fmt.Errorf("range [%#x, +%d) is not whole granules of %d bytes", uintptr(addr), size, align)
 	}
-	i := t.find(addr)
-	if i < 0 || !t.regions[i].reserved {
-		return nil, 0, fmt.Errorf("%#x is not inside a reserved range: Reserve first", uintptr(addr))
+	i := find(rs, addr)
+	if i < 0 || !rs[i].reserved {
+		return 0, 0, fmt.Errorf("%#x is not inside a reserved range: Reserve first", uintptr(addr))
 	}
-	r := t.regions[i]
+	r := rs[i]
 	off := int64(addr - r.base)
 	if size > r.size-off {
-		return nil, 0, fmt.Errorf("range [%#x, +%d) runs past the end of the reservation [%#x, +%d)", uintptr(addr), size, uintptr(r.base), r.size)
+		return 0, 0, fmt.Errorf("range [%#x, +%d) runs past the end of the reservation [%#x, +%d)", uintptr(addr), size, uintptr(r.base), r.size)
 	}
 	j := sort.Search(len(r.pieces), func(j int) bool { return r.pieces[j].off+r.pieces[j].size > off })
 	if j < len(r.pieces) && r.pieces[j].off < off+size {
 		p := r.pieces[j]
-		return nil, 0, fmt.Errorf("range [%#x, +%d) overlaps the mapped piece [%#x, +%d)", uintptr(addr), size, uintptr(r.base)+uintptr(p.off), p.size)
+		return 0, 0, fmt.Errorf("range [%#x, +%d) overlaps the mapped piece [%#x, +%d)", uintptr(addr), size, uintptr(r.base)+uintptr(p.off), p.size)
 	}
-	return r, j, nil
+	return i, j, nil
 }
 
 // Map records [addr, addr+size) as mapped (see CheckMap) and commits its host memory
@@ -146,18 +163,29 @@ func (t *Table) mappable(addr device.Ptr, size, align int64) (*region, int, erro
 func (t *Table) Map(addr device.Ptr, size, align int64) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r, j, err := t.mappable(addr, size, align)
+	rs := t.list()
+	i, j, err := mappable(rs, addr, size, align)
 	if err != nil {
 		return err
 	}
+	r := rs[i]
 	off := int64(addr - r.base)
 	if r.mem != nil {
 		if err := Commit(r.mem[off : off+size]); err != nil {
 			return fmt.Errorf("%w: %w", device.ErrOutOfMemory, err)
 		}
 	}
-	r.pieces = slices.Insert(r.pieces, j, piece{off, size})
+	t.replace(rs, i, slices.Insert(slices.Clone(r.pieces), j, piece{off, size}))
 	return nil
+}
+
+// replace publishes rs with its region i given pieces; t.mu is held.
+func (t *Table) replace(rs []*region, i int, pieces []piece) {
+	r := *rs[i]
+	r.pieces = pieces
+	rs = slices.Clone(rs)
+	rs[i] = &r
+	t.publish(rs)
 }
 
 // Unmap forgets the mapped piece [addr, addr+size), which must be exactly a range given
@@ -165,11 +193,12 @@ func (t *Table) Map(addr device.Ptr, size, align int64) error {
 func (t *Table) Unmap(addr device.Ptr, size int64) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	i := t.find(addr)
-	if i < 0 || !t.regions[i].reserved {
+	rs := t.list()
+	i := find(rs, addr)
+	if i < 0 || !rs[i].reserved {
 		return fmt.Errorf("%#x is not inside a reserved range", uintptr(addr))
 	}
-	r := t.regions[i]
+	r := rs[i]
 	off := int64(addr - r.base)
 	j := sort.Search(len(r.pieces), func(j int) bool { return r.pieces[j].off >= off })
 	if j == len(r.pieces) || r.pieces[j] != (piece{off, size}) {
@@ -180,7 +209,7 @@ func (t *Table) Unmap(addr device.Ptr, size int64) error {
 			return err
 		}
 	}
-	r.pieces = slices.Delete(r.pieces, j, j+1)
+	t.replace(rs, i, slices.Delete(slices.Clone(r.pieces), j, j+1))
 	return nil
 }
 
@@ -192,13 +221,12 @@ func (t *Table) Resolve(p device.Ptr, n int64) ([]byte, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("range [%#x, +%d) is empty", uintptr(p), n)
 	}
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	i := t.find(p)
+	rs := t.list()
+	i := find(rs, p)
 	if i < 0 {
 		return nil, fmt.Errorf("%#x is not inside any live allocation", uintptr(p))
 	}
-	r := t.regions[i]
+	r := rs[i]
 	off := int64(p - r.base)
 	if n > r.size-off {
 		return nil, fmt.Errorf("range [%#x, +%d) runs past the end of the live range [%#x, +%d)", uintptr(p), n, uintptr(r.base), r.size)

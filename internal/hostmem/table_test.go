@@ -75,7 +75,7 @@ func TestTableReservations(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = tb.RemoveAllocation(0x2000)
 	require.NoError(t, err)
-	assert.Empty(t, tb.regions)
+	assert.Empty(t, tb.list())
 }
 
 func TestCopierFill(t *testing.T) {
@@ -157,4 +157,52 @@ func TestCopierChecksAndMoves(t *testing.T) {
 	}
 	assert.Equal(t, "sublet", string(mem[8:14]), "failed copies wrote nothing")
 	require.NoError(t, Free(mem))
+}
+
+// TestTableLookupsDuringMutations: lookups take no lock, so goroutines resolving a
+// live allocation and a mapped piece while another adds and removes allocations and
+// maps and unmaps pieces always find them whole (and the race detector sees no
+// unsynchronized access).
+func TestTableLookupsDuringMutations(t *testing.T) {
+	const g = 0x100
+	var tb Table
+	mem := make([]byte, 0x100)
+	require.NoError(t, tb.AddAllocation(0x10000, 0x100, mem))
+	require.NoError(t, tb.AddReservation(0x20000, 8*g, nil))
+	require.NoError(t, tb.Map(0x20000, g, g))
+	done := make(chan struct{})
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			for {
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+				if b, err := tb.Resolve(0x10010, 0x20); err != nil || &b[0] != &mem[0x10] {
+					errs <- fmt.Errorf("the live allocation: %v", err)
+					return
+				}
+				if _, err := tb.Resolve(0x20000, g); err != nil {
+					errs <- fmt.Errorf("the mapped piece: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	for i := range 2000 {
+		base := device.Ptr(0x30000 + (i%7)*0x1000)
+		require.NoError(t, tb.AddAllocation(base, 0x800, nil))
+		require.NoError(t, tb.Map(0x20000+device.Ptr(1+i%7)*g, g, g))
+		require.NoError(t, tb.CheckMap(0x20000+device.Ptr(1+(i+1)%7)*g, g, g))
+		require.NoError(t, tb.Unmap(0x20000+device.Ptr(1+i%7)*g, g))
+		_, _, err := tb.RemoveAllocation(base)
+		require.NoError(t, err)
+	}
+	close(done)
+	for range 4 {
+		require.NoError(t, <-errs)
+	}
 }
