@@ -12,6 +12,9 @@ import (
 // live handles of this Device, before op hands them to the driver, which would
 // dereference a stale one.
 func (d *Device) live(op string, s device.Stream, e device.Event) error {
+	if s == 0 && e == 0 { // every launch on the default stream: nothing to look up
+		return nil
+	}
 	d.hmu.RLock()
 	_, sOK := d.streams[s]
 	_, eOK := d.events[e]
