@@ -193,11 +193,13 @@ func New(dev device.Device, cfg Config) (*Allocator, error) {
 // maxUnlimited is maxSplit when MaxSplitSize is unlimited.
 const maxUnlimited = math.MaxInt64
 
-// registry holds the allocator of each device For has seen (m), and the same allocators
-// in the order they were made (order).
+// registry holds the allocator of each device For has seen (m, which ops read without a
+// lock: an op on a device none of whose tensors it reads, a factory, asks every time),
+// and the same allocators in the order they were made (order). The Mutex serializes
+// making them and guards order; an allocator, once in m, stays.
 var registry struct {
 	sync.Mutex
-	m     map[device.Device]*Allocator
+	m     sync.Map // device.Device → *Allocator
 	order []*Allocator
 }
 
@@ -229,19 +231,13 @@ func forDevice(op string, dev device.Device, config func() (Config, error), want
 	if !reflect.TypeOf(dev).Comparable() {
 		return nil, fmt.Errorf("alloc.%s: device type %T is not comparable; pass a pointer", op, dev)
 	}
+	if a, ok := registry.m.Load(dev); ok {
+		return existing(op, a.(*Allocator), want)
+	}
 	registry.Lock()
 	defer registry.Unlock()
-	if a, ok := registry.m[dev]; ok {
-		if want != nil {
-			w := *want
-			if !a.expandable || w.Policy == PolicyPlanned {
-				w.ExpandableSegments = a.expandable // what the device and the policy make of it
-			}
-			if w != a.cfg {
-				return nil, fmt.Errorf("alloc.%s(%s): the device's allocator already exists with config %+v; asked for %+v", op, dev.Name(), a.cfg, *want)
-			}
-		}
-		return a, nil
+	if a, ok := registry.m.Load(dev); ok { // made while this call waited for the lock
+		return existing(op, a.(*Allocator), want)
 	}
 	cfg, err := config()
 	if err != nil {
@@ -251,11 +247,23 @@ func forDevice(op string, dev device.Device, config func() (Config, error), want
 	if err != nil {
 		return nil, err
 	}
-	if registry.m == nil {
-		registry.m = make(map[device.Device]*Allocator)
-	}
-	registry.m[dev] = a
+	registry.m.Store(dev, a)
 	registry.order = append(registry.order, a)
+	return a, nil
+}
+
+// existing returns a, a device's allocator, for op, after checking that it has the
+// configuration want asks for (nil: any).
+func existing(op string, a *Allocator, want *Config) (*Allocator, error) {
+	if want != nil {
+		w := *want
+		if !a.expandable || w.Policy == PolicyPlanned {
+			w.ExpandableSegments = a.expandable // what the device and the policy make of it
+		}
+		if w != a.cfg {
+			return nil, fmt.Errorf("alloc.%s(%s): the device's allocator already exists with config %+v; asked for %+v", op, a.dev.Name(), a.cfg, *want)
+		}
+	}
 	return a, nil
 }
 

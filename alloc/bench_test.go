@@ -121,3 +121,23 @@ func BenchmarkChurnParallel(b *testing.B) {
 	b.StopTimer()
 	requireDrained(b, a, d)
 }
+
+// BenchmarkFor is the lookup of a device's allocator that an op reading no tensor of
+// its device makes (a factory), from every goroutine of b.RunParallel.
+func BenchmarkFor(b *testing.B) {
+	d := newSim(b, 0)
+	want, err := For(d)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if a, err := For(d); err != nil || a != want {
+				b.Errorf("For: %v, %p against %p", err, a, want)
+				return
+			}
+		}
+	})
+}
