@@ -185,3 +185,31 @@ type uncomparableDevice struct {
 	device.Device
 	_ []int
 }
+
+// TestForFromManyGoroutines: goroutines asking at once for a new device's allocator
+// get one allocator, registered once.
+func TestForFromManyGoroutines(t *testing.T) {
+	d := newSim(t, 0)
+	got := make([]*Allocator, 8)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a, err := For(d)
+			assert.NoError(t, err)
+			got[i] = a
+		}()
+	}
+	wg.Wait()
+	for _, a := range got {
+		assert.Same(t, got[0], a)
+	}
+	n := 0
+	for _, a := range Registered() {
+		if a.Device() == device.Device(d) {
+			n++
+		}
+	}
+	assert.Equal(t, 1, n, "registered once")
+}
