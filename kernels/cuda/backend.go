@@ -60,20 +60,25 @@ var _ kernels.Async = (*Backend)(nil)
 // maxFaults is how many device errors Check reports in full.
 const maxFaults = 8
 
-// registry holds the Backend of each Device For has seen.
+// registry holds the Backend of each Device For has seen (m, which every op on a GPU
+// reads, without a lock); the Mutex serializes making them. A Backend, once in m,
+// stays.
 var registry struct {
 	sync.Mutex
-	m map[*cudadev.Device]*Backend
+	m sync.Map // *cudadev.Device → *Backend
 }
 
 // For returns dev's Backend, creating it on first use: one per Device, as the Device
 // has one caching allocator. Nothing is loaded yet; each kernel family loads on first
 // use, cuBLAS on the first product.
 func For(dev *cudadev.Device) (*Backend, error) {
+	if b, ok := registry.m.Load(dev); ok {
+		return b.(*Backend), nil
+	}
 	registry.Lock()
 	defer registry.Unlock()
-	if b, ok := registry.m[dev]; ok {
-		return b, nil
+	if b, ok := registry.m.Load(dev); ok { // made while this call waited for the lock
+		return b.(*Backend), nil
 	}
 	al, err := alloc.For(dev)
 	if err != nil {
@@ -83,10 +88,7 @@ func For(dev *cudadev.Device) (*Backend, error) {
 	b.mods.dev = dev
 	p := dev.Properties()
 	b.blas.b, b.blas.wsBytes = b, WorkspaceBytes(os.Getenv(WorkspaceEnv), p.ComputeMajor, p.ComputeMinor)
-	if registry.m == nil {
-		registry.m = make(map[*cudadev.Device]*Backend)
-	}
-	registry.m[dev] = b
+	registry.m.Store(dev, b)
 	return b, nil
 }
 
@@ -293,9 +295,10 @@ func existing(dev device.Device) *Backend {
 	if !ok {
 		return nil
 	}
-	registry.Lock()
-	defer registry.Unlock()
-	return registry.m[g]
+	if b, ok := registry.m.Load(g); ok {
+		return b.(*Backend)
+	}
+	return nil
 }
 
 // HeldInAllocator returns the bytes the Backend of dev (if dev is a GPU with one)
