@@ -45,6 +45,31 @@ func BenchmarkSmallOp(b *testing.B) {
 	s.Close()
 }
 
+// BenchmarkSmallOpParallel is BenchmarkSmallOp in every goroutine of b.RunParallel,
+// each with its own scopes and input on one cpu device: ns/op is over all goroutines,
+// so it falls with more goroutines only where they do not wait for each other (the
+// device's caching allocator has one lock, as PyTorch's has one per device).
+func BenchmarkSmallOpParallel(b *testing.B) {
+	const perScope = 100
+	d := newCPU(b)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		data := tensor.NewScope(tensor.NoGrad())
+		defer data.Close()
+		x := data.Ones(d, dtype.F32, 1024)
+		s := data.Child()
+		i := 0
+		for pb.Next() {
+			x.Add(x)
+			if i++; i == perScope {
+				s.Close()
+				s, i = data.Child(), 0
+			}
+		}
+		s.Close()
+	})
+}
+
 // BenchmarkOpOverheadRouted is BenchmarkOpOverhead with the input in a data scope and
 // the op routed down four open scopes (a step, a region, two layers) to where it runs:
 // the price of routing, one atomic load per scope on the way.
