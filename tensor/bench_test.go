@@ -3,6 +3,7 @@ package tensor_test
 import (
 	"testing"
 
+	"github.com/subletml/sublet/device"
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/tensor"
 )
@@ -27,22 +28,9 @@ func BenchmarkOpOverhead(b *testing.B) {
 // ns/op and allocs/op are per op, the scope's Close included. Run at -cpu 1,2,16:
 // a small op must run inline, whatever GOMAXPROCS is.
 func BenchmarkSmallOp(b *testing.B) {
-	const perScope = 100
 	d := newCPU(b)
-	data := tensor.NewScope(tensor.NoGrad())
-	defer data.Close()
-	x := data.Ones(d, dtype.F32, 1024)
-	s := data.Child()
 	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		x.Add(x)
-		if i++; i == perScope {
-			s.Close()
-			s, i = data.Child(), 0
-		}
-	}
-	s.Close()
+	smallOps(d, b.Loop)
 }
 
 // BenchmarkSmallOpParallel is BenchmarkSmallOp in every goroutine of b.RunParallel,
@@ -50,24 +38,29 @@ func BenchmarkSmallOp(b *testing.B) {
 // so it falls with more goroutines only where they do not wait for each other (the
 // device's caching allocator has one lock, as PyTorch's has one per device).
 func BenchmarkSmallOpParallel(b *testing.B) {
-	const perScope = 100
 	d := newCPU(b)
 	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		data := tensor.NewScope(tensor.NoGrad())
-		defer data.Close()
-		x := data.Ones(d, dtype.F32, 1024)
-		s := data.Child()
-		i := 0
-		for pb.Next() {
-			x.Add(x)
-			if i++; i == perScope {
-				s.Close()
-				s, i = data.Child(), 0
-			}
+	b.RunParallel(func(pb *testing.PB) { smallOps(d, pb.Next) })
+}
+
+// smallOps adds a 1024-element float32 tensor to itself while next says so, the
+// results left to a child of a no-grad scope, which is closed and opened again every
+// 100 ops.
+func smallOps(d device.Device, next func() bool) {
+	const perScope = 100
+	data := tensor.NewScope(tensor.NoGrad())
+	defer data.Close()
+	x := data.Ones(d, dtype.F32, 1024)
+	s := data.Child()
+	i := 0
+	for next() {
+		x.Add(x)
+		if i++; i == perScope {
+			s.Close()
+			s, i = data.Child(), 0
 		}
-		s.Close()
-	})
+	}
+	s.Close()
 }
 
 // BenchmarkOpOverheadRouted is BenchmarkOpOverhead with the input in a data scope and
