@@ -485,13 +485,7 @@ func maxLanes(t typ) {
 	p("TESTQ R9, R9")
 	p("JZ %sdone", name)
 	label(name + "row")
-	p("MOVQ $%s, AX", negInf(t))
-	p("VMOVQ AX, X0")
-	p("VBROADCASTS%s X0, Y0", x)
-	for i := 1; i < 4; i++ {
-		p("VMOVAP%s Y0, Y%d", x, i)
-	}
-	p("VXORP%s Y12, Y12, Y12", x)
+	maxRowStart(t, 12)
 	p("XORQ AX, AX")
 	label(name + "loop")
 	p("PREFETCHT0 %d(SI)(AX*1)", prefetch)
@@ -524,6 +518,21 @@ func maxLanes(t typ) {
 	p("RET")
 }
 
+// maxRowStart starts a row of maxLanes or maxLanePairs: -Inf in the four maxima Y0…Y3
+// and the NaN flags in the Y registers flags cleared.
+func maxRowStart(t typ, flags ...int) {
+	x := t.suf[1:]
+	p("MOVQ $%s, AX", negInf(t))
+	p("VMOVQ AX, X0")
+	p("VBROADCASTS%s X0, Y0", x)
+	for i := 1; i < 4; i++ {
+		p("VMOVAP%s Y0, Y%d", x, i)
+	}
+	for _, f := range flags {
+		p("VXORP%s Y%d, Y%d, Y%d", x, f, f, f)
+	}
+}
+
 // maxLanePairs is maxLanes over pairs of rows far apart: row i (SI) and row i + far
 // (R11), for i < pairs, read together two vectors a row a round (Y0, Y1 and Y2, Y3 the
 // maxima; Y12 and Y13 the NaN flags), then each row finished as maxLanes finishes one,
@@ -545,14 +554,7 @@ func maxLanePairs(t typ) {
 	p("TESTQ R9, R9")
 	p("JZ %sdone", name)
 	label(name + "row")
-	p("MOVQ $%s, AX", negInf(t))
-	p("VMOVQ AX, X0")
-	p("VBROADCASTS%s X0, Y0", x)
-	for i := 1; i < 4; i++ {
-		p("VMOVAP%s Y0, Y%d", x, i)
-	}
-	p("VXORP%s Y12, Y12, Y12", x)
-	p("VXORP%s Y13, Y13, Y13", x)
+	maxRowStart(t, 12, 13)
 	p("LEAQ (SI)(R13*1), R11")
 	p("XORQ AX, AX")
 	label(name + "loop")
