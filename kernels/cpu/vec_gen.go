@@ -508,14 +508,7 @@ func maxLanes(t typ) {
 	p("VMAXP%s Y3, Y2, Y2", x)
 	p("VMAXP%s Y2, Y1, Y1", x)
 	finishRow(t, name)
-	p("ADDQ $%d, DI", t.size)
-	p("ADDQ $8, DX")
-	p("ADDQ R8, SI")
-	p("DECQ R9")
-	p("JNZ %srow", name)
-	p("VZEROUPPER")
-	label(name + "done")
-	p("RET")
+	maxRowNext(t, name)
 }
 
 // maxRowStart starts a row of maxLanes or maxLanePairs: -Inf in the four maxima Y0…Y3
@@ -588,6 +581,12 @@ func maxLanePairs(t typ) {
 	p("SUBQ R10, DI")
 	p("SUBQ R12, DX")
 	p("SUBQ R13, SI")
+	maxRowNext(t, name)
+}
+
+// maxRowNext moves maxLanes or maxLanePairs to its next row (outputs DI and DX, row
+// SI), back to name's row label while R9 counts rows left, and returns.
+func maxRowNext(t typ, name string) {
 	p("ADDQ $%d, DI", t.size)
 	p("ADDQ $8, DX")
 	p("ADDQ R8, SI")
