@@ -31,6 +31,7 @@ func BenchmarkSmallOp(b *testing.B) {
 	d := newCPU(b)
 	b.ReportAllocs()
 	smallOps(d, b.Loop)
+	requireEmpty(b, d)
 }
 
 // BenchmarkSmallOpParallel is BenchmarkSmallOp in every goroutine of b.RunParallel,
@@ -41,6 +42,7 @@ func BenchmarkSmallOpParallel(b *testing.B) {
 	d := newCPU(b)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) { smallOps(d, pb.Next) })
+	requireEmpty(b, d)
 }
 
 // smallOps adds a 1024-element float32 tensor to itself while next says so, the
