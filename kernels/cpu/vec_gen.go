@@ -637,6 +637,24 @@ func negInf(t typ) string {
 func find(t typ, name, next string, pred int) {
 	x := t.suf[1:]
 	p("XORQ AX, AX")
+	// Four vectors a step while a whole step lies in the row (AX + 128 <= CX), their
+	// masks or-ed: half the instructions of a vector a step over the half row the scan
+	// takes on average; the step with the element is then scanned a vector at a time.
+	p("LEAQ -96(CX), R14")
+	label(name + "4")
+	p("CMPQ AX, R14")
+	p("JGE %s", name)
+	for i := range 4 {
+		p("VCMPP%s $%d, %d(SI)(AX*1), Y0, Y%d", x, pred, 32*i, 8+i)
+	}
+	p("VORP%s Y9, Y8, Y14", x)
+	p("VORP%s Y11, Y10, Y15", x)
+	p("VORP%s Y15, Y14, Y14", x)
+	p("VMOVMSKP%s Y14, BX", x)
+	p("TESTQ BX, BX")
+	p("JNZ %s", name)
+	p("ADDQ $128, AX")
+	p("JMP %s4", name)
 	label(name)
 	p("VCMPP%s $%d, (SI)(AX*1), Y0, Y1", x, pred)
 	p("VMOVMSKP%s Y1, BX", x)
