@@ -1,6 +1,8 @@
 package tensor_test
 
 import (
+	"runtime"
+	"sync/atomic"
 	"testing"
 
 	"github.com/subletml/sublet/device"
@@ -43,6 +45,23 @@ func BenchmarkSmallOpParallel(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) { smallOps(d, pb.Next) })
 	requireEmpty(b, d)
+}
+
+// BenchmarkSmallOpOwnDevices is BenchmarkSmallOpParallel with a cpu device for each
+// goroutine, so that each has a caching allocator, and its lock, of its own: set
+// against BenchmarkSmallOpParallel at the same -cpu, it is what sharing one device's
+// allocator costs (docs/allocator.md, "Goroutines and devices").
+func BenchmarkSmallOpOwnDevices(b *testing.B) {
+	devs := make([]device.Device, runtime.GOMAXPROCS(0)) // RunParallel's goroutines
+	for i := range devs {
+		devs[i] = newCPU(b)
+	}
+	var next atomic.Int32
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) { smallOps(devs[next.Add(1)-1], pb.Next) })
+	for _, d := range devs {
+		requireEmpty(b, d)
+	}
 }
 
 // smallOps adds a 1024-element float32 tensor to itself while next says so, the
