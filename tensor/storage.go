@@ -52,9 +52,11 @@ type Storage struct {
 	// spare is the handle allocated with the storage (block) for the first tensor over
 	// it, until newHandle takes it; written only while the storage is not shared.
 	spare *handle
-	// refs counts the handles over the storage; changed atomically; at 0 the block is
-	// freed and the storage is dead.
-	refs atomic.Int32
+	// others counts the handles over the storage beyond the first (Refs - 1), so that a
+	// new storage, zero, holds its one reference without an atomic store (an atomic
+	// read-modify-write an op fewer); changed atomically; at -1 the block is freed and
+	// the storage is dead.
+	others atomic.Int32
 	// res is where the device keeps the data, which picks the kernels (backendFor).
 	// Set at allocation, never changed.
 	res device.Residency
@@ -85,7 +87,7 @@ func (s *Storage) Size() int64 { return s.size }
 func (s *Storage) Residency() device.Residency { return s.res }
 
 // Refs is the number of handles holding the storage now.
-func (s *Storage) Refs() int { return int(s.refs.Load()) }
+func (s *Storage) Refs() int { return int(s.others.Load()) + 1 }
 
 // Version is the count of in-place writes so far (always 0 for an inference tensor's
 // storage, which counts none).
@@ -182,22 +184,21 @@ func newStorage(dev device.Device, known Allocator, size int64, op string, lt al
 			s.base = unsafe.Pointer(unsafe.SliceData(b))
 		}
 	}
-	s.refs.Store(1)
 	return s, nil
 }
 
 func (s *Storage) retain() {
-	if s.refs.Add(1) <= 1 {
+	if s.others.Add(1) <= 0 {
 		panic(fmt.Sprintf("tensor: internal error: retain of a freed storage at %#x on %s", s.ptr, s.dev.Name()))
 	}
 }
 
 // release drops one reference and frees the block with the last.
 func (s *Storage) release() {
-	switch n := s.refs.Add(-1); {
-	case n > 0:
+	switch n := s.others.Add(-1); {
+	case n >= 0:
 		return
-	case n < 0:
+	case n < -1:
 		panic(fmt.Sprintf("tensor: internal error: storage at %#x on %s released more often than retained", s.ptr, s.dev.Name()))
 	}
 	s.base = nil

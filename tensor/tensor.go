@@ -173,7 +173,7 @@ func (t *Tensor) drop() {
 // soleOwner reports whether t is the only handle over its storage and covers it densely
 // from its first byte: writing t in place then changes no other tensor.
 func (t *Tensor) soleOwner() bool {
-	return t.st.refs.Load() == 1 && t.offset == 0 && t.IsContiguous() && t.Bytes() == t.st.size
+	return t.st.others.Load() == 0 && t.offset == 0 && t.IsContiguous() && t.Bytes() == t.st.size
 }
 
 // live panics with ErrReleased naming op when t was released.
