@@ -232,6 +232,17 @@ type ActivationMatmul interface {
 	MatmulActivation(op UnaryOp, dst, a, b, bias Operand) bool
 }
 
+// DenseF32 is implemented by a Backend that computes on host memory: Unary and Binary
+// over dense float32 slices of one length (dst, then the inputs, elementwise; no
+// broadcasting), for a caller that holds its operands as such slices and so need not
+// build operand descriptors for the backend to check (a small op's path: about a tenth
+// of its host cost). Unary and Binary are their reference: the same results, bit for
+// bit. Slices of different lengths panic.
+type DenseF32 interface {
+	UnaryF32(op UnaryOp, dst, x []float32)
+	BinaryF32(op BinaryOp, dst, a, b []float32)
+}
+
 // Async is implemented by a Backend whose kernels run asynchronously on their device
 // (the CUDA backend): its methods return before the kernels have run, so an error that
 // depends on the data (an index out of range) or a device failure (a launch refused)

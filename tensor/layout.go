@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
@@ -182,6 +183,22 @@ func (t *Tensor) placedAs(shape []int) kernels.Operand {
 	o := t.operand()
 	o.Layout = kernels.Layout{Shape: l.shape, Strides: l.strides, Offset: t.offset}
 	return o
+}
+
+// hostF32 is c's backend as a kernels.DenseF32 and the elements of ts (at most three)
+// where it is one and each t holds float32 in host memory, densely, in shape: then an
+// elementwise op hands the backend slices instead of operands to build and check.
+func (c *call) hostF32(shape []int, ts ...*Tensor) (d kernels.DenseF32, s [3][]float32, ok bool) {
+	if d, ok = c.k.(kernels.DenseF32); !ok {
+		return nil, s, false
+	}
+	for i, t := range ts {
+		if t.dt != dtype.F32 || t.st.base == nil || !slices.Equal(t.shape, shape) || !contiguous(t.shape, t.strides) {
+			return nil, s, false
+		}
+		s[i] = unsafe.Slice((*float32)(t.st.base), t.st.size/4)[t.offset : t.offset+t.Numel()]
+	}
+	return d, s, true
 }
 
 // operand is t as a kernel operand (nil: the absent operand).

@@ -41,7 +41,11 @@ func unaryOp(op *OpInfo, t *Tensor) *Tensor {
 	c.floatOnly()
 	x := c.in[0]
 	out := c.alloc(x.dt, x.shape)
-	c.k.Unary(k, out.operand(), x.operand())
+	if d, s, ok := c.hostF32(x.shape, out, x); ok {
+		d.UnaryF32(k, s[0], s[1])
+	} else {
+		c.k.Unary(k, out.operand(), x.operand())
+	}
 	if c.recording() {
 		r := recordRule(c, unaryBackward{k: k}, out)
 		// Each op saves what its derivative reads: the output for exp, tanh, sigmoid,

@@ -26,7 +26,10 @@ func NewBackend(gemm Gemm) *Backend {
 	return &Backend{gemm: gemm}
 }
 
-var _ kernels.Backend = (*Backend)(nil)
+var (
+	_ kernels.Backend  = (*Backend)(nil)
+	_ kernels.DenseF32 = (*Backend)(nil)
+)
 
 // Name is "cpu".
 func (*Backend) Name() string { return "cpu" }
@@ -92,32 +95,49 @@ func scalar(o kernels.Operand) float64 {
 	return v[0]
 }
 
-func (*Backend) Unary(op kernels.UnaryOp, dst, x kernels.Operand) {
+func (b *Backend) Unary(op kernels.UnaryOp, dst, x kernels.Operand) {
 	if d, ok := denseF32(&dst, &dst); ok {
 		if v, ok := denseF32(&x, &dst); ok {
-			checkUnary(op)
-			forRange(len(d), grain, eltDense[float32, unaryKernel[float32]]{dst: d, ins: eltIns[float32]{v}, nin: 1, k: unaryKernel[float32]{op}})
+			b.UnaryF32(op, d, v)
 			return
 		}
 	}
 	Unary(op, operand(dst), operandIn(x, dst.DType))
 }
 
+func (*Backend) UnaryF32(op kernels.UnaryOp, dst, x []float32) {
+	checkDenseF32(op, len(dst), len(x), len(x))
+	checkUnary(op)
+	forRange(len(dst), grain, eltDense[float32, unaryKernel[float32]]{dst: dst, ins: eltIns[float32]{x}, nin: 1, k: unaryKernel[float32]{op}})
+}
+
 func (*Backend) UnaryBackward(op kernels.UnaryOp, dx, g, saved kernels.Operand) {
 	UnaryBackward(op, operand(dx), operand(g), optional(saved, dx.DType))
 }
 
-func (*Backend) Binary(op kernels.BinaryOp, dst, a, b kernels.Operand) {
+func (be *Backend) Binary(op kernels.BinaryOp, dst, a, b kernels.Operand) {
 	if d, ok := denseF32(&dst, &dst); ok {
 		x, okA := denseF32(&a, &dst)
 		y, okB := denseF32(&b, &dst)
 		if okA && okB {
-			checkBinary(op, kernels.ArgA)
-			forRange(len(d), grain, eltDense[float32, binaryKernel[float32]]{dst: d, ins: eltIns[float32]{x, y}, nin: 2, k: binaryKernel[float32]{op}})
+			be.BinaryF32(op, d, x, y)
 			return
 		}
 	}
 	Binary(op, operand(dst), operandIn(a, dst.DType), operandIn(b, dst.DType))
+}
+
+func (*Backend) BinaryF32(op kernels.BinaryOp, dst, a, b []float32) {
+	checkDenseF32(op, len(dst), len(a), len(b))
+	checkBinary(op, kernels.ArgA)
+	forRange(len(dst), grain, eltDense[float32, binaryKernel[float32]]{dst: dst, ins: eltIns[float32]{a, b}, nin: 2, k: binaryKernel[float32]{op}})
+}
+
+// checkDenseF32 panics unless UnaryF32's or BinaryF32's slices have one length.
+func checkDenseF32(op fmt.Stringer, dst, a, b int) {
+	if a != dst || b != dst {
+		panic(fmt.Sprintf("kernels/cpu: %v over dense float32 slices of %d (dst), %d and %d elements: they must have one length", op, dst, a, b))
+	}
 }
 
 // denseF32 is o's elements as a float32 slice where o holds float32, is contiguous,

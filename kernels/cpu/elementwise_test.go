@@ -237,3 +237,52 @@ func TestReluBackwardAtNaN(t *testing.T) {
 		assert.Equal(t, math.Float64bits(w), math.Float64bits(dx64[i]), "float64 at %d", i)
 	}
 }
+
+// TestDenseF32MatchesOperands: UnaryF32 and BinaryF32 give the bits the operand path
+// (the package's Unary and Binary) gives, for every op, at lengths that run inline and
+// on several goroutines, on values that include zeros of both signs, infinities and
+// NaN; slices of different lengths panic.
+func TestDenseF32MatchesOperands(t *testing.T) {
+	r := rand.New(rand.NewPCG(14, 15))
+	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 1e30, -1e-30}
+	fill := func(n int, lo, span float64) []float32 {
+		s := make([]float32, n)
+		for i := range s {
+			if r.IntN(8) == 0 {
+				s[i] = special[r.IntN(len(special))]
+			} else {
+				s[i] = float32(lo + span*r.Float64())
+			}
+		}
+		return s
+	}
+	same := func(t *testing.T, want, got []float32, what string) {
+		t.Helper()
+		for i := range want {
+			w, g := want[i], got[i]
+			if math.Float32bits(w) != math.Float32bits(g) && !(w != w && g != g) {
+				t.Fatalf("%s at %d: operands give %v (%#x), slices %v (%#x)", what, i, w, math.Float32bits(w), g, math.Float32bits(g))
+			}
+		}
+	}
+	var be Backend
+	for _, n := range []int{0, 1, 7, 1000, 3*grain + 17} {
+		l := kernels.Contiguous(n)
+		for _, op := range unaryOps {
+			x := fill(n, -3, 6)
+			want, got := make([]float32, n), make([]float32, n)
+			Unary(op, F32(want, l), F32(x, l))
+			be.UnaryF32(op, got, x)
+			same(t, want, got, op.String())
+		}
+		for _, op := range binaryOps {
+			a, b := fill(n, -2, 4), fill(n, 0.5, 2)
+			want, got := make([]float32, n), make([]float32, n)
+			Binary(op, F32(want, l), F32(a, l), F32(b, l))
+			be.BinaryF32(op, got, a, b)
+			same(t, want, got, op.String())
+		}
+	}
+	require.Panics(t, func() { be.BinaryF32(kernels.Add, make([]float32, 3), make([]float32, 3), make([]float32, 2)) })
+	require.Panics(t, func() { be.UnaryF32(kernels.Neg, make([]float32, 3), make([]float32, 4)) })
+}
