@@ -108,6 +108,10 @@ func (b *Backend) Unary(op kernels.UnaryOp, dst, x kernels.Operand) {
 func (*Backend) UnaryF32(op kernels.UnaryOp, dst, x []float32) {
 	checkDenseF32(op, len(dst), len(x), len(x))
 	checkUnary(op)
+	if workers(len(dst), grain) <= 1 { // forRange's one piece, without its generic state
+		unaryRun(op, dst, x)
+		return
+	}
 	forRange(len(dst), grain, eltDense[float32, unaryKernel[float32]]{dst: dst, ins: eltIns[float32]{x}, nin: 1, k: unaryKernel[float32]{op}})
 }
 
@@ -130,6 +134,10 @@ func (be *Backend) Binary(op kernels.BinaryOp, dst, a, b kernels.Operand) {
 func (*Backend) BinaryF32(op kernels.BinaryOp, dst, a, b []float32) {
 	checkDenseF32(op, len(dst), len(a), len(b))
 	checkBinary(op, kernels.ArgA)
+	if workers(len(dst), grain) <= 1 { // forRange's one piece, without its generic state
+		binaryRun(op, dst, a, b)
+		return
+	}
 	forRange(len(dst), grain, eltDense[float32, binaryKernel[float32]]{dst: dst, ins: eltIns[float32]{a, b}, nin: 2, k: binaryKernel[float32]{op}})
 }
 
