@@ -68,7 +68,7 @@ func binaryOp(op *OpInfo, a, b *Tensor) *Tensor {
 			r.a, r.b = c.save(x), c.save(y)
 		}
 	}
-	if d, s, ok := c.hostF32(shape, out, x, y); ok {
+	if d, s, ok := c.hostF32(out, x, y); ok {
 		d.BinaryF32(k, s[0], s[1], s[2])
 	} else {
 		c.k.Binary(k, out.operand(), x.operand(), y.operand())

@@ -185,20 +185,32 @@ func (t *Tensor) placedAs(shape []int) kernels.Operand {
 	return o
 }
 
-// hostF32 is c's backend as a kernels.DenseF32 and the elements of ts (at most three)
-// where it is one and each t holds float32 in host memory, densely, in shape: then an
-// elementwise op hands the backend slices instead of operands to build and check.
-func (c *call) hostF32(shape []int, ts ...*Tensor) (d kernels.DenseF32, s [3][]float32, ok bool) {
-	if d, ok = c.k.(kernels.DenseF32); !ok {
+// hostF32 is c's backend as a kernels.DenseF32 and the elements of out, the op's fresh
+// float32 result, and of its inputs ins (at most two) where the backend is one and
+// every tensor holds float32 in host memory, densely, in out's shape: then an
+// elementwise op hands the backend slices instead of operands to build and check. An
+// input made by an op shares out's interned shape and strides, which settles its
+// layout at once.
+func (c *call) hostF32(out *Tensor, ins ...*Tensor) (d kernels.DenseF32, s [3][]float32, ok bool) {
+	if d, ok = c.k.(kernels.DenseF32); !ok || out.dt != dtype.F32 || out.st.base == nil {
 		return nil, s, false
 	}
-	for i, t := range ts {
-		if t.dt != dtype.F32 || t.st.base == nil || !slices.Equal(t.shape, shape) || !contiguous(t.shape, t.strides) {
+	n := int(out.st.size / 4)
+	s[0] = unsafe.Slice((*float32)(out.st.base), n)
+	for i, t := range ins {
+		if t.dt != dtype.F32 || t.st.base == nil || !sameSlice(t.shape, out.shape) && !slices.Equal(t.shape, out.shape) ||
+			!sameSlice(t.strides, out.strides) && !contiguous(t.shape, t.strides) {
 			return nil, s, false
 		}
-		s[i] = unsafe.Slice((*float32)(t.st.base), t.st.size/4)[t.offset : t.offset+t.Numel()]
+		s[i+1] = unsafe.Slice((*float32)(t.st.base), t.st.size/4)[t.offset : t.offset+n]
 	}
 	return d, s, true
+}
+
+// sameSlice reports whether a and b are one slice (layoutOf's interned shapes and
+// strides are shared).
+func sameSlice(a, b []int) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // operand is t as a kernel operand (nil: the absent operand).

@@ -41,7 +41,7 @@ func unaryOp(op *OpInfo, t *Tensor) *Tensor {
 	c.floatOnly()
 	x := c.in[0]
 	out := c.alloc(x.dt, x.shape)
-	if d, s, ok := c.hostF32(x.shape, out, x); ok {
+	if d, s, ok := c.hostF32(out, x); ok {
 		d.UnaryF32(k, s[0], s[1])
 	} else {
 		c.k.Unary(k, out.operand(), x.operand())
