@@ -199,7 +199,7 @@ func (c *call) hostF32(out *Tensor, ins ...*Tensor) (d kernels.DenseF32, s [3][]
 	s[0] = unsafe.Slice((*float32)(out.st.base), n)
 	for i, t := range ins {
 		if t.dt != dtype.F32 || t.st.base == nil || !sameSlice(t.shape, out.shape) && !slices.Equal(t.shape, out.shape) ||
-			!sameSlice(t.strides, out.strides) && !contiguous(t.shape, t.strides) {
+			!sameSlice(t.strides, out.strides) && !contiguous(t.shape, t.strides) || int64(t.offset+n) > t.st.size/4 {
 			return nil, s, false
 		}
 		s[i+1] = unsafe.Slice((*float32)(t.st.base), t.st.size/4)[t.offset : t.offset+n]
