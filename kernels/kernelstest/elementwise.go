@@ -5,6 +5,9 @@ import (
 	"math"
 	"sort"
 	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/subletml/sublet/dtype"
 	"github.com/subletml/sublet/kernels"
@@ -380,4 +383,74 @@ func testDropout(t *testing.T, s *suite) {
 		s.result(t, fmt.Sprintf("apply %v", dt), []*buf{dense(dt, 4, 6), x, m}, 0, want, within(dt, 1e-7),
 			func(be kernels.Backend, o []kernels.Operand) { be.Dropout(o[0], o[1], o[2], p) })
 	}
+}
+
+// testDenseF32 checks kernels.DenseF32 where the backend has it: UnaryF32 and BinaryF32
+// over host slices give the float64 references' values within testUnary's and
+// testBinary's tolerances, and the bits Unary and Binary give over the same values as
+// operands (kernels/cpu computes both with one function; another backend need not),
+// for every op, at a length one goroutine computes and at one the backend may spread.
+func testDenseF32(t *testing.T, s *suite) {
+	d, ok := s.tg.Backend.(kernels.DenseF32)
+	if !ok {
+		t.Skip("the backend takes no host slices")
+	}
+	for _, n := range []int{7, 1 << 16} {
+		for op := kernels.Neg; op.Valid(); op++ {
+			x := row(dtype.F32, n, s.uniform(unaryDomain(op)))
+			got := make([]float32, n)
+			d.UnaryF32(op, got, float32s(x))
+			what := fmt.Sprintf("%v over %d elements", op, n)
+			want := make([]float64, n)
+			for i, v := range x.vals() {
+				want[i] = ref.Unary(op, v)
+			}
+			near(t, what, want, float64s(got), within(dtype.F32, unaryTol(op)))
+			bits := exec(t, s.tg, []*buf{dense(dtype.F32, n), x}, func(be kernels.Backend, o []kernels.Operand) { be.Unary(op, o[0], o[1]) })[0]
+			require.Equal(t, bits, f32Bytes(got), "%s: against Unary", what)
+		}
+		for op := kernels.Add; op.Valid(); op++ {
+			ga, gb := s.binaryDomain(op)
+			a, b := row(dtype.F32, n, ga), row(dtype.F32, n, gb)
+			got := make([]float32, n)
+			d.BinaryF32(op, got, float32s(a), float32s(b))
+			what := fmt.Sprintf("%v over %d elements", op, n)
+			as, bs := a.vals(), b.vals()
+			want := make([]float64, n)
+			for i := range want {
+				want[i] = ref.Binary(op, as[i], bs[i])
+			}
+			tl := 1e-7
+			if op == kernels.Pow || op == kernels.Div {
+				tl = 4e-6
+			}
+			near(t, what, want, float64s(got), within(dtype.F32, tl))
+			bits := exec(t, s.tg, []*buf{dense(dtype.F32, n), a, b}, func(be kernels.Backend, o []kernels.Operand) { be.Binary(op, o[0], o[1], o[2]) })[0]
+			require.Equal(t, bits, f32Bytes(got), "%s: against Binary", what)
+		}
+	}
+}
+
+// float64s is s's values as float64.
+func float64s(s []float32) []float64 {
+	v := make([]float64, len(s))
+	for i, x := range s {
+		v[i] = float64(x)
+	}
+	return v
+}
+
+// float32s is the values of a float32 buffer.
+func float32s(b *buf) []float32 {
+	v := b.vals()
+	s := make([]float32, len(v))
+	for i, x := range v {
+		s[i] = float32(x)
+	}
+	return s
+}
+
+// f32Bytes is s's bytes, as a block of float32 holds them.
+func f32Bytes(s []float32) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), 4*len(s))
 }

@@ -85,6 +85,7 @@ func Run(t *testing.T, tg Target) {
 		{"Unary", testUnary},
 		{"UnaryBackward", testUnaryBackward},
 		{"Binary", testBinary},
+		{"DenseF32", testDenseF32}, // elementwise.go: where the backend takes host slices
 		{"BinaryBackward", testBinaryBackward},
 		{"Copy", testCopy},
 		{"Fill", testFill},
