@@ -14,7 +14,10 @@
 //
 // An asynchronous backend (kernels/cuda) also implements Async: its ops return before
 // they have run, and Check reports at the next synchronisation what the data made go
-// wrong.
+// wrong. A backend that computes on host memory (kernels/cpu) may implement DenseF32,
+// the elementwise ops over dense float32 slices, which the tensor package then calls
+// for its small ops instead of building operands; the conformance suite holds them to
+// Unary's and Binary's results.
 //
 // Invariants every backend keeps (Backend's doc has the details):
 //   - Backends never allocate outputs or tensor memory: the caller passes every output
