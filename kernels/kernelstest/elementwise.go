@@ -47,6 +47,15 @@ func unaryTol(op kernels.UnaryOp) float64 {
 	return 4e-6
 }
 
+// binaryTol is the float32 tolerance of the binary op op against the float64
+// reference: looser for Pow and Div.
+func binaryTol(op kernels.BinaryOp) float64 {
+	if op == kernels.Pow || op == kernels.Div {
+		return 4e-6
+	}
+	return 1e-7
+}
+
 // outTypes are the output types of an elementwise case with inputs of dt: dt itself,
 // F32 and F64 (an F64 output of float32 inputs is computed in float64, an F32 output
 // of F64 ones too).
@@ -170,11 +179,7 @@ func testBinary(t *testing.T, s *suite) {
 				for i := range want {
 					want[i] = ref.Binary(op, as[i], bs[i])
 				}
-				tl := 1e-7
-				if op == kernels.Pow || op == kernels.Div {
-					tl = 4e-6
-				}
-				s.result(t, fmt.Sprintf("%v %v %s·%s", op, dt, p[0], p[1]), []*buf{dense(dt, 4, 6), a, b}, 0, want, within(dt, tl),
+				s.result(t, fmt.Sprintf("%v %v %s·%s", op, dt, p[0], p[1]), []*buf{dense(dt, 4, 6), a, b}, 0, want, within(dt, binaryTol(op)),
 					func(be kernels.Backend, o []kernels.Operand) { be.Binary(op, o[0], o[1], o[2]) })
 			}
 		}
@@ -420,11 +425,7 @@ func testDenseF32(t *testing.T, s *suite) {
 			for i := range want {
 				want[i] = ref.Binary(op, as[i], bs[i])
 			}
-			tl := 1e-7
-			if op == kernels.Pow || op == kernels.Div {
-				tl = 4e-6
-			}
-			near(t, what, want, float64s(got), within(dtype.F32, tl))
+			near(t, what, want, float64s(got), within(dtype.F32, binaryTol(op)))
 			bits := exec(t, s.tg, []*buf{dense(dtype.F32, n), a, b}, func(be kernels.Backend, o []kernels.Operand) { be.Binary(op, o[0], o[1], o[2]) })[0]
 			require.Equal(t, bits, f32Bytes(got), "%s: against Binary", what)
 		}
