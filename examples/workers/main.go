@@ -73,7 +73,9 @@ type served struct {
 	elapsed time.Duration
 	// logits are each worker's answer to its last request.
 	logits [][]float32
-	// params is the bytes each device holds between requests: the model's parameters.
+	// params is the tensor bytes each device holds between requests: the model's
+	// parameters (demo.Memory.Tensors: less what the kernels keep for themselves, the
+	// cuBLAS workspace on a GPU).
 	params []int64
 }
 
@@ -148,7 +150,7 @@ func serve(c config, devices int, inputs [][]float32) (served, error) {
 		}); err != nil {
 			return s, err
 		}
-		s.params = append(s.params, demo.Read(al).Requested)
+		s.params = append(s.params, demo.Read(al).Tensors())
 	}
 	s.logits = make([][]float32, c.workers)
 	errs := make([]error, c.workers)
@@ -175,8 +177,8 @@ func serve(c config, devices int, inputs [][]float32) (served, error) {
 		}
 	}
 	for i, al := range als {
-		if held := demo.Read(al).Requested; held != s.params[i] {
-			return s, fmt.Errorf("device %d holds %d bytes after the requests, the parameters %d", i, held, s.params[i])
+		if held := demo.Read(al).Tensors(); held != s.params[i] {
+			return s, fmt.Errorf("device %d holds %d bytes of tensors after the requests, the parameters %d", i, held, s.params[i])
 		}
 	}
 	for i, m := range models {
