@@ -424,7 +424,8 @@ __device__ __forceinline__ I unravel(I i, int rank, const long long *shape, cons
 // butterfly, so the result depends on the data and G only, never on scheduling; every
 // lane gets lane 0's result.
 
-__device__ __forceinline__ double warp_sum(double v) {
+// warp_sum sums v over the warp in v's type.
+template <typename T> __device__ __forceinline__ T warp_sum(T v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return __shfl_sync(0xffffffffu, v, 0);
@@ -439,19 +440,21 @@ template <typename T> __device__ __forceinline__ T warp_max(T v) {
     return __shfl_sync(0xffffffffu, v, 0);
 }
 
-// group_sum sums v over the group; G = BLOCK needs BLOCK/32 doubles of shared memory
-// in smem and every thread of the block to call it.
-template <int G>
-__device__ __forceinline__ double group_sum(double v, double *smem) {
+// group_sum sums v over the group in T, double or float (a float v given double shared
+// memory is summed in double); G = BLOCK needs BLOCK/32 elements of shared memory in
+// smem and every thread of the block to call it.
+template <int G, typename T>
+__device__ __forceinline__ T group_sum(T v, T *smem) {
     v = warp_sum(v);
     if (G == 32) return v;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     if (lane == 0) smem[warp] = v;
     __syncthreads();
-    v = warp_sum(lane < G / 32 ? smem[lane] : 0.0);
+    v = warp_sum(lane < G / 32 ? smem[lane] : (T)0);
     __syncthreads();
     return v;
 }
+template <int G> __device__ __forceinline__ double group_sum(float v, double *smem) { return group_sum<G>((double)v, smem); }
 
 // group_max is the largest v of the group (NaN if any is); G = BLOCK needs BLOCK/32
 // elements of shared memory in smem and every thread of the block to call it.

@@ -1,8 +1,13 @@
 // layernorm.cu: LayerNorm and its backward over rows of n contiguous elements, with
-// kernels/cpu's layernorm.go formulas: the mean and the biased variance summed in
-// double (two passes over the row: in registers for float32, F16 and BF16 rows of up
-// to BLOCK·ROW_CHUNKS·4, the *_regs_* kernels; from memory otherwise), rstd =
-// 1/sqrt(var + eps) in double, the per-element math in T. dw and db are column sums over the rows in row order, cut into pieces of
+// kernels/cpu's layernorm.go formulas but for the forward's moments: the mean and the
+// biased variance (of the deviations from the mean rounded to T) summed in T, as
+// PyTorch's kernels sum them in their accumulation type (two passes over the row: in
+// registers for float32, F16 and BF16 rows of up to BLOCK·ROW_CHUNKS·4, the *_regs_*
+// kernels; from memory otherwise), rstd = 1/sqrt(var + eps) in double, the per-element
+// math in T. Summing a float row's moments in double took two conversions and a double
+// addition an element, which held the 16-bit forward at 89-91 % of a copy's rate on an
+// H100 against 92 % in float (scripts/gpu/mb/gkln16.cu; kernels/cpu keeps float64, the
+// reference). dw and db are column sums over the rows in row order, cut into pieces of
 // rows when there are many (partials combined in piece order). S is the storage type
 // of x, y, w, b, g and dx (common.cuh's row storage) and T = row_compute<S>::type the
 // type they compute in, of mean, rstd, dw and db: float for F32, F16 and BF16 rows,
@@ -14,23 +19,22 @@ template <typename S, int G>
 __device__ __forceinline__ void layer_norm_k(S *y, typename row_compute<S>::type *mean, typename row_compute<S>::type *rstd, const S *x, const S *w, const S *b,
                                              long long rows, long long n, typename row_compute<S>::type eps) {
     typedef typename row_compute<S>::type T;
-    __shared__ double sm[BLOCK / 32];
+    __shared__ T sm[BLOCK / 32];
     long long row = group_row<G>();
     int lane = group_lane<G>();
     if (row >= rows) return;
     const S *xr = x + row * n;
     S *yr = y + row * n;
-    double s = 0;
-    for (long long j = lane; j < n; j += G) s += (double)row_get(xr, j);
-    double mu = group_sum<G>(s, sm) / (double)n;
-    double ss = 0;
+    T s = 0;
+    for (long long j = lane; j < n; j += G) s += row_get(xr, j);
+    T m = group_sum<G>(s, sm) / (T)n;
+    T ss = 0;
     for (long long j = lane; j < n; j += G) {
-        double d = (double)row_get(xr, j) - mu;
+        T d = row_get(xr, j) - m;
         ss += d * d;
     }
     ss = group_sum<G>(ss, sm);
-    T r = (T)(1.0 / sqrt(ss / (double)n + (double)eps));
-    T m = (T)mu;
+    T r = (T)(1.0 / sqrt((double)ss / (double)n + (double)eps));
     if (lane == 0) {
         mean[row] = m;
         rstd[row] = r;
@@ -88,26 +92,25 @@ template <> struct layer_norm_row<bf16_t, 32, ROW_CHUNKS> {
 
 template <typename S, int G, bool V16, int C = ROW_CHUNKS>
 __device__ __forceinline__ void layer_norm_regs_k(S *y, float *mean, float *rstd, const S *x, const S *w, const S *b, long long rows, long long n, float eps) {
-    __shared__ double sm[BLOCK / 32];
+    __shared__ float sm[BLOCK / 32];
     long long row = group_row<G>();
     int lane = group_lane<G>();
     if (row >= rows) return;
     typename layer_norm_row<S, G, C>::type v;
     v.template load<G, V16>(x + row * n, n, lane);
-    double s = 0;
+    float s = 0;
 #pragma unroll
-    for (int k = 0; k < 4 * C; k++) s += (double)v.at(k); // past n: +0
-    double mu = group_sum<G>(s, sm) / (double)n;
-    double ss = 0;
+    for (int k = 0; k < 4 * C; k++) s += v.at(k); // past n: +0
+    float m = group_sum<G>(s, sm) / (float)n;
+    float ss = 0;
 #pragma unroll
     for (int k = 0; k < 4 * C; k++) {
         if (!row_in<G, V16>(k, n, lane)) break;
-        double d = (double)v.at(k) - mu;
+        float d = v.at(k) - m;
         ss += d * d;
     }
     ss = group_sum<G>(ss, sm);
-    float r = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
-    float m = (float)mu;
+    float r = (float)(1.0 / sqrt((double)ss / (double)n + (double)eps));
     if (lane == 0) {
         mean[row] = m;
         rstd[row] = r;
