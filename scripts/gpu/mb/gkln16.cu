@@ -17,8 +17,11 @@
 // (compute_80 PTX, as kernels/cuda/gen's fatbins are built; registers per kernel:
 //   awk '/Compiling entry/{f=$0} /Used [0-9]+ registers/&&f{print f; print; f=""}' /tmp/gkln16.ptxas | c++filt)
 // Measured on an H100 on 2026-12-07 (docs/benchmarks.md, "The 16-bit layer norm forward
-// with float moments"): float-all 92.0 % of the copy warm against main's 90.7 % (BF16);
-// not merged, since a 16-bit row must give the bits of its float32 copy.
+// with float moments"): float-all 92.0 % of the copy warm against main's 90.7 % (BF16).
+// Since branch lnfloat the library's kernels sum the moments of float rows in float in
+// every form (F32 too, so that a 16-bit row keeps the bits of its float32 copy): main
+// here is then float-all's arithmetic, float-lane and float-all its former candidates,
+// and main-gen whatever the committed fatbin holds.
 //
 // Variants ("dtype variant cold-µs cold-%copy warm-µs warm-%copy check [registers, blocks/SM]"):
 //   main        layer_norm_regs_warp_*_v16 from kernels/cuda/src, built by this nvcc
