@@ -410,7 +410,7 @@ func testDenseF32(t *testing.T, s *suite) {
 			for i, v := range x.vals() {
 				want[i] = ref.Unary(op, v)
 			}
-			near(t, what, want, float64s(got), within(dtype.F32, unaryTol(op)))
+			near(t, what, want, x.values(f32Bytes(got)), within(dtype.F32, unaryTol(op)))
 			bits := exec(t, s.tg, []*buf{dense(dtype.F32, n), x}, func(be kernels.Backend, o []kernels.Operand) { be.Unary(op, o[0], o[1]) })[0]
 			require.Equal(t, bits, f32Bytes(got), "%s: against Unary", what)
 		}
@@ -425,20 +425,11 @@ func testDenseF32(t *testing.T, s *suite) {
 			for i := range want {
 				want[i] = ref.Binary(op, as[i], bs[i])
 			}
-			near(t, what, want, float64s(got), within(dtype.F32, binaryTol(op)))
+			near(t, what, want, a.values(f32Bytes(got)), within(dtype.F32, binaryTol(op)))
 			bits := exec(t, s.tg, []*buf{dense(dtype.F32, n), a, b}, func(be kernels.Backend, o []kernels.Operand) { be.Binary(op, o[0], o[1], o[2]) })[0]
 			require.Equal(t, bits, f32Bytes(got), "%s: against Binary", what)
 		}
 	}
-}
-
-// float64s is s's values as float64.
-func float64s(s []float32) []float64 {
-	v := make([]float64, len(s))
-	for i, x := range s {
-		v[i] = float64(x)
-	}
-	return v
 }
 
 // float32s is the values of a float32 buffer.
@@ -451,7 +442,8 @@ func float32s(b *buf) []float32 {
 	return s
 }
 
-// f32Bytes is s's bytes, as a block of float32 holds them.
+// f32Bytes is s's bytes, as a block of float32 holds them (a dense F32 buf's values
+// reads them back).
 func f32Bytes(s []float32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), 4*len(s))
 }
