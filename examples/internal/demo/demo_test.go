@@ -45,14 +45,24 @@ func TestOpen(t *testing.T) {
 			assert.False(t, seen[dev], "%s: a fresh device each time", name)
 			seen[dev] = true
 		}
+		assert.True(t, must(Fresh(name)), name)
 	}
 	_, _, _, err := Open("tpu")
-	assert.EqualError(t, err, `-device: unknown device "tpu": want "cpu", "sim", "sim-backed", "cuda" or "cuda:N" (N = 0, 1, ...)`)
+	const unknown = `-device: unknown device "tpu": want "cpu", "sim", "sim-backed", "cuda" or "cuda:N" (N = 0, 1, ...)`
+	assert.EqualError(t, err, unknown)
+	_, err = Fresh("tpu")
+	assert.EqualError(t, err, unknown)
 	for _, name := range []string{"cuda", "cuda:0"} {
-		if _, _, _, err := Open(name); err != nil {
+		assert.False(t, must(Fresh(name)), "%s: one device however often opened, GPU or not", name)
+		first, _, _, err := Open(name)
+		if err != nil {
 			assert.ErrorContains(t, err, "named: opening cuda:0: ", "%s is cuda:0, through device/named", name)
 			assert.ErrorContains(t, err, "(no usable NVIDIA GPU here: use -device cpu, sim or sim-backed)")
+			continue
 		}
+		again, _, _, err := Open(name)
+		require.NoError(t, err)
+		assert.Same(t, first, again, "%s: as Fresh says", name)
 	}
 }
 

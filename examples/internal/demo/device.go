@@ -38,13 +38,32 @@ func OpenWith(name string, o sim.Options) (dev device.Device, a *alloc.Allocator
 	return dev, a, hasData, nil
 }
 
-func open(name string, o sim.Options) (device.Device, bool, error) {
+// Fresh reports whether Open makes a new device, with an allocator of its own, each
+// time it opens name: true for cpu, sim and sim-backed; false for a GPU, which is one
+// device with one allocator (as PyTorch's) however often it is opened. A name Open
+// refuses is Open's error.
+func Fresh(name string) (bool, error) {
+	n, err := parse(name)
+	return err == nil && n.Kind != device.CUDA, err
+}
+
+// parse is the device a -device flag's name stands for, "" the machine's default
+// (SUBLET_DEVICE, else cuda:0 where usable, else cpu).
+func parse(name string) (named.Name, error) {
 	n, err := named.Parse(name)
-	if name == "" { // the machine's default: SUBLET_DEVICE, else cuda:0 where usable, else cpu
+	if name == "" {
 		n, err = named.DefaultName()
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("-device: %w", err)
+		return n, fmt.Errorf("-device: %w", err)
+	}
+	return n, nil
+}
+
+func open(name string, o sim.Options) (device.Device, bool, error) {
+	n, err := parse(name)
+	if err != nil {
+		return nil, false, err
 	}
 	switch n.Kind {
 	case device.Sim:
