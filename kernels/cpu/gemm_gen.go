@@ -23,8 +23,9 @@ type kernel struct {
 	feat  string // comment naming the instruction sets
 	// pf is how many k steps ahead the loop asks for A's and B's lines (PREFETCHT0; 0:
 	// none). On the 16-core Emerald Rapids host, 8 steps (1 KB of B, 448 bytes of A)
-	// took the 1024 products 4-6 % faster at 16 threads, where the cores share L2's
-	// bandwidth (docs/benchmarks.md, "The GEMM's prefetch").
+	// took the 1024 products 4-6 % faster at 16 threads and deep-sgd 3-5 % at 2 and 16
+	// (docs/benchmarks.md, "Twenty-first session on the H100's card and host" and
+	// "Twenty-second ..."); on a Zen 5 core it costs 1-2 %.
 	pf int
 }
 
