@@ -103,9 +103,6 @@ func (d *detector) propose(p int64) {
 	}
 }
 
-// reset forgets the proposed period, so that the next one is looked for afresh.
-func (d *detector) reset() { d.period, d.run = 0, 0 }
-
 // window returns the last 2p events, oldest first.
 func (d *detector) window(p int64) []sig {
 	out := make([]sig, 2*p)

@@ -5,7 +5,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/subletml/sublet/device"
 )
 
 func TestRecordStreamDefersFree(t *testing.T) {
@@ -104,12 +103,10 @@ func TestRetryReclaimsPendingFrees(t *testing.T) {
 func TestEventsAreRecycled(t *testing.T) {
 	a, d := newAlloc(t, 0, Config{})
 	s1 := newStream(t, d, false)
-	var ps []device.Ptr
 	for range 3 {
 		p := mustAlloc(t, a, 4096, 0)
 		require.NoError(t, a.RecordStream(p, s1))
 		mustFree(t, a, p)
-		ps = append(ps, p)
 	}
 	a.mu.Lock()
 	assert.Len(t, a.events.spare, 0, "the event is still queued until the next Alloc")

@@ -99,9 +99,6 @@ func (w *Work) Wait() error {
 	return w.err
 }
 
-// done is a Work that has already completed with err.
-func done(err error) *Work { return &Work{wait: func() error { return err }} }
-
 // argError is the error of a collective's bad argument, on this rank.
 func argError(g *Group, m meta, cause error, format string, args ...any) error {
 	return &Error{Op: m.String(), Rank: g.cfg.Rank, Peer: -1, Msg: fmt.Sprintf(format, args...), Err: cause}

@@ -210,7 +210,6 @@ func TestInPlaceChangeOfASavedTensorFailsBackward(t *testing.T) {
 // offload moves saved tensors to another device and back: saved-tensor hooks.
 type offload struct {
 	t      *testing.T
-	host   *tensor.Scope // owns nothing; a root for the copies
 	to     func(x *tensor.Tensor) *tensor.Tensor
 	back   func(x *tensor.Tensor) *tensor.Tensor
 	packed int

@@ -173,10 +173,6 @@ func TestConstantsRoundButDoNotOverflow(t *testing.T) {
 	require.Equal(t, []float64{math.Inf(1)}, tensor.ToSlice[float64](s.Full(d, dtype.F16, math.Inf(1), 1)), "Inf is no overflow")
 }
 
-func inf() float64 { return 1 / zero() }
-
-func zero() float64 { return 0 }
-
 func TestRandomFactoriesAndGenerator(t *testing.T) {
 	d := newCPU(t)
 	g := tensor.NewGenerator(42)

@@ -31,8 +31,9 @@ func Call(fn uintptr, args ...uintptr) uintptr { return call(fn, args) }
 
 // CallArgs is Call with the arguments in a slice that is on the heap already (a pooled
 // block), for hot paths: Call's variadic slice escapes to the heap on every call, as
-// go:uintptrescapes makes it, and this one allocates nothing. It keeps nothing alive:
-// a pointer among args must point into memory the caller keeps alive until it returns.
+// its go:uintptrescapes directive makes it, and this one allocates nothing. It keeps
+// nothing alive: a pointer among args must point into memory the caller keeps alive
+// until it returns.
 func CallArgs(fn uintptr, args []uintptr) uintptr { return call(fn, args) }
 
 // Bind makes the function *fptr call the entry point fn, converting Go values to C as

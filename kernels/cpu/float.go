@@ -69,14 +69,6 @@ func as32[T float](s []T) (v []float32, ok bool) {
 	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(s))), len(s)), true
 }
 
-// as64 is as32 for float64.
-func as64[T float](s []T) (v []float64, ok bool) {
-	if is32[T]() {
-		return nil, false
-	}
-	return unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(s))), len(s)), true
-}
-
 // The functions below are the math of one element in T: math32's for float32 (what
 // the float32 kernels always computed), math's for float64.
 
