@@ -549,10 +549,19 @@ func maxLanePairs(t typ) {
 	label(name + "row")
 	maxRowStart(t, 12, 13)
 	p("LEAQ (SI)(R13*1), R11")
+	// Each stream's next row at the same offset for rows of at most 4 KiB, as
+	// sumRowPairs asks, else prefetch bytes ahead in the row (BX; find takes it after).
+	p("MOVQ $%d, BX", prefetch)
+	p("CMPQ CX, $4096")
+	p("JGT %sfar", name)
+	p("MOVQ R8, BX")
+	label(name + "far")
+	p("LEAQ (SI)(BX*1), R14") // row i's lines to ask for; row i + far's R13 after
 	p("XORQ AX, AX")
 	label(name + "loop")
-	p("PREFETCHT0 %d(SI)(AX*1)", prefetch)
-	p("PREFETCHT0 %d(R11)(AX*1)", prefetch)
+	p("PREFETCHT0 (R14)")
+	p("PREFETCHT0 (R14)(R13*1)")
+	p("ADDQ $%d, R14", 2*vec)
 	for i, base := range []string{"SI", "SI", "R11", "R11"} {
 		p("VMOVUP%s %d(%s)(AX*1), Y%d", x, (i%2)*vec, base, 4+i)
 	}
