@@ -552,8 +552,8 @@ func maxLanePairs(t typ) {
 	// Each stream's next row at the same offset for rows of at most 4 KiB, as
 	// sumRowPairs asks, else prefetch bytes ahead in the row (BX; find takes it after).
 	// On the 2-core development machine at 2 threads, the maximum over rows of 4 KiB
-	// ran at 0.87-0.94 of Add's bandwidth where 2 KiB ahead in the row gave 0.82-0.85
-	// (docs/benchmarks.md, "Twenty-third session").
+	// ran at 0.87-0.91 of Add's bandwidth where 2 KiB ahead in the row gave 0.82-0.85,
+	// in four runs of both (docs/benchmarks.md, "Twenty-third session").
 	p("MOVQ $%d, BX", prefetch)
 	p("CMPQ CX, $4096")
 	p("JGT %sfar", name)
