@@ -264,19 +264,7 @@ func sumRows(t typ, square bool) {
 	p("SHLQ $%d, CX", log2(t.size))
 	for _, group := range []int{2, 1} {
 		g := fmt.Sprintf("%s%d", name, group)
-		// R10 is how far ahead of each read its line is asked for: a row of at
-		// most 4 KiB is read in a few hundred ns, and the rows the next round
-		// reads at the same offset are what it needs next (rows ahead of
-		// R8·group); a longer row reads prefetch bytes ahead in itself.
-		p("MOVQ $%d, R10", prefetch)
-		p("CMPQ CX, $4096")
-		p("JGT %sfar", g)
-		if group == 2 {
-			p("LEAQ (R8)(R8*1), R10")
-		} else {
-			p("MOVQ R8, R10")
-		}
-		label(g + "far")
+		ahead("R10", group, g+"far")
 		label(g + "rows")
 		p("CMPQ R9, $%d", group)
 		p("JLT %sdone", g)
@@ -309,13 +297,7 @@ func sumRowPairs(t typ, square bool) {
 	p("MOVQ R13, DX")
 	p("SHLQ $3, DX") // dst[i + far], bytes from dst[i]
 	p("IMULQ R8, R13")
-	// The next round reads each stream's next row: R10 is one row ahead for rows of
-	// at most 4 KiB, as in sumRows.
-	p("MOVQ $%d, R10", prefetch)
-	p("CMPQ CX, $4096")
-	p("JGT %sfar", name)
-	p("MOVQ R8, R10")
-	label(name + "far")
+	ahead("R10", 1, name+"far") // the next round reads each stream's next row
 	label(name + "rows")
 	p("CMPQ R9, $1")
 	p("JLT %sdone", name)
@@ -329,6 +311,22 @@ func sumRowPairs(t typ, square bool) {
 	label(name + "done")
 	p("VZEROUPPER")
 	p("RET")
+}
+
+// ahead sets reg to how far ahead of each read its line is asked for, and defines the
+// label l: for rows of at most 4 KiB (CX bytes), rows rows of R8 bytes (1 or 2), the
+// rows the next round reads at the same offset, which a core reads in a few hundred ns;
+// for a longer row, prefetch bytes ahead in itself.
+func ahead(reg string, rows int, l string) {
+	p("MOVQ $%d, %s", prefetch, reg)
+	p("CMPQ CX, $4096")
+	p("JGT %s", l)
+	if rows == 2 {
+		p("LEAQ (R8)(R8*1), %s", reg)
+	} else {
+		p("MOVQ R8, %s", reg)
+	}
+	label(l)
 }
 
 // rowsRound sums group rows (1 or 2) of CX bytes from SI and, for two, from second
@@ -549,16 +547,12 @@ func maxLanePairs(t typ) {
 	label(name + "row")
 	maxRowStart(t, 12, 13)
 	p("LEAQ (SI)(R13*1), R11")
-	// Each stream's next row at the same offset for rows of at most 4 KiB, as
-	// sumRowPairs asks, else prefetch bytes ahead in the row (BX; find takes it after).
-	// On the 2-core development machine at 2 threads, the maximum over rows of 4 KiB
-	// ran at 0.87-0.91 of Add's bandwidth where 2 KiB ahead in the row gave 0.82-0.85,
-	// in four runs of both (docs/benchmarks.md, "Twenty-third session").
-	p("MOVQ $%d, BX", prefetch)
-	p("CMPQ CX, $4096")
-	p("JGT %sfar", name)
-	p("MOVQ R8, BX")
-	label(name + "far")
+	// Each stream's next row, as sumRowPairs asks for it (BX: find takes it after,
+	// so a row sets it again). On the 2-core development machine at 2 threads, the
+	// maximum over rows of 4 KiB ran at 0.87-0.91 of Add's bandwidth where 2 KiB ahead
+	// in the row gave 0.82-0.85, in four runs of both (docs/benchmarks.md,
+	// "Twenty-third session").
+	ahead("BX", 1, name+"far")
 	p("LEAQ (SI)(BX*1), R14") // row i's lines to ask for; row i + far's R13 after
 	p("XORQ AX, AX")
 	label(name + "loop")
